@@ -1,0 +1,1 @@
+"""commscope.collector: the source side — find trace files, stream-parse, normalise, ship."""

@@ -1,0 +1,150 @@
+"""Classification of trace events per the metric contract (pure).
+
+Which kernels communicate, which collective a name stands for, how many bytes a dtype has,
+which CPU ops are calls into a collective, and how a message size follows from op args.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+# nccl-tests convention: a dtype's size in bytes, keyed by lower-cased name without `c10::`.
+_DTYPE_BYTES: Final = {
+    "float": 4,
+    "float32": 4,
+    "double": 8,
+    "float64": 8,
+    "half": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "long": 8,
+    "int64": 8,
+    "long int": 8,
+    "int": 4,
+    "int32": 4,
+    "short": 2,
+    "short int": 2,
+    "int16": 2,
+    "char": 1,
+    "byte": 1,
+    "bool": 1,
+    "unsigned char": 1,
+    "signed char": 1,
+    "int8": 1,
+    "uint8": 1,
+}
+
+# Ordered: the first prefix that matches the squashed name wins.
+_COLLECTIVE_PREFIXES: Final = (
+    ("allreduce", "AllReduce"),
+    ("allgather", "AllGather"),
+    ("reducescatter", "ReduceScatter"),
+    ("alltoall", "AllToAll"),
+    ("broadcast", "Broadcast"),
+    ("bcast", "Broadcast"),
+    ("reduce", "Reduce"),
+    ("sendrecv", "SendRecv"),
+    ("send", "SendRecv"),
+    ("recv", "SendRecv"),
+    ("isend", "SendRecv"),
+    ("irecv", "SendRecv"),
+    ("batchisendirecv", "SendRecv"),
+    ("p2p", "SendRecv"),
+    ("barrier", "Barrier"),
+)
+
+# Bus-traffic factor F per collective type for group size n (nccl-tests PERFORMANCE.md).
+_TWO_WAY: Final = frozenset({"AllReduce"})
+_ONE_WAY: Final = frozenset({"AllGather", "ReduceScatter", "AllToAll"})
+
+_KERNEL_PREFIX = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_", re.IGNORECASE)
+_NON_LETTERS = re.compile(r"[^a-z0-9]")
+
+COMM_CALL_PREFIXES: Final = ("c10d::", "_c10d_functional", "record_param_comms")
+
+
+def dtype_bytes(dtype: object) -> int | None:
+    """Size of one element of `dtype`, or None when the name is unknown or missing."""
+    if not isinstance(dtype, str):
+        return None
+    name = dtype.strip().lower().removeprefix("c10::")
+    if name.startswith("float8"):
+        return 1
+    return _DTYPE_BYTES.get(name)
+
+
+def is_comm_kernel(name: str) -> bool:
+    """NCCL or RCCL kernel: the name starts with `nccl` or `rccl` in any case."""
+    return name[:4].lower() in ("nccl", "rccl")
+
+
+def is_comm_call(name: str) -> bool:
+    """A CPU op that is a call into a collective (its time is not compute)."""
+    return name.startswith(COMM_CALL_PREFIXES) or "wait" in name.lower()
+
+
+def collective_type(name: str) -> str:
+    """Collective type of a `Collective name`, kernel name or annotation name."""
+    kernel = _KERNEL_PREFIX.match(name)
+    if kernel:
+        base = name[kernel.end() :].split("_", 1)[0].split("(", 1)[0]
+    else:
+        base = name.rsplit(":", 1)[-1]
+    squashed = _NON_LETTERS.sub("", base.lower())
+    for prefix, kind in _COLLECTIVE_PREFIXES:
+        if squashed.startswith(prefix):
+            return kind
+    return "Other"
+
+
+def bus_factor(collective: str, group_size: int | None) -> float | None:
+    """F with bus bytes = S x F; None when F depends on an unknown group size."""
+    if collective in _TWO_WAY or collective in _ONE_WAY:
+        if group_size is None or group_size < 1:
+            return None
+        share = (group_size - 1) / group_size
+        return 2.0 * share if collective in _TWO_WAY else share
+    return 1.0
+
+
+def nelems_bytes(args: Mapping[str, Any]) -> int | None:
+    """S from collective args: max(In msg nelems, Out msg nelems) x dtype size."""
+    counts = [v for v in (args.get("In msg nelems"), args.get("Out msg nelems")) if _is_count(v)]
+    size = dtype_bytes(args.get("dtype"))
+    if not counts or size is None:
+        return None
+    return max(counts) * size
+
+
+def input_dims_bytes(args: Mapping[str, Any]) -> int | None:
+    """S from `Input Dims` x `Input type`: the first input, summed over a tensor list."""
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    if not isinstance(dims, list) or not isinstance(types, list) or not dims or not types:
+        return None
+    size = dtype_bytes(types[0])
+    first = dims[0]
+    if size is None or not isinstance(first, list):
+        return None
+    shapes = first if first and all(isinstance(s, list) for s in first) else [first]
+    total = 0
+    for shape in shapes:
+        elements = _elements(shape)
+        if elements is None:
+            return None
+        total += elements
+    return total * size
+
+
+def _elements(shape: list[Any]) -> int | None:
+    count = 1
+    for extent in shape:
+        if not _is_count(extent):
+            return None
+        count *= extent
+    return count
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

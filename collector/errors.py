@@ -1,0 +1,32 @@
+"""The exception tree of commscope (pure).
+
+Every error a user can cause derives from `CommscopeError` and carries its context, so the
+shell can print one clear line and the report can name what was skipped and why.
+"""
+
+from __future__ import annotations
+
+
+class CommscopeError(Exception):
+    """Base of every error commscope raises on purpose."""
+
+
+class BackendError(CommscopeError):
+    """A required runtime piece (ijson's C backend) is missing."""
+
+
+class ConfigError(CommscopeError):
+    """A job config or command-line value is unusable."""
+
+
+class TraceError(CommscopeError):
+    """A trace file cannot be analysed: truncated, corrupt, or not a trace."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class RankConflictError(CommscopeError):
+    """Two files claim the same rank in one window."""

@@ -1,0 +1,100 @@
+"""Stream a PyTorch profiler (Kineto) trace into batches of typed events (pure over a stream).
+
+`TraceReader(stream, path).batches()` parses the document once with ijson's C backend and
+yields lists of events as it goes; `meta` and `stats` are complete once it is exhausted. A
+document that is truncated, corrupt or not a trace raises `TraceError` with a plain reason;
+the caller discards what it had read from that file.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterator
+from typing import IO, Final
+
+import ijson
+from commscope.collector.errors import TraceError
+from commscope.collector.jsonstream import Tap, trace_items
+from commscope.collector.normalize import Normalizer
+from commscope.collector.schema import Event, FileStats, TraceMeta
+
+BATCH_EVENTS: Final = 4096
+_NOT_OBJECT: Final = "traceEvents item that is not an object"
+
+
+class TraceReader:
+    """One pass over one trace document; see the module docstring."""
+
+    def __init__(
+        self, stream: IO[bytes], path: str, on_chunk: Callable[[int], None] | None = None
+    ) -> None:
+        self.path = path
+        self._tap = Tap(stream, on_chunk)
+        self._normalizer = Normalizer()
+
+    @property
+    def meta(self) -> TraceMeta:
+        return self._normalizer.meta
+
+    @property
+    def stats(self) -> FileStats:
+        return self._normalizer.stats
+
+    @property
+    def has_gpu(self) -> bool:
+        return self._normalizer.has_gpu
+
+    def batches(self, size: int = BATCH_EVENTS) -> Iterator[list[Event]]:
+        try:
+            yield from self._parse(size)
+        except ijson.IncompleteJSONError as exc:
+            raise TraceError(self.path, _json_reason(exc)) from None
+        except ijson.JSONError as exc:
+            raise TraceError(self.path, f"not valid JSON ({_short(exc)})") from None
+        except EOFError:
+            raise TraceError(self.path, "truncated gzip stream (still being written?)") from None
+        except (OSError, zlib.error) as exc:
+            raise TraceError(self.path, f"unreadable ({_short(exc)})") from None
+
+    def _parse(self, size: int) -> Iterator[list[Event]]:
+        normalizer = self._normalizer
+        out, handlers, tap = normalizer.out, normalizer.handlers, self._tap
+        items = trace_items(tap)
+        count = 0
+        for raw in items:
+            if count == 0:
+                normalizer.set_top(tap.head or {})
+            count += 1
+            try:
+                handler = handlers.get(raw.get("cat"))
+            except AttributeError:
+                normalizer.stats.dropped[_NOT_OBJECT] = (
+                    normalizer.stats.dropped.get(_NOT_OBJECT, 0) + 1
+                )
+                continue
+            if handler is not None:
+                handler(raw)
+            if not count & 1023 and len(out) >= size:
+                yield out[:]
+                out.clear()
+        if tap.head is None:
+            raise TraceError(self.path, "no top-level traceEvents array (not a Kineto trace)")
+        normalizer.set_top(tap.head)
+        normalizer.set_top(tap.trailing())
+        normalizer.finish()
+        normalizer.stats.events = count
+        normalizer.stats.bytes_read = tap.bytes_read
+        if out:
+            yield out[:]
+            out.clear()
+
+
+def _json_reason(exc: Exception) -> str:
+    text = _short(exc)
+    if "premature EOF" in text or "parse error: premature" in text or not text:
+        return "truncated: the JSON ends before the document is complete (still being written?)"
+    return f"corrupt JSON ({text})"
+
+
+def _short(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:160]

@@ -1,0 +1,435 @@
+"""Raw Kineto events of one file → typed commscope events (pure).
+
+`Normalizer.feed` is the hot path: one dict lookup on `cat`, then a short handler. What it
+emits goes to `out` (the caller drains it in batches). Communication kernels whose args lack
+the collective's name or size wait in `_pending` (bounded by the number of collectives); at
+`finish` each is resolved through its `correlation` to the launch, then to the innermost
+enclosing comm calls on the launching thread (record_param_comms args first, then `Input
+Dims` of the comm ops), so the result does not depend on the order of events in the file.
+Kernel launches are remembered in two generations of at most LAUNCH_MEMORY each; a launch
+whose kernel is pending is pinned to it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from commscope.collector.classify import (
+    collective_type,
+    input_dims_bytes,
+    is_comm_call,
+    is_comm_kernel,
+    nelems_bytes,
+)
+from commscope.collector.schema import CommOp, CpuSpan, Event, FileStats, GpuOp, Step, TraceMeta
+
+LAUNCH_MEMORY: Final = 1 << 16
+ROLE_MEMORY: Final = 1 << 14
+_BAD_SPAN: Final = "span without numeric ts/dur"
+_PLAIN, _CALL, _RECORDED_CALL = 0, 1, 2
+_CALL_PREFIXES: Final = ("record_param_comms", "c10d::", "_c10d_functional", "nccl:", "gloo:")
+_BACKEND_PREFIXES: Final = ("nccl:", "gloo:", "record_param_comms")
+
+
+class CommCall:
+    """A CPU-side op of a collective with what its args say about the message."""
+
+    __slots__ = ("args", "backend", "end_ns", "name", "start_ns")
+
+    def __init__(self, name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) -> None:
+        self.name = name
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self.args = args
+        self.backend = name.startswith(_BACKEND_PREFIXES)
+
+
+class PendingKernel:
+    """A communication kernel whose collective or size must come from its launch."""
+
+    __slots__ = ("args", "dur_ns", "launch", "name", "start_ns")
+
+    def __init__(self, name: str, start_ns: int, dur_ns: int, args: Mapping[str, Any]) -> None:
+        self.name = name
+        self.start_ns = start_ns
+        self.dur_ns = dur_ns
+        self.args = args
+        self.launch: tuple[int, int] | None = None
+
+
+class Launches:
+    """One generation of kernel launches: correlation id → launching thread and time (µs).
+
+    Two dicts of scalars rather than one of tuples: nothing here is tracked by the cyclic GC.
+    """
+
+    __slots__ = ("tid", "ts")
+
+    def __init__(self) -> None:
+        self.tid: dict[int, int] = {}
+        self.ts: dict[int, float] = {}
+
+
+class CpuRuns:
+    """The open run of cpu_op time per thread (µs floats, scalars only); closed runs are emitted."""
+
+    __slots__ = ("comm_call", "end", "start")
+
+    def __init__(self, comm_call: bool) -> None:
+        self.comm_call = comm_call
+        self.start: dict[int, float] = {}
+        self.end: dict[int, float] = {}
+
+    def extend(self, sink: Normalizer, tid: int, start_us: float, end_us: float) -> None:
+        """Grow the thread's open run by [start, end], or close it and open another."""
+        open_start = self.start.get(tid)
+        if open_start is not None:
+            open_end = self.end[tid]
+            if open_start <= start_us <= open_end:
+                if end_us > open_end:
+                    self.end[tid] = end_us
+                return
+            sink.out.append(
+                CpuSpan(tid, round(open_start * 1000), round(open_end * 1000), self.comm_call)
+            )
+        self.start[tid] = start_us
+        self.end[tid] = end_us
+
+    def close_all(self, sink: Normalizer) -> None:
+        for tid in sorted(self.start):
+            start, end = self.start[tid], self.end[tid]
+            sink.out.append(CpuSpan(tid, round(start * 1000), round(end * 1000), self.comm_call))
+        self.start.clear()
+        self.end.clear()
+
+
+class CallIndex:
+    """Comm calls per thread, sorted lazily, answering 'which calls enclose this instant'."""
+
+    def __init__(self) -> None:
+        self._calls: dict[int, list[CommCall]] = {}
+        self._starts: dict[int, list[int]] = {}
+        self._longest: dict[int, int] = {}
+
+    def add(self, tid: int, call: CommCall) -> None:
+        self._calls.setdefault(tid, []).append(call)
+        self._starts.pop(tid, None)
+        self._longest[tid] = max(self._longest.get(tid, 0), call.end_ns - call.start_ns)
+
+    def enclosing(self, tid: int, ts_ns: int) -> list[CommCall]:
+        """Calls on `tid` that contain `ts_ns`, innermost (latest start) first."""
+        calls = self._calls.get(tid)
+        if not calls:
+            return []
+        starts = self._starts.get(tid)
+        if starts is None:
+            calls.sort(key=lambda c: (c.start_ns, -c.end_ns))
+            starts = self._starts[tid] = [c.start_ns for c in calls]
+        found = []
+        earliest = ts_ns - self._longest[tid]
+        for i in range(bisect.bisect_right(starts, ts_ns) - 1, -1, -1):
+            call = calls[i]
+            if call.start_ns < earliest:
+                break
+            if call.end_ns >= ts_ns:
+                found.append(call)
+        return found
+
+
+class Normalizer:
+    """Turns one file's raw events into typed events; see the module docstring."""
+
+    def __init__(self, top: Mapping[str, Any] | None = None) -> None:
+        self.out: list[Event] = []
+        self.stats = FileStats()
+        self.has_gpu = False
+        self._meta = meta_from_top(top or {})
+        self._calls = CallIndex()
+        self._launches = Launches()
+        self._old_launches = Launches()
+        self._pending: dict[int, PendingKernel] = {}
+        self._waiting_meta: list[tuple[str, int, int, Mapping[str, Any]]] = []
+        self._busy = CpuRuns(comm_call=False)
+        self._calling = CpuRuns(comm_call=True)
+        self._roles: dict[str, int] = {}
+        self.handlers: dict[object, Callable[[dict[str, Any]], None]] = {
+            "kernel": self._kernel,
+            "gpu_memcpy": self._memcpy,
+            "gpu_memset": self._memset,
+            "cuda_runtime": self._runtime,
+            "cuda_driver": self._runtime,
+            "cpu_op": self._cpu_op,
+            "user_annotation": self._annotation,
+        }
+
+    @property
+    def meta(self) -> TraceMeta:
+        return self._meta
+
+    def set_top(self, top: Mapping[str, Any]) -> None:
+        """Metadata keys found in the document (header, then trailer); earlier keys win."""
+        self._meta = merge_meta(self._meta, meta_from_top(top))
+
+    def feed(self, raw: dict[str, Any]) -> None:
+        handler = self.handlers.get(raw.get("cat"))
+        if handler is not None:
+            handler(raw)
+
+    # ------------------------------------------------------------------ handlers
+
+    def _span(self, raw: Mapping[str, Any]) -> tuple[int, int] | None:
+        try:
+            ts, dur = raw["ts"], raw["dur"]
+            if dur < 0 or raw["ph"] != "X":
+                raise ValueError
+            return round(ts * 1000), round(dur * 1000)
+        except (KeyError, TypeError, ValueError):
+            self._drop(_BAD_SPAN)
+            return None
+
+    def _drop(self, reason: str) -> None:
+        dropped = self.stats.dropped
+        dropped[reason] = dropped.get(reason, 0) + 1
+
+    def _kernel(self, raw: dict[str, Any]) -> None:
+        span = self._span(raw)
+        name = raw.get("name")
+        if span is None or not isinstance(name, str):
+            return
+        self.has_gpu = True
+        if not is_comm_kernel(name):
+            self.out.append(GpuOp("compute", span[0], span[1]))
+            return
+        args = raw.get("args") or {}
+        if "Collective name" in args and nelems_bytes(args) is not None:
+            self.out.append(self._comm_op(name, span, args, []))
+            return
+        kernel = PendingKernel(name, span[0], span[1], args)
+        correlation = args.get("correlation")
+        if isinstance(correlation, int):
+            kernel.launch = self._launch(correlation)
+            self._pending[correlation] = kernel
+        else:
+            self.out.append(self._comm_op(name, span, args, []))
+
+    def _memcpy(self, raw: dict[str, Any]) -> None:
+        span = self._span(raw)
+        if span is not None:
+            self.has_gpu = True
+            self.out.append(GpuOp("memcpy", span[0], span[1]))
+
+    def _memset(self, raw: dict[str, Any]) -> None:
+        span = self._span(raw)
+        if span is not None:
+            self.has_gpu = True
+            self.out.append(GpuOp("memset", span[0], span[1]))
+
+    def _runtime(self, raw: dict[str, Any]) -> None:
+        try:
+            if "aunch" not in raw["name"]:
+                return
+            correlation, tid, ts = raw["args"]["correlation"], raw["tid"], raw["ts"]
+        except (KeyError, TypeError):
+            return  # a runtime call we cannot place is no launch we could use
+        pending = self._pending.get(correlation)
+        if pending is not None:
+            pending.launch = (tid, round(ts * 1000))
+            return
+        launches = self._launches
+        launches.ts[correlation] = ts
+        launches.tid[correlation] = tid
+        if len(launches.ts) >= LAUNCH_MEMORY:
+            self._old_launches, self._launches = launches, Launches()
+
+    def _launch(self, correlation: int) -> tuple[int, int] | None:
+        for launches in (self._launches, self._old_launches):
+            ts = launches.ts.get(correlation)
+            if ts is not None:
+                return launches.tid[correlation], round(ts * 1000)
+        return None
+
+    def _cpu_op(self, raw: dict[str, Any]) -> None:
+        try:
+            name, tid, ts, dur = raw["name"], raw["tid"], raw["ts"], raw["dur"]
+            end = ts + dur
+            role = self._roles.get(name)
+            if role is None:
+                role = self._role(name)
+            if dur < 0:
+                raise ValueError
+        except (KeyError, TypeError, ValueError):
+            self._drop(_BAD_SPAN)
+            return
+        self._busy.extend(self, tid, ts, end)
+        if role:
+            self._calling.extend(self, tid, ts, end)
+            if role == _RECORDED_CALL:
+                start_ns = round(ts * 1000)
+                call = CommCall(name, start_ns, round(end * 1000), raw.get("args") or {})
+                self._calls.add(tid, call)
+
+    def _role(self, name: str) -> int:
+        role = _PLAIN
+        if is_comm_call(name):
+            role = _RECORDED_CALL if name.startswith(_CALL_PREFIXES) else _CALL
+        if len(self._roles) < ROLE_MEMORY:
+            self._roles[name] = role
+        return role
+
+    def _annotation(self, raw: dict[str, Any]) -> None:
+        name = raw.get("name")
+        if not isinstance(name, str):
+            return
+        if name.startswith("ProfilerStep#"):
+            self._step(raw, name)
+        elif name.startswith("gloo:"):
+            self._gloo(raw, name)
+        elif name.startswith("nccl:"):
+            span, tid = self._span(raw), raw.get("tid")
+            if span is not None and isinstance(tid, int):
+                self._calls.add(tid, CommCall(name, span[0], sum(span), raw.get("args") or {}))
+
+    def _step(self, raw: dict[str, Any], name: str) -> None:
+        span, tid = self._span(raw), raw.get("tid")
+        number = name.removeprefix("ProfilerStep#")
+        if span is None or not isinstance(tid, int):
+            return
+        if not number.isdigit():
+            self._drop("ProfilerStep without a step number")
+            return
+        self.out.append(Step(int(number), span[0], span[1], tid))
+
+    def _gloo(self, raw: dict[str, Any], name: str) -> None:
+        span = self._span(raw)
+        if span is None:
+            return
+        args = raw.get("args") or {}
+        if self._meta.world_size is None and "Group size" not in args:
+            self._waiting_meta.append((name, span[0], span[1], args))
+            return
+        self.out.append(self._gloo_op(name, span[0], span[1], args))
+
+    def _gloo_op(self, name: str, start: int, dur: int, args: Mapping[str, Any]) -> CommOp:
+        collective = collective_type(str(args.get("Collective name") or name))
+        group = self._group_size([args])
+        size = nelems_bytes(args)
+        if size is None:
+            size = message_from_dims(CommCall(name, start, start + dur, args), collective, group)
+        if size is None:
+            self.stats.sizes_unknown += 1
+        return CommOp(collective, start, dur, size, group, False, _pg(args), _seq(args))
+
+    # ------------------------------------------------------------------ resolution
+
+    def _comm_op(
+        self, name: str, span: tuple[int, int], args: Mapping[str, Any], calls: list[CommCall]
+    ) -> CommOp:
+        records = [args, *(c.args for c in calls if c.name == "record_param_comms")]
+        label = next((a["Collective name"] for a in records if "Collective name" in a), name)
+        collective = collective_type(str(label))
+        group = self._group_size(records)
+        size = next((s for a in records if (s := nelems_bytes(a)) is not None), None)
+        if size is None:
+            size = next(
+                (s for c in calls if (s := message_from_dims(c, collective, group)) is not None),
+                None,
+            )
+        if size is None:
+            self.stats.sizes_unknown += 1
+        pg = next((p for a in records if (p := _pg(a)) is not None), None)
+        seq = next((s for a in records if (s := _seq(a)) is not None), None)
+        return CommOp(collective, span[0], span[1], size, group, True, pg, seq)
+
+    def _group_size(self, records: list[Mapping[str, Any]]) -> int | None:
+        for args in records:
+            size = args.get("Group size")
+            if isinstance(size, int) and size > 0:
+                return size
+        for args in records:
+            pg = _pg(args)
+            if pg is not None and pg in self._meta.pg_sizes:
+                return self._meta.pg_sizes[pg]
+        if len(self._meta.pg_sizes) == 1:
+            return next(iter(self._meta.pg_sizes.values()))
+        return self._meta.world_size
+
+    def finish(self) -> None:
+        """Resolve what waited for the whole file and flush the open CPU runs."""
+        for kernel in self._pending.values():
+            calls = self._calls.enclosing(*kernel.launch) if kernel.launch else []
+            span = (kernel.start_ns, kernel.dur_ns)
+            self.out.append(self._comm_op(kernel.name, span, kernel.args, calls))
+        self._pending.clear()
+        for name, start, dur, args in self._waiting_meta:
+            self.out.append(self._gloo_op(name, start, dur, args))
+        self._waiting_meta.clear()
+        self._busy.close_all(self)
+        self._calling.close_all(self)
+        self._launches = self._old_launches = Launches()
+
+
+def message_from_dims(call: CommCall, collective: str, group: int | None) -> int | None:
+    """S from a comm call's `Input Dims`, per what that op's first input is.
+
+    Backend ops (`nccl:*`, `gloo:*`, record_param_comms) record the input: an AllGather's is
+    the shard, S = shard x group size. c10d ops take the output first: a ReduceScatter's is
+    the shard, S = shard x group size.
+    """
+    size = input_dims_bytes(call.args)
+    if size is None:
+        return None
+    sharded = collective == "AllGather" if call.backend else collective == "ReduceScatter"
+    if not sharded:
+        return size
+    return None if group is None else size * group
+
+
+def _pg(args: Mapping[str, Any]) -> str | None:
+    pg = args.get("Process Group Name")
+    return str(pg) if isinstance(pg, str | int) and not isinstance(pg, bool) else None
+
+
+def _seq(args: Mapping[str, Any]) -> int | None:
+    seq = args.get("Seq")
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+
+
+def meta_from_top(top: Mapping[str, Any]) -> TraceMeta:
+    """TraceMeta from a trace's top-level keys (missing or odd values are None)."""
+    info = top.get("distributedInfo")
+    info = info if isinstance(info, dict) else {}
+    devices = top.get("deviceProperties")
+    gpu = devices[0].get("name") if isinstance(devices, list) and devices else None
+    pgs = info.get("pg_config")
+    pg_sizes = {}
+    if isinstance(pgs, list):
+        for pg in pgs:
+            if isinstance(pg, dict) and isinstance(pg.get("pg_size"), int):
+                pg_sizes[str(pg.get("pg_name"))] = pg["pg_size"]
+    base = top.get("baseTimeNanoseconds")
+    return TraceMeta(
+        rank=_int(info.get("rank")),
+        world_size=_int(info.get("world_size")),
+        backend=info.get("backend") if isinstance(info.get("backend"), str) else None,
+        gpu_name=gpu if isinstance(gpu, str) else None,
+        base_time_ns=_int(base),
+        pg_sizes=pg_sizes,
+        nccl_version=str(info["nccl_version"]) if "nccl_version" in info else None,
+    )
+
+
+def merge_meta(first: TraceMeta, later: TraceMeta) -> TraceMeta:
+    """Field by field, the first known value."""
+    fields = {
+        name: getattr(first, name)
+        if getattr(first, name) not in (None, {})
+        else getattr(later, name)
+        for name in first.__struct_fields__
+    }
+    return TraceMeta(**fields)
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,0 +1,230 @@
+"""commscope's one schema module (pure): every struct that crosses a process boundary.
+
+Normalised trace events (what the collector emits and the pipeline consumes, later shipped
+over ZeroMQ), per-file metadata, and the report document. Units are in field names (`_ns`,
+`_s`, `_bytes`, `_Bps`); times inside are integer nanoseconds, the report speaks seconds.
+New fields get defaults and are appended, never retyped. `None` means unknown, never 0.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+SCHEMA_VERSION: Final = 1
+
+COLLECTIVE_TYPES: Final = (
+    "AllReduce",
+    "AllGather",
+    "ReduceScatter",
+    "AllToAll",
+    "Broadcast",
+    "Reduce",
+    "SendRecv",
+    "Barrier",
+    "Other",
+)
+
+
+# ---------------------------------------------------------------- normalised events
+
+
+class TraceMeta(msgspec.Struct, frozen=True, kw_only=True):
+    """What a trace file says about itself (top-level keys around `traceEvents`)."""
+
+    rank: int | None = None
+    world_size: int | None = None
+    backend: str | None = None
+    gpu_name: str | None = None
+    base_time_ns: int | None = None
+    pg_sizes: dict[str, int] = {}
+    nccl_version: str | None = None
+
+
+class GpuOp(msgspec.Struct, frozen=True, gc=False, tag="gpu", array_like=True):
+    """A non-communication GPU activity: a compute kernel, a memcpy or a memset."""
+
+    kind: str  # "compute" | "memcpy" | "memset"
+    start_ns: int
+    dur_ns: int
+
+
+class CommOp(msgspec.Struct, frozen=True, gc=False, tag="comm", array_like=True):
+    """One collective: an NCCL/RCCL kernel (`on_gpu`) or a gloo span on a CPU thread."""
+
+    collective: str
+    start_ns: int
+    dur_ns: int
+    message_bytes: int | None
+    group_size: int | None
+    on_gpu: bool
+    process_group: str | None = None
+    seq: int | None = None
+
+
+class Step(msgspec.Struct, frozen=True, gc=False, tag="step", array_like=True):
+    """A `ProfilerStep#N` span on the thread that runs the training loop."""
+
+    step: int
+    start_ns: int
+    dur_ns: int
+    tid: int
+
+
+class CpuSpan(msgspec.Struct, frozen=True, gc=False, tag="cpu", array_like=True):
+    """A merged run of cpu_op time on one thread; `comm_call` spans are c10d/wait calls."""
+
+    tid: int
+    start_ns: int
+    end_ns: int
+    comm_call: bool
+
+
+Event = GpuOp | CommOp | Step | CpuSpan
+
+
+class FileStats(msgspec.Struct, kw_only=True):
+    """Counters of one parsed file: what was read and what was dropped, and why."""
+
+    bytes_read: int = 0
+    events: int = 0
+    dropped: dict[str, int] = {}
+    sizes_unknown: int = 0
+
+
+# ---------------------------------------------------------------- the report document
+
+
+class Summary(msgspec.Struct, kw_only=True):
+    """mean/median/min/max/p95 of a sample (median and p95 interpolate linearly)."""
+
+    mean: float | None = None
+    median: float | None = None
+    min: float | None = None
+    max: float | None = None
+    p95: float | None = None
+
+
+class RankOverlap(msgspec.Struct, kw_only=True):
+    ratio: float | None
+    comm_time_s: float
+    overlapped_time_s: float
+    exposed_comm_time_s: float
+    compute_time_s: float
+    source: str  # "gpu kernels" | "cpu (gloo)" | "none"
+
+
+class Overlap(msgspec.Struct, kw_only=True):
+    mean: float | None = None
+    min: float | None = None
+    max: float | None = None
+    per_rank: dict[str, RankOverlap] = {}
+
+
+class CollectiveStats(msgspec.Struct, kw_only=True):
+    count: int
+    sized_count: int
+    message_bytes: int | None
+    bus_bytes: int | None
+    time_s: float
+    algbw_Bps: Summary
+    busbw_Bps: Summary
+
+
+class Collectives(msgspec.Struct, kw_only=True):
+    per_rank: dict[str, dict[str, CollectiveStats]] = {}
+
+
+class RankNetwork(msgspec.Struct, kw_only=True):
+    bus_bandwidth_Bps: float | None
+    simple_bandwidth_Bps: float | None
+    message_bytes: int | None
+    bus_bytes: int | None
+    ops: int
+
+
+class Network(msgspec.Struct, kw_only=True):
+    mean_bus_bandwidth_Bps: float | None = None
+    peak_bandwidth_Bps: float | None = None
+    peak_source: str | None = None
+    utilization: float | None = None
+    total_bus_bytes: int | None = None
+    per_rank: dict[str, RankNetwork] = {}
+
+
+class TrafficShare(msgspec.Struct, kw_only=True):
+    count: int
+    bus_bytes: int | None
+    share: float | None
+    mean_time_s: float | None
+
+
+class Throughput(msgspec.Struct, kw_only=True):
+    iterations: int = 0
+    iteration_time_s: float | None = None
+    tokens_per_second: float | None = None
+    tokens_per_second_per_gpu: float | None = None
+    samples_per_second: float | None = None
+    global_batch_size: int | None = None
+    seq_len: int | None = None
+    na_reason: str | None = None
+
+
+class RankSteps(msgspec.Struct, kw_only=True):
+    count: int
+    mean_s: float | None
+    min_s: float | None
+    max_s: float | None
+
+
+class Skipped(msgspec.Struct, frozen=True):
+    path: str
+    reason: str
+
+
+class Inputs(msgspec.Struct, kw_only=True):
+    files: int = 0
+    skipped: list[Skipped] = []
+    bytes_read: int = 0
+    events: int = 0
+    dropped_events: dict[str, int] = {}
+    sizes_unknown: int = 0
+
+
+class Sections(msgspec.Struct, kw_only=True):
+    """The report sections, for the whole run or for one window."""
+
+    ranks: list[int] = []
+    overlap: Overlap = msgspec.field(default_factory=Overlap)
+    collectives: Collectives = msgspec.field(default_factory=Collectives)
+    network: Network = msgspec.field(default_factory=Network)
+    traffic: dict[str, TrafficShare] = {}
+    throughput: Throughput = msgspec.field(default_factory=Throughput)
+    steps: dict[str, RankSteps] = {}
+
+
+class Window(Sections, kw_only=True):
+    name: str
+
+
+class RunConfig(msgspec.Struct, kw_only=True):
+    """The job as the report header describes it (config file, flags and traces)."""
+
+    model: str | None = None
+    flavor: str | None = None
+    local_batch_size: int | None = None
+    global_batch_size: int | None = None
+    seq_len: int | None = None
+    parallelism: dict[str, int] = {}
+    gpu_name: str | None = None
+    backend: str | None = None
+    config_path: str | None = None
+
+
+class Report(Sections, kw_only=True):
+    schema_version: int = SCHEMA_VERSION
+    world_size: int | None = None
+    config: RunConfig = msgspec.field(default_factory=RunConfig)
+    windows: list[Window] = []
+    inputs: Inputs = msgspec.field(default_factory=Inputs)

@@ -1,0 +1,1 @@
+"""commscope.exporters: the sinks — text and JSON reports, Prometheus."""

@@ -1,0 +1,1 @@
+"""commscope.pipeline: the processor side — interval structures, metrics, aggregation."""
