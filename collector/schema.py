@@ -93,6 +93,36 @@ class FileStats(msgspec.Struct, kw_only=True):
     sizes_unknown: int = 0
 
 
+# ---------------------------------------------------------------- per-rank results
+
+
+class OpTally(msgspec.Struct, kw_only=True):
+    """One rank's collectives of one type: sums, and per-op bandwidth samples (B/s)."""
+
+    count: int = 0
+    sized_count: int = 0
+    message_bytes: int = 0
+    bus_bytes: float = 0.0
+    bus_count: int = 0
+    bus_time_ns: int = 0
+    time_ns: int = 0
+    sized_time_ns: int = 0
+    algbw_Bps: list[float] = []
+    busbw_Bps: list[float] = []
+
+
+class RankResult(msgspec.Struct, kw_only=True):
+    """What one rank's events came to, for one window or summed over several (mergeable)."""
+
+    source: str  # "gpu kernels" | "cpu (gloo)" | "none"
+    comm_ns: int = 0
+    overlap_ns: int = 0
+    compute_ns: int = 0
+    ops: dict[str, OpTally] = {}
+    steps: dict[int, int] = {}  # ProfilerStep number -> duration (ns)
+    files: list[str] = []
+
+
 # ---------------------------------------------------------------- the report document
 
 
@@ -134,6 +164,7 @@ class CollectiveStats(msgspec.Struct, kw_only=True):
 
 class Collectives(msgspec.Struct, kw_only=True):
     per_rank: dict[str, dict[str, CollectiveStats]] = {}
+    all_ranks: dict[str, CollectiveStats] = {}
 
 
 class RankNetwork(msgspec.Struct, kw_only=True):

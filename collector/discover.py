@@ -1,0 +1,82 @@
+"""Finding trace files on disk and opening them (shell: filesystem).
+
+A window is a folder holding rank files: TorchTitan's `iteration_N/rankK_trace.json[.gz]`, or
+any folder of `*.json[.gz]` traces (`tensorboard_trace_handler` names). Given a run folder,
+every sub-folder holding traces is a window, in iteration order; given a window, it is the
+only one. `*.tmp` files (Kineto renames them when done) and other names are not traces.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Final
+
+from commscope.collector.errors import ConfigError
+
+_TRACE_SUFFIXES: Final = (".json", ".json.gz")
+_RANK_IN_NAME: Final = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
+_ITERATION: Final = re.compile(r"iteration_(\d+)$")
+_GZIP_MAGIC: Final = b"\x1f\x8b"
+
+
+@dataclass(frozen=True)
+class WindowFiles:
+    name: str
+    files: tuple[Path, ...]
+
+
+def is_trace_name(path: Path) -> bool:
+    return path.name.endswith(_TRACE_SUFFIXES)
+
+
+def rank_from_name(path: Path) -> int | None:
+    """`rank7`, `rank-7`, `rank_7`, `worker7` in the file name, else None."""
+    match = _RANK_IN_NAME.search(path.name)
+    return int(match.group(1)) if match else None
+
+
+def window_order(name: str) -> tuple[int, int, str]:
+    """`iteration_N` folders by N, then any others by name."""
+    match = _ITERATION.search(name)
+    return (0, int(match.group(1)), name) if match else (1, 0, name)
+
+
+def find_windows(root: Path) -> list[WindowFiles]:
+    """The windows under `root` in time order; ConfigError if there is no trace at all."""
+    if not root.exists():
+        raise ConfigError(f"{root}: no such file or folder")
+    if root.is_file():
+        return [WindowFiles(root.parent.name or str(root.parent), (root,))]
+    folders = [root, *sorted(p for p in root.rglob("*") if p.is_dir())]
+    windows = []
+    for folder in folders:
+        files = tuple(sorted(p for p in folder.iterdir() if p.is_file() and is_trace_name(p)))
+        if files:
+            windows.append(WindowFiles(folder.name or str(folder), files))
+    if not windows:
+        raise ConfigError(f"{root}: no trace files (*.json, *.json.gz) found")
+    names = [w.name for w in windows]
+    if len(set(names)) != len(names):
+        windows = [WindowFiles(str(_relative(root, w)), w.files) for w in windows]
+    return sorted(windows, key=lambda w: window_order(w.name))
+
+
+def _relative(root: Path, window: WindowFiles) -> Path:
+    return (
+        window.files[0].parent.relative_to(root)
+        if window.files[0].parent != root
+        else Path(root.name)
+    )
+
+
+def open_trace(path: Path) -> IO[bytes]:
+    """A binary stream of the document, decompressing gzip (detected by its magic bytes)."""
+    raw = path.open("rb")
+    if raw.read(2) != _GZIP_MAGIC:
+        raw.seek(0)
+        return raw
+    raw.close()
+    return gzip.open(path, "rb")

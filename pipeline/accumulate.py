@@ -1,0 +1,156 @@
+"""Per (window, rank) accumulation of events, and merging of per-rank results (pure).
+
+An `Accumulator` takes one rank's events for one window in any order and keeps only what the
+metrics need: unions of intervals (GPU compute, GPU communication, gloo communication, and
+per thread the cpu_op time and the time inside collective calls), per-type tallies with
+per-op bandwidth samples, and step durations. `result()` applies the contract:
+
+- GPU traces: C = union of NCCL/RCCL kernels, P = union of compute kernels (all streams).
+- CPU-only traces (no GPU activity): C = union of gloo spans; P = cpu_op time on the training
+  thread (the one carrying ProfilerStep) minus its time inside collective calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from commscope.collector.classify import bus_factor
+from commscope.collector.schema import CommOp, CpuSpan, Event, GpuOp, OpTally, RankResult, Step
+from commscope.pipeline.intervals import IntervalSet, difference, intersection_measure
+
+GPU, CPU, NONE = "gpu kernels", "cpu (gloo)", "none"
+
+
+class Accumulator:
+    """One rank's events of one window; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.compute = IntervalSet()
+        self.gpu_comm = IntervalSet()
+        self.cpu_comm = IntervalSet()
+        self.busy: dict[int, IntervalSet] = {}
+        self.calls: dict[int, IntervalSet] = {}
+        self.gpu_ops: dict[str, OpTally] = {}
+        self.cpu_ops: dict[str, OpTally] = {}
+        self.steps: dict[int, tuple[int, int]] = {}  # step -> (duration ns, tid)
+        self.has_gpu = False
+
+    def add_all(self, events: Iterable[Event]) -> None:
+        for event in events:
+            self.add(event)
+
+    def add(self, event: Event) -> None:
+        if type(event) is GpuOp:
+            self.has_gpu = True
+            if event.kind == "compute":
+                self.compute.add(event.start_ns, event.start_ns + event.dur_ns)
+        elif type(event) is CommOp:
+            self._comm(event)
+        elif type(event) is CpuSpan:
+            sets = self.calls if event.comm_call else self.busy
+            sets.setdefault(event.tid, IntervalSet()).add(event.start_ns, event.end_ns)
+        elif type(event) is Step:
+            self.steps[event.step] = (event.dur_ns, event.tid)
+
+    def _comm(self, op: CommOp) -> None:
+        if op.on_gpu:
+            self.has_gpu = True
+            union, tallies = self.gpu_comm, self.gpu_ops
+        else:
+            union, tallies = self.cpu_comm, self.cpu_ops
+        union.add(op.start_ns, op.start_ns + op.dur_ns)
+        tally = tallies.get(op.collective)
+        if tally is None:
+            tally = tallies[op.collective] = OpTally()
+        count_op(tally, op)
+
+    def result(self, files: Iterable[str] = ()) -> RankResult:
+        """The rank's figures for this window, per the contract."""
+        if self.has_gpu:
+            source, comm, compute, ops = GPU, self.gpu_comm, self.compute, self.gpu_ops
+        elif self.cpu_ops or self.busy:
+            source, comm, ops = CPU, self.cpu_comm, self.cpu_ops
+            compute = self._cpu_compute()
+        else:
+            source, comm, compute, ops = NONE, IntervalSet(), IntervalSet(), {}
+        return RankResult(
+            source=source,
+            comm_ns=comm.measure(),
+            overlap_ns=intersection_measure(comm, compute),
+            compute_ns=compute.measure(),
+            ops=dict(sorted(ops.items())),
+            steps={step: duration for step, (duration, _) in sorted(self.steps.items())},
+            files=sorted(files),
+        )
+
+    def _cpu_compute(self) -> IntervalSet:
+        tid = self.training_thread()
+        if tid is None:
+            return IntervalSet()
+        return difference(self.busy.get(tid, IntervalSet()), self.calls.get(tid, IntervalSet()))
+
+    def training_thread(self) -> int | None:
+        """The thread carrying most ProfilerSteps, else the one with most cpu_op time."""
+        if self.steps:
+            counts: dict[int, int] = {}
+            for _, tid in self.steps.values():
+                counts[tid] = counts.get(tid, 0) + 1
+            return max(sorted(counts), key=counts.__getitem__)
+        if not self.busy:
+            return None
+        return max(sorted(self.busy), key=lambda tid: self.busy[tid].measure())
+
+
+def count_op(tally: OpTally, op: CommOp) -> None:
+    """Add one collective to its type's tally (sizes and bandwidths only when S is known)."""
+    tally.count += 1
+    tally.time_ns += op.dur_ns
+    size = op.message_bytes
+    if size is None:
+        return
+    tally.sized_count += 1
+    tally.message_bytes += size
+    tally.sized_time_ns += op.dur_ns
+    factor = bus_factor(op.collective, op.group_size)
+    if factor is not None:
+        tally.bus_bytes += size * factor
+        tally.bus_count += 1
+        tally.bus_time_ns += op.dur_ns
+    if op.dur_ns > 0:
+        algbw = size / (op.dur_ns * 1e-9)
+        tally.algbw_Bps.append(algbw)
+        if factor is not None:
+            tally.busbw_Bps.append(algbw * factor)
+
+
+def merge_results(results: Iterable[RankResult]) -> RankResult:
+    """One rank over several windows: every numerator and denominator summed."""
+    merged = RankResult(source=NONE)
+    sources = []
+    for result in results:
+        sources.append(result.source)
+        merged.comm_ns += result.comm_ns
+        merged.overlap_ns += result.overlap_ns
+        merged.compute_ns += result.compute_ns
+        for kind, tally in result.ops.items():
+            merge_tally(merged.ops.setdefault(kind, OpTally()), tally)
+        merged.steps.update(result.steps)
+        merged.files.extend(result.files)
+    known = sorted({s for s in sources if s != NONE})
+    merged.source = " + ".join(known) if known else NONE
+    merged.ops = dict(sorted(merged.ops.items()))
+    merged.steps = dict(sorted(merged.steps.items()))
+    return merged
+
+
+def merge_tally(into: OpTally, other: OpTally) -> None:
+    into.count += other.count
+    into.sized_count += other.sized_count
+    into.message_bytes += other.message_bytes
+    into.bus_bytes += other.bus_bytes
+    into.bus_count += other.bus_count
+    into.bus_time_ns += other.bus_time_ns
+    into.time_ns += other.time_ns
+    into.sized_time_ns += other.sized_time_ns
+    into.algbw_Bps.extend(other.algbw_Bps)
+    into.busbw_Bps.extend(other.busbw_Bps)

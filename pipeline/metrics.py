@@ -1,0 +1,223 @@
+"""From per-rank results to the report's sections, per the metric contract (pure).
+
+The same function serves one window and the whole run: a run's per-rank results are the
+windows' results merged (numerators and denominators summed), so every run ratio is
+Σ numerator / Σ denominator over windows, never a mean of ratios.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+import msgspec
+from commscope.collector.schema import (
+    Collectives,
+    CollectiveStats,
+    Network,
+    OpTally,
+    Overlap,
+    RankNetwork,
+    RankOverlap,
+    RankResult,
+    RankSteps,
+    Sections,
+    Throughput,
+    TrafficShare,
+)
+from commscope.pipeline.accumulate import merge_tally
+from commscope.pipeline.stats import mean, ratio, summarize
+
+NS: Final = 1e-9
+
+# Peak link bandwidth per direction (bytes/s), matched as a substring of the GPU name.
+PEAK_BPS: Final = (
+    ("GB200", 900e9),
+    ("B200", 900e9),
+    ("H200", 450e9),
+    ("H100", 450e9),
+    ("A100", 300e9),
+    ("V100", 150e9),
+    ("MI300X", 448e9),
+)
+
+
+class Context(msgspec.Struct, frozen=True, kw_only=True):
+    """What the sections need beyond the ranks' results."""
+
+    world_size: int | None = None
+    peak_Bps: float | None = None
+    peak_source: str | None = None
+    global_batch: int | None = None
+    seq_len: int | None = None
+    batch_reason: str | None = None
+
+
+def peak_bandwidth(gpu_name: str | None, override_Bps: float | None) -> tuple[float | None, str]:
+    """(peak link bandwidth per direction, where it came from)."""
+    if override_Bps is not None:
+        return override_Bps, "--peak-bandwidth"
+    if gpu_name is None:
+        return None, "GPU unknown (no deviceProperties); give --peak-bandwidth"
+    upper = gpu_name.upper()
+    for key, peak in PEAK_BPS:
+        if key in upper:
+            return peak, f"{key} table value"
+    return None, f"no table value for {gpu_name}; give --peak-bandwidth"
+
+
+def sections(results: Mapping[int, RankResult], context: Context) -> Sections:
+    """Every section of the report for these ranks."""
+    ranks = sorted(results)
+    ordered = {rank: results[rank] for rank in ranks}
+    return Sections(
+        ranks=ranks,
+        overlap=overlap(ordered),
+        collectives=Collectives(
+            per_rank={str(r): collective_stats(res.ops) for r, res in ordered.items()},
+            all_ranks=collective_stats(pooled_ops(ordered.values())),
+        ),
+        network=network(ordered, context),
+        traffic=traffic(ordered),
+        throughput=throughput(ordered, context),
+        steps={str(r): rank_steps(res) for r, res in ordered.items()},
+    )
+
+
+def overlap(results: Mapping[int, RankResult]) -> Overlap:
+    per_rank = {str(rank): rank_overlap(result) for rank, result in results.items()}
+    ratios = [o.ratio for o in per_rank.values() if o.ratio is not None]
+    return Overlap(
+        mean=mean(ratios),
+        min=min(ratios) if ratios else None,
+        max=max(ratios) if ratios else None,
+        per_rank=per_rank,
+    )
+
+
+def rank_overlap(result: RankResult) -> RankOverlap:
+    """overlap_ratio = |C ∩ P| / |C|; exposed = |C| - |C ∩ P|."""
+    return RankOverlap(
+        ratio=ratio(result.overlap_ns, result.comm_ns),
+        comm_time_s=result.comm_ns * NS,
+        overlapped_time_s=result.overlap_ns * NS,
+        exposed_comm_time_s=(result.comm_ns - result.overlap_ns) * NS,
+        compute_time_s=result.compute_ns * NS,
+        source=result.source,
+    )
+
+
+def collective_stats(ops: Mapping[str, OpTally]) -> dict[str, CollectiveStats]:
+    return {kind: tally_stats(tally) for kind, tally in ops.items()}
+
+
+def pooled_ops(results: Iterable[RankResult]) -> dict[str, OpTally]:
+    """Every rank's tallies of each type in one (samples pooled)."""
+    pooled: dict[str, OpTally] = {}
+    for result in results:
+        for kind, tally in result.ops.items():
+            merge_tally(pooled.setdefault(kind, OpTally()), tally)
+    return dict(sorted(pooled.items()))
+
+
+def tally_stats(tally: OpTally) -> CollectiveStats:
+    return CollectiveStats(
+        count=tally.count,
+        sized_count=tally.sized_count,
+        message_bytes=tally.message_bytes if tally.sized_count else None,
+        bus_bytes=round(tally.bus_bytes) if tally.bus_count else None,
+        time_s=tally.time_ns * NS,
+        algbw_Bps=summarize(tally.algbw_Bps),
+        busbw_Bps=summarize(tally.busbw_Bps),
+    )
+
+
+def network(results: Mapping[int, RankResult], context: Context) -> Network:
+    per_rank = {str(rank): rank_network(result) for rank, result in results.items()}
+    bus_bandwidth = mean([n.bus_bandwidth_Bps for n in per_rank.values()])
+    known = [n.bus_bytes for n in per_rank.values() if n.bus_bytes is not None]
+    return Network(
+        mean_bus_bandwidth_Bps=bus_bandwidth,
+        peak_bandwidth_Bps=context.peak_Bps,
+        peak_source=context.peak_source,
+        utilization=ratio(bus_bandwidth, context.peak_Bps),
+        total_bus_bytes=sum(known) if known else None,
+        per_rank=per_rank,
+    )
+
+
+def rank_network(result: RankResult) -> RankNetwork:
+    """bus_bandwidth = Σ(S·F) / Σ dur over sized ops; simple_bandwidth = Σ S / |C|."""
+    tallies = result.ops.values()
+    sized = sum(t.sized_count for t in tallies)
+    bus_known = sum(t.bus_count for t in tallies)
+    bus_bytes = math.fsum(t.bus_bytes for t in tallies)
+    message_bytes = sum(t.message_bytes for t in tallies)
+    return RankNetwork(
+        bus_bandwidth_Bps=ratio(bus_bytes, sum(t.bus_time_ns for t in tallies) * NS)
+        if bus_known
+        else None,
+        simple_bandwidth_Bps=ratio(message_bytes, result.comm_ns * NS) if sized else None,
+        message_bytes=message_bytes if sized else None,
+        bus_bytes=round(bus_bytes) if bus_known else None,
+        ops=sum(t.count for t in tallies),
+    )
+
+
+def traffic(results: Mapping[int, RankResult]) -> dict[str, TrafficShare]:
+    """Per collective type over all ranks: count, bus bytes, share of all bus bytes."""
+    totals = pooled_ops(results.values())
+    everything = math.fsum(t.bus_bytes for t in totals.values())
+    any_known = any(t.bus_count for t in totals.values())
+    return {
+        kind: TrafficShare(
+            count=t.count,
+            bus_bytes=round(t.bus_bytes) if t.bus_count else None,
+            share=ratio(t.bus_bytes, everything) if t.bus_count and any_known else None,
+            mean_time_s=ratio(t.time_ns * NS, t.count),
+        )
+        for kind, t in sorted(totals.items(), key=lambda item: (-item[1].bus_bytes, item[0]))
+    }
+
+
+def throughput(results: Mapping[int, RankResult], context: Context) -> Throughput:
+    """Iteration time = mean over ranks of (Σ step durations / number of steps)."""
+    per_rank = [sum(r.steps.values()) * NS / len(r.steps) for r in results.values() if r.steps]
+    iteration = mean(per_rank)
+    iterations = max((len(r.steps) for r in results.values()), default=0)
+    reason = _throughput_gap(iteration, context)
+    tokens = samples = None
+    if reason is None and iteration and context.global_batch is not None:
+        samples = context.global_batch / iteration
+        tokens = samples * context.seq_len if context.seq_len is not None else None
+    return Throughput(
+        iterations=iterations,
+        iteration_time_s=iteration,
+        tokens_per_second=tokens,
+        tokens_per_second_per_gpu=ratio(tokens, context.world_size),
+        samples_per_second=samples,
+        global_batch_size=context.global_batch,
+        seq_len=context.seq_len,
+        na_reason=reason,
+    )
+
+
+def _throughput_gap(iteration: float | None, context: Context) -> str | None:
+    if iteration is None:
+        return "no ProfilerStep spans in the traces"
+    if context.global_batch is None:
+        return context.batch_reason or "no batch size (give --config or --batch-size)"
+    if context.seq_len is None:
+        return "no sequence length (give --config or --seq-len)"
+    return None
+
+
+def rank_steps(result: RankResult) -> RankSteps:
+    durations = [d * NS for d in result.steps.values()]
+    return RankSteps(
+        count=len(durations),
+        mean_s=mean(durations),
+        min_s=min(durations) if durations else None,
+        max_s=max(durations) if durations else None,
+    )

@@ -1,0 +1,157 @@
+"""Assembling the report document from parsed files (pure).
+
+Each parsed file is one rank's view of one window. Ranks come from `distributedInfo.rank`,
+else from the file name; two files claiming one rank in one window are both skipped, each
+reason naming the other. The run's sections use each rank's windows merged.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from commscope.collector.schema import (
+    FileStats,
+    Inputs,
+    RankResult,
+    Report,
+    RunConfig,
+    Skipped,
+    TraceMeta,
+    Window,
+)
+from commscope.pipeline.accumulate import merge_results
+from commscope.pipeline.config import JobConfig, degrees, global_batch
+from commscope.pipeline.metrics import Context, peak_bandwidth, sections
+
+
+@dataclass(frozen=True)
+class ParsedFile:
+    window: str
+    path: str
+    name_rank: int | None
+    meta: TraceMeta
+    result: RankResult
+    stats: FileStats
+
+
+@dataclass(frozen=True)
+class Options:
+    config: JobConfig | None = None
+    config_path: str | None = None
+    peak_override_Bps: float | None = None
+
+
+def assign_ranks(
+    parsed: Iterable[ParsedFile],
+) -> tuple[dict[tuple[str, int], ParsedFile], list[Skipped]]:
+    """Files keyed by (window, rank), and the files that could not be placed."""
+    claims: dict[tuple[str, int], list[ParsedFile]] = {}
+    skipped = []
+    for item in parsed:
+        rank = item.meta.rank if item.meta.rank is not None else item.name_rank
+        if rank is None:
+            skipped.append(
+                Skipped(
+                    item.path, "no rank: neither distributedInfo.rank nor rankN/workerN in the name"
+                )
+            )
+            continue
+        claims.setdefault((item.window, rank), []).append(item)
+    placed = {}
+    for key, items in claims.items():
+        if len(items) == 1:
+            placed[key] = items[0]
+            continue
+        for item in items:
+            others = ", ".join(o.path for o in items if o is not item)
+            reason = f"rank {key[1]} in window {key[0]} is also claimed by {others}"
+            skipped.append(Skipped(item.path, reason))
+    return placed, skipped
+
+
+def build_report(
+    windows: Sequence[str],
+    parsed: Sequence[ParsedFile],
+    skipped: Sequence[Skipped],
+    options: Options,
+) -> Report:
+    placed, conflicts = assign_ranks(parsed)
+    metas = [item.meta for item in placed.values()]
+    world = max((m.world_size for m in metas if m.world_size), default=None)
+    ranks = {rank for _, rank in placed}
+    world = world if world is not None else (len(ranks) or None)
+    context = _context(metas, world, options)
+    window_list = []
+    for name in windows:
+        results = {rank: item.result for (w, rank), item in placed.items() if w == name}
+        if results:
+            window_list.append(Window(name=name, **_fields(sections(results, context))))
+    per_rank: dict[int, list[RankResult]] = {}
+    for name in windows:
+        for (w, rank), item in sorted(placed.items()):
+            if w == name:
+                per_rank.setdefault(rank, []).append(item.result)
+    run = sections({rank: merge_results(rs) for rank, rs in per_rank.items()}, context)
+    return Report(
+        world_size=world,
+        config=_run_config(metas, world, options),
+        windows=window_list,
+        inputs=_inputs(parsed, [*skipped, *conflicts]),
+        **_fields(run),
+    )
+
+
+def _context(metas: Sequence[TraceMeta], world: int | None, options: Options) -> Context:
+    gpu = _most_common(m.gpu_name for m in metas)
+    peak, source = peak_bandwidth(gpu, options.peak_override_Bps)
+    config = options.config or JobConfig()
+    batch, reason = global_batch(config, world)
+    return Context(
+        world_size=world,
+        peak_Bps=peak,
+        peak_source=source,
+        global_batch=batch,
+        seq_len=config.seq_len,
+        batch_reason=reason,
+    )
+
+
+def _run_config(metas: Sequence[TraceMeta], world: int | None, options: Options) -> RunConfig:
+    config = options.config or JobConfig()
+    return RunConfig(
+        model=config.model,
+        flavor=config.flavor,
+        local_batch_size=config.local_batch_size,
+        global_batch_size=global_batch(config, world)[0],
+        seq_len=config.seq_len,
+        parallelism=(degrees(config, world) or dict(config.parallelism)) if options.config else {},
+        gpu_name=_most_common(m.gpu_name for m in metas),
+        backend=_most_common(m.backend for m in metas),
+        config_path=options.config_path,
+    )
+
+
+def _inputs(parsed: Sequence[ParsedFile], skipped: Sequence[Skipped]) -> Inputs:
+    dropped: Counter[str] = Counter()
+    for item in parsed:
+        dropped.update(item.stats.dropped)
+    bad = {s.path for s in skipped}
+    return Inputs(
+        files=len(parsed) + len([s for s in skipped if s.path not in {p.path for p in parsed}]),
+        skipped=sorted(skipped, key=lambda s: s.path),
+        bytes_read=sum(p.stats.bytes_read for p in parsed if p.path not in bad),
+        events=sum(p.stats.events for p in parsed if p.path not in bad),
+        dropped_events=dict(sorted(dropped.items())),
+        sizes_unknown=sum(p.stats.sizes_unknown for p in parsed if p.path not in bad),
+    )
+
+
+def _fields(section: object) -> dict[str, object]:
+    return {name: getattr(section, name) for name in section.__struct_fields__}  # type: ignore[attr-defined]
+
+
+def _most_common(values: Iterable[str | None]) -> str | None:
+    counts = Counter(v for v in values if v)
+    return counts.most_common(1)[0][0] if counts else None

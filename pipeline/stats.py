@@ -1,0 +1,47 @@
+"""Sample statistics for the report (pure).
+
+Quantiles interpolate linearly between closest ranks (numpy's default, "type 7"). An empty
+sample has no statistics: every field is None, never 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from commscope.collector.schema import Summary
+
+
+def quantile(ordered: Sequence[float], q: float) -> float:
+    """The q-quantile of a non-empty ascending sample, by linear interpolation."""
+    position = (len(ordered) - 1) * q
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def summarize(sample: Sequence[float]) -> Summary:
+    """mean/median/min/max/p95 of `sample` (all None when it is empty)."""
+    if not sample:
+        return Summary()
+    ordered = sorted(sample)
+    return Summary(
+        mean=math.fsum(ordered) / len(ordered),
+        median=quantile(ordered, 0.5),
+        min=ordered[0],
+        max=ordered[-1],
+        p95=quantile(ordered, 0.95),
+    )
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    """numerator / denominator, or None when either is unknown or the denominator is 0."""
+    if numerator is None or denominator is None or denominator == 0:
+        return None
+    return numerator / denominator
+
+
+def mean(values: Sequence[float | None]) -> float | None:
+    """Mean of the known values (None when none is known)."""
+    known = [v for v in values if v is not None]
+    return math.fsum(known) / len(known) if known else None
