@@ -111,7 +111,9 @@ def bus_factor(collective: str, group_size: int | None) -> float | None:
 
 def nelems_bytes(args: Mapping[str, Any]) -> int | None:
     """S from collective args: max(In msg nelems, Out msg nelems) x dtype size."""
-    counts = [v for v in (args.get("In msg nelems"), args.get("Out msg nelems")) if _is_count(v)]
+    counts: list[int] = [
+        v for v in (args.get("In msg nelems"), args.get("Out msg nelems")) if _is_count(v)
+    ]
     size = dtype_bytes(args.get("dtype"))
     if not counts or size is None:
         return None

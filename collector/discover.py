@@ -12,7 +12,7 @@ import gzip
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, Final, cast
 
 from commscope.collector.errors import ConfigError
 
@@ -79,4 +79,4 @@ def open_trace(path: Path) -> IO[bytes]:
         raw.seek(0)
         return raw
     raw.close()
-    return gzip.open(path, "rb")
+    return cast(IO[bytes], gzip.open(path, "rb"))

@@ -11,6 +11,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from msgspec.structs import asdict
+
 from commscope.collector.schema import (
     FileStats,
     Inputs,
@@ -87,7 +89,7 @@ def build_report(
     for name in windows:
         results = {rank: item.result for (w, rank), item in placed.items() if w == name}
         if results:
-            window_list.append(Window(name=name, **_fields(sections(results, context))))
+            window_list.append(Window(name=name, **asdict(sections(results, context))))
     per_rank: dict[int, list[RankResult]] = {}
     for name in windows:
         for (w, rank), item in sorted(placed.items()):
@@ -99,7 +101,7 @@ def build_report(
         config=_run_config(metas, world, options),
         windows=window_list,
         inputs=_inputs(parsed, [*skipped, *conflicts]),
-        **_fields(run),
+        **asdict(run),
     )
 
 
@@ -146,10 +148,6 @@ def _inputs(parsed: Sequence[ParsedFile], skipped: Sequence[Skipped]) -> Inputs:
         dropped_events=dict(sorted(dropped.items())),
         sizes_unknown=sum(p.stats.sizes_unknown for p in parsed if p.path not in bad),
     )
-
-
-def _fields(section: object) -> dict[str, object]:
-    return {name: getattr(section, name) for name in section.__struct_fields__}  # type: ignore[attr-defined]
 
 
 def _most_common(values: Iterable[str | None]) -> str | None:

@@ -1,0 +1,254 @@
+"""The text report (pure: Report → str).
+
+Sections in the order users of the original tool know — header, THROUGHPUT,
+COMMUNICATION-COMPUTATION OVERLAP, NETWORK LOAD, TRAFFIC DISTRIBUTION — then what commscope
+adds: exposed communication, algbw and busbw side by side, the per-window table, and the
+inputs that were skipped and why. GB = 1e9 B, GB/s = 1e9 B/s; "n/a" always says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from commscope.collector.schema import (
+    CollectiveStats,
+    Report,
+    Sections,
+    Summary,
+)
+
+RULE = "=" * 80
+THIN = "-" * 80
+
+
+def render(report: Report) -> str:
+    lines = [
+        *_header(report),
+        *_section("1. THROUGHPUT", _throughput(report)),
+        *_section("2. COMMUNICATION-COMPUTATION OVERLAP", _overlap(report)),
+        *_section("3. NETWORK LOAD", _network(report)),
+        *_section("4. TRAFFIC DISTRIBUTION", _traffic(report)),
+        *_section("5. EXPOSED COMMUNICATION", _exposed(report)),
+        *_section("6. COLLECTIVE BANDWIDTH: ALGBW AND BUSBW", _bandwidth(report)),
+        *_section("7. PER-WINDOW SUMMARY", _windows(report)),
+        *_section("8. INPUTS", _inputs(report)),
+        RULE,
+        "END OF REPORT",
+        RULE,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- formatting
+
+
+def giga(value: float) -> str:
+    """value / 1e9 with two decimals, or three significant digits below 1."""
+    scaled = value / 1e9
+    return f"{scaled:.2f}" if abs(scaled) >= 1 or scaled == 0 else f"{scaled:.3g}"
+
+
+def gb(value: float | None) -> str:
+    return "n/a" if value is None else f"{giga(value)} GB"
+
+
+def gbps(value: float | None) -> str:
+    return "n/a" if value is None else f"{giga(value)} GB/s"
+
+
+def pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:.2f}%"
+
+
+def ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 1e3:.2f} ms"
+
+
+def _na(value: str, reason: str | None) -> str:
+    return f"n/a ({reason})" if value == "n/a" and reason else value
+
+
+def _section(title: str, body: Iterator[str]) -> list[str]:
+    return ["", RULE, title, RULE, *body]
+
+
+# ---------------------------------------------------------------- sections
+
+
+def _header(report: Report) -> Iterator[str]:
+    config = report.config
+    yield RULE
+    yield "COMMSCOPE DISTRIBUTED TRAINING PERFORMANCE METRICS"
+    yield RULE
+    yield ""
+    gpu = ", ".join(x for x in (config.gpu_name, config.backend) if x) or "GPU unknown"
+    world = report.world_size if report.world_size is not None else "n/a"
+    yield f"Configuration: {world} GPUs ({gpu}), {report.throughput.iterations} iterations"
+    model = " ".join(x for x in (config.model, config.flavor) if x)
+    yield f"Model: {model or 'n/a (no --config)'}"
+    local = config.local_batch_size if config.local_batch_size is not None else "n/a"
+    seq = config.seq_len if config.seq_len is not None else "n/a"
+    glob = config.global_batch_size if config.global_batch_size is not None else "n/a"
+    yield f"Batch Size: {local}, Sequence Length: {seq}, Global Batch: {glob}"
+    if config.parallelism:
+        yield "Parallelism:"
+        yield from (f"  {key}: {value}" for key, value in sorted(config.parallelism.items()))
+    else:
+        yield "Parallelism: n/a (no --config)"
+    names = ", ".join(w.name for w in report.windows)
+    yield f"Windows: {len(report.windows)} ({names})"
+    yield f"Ranks: {_ranks(report.ranks)}"
+
+
+def _ranks(ranks: list[int]) -> str:
+    if not ranks:
+        return "none"
+    if ranks == list(range(ranks[0], ranks[-1] + 1)):
+        return f"{ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else str(ranks[0])
+    return ", ".join(map(str, ranks))
+
+
+def _throughput(report: Report) -> Iterator[str]:
+    t = report.throughput
+    why = t.na_reason
+    yield f"Tokens per Second: {_na(_num(t.tokens_per_second), why)}"
+    yield f"Tokens per Second per GPU: {_na(_num(t.tokens_per_second_per_gpu), why)}"
+    yield f"Samples per Second: {_na(_num(t.samples_per_second), why)}"
+    yield (
+        f"Time per Iteration: {_na(ms(t.iteration_time_s), why)}"
+        "  (per rank Σ ProfilerStep time / steps, mean over ranks)"
+    )
+    yield f"Profiled Iterations: {t.iterations}  (distinct ProfilerStep numbers, max over ranks)"
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def _overlap(report: Report) -> Iterator[str]:
+    o = report.overlap
+    yield "Overlap = |comm ∩ compute| / |comm| per rank (unions over all streams)"
+    yield f"Average Overlap: {pct(o.mean)}"
+    yield f"Min Overlap: {pct(o.min)}"
+    yield f"Max Overlap: {pct(o.max)}"
+    yield ""
+    yield "Per-Rank Overlap:"
+    for rank, r in o.per_rank.items():
+        ratio = pct(r.ratio) if r.ratio is not None else "n/a (no communication)"
+        yield f"  rank {rank}: {ratio}  [{r.source}]"
+
+
+def _network(report: Report) -> Iterator[str]:
+    n = report.network
+    yield "Bus bandwidth = Σ bus bytes / Σ op time over ops of known size (nccl-tests busbw)"
+    yield f"Average Bus Bandwidth: {gbps(n.mean_bus_bandwidth_Bps)}"
+    peak = gbps(n.peak_bandwidth_Bps)
+    yield f"Peak Bandwidth (per direction): {peak if peak != 'n/a' else f'n/a ({n.peak_source})'}"
+    if n.peak_bandwidth_Bps is not None:
+        yield f"  source: {n.peak_source}"
+    yield f"Bandwidth Utilization: {pct(n.utilization)}"
+    yield f"Total Traffic: {gb(n.total_bus_bytes)}  (Σ bus bytes over ranks)"
+    yield ""
+    yield "Per-Rank Network Stats:"
+    for rank, r in n.per_rank.items():
+        yield ""
+        yield f"  rank {rank}:"
+        yield f"    Bus Bandwidth: {gbps(r.bus_bandwidth_Bps)}"
+        yield f"    Simple Bandwidth: {gbps(r.simple_bandwidth_Bps)}  (Σ message bytes / comm time)"
+        yield f"    Total Bytes: {gb(r.message_bytes)} message, {gb(r.bus_bytes)} bus"
+        yield f"    Communication Operations: {r.ops}"
+        yield ""
+        yield "    Collective Breakdown:"
+        for kind, stats in report.collectives.per_rank.get(rank, {}).items():
+            yield from _breakdown(kind, stats)
+
+
+def _breakdown(kind: str, s: CollectiveStats) -> Iterator[str]:
+    yield f"      {kind}:"
+    yield f"        Count: {s.count} ({s.sized_count} of known size)"
+    yield f"        Time: {ms(s.time_s)}"
+    yield f"        Data Transferred: {gb(s.message_bytes)} message, {gb(s.bus_bytes)} bus"
+    yield f"        algbw Avg/Median/Min/Max/p95: {_summary(s.algbw_Bps)}"
+    yield f"        busbw Avg/Median/Min/Max/p95: {_summary(s.busbw_Bps)}"
+
+
+def _summary(s: Summary) -> str:
+    if s.mean is None:
+        return "n/a (no op of known size)"
+    values = (s.mean, s.median, s.min, s.max, s.p95)
+    return " / ".join(giga(v) for v in values if v is not None) + " GB/s"
+
+
+def _traffic(report: Report) -> Iterator[str]:
+    if not report.traffic:
+        yield "No collectives."
+    for kind, t in report.traffic.items():
+        yield ""
+        yield f"{kind}:"
+        yield f"  Count: {t.count}"
+        yield f"  Total Traffic: {gb(t.bus_bytes)}"
+        yield f"  Percent of Total Traffic: {pct(t.share)}"
+        yield f"  Average Time: {ms(t.mean_time_s)}"
+
+
+def _exposed(report: Report) -> Iterator[str]:
+    yield "Exposed = comm time not hidden under compute: |C| - |C ∩ P| (per rank)"
+    yield ""
+    yield f"  {'rank':>6} {'comm':>12} {'overlapped':>12} {'exposed':>12} {'compute':>12}"
+    for rank, r in report.overlap.per_rank.items():
+        yield (
+            f"  {rank:>6} {ms(r.comm_time_s):>12} {ms(r.overlapped_time_s):>12}"
+            f" {ms(r.exposed_comm_time_s):>12} {ms(r.compute_time_s):>12}"
+        )
+
+
+def _bandwidth(report: Report) -> Iterator[str]:
+    yield "All ranks pooled. algbw = S / t; busbw = algbw x F (nccl-tests); medians and p95"
+    yield ""
+    yield (
+        f"  {'collective':<14}{'count':>7}{'sized':>7}{'message':>11}{'bus':>11}"
+        f"{'algbw med':>12}{'busbw med':>12}{'busbw p95':>12}"
+    )
+    for kind, s in report.collectives.all_ranks.items():
+        yield (
+            f"  {kind:<14}{s.count:>7}{s.sized_count:>7}{gb(s.message_bytes):>11}"
+            f"{gb(s.bus_bytes):>11}{gbps(s.algbw_Bps.median):>12}"
+            f"{gbps(s.busbw_Bps.median):>12}{gbps(s.busbw_Bps.p95):>12}"
+        )
+
+
+def _windows(report: Report) -> Iterator[str]:
+    yield (
+        f"  {'window':<20}{'ranks':>6}{'overlap':>9}{'exposed/rank':>14}"
+        f"{'bus bw':>13}{'iteration':>12}"
+    )
+    for window in report.windows:
+        yield _window_row(window.name, window)
+    yield _window_row("whole run", report)
+
+
+def _window_row(name: str, s: Sections) -> str:
+    exposed = [r.exposed_comm_time_s for r in s.overlap.per_rank.values()]
+    mean_exposed = sum(exposed) / len(exposed) if exposed else None
+    return (
+        f"  {name:<20}{len(s.ranks):>6}{pct(s.overlap.mean):>9}{ms(mean_exposed):>14}"
+        f"{gbps(s.network.mean_bus_bandwidth_Bps):>13}{ms(s.throughput.iteration_time_s):>12}"
+    )
+
+
+def _inputs(report: Report) -> Iterator[str]:
+    i = report.inputs
+    analysed = i.files - len(i.skipped)
+    yield f"Files: {i.files} ({analysed} analysed, {len(i.skipped)} skipped)"
+    yield f"Read: {i.bytes_read / 1e6:.1f} MB, {i.events:,} events"
+    yield (
+        f"Collectives of unknown size: {i.sizes_unknown}"
+        "  (neither args, record_param_comms nor Input Dims gave one)"
+    )
+    for reason, count in i.dropped_events.items():
+        yield f"Events dropped: {count} ({reason})"
+    if i.skipped:
+        yield ""
+        yield "Skipped:"
+        for s in i.skipped:
+            yield f"  {s.path}: {s.reason}"
