@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 # nccl-tests convention: a dtype's size in bytes, keyed by lower-cased name without `c10::`.
 _DTYPE_BYTES: Final = {
@@ -99,14 +99,19 @@ def collective_type(name: str) -> str:
     return "Other"
 
 
-def bus_factor(collective: str, group_size: int | None) -> float | None:
-    """F with bus bytes = S x F; None when F depends on an unknown group size."""
+def bus_fraction(collective: str, group_size: int | None) -> tuple[int, int] | None:
+    """F as an exact fraction (numerator, denominator); None when it needs an unknown n."""
     if collective in _TWO_WAY or collective in _ONE_WAY:
         if group_size is None or group_size < 1:
             return None
-        share = (group_size - 1) / group_size
-        return 2.0 * share if collective in _TWO_WAY else share
-    return 1.0
+        return (2 if collective in _TWO_WAY else 1) * (group_size - 1), group_size
+    return 1, 1
+
+
+def bus_factor(collective: str, group_size: int | None) -> float | None:
+    """F with bus bytes = S x F (nccl-tests); None when F depends on an unknown group size."""
+    fraction = bus_fraction(collective, group_size)
+    return None if fraction is None else fraction[0] / fraction[1]
 
 
 def nelems_bytes(args: Mapping[str, Any]) -> int | None:
@@ -148,5 +153,5 @@ def _elements(shape: list[Any]) -> int | None:
     return count
 
 
-def _is_count(value: object) -> bool:
+def _is_count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0

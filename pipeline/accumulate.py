@@ -12,9 +12,10 @@ per-op bandwidth samples, and step durations. `result()` applies the contract:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
-from commscope.collector.classify import bus_factor
+from commscope.collector.classify import bus_fraction
 from commscope.collector.schema import CommOp, CpuSpan, Event, GpuOp, OpTally, RankResult, Step
 from commscope.pipeline.intervals import IntervalSet, difference, intersection_measure
 
@@ -50,7 +51,13 @@ class Accumulator:
             sets = self.calls if event.comm_call else self.busy
             sets.setdefault(event.tid, IntervalSet()).add(event.start_ns, event.end_ns)
         elif type(event) is Step:
-            self.steps[event.step] = (event.dur_ns, event.tid)
+            self._step(event)
+
+    def _step(self, step: Step) -> None:
+        """A step number seen twice keeps its longest span (ties: lowest tid): order-free."""
+        seen = self.steps.get(step.step)
+        if seen is None or (step.dur_ns, -step.tid) > (seen[0], -seen[1]):
+            self.steps[step.step] = (step.dur_ns, step.tid)
 
     def _comm(self, op: CommOp) -> None:
         if op.on_gpu:
@@ -111,16 +118,22 @@ def count_op(tally: OpTally, op: CommOp) -> None:
     tally.sized_count += 1
     tally.message_bytes += size
     tally.sized_time_ns += op.dur_ns
-    factor = bus_factor(op.collective, op.group_size)
-    if factor is not None:
-        tally.bus_bytes += size * factor
+    fraction = bus_fraction(op.collective, op.group_size)
+    if fraction is not None:
+        numerator, n = fraction
+        tally.bus_parts[n] = tally.bus_parts.get(n, 0) + size * numerator
         tally.bus_count += 1
         tally.bus_time_ns += op.dur_ns
     if op.dur_ns > 0:
         algbw = size / (op.dur_ns * 1e-9)
         tally.algbw_Bps.append(algbw)
-        if factor is not None:
-            tally.busbw_Bps.append(algbw * factor)
+        if fraction is not None:
+            tally.busbw_Bps.append(algbw * fraction[0] / fraction[1])
+
+
+def bus_bytes(tally: OpTally) -> float:
+    """Σ S x F over the tally's ops of known size and group size."""
+    return math.fsum(total / n for n, total in sorted(tally.bus_parts.items()))
 
 
 def merge_results(results: Iterable[RankResult]) -> RankResult:
@@ -147,7 +160,8 @@ def merge_tally(into: OpTally, other: OpTally) -> None:
     into.count += other.count
     into.sized_count += other.sized_count
     into.message_bytes += other.message_bytes
-    into.bus_bytes += other.bus_bytes
+    for n, total in other.bus_parts.items():
+        into.bus_parts[n] = into.bus_parts.get(n, 0) + total
     into.bus_count += other.bus_count
     into.bus_time_ns += other.bus_time_ns
     into.time_ns += other.time_ns

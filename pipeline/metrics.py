@@ -26,7 +26,7 @@ from commscope.collector.schema import (
     Throughput,
     TrafficShare,
 )
-from commscope.pipeline.accumulate import merge_tally
+from commscope.pipeline.accumulate import bus_bytes, merge_tally
 from commscope.pipeline.stats import mean, ratio, summarize
 
 NS: Final = 1e-9
@@ -126,7 +126,7 @@ def tally_stats(tally: OpTally) -> CollectiveStats:
         count=tally.count,
         sized_count=tally.sized_count,
         message_bytes=tally.message_bytes if tally.sized_count else None,
-        bus_bytes=round(tally.bus_bytes) if tally.bus_count else None,
+        bus_bytes=round(bus_bytes(tally)) if tally.bus_count else None,
         time_s=tally.time_ns * NS,
         algbw_Bps=summarize(tally.algbw_Bps),
         busbw_Bps=summarize(tally.busbw_Bps),
@@ -152,15 +152,15 @@ def rank_network(result: RankResult) -> RankNetwork:
     tallies = result.ops.values()
     sized = sum(t.sized_count for t in tallies)
     bus_known = sum(t.bus_count for t in tallies)
-    bus_bytes = math.fsum(t.bus_bytes for t in tallies)
+    bus = math.fsum(bus_bytes(t) for t in tallies)
     message_bytes = sum(t.message_bytes for t in tallies)
     return RankNetwork(
-        bus_bandwidth_Bps=ratio(bus_bytes, sum(t.bus_time_ns for t in tallies) * NS)
+        bus_bandwidth_Bps=ratio(bus, sum(t.bus_time_ns for t in tallies) * NS)
         if bus_known
         else None,
         simple_bandwidth_Bps=ratio(message_bytes, result.comm_ns * NS) if sized else None,
         message_bytes=message_bytes if sized else None,
-        bus_bytes=round(bus_bytes) if bus_known else None,
+        bus_bytes=round(bus) if bus_known else None,
         ops=sum(t.count for t in tallies),
     )
 
@@ -168,16 +168,16 @@ def rank_network(result: RankResult) -> RankNetwork:
 def traffic(results: Mapping[int, RankResult]) -> dict[str, TrafficShare]:
     """Per collective type over all ranks: count, bus bytes, share of all bus bytes."""
     totals = pooled_ops(results.values())
-    everything = math.fsum(t.bus_bytes for t in totals.values())
-    any_known = any(t.bus_count for t in totals.values())
+    sums = {kind: bus_bytes(t) for kind, t in totals.items()}
+    everything = math.fsum(sums.values())
     return {
         kind: TrafficShare(
             count=t.count,
-            bus_bytes=round(t.bus_bytes) if t.bus_count else None,
-            share=ratio(t.bus_bytes, everything) if t.bus_count and any_known else None,
+            bus_bytes=round(sums[kind]) if t.bus_count else None,
+            share=ratio(sums[kind], everything) if t.bus_count else None,
             mean_time_s=ratio(t.time_ns * NS, t.count),
         )
-        for kind, t in sorted(totals.items(), key=lambda item: (-item[1].bus_bytes, item[0]))
+        for kind, t in sorted(totals.items(), key=lambda item: (-sums[item[0]], item[0]))
     }
 
 

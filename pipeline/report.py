@@ -11,8 +11,6 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from msgspec.structs import asdict
-
 from commscope.collector.schema import (
     FileStats,
     Inputs,
@@ -26,6 +24,7 @@ from commscope.collector.schema import (
 from commscope.pipeline.accumulate import merge_results
 from commscope.pipeline.config import JobConfig, degrees, global_batch
 from commscope.pipeline.metrics import Context, peak_bandwidth, sections
+from msgspec.structs import asdict
 
 
 @dataclass(frozen=True)
