@@ -11,7 +11,7 @@ from datetime import datetime
 
 from commscope.collector.schema import Report
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9.+-]+")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 
 
 def basename(report: Report, fallback_name: str, now: datetime) -> str:

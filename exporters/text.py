@@ -81,9 +81,10 @@ def _header(report: Report) -> Iterator[str]:
     yield "COMMSCOPE DISTRIBUTED TRAINING PERFORMANCE METRICS"
     yield RULE
     yield ""
-    gpu = ", ".join(x for x in (config.gpu_name, config.backend) if x) or "GPU unknown"
     world = report.world_size if report.world_size is not None else "n/a"
-    yield f"Configuration: {world} GPUs ({gpu}), {report.throughput.iterations} iterations"
+    devices = "GPUs" if config.gpu_name else "ranks"
+    about = ", ".join(x for x in (config.gpu_name or "no GPU in the traces", config.backend) if x)
+    yield f"Configuration: {world} {devices} ({about}), {report.throughput.iterations} iterations"
     model = " ".join(x for x in (config.model, config.flavor) if x)
     yield f"Model: {model or 'n/a (no --config)'}"
     local = config.local_batch_size if config.local_batch_size is not None else "n/a"
@@ -194,34 +195,49 @@ def _traffic(report: Report) -> Iterator[str]:
 def _exposed(report: Report) -> Iterator[str]:
     yield "Exposed = comm time not hidden under compute: |C| - |C ∩ P| (per rank)"
     yield ""
-    yield f"  {'rank':>6} {'comm':>12} {'overlapped':>12} {'exposed':>12} {'compute':>12}"
+    widths = [6, 12, 12, 12, 12]
+    yield _row(["rank", "comm", "overlapped", "exposed", "compute"], widths)
     for rank, r in report.overlap.per_rank.items():
-        yield (
-            f"  {rank:>6} {ms(r.comm_time_s):>12} {ms(r.overlapped_time_s):>12}"
-            f" {ms(r.exposed_comm_time_s):>12} {ms(r.compute_time_s):>12}"
-        )
+        times = (r.comm_time_s, r.overlapped_time_s, r.exposed_comm_time_s, r.compute_time_s)
+        yield _row([rank, *map(ms, times)], widths)
+
+
+def _row(cells: list[str], widths: list[int]) -> str:
+    """Right-aligned cells (the first left-aligned), two spaces apart whatever their width."""
+    first, *rest = cells
+    return (
+        "  "
+        + first.ljust(widths[0])
+        + "".join("  " + c.rjust(w) for c, w in zip(rest, widths[1:], strict=True))
+    )
 
 
 def _bandwidth(report: Report) -> Iterator[str]:
     yield "All ranks pooled. algbw = S / t; busbw = algbw x F (nccl-tests); medians and p95"
     yield ""
-    yield (
-        f"  {'collective':<14}{'count':>7}{'sized':>7}{'message':>11}{'bus':>11}"
-        f"{'algbw med':>12}{'busbw med':>12}{'busbw p95':>12}"
-    )
+    widths = [13, 6, 6, 12, 12, 14, 14, 14]
+    head = ["collective", "count", "sized", "message", "bus", "algbw med", "busbw med", "busbw p95"]
+    yield _row(head, widths)
     for kind, s in report.collectives.all_ranks.items():
-        yield (
-            f"  {kind:<14}{s.count:>7}{s.sized_count:>7}{gb(s.message_bytes):>11}"
-            f"{gb(s.bus_bytes):>11}{gbps(s.algbw_Bps.median):>12}"
-            f"{gbps(s.busbw_Bps.median):>12}{gbps(s.busbw_Bps.p95):>12}"
-        )
+        cells = [
+            kind,
+            str(s.count),
+            str(s.sized_count),
+            gb(s.message_bytes),
+            gb(s.bus_bytes),
+            gbps(s.algbw_Bps.median),
+            gbps(s.busbw_Bps.median),
+            gbps(s.busbw_Bps.p95),
+        ]
+        yield _row(cells, widths)
+
+
+_WINDOW_WIDTHS = [18, 5, 8, 12, 14, 10]
 
 
 def _windows(report: Report) -> Iterator[str]:
-    yield (
-        f"  {'window':<20}{'ranks':>6}{'overlap':>9}{'exposed/rank':>14}"
-        f"{'bus bw':>13}{'iteration':>12}"
-    )
+    head = ["window", "ranks", "overlap", "exposed/rank", "bus bw", "iteration"]
+    yield _row(head, _WINDOW_WIDTHS)
     for window in report.windows:
         yield _window_row(window.name, window)
     yield _window_row("whole run", report)
@@ -230,10 +246,15 @@ def _windows(report: Report) -> Iterator[str]:
 def _window_row(name: str, s: Sections) -> str:
     exposed = [r.exposed_comm_time_s for r in s.overlap.per_rank.values()]
     mean_exposed = sum(exposed) / len(exposed) if exposed else None
-    return (
-        f"  {name:<20}{len(s.ranks):>6}{pct(s.overlap.mean):>9}{ms(mean_exposed):>14}"
-        f"{gbps(s.network.mean_bus_bandwidth_Bps):>13}{ms(s.throughput.iteration_time_s):>12}"
-    )
+    cells = [
+        name,
+        str(len(s.ranks)),
+        pct(s.overlap.mean),
+        ms(mean_exposed),
+        gbps(s.network.mean_bus_bandwidth_Bps),
+        ms(s.throughput.iteration_time_s),
+    ]
+    return _row(cells, _WINDOW_WIDTHS)
 
 
 def _inputs(report: Report) -> Iterator[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 from commscope.pipeline.intervals import IntervalSet, difference, intersection_measure
@@ -59,7 +60,7 @@ def test_union_matches_oracle(spans: list[tuple[int, int]]) -> None:
     union = IntervalSet(spans)
     runs = list(union.runs())
     assert union.measure() == len(cells(spans))
-    assert all(a_end < b_start for (_, a_end), (b_start, _) in zip(runs, runs[1:], strict=False))
+    assert all(a_end < b_start for (_, a_end), (b_start, _) in itertools.pairwise(runs))
     assert cells(runs) == cells(spans)
 
 

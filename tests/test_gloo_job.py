@@ -1,0 +1,100 @@
+"""A real multi-process torch (CPU, gloo) job writes TorchTitan-style traces; we report on it.
+
+tests/gloo_job/train.py trains a 3-layer MLP (32→64→64→8: 6,792 parameters) under DDP for
+10 steps, profiling steps 2-3 and 6-7 into iteration_4/ and iteration_8/. Each step it issues:
+one DDP gradient all_reduce of the whole bucket (6,792 floats = 27,168 B), a broadcast of 4
+floats, an all_gather of 1 float per rank, an all_gather_single of a 16-float shard and a
+reduce_scatter_single of 32 floats (gloo runs it as an all_reduce of the full input).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TRAIN = Path(__file__).resolve().parent / "gloo_job" / "train.py"
+
+if not os.environ.get("CI"):
+    pytest.importorskip("torch", reason="torch (CPU) is installed by scripts/test.sh")
+
+pytestmark = pytest.mark.slow
+
+
+def torchrun(out: Path, *extra: str) -> None:
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo"}
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        str(TRAIN),
+        "--out",
+        str(out),
+        *extra,
+    ]
+    result = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    root = tmp_path_factory.mktemp("gloo")
+    torchrun(root / "profile_trace", "--gzip")
+    out = root / "trace_analysis"
+    command = [
+        sys.executable,
+        "-m",
+        "commscope.pipeline.cli",
+        "report",
+        str(root / "profile_trace"),
+        "--out",
+        str(out),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    (path,) = out.glob("*.json")
+    return json.loads(path.read_text())
+
+
+def test_windows_and_ranks_in_torchtitan_layout(report: dict) -> None:
+    assert [(w["name"], w["ranks"]) for w in report["windows"]] == [
+        ("iteration_4", [0, 1]),
+        ("iteration_8", [0, 1]),
+    ]
+    assert report["world_size"] == 2
+    assert report["throughput"]["iterations"] == 4  # ProfilerStep#2,3,6,7
+    assert report["inputs"]["skipped"] == []
+
+
+def test_the_collectives_it_must_have_seen(report: dict) -> None:
+    for rank in ("0", "1"):
+        stats = report["collectives"]["per_rank"][rank]
+        counts = {kind: s["count"] for kind, s in stats.items()}
+        assert counts == {"AllReduce": 8, "AllGather": 8, "Broadcast": 4}  # 4 steps
+        # AllReduce: 4 x 27,168 B (DDP bucket) + 4 x 128 B (reduce_scatter as all_reduce)
+        assert stats["AllReduce"]["message_bytes"] == 4 * 27_168 + 4 * 128
+        # AllGather S = shard x 2 ranks: 4 x (1 float) x 2 + 4 x (16 floats) x 2
+        assert stats["AllGather"]["message_bytes"] == 4 * 8 + 4 * 128
+        assert stats["AllGather"]["bus_bytes"] == (4 * 8 + 4 * 128) // 2  # F = (2-1)/2
+        assert stats["Broadcast"]["message_bytes"] == 4 * 16
+        assert all(s["sized_count"] == s["count"] for s in stats.values())
+
+
+def test_cpu_traces_use_the_gloo_definition(report: dict) -> None:
+    for rank in ("0", "1"):
+        overlap = report["overlap"]["per_rank"][rank]
+        assert overlap["source"] == "cpu (gloo)"
+        assert overlap["comm_time_s"] > 0 and overlap["compute_time_s"] > 0
+        assert 0 <= overlap["ratio"] <= 1
+        assert overlap["exposed_comm_time_s"] == pytest.approx(
+            overlap["comm_time_s"] - overlap["overlapped_time_s"]
+        )

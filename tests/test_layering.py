@@ -1,0 +1,67 @@
+"""The functional core stays pure: its modules import no sockets, threads, clocks or OS."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PURE = [
+    "collector/classify.py",
+    "collector/errors.py",
+    "collector/jsonstream.py",
+    "collector/kineto.py",
+    "collector/normalize.py",
+    "collector/schema.py",
+    "pipeline/accumulate.py",
+    "pipeline/config.py",
+    "pipeline/intervals.py",
+    "pipeline/metrics.py",
+    "pipeline/report.py",
+    "pipeline/stats.py",
+    "exporters/jsonreport.py",
+    "exporters/naming.py",
+    "exporters/text.py",
+]
+SHELL_ONLY = {
+    "os",
+    "sys",
+    "socket",
+    "threading",
+    "multiprocessing",
+    "subprocess",
+    "signal",
+    "time",
+    "asyncio",
+    "shutil",
+    "tempfile",
+    "gzip",
+    "pathlib",
+    "zmq",
+    "prometheus_client",
+    "logging",
+}
+
+
+def imported(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("module", PURE)
+def test_pure_module_imports_no_shell(module: str) -> None:
+    assert imported(ROOT / module) & SHELL_ONLY == set()
+
+
+def test_every_module_opens_with_a_docstring() -> None:
+    for path in sorted(ROOT.glob("[cpe]*/*.py")):
+        if path.parent.name in {"collector", "pipeline", "exporters"}:
+            assert ast.get_docstring(ast.parse(path.read_text())), path
