@@ -98,7 +98,10 @@ def _header(report: Report) -> Iterator[str]:
         yield "Parallelism: n/a (no --config)"
     names = ", ".join(w.name for w in report.windows)
     yield f"Windows: {len(report.windows)} ({names})"
-    yield f"Ranks: {_ranks(report.ranks)}"
+    missing = ""
+    if report.world_size is not None and len(report.ranks) < report.world_size:
+        missing = f"  ({len(report.ranks)} of {report.world_size} ranks have traces)"
+    yield f"Ranks: {_ranks(report.ranks)}{missing}"
 
 
 def _ranks(ranks: list[int]) -> str:

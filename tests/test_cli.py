@@ -55,7 +55,7 @@ def test_run_folder_reports_every_window_and_the_whole_run(run_dir: Path, tmp_pa
     result = run(run_dir, "--out", tmp_path / "out", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     text, doc = reports(tmp_path / "out")
-    assert REQUIRED <= set(doc)
+    assert set(doc) >= REQUIRED
     assert [w["name"] for w in doc["windows"]] == ["iteration_10", "iteration_20"]
     assert [w["ranks"] for w in doc["windows"]] == [[0, 1], [0, 1]]
     # C = [50,200) = 150 µs, P = [0,100) ∪ [150,300): C ∩ P = 50 + 50 = 100 µs → 2/3
@@ -163,3 +163,19 @@ def test_bad_config_fails_before_reading_traces(run_dir: Path, tmp_path: Path) -
 def test_bad_flag_values_fail_at_start(run_dir: Path, tmp_path: Path) -> None:
     result = run(run_dir, "--peak-bandwidth", "-3", cwd=tmp_path)
     assert (result.returncode, "--peak-bandwidth must be positive" in result.stderr) == (1, True)
+
+
+def test_missing_ijson_c_backend_fails_at_start_with_a_clear_message(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    code = (
+        "import sys; sys.modules['ijson.backends.yajl2_c'] = None\n"
+        "from commscope.pipeline.cli import main\n"
+        f"sys.exit(main(['report', {str(run_dir)!r}, '--out', {str(tmp_path / 'o')!r}]))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 1
+    assert "ijson's C backend (yajl2_c) is not available" in result.stderr
+    assert "Traceback" not in result.stderr
