@@ -11,7 +11,7 @@ parsed with the stdlib `json` module; memory stays flat whatever the file size.
 from __future__ import annotations
 
 import json
-from collections import deque
+import re
 from collections.abc import Callable, Iterator
 from typing import IO, Any, Final
 
@@ -26,8 +26,12 @@ else:
 
 CHUNK_BYTES: Final = 64 * 1024
 HEAD_LIMIT_BYTES: Final = 4 * 1024 * 1024
-TAIL_CHUNKS: Final = 2
+TAIL_BYTES: Final = 128 * 1024
 _KEY: Final = b'"traceEvents"'
+_STRUCTURE: Final = re.compile(rb'["\[\]{}]')
+_KEY_BEFORE: Final = re.compile(rb'"traceEvents"\s*:\s*\Z')
+_QUOTE, _BACKSLASH, _OPEN_ARRAY, _CLOSE_ARRAY = ord('"'), ord("\\"), ord("["), ord("]")
+_CLOSERS: Final = frozenset(b"]}")
 
 
 def require_c_backend() -> None:
@@ -49,18 +53,21 @@ class Tap:
         self._head_done = False
         self._scan_from = 0
         self.head: dict[str, Any] | None = None
-        self.tail: deque[bytes] = deque(maxlen=TAIL_CHUNKS)
+        self.tail = bytearray()
         self.bytes_read = 0
 
     def read(self, size: int = -1) -> bytes:
         data = self._raw.read(size)
-        if data:
-            self.bytes_read += len(data)
-            self.tail.append(data)
-            if not self._head_done:
-                self._grow_head(data)
-            if self._on_chunk is not None:
-                self._on_chunk(len(data))
+        if not data:
+            return data
+        self.bytes_read += len(data)
+        self.tail += data
+        if len(self.tail) > 2 * TAIL_BYTES:
+            del self.tail[:-TAIL_BYTES]
+        if not self._head_done:
+            self._grow_head(data)
+        if self._on_chunk is not None:
+            self._on_chunk(len(data))
         return data
 
     def _grow_head(self, data: bytes) -> None:
@@ -82,7 +89,7 @@ class Tap:
 
     def trailing(self) -> dict[str, Any]:
         """Top-level keys written after the `traceEvents` array (call after the parse)."""
-        return tail_object(b"".join(self.tail))
+        return tail_object(bytes(self.tail[-TAIL_BYTES:]))
 
 
 def head_object(prefix: bytes) -> dict[str, Any] | None:
@@ -99,23 +106,50 @@ def head_object(prefix: bytes) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def tail_object(tail: bytes, max_candidates: int = 64) -> dict[str, Any]:
-    """Keys after the `traceEvents` array, given the document's last bytes.
+def tail_object(tail: bytes) -> dict[str, Any]:
+    """Keys after the `traceEvents` array, given the document's last bytes ({} if none)."""
+    end = array_end(tail)
+    if end is None:
+        return {}
+    return _remainder(tail[end + 1 :].lstrip()) or {}
 
-    The array's closing `]` is the leftmost of the last `max_candidates` brackets after which
-    the rest of the document reads as the remainder of an object.
+
+def array_end(tail: bytes) -> int | None:
+    """Offset in `tail` of the `]` that closes the top-level `traceEvents` array.
+
+    Scans back from the document's end over structural bytes only, outside strings (a quote
+    after an odd run of backslashes is escaped). A top-level array is `traceEvents` when its
+    key says so, or when it does not even open within `tail` (it is the big one).
     """
-    found: dict[str, Any] = {}
-    end = len(tail)
-    for _ in range(max_candidates):
-        end = tail.rfind(b"]", 0, end)
-        if end < 0:
-            break
-        rest = tail[end + 1 :].lstrip()
-        candidate = _remainder(rest)
-        if candidate is not None:
-            found = candidate
-    return found
+    depth, in_string, candidate = 0, False, None
+    for match in reversed(list(_STRUCTURE.finditer(tail))):
+        pos = match.start()
+        byte = tail[pos]
+        if byte == _QUOTE:
+            if not _escaped(tail, pos):
+                in_string = not in_string
+        elif in_string:
+            continue
+        elif byte in _CLOSERS:
+            depth += 1
+            if depth == 2 and byte == _CLOSE_ARRAY:
+                candidate = pos
+        else:
+            depth -= 1
+            if depth == 1 and candidate is not None:
+                if byte == _OPEN_ARRAY and _KEY_BEFORE.search(tail, max(0, pos - 64), pos):
+                    return candidate
+                candidate = None
+            if depth <= 0:
+                return None
+    return candidate if depth >= 2 else None
+
+
+def _escaped(data: bytes, pos: int) -> bool:
+    slashes = 0
+    while pos - slashes - 1 >= 0 and data[pos - slashes - 1] == _BACKSLASH:
+        slashes += 1
+    return slashes % 2 == 1
 
 
 def _remainder(rest: bytes) -> dict[str, Any] | None:

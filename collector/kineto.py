@@ -20,6 +20,7 @@ from commscope.collector.schema import Event, FileStats, TraceMeta
 
 BATCH_EVENTS: Final = 4096
 _NOT_OBJECT: Final = "traceEvents item that is not an object"
+_ODD_CAT: Final = "event whose cat is not a string"
 
 
 class TraceReader:
@@ -47,14 +48,25 @@ class TraceReader:
     def batches(self, size: int = BATCH_EVENTS) -> Iterator[list[Event]]:
         try:
             yield from self._parse(size)
-        except ijson.IncompleteJSONError as exc:
-            raise TraceError(self.path, _json_reason(exc)) from None
         except ijson.JSONError as exc:
-            raise TraceError(self.path, f"not valid JSON ({_short(exc)})") from None
+            raise TraceError(self.path, self._json_reason(exc)) from None
         except EOFError:
             raise TraceError(self.path, "truncated gzip stream (still being written?)") from None
         except (OSError, zlib.error) as exc:
             raise TraceError(self.path, f"unreadable ({_short(exc)})") from None
+
+    def _json_reason(self, exc: Exception) -> str:
+        """Truncated or corrupt, as yajl tells: an error at the end of the input (its context
+        line is blank) means the document was cut short, unless a NUL byte (never in JSON
+        text) blanked that line."""
+        if self._tap.bytes_read == 0:
+            return "empty file (still being written?)"
+        text = str(exc)
+        lines = text.split("\n")
+        at_end = len(lines) > 1 and not lines[1].strip()
+        if "premature EOF" in text or (at_end and b"\x00" not in self._tap.tail[-256:]):
+            return "truncated: the JSON ends before the document is complete (still being written?)"
+        return f"corrupt JSON ({_short(exc)})"
 
     def _parse(self, size: int) -> Iterator[list[Event]]:
         normalizer = self._normalizer
@@ -67,10 +79,8 @@ class TraceReader:
             count += 1
             try:
                 handler = handlers.get(raw.get("cat"))
-            except AttributeError:
-                normalizer.stats.dropped[_NOT_OBJECT] = (
-                    normalizer.stats.dropped.get(_NOT_OBJECT, 0) + 1
-                )
+            except (AttributeError, TypeError):
+                normalizer.drop(_NOT_OBJECT if type(raw) is not dict else _ODD_CAT)
                 continue
             if handler is not None:
                 handler(raw)
@@ -87,13 +97,6 @@ class TraceReader:
         if out:
             yield out[:]
             out.clear()
-
-
-def _json_reason(exc: Exception) -> str:
-    text = _short(exc)
-    if "premature EOF" in text or "parse error: premature" in text or not text:
-        return "truncated: the JSON ends before the document is complete (still being written?)"
-    return f"corrupt JSON ({text})"
 
 
 def _short(exc: Exception) -> str:

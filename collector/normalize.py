@@ -28,6 +28,8 @@ from commscope.collector.schema import CommOp, CpuSpan, Event, FileStats, GpuOp,
 LAUNCH_MEMORY: Final = 1 << 16
 ROLE_MEMORY: Final = 1 << 14
 _BAD_SPAN: Final = "span without numeric ts/dur"
+_NOT_COMPLETE: Final = "kernel/op event that is not a complete span (ph != X)"
+_BAD_ARGS: Final = "args that are not an object"
 _PLAIN, _CALL, _RECORDED_CALL = 0, 1, 2
 _CALL_PREFIXES: Final = ("record_param_comms", "c10d::", "_c10d_functional", "nccl:", "gloo:")
 _BACKEND_PREFIXES: Final = ("nccl:", "gloo:", "record_param_comms")
@@ -83,13 +85,16 @@ class CpuRuns:
         self.end: dict[int, float] = {}
 
     def extend(self, sink: Normalizer, tid: int, start_us: float, end_us: float) -> None:
-        """Grow the thread's open run by [start, end], or close it and open another."""
+        """Merge [start, end] into the thread's open run if they overlap, else close the run
+        and open another (the pipeline unions whatever order the runs come in)."""
         open_start = self.start.get(tid)
         if open_start is not None:
             open_end = self.end[tid]
-            if open_start <= start_us <= open_end:
+            if start_us <= open_end and end_us >= open_start:
                 if end_us > open_end:
                     self.end[tid] = end_us
+                if start_us < open_start:
+                    self.start[tid] = start_us
                 return
             sink.out.append(
                 CpuSpan(tid, round(open_start * 1000), round(open_end * 1000), self.comm_call)
@@ -149,7 +154,7 @@ class Normalizer:
         self._calls = CallIndex()
         self._launches = Launches()
         self._old_launches = Launches()
-        self._pending: dict[int, PendingKernel] = {}
+        self._pending: dict[int, list[PendingKernel]] = {}  # CUDA graphs share one launch
         self._waiting_meta: list[tuple[str, int, int, Mapping[str, Any]]] = []
         self._busy = CpuRuns(comm_call=False)
         self._calling = CpuRuns(comm_call=True)
@@ -180,18 +185,29 @@ class Normalizer:
     # ------------------------------------------------------------------ handlers
 
     def _span(self, raw: Mapping[str, Any]) -> tuple[int, int] | None:
+        if raw.get("ph") != "X":
+            self.drop(_NOT_COMPLETE)
+            return None
         try:
             ts, dur = raw["ts"], raw["dur"]
-            if dur < 0 or raw["ph"] != "X":
+            if dur < 0:
                 raise ValueError
             return round(ts * 1000), round(dur * 1000)
         except (KeyError, TypeError, ValueError):
-            self._drop(_BAD_SPAN)
+            self.drop(_BAD_SPAN)
             return None
 
-    def _drop(self, reason: str) -> None:
+    def drop(self, reason: str) -> None:
+        """Count an event that cannot be used, by a bounded reason."""
         dropped = self.stats.dropped
         dropped[reason] = dropped.get(reason, 0) + 1
+
+    def _args(self, raw: Mapping[str, Any]) -> Mapping[str, Any]:
+        args = raw.get("args")
+        if args is None or type(args) is dict:
+            return args or {}
+        self.drop(_BAD_ARGS)
+        return {}
 
     def _kernel(self, raw: dict[str, Any]) -> None:
         span = self._span(raw)
@@ -202,7 +218,7 @@ class Normalizer:
         if not is_comm_kernel(name):
             self.out.append(GpuOp("compute", span[0], span[1]))
             return
-        args = raw.get("args") or {}
+        args = self._args(raw)
         if "Collective name" in args and nelems_bytes(args) is not None:
             self.out.append(self._comm_op(name, span, args, []))
             return
@@ -210,7 +226,7 @@ class Normalizer:
         correlation = args.get("correlation")
         if isinstance(correlation, int):
             kernel.launch = self._launch(correlation)
-            self._pending[correlation] = kernel
+            self._pending.setdefault(correlation, []).append(kernel)
         else:
             self.out.append(self._comm_op(name, span, args, []))
 
@@ -235,7 +251,8 @@ class Normalizer:
             return  # a runtime call we cannot place is no launch we could use
         pending = self._pending.get(correlation)
         if pending is not None:
-            pending.launch = (tid, round(ts * 1000))
+            for kernel in pending:
+                kernel.launch = (tid, round(ts * 1000))
             return
         launches = self._launches
         launches.ts[correlation] = ts
@@ -260,14 +277,14 @@ class Normalizer:
             if dur < 0:
                 raise ValueError
         except (KeyError, TypeError, ValueError):
-            self._drop(_BAD_SPAN)
+            self.drop(_BAD_SPAN)
             return
         self._busy.extend(self, tid, ts, end)
         if role:
             self._calling.extend(self, tid, ts, end)
             if role == _RECORDED_CALL:
                 start_ns = round(ts * 1000)
-                call = CommCall(name, start_ns, round(end * 1000), raw.get("args") or {})
+                call = CommCall(name, start_ns, round(end * 1000), self._args(raw))
                 self._calls.add(tid, call)
 
     def _role(self, name: str) -> int:
@@ -289,7 +306,7 @@ class Normalizer:
         elif name.startswith("nccl:"):
             span, tid = self._span(raw), raw.get("tid")
             if span is not None and isinstance(tid, int):
-                self._calls.add(tid, CommCall(name, span[0], sum(span), raw.get("args") or {}))
+                self._calls.add(tid, CommCall(name, span[0], sum(span), self._args(raw)))
 
     def _step(self, raw: dict[str, Any], name: str) -> None:
         span, tid = self._span(raw), raw.get("tid")
@@ -297,7 +314,7 @@ class Normalizer:
         if span is None or not isinstance(tid, int):
             return
         if not number.isdigit():
-            self._drop("ProfilerStep without a step number")
+            self.drop("ProfilerStep without a step number")
             return
         self.out.append(Step(int(number), span[0], span[1], tid))
 
@@ -305,7 +322,7 @@ class Normalizer:
         span = self._span(raw)
         if span is None:
             return
-        args = raw.get("args") or {}
+        args = self._args(raw)
         if self._meta.world_size is None and "Group size" not in args:
             self._waiting_meta.append((name, span[0], span[1], args))
             return
@@ -316,7 +333,7 @@ class Normalizer:
         group = self._group_size([args])
         size = nelems_bytes(args)
         if size is None:
-            size = message_from_dims(CommCall(name, start, start + dur, args), collective, group)
+            size = size_from_calls([CommCall(name, start, start + dur, args)], collective, group)
         if size is None:
             self.stats.sizes_unknown += 1
         return CommOp(collective, start, dur, size, group, False, _pg(args), _seq(args))
@@ -327,15 +344,11 @@ class Normalizer:
         self, name: str, span: tuple[int, int], args: Mapping[str, Any], calls: list[CommCall]
     ) -> CommOp:
         records = [args, *(c.args for c in calls if c.name == "record_param_comms")]
-        label = next((a["Collective name"] for a in records if "Collective name" in a), name)
-        collective = collective_type(str(label))
+        collective = collective_type(_label(name, records, calls))
         group = self._group_size(records)
         size = next((s for a in records if (s := nelems_bytes(a)) is not None), None)
         if size is None:
-            size = next(
-                (s for c in calls if (s := message_from_dims(c, collective, group)) is not None),
-                None,
-            )
+            size = size_from_calls(calls, collective, group)
         if size is None:
             self.stats.sizes_unknown += 1
         pg = next((p for a in records if (p := _pg(a)) is not None), None)
@@ -357,10 +370,11 @@ class Normalizer:
 
     def finish(self) -> None:
         """Resolve what waited for the whole file and flush the open CPU runs."""
-        for kernel in self._pending.values():
-            calls = self._calls.enclosing(*kernel.launch) if kernel.launch else []
-            span = (kernel.start_ns, kernel.dur_ns)
-            self.out.append(self._comm_op(kernel.name, span, kernel.args, calls))
+        for kernels in self._pending.values():
+            for kernel in kernels:
+                calls = self._calls.enclosing(*kernel.launch) if kernel.launch else []
+                span = (kernel.start_ns, kernel.dur_ns)
+                self.out.append(self._comm_op(kernel.name, span, kernel.args, calls))
         self._pending.clear()
         for name, start, dur, args in self._waiting_meta:
             self.out.append(self._gloo_op(name, start, dur, args))
@@ -370,20 +384,42 @@ class Normalizer:
         self._launches = self._old_launches = Launches()
 
 
-def message_from_dims(call: CommCall, collective: str, group: int | None) -> int | None:
-    """S from a comm call's `Input Dims`, per what that op's first input is.
+def _label(kernel: str, records: list[Mapping[str, Any]], calls: list[CommCall]) -> str:
+    """What names the collective: `Collective name`, else the enclosing `nccl:<op>` call the
+    process group recorded, else the kernel name (which names NCCL's implementation: its
+    all-to-all, and in some builds every collective, runs as a `SendRecv` kernel)."""
+    for args in records:
+        if "Collective name" in args:
+            return str(args["Collective name"])
+    backend = next((c.name for c in calls if c.name.startswith("nccl:")), None)
+    return backend if backend is not None else kernel
+
+
+def size_from_calls(calls: list[CommCall], collective: str, group: int | None) -> int | None:
+    """S from the comm calls' `Input Dims`, innermost first: a call whose first input is the
+    message itself wins over one whose first input is a shard (S = shard x group size)."""
+    scaled = None
+    for call in calls:
+        size, sharded = message_from_dims(call, collective)
+        if size is not None and not sharded:
+            return size
+        if size is not None and scaled is None and group is not None:
+            scaled = size * group
+    return scaled
+
+
+def message_from_dims(call: CommCall, collective: str) -> tuple[int | None, bool]:
+    """(bytes of the call's first input, whether that input is a shard of the message).
 
     Backend ops (`nccl:*`, `gloo:*`, record_param_comms) record the input: an AllGather's is
-    the shard, S = shard x group size. c10d ops take the output first: a ReduceScatter's is
-    the shard, S = shard x group size.
+    the shard. c10d ops take the output first: a ReduceScatter's is the shard.
     """
     size = input_dims_bytes(call.args)
-    if size is None:
-        return None
-    sharded = collective == "AllGather" if call.backend else collective == "ReduceScatter"
-    if not sharded:
-        return size
-    return None if group is None else size * group
+    own = collective
+    if call.name != "record_param_comms" or "Collective name" in call.args:
+        own = collective_type(str(call.args.get("Collective name") or call.name))
+    sharded = own == "AllGather" if call.backend else own == "ReduceScatter"
+    return size, sharded
 
 
 def _pg(args: Mapping[str, Any]) -> str | None:
@@ -401,7 +437,8 @@ def meta_from_top(top: Mapping[str, Any]) -> TraceMeta:
     info = top.get("distributedInfo")
     info = info if isinstance(info, dict) else {}
     devices = top.get("deviceProperties")
-    gpu = devices[0].get("name") if isinstance(devices, list) and devices else None
+    first = devices[0] if isinstance(devices, list) and devices else None
+    gpu = first.get("name") if isinstance(first, dict) else None
     pgs = info.get("pg_config")
     pg_sizes = {}
     if isinstance(pgs, list):

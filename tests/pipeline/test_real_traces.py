@@ -31,10 +31,10 @@ def test_dlrm_overlap_matches_the_peer_to_a_hundredth_of_a_point(dlrm: Report) -
 def test_dlrm_collective_counts_and_sizes(dlrm: Report) -> None:
     for rank in map(str, range(8)):
         stats = dlrm.collectives.per_rank[rank]
-        assert {k: v.count for k, v in stats.items()} == {"AllReduce": 3, "SendRecv": 5}
+        assert {k: v.count for k, v in stats.items()} == {"AllReduce": 3, "AllToAll": 5}
         # AllReduce buckets from nccl:all_reduce Input Dims: 394241 + 112 + 226960 floats
         assert stats["AllReduce"].message_bytes == (394241 + 112 + 226960) * 4
-        assert stats["SendRecv"].sized_count == 5
+        assert stats["AllToAll"].sized_count == 5
     assert dlrm.world_size == 8 and dlrm.ranks == list(range(8))
     assert dlrm.network.peak_bandwidth_Bps == 150e9  # V100
     assert dlrm.throughput.iterations == 1
@@ -47,7 +47,8 @@ def test_sampled_pair_is_one_window_of_two_ranks_of_128() -> None:
     assert report.throughput.iterations == 2
     assert report.network.peak_bandwidth_Bps is None  # no deviceProperties: n/a, not a guess
     assert "give --peak-bandwidth" in (report.network.peak_source or "")
-    assert {k: v.count for k, v in report.collectives.per_rank["0"].items()} == {"SendRecv": 10}
+    counts = {k: v.count for k, v in report.collectives.per_rank["0"].items()}
+    assert counts == {"AllGather": 2, "AllReduce": 4, "AllToAll": 4}
 
 
 def test_single_rank_files_report_unknown_sizes_as_null() -> None:

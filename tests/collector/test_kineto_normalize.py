@@ -1,0 +1,436 @@
+"""TraceReader + Normalizer on small hand-built traces: each number below is worked by hand.
+
+Kineto times are µs; commscope's are integer ns (x 1000).
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from commscope.collector.kineto import TraceReader
+from commscope.collector.schema import CommOp, CpuSpan, GpuOp, Step, TraceMeta
+from kineto_builder import (
+    annotation,
+    collective_args,
+    cpu_op,
+    dims_args,
+    dist_head,
+    kernel,
+    launch,
+    read,
+    span,
+    trace,
+)
+
+ALLREDUCE_KERNEL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
+ALLGATHER_KERNEL = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+SENDRECV_KERNEL = (
+    "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"
+)
+GEMM = "ampere_sgemm_128x64_nn"
+LAUNCH_TID = 11
+OTHER_TID = 12
+BAD_SPAN = "span without numeric ts/dur"
+
+
+# ------------------------------------------------------------------ GPU activity
+
+
+def test_compute_kernel_is_a_compute_gpu_op_in_integer_ns() -> None:
+    # ts 1.5 µs -> 1500 ns; dur 2 µs -> 2000 ns
+    parsed = read(trace([kernel(GEMM, 1.5, 2.0)]))
+    assert parsed.events == [GpuOp("compute", 1500, 2000)]
+
+
+def test_times_are_integers() -> None:
+    # 1234.567 µs -> 1234567 ns; 0.125 µs -> 125 ns
+    (op,) = read(trace([kernel(GEMM, 1234.567, 0.125)])).events
+    assert (op.start_ns, op.dur_ns) == (1234567, 125)
+    assert type(op.start_ns) is int
+    assert type(op.dur_ns) is int
+
+
+def test_memcpy_is_a_memcpy_gpu_op() -> None:
+    # 10 µs, 0.25 µs -> 10000 ns, 250 ns
+    event = span("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 10, 0.25, 7)
+    assert read(trace([event])).events == [GpuOp("memcpy", 10000, 250)]
+
+
+def test_memset_is_a_memset_gpu_op() -> None:
+    # 20 µs, 0.125 µs -> 20000 ns, 125 ns
+    event = span("gpu_memset", "Memset (Device)", 20, 0.125, 7)
+    assert read(trace([event])).events == [GpuOp("memset", 20000, 125)]
+
+
+def test_a_kernel_makes_the_trace_a_gpu_trace() -> None:
+    assert read(trace([kernel(GEMM, 1, 1)])).has_gpu
+
+
+def test_cpu_only_trace_is_not_a_gpu_trace() -> None:
+    assert not read(trace([cpu_op("aten::mm", 1, 1)])).has_gpu
+
+
+# ------------------------------------------------------------------ NCCL kernels with args
+
+
+def test_nccl_kernel_with_full_args_is_a_sized_comm_op() -> None:
+    # S = max(In 1000, Out 8000) x 2 B (BFloat16) = 16000 B; n from `Group size`
+    args = collective_args(
+        "_allgather_base",
+        1000,
+        8000,
+        "BFloat16",
+        **{"Group size": 8, "Process Group Name": "3", "Seq": 7, "correlation": 5},
+    )
+    parsed = read(trace([kernel(ALLGATHER_KERNEL, 100.0, 12.5, args)], dist_head(world_size=8)))
+    assert parsed.events == [CommOp("AllGather", 100000, 12500, 16000, 8, True, "3", 7)]
+    assert parsed.stats.sizes_unknown == 0
+
+
+# ------------------------------------------------------------------ resolution through the launch
+
+
+def _recorded_allreduce() -> tuple[list[dict], list[dict], dict]:
+    """CPU events, the launch, and a kernel whose size only the innermost record knows."""
+    cpu = [
+        # an earlier, finished collective on the launching thread: must not be used
+        cpu_op("record_param_comms", 1, 2, LAUNCH_TID, collective_args("allreduce", 5, 5, "Float")),
+        cpu_op("c10d::allreduce_", 10, 20, LAUNCH_TID, dims_args([[]], ["TensorList"])),
+        cpu_op(
+            "record_param_comms",
+            11,
+            18,
+            LAUNCH_TID,
+            collective_args("allreduce", 999, 999, "Float"),
+        ),
+        cpu_op(
+            "record_param_comms",
+            12,
+            10,
+            LAUNCH_TID,
+            collective_args("allreduce", 1024, 1024, "Float"),
+        ),
+        # another thread's record encloses the launch time too: must not be used
+        cpu_op("record_param_comms", 14, 5, OTHER_TID, collective_args("broadcast", 7, 7, "Float")),
+    ]
+    return cpu, [launch(77, 15, LAUNCH_TID)], kernel(ALLREDUCE_KERNEL, 40, 3, {"correlation": 77})
+
+
+# innermost record on the launching thread: 1024 x 4 B (Float) = 4096 B; n = world_size 8
+RECORDED_ALLREDUCE = CommOp("AllReduce", 40000, 3000, 4096, 8, True, None, None)
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        "cpu, launch, kernel",
+        "kernel, cpu, launch",
+        "launch, kernel, cpu",
+        "kernel, launch, cpu",
+    ],
+    ids=[
+        "kineto order",
+        "kernel before its launch",
+        "cpu ops after the device section",
+        "kernel first, cpu ops last",
+    ],
+)
+def test_kernel_without_args_takes_the_innermost_record_on_its_launching_thread(order: str) -> None:
+    cpu, launches, nccl = _recorded_allreduce()
+    parts = {"cpu": cpu, "launch": launches, "kernel": [nccl]}
+    events = [event for part in order.split(", ") for event in parts[part]]
+    parsed = read(trace(events, dist_head(world_size=8)))
+    assert parsed.comm == [RECORDED_ALLREDUCE]
+    assert parsed.stats.sizes_unknown == 0
+
+
+def test_collective_name_of_the_record_wins_over_the_kernel_name() -> None:
+    # DLRM's all_to_all runs as a SendRecv kernel: 6144 x 4 B (Float) = 24576 B
+    events = [
+        cpu_op(
+            "record_param_comms",
+            10,
+            10,
+            LAUNCH_TID,
+            collective_args("all_to_all", 6144, 6144, "Float"),
+        ),
+        launch(3, 12, LAUNCH_TID),
+        kernel(SENDRECV_KERNEL, 30, 2, {"correlation": 3}),
+    ]
+    parsed = read(trace(events, dist_head(world_size=8)))
+    assert parsed.comm == [CommOp("AllToAll", 30000, 2000, 24576, 8, True, None, None)]
+
+
+def test_input_dims_of_the_innermost_comm_op_when_no_record_has_counts() -> None:
+    # the DLRM layout: c10d::allreduce_ > record_param_comms (TensorList, no dims) >
+    # nccl:all_reduce annotation with Input Dims [[394241]] float: 394241 x 4 B = 1576964 B
+    list_args = dims_args([[], [], [], [], [], [], []], ["TensorList", "Scalar", "Scalar"])
+    events = [
+        cpu_op(
+            "c10d::allreduce_", 100, 86, LAUNCH_TID, dims_args([[], [], [], []], ["TensorList"])
+        ),
+        cpu_op("record_param_comms", 106, 79, LAUNCH_TID, list_args),
+        annotation("nccl:all_reduce", 122, 59, LAUNCH_TID, dims_args([[394241]], ["float"])),
+        launch(41, 145, LAUNCH_TID),
+        kernel(ALLREDUCE_KERNEL, 155, 246, {"correlation": 41}),
+    ]
+    parsed = read(trace(events, dist_head(world_size=8)))
+    assert parsed.comm == [CommOp("AllReduce", 155000, 246000, 1576964, 8, True, None, None)]
+
+
+def test_all_gather_from_a_backend_annotation_is_shard_times_group() -> None:
+    # nccl:_all_gather_base records the input shard: 25136 x 2 B (c10::BFloat16) x 8 = 402176 B
+    events = [
+        cpu_op("record_param_comms", 10, 30, LAUNCH_TID),
+        annotation(
+            "nccl:_all_gather_base", 12, 20, LAUNCH_TID, dims_args([[25136]], ["c10::BFloat16"])
+        ),
+        launch(9, 20, LAUNCH_TID),
+        kernel(ALLGATHER_KERNEL, 50, 4, {"correlation": 9}),
+    ]
+    parsed = read(trace(events, dist_head(world_size=8)))
+    assert parsed.comm == [CommOp("AllGather", 50000, 4000, 402176, 8, True, None, None)]
+
+
+def test_reduce_scatter_from_a_c10d_op_is_output_shard_times_group() -> None:
+    # c10d ops list the output first: 100 x 4 B (float) shard x 8 = 3200 B
+    op_args = dims_args([[100], [800]], ["float", "float"])
+    events = [
+        cpu_op("c10d::_reduce_scatter_base_", 10, 30, LAUNCH_TID, op_args),
+        launch(4, 20, LAUNCH_TID),
+        kernel("ncclKernel_ReduceScatter_RING_LL_Sum_float(x)", 50, 4, {"correlation": 4}),
+    ]
+    parsed = read(trace(events, dist_head(world_size=8)))
+    assert parsed.comm == [CommOp("ReduceScatter", 50000, 4000, 3200, 8, True, None, None)]
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        [kernel(ALLREDUCE_KERNEL, 50, 4)],
+        [kernel(ALLREDUCE_KERNEL, 50, 4, {"correlation": 4})],
+        [
+            cpu_op("aten::add_", 10, 30, LAUNCH_TID),
+            launch(4, 20, LAUNCH_TID),
+            kernel(ALLREDUCE_KERNEL, 50, 4, {"correlation": 4}),
+        ],
+    ],
+    ids=["no args", "launch not in the file", "launch outside any comm op"],
+)
+def test_size_is_unknown_when_nothing_tells_it(events: list[dict]) -> None:
+    parsed = read(trace(events, dist_head(world_size=8)))
+    assert parsed.comm == [CommOp("AllReduce", 50000, 4000, None, 8, True, None, None)]
+    assert parsed.stats.sizes_unknown == 1
+
+
+def test_every_kernel_of_one_graph_launch_is_a_comm_op() -> None:
+    events = [
+        launch(9, 1, LAUNCH_TID, name="cudaGraphLaunch"),
+        kernel(ALLREDUCE_KERNEL, 10, 2, {"correlation": 9}),
+        kernel(ALLREDUCE_KERNEL, 20, 2, {"correlation": 9}),
+    ]
+    parsed = read(trace(events, dist_head(world_size=2)))
+    assert sorted(op.start_ns for op in parsed.comm) == [10000, 20000]
+
+
+# ------------------------------------------------------------------ group size
+
+
+def _group_of(args: dict, head: dict) -> int | None:
+    full = {**collective_args("allreduce", 10, 10, "Float"), **args}
+    (op,) = read(trace([kernel(ALLREDUCE_KERNEL, 1, 1, full)], head)).comm
+    return op.group_size
+
+
+def test_group_size_arg_wins() -> None:
+    head = dist_head(world_size=8, pg_sizes={"0": 8, "1": 2})
+    assert _group_of({"Group size": 4, "Process Group Name": "1"}, head) == 4
+
+
+def test_group_size_from_pg_config_by_process_group_name() -> None:
+    head = dist_head(world_size=8, pg_sizes={"0": 8, "1": 4})
+    assert _group_of({"Process Group Name": "1"}, head) == 4
+
+
+def test_group_size_falls_back_to_world_size_for_an_unknown_group() -> None:
+    head = dist_head(world_size=8, pg_sizes={"0": 8, "1": 4})
+    assert _group_of({"Process Group Name": "9"}, head) == 8
+
+
+def test_group_size_of_the_only_process_group() -> None:
+    head = dist_head(world_size=8, pg_sizes={"0": 2})
+    assert _group_of({}, head) == 2
+
+
+def test_group_size_is_unknown_without_any_metadata() -> None:
+    assert _group_of({}, {}) is None
+
+
+# ------------------------------------------------------------------ steps
+
+
+def test_profiler_step_is_a_step_on_its_thread() -> None:
+    # 1000.5 µs -> 1000500 ns; 250.25 µs -> 250250 ns
+    parsed = read(trace([annotation("ProfilerStep#12", 1000.5, 250.25, 59811)]))
+    assert parsed.events == [Step(12, 1000500, 250250, 59811)]
+
+
+def test_profiler_step_without_a_number_is_dropped_and_counted() -> None:
+    parsed = read(trace([annotation("ProfilerStep#abc", 1, 1, 1)]))
+    assert parsed.events == []
+    assert parsed.stats.dropped == {"ProfilerStep without a step number": 1}
+
+
+# ------------------------------------------------------------------ gloo
+
+
+def test_gloo_all_reduce_is_a_cpu_comm_op_sized_from_input_dims() -> None:
+    # 256 x 4 elements x 4 B (float) = 4096 B; n = world_size 2
+    event = annotation("gloo:all_reduce", 50, 10, 33, dims_args([[256, 4]], ["float"]))
+    parsed = read(trace([event], dist_head(world_size=2, backend="gloo")))
+    assert parsed.events == [CommOp("AllReduce", 50000, 10000, 4096, 2, False, None, None)]
+    assert not parsed.has_gpu
+
+
+def test_gloo_all_gather_is_shard_times_the_pg_config_group() -> None:
+    # shard 100 x 4 B (float) x group 4 (the only process group; world is 8) = 1600 B
+    event = annotation("gloo:all_gather", 50, 10, 33, dims_args([[100]], ["float"]))
+    parsed = read(trace([event], dist_head(world_size=8, backend="gloo", pg_sizes={"0": 4})))
+    assert parsed.events == [CommOp("AllGather", 50000, 10000, 1600, 4, False, None, None)]
+
+
+def test_gloo_all_reduce_without_metadata_keeps_its_size() -> None:
+    # 256 x 4 B = 1024 B needs no group size
+    event = annotation("gloo:all_reduce", 50, 10, 33, dims_args([[256]], ["float"]))
+    parsed = read(trace([event]))
+    assert parsed.events == [CommOp("AllReduce", 50000, 10000, 1024, None, False, None, None)]
+
+
+def test_gloo_all_gather_without_a_group_size_has_unknown_size() -> None:
+    event = annotation("gloo:all_gather", 50, 10, 33, dims_args([[100]], ["float"]))
+    parsed = read(trace([event]))
+    assert parsed.events == [CommOp("AllGather", 50000, 10000, None, None, False, None, None)]
+    assert parsed.stats.sizes_unknown == 1
+
+
+# ------------------------------------------------------------------ CPU spans
+
+
+def test_nested_cpu_ops_merge_into_one_span() -> None:
+    events = [cpu_op("aten::linear", 0, 10), cpu_op("aten::matmul", 1, 7), cpu_op("aten::mm", 2, 3)]
+    assert read(trace(events)).cpu == [CpuSpan(1, 0, 10000, False)]
+
+
+def test_overlapping_cpu_ops_merge_into_one_span() -> None:
+    # [0, 5] u [3, 9] = [0, 9] µs
+    events = [cpu_op("aten::a", 0, 5), cpu_op("aten::b", 3, 6)]
+    assert read(trace(events)).cpu == [CpuSpan(1, 0, 9000, False)]
+
+
+def test_touching_cpu_ops_merge_into_one_span() -> None:
+    # [0, 2] u [2, 3] = [0, 3] µs
+    events = [cpu_op("aten::a", 0, 2), cpu_op("aten::b", 2, 1)]
+    assert read(trace(events)).cpu == [CpuSpan(1, 0, 3000, False)]
+
+
+def test_disjoint_cpu_ops_give_two_spans() -> None:
+    events = [cpu_op("aten::a", 0, 2), cpu_op("aten::b", 3, 1)]
+    assert read(trace(events)).cpu == [CpuSpan(1, 0, 2000, False), CpuSpan(1, 3000, 4000, False)]
+
+
+def test_cpu_spans_are_merged_per_thread() -> None:
+    # tid 1: [0, 5] u [4, 8] = [0, 8]; tid 2: [1, 3], interleaved in the file
+    events = [cpu_op("aten::a", 0, 5, 1), cpu_op("aten::b", 1, 2, 2), cpu_op("aten::c", 4, 4, 1)]
+    assert read(trace(events)).cpu == [CpuSpan(1, 0, 8000, False), CpuSpan(2, 1000, 3000, False)]
+
+
+def test_collective_calls_also_give_comm_call_spans() -> None:
+    # busy: [0, 10]; calls: c10d [2, 5] > record [2.5, 4.5], then a wait [6, 7]
+    events = [
+        cpu_op("aten::step", 0, 10),
+        cpu_op("c10d::allreduce_", 2, 3),
+        cpu_op("record_param_comms", 2.5, 2),
+        cpu_op("_c10d_functional::wait_tensor", 6, 1),
+    ]
+    assert read(trace(events)).cpu == [
+        CpuSpan(1, 0, 10000, False),
+        CpuSpan(1, 2000, 5000, True),
+        CpuSpan(1, 6000, 7000, True),
+    ]
+
+
+def test_a_child_listed_before_its_parent_still_merges_into_one_span() -> None:
+    events = [cpu_op("aten::mm", 10, 2), cpu_op("aten::linear", 5, 15)]
+    assert read(trace(events)).cpu == [CpuSpan(1, 5000, 20000, False)]
+
+
+# ------------------------------------------------------------------ metadata and stats
+
+
+def test_metadata_from_the_head_and_base_time_from_the_tail() -> None:
+    head = dist_head(rank=3, world_size=16, pg_sizes={"0": 16, "5": 4}, gpu="NVIDIA H100 80GB HBM3")
+    head["distributedInfo"]["nccl_version"] = "2.21.5"
+    tail = {
+        "traceName": "t.json",
+        "displayTimeUnit": "ms",
+        "baseTimeNanoseconds": 1711964646000000000,
+    }
+    parsed = read(trace([kernel(GEMM, 1, 1)], head, tail))
+    assert parsed.meta == TraceMeta(
+        rank=3,
+        world_size=16,
+        backend="nccl",
+        gpu_name="NVIDIA H100 80GB HBM3",
+        base_time_ns=1711964646000000000,
+        pg_sizes={"0": 16, "5": 4},
+        nccl_version="2.21.5",
+    )
+
+
+def test_metadata_of_a_trace_without_events() -> None:
+    parsed = read(trace([], dist_head(rank=1, world_size=2)))
+    assert (parsed.meta.rank, parsed.meta.world_size) == (1, 2)
+
+
+def test_header_value_wins_over_the_trailer() -> None:
+    doc = b'{"baseTimeNanoseconds": 1, "traceEvents": [], "baseTimeNanoseconds": 2}'
+    parsed = read(doc)
+    assert parsed.meta.base_time_ns == 1
+
+
+def test_trace_without_metadata_has_empty_meta() -> None:
+    assert read(trace([kernel(GEMM, 1, 1)])).meta == TraceMeta()
+
+
+def test_events_without_numeric_ts_or_dur_are_dropped_and_counted() -> None:
+    no_dur = kernel(GEMM, 1, 1)
+    del no_dur["dur"]
+    no_ts = cpu_op("aten::mm", 1, 1)
+    del no_ts["ts"]
+    events = [
+        no_dur,
+        no_ts,
+        span("gpu_memcpy", "Memcpy DtoD", None, 1, 7),  # type: ignore[arg-type]
+        kernel(GEMM, 1, -1),
+        annotation("ProfilerStep#3", "1", 1, 1),  # type: ignore[arg-type]
+        kernel(GEMM, 5, 1),
+    ]
+    parsed = read(trace(events))
+    assert parsed.events == [GpuOp("compute", 5000, 1000)]
+    assert parsed.stats.dropped == {BAD_SPAN: 5}
+    assert parsed.stats.events == 6
+
+
+def test_stats_count_every_item_and_every_byte() -> None:
+    doc = trace([kernel(GEMM, 1, 1), {"ph": "i", "name": "x"}, cpu_op("aten::mm", 1, 1)])
+    parsed = read(doc)
+    assert (parsed.stats.events, parsed.stats.bytes_read) == (3, len(doc))
+
+
+def test_batches_split_the_same_events() -> None:
+    doc = trace([kernel(GEMM, i, 1) for i in range(3000)])
+    reader = TraceReader(io.BytesIO(doc), "x.json")
+    batches = list(reader.batches(1000))
+    assert [len(b) for b in batches] == [1024, 1024, 952]  # checked every 1024 items
+    assert [e for b in batches for e in b] == read(doc).events
