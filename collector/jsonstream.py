@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import IO, Any, Final
 
@@ -53,7 +54,8 @@ class Tap:
         self._head_done = False
         self._scan_from = 0
         self.head: dict[str, Any] | None = None
-        self.tail = bytearray()
+        self._tail: deque[bytes] = deque()
+        self._tail_bytes = 0
         self.bytes_read = 0
 
     def read(self, size: int = -1) -> bytes:
@@ -61,14 +63,24 @@ class Tap:
         if not data:
             return data
         self.bytes_read += len(data)
-        self.tail += data
-        if len(self.tail) > 2 * TAIL_BYTES:
-            del self.tail[:-TAIL_BYTES]
+        self._keep_tail(data)
         if not self._head_done:
             self._grow_head(data)
         if self._on_chunk is not None:
             self._on_chunk(len(data))
         return data
+
+    def _keep_tail(self, data: bytes) -> None:
+        """Keep the fewest last reads that hold TAIL_BYTES (reads may be any size)."""
+        self._tail.append(data)
+        self._tail_bytes += len(data)
+        while self._tail_bytes - len(self._tail[0]) >= TAIL_BYTES:
+            self._tail_bytes -= len(self._tail.popleft())
+
+    @property
+    def tail(self) -> bytes:
+        """The document's last TAIL_BYTES (fewer if it is shorter)."""
+        return b"".join(self._tail)[-TAIL_BYTES:]
 
     def _grow_head(self, data: bytes) -> None:
         self._head += data
@@ -89,7 +101,7 @@ class Tap:
 
     def trailing(self) -> dict[str, Any]:
         """Top-level keys written after the `traceEvents` array (call after the parse)."""
-        return tail_object(bytes(self.tail[-TAIL_BYTES:]))
+        return tail_object(self.tail)
 
 
 def head_object(prefix: bytes) -> dict[str, Any] | None:
