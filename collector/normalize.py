@@ -16,6 +16,7 @@ import bisect
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+import msgspec
 from commscope.collector.classify import (
     collective_type,
     input_dims_bytes,
@@ -35,29 +36,51 @@ _CALL_PREFIXES: Final = ("record_param_comms", "c10d::", "_c10d_functional", "nc
 _BACKEND_PREFIXES: Final = ("nccl:", "gloo:", "record_param_comms")
 
 
-class CommCall:
-    """A CPU-side op of a collective with what its args say about the message."""
+class CommCall(msgspec.Struct, frozen=True, gc=False):
+    """What one op of a collective says about its message: a kernel's args, a CPU-side
+    call (record_param_comms, c10d::*, nccl:*, gloo:*). Only these few fields are kept, never
+    the raw args, and nothing here is tracked by the cyclic GC: memory stays small."""
 
-    __slots__ = ("args", "backend", "end_ns", "name", "start_ns")
+    name: str
+    start_ns: int
+    end_ns: int
+    collective_name: str | None = None
+    nelems_bytes: int | None = None
+    dims_bytes: int | None = None
+    group_size: int | None = None
+    pg: str | None = None
+    seq: int | None = None
 
-    def __init__(self, name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) -> None:
-        self.name = name
-        self.start_ns = start_ns
-        self.end_ns = end_ns
-        self.args = args
-        self.backend = name.startswith(_BACKEND_PREFIXES)
+    @property
+    def backend(self) -> bool:
+        return self.name.startswith(_BACKEND_PREFIXES)
+
+
+def comm_call(name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) -> CommCall:
+    label = args.get("Collective name")
+    group = args.get("Group size")
+    return CommCall(
+        name,
+        start_ns,
+        end_ns,
+        collective_name=str(label) if label is not None else None,
+        nelems_bytes=nelems_bytes(args),
+        dims_bytes=input_dims_bytes(args),
+        group_size=group
+        if isinstance(group, int) and not isinstance(group, bool) and group > 0
+        else None,
+        pg=_pg(args),
+        seq=_seq(args),
+    )
 
 
 class PendingKernel:
     """A communication kernel whose collective or size must come from its launch."""
 
-    __slots__ = ("args", "dur_ns", "launch", "name", "start_ns")
+    __slots__ = ("facts", "launch")
 
-    def __init__(self, name: str, start_ns: int, dur_ns: int, args: Mapping[str, Any]) -> None:
-        self.name = name
-        self.start_ns = start_ns
-        self.dur_ns = dur_ns
-        self.args = args
+    def __init__(self, facts: CommCall) -> None:
+        self.facts = facts
         self.launch: tuple[int, int] | None = None
 
 
@@ -155,7 +178,7 @@ class Normalizer:
         self._launches = Launches()
         self._old_launches = Launches()
         self._pending: dict[int, list[PendingKernel]] = {}  # CUDA graphs share one launch
-        self._waiting_meta: list[tuple[str, int, int, Mapping[str, Any]]] = []
+        self._waiting_meta: list[CommCall] = []
         self._busy = CpuRuns(comm_call=False)
         self._calling = CpuRuns(comm_call=True)
         self._roles: dict[str, int] = {}
@@ -219,16 +242,16 @@ class Normalizer:
             self.out.append(GpuOp("compute", span[0], span[1]))
             return
         args = self._args(raw)
-        if "Collective name" in args and nelems_bytes(args) is not None:
-            self.out.append(self._comm_op(name, span, args, []))
-            return
-        kernel = PendingKernel(name, span[0], span[1], args)
+        facts = comm_call(name, span[0], span[0] + span[1], args)
         correlation = args.get("correlation")
-        if isinstance(correlation, int):
-            kernel.launch = self._launch(correlation)
-            self._pending.setdefault(correlation, []).append(kernel)
-        else:
-            self.out.append(self._comm_op(name, span, args, []))
+        if (facts.collective_name and facts.nelems_bytes is not None) or type(
+            correlation
+        ) is not int:
+            self.out.append(self._comm_op(facts, [], on_gpu=True))
+            return
+        kernel = PendingKernel(facts)
+        kernel.launch = self._launch(correlation)
+        self._pending.setdefault(correlation, []).append(kernel)
 
     def _memcpy(self, raw: dict[str, Any]) -> None:
         span = self._span(raw)
@@ -284,7 +307,7 @@ class Normalizer:
             self._calling.extend(self, tid, ts, end)
             if role == _RECORDED_CALL:
                 start_ns = round(ts * 1000)
-                call = CommCall(name, start_ns, round(end * 1000), self._args(raw))
+                call = comm_call(name, start_ns, round(end * 1000), self._args(raw))
                 self._calls.add(tid, call)
 
     def _role(self, name: str) -> int:
@@ -306,7 +329,7 @@ class Normalizer:
         elif name.startswith("nccl:"):
             span, tid = self._span(raw), raw.get("tid")
             if span is not None and isinstance(tid, int):
-                self._calls.add(tid, CommCall(name, span[0], sum(span), self._args(raw)))
+                self._calls.add(tid, comm_call(name, span[0], sum(span), self._args(raw)))
 
     def _step(self, raw: dict[str, Any], name: str) -> None:
         span, tid = self._span(raw), raw.get("tid")
@@ -322,48 +345,36 @@ class Normalizer:
         span = self._span(raw)
         if span is None:
             return
-        args = self._args(raw)
-        if self._meta.world_size is None and "Group size" not in args:
-            self._waiting_meta.append((name, span[0], span[1], args))
+        facts = comm_call(name, span[0], span[0] + span[1], self._args(raw))
+        if self._meta.world_size is None and facts.group_size is None:
+            self._waiting_meta.append(facts)
             return
-        self.out.append(self._gloo_op(name, span[0], span[1], args))
-
-    def _gloo_op(self, name: str, start: int, dur: int, args: Mapping[str, Any]) -> CommOp:
-        collective = collective_type(str(args.get("Collective name") or name))
-        group = self._group_size([args])
-        size = nelems_bytes(args)
-        if size is None:
-            size = size_from_calls([CommCall(name, start, start + dur, args)], collective, group)
-        if size is None:
-            self.stats.sizes_unknown += 1
-        return CommOp(collective, start, dur, size, group, False, _pg(args), _seq(args))
+        self.out.append(self._comm_op(facts, [facts], on_gpu=False))
 
     # ------------------------------------------------------------------ resolution
 
-    def _comm_op(
-        self, name: str, span: tuple[int, int], args: Mapping[str, Any], calls: list[CommCall]
-    ) -> CommOp:
-        records = [args, *(c.args for c in calls if c.name == "record_param_comms")]
-        collective = collective_type(_label(name, records, calls))
+    def _comm_op(self, primary: CommCall, calls: list[CommCall], on_gpu: bool) -> CommOp:
+        """The collective of a kernel (or gloo span) and the comm calls around its launch."""
+        records = [primary, *(c for c in calls if c.name == "record_param_comms")]
+        collective = collective_type(_label(primary.name, records, calls))
         group = self._group_size(records)
-        size = next((s for a in records if (s := nelems_bytes(a)) is not None), None)
+        size = next((r.nelems_bytes for r in records if r.nelems_bytes is not None), None)
         if size is None:
             size = size_from_calls(calls, collective, group)
         if size is None:
             self.stats.sizes_unknown += 1
-        pg = next((p for a in records if (p := _pg(a)) is not None), None)
-        seq = next((s for a in records if (s := _seq(a)) is not None), None)
-        return CommOp(collective, span[0], span[1], size, group, True, pg, seq)
+        pg = next((r.pg for r in records if r.pg is not None), None)
+        seq = next((r.seq for r in records if r.seq is not None), None)
+        start, dur = primary.start_ns, primary.end_ns - primary.start_ns
+        return CommOp(collective, start, dur, size, group, on_gpu, pg, seq)
 
-    def _group_size(self, records: list[Mapping[str, Any]]) -> int | None:
-        for args in records:
-            size = args.get("Group size")
-            if isinstance(size, int) and size > 0:
-                return size
-        for args in records:
-            pg = _pg(args)
-            if pg is not None and pg in self._meta.pg_sizes:
-                return self._meta.pg_sizes[pg]
+    def _group_size(self, records: list[CommCall]) -> int | None:
+        for record in records:
+            if record.group_size is not None:
+                return record.group_size
+        for record in records:
+            if record.pg is not None and record.pg in self._meta.pg_sizes:
+                return self._meta.pg_sizes[record.pg]
         if len(self._meta.pg_sizes) == 1:
             return next(iter(self._meta.pg_sizes.values()))
         return self._meta.world_size
@@ -373,24 +384,23 @@ class Normalizer:
         for kernels in self._pending.values():
             for kernel in kernels:
                 calls = self._calls.enclosing(*kernel.launch) if kernel.launch else []
-                span = (kernel.start_ns, kernel.dur_ns)
-                self.out.append(self._comm_op(kernel.name, span, kernel.args, calls))
+                self.out.append(self._comm_op(kernel.facts, calls, on_gpu=True))
         self._pending.clear()
-        for name, start, dur, args in self._waiting_meta:
-            self.out.append(self._gloo_op(name, start, dur, args))
+        for facts in self._waiting_meta:
+            self.out.append(self._comm_op(facts, [facts], on_gpu=False))
         self._waiting_meta.clear()
         self._busy.close_all(self)
         self._calling.close_all(self)
         self._launches = self._old_launches = Launches()
 
 
-def _label(kernel: str, records: list[Mapping[str, Any]], calls: list[CommCall]) -> str:
+def _label(kernel: str, records: list[CommCall], calls: list[CommCall]) -> str:
     """What names the collective: `Collective name`, else the enclosing `nccl:<op>` call the
     process group recorded, else the kernel name (which names NCCL's implementation: its
     all-to-all, and in some builds every collective, runs as a `SendRecv` kernel)."""
-    for args in records:
-        if "Collective name" in args:
-            return str(args["Collective name"])
+    for record in records:
+        if record.collective_name is not None:
+            return record.collective_name
     backend = next((c.name for c in calls if c.name.startswith("nccl:")), None)
     return backend if backend is not None else kernel
 
@@ -414,12 +424,11 @@ def message_from_dims(call: CommCall, collective: str) -> tuple[int | None, bool
     Backend ops (`nccl:*`, `gloo:*`, record_param_comms) record the input: an AllGather's is
     the shard. c10d ops take the output first: a ReduceScatter's is the shard.
     """
-    size = input_dims_bytes(call.args)
     own = collective
-    if call.name != "record_param_comms" or "Collective name" in call.args:
-        own = collective_type(str(call.args.get("Collective name") or call.name))
+    if call.name != "record_param_comms" or call.collective_name is not None:
+        own = collective_type(call.collective_name or call.name)
     sharded = own == "AllGather" if call.backend else own == "ReduceScatter"
-    return size, sharded
+    return call.dims_bytes, sharded
 
 
 def _pg(args: Mapping[str, Any]) -> str | None:
