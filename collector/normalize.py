@@ -12,7 +12,7 @@ whose kernel is pending is pinned to it.
 
 from __future__ import annotations
 
-import bisect
+from array import array
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -133,37 +133,80 @@ class CpuRuns:
         self.end.clear()
 
 
-class CallIndex:
-    """Comm calls per thread, sorted lazily, answering 'which calls enclose this instant'."""
+class ThreadCalls:
+    """One thread's comm calls as int64 columns (32 bytes a call) plus a lazy sorted order."""
+
+    __slots__ = ("ends", "facts", "order", "seqs", "starts")
 
     def __init__(self) -> None:
-        self._calls: dict[int, list[CommCall]] = {}
-        self._starts: dict[int, list[int]] = {}
+        self.starts, self.ends = array("q"), array("q")
+        self.facts, self.seqs = array("q"), array("q")
+        self.order: list[int] | None = None
+
+
+class CallIndex:
+    """Comm calls per thread, answering 'which calls enclose this instant'.
+
+    Calls repeat the same facts every step (op, sizes, group), so each distinct set of facts is
+    kept once and a call costs four int64 columns: memory grows with the distinct facts, not
+    with the length of the run.
+    """
+
+    _NO_SEQ: Final = -(2**63)
+
+    def __init__(self) -> None:
+        self._threads: dict[int, ThreadCalls] = {}
+        self._facts: list[tuple[Any, ...]] = []
+        self._ids: dict[tuple[Any, ...], int] = {}
         self._longest: dict[int, int] = {}
 
     def add(self, tid: int, call: CommCall) -> None:
-        self._calls.setdefault(tid, []).append(call)
-        self._starts.pop(tid, None)
+        key = (call.name, call.collective_name, call.nelems_bytes, call.dims_bytes,
+               call.group_size, call.pg)  # fmt: skip
+        fact = self._ids.get(key)
+        if fact is None:
+            fact = self._ids[key] = len(self._facts)
+            self._facts.append(key)
+        thread = self._threads.get(tid)
+        if thread is None:
+            thread = self._threads[tid] = ThreadCalls()
+        thread.starts.append(call.start_ns)
+        thread.ends.append(call.end_ns)
+        thread.facts.append(fact)
+        thread.seqs.append(self._NO_SEQ if call.seq is None else call.seq)
+        thread.order = None
         self._longest[tid] = max(self._longest.get(tid, 0), call.end_ns - call.start_ns)
 
     def enclosing(self, tid: int, ts_ns: int) -> list[CommCall]:
         """Calls on `tid` that contain `ts_ns`, innermost (latest start) first."""
-        calls = self._calls.get(tid)
-        if not calls:
+        thread = self._threads.get(tid)
+        if thread is None:
             return []
-        starts = self._starts.get(tid)
-        if starts is None:
-            calls.sort(key=lambda c: (c.start_ns, -c.end_ns))
-            starts = self._starts[tid] = [c.start_ns for c in calls]
+        if thread.order is None:
+            starts, ends = thread.starts, thread.ends
+            thread.order = sorted(range(len(starts)), key=lambda i: (starts[i], -ends[i]))
+        order, starts = thread.order, thread.starts
         found = []
         earliest = ts_ns - self._longest[tid]
-        for i in range(bisect.bisect_right(starts, ts_ns) - 1, -1, -1):
-            call = calls[i]
-            if call.start_ns < earliest:
+        low, high = 0, len(order)
+        while low < high:  # the last call in start order that starts at or before ts_ns
+            mid = (low + high) // 2
+            if starts[order[mid]] <= ts_ns:
+                low = mid + 1
+            else:
+                high = mid
+        for i in reversed(order[:low]):
+            if thread.starts[i] < earliest:
                 break
-            if call.end_ns >= ts_ns:
-                found.append(call)
+            if thread.ends[i] >= ts_ns:
+                found.append(self._call(thread, i))
         return found
+
+    def _call(self, thread: ThreadCalls, i: int) -> CommCall:
+        name, label, nelems, dims, group, pg = self._facts[thread.facts[i]]
+        seq = thread.seqs[i]
+        return CommCall(name, thread.starts[i], thread.ends[i], label, nelems, dims, group, pg,
+                        None if seq == self._NO_SEQ else seq)  # fmt: skip
 
 
 class Normalizer:
@@ -244,9 +287,8 @@ class Normalizer:
         args = self._args(raw)
         facts = comm_call(name, span[0], span[0] + span[1], args)
         correlation = args.get("correlation")
-        if (facts.collective_name and facts.nelems_bytes is not None) or type(
-            correlation
-        ) is not int:
+        described = facts.collective_name is not None and facts.nelems_bytes is not None
+        if described or type(correlation) is not int:
             self.out.append(self._comm_op(facts, [], on_gpu=True))
             return
         kernel = PendingKernel(facts)
@@ -270,6 +312,8 @@ class Normalizer:
             if "aunch" not in raw["name"]:
                 return
             correlation, tid, ts = raw["args"]["correlation"], raw["tid"], raw["ts"]
+            if type(correlation) is not int:
+                return
         except (KeyError, TypeError):
             return  # a runtime call we cannot place is no launch we could use
         pending = self._pending.get(correlation)
@@ -302,7 +346,10 @@ class Normalizer:
         except (KeyError, TypeError, ValueError):
             self.drop(_BAD_SPAN)
             return
-        self._busy.extend(self, tid, ts, end)
+        busy = self._busy
+        start = busy.start.get(tid)
+        if start is None or ts < start or end > busy.end[tid]:  # else: nested in the open run
+            busy.extend(self, tid, ts, end)
         if role:
             self._calling.extend(self, tid, ts, end)
             if role == _RECORDED_CALL:
