@@ -51,25 +51,22 @@ def find_windows(root: Path) -> list[WindowFiles]:
     if root.is_file():
         return [WindowFiles(root.parent.name or str(root.parent), (root,))]
     folders = [root, *sorted(p for p in root.rglob("*") if p.is_dir())]
-    windows = []
+    found = []
     for folder in folders:
         files = tuple(sorted(p for p in folder.iterdir() if p.is_file() and is_trace_name(p)))
         if files:
-            windows.append(WindowFiles(folder.name or str(folder), files))
-    if not windows:
+            found.append((folder, files))
+    if not found:
         raise ConfigError(f"{root}: no trace files (*.json, *.json.gz) found")
-    names = [w.name for w in windows]
-    if len(set(names)) != len(names):
-        windows = [WindowFiles(str(_relative(root, w)), w.files) for w in windows]
+    names = [folder.name or str(folder) for folder, _ in found]
+    if len(set(names)) != len(names):  # e.g. run1/iteration_10 and run2/iteration_10
+        names = [_relative_name(root, folder) for folder, _ in found]
+    windows = [WindowFiles(name, files) for name, (_, files) in zip(names, found, strict=True)]
     return sorted(windows, key=lambda w: window_order(w.name))
 
 
-def _relative(root: Path, window: WindowFiles) -> Path:
-    return (
-        window.files[0].parent.relative_to(root)
-        if window.files[0].parent != root
-        else Path(root.name)
-    )
+def _relative_name(root: Path, folder: Path) -> str:
+    return str(folder.relative_to(root)) if folder != root else (root.name or str(root))
 
 
 def open_trace(path: Path) -> IO[bytes]:

@@ -22,7 +22,7 @@ from commscope.collector.jsonstream import require_c_backend
 from commscope.collector.schema import Report
 from commscope.exporters import jsonreport, naming, text
 from commscope.exporters.progress import TerminalProgress
-from commscope.pipeline.config import parse_config, with_overrides
+from commscope.pipeline.config import JobConfig, parse_config, with_overrides
 from commscope.pipeline.report import Options
 from commscope.pipeline.run import analyse
 
@@ -98,9 +98,7 @@ def _options(args: argparse.Namespace) -> Options:
             raise ConfigError(f"{args.config}: cannot read ({exc.strerror or exc})") from None
         config = parse_config(content, args.config.name)
     if args.batch_size is not None or args.seq_len is not None:
-        config = with_overrides(
-            config or parse_config("", "flags.toml"), args.batch_size, args.seq_len
-        )
+        config = with_overrides(config or JobConfig(), args.batch_size, args.seq_len)
     peak = args.peak_bandwidth * 1e9 if args.peak_bandwidth is not None else None
     path = str(args.config) if args.config is not None else None
     return Options(config=config, config_path=path, peak_override_Bps=peak)

@@ -135,17 +135,19 @@ def _run_config(metas: Sequence[TraceMeta], world: int | None, options: Options)
 
 
 def _inputs(parsed: Sequence[ParsedFile], skipped: Sequence[Skipped]) -> Inputs:
-    dropped: Counter[str] = Counter()
-    for item in parsed:
-        dropped.update(item.stats.dropped)
+    """Counts over the files that were used (a parsed file may still be skipped later)."""
     bad = {s.path for s in skipped}
+    used = [p for p in parsed if p.path not in bad]
+    dropped: Counter[str] = Counter()
+    for item in used:
+        dropped.update(item.stats.dropped)
     return Inputs(
-        files=len(parsed) + len([s for s in skipped if s.path not in {p.path for p in parsed}]),
+        files=len({p.path for p in parsed} | bad),
         skipped=sorted(skipped, key=lambda s: s.path),
-        bytes_read=sum(p.stats.bytes_read for p in parsed if p.path not in bad),
-        events=sum(p.stats.events for p in parsed if p.path not in bad),
+        bytes_read=sum(p.stats.bytes_read for p in used),
+        events=sum(p.stats.events for p in used),
         dropped_events=dict(sorted(dropped.items())),
-        sizes_unknown=sum(p.stats.sizes_unknown for p in parsed if p.path not in bad),
+        sizes_unknown=sum(p.stats.sizes_unknown for p in used),
     )
 
 
