@@ -1,89 +1,39 @@
-"""Hand-made Kineto traces for tests: small documents whose numbers can be worked out by hand.
+"""A two-rank step for CLI tests, built from `kineto_builder`, and TorchTitan-style writing.
 
-Times are in µs as in Kineto. `trace()` returns the document as a dict; `write()` saves it as
-TorchTitan does (`iteration_N/rankK_trace.json[.gz]`).
+One step per rank: compute [0,100) and [150,300) µs, an AllReduce [50,200) of 250,000 floats
+(1e6 B) in a group of 2, and ProfilerStep#10 lasting 1000 + 500 x rank µs.
 """
 
 from __future__ import annotations
 
 import gzip
-import json
 from pathlib import Path
 from typing import Any
 
+from kineto_builder import annotation, collective_args, dist_head, kernel, trace
+
 GPU = "NVIDIA H100 80GB HBM3"
-
-
-def kernel(name: str, ts: float, dur: float, **args: Any) -> dict[str, Any]:
-    return {
-        "ph": "X",
-        "cat": "kernel",
-        "name": name,
-        "pid": 0,
-        "tid": 7,
-        "ts": ts,
-        "dur": dur,
-        "args": {"stream": 7, "device": 0, **args},
-    }
-
-
-def compute(ts: float, dur: float) -> dict[str, Any]:
-    return kernel("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn", ts, dur)
-
-
-def allreduce(ts: float, dur: float, nelems: int, group: int = 2) -> dict[str, Any]:
-    return kernel(
-        "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
-        ts,
-        dur,
-        **{
-            "Collective name": "allreduce",
-            "In msg nelems": nelems,
-            "Out msg nelems": nelems,
-            "Group size": group,
-            "dtype": "Float",
-            "Process Group Name": "0",
-        },
-    )
-
-
-def step(number: int, ts: float, dur: float, tid: int = 1) -> dict[str, Any]:
-    return {
-        "ph": "X",
-        "cat": "user_annotation",
-        "name": f"ProfilerStep#{number}",
-        "pid": 1,
-        "tid": tid,
-        "ts": ts,
-        "dur": dur,
-        "args": {},
-    }
-
-
-def trace(rank: int, world: int, events: list[dict[str, Any]], gpu: str = GPU) -> dict[str, Any]:
-    return {
-        "schemaVersion": 1,
-        "deviceProperties": [{"id": 0, "name": gpu}],
-        "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world},
-        "traceEvents": events,
-        "traceName": f"rank{rank}_trace.json",
-        "displayTimeUnit": "ms",
-        "baseTimeNanoseconds": 1_700_000_000_000_000_000,
-    }
+GEMM = "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn"
+ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 
 
 def rank_events(rank: int) -> list[dict[str, Any]]:
-    """One step: compute [0,100) and [150,300), an AllReduce [50,200) of 1e6 floats."""
+    args = collective_args("allreduce", 250_000, 250_000, "Float", **{"Group size": 2})
     return [
-        step(10 + 0, 0, 1000 + 500 * rank),
-        compute(0, 100),
-        compute(150, 150),
-        allreduce(50, 150, 250_000),
+        annotation("ProfilerStep#10", 0, 1000 + 500 * rank),
+        kernel(GEMM, 0, 100),
+        kernel(GEMM, 150, 150),
+        kernel(ALLREDUCE, 50, 150, args),
     ]
 
 
-def write(path: Path, document: dict[str, Any], gz: bool = False) -> Path:
+def rank_trace(rank: int, world: int) -> bytes:
+    """The whole document of one rank, with Kineto's header and trailer keys."""
+    tail = {"traceName": f"rank{rank}_trace.json", "baseTimeNanoseconds": 1_700_000_000 * 10**9}
+    return trace(rank_events(rank), head=dist_head(rank, world, gpu=GPU), tail=tail)
+
+
+def write(path: Path, document: bytes, gz: bool = False) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = json.dumps(document).encode()
-    path.write_bytes(gzip.compress(data) if gz else data)
+    path.write_bytes(gzip.compress(document) if gz else document)
     return path

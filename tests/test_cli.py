@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import rank_events, trace, write
+from builders import rank_trace, write
 
 REQUIRED = {
     "schema_version",
@@ -47,7 +47,7 @@ def run_dir(tmp_path: Path) -> Path:
     for window, gz in (("iteration_10", False), ("iteration_20", True)):
         for rank in (0, 1):
             name = f"rank{rank}_trace.json" + (".gz" if gz else "")
-            write(root / window / name, trace(rank, 2, rank_events(rank)), gz=gz)
+            write(root / window / name, rank_trace(rank, 2), gz=gz)
     return root
 
 
@@ -118,13 +118,13 @@ def test_flags_stand_in_for_a_config(run_dir: Path, tmp_path: Path) -> None:
 
 def test_bad_inputs_are_named_and_the_rest_is_reported(run_dir: Path, tmp_path: Path) -> None:
     window = run_dir / "iteration_10"
-    good = json.dumps(trace(2, 4, rank_events(2))).encode()
+    good = rank_trace(2, 4)
     (window / "rank2_trace.json").write_bytes(good[: len(good) // 2])  # truncated
     (window / "rank3_trace.json.gz").write_bytes(gzip.compress(good)[:-20])  # truncated gzip
     (window / "rank4_trace.json").write_bytes(b"\x00\x01garbage\xff" * 10)  # corrupt
     (window / "rank5_trace.json").write_text('{"hello": "world"}')  # not a trace
     (window / "rank6_trace.json.tmp").write_bytes(good)  # still being written: ignored
-    write(window / "copy_of_rank1.json", trace(1, 2, rank_events(1)))  # claims rank 1 too
+    write(window / "copy_of_rank1.json", rank_trace(1, 2))  # claims rank 1 too
     result = run(run_dir, "--out", tmp_path / "out", cwd=tmp_path)
     assert result.returncode == 3
     assert "Traceback" not in result.stderr

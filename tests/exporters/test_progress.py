@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from builders import rank_events, trace, write
+from builders import rank_trace, write
 from commscope.exporters.progress import TerminalProgress
 
 
@@ -27,7 +27,7 @@ def test_progress_line_counts_files_bytes_and_events() -> None:
 @pytest.mark.skipif(shutil.which("script") is None, reason="util-linux `script` gives a real tty")
 def test_progress_is_drawn_on_a_terminal_and_not_when_piped(tmp_path: Path) -> None:
     for rank in (0, 1):
-        write(tmp_path / "w" / f"rank{rank}_trace.json", trace(rank, 2, rank_events(rank)))
+        write(tmp_path / "w" / f"rank{rank}_trace.json", rank_trace(rank, 2))
     command = (
         f"{sys.executable} -m commscope.pipeline.cli report {tmp_path / 'w'} --out {tmp_path / 'o'}"
     )
