@@ -8,9 +8,10 @@ the caller discards what it had read from that file.
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from collections.abc import Callable, Iterator
-from typing import IO, Final
+from typing import IO, Any, Final
 
 import ijson
 from commscope.collector.errors import TraceError
@@ -20,6 +21,7 @@ from commscope.collector.schema import Event, FileStats, TraceMeta
 
 BATCH_EVENTS: Final = 4096
 _NOT_OBJECT: Final = "traceEvents item that is not an object"
+_END: Final = object()
 _ODD_CAT: Final = "event whose cat is not a string"
 
 
@@ -72,10 +74,12 @@ class TraceReader:
         normalizer = self._normalizer
         out, handlers, tap = normalizer.out, normalizer.handlers, self._tap
         items = trace_items(tap)
+        first: Any = next(items, _END)  # the header is read by the time the first item is parsed
+        if tap.head is None:
+            raise TraceError(self.path, "no top-level traceEvents array (not a Kineto trace)")
+        normalizer.set_top(tap.head)
         count = 0
-        for raw in items:
-            if count == 0:
-                normalizer.set_top(tap.head or {})
+        for raw in items if first is _END else itertools.chain((first,), items):
             count += 1
             try:
                 handler = handlers.get(raw.get("cat"))
@@ -87,9 +91,6 @@ class TraceReader:
             if not count & 1023 and len(out) >= size:
                 yield out[:]
                 out.clear()
-        if tap.head is None:
-            raise TraceError(self.path, "no top-level traceEvents array (not a Kineto trace)")
-        normalizer.set_top(tap.head)
         normalizer.set_top(tap.trailing())
         normalizer.finish()
         normalizer.stats.events = count

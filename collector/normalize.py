@@ -1,6 +1,6 @@
 """Raw Kineto events of one file → typed commscope events (pure).
 
-`Normalizer.feed` is the hot path: one dict lookup on `cat`, then a short handler. What it
+`Normalizer.handlers` are the hot path: one dict lookup on `cat`, then a short handler. What it
 emits goes to `out` (the caller drains it in batches). Communication kernels whose args lack
 the collective's name or size wait in `_pending` (bounded by the number of collectives); at
 `finish` each is resolved through its `correlation` to the launch, then to the innermost
@@ -13,11 +13,13 @@ whose kernel is pending is pinned to it.
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import msgspec
 from commscope.collector.classify import (
+    COMM_CALL_PREFIXES,
     collective_type,
     input_dims_bytes,
     is_comm_call,
@@ -32,7 +34,7 @@ _BAD_SPAN: Final = "span without numeric ts/dur"
 _NOT_COMPLETE: Final = "kernel/op event that is not a complete span (ph != X)"
 _BAD_ARGS: Final = "args that are not an object"
 _PLAIN, _CALL, _RECORDED_CALL = 0, 1, 2
-_CALL_PREFIXES: Final = ("record_param_comms", "c10d::", "_c10d_functional", "nccl:", "gloo:")
+_CALL_PREFIXES: Final = (*COMM_CALL_PREFIXES, "nccl:", "gloo:")
 _BACKEND_PREFIXES: Final = ("nccl:", "gloo:", "record_param_comms")
 
 
@@ -58,7 +60,6 @@ class CommCall(msgspec.Struct, frozen=True, gc=False):
 
 def comm_call(name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) -> CommCall:
     label = args.get("Collective name")
-    group = args.get("Group size")
     return CommCall(
         name,
         start_ns,
@@ -66,11 +67,9 @@ def comm_call(name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) ->
         collective_name=str(label) if label is not None else None,
         nelems_bytes=nelems_bytes(args),
         dims_bytes=input_dims_bytes(args),
-        group_size=group
-        if isinstance(group, int) and not isinstance(group, bool) and group > 0
-        else None,
+        group_size=group if (group := _int(args.get("Group size"))) and group > 0 else None,
         pg=_pg(args),
-        seq=_seq(args),
+        seq=_int(args.get("Seq")),
     )
 
 
@@ -107,7 +106,7 @@ class CpuRuns:
         self.start: dict[int, float] = {}
         self.end: dict[int, float] = {}
 
-    def extend(self, sink: Normalizer, tid: int, start_us: float, end_us: float) -> None:
+    def extend(self, out: list[Event], tid: int, start_us: float, end_us: float) -> None:
         """Merge [start, end] into the thread's open run if they overlap, else close the run
         and open another (the pipeline unions whatever order the runs come in)."""
         open_start = self.start.get(tid)
@@ -119,16 +118,16 @@ class CpuRuns:
                 if start_us < open_start:
                     self.start[tid] = start_us
                 return
-            sink.out.append(
+            out.append(
                 CpuSpan(tid, round(open_start * 1000), round(open_end * 1000), self.comm_call)
             )
         self.start[tid] = start_us
         self.end[tid] = end_us
 
-    def close_all(self, sink: Normalizer) -> None:
+    def close_all(self, out: list[Event]) -> None:
         for tid in sorted(self.start):
             start, end = self.start[tid], self.end[tid]
-            sink.out.append(CpuSpan(tid, round(start * 1000), round(end * 1000), self.comm_call))
+            out.append(CpuSpan(tid, round(start * 1000), round(end * 1000), self.comm_call))
         self.start.clear()
         self.end.clear()
 
@@ -136,12 +135,13 @@ class CpuRuns:
 class ThreadCalls:
     """One thread's comm calls as int64 columns (32 bytes a call) plus a lazy sorted order."""
 
-    __slots__ = ("ends", "facts", "order", "seqs", "starts")
+    __slots__ = ("ends", "facts", "order", "seqs", "sorted_starts", "starts")
 
     def __init__(self) -> None:
         self.starts, self.ends = array("q"), array("q")
         self.facts, self.seqs = array("q"), array("q")
-        self.order: list[int] | None = None
+        self.order: list[int] | None = None  # indices in (start, -end) order, built lazily
+        self.sorted_starts: list[int] = []
 
 
 class CallIndex:
@@ -185,17 +185,10 @@ class CallIndex:
         if thread.order is None:
             starts, ends = thread.starts, thread.ends
             thread.order = sorted(range(len(starts)), key=lambda i: (starts[i], -ends[i]))
-        order, starts = thread.order, thread.starts
+            thread.sorted_starts = [starts[i] for i in thread.order]
         found = []
         earliest = ts_ns - self._longest[tid]
-        low, high = 0, len(order)
-        while low < high:  # the last call in start order that starts at or before ts_ns
-            mid = (low + high) // 2
-            if starts[order[mid]] <= ts_ns:
-                low = mid + 1
-            else:
-                high = mid
-        for i in reversed(order[:low]):
+        for i in reversed(thread.order[: bisect_right(thread.sorted_starts, ts_ns)]):
             if thread.starts[i] < earliest:
                 break
             if thread.ends[i] >= ts_ns:
@@ -212,11 +205,11 @@ class CallIndex:
 class Normalizer:
     """Turns one file's raw events into typed events; see the module docstring."""
 
-    def __init__(self, top: Mapping[str, Any] | None = None) -> None:
+    def __init__(self) -> None:
         self.out: list[Event] = []
         self.stats = FileStats()
         self.has_gpu = False
-        self._meta = meta_from_top(top or {})
+        self._meta = TraceMeta()
         self._calls = CallIndex()
         self._launches = Launches()
         self._old_launches = Launches()
@@ -242,11 +235,6 @@ class Normalizer:
     def set_top(self, top: Mapping[str, Any]) -> None:
         """Metadata keys found in the document (header, then trailer); earlier keys win."""
         self._meta = merge_meta(self._meta, meta_from_top(top))
-
-    def feed(self, raw: dict[str, Any]) -> None:
-        handler = self.handlers.get(raw.get("cat"))
-        if handler is not None:
-            handler(raw)
 
     # ------------------------------------------------------------------ handlers
 
@@ -349,9 +337,9 @@ class Normalizer:
         busy = self._busy
         start = busy.start.get(tid)
         if start is None or ts < start or end > busy.end[tid]:  # else: nested in the open run
-            busy.extend(self, tid, ts, end)
+            busy.extend(self.out, tid, ts, end)
         if role:
-            self._calling.extend(self, tid, ts, end)
+            self._calling.extend(self.out, tid, ts, end)
             if role == _RECORDED_CALL:
                 start_ns = round(ts * 1000)
                 call = comm_call(name, start_ns, round(end * 1000), self._args(raw))
@@ -436,8 +424,8 @@ class Normalizer:
         for facts in self._waiting_meta:
             self.out.append(self._comm_op(facts, [facts], on_gpu=False))
         self._waiting_meta.clear()
-        self._busy.close_all(self)
-        self._calling.close_all(self)
+        self._busy.close_all(self.out)
+        self._calling.close_all(self.out)
         self._launches = self._old_launches = Launches()
 
 
@@ -481,11 +469,6 @@ def message_from_dims(call: CommCall, collective: str) -> tuple[int | None, bool
 def _pg(args: Mapping[str, Any]) -> str | None:
     pg = args.get("Process Group Name")
     return str(pg) if isinstance(pg, str | int) and not isinstance(pg, bool) else None
-
-
-def _seq(args: Mapping[str, Any]) -> int | None:
-    seq = args.get("Seq")
-    return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
 
 
 def meta_from_top(top: Mapping[str, Any]) -> TraceMeta:

@@ -138,22 +138,29 @@ def bus_bytes(tally: OpTally) -> float:
 
 def merge_results(results: Iterable[RankResult]) -> RankResult:
     """One rank over several windows: every numerator and denominator summed."""
-    merged = RankResult(source=NONE)
-    sources = []
+    results = list(results)
+    known = sorted({r.source for r in results if r.source != NONE})
+    steps: dict[int, int] = {}
     for result in results:
-        sources.append(result.source)
-        merged.comm_ns += result.comm_ns
-        merged.overlap_ns += result.overlap_ns
-        merged.compute_ns += result.compute_ns
+        steps.update(result.steps)
+    return RankResult(
+        source=" + ".join(known) if known else NONE,
+        comm_ns=sum(r.comm_ns for r in results),
+        overlap_ns=sum(r.overlap_ns for r in results),
+        compute_ns=sum(r.compute_ns for r in results),
+        ops=pooled_ops(results),
+        steps=dict(sorted(steps.items())),
+        files=[f for r in results for f in r.files],
+    )
+
+
+def pooled_ops(results: Iterable[RankResult]) -> dict[str, OpTally]:
+    """The tallies of every result, type by type, in one (samples pooled)."""
+    pooled: dict[str, OpTally] = {}
+    for result in results:
         for kind, tally in result.ops.items():
-            merge_tally(merged.ops.setdefault(kind, OpTally()), tally)
-        merged.steps.update(result.steps)
-        merged.files.extend(result.files)
-    known = sorted({s for s in sources if s != NONE})
-    merged.source = " + ".join(known) if known else NONE
-    merged.ops = dict(sorted(merged.ops.items()))
-    merged.steps = dict(sorted(merged.steps.items()))
-    return merged
+            merge_tally(pooled.setdefault(kind, OpTally()), tally)
+    return dict(sorted(pooled.items()))
 
 
 def merge_tally(into: OpTally, other: OpTally) -> None:

@@ -8,7 +8,7 @@ windows' results merged (numerators and denominators summed), so every run ratio
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Final
 
 import msgspec
@@ -26,7 +26,7 @@ from commscope.collector.schema import (
     Throughput,
     TrafficShare,
 )
-from commscope.pipeline.accumulate import bus_bytes, merge_tally
+from commscope.pipeline.accumulate import bus_bytes, pooled_ops
 from commscope.pipeline.stats import mean, ratio, summarize
 
 NS: Final = 1e-9
@@ -110,15 +110,6 @@ def rank_overlap(result: RankResult) -> RankOverlap:
 
 def collective_stats(ops: Mapping[str, OpTally]) -> dict[str, CollectiveStats]:
     return {kind: tally_stats(tally) for kind, tally in ops.items()}
-
-
-def pooled_ops(results: Iterable[RankResult]) -> dict[str, OpTally]:
-    """Every rank's tallies of each type in one (samples pooled)."""
-    pooled: dict[str, OpTally] = {}
-    for result in results:
-        for kind, tally in result.ops.items():
-            merge_tally(pooled.setdefault(kind, OpTally()), tally)
-    return dict(sorted(pooled.items()))
 
 
 def tally_stats(tally: OpTally) -> CollectiveStats:

@@ -81,51 +81,53 @@ def build_report(
     placed, conflicts = assign_ranks(parsed)
     metas = [item.meta for item in placed.values()]
     world = max((m.world_size for m in metas if m.world_size), default=None)
-    ranks = {rank for _, rank in placed}
-    world = world if world is not None else (len(ranks) or None)
-    context = _context(metas, world, options)
-    window_list = []
-    for name in windows:
-        results = {rank: item.result for (w, rank), item in placed.items() if w == name}
-        if results:
-            window_list.append(Window(name=name, **asdict(sections(results, context))))
+    world = world if world is not None else (len({rank for _, rank in placed}) or None)
+    config = options.config or JobConfig()
+    batch, batch_reason = global_batch(config, world)
+    run_config = _run_config(metas, world, config, batch, options)
+    peak, peak_source = peak_bandwidth(run_config.gpu_name, options.peak_override_Bps)
+    context = Context(
+        world_size=world,
+        peak_Bps=peak,
+        peak_source=peak_source,
+        global_batch=batch,
+        seq_len=config.seq_len,
+        batch_reason=batch_reason,
+    )
+    by_window: dict[str, dict[int, RankResult]] = {name: {} for name in windows}
+    for (window, rank), item in sorted(placed.items()):
+        by_window[window][rank] = item.result
+    window_list = [
+        Window(name=name, **asdict(sections(results, context)))
+        for name, results in by_window.items()
+        if results
+    ]
     per_rank: dict[int, list[RankResult]] = {}
-    for name in windows:
-        for (w, rank), item in sorted(placed.items()):
-            if w == name:
-                per_rank.setdefault(rank, []).append(item.result)
+    for results in by_window.values():
+        for rank, result in results.items():
+            per_rank.setdefault(rank, []).append(result)
     run = sections({rank: merge_results(rs) for rank, rs in per_rank.items()}, context)
     return Report(
         world_size=world,
-        config=_run_config(metas, world, options),
+        config=run_config,
         windows=window_list,
         inputs=_inputs(parsed, [*skipped, *conflicts]),
         **asdict(run),
     )
 
 
-def _context(metas: Sequence[TraceMeta], world: int | None, options: Options) -> Context:
-    gpu = _most_common(m.gpu_name for m in metas)
-    peak, source = peak_bandwidth(gpu, options.peak_override_Bps)
-    config = options.config or JobConfig()
-    batch, reason = global_batch(config, world)
-    return Context(
-        world_size=world,
-        peak_Bps=peak,
-        peak_source=source,
-        global_batch=batch,
-        seq_len=config.seq_len,
-        batch_reason=reason,
-    )
-
-
-def _run_config(metas: Sequence[TraceMeta], world: int | None, options: Options) -> RunConfig:
-    config = options.config or JobConfig()
+def _run_config(
+    metas: Sequence[TraceMeta],
+    world: int | None,
+    config: JobConfig,
+    batch: int | None,
+    options: Options,
+) -> RunConfig:
     return RunConfig(
         model=config.model,
         flavor=config.flavor,
         local_batch_size=config.local_batch_size,
-        global_batch_size=global_batch(config, world)[0],
+        global_batch_size=batch,
         seq_len=config.seq_len,
         parallelism=(degrees(config, world) or dict(config.parallelism)) if options.config else {},
         gpu_name=_most_common(m.gpu_name for m in metas),
