@@ -58,15 +58,27 @@ def find_windows(root: Path) -> list[WindowFiles]:
             found.append((folder, files))
     if not found:
         raise ConfigError(f"{root}: no trace files (*.json, *.json.gz) found")
-    names = [folder.name or str(folder) for folder, _ in found]
-    if len(set(names)) != len(names):  # e.g. run1/iteration_10 and run2/iteration_10
-        names = [_relative_name(root, folder) for folder, _ in found]
+    names = window_names(root_name(root), [relative_folder(root, f) for f, _ in found])
     windows = [WindowFiles(name, files) for name, (_, files) in zip(names, found, strict=True)]
     return sorted(windows, key=lambda w: window_order(w.name))
 
 
-def _relative_name(root: Path, folder: Path) -> str:
-    return str(folder.relative_to(root)) if folder != root else (root.name or str(root))
+def root_name(root: Path) -> str:
+    return root.name or str(root)
+
+
+def relative_folder(root: Path, folder: Path) -> str:
+    """`folder` relative to the watched or analysed root, in POSIX form; "." for the root."""
+    return folder.relative_to(root).as_posix() if folder != root else "."
+
+
+def window_names(root: str, folders: list[str]) -> list[str]:
+    """Each folder's window name: its own name, or its relative path when two names collide
+    (e.g. run1/iteration_10 and run2/iteration_10). Pure: the live aggregator uses it too."""
+    names = [root if f == "." else f.rsplit("/", 1)[-1] for f in folders]
+    if len(set(names)) == len(names):
+        return names
+    return [root if f == "." else f for f in folders]
 
 
 def open_trace(path: Path) -> IO[bytes]:

@@ -30,3 +30,7 @@ class TraceError(CommscopeError):
 
 class RankConflictError(CommscopeError):
     """Two files claim the same rank in one window."""
+
+
+class ProtocolError(CommscopeError):
+    """A peer or a state file speaks something this version cannot use."""

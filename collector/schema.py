@@ -8,11 +8,12 @@ New fields get defaults and are appended, never retyped. `None` means unknown, n
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Annotated, Final
 
 import msgspec
 
 SCHEMA_VERSION: Final = 1
+PROTOCOL_VERSION: Final = 1
 
 COLLECTIVE_TYPES: Final = (
     "AllReduce",
@@ -259,3 +260,147 @@ class Report(Sections, kw_only=True):
     config: RunConfig = msgspec.field(default_factory=RunConfig)
     windows: list[Window] = []
     inputs: Inputs = msgspec.field(default_factory=Inputs)
+
+
+# ---------------------------------------------------------------- wire protocol
+#
+# Collector (DEALER, routing id = node) → aggregator (ROUTER). Each trace file is a stream of
+# records numbered from 0: one `StreamStart`, any number of `Batch`es, one `StreamEnd`. The
+# aggregator applies record `seq` of a stream only when it is the next one expected (at most
+# once, in order), makes it durable, and acknowledges cumulatively with `Ack(next_seq)`;
+# the collector resends what is unacknowledged after a timeout (go-back-N). Every field a
+# peer sends is validated on decode: a hostile message fails there, never deeper.
+
+StreamId = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{32}$")]
+Seq = Annotated[int, msgspec.Meta(ge=0, le=2**62)]
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
+Count = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class StreamStart(msgspec.Struct, frozen=True, kw_only=True, tag="start"):
+    """Record 0 of a stream: which file it is (`folder` relative to the watched root)."""
+
+    stream: StreamId
+    seq: Seq = 0
+    node: Name
+    path: Name
+    folder: Name  # "." for the root itself
+    root_name: Name
+    name_rank: int | None = None
+
+
+class Batch(msgspec.Struct, frozen=True, kw_only=True, tag="batch"):
+    stream: StreamId
+    seq: Seq
+    events: list[Event]
+
+
+class StreamEnd(msgspec.Struct, frozen=True, kw_only=True, tag="end"):
+    """The last record: the file's metadata and counters, or why it cannot be used."""
+
+    stream: StreamId
+    seq: Seq
+    meta: TraceMeta = TraceMeta()
+    stats: FileStats = msgspec.field(default_factory=FileStats)
+    size_bytes: Count = 0
+    error: str | None = None
+
+
+Record = StreamStart | Batch | StreamEnd
+
+
+class CollectorStats(msgspec.Struct, kw_only=True):
+    """A collector's own counters, relayed in heartbeats (exported with a `node` label)."""
+
+    files_seen: Count = 0
+    files_done: Count = 0
+    files_skipped: Count = 0
+    events_read: Count = 0
+    batches_sent: Count = 0
+    batches_resent: Count = 0
+    batches_acked: Count = 0
+    unacked: Count = 0
+    unacked_bytes: Count = 0
+    lag_s: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    dropped: dict[Name, Count] = {}
+
+
+class Hello(msgspec.Struct, frozen=True, kw_only=True, tag="hello"):
+    protocol: int
+    node: Name
+    instance: Name
+
+
+class Heartbeat(msgspec.Struct, frozen=True, kw_only=True, tag="heartbeat"):
+    node: Name
+    stats: CollectorStats
+
+
+class EndOfRun(msgspec.Struct, frozen=True, kw_only=True, tag="end_of_run"):
+    """This node's part of the run is over; every stream it opened has ended."""
+
+    node: Name
+    reason: str = ""
+
+
+ToAggregator = Hello | StreamStart | Batch | StreamEnd | Heartbeat | EndOfRun
+
+
+class Welcome(msgspec.Struct, frozen=True, kw_only=True, tag="welcome"):
+    protocol: int
+    instance: str
+    credit: int
+
+
+class Ack(msgspec.Struct, frozen=True, kw_only=True, tag="ack"):
+    """Records below `next_seq` of `stream` are durable; `done`: the stream has ended."""
+
+    stream: str
+    next_seq: int
+    done: bool = False
+    credit: int = 0
+
+
+class RunAck(msgspec.Struct, frozen=True, kw_only=True, tag="run_ack"):
+    node: str
+
+
+class Reject(msgspec.Struct, frozen=True, kw_only=True, tag="reject"):
+    reason: str
+
+
+ToCollector = Welcome | Ack | RunAck | Reject
+
+
+# ---------------------------------------------------------------- aggregator state
+
+
+class FinishedFile(msgspec.Struct, kw_only=True):
+    """One trace stream the aggregator has seen end: its result, or why it is unusable.
+    Persisted by the aggregator, so a restart keeps every finished file."""
+
+    stream: str
+    node: str
+    path: str
+    folder: str
+    root_name: str
+    name_rank: int | None = None
+    next_seq: int = 0
+    size_bytes: int = 0
+    meta: TraceMeta = TraceMeta()
+    stats: FileStats = msgspec.field(default_factory=FileStats)
+    result: RankResult | None = None
+    error: str | None = None
+
+
+class AggregatorStats(msgspec.Struct, kw_only=True):
+    """The aggregator's own counters (exported as `commscope_aggregator_*`)."""
+
+    messages: dict[str, int] = {}  # by kind
+    events: int = 0
+    duplicates: int = 0
+    out_of_order: int = 0
+    rejected: dict[str, int] = {}  # by reason
+    acks: int = 0
+    log_bytes: int = 0
+    window_latency_s: float | None = None

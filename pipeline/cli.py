@@ -2,6 +2,8 @@
 
     commscope report DIR [--config F] [--out DIR] [--batch-size N] [--seq-len N]
                          [--peak-bandwidth GBPS] [--print]
+    commscope collect --watch DIR --aggregator tcp://HOST:5555 --node NAME --state DIR
+    commscope aggregate --listen tcp://0.0.0.0:5555 --metrics-port 9464 --out DIR --state DIR
 
 Exit codes: 0 every input analysed; 3 report written but some inputs were skipped (listed in
 the report); 1 nothing could be done (bad flag value, config, no traces, broken install);
@@ -11,18 +13,24 @@ the report); 1 nothing could be done (bad flag value, config, no traces, broken 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
+from commscope.collector.daemon import Collector, CollectorSettings
 from commscope.collector.errors import CommscopeError, ConfigError
 from commscope.collector.jsonstream import require_c_backend
 from commscope.collector.schema import Report
-from commscope.exporters import jsonreport, naming, text
+from commscope.collector.stream import StreamSettings
+from commscope.exporters import text
+from commscope.exporters.files import write_reports
 from commscope.exporters.progress import TerminalProgress
+from commscope.pipeline.aggregator import Aggregator, AggregatorSettings
 from commscope.pipeline.config import JobConfig, parse_config, with_overrides
+from commscope.pipeline.logs import configure_logging
 from commscope.pipeline.report import Options
 from commscope.pipeline.run import analyse
 
@@ -53,22 +61,91 @@ def _parser() -> argparse.ArgumentParser:
         description="Analyse a window (iteration_N/ of rank traces) or a run folder of windows.",
     )
     report.add_argument("traces", type=Path, help="window or run folder (or one trace file)")
-    report.add_argument("--config", type=Path, help="TorchTitan job config (.toml or .json)")
     report.add_argument(
         "--out",
         type=Path,
         default=Path("trace_analysis"),
         help="report folder (default: %(default)s)",
     )
-    report.add_argument("--batch-size", type=int, help="local batch size (overrides the config)")
-    report.add_argument("--seq-len", type=int, help="sequence length (overrides the config)")
-    report.add_argument(
-        "--peak-bandwidth", type=float, metavar="GBPS", help="link peak per direction, GB/s"
-    )
+    _job_options(report)
     report.add_argument("--print", action="store_true", help="also print the text report")
     report.add_argument("--no-progress", action="store_true", help="no progress line")
     report.set_defaults(run=_report)
+    _collect_parser(commands)
+    _aggregate_parser(commands)
     return parser
+
+
+def _job_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, help="TorchTitan job config (.toml or .json)")
+    parser.add_argument("--batch-size", type=int, help="local batch size (overrides the config)")
+    parser.add_argument("--seq-len", type=int, help="sequence length (overrides the config)")
+    parser.add_argument(
+        "--peak-bandwidth", type=float, metavar="GBPS", help="link peak per direction, GB/s"
+    )
+
+
+def _collect_parser(commands: Any) -> None:
+    collect = commands.add_parser(
+        "collect",
+        help="stream this node's rank traces to the aggregator (a sidecar daemon)",
+        description="Watch a folder for rank traces as they are written and stream them to "
+        "the aggregator. SIGTERM: finish the files being read, send end-of-run, exit.",
+    )
+    collect.add_argument("--watch", type=Path, required=True, help="the trace folder")
+    collect.add_argument("--aggregator", required=True, help="e.g. tcp://agg-host:5555")
+    collect.add_argument("--node", required=True, help="this node's name (unique in the job)")
+    collect.add_argument("--state", type=Path, required=True, help="checkpoint folder")
+    collect.add_argument("--poll", action="store_true", help="poll (network filesystems)")
+    collect.add_argument("--poll-interval", type=float, default=2.0, metavar="S")
+    collect.add_argument(
+        "--quiet",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="a file not growing for S is at its end",
+    )
+    collect.add_argument(
+        "--settle",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="a document still unfinished S after its last change is reported truncated",
+    )
+    collect.add_argument("--window", type=int, default=64, help="max unacknowledged records")
+    collect.add_argument("--resend-after", type=float, default=2.0, metavar="S")
+    collect.add_argument("--heartbeat", type=float, default=5.0, metavar="S")
+    collect.add_argument("--drain", type=float, default=60.0, metavar="S")
+    collect.add_argument("--metrics-port", type=int, help="serve this collector's own /metrics")
+    collect.add_argument("--metrics-addr", default="0.0.0.0")
+    collect.add_argument("--job", default="commscope", help="the job label of its metrics")
+    collect.add_argument("--batch-events", type=int, default=4096, help=argparse.SUPPRESS)
+    collect.add_argument(
+        "--once", action="store_true", help="send what is there, then end-of-run and exit"
+    )
+    collect.set_defaults(run=_collect)
+
+
+def _aggregate_parser(commands: Any) -> None:
+    aggregate = commands.add_parser(
+        "aggregate",
+        help="receive the collectors' streams; serve /metrics; write the reports at run end",
+        description="The job's aggregator. The run ends when every collector has sent "
+        "end-of-run, on SIGTERM, or after --idle-timeout; then the reports are written.",
+    )
+    aggregate.add_argument("--listen", required=True, help="e.g. tcp://0.0.0.0:5555")
+    aggregate.add_argument("--out", type=Path, default=Path("trace_analysis"))
+    aggregate.add_argument("--state", type=Path, required=True, help="durable state folder")
+    aggregate.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics here")
+    aggregate.add_argument("--metrics-addr", default="0.0.0.0")
+    aggregate.add_argument("--job", default=None, help="the job label (default: model name)")
+    aggregate.add_argument("--expect-nodes", type=int, default=0, metavar="N")
+    aggregate.add_argument("--idle-timeout", type=float, metavar="S")
+    aggregate.add_argument("--horizon", type=float, default=600.0, metavar="S")
+    aggregate.add_argument("--refresh", type=float, default=5.0, metavar="S")
+    aggregate.add_argument("--credit", type=int, default=64, help="records in flight per file")
+    _job_options(aggregate)
+    aggregate.set_defaults(run=_aggregate)
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -77,11 +154,80 @@ def _report(args: argparse.Namespace) -> int:
     if not args.no_progress and sys.stderr.isatty():
         progress = TerminalProgress(sys.stderr)
     report = analyse(args.traces, options, progress)
-    paths = _write(report, args.out, args.traces.resolve().name)
+    paths = write_reports(report, args.out, args.traces.resolve().name)
     if args.print:
         sys.stdout.write(text.render(report))
     _summary(report, paths)
     return EXIT_SKIPPED if report.inputs.skipped else EXIT_OK
+
+
+def _collect(args: argparse.Namespace) -> int:
+    _positive(("--window", args.window), ("--poll-interval", args.poll_interval))
+    _positive(("--settle", args.settle), ("--resend-after", args.resend_after))
+    settings = CollectorSettings(
+        watch=args.watch,
+        aggregator=args.aggregator,
+        node=args.node,
+        state=args.state,
+        stream=StreamSettings(
+            quiet_s=args.quiet, settle_s=args.settle, batch_events=args.batch_events
+        ),
+        use_inotify=not args.poll,
+        poll_s=args.poll_interval,
+        window=args.window,
+        resend_s=args.resend_after,
+        heartbeat_s=args.heartbeat,
+        once=args.once,
+        drain_s=args.drain,
+        metrics_port=args.metrics_port,
+        metrics_addr=args.metrics_addr,
+        job=args.job,
+    )
+    configure_logging()
+    stop = _stop_on_signals()
+    return EXIT_OK if Collector(settings).run(stop) else EXIT_FAILED
+
+
+def _aggregate(args: argparse.Namespace) -> int:
+    options = _options(args)
+    _positive(("--credit", args.credit), ("--horizon", args.horizon))
+    job = args.job or (options.config.model if options.config and options.config.model else None)
+    settings = AggregatorSettings(
+        listen=args.listen,
+        out=args.out,
+        state=args.state,
+        job=job or "commscope",
+        options=options,
+        metrics_port=args.metrics_port,
+        metrics_addr=args.metrics_addr,
+        expect_nodes=args.expect_nodes,
+        idle_timeout_s=args.idle_timeout,
+        horizon_s=args.horizon,
+        credit=args.credit,
+        refresh_s=args.refresh,
+    )
+    configure_logging()
+    stop = _stop_on_signals()
+    try:
+        aggregator = Aggregator(settings)
+    except OSError as exc:
+        raise ConfigError(f"{args.state}: cannot use the state folder ({exc})") from None
+    report = aggregator.run(stop)
+    _summary_line(report)
+    return EXIT_OK
+
+
+def _positive(*flags: tuple[str, float]) -> None:
+    for flag, value in flags:
+        if value <= 0:
+            raise ConfigError(f"{flag} must be positive, got {value}")
+
+
+def _stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop
 
 
 def _options(args: argparse.Namespace) -> Options:
@@ -104,32 +250,24 @@ def _options(args: argparse.Namespace) -> Options:
     return Options(config=config, config_path=path, peak_override_Bps=peak)
 
 
-def _write(report: Report, out: Path, fallback: str) -> tuple[Path, Path]:
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(
-            f"{out}: cannot create the report folder ({exc.strerror or exc})"
-        ) from None
-    stem = naming.basename(report, fallback, datetime.now(UTC))
-    text_path, json_path = out / f"{stem}.txt", out / f"{stem}.json"
-    text_path.write_text(text.render(report), encoding="utf-8")
-    json_path.write_bytes(jsonreport.render(report))
-    return text_path, json_path
-
-
 def _summary(report: Report, paths: tuple[Path, Path]) -> None:
+    _summary_line(report)
+    inputs = report.inputs
+    for skipped in inputs.skipped:
+        print(f"commscope: skipped {skipped.path}: {skipped.reason}", file=sys.stderr)
+    print(f"commscope: wrote {paths[0]}")
+    print(f"commscope: wrote {paths[1]}")
+
+
+def _summary_line(report: Report) -> None:
     overlap = report.overlap
     mean = f"{overlap.mean * 100:.2f}%" if overlap.mean is not None else "n/a"
     inputs = report.inputs
     print(
         f"commscope: {inputs.files - len(inputs.skipped)} of {inputs.files} files, "
-        f"{len(report.windows)} window(s), {len(report.ranks)} rank(s); mean overlap {mean}"
+        f"{len(report.windows)} window(s), {len(report.ranks)} rank(s); mean overlap {mean}",
+        flush=True,
     )
-    for skipped in inputs.skipped:
-        print(f"commscope: skipped {skipped.path}: {skipped.reason}", file=sys.stderr)
-    print(f"commscope: wrote {paths[0]}")
-    print(f"commscope: wrote {paths[1]}")
 
 
 if __name__ == "__main__":

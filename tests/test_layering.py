@@ -18,10 +18,13 @@ PURE = [
     "pipeline/accumulate.py",
     "pipeline/config.py",
     "pipeline/intervals.py",
+    "pipeline/live.py",
+    "pipeline/rolling.py",
     "pipeline/metrics.py",
     "pipeline/report.py",
     "pipeline/stats.py",
     "exporters/jsonreport.py",
+    "exporters/metricnames.py",
     "exporters/naming.py",
     "exporters/text.py",
 ]

@@ -1,0 +1,188 @@
+"""One trace file as a stream of wire records (shell: reads the file, runs in a thread).
+
+`FileStream` fingerprints the file (its path and first 64 KiB: the stable stream id), then
+parses it as it is written (`open_followed`) and hands out `StreamStart`, `Batch`… and
+`StreamEnd` records, numbered from 0, through a bounded queue: when the queue is full it
+waits, so a collector whose aggregator is away holds a bounded amount. Records below `skip`
+were acknowledged before (a restart, a rewind): the file is parsed again from its start,
+which gives the same records, and those are not handed out again.
+
+A document that ends early is not reported at once: while the file changed within `settle_s`
+the writer may be pausing, so it waits for the file to change and parses again. Only a file
+quiet for `settle_s` (or any file once the collector stops) is reported truncated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from commscope.collector.discover import rank_from_name, relative_folder, root_name
+from commscope.collector.errors import TraceError
+from commscope.collector.follow import open_followed
+from commscope.collector.kineto import TraceReader
+from commscope.collector.schema import Batch, Record, StreamEnd, StreamStart
+
+FINGERPRINT_BYTES: Final = 64 * 1024
+_RETRYABLE: Final = ("truncated", "empty file")
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    quiet_s: float = 2.0  # a file not growing for this long is at its end (for this attempt)
+    settle_s: float = 300.0  # a document still unfinished after this long is truncated
+    poll_s: float = 0.2
+    batch_events: int = 4096
+
+
+@dataclass(frozen=True)
+class Item:
+    """A record on its way to the sender, with the stream's identity and its worker."""
+
+    generation: int
+    record: Record
+    fingerprint_bytes: int
+
+
+def fingerprint(path: Path, length: int = FINGERPRINT_BYTES) -> tuple[str, int]:
+    """The stream id of `path` (its name and first `length` bytes) and how many bytes it
+    covers; OSError if it cannot be read."""
+    with path.open("rb") as handle:
+        head = handle.read(length)
+    digest = hashlib.blake2b(str(path).encode() + b"\0" + head, digest_size=16)
+    return digest.hexdigest(), len(head)
+
+
+class FileStream(threading.Thread):
+    def __init__(
+        self,
+        *,
+        path: Path,
+        root: Path,
+        node: str,
+        skip: int,
+        generation: int,
+        out: queue.Queue[Item],
+        settings: StreamSettings,
+        stopping: Callable[[], bool],
+        fingerprint_bytes: int = FINGERPRINT_BYTES,
+    ) -> None:
+        super().__init__(name=f"stream {path.name}", daemon=True)
+        self.path, self.root, self.node = path, root, node
+        self.skip, self.generation = skip, generation
+        self.out, self.settings, self.stopping = out, settings, stopping
+        self.fingerprint_bytes = fingerprint_bytes
+        self.cancelled = threading.Event()
+        self.seq = 0
+        self.events = 0
+        self.error: str | None = None
+
+    def run(self) -> None:
+        with contextlib.suppress(CancelledError):
+            self._run()
+
+    def _run(self) -> None:
+        if not self._wait_for_content():
+            return
+        try:
+            stream, covered = fingerprint(self.path, self.fingerprint_bytes)
+        except OSError as exc:
+            self.error = f"unreadable ({exc.strerror or exc})"
+            return
+        self._emit(self._start(stream), covered)
+        while True:
+            try:
+                end = self._parse(stream)
+            except TraceError as exc:
+                if self._worth_retrying(exc.reason):
+                    continue
+                end = self._end(stream, error=exc.reason)
+            self._emit(end, covered)
+            return
+
+    def _start(self, stream: str) -> StreamStart:
+        return StreamStart(
+            stream=stream,
+            node=self.node,
+            path=str(self.path),
+            folder=relative_folder(self.root, self.path.parent),
+            root_name=root_name(self.root),
+            name_rank=rank_from_name(self.path),
+        )
+
+    def _parse(self, stream: str) -> StreamEnd:
+        self.seq, self.events = 1, 0
+        settings = self.settings
+        try:
+            with open_followed(
+                self.path, idle_s=settings.quiet_s, poll_s=settings.poll_s, stop=self._should_stop
+            ) as handle:
+                reader = TraceReader(handle, str(self.path))
+                for events in reader.batches(settings.batch_events):
+                    self.events += len(events)
+                    self._emit(Batch(stream=stream, seq=self.seq, events=events), 0)
+        except OSError as exc:
+            raise TraceError(str(self.path), f"unreadable ({exc.strerror or exc})") from None
+        return self._end(stream, meta=reader.meta, stats=reader.stats)
+
+    def _end(self, stream: str, **fields: object) -> StreamEnd:
+        size = _size(self.path)
+        return StreamEnd(stream=stream, seq=self.seq, size_bytes=size, **fields)  # type: ignore[arg-type]
+
+    def _emit(self, record: Record, covered: int) -> None:
+        if isinstance(record, Batch):
+            self.seq += 1
+        if record.seq < self.skip:
+            return
+        item = Item(self.generation, record, covered)
+        while True:
+            if self.cancelled.is_set():
+                raise CancelledError
+            try:
+                self.out.put(item, timeout=0.1)
+            except queue.Full:
+                continue
+            self.skip = record.seq + 1  # a parse again after a pause resumes after it
+            return
+
+    def _should_stop(self) -> bool:
+        return self.stopping() or self.cancelled.is_set()
+
+    def _worth_retrying(self, reason: str) -> bool:
+        """A document cut short while its file still changes: wait for more, parse again."""
+        if self._should_stop() or not reason.startswith(_RETRYABLE):
+            return False
+        size, deadline = _size(self.path), time.monotonic() + self.settings.settle_s
+        while time.monotonic() < deadline and not self._should_stop():
+            if _size(self.path) != size:
+                return True
+            time.sleep(self.settings.poll_s)
+        if self.cancelled.is_set():
+            raise CancelledError
+        return False
+
+    def _wait_for_content(self) -> bool:
+        deadline = time.monotonic() + self.settings.settle_s
+        while _size(self.path) == 0 and time.monotonic() < deadline:
+            if self._should_stop():
+                break
+            time.sleep(self.settings.poll_s)
+        return not self.cancelled.is_set()
+
+
+class CancelledError(Exception):
+    """The stream's worker was told to stop (a rewind, or the aggregator has it all)."""
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

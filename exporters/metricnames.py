@@ -1,0 +1,160 @@
+"""The Prometheus metric families commscope exports (pure: names, types, labels, help).
+
+One table, read by the `/metrics` collector, the deploy checks and the Grafana dashboard test.
+Names follow Prometheus conventions: prefix `commscope_`, base units, counters end `_total`.
+Labels are bounded: `job`, `rank`, `collective`, `node` (a collector), `quantile`, and small
+fixed `reason`/`kind`/`state` sets; never file names, kernel names or message sizes.
+"""
+
+from __future__ import annotations
+
+from typing import Final, NamedTuple
+
+
+class Family(NamedTuple):
+    name: str  # as exposed (counters with their `_total`)
+    kind: str  # "gauge" | "counter"
+    labels: tuple[str, ...]
+    help: str
+
+
+_J: Final = ("job",)
+_JR: Final = ("job", "rank")
+_JC: Final = ("job", "collective")
+_JN: Final = ("job", "node")
+
+FAMILIES: Final = (
+    # ---- the run, from finished windows
+    Family(
+        "commscope_comm_compute_overlap_ratio",
+        "gauge",
+        _JR,
+        "|C ∩ P| / |C| of the rank's latest finished window (fraction of 1)",
+    ),
+    Family(
+        "commscope_run_comm_compute_overlap_ratio",
+        "gauge",
+        _JR,
+        "|C ∩ P| / |C| of the rank over every finished window so far",
+    ),
+    Family(
+        "commscope_exposed_comm_seconds_total",
+        "counter",
+        _JR,
+        "communication time not overlapped by compute (|C| - |C ∩ P|), finished windows",
+    ),
+    Family("commscope_comm_seconds_total", "counter", _JR, "|C|: union of communication time"),
+    Family("commscope_compute_seconds_total", "counter", _JR, "|P|: union of compute time"),
+    Family(
+        "commscope_bus_bandwidth_bytes_per_second",
+        "gauge",
+        _JR,
+        "Σ S·F / Σ dur over the rank's sized collectives in its latest finished window",
+    ),
+    Family(
+        "commscope_iteration_seconds",
+        "gauge",
+        _JR,
+        "mean ProfilerStep duration of the rank's latest finished window",
+    ),
+    Family("commscope_collective_ops_total", "counter", _JC, "collectives, all ranks"),
+    Family(
+        "commscope_collective_message_bytes_total",
+        "counter",
+        _JC,
+        "Σ message size S of sized collectives, all ranks",
+    ),
+    Family(
+        "commscope_collective_bus_bytes_total",
+        "counter",
+        _JC,
+        "Σ S·F (traffic) of sized collectives, all ranks",
+    ),
+    Family(
+        "commscope_collective_seconds_total", "counter", _JC, "Σ collective duration, all ranks"
+    ),
+    Family(
+        "commscope_collective_busbw_bytes_per_second",
+        "gauge",
+        ("job", "collective", "quantile"),
+        "per-op busbw over the rolling horizon (quantile 0.5, 0.95; log-bucket estimate)",
+    ),
+    Family(
+        "commscope_collective_busbw_samples",
+        "gauge",
+        _JC,
+        "sized ops inside the rolling busbw horizon",
+    ),
+    Family(
+        "commscope_tokens_per_second",
+        "gauge",
+        _J,
+        "global batch x seq_len / iteration time, over finished windows",
+    ),
+    Family("commscope_windows_completed_total", "counter", _J, "windows with every rank ended"),
+    Family("commscope_ranks", "gauge", _J, "ranks seen in finished files"),
+    Family("commscope_inputs_skipped_total", "counter", _J, "trace files skipped whole"),
+    Family(
+        "commscope_events_dropped_total",
+        "counter",
+        ("job", "reason"),
+        "malformed trace events dropped, by reason",
+    ),
+    # ---- the aggregator itself
+    Family(
+        "commscope_aggregator_messages_total",
+        "counter",
+        ("job", "kind"),
+        "wire messages received, by kind",
+    ),
+    Family("commscope_aggregator_events_total", "counter", _J, "events applied"),
+    Family(
+        "commscope_aggregator_duplicates_total",
+        "counter",
+        _J,
+        "records received again and acknowledged, not applied",
+    ),
+    Family(
+        "commscope_aggregator_out_of_order_total",
+        "counter",
+        _J,
+        "records ahead of the next expected one, left for the resend",
+    ),
+    Family(
+        "commscope_aggregator_rejected_total",
+        "counter",
+        ("job", "reason"),
+        "messages rejected (malformed, wrong protocol, unknown stream)",
+    ),
+    Family("commscope_aggregator_acks_total", "counter", _J, "acknowledgements sent"),
+    Family("commscope_aggregator_streams", "gauge", ("job", "state"), "trace streams, by state"),
+    Family("commscope_aggregator_log_bytes", "gauge", _J, "write-ahead log of open streams, bytes"),
+    Family(
+        "commscope_aggregator_window_latency_seconds",
+        "gauge",
+        _J,
+        "from a window's last record received to its metrics published",
+    ),
+    # ---- collectors, relayed in their heartbeats
+    Family("commscope_collector_up", "gauge", _JN, "1 while the collector's heartbeats arrive"),
+    Family("commscope_collector_files_total", "counter", _JN, "trace files found"),
+    Family("commscope_collector_files_done_total", "counter", _JN, "files fully acknowledged"),
+    Family("commscope_collector_files_skipped_total", "counter", _JN, "files sent as unusable"),
+    Family("commscope_collector_events_total", "counter", _JN, "events read"),
+    Family("commscope_collector_batches_sent_total", "counter", _JN, "records sent"),
+    Family("commscope_collector_batches_resent_total", "counter", _JN, "records sent again"),
+    Family("commscope_collector_batches_acked_total", "counter", _JN, "records acknowledged"),
+    Family("commscope_collector_unacked_batches", "gauge", _JN, "records awaiting an ack"),
+    Family("commscope_collector_unacked_bytes", "gauge", _JN, "encoded bytes awaiting an ack"),
+    Family(
+        "commscope_collector_lag_seconds", "gauge", _JN, "age of the oldest unacknowledged record"
+    ),
+    Family(
+        "commscope_collector_dropped_total",
+        "counter",
+        ("job", "node", "reason"),
+        "what the collector dropped, by reason",
+    ),
+)
+
+NAMES: Final = frozenset(f.name for f in FAMILIES)

@@ -1,0 +1,176 @@
+"""Prometheus metrics from precomputed state (pure, but for `SnapshotCollector`'s lock).
+
+The aggregator publishes a `Snapshot` (the report over finished files, the rolling busbw
+quantiles, its own and its collectors' counters); `families()` turns it into metric families
+named in `metricnames.FAMILIES`; `SnapshotCollector.collect()` yields those of the latest
+snapshot, so a scrape never computes anything nor waits for the aggregator's loop.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from commscope.collector.schema import AggregatorStats, CollectorStats, Report, Window
+from commscope.exporters.metricnames import FAMILIES, Family
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+QUANTILES: Final = (0.5, 0.95)
+_BY_NAME: Final = {f.name: f for f in FAMILIES}
+
+
+@dataclass(frozen=True)
+class Rolling:
+    count: int
+    quantiles: Mapping[float, float | None]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    job: str
+    report: Report = field(default_factory=Report)
+    windows_completed: int = 0
+    busbw: Mapping[str, Rolling] = field(default_factory=dict)
+    aggregator: AggregatorStats = field(default_factory=AggregatorStats)
+    streams: Mapping[str, int] = field(default_factory=dict)  # state -> count
+    collectors: Mapping[str, tuple[CollectorStats, bool]] = field(default_factory=dict)
+
+
+class Families:
+    """Metric families by exposed name, filled sample by sample."""
+
+    def __init__(self) -> None:
+        self._made: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
+
+    def add(self, name: str, labels: tuple[str, ...], value: float | None) -> None:
+        if value is None:
+            return
+        family = self._made.get(name)
+        if family is None:
+            family = self._made[name] = _new(_BY_NAME[name])
+        family.add_metric(list(labels), value)
+
+    def all(self) -> list[Metric]:
+        return [self._made[f.name] for f in FAMILIES if f.name in self._made]
+
+
+def _new(spec: Family) -> GaugeMetricFamily | CounterMetricFamily:
+    if spec.kind == "counter":
+        return CounterMetricFamily(spec.name.removesuffix("_total"), spec.help, labels=spec.labels)
+    return GaugeMetricFamily(spec.name, spec.help, labels=spec.labels)
+
+
+def families(snapshot: Snapshot) -> list[Metric]:
+    out = Families()
+    _ranks(out, snapshot)
+    _latest(out, snapshot)
+    _collectives(out, snapshot)
+    _run(out, snapshot)
+    _aggregator(out, snapshot)
+    _collectors(out, snapshot)
+    return out.all()
+
+
+def _ranks(out: Families, snapshot: Snapshot) -> None:
+    job = snapshot.job
+    for rank, o in snapshot.report.overlap.per_rank.items():
+        out.add("commscope_run_comm_compute_overlap_ratio", (job, rank), o.ratio)
+        out.add("commscope_exposed_comm_seconds_total", (job, rank), o.exposed_comm_time_s)
+        out.add("commscope_comm_seconds_total", (job, rank), o.comm_time_s)
+        out.add("commscope_compute_seconds_total", (job, rank), o.compute_time_s)
+
+
+def latest_windows(windows: list[Window]) -> dict[str, Window]:
+    """Each rank's latest window (windows are in time order)."""
+    return {str(rank): w for w in windows for rank in w.ranks}
+
+
+def _latest(out: Families, snapshot: Snapshot) -> None:
+    job = snapshot.job
+    for rank, window in latest_windows(snapshot.report.windows).items():
+        overlap = window.overlap.per_rank[rank]
+        network = window.network.per_rank[rank]
+        steps = window.steps[rank]
+        out.add("commscope_comm_compute_overlap_ratio", (job, rank), overlap.ratio)
+        out.add("commscope_bus_bandwidth_bytes_per_second", (job, rank), network.bus_bandwidth_Bps)
+        out.add("commscope_iteration_seconds", (job, rank), steps.mean_s)
+
+
+def _collectives(out: Families, snapshot: Snapshot) -> None:
+    job = snapshot.job
+    for kind, s in snapshot.report.collectives.all_ranks.items():
+        out.add("commscope_collective_ops_total", (job, kind), s.count)
+        out.add("commscope_collective_message_bytes_total", (job, kind), s.message_bytes)
+        out.add("commscope_collective_bus_bytes_total", (job, kind), s.bus_bytes)
+        out.add("commscope_collective_seconds_total", (job, kind), s.time_s)
+    for kind, rolling in snapshot.busbw.items():
+        out.add("commscope_collective_busbw_samples", (job, kind), rolling.count)
+        for q, value in rolling.quantiles.items():
+            labels = (job, kind, str(q))
+            out.add("commscope_collective_busbw_bytes_per_second", labels, value)
+
+
+def _run(out: Families, snapshot: Snapshot) -> None:
+    job, report = snapshot.job, snapshot.report
+    out.add("commscope_tokens_per_second", (job,), report.throughput.tokens_per_second)
+    out.add("commscope_windows_completed_total", (job,), snapshot.windows_completed)
+    out.add("commscope_ranks", (job,), len(report.ranks))
+    out.add("commscope_inputs_skipped_total", (job,), len(report.inputs.skipped))
+    for reason, count in report.inputs.dropped_events.items():
+        out.add("commscope_events_dropped_total", (job, reason), count)
+
+
+def _aggregator(out: Families, snapshot: Snapshot) -> None:
+    job, stats = snapshot.job, snapshot.aggregator
+    for kind, count in stats.messages.items():
+        out.add("commscope_aggregator_messages_total", (job, kind), count)
+    out.add("commscope_aggregator_events_total", (job,), stats.events)
+    out.add("commscope_aggregator_duplicates_total", (job,), stats.duplicates)
+    out.add("commscope_aggregator_out_of_order_total", (job,), stats.out_of_order)
+    for reason, count in stats.rejected.items():
+        out.add("commscope_aggregator_rejected_total", (job, reason), count)
+    out.add("commscope_aggregator_acks_total", (job,), stats.acks)
+    for state, count in snapshot.streams.items():
+        out.add("commscope_aggregator_streams", (job, state), count)
+    out.add("commscope_aggregator_log_bytes", (job,), stats.log_bytes)
+    out.add("commscope_aggregator_window_latency_seconds", (job,), stats.window_latency_s)
+
+
+def _collectors(out: Families, snapshot: Snapshot) -> None:
+    job = snapshot.job
+    for node, (s, up) in snapshot.collectors.items():
+        labels = (job, node)
+        out.add("commscope_collector_up", labels, 1.0 if up else 0.0)
+        out.add("commscope_collector_files_total", labels, s.files_seen)
+        out.add("commscope_collector_files_done_total", labels, s.files_done)
+        out.add("commscope_collector_files_skipped_total", labels, s.files_skipped)
+        out.add("commscope_collector_events_total", labels, s.events_read)
+        out.add("commscope_collector_batches_sent_total", labels, s.batches_sent)
+        out.add("commscope_collector_batches_resent_total", labels, s.batches_resent)
+        out.add("commscope_collector_batches_acked_total", labels, s.batches_acked)
+        out.add("commscope_collector_unacked_batches", labels, s.unacked)
+        out.add("commscope_collector_unacked_bytes", labels, s.unacked_bytes)
+        out.add("commscope_collector_lag_seconds", labels, s.lag_s)
+        for reason, count in s.dropped.items():
+            out.add("commscope_collector_dropped_total", (job, node, reason), count)
+
+
+class SnapshotCollector(Collector):
+    """A prometheus-client collector serving the latest published snapshot."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self._lock = threading.Lock()
+        self._metrics = families(snapshot)
+
+    def publish(self, snapshot: Snapshot) -> None:
+        metrics = families(snapshot)
+        with self._lock:
+            self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            metrics = self._metrics
+        yield from metrics

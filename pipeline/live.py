@@ -1,0 +1,184 @@
+"""The live aggregation (pure): wire records in, finished files and positions out.
+
+Each trace file arrives as a stream of records numbered from 0 (`StreamStart`, `Batch`es,
+`StreamEnd`). `verdict()` says what to do with a record: apply it (the next one expected),
+acknowledge it again (a duplicate), or leave it (ahead of a gap, or of a stream never
+started: the collector resends from the acknowledged position). `apply()` feeds one
+`Accumulator` per open stream; a stream's end turns it into a `FinishedFile`, the same
+result the offline run makes of the same file. One stream per (node, path): a new
+fingerprint for a path supersedes the old stream (the file was rewritten).
+
+The report is `build_report` over the finished files, exactly as `commscope report` builds
+it; streams still open when the run ends are listed as skipped, never half-counted.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from commscope.collector.discover import window_names, window_order
+from commscope.collector.schema import (
+    Batch,
+    FinishedFile,
+    Record,
+    Report,
+    Skipped,
+    StreamEnd,
+    StreamStart,
+)
+from commscope.pipeline.accumulate import Accumulator
+from commscope.pipeline.report import Options, ParsedFile, build_report
+
+
+class Verdict(enum.Enum):
+    APPLY = "apply"
+    DUPLICATE = "duplicate"
+    AHEAD = "ahead"  # a gap before it, or its stream's start was never received
+
+
+@dataclass
+class OpenStream:
+    start: StreamStart
+    next_seq: int = 1
+    events: int = 0
+    accumulator: Accumulator = field(default_factory=Accumulator)
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What applying one record changed: a stream finished, streams superseded."""
+
+    finished: FinishedFile | None = None
+    superseded: tuple[str, ...] = ()
+    events: int = 0
+
+
+class Aggregation:
+    """Every stream of a run, open or finished; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.open: dict[str, OpenStream] = {}
+        self.finished: dict[str, FinishedFile] = {}
+        self._by_path: dict[tuple[str, str], str] = {}
+
+    def restore(self, finished: Iterable[FinishedFile]) -> None:
+        for item in finished:
+            self.finished[item.stream] = item
+            self._by_path[(item.node, item.path)] = item.stream
+
+    def position(self, stream: str) -> tuple[int, bool]:
+        """(next expected seq, whether the stream has ended)."""
+        if stream in self.finished:
+            return self.finished[stream].next_seq, True
+        current = self.open.get(stream)
+        return (current.next_seq if current else 0), False
+
+    def verdict(self, record: Record) -> Verdict:
+        expected, done = self.position(record.stream)
+        if done or record.seq < expected:
+            return Verdict.DUPLICATE
+        if record.seq > expected or (expected == 0) != isinstance(record, StreamStart):
+            return Verdict.AHEAD
+        return Verdict.APPLY
+
+    def apply(self, record: Record) -> Applied:
+        """Apply a record whose verdict is APPLY."""
+        if isinstance(record, StreamStart):
+            return self._start(record)
+        stream = self.open[record.stream]
+        stream.next_seq += 1
+        if isinstance(record, Batch):
+            stream.accumulator.add_all(record.events)
+            stream.events += len(record.events)
+            return Applied(events=len(record.events))
+        del self.open[record.stream]
+        finished = _finish(stream, record)
+        self.finished[record.stream] = finished
+        return Applied(finished=finished)
+
+    def _start(self, start: StreamStart) -> Applied:
+        key = (start.node, start.path)
+        old = self._by_path.get(key)
+        superseded: tuple[str, ...] = ()
+        if old is not None and old != start.stream:
+            self.open.pop(old, None)
+            self.finished.pop(old, None)
+            superseded = (old,)
+        self._by_path[key] = start.stream
+        self.open[start.stream] = OpenStream(start)
+        return Applied(superseded=superseded)
+
+    def complete_windows(self) -> list[str]:
+        """Folders whose every rank (0 … world-1) has a finished, usable file."""
+        ranks: dict[str, set[int]] = {}
+        worlds: dict[str, int] = {}
+        for item in self.finished.values():
+            rank = item.meta.rank if item.meta.rank is not None else item.name_rank
+            if item.result is None or rank is None:
+                continue
+            ranks.setdefault(item.folder, set()).add(rank)
+            world = item.meta.world_size or 0
+            worlds[item.folder] = max(worlds.get(item.folder, 0), world)
+        return sorted(f for f, seen in ranks.items() if worlds[f] and seen >= set(range(worlds[f])))
+
+    def report(self, options: Options, final: bool = False) -> Report:
+        """The report over the finished files; `final`: open streams are listed as skipped."""
+        files = sorted(self.finished.values(), key=lambda f: f.path)
+        names = _names(files)
+        parsed = [_parsed(f, names[f.folder]) for f in files if f.result is not None]
+        skipped = [Skipped(f.path, f.error or "") for f in files if f.result is None]
+        if final:
+            skipped.extend(_unfinished(s) for s in self.open.values())
+        windows = sorted(set(names.values()), key=window_order)
+        return build_report(windows, sorted(parsed, key=_file_order), skipped, options)
+
+
+def _finish(stream: OpenStream, end: StreamEnd) -> FinishedFile:
+    start = stream.start
+    result = None if end.error is not None else stream.accumulator.result([start.path])
+    return FinishedFile(
+        stream=start.stream,
+        node=start.node,
+        path=start.path,
+        folder=start.folder,
+        root_name=start.root_name,
+        name_rank=start.name_rank,
+        next_seq=end.seq + 1,
+        size_bytes=end.size_bytes,
+        meta=end.meta,
+        stats=end.stats,
+        result=result,
+        error=end.error,
+    )
+
+
+def _names(files: list[FinishedFile]) -> dict[str, str]:
+    folders = sorted({f.folder for f in files})
+    roots = sorted({f.root_name for f in files})
+    return dict(zip(folders, window_names(roots[0] if roots else ".", folders), strict=True))
+
+
+def _parsed(item: FinishedFile, window: str) -> ParsedFile:
+    assert item.result is not None
+    return ParsedFile(
+        window=window,
+        path=item.path,
+        name_rank=item.name_rank,
+        meta=item.meta,
+        result=item.result,
+        stats=item.stats,
+    )
+
+
+def _file_order(item: ParsedFile) -> tuple[tuple[int, int, str], str]:
+    return window_order(item.window), item.path
+
+
+def _unfinished(stream: OpenStream) -> Skipped:
+    reason = (
+        f"unfinished when the run ended ({stream.events} events in "
+        f"{stream.next_seq} records received; the file never ended)"
+    )
+    return Skipped(stream.start.path, reason)

@@ -1,0 +1,217 @@
+"""Real aggregator and collector processes on loopback, for the service tests.
+
+Every wait is bounded (`wait_for` raises with what it last saw), and every process started
+through a `Processes` is killed at teardown, whatever the test did.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from commscope.exporters import jsonreport
+from commscope.pipeline.report import Options
+from commscope.pipeline.run import analyse
+
+T = TypeVar("T")
+COMMSCOPE = [sys.executable, "-m", "commscope.pipeline.cli"]
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "traces" / "kineto"
+DLRM = SHARED / "dlrm_8rank_v100"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 30.0) -> T:
+    deadline, last = time.monotonic() + timeout_s, None
+    while time.monotonic() < deadline:
+        try:
+            last = probe()
+        except (OSError, ValueError) as exc:
+            last = exc  # type: ignore[assignment]
+        else:
+            if last is not None and last is not False:
+                return last
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r})")
+
+
+@dataclass
+class Proc:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def wait(self, timeout_s: float = 60.0) -> int:
+        try:
+            return self.popen.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"{self.name} still running after {timeout_s}s:\n{self.tail()}")
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait(10)
+
+    def terminate(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
+
+    def lines(self) -> list[dict[str, Any]]:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+class Processes:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.started: list[Proc] = []
+
+    def start(self, name: str, *args: str) -> Proc:
+        log = self.folder / f"{name}.{len(self.started)}.log"
+        handle = log.open("wb")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        popen = subprocess.Popen(
+            [*COMMSCOPE, *args], stdout=handle, stderr=subprocess.STDOUT, env=env
+        )
+        handle.close()
+        proc = Proc(name, popen, log)
+        self.started.append(proc)
+        return proc
+
+    def cleanup(self) -> None:
+        for proc in self.started:
+            proc.kill()
+
+
+@dataclass
+class Aggregate:
+    """How to start (and restart) one aggregator."""
+
+    procs: Processes
+    folder: Path
+    listen_port: int
+    metrics_port: int
+    extra: tuple[str, ...] = ()
+
+    @property
+    def endpoint(self) -> str:
+        return f"tcp://127.0.0.1:{self.listen_port}"
+
+    def start(self) -> Proc:
+        proc = self.procs.start(
+            "aggregate",
+            "aggregate",
+            "--listen",
+            self.endpoint,
+            "--metrics-port",
+            str(self.metrics_port),
+            "--metrics-addr",
+            "127.0.0.1",
+            "--out",
+            str(self.folder / "out"),
+            "--state",
+            str(self.folder / "agg-state"),
+            "--refresh",
+            "0.2",
+            *self.extra,
+        )
+        wait_for("the aggregator's /metrics", lambda: self.metrics_text(proc))
+        return proc
+
+    def metrics_text(self, proc: Proc | None = None) -> str | None:
+        if proc is not None and proc.popen.poll() is not None:
+            raise AssertionError(f"aggregator exited:\n{proc.tail()}")
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.read().decode()
+
+    def report(self) -> dict[str, Any]:
+        return only_report(self.folder / "out")
+
+
+def collector_args(
+    watch: Path, endpoint: str, node: str, state: Path, *extra: str
+) -> tuple[str, ...]:
+    return (
+        "collect",
+        "--watch",
+        str(watch),
+        "--aggregator",
+        endpoint,
+        "--node",
+        node,
+        "--state",
+        str(state),
+        "--quiet",
+        "0.5",
+        "--settle",
+        "20",
+        "--poll-interval",
+        "0.2",
+        "--resend-after",
+        "0.3",
+        "--heartbeat",
+        "0.3",
+        *extra,
+    )
+
+
+def only_report(out: Path) -> dict[str, Any]:
+    found = sorted(out.glob("*.json"))
+    assert len(found) == 1, f"expected one JSON report in {out}, found {found}"
+    return json.loads(found[0].read_text())  # type: ignore[no-any-return]
+
+
+def offline(root: Path, options: Options | None = None) -> dict[str, Any]:
+    """What `commscope report` says of the same files (the reference)."""
+    return jsonreport.to_document(analyse(root, options or Options()))
+
+
+def normalised(document: dict[str, Any]) -> dict[str, Any]:
+    """A report as JSON text would carry it (tuples and dict keys as in the file)."""
+    return json.loads(json.dumps(document))  # type: ignore[no-any-return]
+
+
+def sample_value(text: str, name: str, **labels: str) -> float | None:
+    """One sample's value from Prometheus exposition text (None when absent)."""
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        if all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def write_slowly(source: Path, target: Path, pieces: int, pause_s: float) -> Iterator[int]:
+    """Write `source` to `target` in `pieces` appends; yields after each (bytes so far)."""
+    data = source.read_bytes()
+    step = -(-len(data) // pieces)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("wb") as handle:
+        for start in range(0, len(data), step):
+            handle.write(data[start : start + step])
+            handle.flush()
+            yield start + step
+            time.sleep(pause_s)
+
+
+def copy_tree(source: Path, target: Path) -> None:
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("LICENSE"))
