@@ -2,7 +2,7 @@
 
 One table, read by the `/metrics` collector, the deploy checks and the Grafana dashboard test.
 Names follow Prometheus conventions: prefix `commscope_`, base units, counters end `_total`.
-Labels are bounded: `job`, `rank`, `collective`, `node` (a collector), `quantile`, and small
+Labels are bounded: `job`, `rank`, `collective`, `node` (a collector), `stat`, and small
 fixed `reason`/`kind`/`state` sets; never file names, kernel names or message sizes.
 """
 
@@ -76,8 +76,8 @@ FAMILIES: Final = (
     Family(
         "commscope_collective_busbw_bytes_per_second",
         "gauge",
-        ("job", "collective", "quantile"),
-        "per-op busbw over the rolling horizon (quantile 0.5, 0.95; log-bucket estimate)",
+        ("job", "collective", "stat"),
+        "per-op busbw over the rolling horizon: stat p50, p95 (log-bucket estimates) or mean",
     ),
     Family(
         "commscope_collective_busbw_samples",

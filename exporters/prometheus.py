@@ -18,14 +18,14 @@ from commscope.exporters.metricnames import FAMILIES, Family
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-QUANTILES: Final = (0.5, 0.95)
+STATS: Final = {"p50": 0.5, "p95": 0.95}
 _BY_NAME: Final = {f.name: f for f in FAMILIES}
 
 
 @dataclass(frozen=True)
 class Rolling:
     count: int
-    quantiles: Mapping[float, float | None]
+    stats: Mapping[str, float | None]  # "p50", "p95", "mean"
 
 
 @dataclass(frozen=True)
@@ -108,8 +108,8 @@ def _collectives(out: Families, snapshot: Snapshot) -> None:
         out.add("commscope_collective_seconds_total", (job, kind), s.time_s)
     for kind, rolling in snapshot.busbw.items():
         out.add("commscope_collective_busbw_samples", (job, kind), rolling.count)
-        for q, value in rolling.quantiles.items():
-            labels = (job, kind, str(q))
+        for stat, value in rolling.stats.items():
+            labels = (job, kind, stat)
             out.add("commscope_collective_busbw_bytes_per_second", labels, value)
 
 

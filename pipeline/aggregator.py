@@ -12,6 +12,7 @@ the final text and JSON reports are the ones `commscope report` writes for the s
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import uuid
@@ -42,7 +43,7 @@ from commscope.collector.schema import (
     Welcome,
 )
 from commscope.exporters.files import write_reports
-from commscope.exporters.prometheus import QUANTILES, Rolling, Snapshot, SnapshotCollector
+from commscope.exporters.prometheus import STATS, Rolling, Snapshot, SnapshotCollector
 from commscope.pipeline.live import Aggregation, Verdict
 from commscope.pipeline.report import Options
 from commscope.pipeline.rolling import RollingBandwidth
@@ -53,6 +54,7 @@ log = logging.getLogger("commscope.aggregate")
 
 MAX_MESSAGE_BYTES: Final = 256 * 2**20
 _DRAIN: Final = 512  # messages handled between two syncs
+REJECT_REASONS: Final = ("frames", "undecodable", "invalid", "protocol", "unroutable")
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ class Aggregator:
         self.settings = settings
         self.clock = clock
         self.instance = uuid.uuid4().hex
-        self.stats = AggregatorStats()
+        self.stats = AggregatorStats(rejected=dict.fromkeys(REJECT_REASONS, 0))
         self.rolling = RollingBandwidth(settings.horizon_s)
         self.store = Store(settings.state)
         self.aggregation = Aggregation()
@@ -90,9 +92,10 @@ class Aggregator:
         self._finished: list[FinishedFile] = []
         self._recover()
         self.completed = set(self.aggregation.complete_windows())
-        self.exporter = SnapshotCollector(self.snapshot())
-        self._dirty = False
-        self._published_at = clock()
+        self._report: Report | None = None
+        self._dirty = True
+        self.exporter = SnapshotCollector(Snapshot(job=settings.job))
+        self._published_at = -math.inf  # publish at the first tick
         self._last_message = clock()
         self.socket: zmq.Socket[bytes] | None = None
 
@@ -167,11 +170,11 @@ class Aggregator:
         identity, payload = frames
         try:
             message = self._decoder.decode(payload)
+        except msgspec.ValidationError:  # a subclass of DecodeError: first
+            self._reject("invalid")
+            return
         except msgspec.DecodeError:
             self._reject("undecodable")
-            return
-        except msgspec.ValidationError:
-            self._reject("invalid")
             return
         kind = type(message).__name__
         self.stats.messages[kind] = self.stats.messages.get(kind, 0) + 1
@@ -263,28 +266,36 @@ class Aggregator:
 
     # ---------------------------------------------------------------- publishing and ending
     def _tick(self) -> None:
+        """Publish at once when a window completes; otherwise every `refresh_s` (the report
+        only when a file has finished since, the service's own counters always)."""
         now = self.clock()
-        complete = set(self.aggregation.complete_windows())
-        fresh = complete - self.completed
-        if fresh or (self._dirty and now - self._published_at >= self.settings.refresh_s):
-            self.completed = complete
-            self.publish()
-            if fresh:
-                self.stats.window_latency_s = self.clock() - self._last_message
+        fresh: set[str] = set()
+        if self._dirty:
+            complete = set(self.aggregation.complete_windows())
+            fresh, self.completed = complete - self.completed, complete
+        if fresh or now - self._published_at >= self.settings.refresh_s:
+            self.publish(window_completed=bool(fresh))
 
-    def publish(self) -> None:
+    def publish(self, window_completed: bool = False) -> None:
+        if self._dirty or self._report is None:
+            self._report = self.aggregation.report(self.settings.options)
+            self._dirty = False
+        if window_completed:
+            self.stats.window_latency_s = self.clock() - self._last_message
         self.stats.log_bytes = self.store.log_bytes()
-        self.exporter.publish(self.snapshot())
+        self.exporter.publish(self.snapshot(self._report))
         self._published_at = self.clock()
-        self._dirty = False
 
-    def snapshot(self, final: bool = False) -> Snapshot:
+    def snapshot(self, report: Report) -> Snapshot:
         now = self.clock()
         kinds = self.rolling.keys()
         busbw = {
             kind: Rolling(
                 count=self.rolling.count(kind, now),
-                quantiles={q: self.rolling.quantile(kind, q, now) for q in QUANTILES},
+                stats={
+                    **{name: self.rolling.quantile(kind, q, now) for name, q in STATS.items()},
+                    "mean": self.rolling.mean(kind, now),
+                },
             )
             for kind in kinds
         }
@@ -296,7 +307,7 @@ class Aggregator:
         done = aggregation.finished.values()
         return Snapshot(
             job=self.settings.job,
-            report=aggregation.report(self.settings.options, final=final),
+            report=report,
             windows_completed=len(self.completed),
             busbw=busbw,
             aggregator=msgspec.structs.replace(self.stats),
@@ -318,9 +329,8 @@ class Aggregator:
     def _final(self) -> Report:
         if self.socket is not None:
             self._send(self.socket)
-        snapshot = self.snapshot(final=True)
-        self.exporter.publish(snapshot)
-        report = snapshot.report
+        report = self.aggregation.report(self.settings.options, final=True)
+        self.exporter.publish(self.snapshot(report))
         paths = write_reports(report, self.settings.out, self._fallback_name())
         for path in paths:
             log.info("report written", extra={"path": str(path)})

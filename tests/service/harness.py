@@ -60,7 +60,9 @@ class Proc:
         try:
             return self.popen.wait(timeout_s)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"{self.name} still running after {timeout_s}s:\n{self.tail()}")
+            raise AssertionError(
+                f"{self.name} still running after {timeout_s}s:\n{self.tail()}"
+            ) from None
 
     def kill(self) -> None:
         if self.popen.poll() is None:

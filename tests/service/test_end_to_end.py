@@ -244,5 +244,3 @@ def _aggregator_counter(aggregate: Aggregate, server: object) -> float | None:
     except OSError:
         return None
     return sample_value(text or "", "commscope_aggregator_events_total")
-
-

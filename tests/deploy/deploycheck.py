@@ -1,0 +1,135 @@
+"""Helpers for the tests of deploy/: where the files are, external tools, PromQL name checks.
+
+`require_tool(name)` finds a command-line tool or skips the test; with COMMSCOPE_REQUIRE_TOOLS=1
+(CI, after installing them) a missing tool fails the test instead, so a green run cannot hide
+checks that never ran.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from commscope.exporters.metricnames import FAMILIES, NAMES
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+
+# The command-line interface of the live service, as specified (`commscope collect|aggregate`).
+FLAGS = {
+    "collect": {
+        "--watch",
+        "--aggregator",
+        "--node",
+        "--state",
+        "--poll",
+        "--poll-interval",
+        "--settle",
+        "--window",
+        "--once",
+    },
+    "aggregate": {
+        "--listen",
+        "--metrics-port",
+        "--metrics-addr",
+        "--out",
+        "--state",
+        "--config",
+        "--job",
+        "--expect-nodes",
+        "--idle-timeout",
+        "--horizon",
+    },
+}
+REQUIRED = {
+    "collect": {"--watch", "--aggregator", "--node", "--state"},
+    "aggregate": {"--listen", "--metrics-port", "--out", "--state"},
+}
+KIND = {f.name: f.kind for f in FAMILIES}
+LABELS = {f.name: set(f.labels) for f in FAMILIES}
+
+# PromQL identifiers: metric names, recorded names (with colons), functions, labels, keywords.
+_IDENT = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
+_SELECTOR = re.compile(r"\b(commscope_[a-z_]+)\s*\{([^}]*)\}")
+_MATCHER_LABEL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)")
+_GROUPING = re.compile(r"\b(?:by|without|on|ignoring)\s*\(([^)]*)\)")
+_RATE_CALL = re.compile(r"\b(?:rate|irate|increase)\s*\(\s*(commscope_[a-z_]+)\b")
+
+
+def require_tool(name: str) -> str:
+    """The path of tool `name`; skip the test when it is missing, fail under CI's flag."""
+    path = shutil.which(name)
+    if path is not None:
+        return path
+    message = f"{name} is not installed"
+    if os.environ.get("COMMSCOPE_REQUIRE_TOOLS") == "1":
+        pytest.fail(f"{message}, and COMMSCOPE_REQUIRE_TOOLS=1 requires it")
+    pytest.skip(message)
+
+
+def commscope_names(expr: str) -> set[str]:
+    """Every `commscope_…` metric name in a PromQL expression (not recorded `a:b:c` names)."""
+    code = _STRING.sub('""', expr)
+    return {t for t in _IDENT.findall(code) if t.startswith("commscope_")}
+
+
+def recorded_names(expr: str) -> set[str]:
+    """Every recording-rule name (identifiers with a colon) in a PromQL expression."""
+    code = _STRING.sub('""', expr)
+    return {t for t in _IDENT.findall(code) if ":" in t}
+
+
+def unknown_labels(expr: str) -> set[str]:
+    """Label names used in selectors and groupings that no metric of the expression carries."""
+    names = commscope_names(expr)
+    known = set().union(*(LABELS.get(n, set()) for n in names)) if names else set()
+    used = set()
+    for _name, matchers in _SELECTOR.findall(expr):
+        used |= set(_MATCHER_LABEL.findall(_STRING.sub('""', matchers)))
+    for group in _GROUPING.findall(expr):
+        used |= {label.strip() for label in group.split(",") if label.strip()}
+    return used - known
+
+
+def misused_counters(expr: str) -> set[str]:
+    """Counters read raw and gauges put through rate(): both give meaningless numbers."""
+    code = _STRING.sub('""', expr)
+    every = Counter(t for t in _IDENT.findall(code) if t.startswith("commscope_"))
+    rated = Counter(_RATE_CALL.findall(code))
+    raw_counters = {n for n, k in every.items() if KIND.get(n) == "counter" and rated[n] < k}
+    rated_gauges = {n for n in rated if KIND.get(n) == "gauge"}
+    return raw_counters | rated_gauges
+
+
+def env_file(path: Path) -> dict[str, str]:
+    """VAR=value lines of an EnvironmentFile (double quotes removed, as systemd does)."""
+    out = {}
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            out[key] = shlex.split(value)[0] if value else ""
+    return out
+
+
+__all__ = [
+    "DEPLOY",
+    "FLAGS",
+    "KIND",
+    "LABELS",
+    "NAMES",
+    "REPO",
+    "REQUIRED",
+    "commscope_names",
+    "env_file",
+    "misused_counters",
+    "recorded_names",
+    "require_tool",
+    "unknown_labels",
+]

@@ -1,0 +1,118 @@
+"""Prometheus scrape config, rules and rule tests: promtool accepts them, names are exported."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from deploycheck import (
+    DEPLOY,
+    NAMES,
+    commscope_names,
+    misused_counters,
+    recorded_names,
+    require_tool,
+    unknown_labels,
+)
+
+PROM = DEPLOY / "prometheus"
+
+
+def load(path: Path) -> Any:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def rules() -> list[dict[str, Any]]:
+    return [rule for group in load(PROM / "rules.yml")["groups"] for rule in group["rules"]]
+
+
+def alerts() -> list[str]:
+    return [r["alert"] for r in rules() if "alert" in r]
+
+
+def records() -> list[str]:
+    return [r["record"] for r in rules() if "record" in r]
+
+
+def promtool(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [require_tool("promtool"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=DEPLOY.parent,
+    )
+
+
+def test_promtool_checks_the_config_and_the_rule_files_it_names() -> None:
+    done = promtool("check", "config", "deploy/prometheus/prometheus.yml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 rule files found" in done.stdout
+
+
+def test_promtool_checks_the_rules() -> None:
+    done = promtool("check", "rules", "deploy/prometheus/rules.yml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"SUCCESS: {len(rules())} rules found" in done.stdout
+
+
+def test_promtool_rule_tests_pass() -> None:
+    done = promtool("test", "rules", "deploy/prometheus/rules_test.yml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS" in done.stdout
+
+
+def test_scrape_config_keeps_commscopes_job_label() -> None:
+    config = load(PROM / "prometheus.yml")
+    assert config["rule_files"] == ["rules.yml"]
+    (scrape,) = config["scrape_configs"]
+    assert scrape["honor_labels"] is True
+    assert scrape["scrape_interval"] == "15s"
+    assert scrape["static_configs"] == [{"targets": ["127.0.0.1:9464"]}]
+
+
+@pytest.mark.parametrize("rule", rules(), ids=lambda r: r.get("alert") or r["record"])
+def test_rule_names_only_exported_or_recorded_series(rule: dict[str, Any]) -> None:
+    expr = rule["expr"]
+    names, recorded = commscope_names(expr), recorded_names(expr)
+    assert names or recorded, expr
+    assert names <= NAMES, f"not exported: {sorted(names - NAMES)}"
+    assert recorded <= set(records()), f"never recorded: {sorted(recorded - set(records()))}"
+    assert not misused_counters(expr), expr
+    assert not unknown_labels(expr), expr
+
+
+def test_recorded_names_follow_level_metric_operations() -> None:
+    for name in records():
+        level, metric, operations = name.split(":")
+        assert metric.startswith("commscope_") and level and operations, name
+
+
+def rule_tests() -> list[dict[str, Any]]:
+    tests: list[dict[str, Any]] = load(PROM / "rules_test.yml")["tests"]
+    return tests
+
+
+@pytest.mark.parametrize("alert", alerts())
+def test_every_alert_is_tested_firing_and_quiet(alert: str) -> None:
+    cases = [
+        c for t in rule_tests() for c in t.get("alert_rule_test", []) if c["alertname"] == alert
+    ]
+    assert any(c["exp_alerts"] for c in cases), "never seen firing"
+    assert any(not c["exp_alerts"] for c in cases), "never seen quiet"
+
+
+@pytest.mark.parametrize("record", records())
+def test_every_recording_rule_is_tested(record: str) -> None:
+    tested = {c["expr"] for t in rule_tests() for c in t.get("promql_expr_test", [])}
+    assert record in tested
+
+
+def test_rule_tests_feed_only_exported_series() -> None:
+    for test in rule_tests():
+        for series in test["input_series"]:
+            assert commscope_names(series["series"]) <= NAMES, series["series"]

@@ -1,0 +1,328 @@
+"""The Slurm prolog and epilog, run against stub `systemctl`/`scontrol`/`logger` commands.
+
+Both run with a clean environment, as slurmd runs them; the stubs come first on PATH, so the
+real systemctl of the machine running the tests is never called.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shlex
+import stat
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from deploycheck import DEPLOY, FLAGS, env_file, require_tool
+
+SLURM = DEPLOY / "slurm"
+PROLOG = SLURM / "prolog.sh"
+EPILOG = SLURM / "epilog.sh"
+JOB = "4242"
+
+# systemctl: logs its arguments; exits $STUB_SYSTEMCTL_RC; `is-active UNIT` succeeds while
+# $STUB_DIR/active/UNIT holds a number above 0, counting it down; $STUB_HANG makes it hang.
+SYSTEMCTL = """#!/bin/bash
+echo "systemctl $*" >>"$STUB_DIR/calls"
+[[ -n "${STUB_HANG:-}" ]] && exec sleep 60
+if [[ "$1" == is-active ]]; then
+    f="$STUB_DIR/active/${!#}"
+    [[ -f "$f" ]] || exit 3
+    n=$(<"$f")
+    ((n > 0)) || exit 3
+    echo $((n - 1)) >"$f"
+    exit 0
+fi
+exit "${STUB_SYSTEMCTL_RC:-0}"
+"""
+SCONTROL = """#!/bin/bash
+echo "scontrol $*" >>"$STUB_DIR/calls"
+[[ -n "${STUB_HANG:-}" ]] && exec sleep 60
+[[ "${STUB_SCONTROL_RC:-0}" == 0 ]] || exit "$STUB_SCONTROL_RC"
+[[ "$1 $2" == "show hostnames" ]] && printf '%s\\n' $STUB_NODES
+exit 0
+"""
+LOGGER = """#!/bin/bash
+echo "logger $*" >>"$STUB_DIR/calls"
+"""
+
+
+@dataclass
+class Node:
+    """A fake node: stub commands, an /etc/commscope and a trace root in a temporary folder."""
+
+    root: Path
+
+    @property
+    def calls_file(self) -> Path:
+        return self.root / "calls"
+
+    @property
+    def env_dir(self) -> Path:
+        return self.root / "etc-commscope"
+
+    @property
+    def trace_root(self) -> Path:
+        return self.root / "traces"
+
+    @property
+    def conf(self) -> Path:
+        return self.root / "slurm.conf"
+
+    def calls(self, command: str = "systemctl") -> list[str]:
+        if not self.calls_file.exists():
+            return []
+        lines = self.calls_file.read_text().splitlines()
+        return [line.removeprefix(f"{command} ") for line in lines if line.startswith(command)]
+
+    def environment(self, **extra: str) -> dict[str, str]:
+        env = {
+            "PATH": f"{self.root / 'bin'}:/usr/bin:/bin",
+            "STUB_DIR": str(self.root),
+            "STUB_NODES": "node001 node002 node003",
+            "SLURM_JOB_ID": JOB,
+            "SLURM_JOB_USER": getpass.getuser(),
+            "SLURM_JOB_NODELIST": "node[001-003]",
+            "SLURMD_NODENAME": "node001",
+            "COMMSCOPE_SLURM_CONF": str(self.conf),
+            "COMMSCOPE_ENV_DIR": str(self.env_dir),
+            "COMMSCOPE_TRACE_ROOT": str(self.trace_root),
+        }
+        env.update(extra)
+        return env
+
+    def run(
+        self, script: Path, env: dict[str, str], timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["/bin/bash", str(script)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def aggregator_active_for(self, polls: int) -> None:
+        active = self.root / "active"
+        active.mkdir(exist_ok=True)
+        (active / f"commscope-aggregator@{JOB}.service").write_text(f"{polls}\n")
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Node:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (("systemctl", SYSTEMCTL), ("scontrol", SCONTROL), ("logger", LOGGER)):
+        stub = bin_dir / name
+        stub.write_text(text)
+        stub.chmod(stub.stat().st_mode | stat.S_IXUSR)
+    return Node(tmp_path)
+
+
+# ---- both scripts
+
+
+@pytest.mark.parametrize("script", [PROLOG, EPILOG], ids=lambda p: p.name)
+def test_script_parses(script: Path) -> None:
+    done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("script", [PROLOG, EPILOG], ids=lambda p: p.name)
+def test_script_is_shellcheck_clean(script: Path) -> None:
+    shellcheck = require_tool("shellcheck")
+    done = subprocess.run([shellcheck, str(script)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout
+
+
+@pytest.mark.parametrize("script", [PROLOG, EPILOG], ids=lambda p: p.name)
+def test_script_is_executable(script: Path) -> None:
+    assert os.access(script, os.X_OK)
+
+
+@pytest.mark.parametrize("script", [PROLOG, EPILOG], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "conf",
+    ["exit 3", "false", "COMMSCOPE_AGGREGATOR_WAIT=abc; COMMSCOPE_IDLE_TIMEOUT=$nope"],
+    ids=["exit", "false", "unbound"],
+)
+def test_broken_site_settings_never_fail_the_script(node: Node, script: Path, conf: str) -> None:
+    node.conf.write_text(conf + "\n")
+    node.aggregator_active_for(5)
+    done = node.run(script, fast(node))
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("script", [PROLOG, EPILOG], ids=lambda p: p.name)
+@pytest.mark.parametrize("job", ["", "../etc", "12; rm -rf /"], ids=["empty", "path", "shell"])
+def test_unusable_job_id_does_nothing(node: Node, script: Path, job: str) -> None:
+    done = node.run(script, node.environment(SLURM_JOB_ID=job))
+    assert done.returncode == 0
+    assert node.calls() == []
+    assert not node.env_dir.exists()
+
+
+@pytest.mark.parametrize("script", [PROLOG, EPILOG], ids=lambda p: p.name)
+def test_empty_environment_exits_0(node: Node, script: Path) -> None:
+    done = node.run(
+        script, {"PATH": f"{node.root / 'bin'}:/usr/bin:/bin", "STUB_DIR": str(node.root)}
+    )
+    assert done.returncode == 0, done.stderr
+
+
+# ---- prolog
+
+
+def test_prolog_on_the_first_node_writes_the_env_file_and_starts_both(node: Node) -> None:
+    done = node.run(PROLOG, node.environment())
+    assert done.returncode == 0, done.stderr
+    watch = node.trace_root / JOB
+    assert env_file(node.env_dir / f"{JOB}.env") == {
+        "COMMSCOPE_WATCH_DIR": str(watch),
+        "COMMSCOPE_AGGREGATOR": "tcp://node001:5555",
+        "COMMSCOPE_NODE": "node001",
+        "COMMSCOPE_COLLECT_ARGS": "",
+        "COMMSCOPE_LISTEN": "tcp://0.0.0.0:5555",
+        "COMMSCOPE_METRICS_PORT": "9464",
+        "COMMSCOPE_AGGREGATE_ARGS": "--expect-nodes 3 --idle-timeout 1800",
+    }
+    assert node.calls() == [
+        f"start commscope-aggregator@{JOB}.service",
+        f"start commscope-collector@{JOB}.service",
+    ]
+    assert node.calls("scontrol") == ["show hostnames node[001-003]"]
+    assert stat.S_IMODE(watch.stat().st_mode) == 0o700
+    assert watch.stat().st_uid == os.getuid()
+
+
+def test_prolog_on_another_node_starts_only_the_collector(node: Node) -> None:
+    done = node.run(PROLOG, node.environment(SLURMD_NODENAME="node003"))
+    assert done.returncode == 0, done.stderr
+    env = env_file(node.env_dir / f"{JOB}.env")
+    assert (env["COMMSCOPE_NODE"], env["COMMSCOPE_AGGREGATOR"]) == ("node003", "tcp://node001:5555")
+    assert node.calls() == [f"start commscope-collector@{JOB}.service"]
+
+
+def test_prolog_site_settings_reach_the_env_file(node: Node) -> None:
+    node.conf.write_text(
+        "COMMSCOPE_PORT=6000\n"
+        "COMMSCOPE_COLLECT_ARGS='--poll --poll-interval 2'\n"
+        "COMMSCOPE_AGGREGATE_ARGS='--config /etc/commscope/llama3_8b.toml'\n"
+    )
+    node.run(PROLOG, node.environment(SLURMD_NODENAME="node002"))
+    env = env_file(node.env_dir / f"{JOB}.env")
+    assert env["COMMSCOPE_AGGREGATOR"] == "tcp://node001:6000"
+    assert env["COMMSCOPE_COLLECT_ARGS"] == "--poll --poll-interval 2"
+    assert env["COMMSCOPE_AGGREGATE_ARGS"] == (
+        "--expect-nodes 3 --idle-timeout 1800 --config /etc/commscope/llama3_8b.toml"
+    )
+
+
+def test_prolog_env_file_holds_documented_variables_and_known_flags(node: Node) -> None:
+    node.run(PROLOG, node.environment())
+    env = env_file(node.env_dir / f"{JOB}.env")
+    assert set(env) <= set(env_file(DEPLOY / "systemd" / "example.env"))
+    for var, command in (
+        ("COMMSCOPE_COLLECT_ARGS", "collect"),
+        ("COMMSCOPE_AGGREGATE_ARGS", "aggregate"),
+    ):
+        assert {a for a in shlex.split(env[var]) if a.startswith("--")} <= FLAGS[command]
+
+
+def test_prolog_with_a_central_aggregator_starts_only_the_collector(node: Node) -> None:
+    node.conf.write_text("COMMSCOPE_AGGREGATOR_HOST=monitor01\n")
+    node.run(PROLOG, node.environment())
+    env = env_file(node.env_dir / f"{JOB}.env")
+    assert env["COMMSCOPE_AGGREGATOR"] == "tcp://monitor01:5555"
+    assert node.calls() == [f"start commscope-collector@{JOB}.service"]
+
+
+def test_prolog_disabled_does_nothing(node: Node) -> None:
+    node.conf.write_text("COMMSCOPE_ENABLE=0\n")
+    done = node.run(PROLOG, node.environment())
+    assert done.returncode == 0
+    assert node.calls() == [] and node.calls("scontrol") == []
+
+
+def test_prolog_without_the_node_list_starts_nothing_and_exits_0(node: Node) -> None:
+    done = node.run(PROLOG, node.environment(STUB_SCONTROL_RC="1"))
+    assert done.returncode == 0
+    assert node.calls() == []
+    assert not (node.env_dir / f"{JOB}.env").exists()
+    assert "cannot list the job's nodes" in done.stderr
+
+
+def test_prolog_exits_0_when_systemctl_fails(node: Node) -> None:
+    done = node.run(PROLOG, node.environment(STUB_SYSTEMCTL_RC="1"))
+    assert done.returncode == 0
+    assert len(node.calls()) == 2
+    assert "could not start" in done.stderr
+
+
+# ---- epilog
+
+
+def fast(node: Node, **extra: str) -> dict[str, str]:
+    bounds = {
+        "COMMSCOPE_COLLECTOR_STOP_TIMEOUT": "2",
+        "COMMSCOPE_AGGREGATOR_WAIT": "2",
+        "COMMSCOPE_AGGREGATOR_STOP_TIMEOUT": "2",
+        "COMMSCOPE_QUERY_TIMEOUT": "2",
+        "COMMSCOPE_POLL_INTERVAL": "0.1",
+    }
+    return node.environment(**{**bounds, **extra})
+
+
+def test_epilog_exits_0_when_systemctl_and_scontrol_fail(node: Node) -> None:
+    done = node.run(EPILOG, fast(node, STUB_SYSTEMCTL_RC="1", STUB_SCONTROL_RC="1"))
+    assert done.returncode == 0, done.stderr
+    assert f"stop commscope-collector@{JOB}.service" in node.calls()
+
+
+def test_epilog_exits_0_in_bounded_time_when_systemctl_hangs(node: Node) -> None:
+    start = time.monotonic()
+    done = node.run(EPILOG, fast(node, STUB_HANG="1"), timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - start < 15
+
+
+def test_epilog_stops_the_collector_and_lets_the_aggregator_finish(node: Node) -> None:
+    (node.env_dir).mkdir()
+    (node.env_dir / f"{JOB}.env").write_text("COMMSCOPE_NODE=node001\n")
+    node.aggregator_active_for(3)  # finishes on its own after three polls
+    done = node.run(EPILOG, fast(node, COMMSCOPE_AGGREGATOR_WAIT="30"))
+    assert done.returncode == 0, done.stderr
+    calls = node.calls()
+    assert calls[0] == f"stop commscope-collector@{JOB}.service"
+    assert f"stop commscope-aggregator@{JOB}.service" not in calls
+    assert calls.count(f"is-active --quiet commscope-aggregator@{JOB}.service") == 4
+    assert calls[-2:] == [
+        f"clean --what=state commscope-collector@{JOB}.service",
+        f"reset-failed commscope-collector@{JOB}.service commscope-aggregator@{JOB}.service",
+    ]
+    assert not (node.env_dir / f"{JOB}.env").exists()
+
+
+def test_epilog_stops_an_aggregator_that_keeps_waiting(node: Node) -> None:
+    node.aggregator_active_for(1_000_000)
+    done = node.run(EPILOG, fast(node, COMMSCOPE_AGGREGATOR_WAIT="1"))
+    assert done.returncode == 0, done.stderr
+    calls = node.calls()
+    stops = [c for c in calls if c.startswith("stop ")]
+    assert stops == [
+        f"stop commscope-collector@{JOB}.service",
+        f"stop commscope-aggregator@{JOB}.service",
+    ]
+    assert "stopping it" in done.stderr
+
+
+def test_epilog_on_a_node_without_the_aggregator_only_stops_the_collector(node: Node) -> None:
+    done = node.run(EPILOG, fast(node, SLURMD_NODENAME="node002"))
+    assert done.returncode == 0
+    assert [c for c in node.calls() if c.startswith("stop ")] == [
+        f"stop commscope-collector@{JOB}.service"
+    ]

@@ -1,0 +1,165 @@
+"""The aggregator's /metrics as Prometheus sees it: `promtool check metrics` passes, every
+family of `metricnames.FAMILIES` is served, and a real Prometheus server (Debian's package)
+scrapes it and answers PromQL with the overlap the report gives for a known rank."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from commscope.exporters.metricnames import FAMILIES
+from commscope.pipeline.config import parse_config
+from commscope.pipeline.report import Options
+from service.harness import (
+    Aggregate,
+    Processes,
+    collector_args,
+    free_port,
+    offline,
+    sample_value,
+    wait_for,
+)
+
+pytestmark = pytest.mark.timeout(180)
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "samples" / "gloo_ddp_2rank"
+CONFIG = ROOT / "samples" / "mlp_ddp.toml"
+# Served only when there is something to say: no dropped events in the sample.
+CONDITIONAL = {"commscope_events_dropped_total", "commscope_collector_dropped_total"}
+
+
+def tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        if os.environ.get("COMMSCOPE_REQUIRE_TOOLS") == "1":
+            pytest.fail(f"{name} is required (COMMSCOPE_REQUIRE_TOOLS=1) but not installed")
+        pytest.skip(f"{name} not installed (Debian package prometheus)")
+    return found
+
+
+@pytest.fixture
+def procs(tmp_path: Path) -> Iterator[Processes]:
+    started = Processes(tmp_path)
+    yield started
+    started.cleanup()
+
+
+@pytest.fixture
+def streamed(procs: Processes, tmp_path: Path) -> Aggregate:
+    """An aggregator that has received the whole sample and is still serving."""
+    aggregate = Aggregate(
+        procs,
+        tmp_path,
+        free_port(),
+        free_port(),
+        ("--config", str(CONFIG), "--job", "mlp", "--expect-nodes", "2"),
+    )
+    aggregate.start()
+    watch = tmp_path / "traces"
+    shutil.copytree(SAMPLE, watch)
+    args = collector_args(watch, aggregate.endpoint, "n1", tmp_path / "st", "--once")
+    assert procs.start("collector", *args).wait(60) == 0
+    wait_for(
+        "both windows",
+        lambda: (
+            'commscope_windows_completed_total{job="mlp"} 2.0' in (aggregate.metrics_text() or "")
+        ),
+    )
+    return aggregate
+
+
+def _sample_name(family: str, text: str) -> str:
+    """A counter family `x` is served as samples `x_total`."""
+    return f"{family}_total" if f"\n{family}_total" in text else family
+
+
+def exposed_names(text: str) -> set[str]:
+    return {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")}
+
+
+def test_metrics_pass_promtool_and_serve_every_family(streamed: Aggregate) -> None:
+    text = wait_for("collector heartbeats", lambda: _with_collector(streamed))
+    checked = subprocess.run(
+        [tool("promtool"), "check", "metrics"],
+        input=text.encode(),
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout.decode() + checked.stderr.decode()
+    served = {
+        name + ("_total" if f"{name}_total " in text or f"{name}_total{{" in text else "")
+        for name in exposed_names(text)
+    }
+    expected = {f.name for f in FAMILIES} - CONDITIONAL
+    assert expected <= served, sorted(expected - served)
+
+
+def test_a_real_prometheus_scrapes_the_overlap_of_rank_0(
+    streamed: Aggregate, procs: Processes, tmp_path: Path
+) -> None:
+    binary = tool("prometheus")
+    port = free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        "scrape_configs:\n"
+        "  - job_name: commscope\n"
+        "    honor_labels: true\n"
+        f"    static_configs: [{{targets: ['127.0.0.1:{streamed.metrics_port}']}}]\n"
+    )
+    with (tmp_path / "prometheus.log").open("wb") as log:
+        server = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+    try:
+        expected = _expected_overlap(tmp_path)
+        query = 'commscope_run_comm_compute_overlap_ratio{job="mlp",rank="0"}'
+        value = wait_for("Prometheus to answer", lambda: _query(port, query), 60)
+        assert value == pytest.approx(expected["run"], rel=1e-12)
+        latest = 'commscope_comm_compute_overlap_ratio{job="mlp",rank="0"}'
+        assert _query(port, latest) == pytest.approx(expected["latest"], rel=1e-12)
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def _expected_overlap(tmp_path: Path) -> dict[str, float]:
+    config = parse_config(CONFIG.read_text(), CONFIG.name)
+    report = offline(tmp_path / "traces", Options(config=config))
+    return {
+        "run": report["overlap"]["per_rank"]["0"]["ratio"],
+        "latest": report["windows"][-1]["overlap"]["per_rank"]["0"]["ratio"],
+    }
+
+
+def _query(port: int, query: str) -> float | None:
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": query})
+    with urllib.request.urlopen(url, timeout=5) as response:
+        answer = json.loads(response.read())
+    results = answer["data"]["result"]
+    return float(results[0]["value"][1]) if results else None
+
+
+def _with_collector(aggregate: Aggregate) -> str | None:
+    text = aggregate.metrics_text() or ""
+    return text if "commscope_collector_up{" in text else None
+
+
+def _windows(aggregate: Aggregate) -> float | None:
+    text = aggregate.metrics_text() or ""
+    return sample_value(text, "commscope_windows_completed_total", job="mlp")
