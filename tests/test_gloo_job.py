@@ -13,36 +13,14 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-TRAIN = Path(__file__).resolve().parent / "gloo_job" / "train.py"
+from gloo_job.launch import torchrun
 
 if not os.environ.get("CI"):
     pytest.importorskip("torch", reason="torch (CPU) is installed by scripts/test.sh")
 
 pytestmark = pytest.mark.slow
-
-
-def torchrun(out: Path, *extra: str) -> None:
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo"}
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node",
-        "2",
-        str(TRAIN),
-        "--out",
-        str(out),
-        *extra,
-    ]
-    result = subprocess.run(
-        command, env=env, capture_output=True, text=True, timeout=300, check=False
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
 
 
 @pytest.fixture(scope="module")

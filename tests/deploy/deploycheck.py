@@ -7,15 +7,13 @@ checks that never ran.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import shutil
 from collections import Counter
 from pathlib import Path
 
-import pytest
 from commscope.exporters.metricnames import FAMILIES, NAMES
+from tools import require_tool
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -60,17 +58,6 @@ _SELECTOR = re.compile(r"\b(commscope_[a-z_]+)\s*\{([^}]*)\}")
 _MATCHER_LABEL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)")
 _GROUPING = re.compile(r"\b(?:by|without|on|ignoring)\s*\(([^)]*)\)")
 _RATE_CALL = re.compile(r"\b(?:rate|irate|increase)\s*\(\s*(commscope_[a-z_]+)\b")
-
-
-def require_tool(name: str) -> str:
-    """The path of tool `name`; skip the test when it is missing, fail under CI's flag."""
-    path = shutil.which(name)
-    if path is not None:
-        return path
-    message = f"{name} is not installed"
-    if os.environ.get("COMMSCOPE_REQUIRE_TOOLS") == "1":
-        pytest.fail(f"{message}, and COMMSCOPE_REQUIRE_TOOLS=1 requires it")
-    pytest.skip(message)
 
 
 def commscope_names(expr: str) -> set[str]:

@@ -5,7 +5,6 @@ scrapes it and answers PromQL with the overlap the report gives for a known rank
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import urllib.parse
@@ -26,6 +25,7 @@ from service.harness import (
     sample_value,
     wait_for,
 )
+from tools import require_tool
 
 pytestmark = pytest.mark.timeout(180)
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,15 +33,6 @@ SAMPLE = ROOT / "samples" / "gloo_ddp_2rank"
 CONFIG = ROOT / "samples" / "mlp_ddp.toml"
 # Served only when there is something to say: no dropped events in the sample.
 CONDITIONAL = {"commscope_events_dropped_total", "commscope_collector_dropped_total"}
-
-
-def tool(name: str) -> str:
-    found = shutil.which(name)
-    if found is None:
-        if os.environ.get("COMMSCOPE_REQUIRE_TOOLS") == "1":
-            pytest.fail(f"{name} is required (COMMSCOPE_REQUIRE_TOOLS=1) but not installed")
-        pytest.skip(f"{name} not installed (Debian package prometheus)")
-    return found
 
 
 @pytest.fixture
@@ -87,7 +78,7 @@ def exposed_names(text: str) -> set[str]:
 def test_metrics_pass_promtool_and_serve_every_family(streamed: Aggregate) -> None:
     text = wait_for("collector heartbeats", lambda: _with_collector(streamed))
     checked = subprocess.run(
-        [tool("promtool"), "check", "metrics"],
+        [require_tool("promtool"), "check", "metrics"],
         input=text.encode(),
         capture_output=True,
         timeout=30,
@@ -105,7 +96,7 @@ def test_metrics_pass_promtool_and_serve_every_family(streamed: Aggregate) -> No
 def test_a_real_prometheus_scrapes_the_overlap_of_rank_0(
     streamed: Aggregate, procs: Processes, tmp_path: Path
 ) -> None:
-    binary = tool("prometheus")
+    binary = require_tool("prometheus")
     port = free_port()
     config = tmp_path / "prometheus.yml"
     config.write_text(

@@ -1,0 +1,30 @@
+"""Launching tests/gloo_job/train.py under torchrun: 2 processes, gloo on loopback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+TRAIN = Path(__file__).resolve().parent / "train.py"
+
+
+def torchrun(out: Path, *extra: str) -> None:
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo"}
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        str(TRAIN),
+        "--out",
+        str(out),
+        *extra,
+    ]
+    result = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
