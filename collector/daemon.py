@@ -22,7 +22,6 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
-from wsgiref.simple_server import WSGIServer
 
 import msgspec
 import zmq
@@ -44,8 +43,7 @@ from commscope.collector.schema import (
 )
 from commscope.collector.stream import FileStream, Item, StreamSettings, fingerprint
 from commscope.collector.watch import Watcher
-from commscope.exporters.prometheus import Snapshot, SnapshotCollector
-from prometheus_client import CollectorRegistry, start_http_server
+from commscope.exporters.prometheus import Snapshot, SnapshotCollector, serve
 
 log = logging.getLogger("commscope.collect")
 
@@ -126,7 +124,7 @@ class Collector:
         watcher = Watcher(
             self.settings.watch, poll_s=self.settings.poll_s, use_inotify=self.settings.use_inotify
         )
-        server = self._serve_metrics()
+        server = serve(self.exporter, self.settings.metrics_port, self.settings.metrics_addr)
         try:
             self._send(socket, self._hello())
             return self._loop(socket, watcher, stop)
@@ -140,17 +138,6 @@ class Collector:
             watcher.close()
             socket.close(0)
             context.term()
-
-    def _serve_metrics(self) -> WSGIServer | None:
-        """This collector's own metrics, readable while the aggregator is away."""
-        if self.settings.metrics_port is None:
-            return None
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(self.exporter)
-        server, _ = start_http_server(
-            self.settings.metrics_port, self.settings.metrics_addr, registry=registry
-        )
-        return server
 
     def _metrics(self, now: float) -> Snapshot:
         return Snapshot(

@@ -12,9 +12,11 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final
+from wsgiref.simple_server import WSGIServer
 
 from commscope.collector.schema import AggregatorStats, CollectorStats, Report, Window
 from commscope.exporters.metricnames import FAMILIES, Family
+from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -174,3 +176,13 @@ class SnapshotCollector(Collector):
         with self._lock:
             metrics = self._metrics
         yield from metrics
+
+
+def serve(exporter: SnapshotCollector, port: int | None, addr: str) -> WSGIServer | None:
+    """Serve `/metrics` from `exporter` on a background thread (None: no port asked)."""
+    if port is None:
+        return None
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(exporter)
+    server, _ = start_http_server(port, addr, registry=registry)
+    return server

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
-from wsgiref.simple_server import WSGIServer
 
 import msgspec
 import zmq
@@ -43,12 +42,11 @@ from commscope.collector.schema import (
     Welcome,
 )
 from commscope.exporters.files import write_reports
-from commscope.exporters.prometheus import STATS, Rolling, Snapshot, SnapshotCollector
+from commscope.exporters.prometheus import STATS, Rolling, Snapshot, SnapshotCollector, serve
 from commscope.pipeline.live import Aggregation, Verdict
 from commscope.pipeline.report import Options
 from commscope.pipeline.rolling import RollingBandwidth
 from commscope.pipeline.store import Store
-from prometheus_client import CollectorRegistry, start_http_server
 
 log = logging.getLogger("commscope.aggregate")
 
@@ -126,7 +124,7 @@ class Aggregator:
         self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
         self.socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
         self.socket.bind(self.settings.listen)
-        server = self._serve_metrics()
+        server = serve(self.exporter, self.settings.metrics_port, self.settings.metrics_addr)
         try:
             while not stop.is_set() and not self._over():
                 if self.socket.poll(100):
@@ -140,16 +138,6 @@ class Aggregator:
             self.store.close()
             self.socket.close(0)
             context.term()
-
-    def _serve_metrics(self) -> WSGIServer | None:
-        if self.settings.metrics_port is None:
-            return None
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(self.exporter)
-        server, _ = start_http_server(
-            self.settings.metrics_port, self.settings.metrics_addr, registry=registry
-        )
-        return server
 
     def _drain(self, socket: zmq.Socket[bytes]) -> None:
         for _ in range(_DRAIN):

@@ -9,7 +9,6 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,13 +29,6 @@ pytestmark = [pytest.mark.timeout(240), pytest.mark.skipif(not DLRM.exists(), re
 
 RANKS = sorted(DLRM.glob("worker*.json"))
 WINDOW = "dlrm"
-
-
-@pytest.fixture
-def procs(tmp_path: Path) -> Iterator[Processes]:
-    started = Processes(tmp_path)
-    yield started
-    started.cleanup()
 
 
 @pytest.fixture

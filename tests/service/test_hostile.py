@@ -38,13 +38,6 @@ STREAM = "ab" * 16
 
 
 @pytest.fixture
-def procs(tmp_path: Path) -> Iterator[Processes]:
-    started = Processes(tmp_path)
-    yield started
-    started.cleanup()
-
-
-@pytest.fixture
 def aggregate(procs: Processes, tmp_path: Path) -> Aggregate:
     return Aggregate(procs, tmp_path, free_port(), free_port(), ("--expect-nodes", "1"))
 

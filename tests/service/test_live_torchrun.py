@@ -5,7 +5,6 @@ not exist yet when the collector starts). The aggregator's final report is the o
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,13 +24,6 @@ if not os.environ.get("CI"):
     pytest.importorskip("torch", reason="torch (CPU) is installed by scripts/test.sh")
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
-
-
-@pytest.fixture
-def procs(tmp_path: Path) -> Iterator[Processes]:
-    started = Processes(tmp_path)
-    yield started
-    started.cleanup()
 
 
 def test_collector_follows_a_live_torchrun_job(procs: Processes, tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,13 +32,6 @@ SAMPLE = ROOT / "samples" / "gloo_ddp_2rank"
 CONFIG = ROOT / "samples" / "mlp_ddp.toml"
 # Served only when there is something to say: no dropped events in the sample.
 CONDITIONAL = {"commscope_events_dropped_total", "commscope_collector_dropped_total"}
-
-
-@pytest.fixture
-def procs(tmp_path: Path) -> Iterator[Processes]:
-    started = Processes(tmp_path)
-    yield started
-    started.cleanup()
 
 
 @pytest.fixture
