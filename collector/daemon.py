@@ -264,6 +264,8 @@ class Collector:
         old = self.checkpoint.get(start.path)
         if old is not None and old.stream == start.stream:
             return
+        if old is not None:
+            self._forget_unacked(old.stream)  # the file was rewritten: its old stream is moot
         self.checkpoint[start.path] = Entry(stream=start.stream, fingerprint_bytes=covered)
         self.streams[start.stream] = start.path
 

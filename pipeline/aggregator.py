@@ -99,7 +99,7 @@ class Aggregator:
 
     # ---------------------------------------------------------------- recovery
     def _recover(self) -> None:
-        self.aggregation.restore(self.store.finished())
+        self.aggregation.restore(self.store.finished(), self.store.retired())
         decoder = msgspec.msgpack.Decoder(Record)
         for stream, frames in self.store.logs():
             if stream in self.aggregation.finished:  # crashed between done/ and the log's removal
@@ -212,6 +212,7 @@ class Aggregator:
         self.stats.events += applied.events
         for old in applied.superseded:
             self.store.forget(old)
+            self.store.save_retired(self.aggregation.retired)
             self._dirty = True
         if applied.finished is not None:
             self._finished.append(applied.finished)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Final
 
 from commscope.collector.discover import window_names, window_order
 from commscope.collector.schema import (
@@ -30,6 +31,8 @@ from commscope.collector.schema import (
 )
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report
+
+RETIRED_SEQ: Final = 2**62  # the position of a superseded stream: everything is behind it
 
 
 class Verdict(enum.Enum):
@@ -61,15 +64,19 @@ class Aggregation:
     def __init__(self) -> None:
         self.open: dict[str, OpenStream] = {}
         self.finished: dict[str, FinishedFile] = {}
+        self.retired: set[str] = set()  # superseded streams: whatever comes of them is stale
         self._by_path: dict[tuple[str, str], str] = {}
 
-    def restore(self, finished: Iterable[FinishedFile]) -> None:
+    def restore(self, finished: Iterable[FinishedFile], retired: Iterable[str] = ()) -> None:
+        self.retired.update(retired)
         for item in finished:
             self.finished[item.stream] = item
             self._by_path[(item.node, item.path)] = item.stream
 
     def position(self, stream: str) -> tuple[int, bool]:
         """(next expected seq, whether the stream has ended)."""
+        if stream in self.retired:
+            return RETIRED_SEQ, True
         if stream in self.finished:
             return self.finished[stream].next_seq, True
         current = self.open.get(stream)
@@ -105,6 +112,7 @@ class Aggregation:
         if old is not None and old != start.stream:
             self.open.pop(old, None)
             self.finished.pop(old, None)
+            self.retired.add(old)
             superseded = (old,)
         self._by_path[key] = start.stream
         self.open[start.stream] = OpenStream(start)

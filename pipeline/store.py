@@ -84,6 +84,15 @@ class Store:
         if not keep_done:
             (self._done / f"{stream}.msgpack").unlink(missing_ok=True)
 
+    def retired(self) -> list[str]:
+        path = self.root / "retired.msgpack"
+        if not path.exists():
+            return []
+        return msgspec.msgpack.decode(path.read_bytes(), type=list[str])
+
+    def save_retired(self, streams: set[str]) -> None:
+        write_atomic(self.root / "retired.msgpack", msgspec.msgpack.encode(sorted(streams)))
+
     def save_nodes(self, nodes: dict[str, bool]) -> None:
         write_atomic(self.root / "nodes.msgpack", msgspec.msgpack.encode(nodes))
 

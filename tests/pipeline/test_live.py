@@ -1,0 +1,512 @@
+"""The live aggregation: verdicts, positions, supersedes, windows, and the report it makes.
+
+Records are built the way `FileStream` builds them, without its thread: the trace is parsed
+with `TraceReader` and its events cut into batches of `size` events (any chunking is a valid
+stream). The offline run (`analyse`) is the oracle: the same files, delivered in any order,
+any number of times, must give the same JSON document.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+import random
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from commscope.collector.discover import (
+    find_windows,
+    open_trace,
+    rank_from_name,
+    relative_folder,
+    root_name,
+)
+from commscope.collector.errors import TraceError
+from commscope.collector.kineto import TraceReader
+from commscope.collector.schema import (
+    Batch,
+    Event,
+    FileStats,
+    FinishedFile,
+    GpuOp,
+    Record,
+    Skipped,
+    StreamEnd,
+    StreamStart,
+    TraceMeta,
+)
+from commscope.exporters import jsonreport
+from commscope.pipeline.accumulate import Accumulator
+from commscope.pipeline.live import RETIRED_SEQ, Aggregation, Applied, Verdict
+from commscope.pipeline.report import Options
+from commscope.pipeline.run import analyse
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "gloo_ddp_2rank"
+TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces" / "kineto"
+DLRM = TRACES / "dlrm_8rank_v100"
+NODE = "node0"
+SAMPLE_EVENTS = 158  # the events TraceReader yields for iteration_4/rank0
+UNFINISHED = (
+    "unfinished when the run ended ({} events in {} records received; the file never ended)"
+)
+
+
+# ---------------------------------------------------------------- records of real files
+
+
+@dataclass(frozen=True)
+class Parse:
+    """One pass of TraceReader: what it yielded, and its metadata or its error."""
+
+    events: tuple[Event, ...]
+    meta: TraceMeta
+    stats: FileStats
+    error: str | None
+
+
+@functools.cache
+def parse(path: Path) -> Parse:
+    events: list[Event] = []
+    try:
+        with open_trace(path) as handle:
+            reader = TraceReader(handle, str(path))
+            for batch in reader.batches(1):
+                events.extend(batch)
+    except TraceError as exc:  # as FileStream: batches already sent, then an end with the reason
+        return Parse(tuple(events), TraceMeta(), FileStats(), exc.reason)
+    return Parse(tuple(events), reader.meta, reader.stats, None)
+
+
+def stream_id(node: str, path: Path, salt: str = "") -> str:
+    return hashlib.blake2b(f"{node}\0{path}\0{salt}".encode(), digest_size=16).hexdigest()
+
+
+def file_records(
+    root: Path, path: Path, size: int, node: str = NODE, salt: str = ""
+) -> list[Record]:
+    """StreamStart, a Batch per `size` events, StreamEnd: the records of one file."""
+    parsed = parse(path)
+    stream = stream_id(node, path, salt)
+    start = StreamStart(
+        stream=stream,
+        node=node,
+        path=str(path),
+        folder=relative_folder(root, path.parent),
+        root_name=root_name(root),
+        name_rank=rank_from_name(path),
+    )
+    cuts = range(0, len(parsed.events), size)
+    batches = [
+        Batch(stream=stream, seq=seq, events=list(parsed.events[cut : cut + size]))
+        for seq, cut in enumerate(cuts, start=1)
+    ]
+    end = StreamEnd(
+        stream=stream,
+        seq=len(batches) + 1,
+        meta=parsed.meta,
+        stats=parsed.stats,
+        size_bytes=path.stat().st_size,
+        error=parsed.error,
+    )
+    return [start, *batches, end]
+
+
+def trace_files(root: Path) -> list[Path]:
+    return [path for window in find_windows(root) for path in window.files]
+
+
+def run_records(root: Path, size: int) -> list[list[Record]]:
+    return [file_records(root, path, size) for path in trace_files(root)]
+
+
+def apply_all(aggregation: Aggregation, records: Sequence[Record]) -> list[Applied]:
+    """Apply records that must each be the next one expected."""
+    applied = []
+    for record in records:
+        assert aggregation.verdict(record) is Verdict.APPLY, record
+        applied.append(aggregation.apply(record))
+    return applied
+
+
+def round_robin(streams: Sequence[Sequence[Record]]) -> list[Record]:
+    longest = max(len(s) for s in streams)
+    return [s[i] for i in range(longest) for s in streams if i < len(s)]
+
+
+def live_document(aggregation: Aggregation, final: bool = True) -> dict[str, Any]:
+    return jsonreport.to_document(aggregation.report(Options(), final=final))
+
+
+@functools.cache
+def offline(root: Path) -> dict[str, Any]:
+    return jsonreport.to_document(analyse(root, Options()))
+
+
+def offline_document(root: Path) -> dict[str, Any]:
+    return copy.deepcopy(offline(root))  # a copy to edit
+
+
+needs_dlrm = pytest.mark.skipif(not DLRM.is_dir(), reason=f"{DLRM} not present")
+
+
+# ---------------------------------------------------------------- verdicts by hand
+
+STREAM = "0123456789abcdef0123456789abcdef"
+START = StreamStart(stream=STREAM, node=NODE, path="/run/rank0.json", folder=".", root_name="run")
+EVENTS: list[Event] = [GpuOp("compute", 0, 100), GpuOp("compute", 50, 100), GpuOp("memcpy", 0, 7)]
+BATCH_1 = Batch(stream=STREAM, seq=1, events=EVENTS[:2])
+BATCH_2 = Batch(stream=STREAM, seq=2, events=EVENTS[2:])
+END = StreamEnd(stream=STREAM, seq=3, meta=TraceMeta(rank=0, world_size=1), size_bytes=123)
+
+
+def test_a_stream_start_is_applied_first() -> None:
+    assert Aggregation().verdict(START) is Verdict.APPLY
+
+
+@pytest.mark.parametrize(
+    "record",
+    [BATCH_1, Batch(stream=STREAM, seq=0, events=[]), END],
+    ids=["batch-1", "batch-0", "end"],
+)
+def test_a_record_before_its_stream_start_is_ahead(record: Record) -> None:
+    assert Aggregation().verdict(record) is Verdict.AHEAD
+
+
+def test_a_record_after_a_gap_is_ahead() -> None:
+    aggregation = Aggregation()
+    apply_all(aggregation, [START])
+    assert aggregation.verdict(BATCH_2) is Verdict.AHEAD
+    assert aggregation.verdict(END) is Verdict.AHEAD
+    assert aggregation.verdict(BATCH_1) is Verdict.APPLY
+
+
+def test_a_record_applied_before_is_a_duplicate() -> None:
+    aggregation = Aggregation()
+    apply_all(aggregation, [START, BATCH_1])
+    assert aggregation.verdict(START) is Verdict.DUPLICATE
+    assert aggregation.verdict(BATCH_1) is Verdict.DUPLICATE
+    assert aggregation.verdict(BATCH_2) is Verdict.APPLY
+
+
+@pytest.mark.parametrize(
+    "record",
+    [START, BATCH_1, BATCH_2, END, Batch(stream=STREAM, seq=9, events=EVENTS)],
+    ids=["start", "batch-1", "batch-2", "end", "batch-9"],
+)
+def test_every_record_of_a_finished_stream_is_a_duplicate(record: Record) -> None:
+    aggregation = Aggregation()
+    apply_all(aggregation, [START, BATCH_1, BATCH_2, END])
+    assert aggregation.verdict(record) is Verdict.DUPLICATE
+
+
+def test_position_is_the_next_seq_expected_and_whether_the_stream_ended() -> None:
+    aggregation = Aggregation()
+    positions = [aggregation.position(STREAM)]
+    for record in (START, BATCH_1, BATCH_2, END):
+        apply_all(aggregation, [record])
+        positions.append(aggregation.position(STREAM))
+    assert positions == [(0, False), (1, False), (2, False), (3, False), (4, True)]
+
+
+def test_apply_tells_the_events_added_and_the_finished_file() -> None:
+    aggregation = Aggregation()
+    applied = apply_all(aggregation, [START, BATCH_1, BATCH_2, END])
+    accumulator = Accumulator()
+    accumulator.add_all(EVENTS)
+    finished = FinishedFile(
+        stream=STREAM,
+        node=NODE,
+        path="/run/rank0.json",
+        folder=".",
+        root_name="run",
+        name_rank=None,
+        next_seq=4,
+        size_bytes=123,
+        meta=TraceMeta(rank=0, world_size=1),
+        stats=FileStats(),
+        result=accumulator.result(["/run/rank0.json"]),
+        error=None,
+    )
+    assert applied == [Applied(), Applied(events=2), Applied(events=1), Applied(finished=finished)]
+    assert aggregation.finished == {STREAM: finished}
+    assert aggregation.open == {}
+
+
+# ---------------------------------------------------------------- live == offline
+
+
+@pytest.mark.parametrize(
+    ("root", "size"),
+    [(SAMPLE, 1), (SAMPLE, 10), pytest.param(DLRM, 64, marks=needs_dlrm)],
+    ids=["sample-1", "sample-10", "dlrm-64"],
+)
+def test_live_report_equals_offline(root: Path, size: int) -> None:
+    streams = run_records(root, size)
+    aggregation = Aggregation()
+    apply_all(aggregation, round_robin(streams))
+    assert aggregation.open == {}
+    assert live_document(aggregation) == offline(root)
+
+
+def test_the_sample_is_many_records_per_file() -> None:
+    # the batches above are small: 158 events of iteration_4/rank0 in 10-event batches
+    records = file_records(SAMPLE, SAMPLE / "iteration_4" / "rank0_trace.json.gz", 10)
+    assert len(parse(SAMPLE / "iteration_4" / "rank0_trace.json.gz").events) == SAMPLE_EVENTS
+    assert len(records) == 1 + 16 + 1
+
+
+# ---------------------------------------------------------------- any delivery schedule
+
+
+def receive(aggregation: Aggregation, record: Record) -> None:
+    if aggregation.verdict(record) is Verdict.APPLY:
+        applied = aggregation.apply(record)
+        assert applied.superseded == ()
+
+
+def go_back_n(
+    aggregation: Aggregation, streams: Sequence[Sequence[Record]], rng: random.Random
+) -> int:
+    """Senders resend every unacknowledged record each round; the network shuffles them,
+    delivers some twice and holds some back for later rounds. Returns the rounds taken."""
+    late_p, twice_p = rng.uniform(0, 0.6), rng.uniform(0, 0.5)
+    acked = {s[0].stream: 0 for s in streams}
+    network: list[Record] = []
+    for rounds in range(1000):
+        if all(aggregation.position(stream)[1] for stream in acked):
+            return rounds
+        for records in streams:
+            network.extend(records[acked[records[0].stream] :])
+        rng.shuffle(network)
+        held: list[Record] = []
+        for record in network:
+            if rng.random() < late_p:
+                held.append(record)
+                continue
+            for _ in range(2 if rng.random() < twice_p else 1):
+                receive(aggregation, record)
+        network = held
+        acked = {stream: aggregation.position(stream)[0] for stream in acked}
+    raise AssertionError("the schedule never finished")
+
+
+@given(rng=st.randoms(use_true_random=False), size=st.sampled_from([7, 25, 1000]))
+@settings(max_examples=25, deadline=None)
+def test_any_delivery_schedule_gives_the_offline_report(rng: random.Random, size: int) -> None:
+    streams = run_records(SAMPLE, size)
+    aggregation = Aggregation()
+    go_back_n(aggregation, streams, rng)
+    positions = [aggregation.position(s[0].stream) for s in streams]
+    assert positions == [(len(s), True) for s in streams]
+    assert live_document(aggregation) == offline(SAMPLE)
+
+
+# ---------------------------------------------------------------- one stream per (node, path)
+
+RANK0 = SAMPLE / "iteration_4" / "rank0_trace.json.gz"
+RANK1 = SAMPLE / "iteration_4" / "rank1_trace.json.gz"
+
+
+def test_a_new_stream_for_an_open_path_supersedes_it() -> None:
+    old = file_records(SAMPLE, RANK0, 10, salt="old")
+    new = file_records(SAMPLE, RANK0, 10, salt="new")
+    aggregation = Aggregation()
+    apply_all(aggregation, old[:3])
+    applied = apply_all(aggregation, new[:1])
+    assert applied == [Applied(superseded=(old[0].stream,))]
+    assert list(aggregation.open) == [new[0].stream]
+    assert aggregation.position(old[0].stream) == (RETIRED_SEQ, True)
+
+
+def test_a_new_stream_for_a_finished_path_supersedes_it() -> None:
+    old = file_records(SAMPLE, RANK0, 10, salt="old")
+    new = file_records(SAMPLE, RANK0, 10, salt="new")
+    aggregation = Aggregation()
+    apply_all(aggregation, old)
+    applied = apply_all(aggregation, [*new, *file_records(SAMPLE, RANK1, 10)])
+    assert applied[0] == Applied(superseded=(old[0].stream,))
+    assert old[0].stream not in aggregation.finished
+    assert aggregation.position(old[0].stream) == (RETIRED_SEQ, True)
+    # counted once, not as two files claiming rank 0
+    assert live_document(aggregation) == offline(SAMPLE / "iteration_4")
+
+
+def test_a_late_start_of_a_superseded_stream_is_a_duplicate() -> None:
+    old = file_records(SAMPLE, RANK0, 10, salt="old")
+    new = file_records(SAMPLE, RANK0, 10, salt="new")
+    aggregation = Aggregation()
+    apply_all(aggregation, [old[0], *new])
+    assert aggregation.verdict(old[0]) is Verdict.DUPLICATE
+    assert list(aggregation.finished) == [new[0].stream]
+    restored = Aggregation()
+    restored.restore(aggregation.finished.values(), aggregation.retired)
+    assert restored.verdict(old[0]) is Verdict.DUPLICATE
+
+
+def test_the_same_path_on_another_node_is_another_stream() -> None:
+    here = file_records(SAMPLE, RANK0, 10, node="node0")
+    there = file_records(SAMPLE, RANK0, 10, node="node1")
+    aggregation = Aggregation()
+    applied = apply_all(aggregation, [here[0], there[0]])
+    assert applied == [Applied(), Applied()]
+    assert sorted(aggregation.open) == sorted([here[0].stream, there[0].stream])
+
+
+# ---------------------------------------------------------------- complete windows
+
+
+def test_a_window_is_complete_once_every_rank_has_finished() -> None:
+    streams = run_records(SAMPLE, 10)  # iteration_4 rank0, rank1, iteration_8 rank0, rank1
+    aggregation = Aggregation()
+    seen = [aggregation.complete_windows()]
+    apply_all(aggregation, streams[0])
+    seen.append(aggregation.complete_windows())
+    apply_all(aggregation, streams[1][:-1])  # rank 1 open: not yet
+    seen.append(aggregation.complete_windows())
+    apply_all(aggregation, streams[1][-1:])
+    seen.append(aggregation.complete_windows())
+    apply_all(aggregation, [*streams[3], *streams[2]])
+    seen.append(aggregation.complete_windows())
+    assert seen == [[], [], [], ["iteration_4"], ["iteration_4", "iteration_8"]]
+
+
+def test_an_errored_file_does_not_complete_its_window() -> None:
+    streams = run_records(SAMPLE, 10)
+    broken = streams[3][-1]
+    assert isinstance(broken, StreamEnd)
+    errored = msgspec.structs.replace(broken, error="corrupt JSON (boom)")
+    aggregation = Aggregation()
+    apply_all(aggregation, [*streams[2], *streams[3][:-1], errored])
+    assert aggregation.open == {}
+    assert aggregation.complete_windows() == []
+
+
+# ---------------------------------------------------------------- the final report
+
+
+def test_the_final_report_lists_open_streams_as_unfinished() -> None:
+    streams = run_records(SAMPLE, 10)
+    aggregation = Aggregation()
+    apply_all(aggregation, [*streams[0], *streams[1], *streams[2][:3]])  # start + 2 batches
+    expected = offline_document(SAMPLE / "iteration_4")
+    open_path = str(SAMPLE / "iteration_8" / "rank0_trace.json.gz")
+    expected["inputs"]["files"] = 3
+    expected["inputs"]["skipped"] = [{"path": open_path, "reason": UNFINISHED.format(20, 3)}]
+    assert live_document(aggregation, final=True) == expected
+
+
+def test_an_interim_report_leaves_open_streams_out() -> None:
+    streams = run_records(SAMPLE, 10)
+    aggregation = Aggregation()
+    apply_all(aggregation, [*streams[0], *streams[1], *streams[2][:-1], *streams[3][:1]])
+    assert live_document(aggregation, final=False) == offline(SAMPLE / "iteration_4")
+
+
+# ---------------------------------------------------------------- files that cannot be used
+
+
+def test_a_stream_end_with_an_error_is_skipped_with_its_reason() -> None:
+    aggregation = Aggregation()
+    errored = msgspec.structs.replace(END, error="truncated gzip stream (still being written?)")
+    apply_all(aggregation, [START, BATCH_1, BATCH_2, errored])
+    report = aggregation.report(Options(), final=True)
+    assert report.inputs.skipped == [
+        Skipped("/run/rank0.json", "truncated gzip stream (still being written?)")
+    ]
+    assert (report.ranks, report.windows, report.inputs.files) == ([], [], 1)
+
+
+def copy_truncated_gz(tmp: Path) -> tuple[Path, Path, str]:
+    """iteration_4 with rank1's gzip cut in half."""
+    window = tmp / "run" / "iteration_4"
+    shutil.copytree(SAMPLE / "iteration_4", window)
+    cut = window / "rank1_trace.json.gz"
+    cut.write_bytes((SAMPLE / "iteration_4" / "rank1_trace.json.gz").read_bytes()[:8000])
+    return tmp / "run", cut, "truncated gzip stream (still being written?)"
+
+
+def copy_truncated_json(tmp: Path) -> tuple[Path, Path, str]:
+    """Two DLRM ranks, worker1's JSON cut at 70 % (after more than one batch was read)."""
+    root = tmp / "dlrm"
+    root.mkdir()
+    whole = sorted(DLRM.glob("worker*.json"))[:2]
+    shutil.copy(whole[0], root / whole[0].name)
+    cut = root / whole[1].name
+    data = whole[1].read_bytes()
+    cut.write_bytes(data[: len(data) * 7 // 10])
+    reason = "truncated: the JSON ends before the document is complete (still being written?)"
+    return root, cut, reason
+
+
+@pytest.mark.parametrize(
+    "make",
+    [copy_truncated_gz, pytest.param(copy_truncated_json, marks=needs_dlrm)],
+    ids=["sample-gz", "dlrm-json"],
+)
+def test_a_truncated_file_is_skipped_as_offline(tmp_path: Path, make: Any) -> None:
+    root, cut, reason = make(tmp_path)
+    streams = run_records(root, 50)
+    aggregation = Aggregation()
+    apply_all(aggregation, round_robin(streams))
+    document = live_document(aggregation)
+    assert document["inputs"]["skipped"] == [{"path": str(cut), "reason": reason}]
+    assert document == offline(root)
+
+
+def test_events_read_before_the_damage_were_sent_and_do_not_count(tmp_path: Path) -> None:
+    if not DLRM.is_dir():
+        pytest.skip(f"{DLRM} not present")
+    root, cut, _ = copy_truncated_json(tmp_path)
+    records = file_records(root, cut, 50)
+    assert sum(len(r.events) for r in records if isinstance(r, Batch)) > 0  # sent before the end
+    aggregation = Aggregation()
+    apply_all(aggregation, records)
+    report = aggregation.report(Options(), final=True)
+    assert (report.ranks, report.windows, report.inputs.events) == ([], [], 0)
+
+
+# ---------------------------------------------------------------- restore
+
+
+def restored(aggregation: Aggregation) -> Aggregation:
+    """A fresh aggregation from the finished files, as the store keeps them (msgpack)."""
+    decoder = msgspec.msgpack.Decoder(FinishedFile)
+    fresh = Aggregation()
+    fresh.restore(decoder.decode(msgspec.msgpack.encode(f)) for f in aggregation.finished.values())
+    return fresh
+
+
+def test_restored_files_give_the_same_report() -> None:
+    aggregation = Aggregation()
+    apply_all(aggregation, round_robin(run_records(SAMPLE, 10)))
+    fresh = restored(aggregation)
+    assert live_document(fresh) == live_document(aggregation) == offline(SAMPLE)
+    assert fresh.complete_windows() == ["iteration_4", "iteration_8"]
+
+
+def test_restored_streams_are_at_their_end() -> None:
+    streams = run_records(SAMPLE, 10)
+    aggregation = Aggregation()
+    apply_all(aggregation, round_robin(streams))
+    fresh = restored(aggregation)
+    assert [fresh.position(s[0].stream) for s in streams] == [(len(s), True) for s in streams]
+    assert {fresh.verdict(r) for s in streams for r in s} == {Verdict.DUPLICATE}
+    assert fresh.open == {}
+
+
+def test_a_restored_file_is_superseded_by_a_new_stream_for_its_path() -> None:
+    aggregation = Aggregation()
+    old = file_records(SAMPLE, RANK0, 10, salt="old")
+    apply_all(aggregation, old)
+    fresh = restored(aggregation)
+    new = file_records(SAMPLE, RANK0, 10, salt="new")
+    assert apply_all(fresh, new[:1]) == [Applied(superseded=(old[0].stream,))]
+    assert fresh.finished == {}
