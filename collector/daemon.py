@@ -100,6 +100,7 @@ class Collector:
         self.generation: dict[str, int] = {}
         self.waiting: deque[tuple[Path, int]] = deque()
         self.seen: set[str] = set()
+        self._scanned = False  # the start-up scan has been done
         self.stopping = threading.Event()
         self._encoder = msgspec.msgpack.Encoder()
         self._decoder = msgspec.msgpack.Decoder(ToCollector)
@@ -172,24 +173,18 @@ class Collector:
         self._drain_deadline = now + self.settings.drain_s
 
     def _finished(self) -> bool:
-        if not (self.stopping.is_set() or self.settings.once):
-            return False
-        if self.settings.once and not self.stopping.is_set() and not self.seen:
+        if not (self.stopping.is_set() or (self.settings.once and self._scanned)):
             return False
         return not (self.workers or self.waiting or self.unacked or not self.queue.empty())
 
     # ---------------------------------------------------------------- files
     def _discover(self, paths: list[Path]) -> None:
+        self._scanned = True
         for path in paths:
-            key = str(path)
-            if key not in self.seen:
-                self.seen.add(key)
-                self.stats.files_seen += 1
+            self.seen.add(str(path))
             skip = self._resume_point(path)
             if skip is not None:
                 self.waiting.append((path, skip))
-        if self.settings.once and not paths and not self.seen:
-            self.seen.add("")  # an empty folder is a finished one-shot run
 
     def _resume_point(self, path: Path) -> int | None:
         """Where a file's stream resumes (None: already fully acknowledged)."""
@@ -272,7 +267,7 @@ class Collector:
     def _resend(self, socket: zmq.Socket[bytes], now: float) -> None:
         if not self.unacked and not (self._end_sent and not self._run_acked):
             return
-        oldest = min((p.first_sent for p in self.unacked.values()), default=self._end_sent)
+        oldest = next(iter(self.unacked.values())).first_sent if self.unacked else self._end_sent
         if now - max(oldest, self._last_resend) < self._resend_every:
             return
         self._send(socket, self._hello())
@@ -293,9 +288,10 @@ class Collector:
 
     def snapshot(self, now: float) -> CollectorStats:
         stats = msgspec.structs.replace(self.stats, dropped=dict(self.stats.dropped))
+        stats.files_seen = len(self.seen)
         stats.unacked = len(self.unacked)
         stats.unacked_bytes = sum(len(p.payload) for p in self.unacked.values())
-        stats.lag_s = max((now - p.first_sent for p in self.unacked.values()), default=0.0)
+        stats.lag_s = now - next(iter(self.unacked.values())).first_sent if self.unacked else 0.0
         stats.events_read += sum(w.events for w in self.workers.values())
         return stats
 

@@ -81,6 +81,14 @@ def window_names(root: str, folders: list[str]) -> list[str]:
     return [root if f == "." else f for f in folders]
 
 
+def file_size(path: Path) -> int:
+    """Its size in bytes; 0 when it cannot be read (gone, or never there)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def open_trace(path: Path) -> IO[bytes]:
     """A binary stream of the document, decompressing gzip (detected by its magic bytes)."""
     raw = path.open("rb")

@@ -24,11 +24,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from commscope.collector.discover import rank_from_name, relative_folder, root_name
+from commscope.collector.discover import file_size, rank_from_name, relative_folder, root_name
 from commscope.collector.errors import TraceError
 from commscope.collector.follow import open_followed
 from commscope.collector.kineto import TraceReader
-from commscope.collector.schema import Batch, Record, StreamEnd, StreamStart
+from commscope.collector.schema import (
+    Batch,
+    FileStats,
+    Record,
+    StreamEnd,
+    StreamStart,
+    TraceMeta,
+)
 
 FINGERPRINT_BYTES: Final = 64 * 1024
 _RETRYABLE: Final = ("truncated", "empty file")
@@ -89,8 +96,8 @@ class FileStream(threading.Thread):
             self._run()
 
     def _run(self) -> None:
-        if not self._wait_for_content():
-            return
+        if file_size(self.path) == 0:
+            self._wait_for_change(0)  # an empty file still gets its stream (and its reason)
         try:
             stream, covered = fingerprint(self.path, self.fingerprint_bytes)
         except OSError as exc:
@@ -103,7 +110,7 @@ class FileStream(threading.Thread):
             except TraceError as exc:
                 if self._worth_retrying(exc.reason):
                     continue
-                end = self._end(stream, error=exc.reason)
+                end = self._end(stream, TraceMeta(), FileStats(), exc.reason)
             self._emit(end, covered)
             return
 
@@ -130,11 +137,13 @@ class FileStream(threading.Thread):
                     self._emit(Batch(stream=stream, seq=self.seq, events=events), 0)
         except OSError as exc:
             raise TraceError(str(self.path), f"unreadable ({exc.strerror or exc})") from None
-        return self._end(stream, meta=reader.meta, stats=reader.stats)
+        return self._end(stream, reader.meta, reader.stats, None)
 
-    def _end(self, stream: str, **fields: object) -> StreamEnd:
-        size = _size(self.path)
-        return StreamEnd(stream=stream, seq=self.seq, size_bytes=size, **fields)  # type: ignore[arg-type]
+    def _end(self, stream: str, meta: TraceMeta, stats: FileStats, error: str | None) -> StreamEnd:
+        size = file_size(self.path)
+        return StreamEnd(
+            stream=stream, seq=self.seq, meta=meta, stats=stats, size_bytes=size, error=error
+        )
 
     def _emit(self, record: Record, covered: int) -> None:
         if isinstance(record, Batch):
@@ -159,30 +168,19 @@ class FileStream(threading.Thread):
         """A document cut short while its file still changes: wait for more, parse again."""
         if self._should_stop() or not reason.startswith(_RETRYABLE):
             return False
-        size, deadline = _size(self.path), time.monotonic() + self.settings.settle_s
+        return self._wait_for_change(file_size(self.path))
+
+    def _wait_for_change(self, size: int) -> bool:
+        """Whether the file's size moves from `size` within `settle_s` (before a stop)."""
+        deadline = time.monotonic() + self.settings.settle_s
         while time.monotonic() < deadline and not self._should_stop():
-            if _size(self.path) != size:
+            if file_size(self.path) != size:
                 return True
             time.sleep(self.settings.poll_s)
         if self.cancelled.is_set():
             raise CancelledError
         return False
 
-    def _wait_for_content(self) -> bool:
-        deadline = time.monotonic() + self.settings.settle_s
-        while _size(self.path) == 0 and time.monotonic() < deadline:
-            if self._should_stop():
-                break
-            time.sleep(self.settings.poll_s)
-        return not self.cancelled.is_set()
-
 
 class CancelledError(Exception):
     """The stream's worker was told to stop (a rewind, or the aggregator has it all)."""
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0

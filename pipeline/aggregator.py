@@ -103,8 +103,6 @@ class Aggregator:
         decoder = msgspec.msgpack.Decoder(Record)
         for stream, frames in self.store.logs():
             if stream in self.aggregation.finished:  # crashed between done/ and the log's removal
-                for _ in frames:
-                    pass
                 self.store.forget(stream, keep_done=True)
                 continue
             for frame in frames:

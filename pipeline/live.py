@@ -135,7 +135,11 @@ class Aggregation:
         """The report over the finished files; `final`: open streams are listed as skipped."""
         files = sorted(self.finished.values(), key=lambda f: f.path)
         names = _names(files)
-        parsed = [_parsed(f, names[f.folder]) for f in files if f.result is not None]
+        parsed = [
+            ParsedFile(names[f.folder], f.path, f.name_rank, f.meta, f.result, f.stats)
+            for f in files
+            if f.result is not None
+        ]
         skipped = [Skipped(f.path, f.error or "") for f in files if f.result is None]
         if final:
             skipped.extend(_unfinished(s) for s in self.open.values())
@@ -166,18 +170,6 @@ def _names(files: list[FinishedFile]) -> dict[str, str]:
     folders = sorted({f.folder for f in files})
     roots = sorted({f.root_name for f in files})
     return dict(zip(folders, window_names(roots[0] if roots else ".", folders), strict=True))
-
-
-def _parsed(item: FinishedFile, window: str) -> ParsedFile:
-    assert item.result is not None
-    return ParsedFile(
-        window=window,
-        path=item.path,
-        name_rank=item.name_rank,
-        meta=item.meta,
-        result=item.result,
-        stats=item.stats,
-    )
 
 
 def _file_order(item: ParsedFile) -> tuple[tuple[int, int, str], str]:

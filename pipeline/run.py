@@ -11,7 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from commscope.collector.discover import WindowFiles, find_windows, open_trace, rank_from_name
+from commscope.collector.discover import (
+    WindowFiles,
+    file_size,
+    find_windows,
+    open_trace,
+    rank_from_name,
+)
 from commscope.collector.errors import TraceError
 from commscope.collector.kineto import TraceReader
 from commscope.collector.schema import Report, Skipped
@@ -58,7 +64,7 @@ def parse_windows(
 ) -> tuple[list[ParsedFile], list[Skipped]]:
     files = [(w.name, f) for w in windows for f in w.files]
     if progress:
-        progress.begin(len(files), sum(_size(f) for _, f in files))
+        progress.begin(len(files), sum(file_size(f) for _, f in files))
     parsed, skipped = [], []
     for window, path in files:
         try:
@@ -74,10 +80,3 @@ def parse_windows(
     if progress:
         progress.end()
     return parsed, skipped
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0

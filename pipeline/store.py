@@ -12,7 +12,6 @@ A restart replays `done/` and the logs: nothing acknowledged is lost, nothing is
 
 from __future__ import annotations
 
-import contextlib
 import os
 import struct
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from typing import BinaryIO, Final
 
 import msgspec
 from commscope.collector.atomic import write_atomic
+from commscope.collector.discover import file_size
 from commscope.collector.schema import FinishedFile
 
 _LENGTH: Final = struct.Struct("<I")
@@ -97,7 +97,7 @@ class Store:
         write_atomic(self.root / "nodes.msgpack", msgspec.msgpack.encode(nodes))
 
     def log_bytes(self) -> int:
-        return sum(_size(p) for p in self._open.glob("*.log"))
+        return sum(file_size(p) for p in self._open.glob("*.log"))
 
     def close(self) -> None:
         for log in self._logs.values():
@@ -117,9 +117,3 @@ def _frames(path: Path) -> Iterator[bytes]:
             good += _LENGTH.size + len(body)
             yield body
         handle.truncate(good)
-
-
-def _size(path: Path) -> int:
-    with contextlib.suppress(OSError):
-        return path.stat().st_size
-    return 0

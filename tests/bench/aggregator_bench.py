@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import platform
 import shutil
 import socket
 import statistics
@@ -74,6 +73,7 @@ from commscope.collector.schema import (
 )
 from commscope.pipeline.aggregator import _DRAIN, Aggregator, AggregatorSettings
 from commscope.pipeline.live import Aggregation, Verdict
+from machineinfo import cpu_and_python
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 
@@ -619,17 +619,8 @@ def readme_lines(tput: Throughput, latency: list[Latency], e2e: EndToEnd) -> str
 def machine(tmp: Path) -> str:
     import zmq
 
-    cpus = len(os.sched_getaffinity(0))
-    model = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor(),
-    )
     return (
-        f"machine: nproc {cpus} ({model}), Python {platform.python_version()}, "
+        f"{cpu_and_python()}, "
         f"msgspec {msgspec.__version__}, pyzmq {zmq.__version__}, temp dir {tmp} "
         f"({filesystem(tmp)})"
     )

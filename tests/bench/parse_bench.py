@@ -36,8 +36,6 @@ import datetime
 import importlib
 import itertools
 import json
-import os
-import platform
 import random
 import resource
 import shutil
@@ -50,6 +48,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
+
+from machineinfo import cpu_and_python
 
 METHODS = ("commscope", "ijson", "json.load")
 DEFAULT_SIZES_MB = (50, 500, 2000)
@@ -978,17 +978,8 @@ def readme_lines(rows: list[Row], repeat: int) -> str:
 def machine() -> str:
     import ijson
 
-    cpus = len(os.sched_getaffinity(0))
-    model = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor(),
-    )
     return (
-        f"machine: nproc {cpus} ({model}), Python {platform.python_version()}, "
+        f"{cpu_and_python()}, "
         f"ijson {ijson.__version__} backend {ijson.backend}, "
         f"{datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}"
     )
