@@ -26,7 +26,17 @@ from commscope.collector.classify import (
     is_comm_kernel,
     nelems_bytes,
 )
-from commscope.collector.schema import CommOp, CpuSpan, Event, FileStats, GpuOp, Step, TraceMeta
+from commscope.collector.kernels import kernel_category
+from commscope.collector.schema import (
+    CommOp,
+    CpuSpan,
+    Event,
+    FileStats,
+    GpuOp,
+    MemoryPeak,
+    Step,
+    TraceMeta,
+)
 
 LAUNCH_MEMORY: Final = 1 << 16
 ROLE_MEMORY: Final = 1 << 14
@@ -36,6 +46,7 @@ _BAD_ARGS: Final = "args that are not an object"
 _PLAIN, _CALL, _RECORDED_CALL = 0, 1, 2
 _CALL_PREFIXES: Final = (*COMM_CALL_PREFIXES, "nccl:", "gloo:")
 _BACKEND_PREFIXES: Final = ("nccl:", "gloo:", "record_param_comms")
+_CPU_DEVICE: Final = 0  # c10::DeviceType::CPU in `[memory]` events; GPUs are 1 (CUDA, HIP)
 
 
 class CommCall(msgspec.Struct, frozen=True, gc=False):
@@ -218,6 +229,8 @@ class Normalizer:
         self._busy = CpuRuns(comm_call=False)
         self._calling = CpuRuns(comm_call=True)
         self._roles: dict[str, int] = {}
+        self._categories: dict[str, str] = {}
+        self._memory: dict[int, tuple[int, int | None]] = {}  # device -> peak (allocated, reserved)
         self.handlers: dict[object, Callable[[dict[str, Any]], None]] = {
             "kernel": self._kernel,
             "gpu_memcpy": self._memcpy,
@@ -226,6 +239,7 @@ class Normalizer:
             "cuda_driver": self._runtime,
             "cpu_op": self._cpu_op,
             "user_annotation": self._annotation,
+            "cpu_instant_event": self._instant,
         }
 
     @property
@@ -270,7 +284,7 @@ class Normalizer:
             return
         self.has_gpu = True
         if not is_comm_kernel(name):
-            self.out.append(GpuOp("compute", span[0], span[1]))
+            self.out.append(GpuOp("compute", span[0], span[1], self._category(name)))
             return
         args = self._args(raw)
         facts = comm_call(name, span[0], span[0] + span[1], args)
@@ -282,6 +296,33 @@ class Normalizer:
         kernel = PendingKernel(facts)
         kernel.launch = self._launch(correlation)
         self._pending.setdefault(correlation, []).append(kernel)
+
+    def _category(self, name: str) -> str:
+        category = self._categories.get(name)
+        if category is None:
+            category = kernel_category(name)
+            if len(self._categories) < ROLE_MEMORY:
+                self._categories[name] = category
+        return category
+
+    def _instant(self, raw: dict[str, Any]) -> None:
+        """`[memory]` events: keep each GPU's highest allocated and reserved totals."""
+        if raw.get("name") != "[memory]":
+            return
+        args = self._args(raw)
+        device, kind = args.get("Device Id"), args.get("Device Type")
+        allocated, reserved = _int(args.get("Total Allocated")), _int(args.get("Total Reserved"))
+        if type(device) is not int or type(kind) is not int or allocated is None:
+            self.drop("[memory] event without Device Id/Type or Total Allocated")
+            return
+        if kind == _CPU_DEVICE:
+            return
+        peak = self._memory.get(device)
+        if peak is not None:
+            allocated = max(allocated, peak[0])
+            if peak[1] is not None:
+                reserved = peak[1] if reserved is None else max(reserved, peak[1])
+        self._memory[device] = (allocated, reserved)
 
     def _memcpy(self, raw: dict[str, Any]) -> None:
         span = self._span(raw)
@@ -426,6 +467,9 @@ class Normalizer:
         self._waiting_meta.clear()
         self._busy.close_all(self.out)
         self._calling.close_all(self.out)
+        for device, (allocated, reserved) in sorted(self._memory.items()):
+            self.out.append(MemoryPeak(device, allocated, reserved))
+        self._memory.clear()
         self._launches = self._old_launches = Launches()
 
 
@@ -479,11 +523,13 @@ def meta_from_top(top: Mapping[str, Any]) -> TraceMeta:
     first = devices[0] if isinstance(devices, list) and devices else None
     gpu = first.get("name") if isinstance(first, dict) else None
     pgs = info.get("pg_config")
-    pg_sizes = {}
-    if isinstance(pgs, list):
-        for pg in pgs:
-            if isinstance(pg, dict) and isinstance(pg.get("pg_size"), int):
-                pg_sizes[str(pg.get("pg_name"))] = pg["pg_size"]
+    pg_sizes, pg_ranks = {}, {}
+    for pg in pgs if isinstance(pgs, list) else ():
+        if isinstance(pg, dict) and isinstance(pg.get("pg_size"), int):
+            pg_sizes[str(pg.get("pg_name"))] = pg["pg_size"]
+        ranks = pg.get("ranks") if isinstance(pg, dict) else None
+        if isinstance(ranks, list) and all(_int(r) is not None for r in ranks):
+            pg_ranks[str(pg.get("pg_name"))] = sorted(ranks)
     base = top.get("baseTimeNanoseconds")
     return TraceMeta(
         rank=_int(info.get("rank")),
@@ -493,6 +539,7 @@ def meta_from_top(top: Mapping[str, Any]) -> TraceMeta:
         base_time_ns=_int(base),
         pg_sizes=pg_sizes,
         nccl_version=str(info["nccl_version"]) if "nccl_version" in info else None,
+        pg_ranks=pg_ranks,
     )
 
 

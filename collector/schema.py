@@ -12,8 +12,10 @@ from typing import Annotated, Final
 
 import msgspec
 
-SCHEMA_VERSION: Final = 1
-PROTOCOL_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
+PROTOCOL_VERSION: Final = 2
+
+KERNEL_CATEGORIES: Final = ("gemm", "attention", "elementwise", "reduction", "other")
 
 COLLECTIVE_TYPES: Final = (
     "AllReduce",
@@ -41,6 +43,7 @@ class TraceMeta(msgspec.Struct, frozen=True, kw_only=True):
     base_time_ns: int | None = None
     pg_sizes: dict[str, int] = {}
     nccl_version: str | None = None
+    pg_ranks: dict[str, list[int]] = {}  # process group -> member ranks (pg_config)
 
 
 class GpuOp(msgspec.Struct, frozen=True, gc=False, tag="gpu", array_like=True):
@@ -49,6 +52,7 @@ class GpuOp(msgspec.Struct, frozen=True, gc=False, tag="gpu", array_like=True):
     kind: str  # "compute" | "memcpy" | "memset"
     start_ns: int
     dur_ns: int
+    category: str | None = None  # a compute kernel's KERNEL_CATEGORIES entry
 
 
 class CommOp(msgspec.Struct, frozen=True, gc=False, tag="comm", array_like=True):
@@ -82,7 +86,15 @@ class CpuSpan(msgspec.Struct, frozen=True, gc=False, tag="cpu", array_like=True)
     comm_call: bool
 
 
-Event = GpuOp | CommOp | Step | CpuSpan
+class MemoryPeak(msgspec.Struct, frozen=True, gc=False, tag="mem", array_like=True):
+    """The highest `Total Allocated` / `Total Reserved` of one GPU's `[memory]` events."""
+
+    device: int
+    allocated_bytes: int
+    reserved_bytes: int | None = None
+
+
+Event = GpuOp | CommOp | Step | CpuSpan | MemoryPeak
 
 
 class FileStats(msgspec.Struct, kw_only=True):
@@ -122,6 +134,12 @@ class RankResult(msgspec.Struct, kw_only=True):
     ops: dict[str, OpTally] = {}
     steps: dict[int, int] = {}  # ProfilerStep number -> duration (ns)
     files: list[str] = []
+    calls: list[CommOp] = []  # the window's collectives in start order (empty once merged)
+    kernel_ns: dict[str, int] = {}  # Σ duration per GPU activity category
+    gpu_busy_ns: int = 0  # |union of all GPU activity|
+    gpu_span_ns: int = 0  # from the first GPU activity's start to the last one's end
+    memory_peak_bytes: int | None = None  # max `Total Allocated` over the rank's GPUs
+    memory_reserved_peak_bytes: int | None = None
 
 
 # ---------------------------------------------------------------- the report document
@@ -201,6 +219,143 @@ class Throughput(msgspec.Struct, kw_only=True):
     global_batch_size: int | None = None
     seq_len: int | None = None
     na_reason: str | None = None
+    step_times_s: list[float] = []  # per ProfilerStep number: mean over ranks of its duration
+
+
+class Utilization(msgspec.Struct, kw_only=True):
+    """MFU and HFU: model (and hardware) FLOP/s per GPU over the GPU's peak."""
+
+    mfu: float | None = None
+    hfu: float | None = None
+    hfu_factor: float | None = None
+    flops_per_token: float | None = None
+    flops_source: str | None = None
+    peak_flops: float | None = None
+    peak_source: str | None = None
+    model_flops_per_second_per_gpu: float | None = None
+    na_reason: str | None = None
+    hfu_reason: str | None = None
+    warning: str | None = None  # the figures cannot be right (MFU above 100%)
+
+
+class RankKernels(msgspec.Struct, kw_only=True):
+    """One rank's GPU time by category (Σ durations; streams may overlap) and idle time."""
+
+    time_s: dict[str, float] = {}
+    share: dict[str, float] = {}
+    busy_s: float = 0.0
+    span_s: float = 0.0
+    idle_s: float = 0.0
+    idle_ratio: float | None = None
+    memory_peak_bytes: int | None = None
+    memory_reserved_peak_bytes: int | None = None
+
+
+class Kernels(msgspec.Struct, kw_only=True):
+    time_s: dict[str, float] = {}
+    share: dict[str, float] = {}
+    idle_ratio_mean: float | None = None
+    per_rank: dict[str, RankKernels] = {}
+
+
+class GroupMatch(msgspec.Struct, kw_only=True):
+    """One process group's collectives matched across its members' traces."""
+
+    members: list[int] = []
+    ranks_with_traces: list[int] = []
+    key: str = "index"  # "seq": Process Group Name + Seq; "index": running index per rank
+    instances: int = 0
+    desyncs: int = 0
+    unmatched: int = 0
+
+
+class Desync(msgspec.Struct, kw_only=True):
+    """Members disagree on what the collective at one position of a group is."""
+
+    process_group: str
+    key: str
+    position: int
+    calls: dict[str, str]  # rank -> "AllReduce 4194304 B"
+
+
+class Matching(msgspec.Struct, kw_only=True):
+    instances: int = 0
+    by_seq: int = 0
+    by_index: int = 0
+    unmatched: int = 0
+    point_to_point: int = 0  # SendRecv calls: pairwise, not matched across a group
+    desync_count: int = 0
+    desyncs: list[Desync] = []  # the first few
+    groups: dict[str, GroupMatch] = {}
+
+
+class ClockOffset(msgspec.Struct, kw_only=True):
+    """`offset_s` is subtracted from the rank's clock to align it with the reference."""
+
+    offset_s: float
+    uncertainty_s: float | None
+    samples: int
+
+
+class Clocks(msgspec.Struct, kw_only=True):
+    reference_rank: int | None = None
+    method: str = ""
+    per_rank: dict[str, ClockOffset] = {}
+
+
+class CollectiveSkew(msgspec.Struct, kw_only=True):
+    instances: int
+    skew_s: Summary
+    wait_s: float  # Σ over instances of the time members waited for the last arriver
+
+
+class RankArrival(msgspec.Struct, kw_only=True):
+    instances: int = 0
+    last: int = 0
+    last_share: float | None = None
+    expected_last: float = 0.0  # if arrival order were random
+    caused_wait_s: float = 0.0
+    waited_s: float = 0.0
+
+
+class Skew(msgspec.Struct, kw_only=True):
+    per_collective: dict[str, CollectiveSkew] = {}
+    per_rank: dict[str, RankArrival] = {}
+    slowest_rank: int | None = None
+    evidence: str = ""
+
+
+class Stragglers(msgspec.Struct, kw_only=True):
+    """Step-time outliers among the ranks: z over ranks of the mean step time."""
+
+    z: dict[str, float] = {}
+    robust_z: dict[str, float] = {}
+    flagged: list[int] = []
+    evidence: str = ""
+
+
+class AlphaBeta(msgspec.Struct, kw_only=True):
+    """T = α + S_bus / β fitted to wait-free durations (each instance's fastest member)."""
+
+    instances: int
+    sizes: int
+    alpha_s: float | None = None
+    beta_Bps: float | None = None
+    r2: float | None = None
+    peak_ratio: float | None = None
+    na_reason: str | None = None
+
+
+class Finding(msgspec.Struct, kw_only=True):
+    verdict: str
+    evidence: list[str] = []
+    suggestions: list[str] = []
+
+
+class Diagnosis(msgspec.Struct, kw_only=True):
+    verdict: str = "n/a"
+    figures: dict[str, float | None] = {}
+    findings: list[Finding] = []
 
 
 class RankSteps(msgspec.Struct, kw_only=True):
@@ -234,6 +389,13 @@ class Sections(msgspec.Struct, kw_only=True):
     traffic: dict[str, TrafficShare] = {}
     throughput: Throughput = msgspec.field(default_factory=Throughput)
     steps: dict[str, RankSteps] = {}
+    utilization: Utilization = msgspec.field(default_factory=Utilization)
+    kernels: Kernels = msgspec.field(default_factory=Kernels)
+    matching: Matching = msgspec.field(default_factory=Matching)
+    clocks: Clocks = msgspec.field(default_factory=Clocks)
+    skew: Skew = msgspec.field(default_factory=Skew)
+    stragglers: Stragglers = msgspec.field(default_factory=Stragglers)
+    alpha_beta: dict[str, dict[str, AlphaBeta]] = {}  # process group -> collective -> fit
 
 
 class Window(Sections, kw_only=True):
@@ -260,6 +422,7 @@ class Report(Sections, kw_only=True):
     config: RunConfig = msgspec.field(default_factory=RunConfig)
     windows: list[Window] = []
     inputs: Inputs = msgspec.field(default_factory=Inputs)
+    diagnosis: Diagnosis = msgspec.field(default_factory=Diagnosis)
 
 
 # ---------------------------------------------------------------- wire protocol

@@ -2,13 +2,16 @@
 
 One table, read by the `/metrics` collector, the deploy checks and the Grafana dashboard test.
 Names follow Prometheus conventions: prefix `commscope_`, base units, counters end `_total`.
-Labels are bounded: `job`, `rank`, `collective`, `node` (a collector), `stat`, and small
-fixed `reason`/`kind`/`state` sets; never file names, kernel names or message sizes.
+Labels are bounded: `job`, `rank`, `collective`, `node` (a collector), `stat`, small fixed
+`reason`/`kind`/`state`/`category` sets, and `process_group` for at most `MAX_GROUPS` groups
+(those with the most matched collectives); never file names, kernel names or message sizes.
 """
 
 from __future__ import annotations
 
 from typing import Final, NamedTuple
+
+MAX_GROUPS: Final = 16
 
 
 class Family(NamedTuple):
@@ -90,6 +93,93 @@ FAMILIES: Final = (
         "gauge",
         _J,
         "global batch x seq_len / iteration time, over finished windows",
+    ),
+    # ---- cross-rank analysis, MFU, kernels
+    Family(
+        "commscope_arrival_skew_seconds",
+        "gauge",
+        ("job", "collective", "stat"),
+        "latest - earliest start of matched collectives (aligned clocks), stat p50|p95|max",
+    ),
+    Family(
+        "commscope_late_arrivals_total",
+        "counter",
+        _JR,
+        "matched collectives at which the rank arrived last",
+    ),
+    Family(
+        "commscope_caused_wait_seconds_total",
+        "counter",
+        _JR,
+        "time the other members waited for the rank when it arrived last",
+    ),
+    Family(
+        "commscope_waited_seconds_total",
+        "counter",
+        _JR,
+        "time the rank waited for the last arriver of matched collectives",
+    ),
+    Family(
+        "commscope_slowest_rank",
+        "gauge",
+        _J,
+        "the rank that makes the others wait, when the evidence is clear (absent otherwise)",
+    ),
+    Family(
+        "commscope_matched_collectives_total",
+        "counter",
+        _J,
+        "collective instances matched across ranks",
+    ),
+    Family(
+        "commscope_collective_desyncs_total",
+        "counter",
+        _J,
+        "positions where group members disagree on the collective's type or size",
+    ),
+    Family(
+        "commscope_clock_offset_seconds",
+        "gauge",
+        _JR,
+        "the rank's clock offset against the reference rank in its latest finished window",
+    ),
+    Family(
+        "commscope_alpha_seconds",
+        "gauge",
+        ("job", "process_group", "collective"),
+        "α of T = α + S·F/β fitted to wait-free collective durations",
+    ),
+    Family(
+        "commscope_beta_bytes_per_second",
+        "gauge",
+        ("job", "process_group", "collective"),
+        "β of T = α + S·F/β (bus bytes per second, comparable to busbw)",
+    ),
+    Family(
+        "commscope_alpha_beta_groups_omitted",
+        "gauge",
+        _J,
+        f"process groups with a fit but beyond the {MAX_GROUPS} exported",
+    ),
+    Family("commscope_mfu_ratio", "gauge", _J, "model FLOP/s per GPU / GPU peak FLOP/s"),
+    Family("commscope_hfu_ratio", "gauge", _J, "MFU x recomputation factor"),
+    Family(
+        "commscope_gpu_time_seconds_total",
+        "counter",
+        ("job", "category"),
+        "Σ GPU activity durations by category (gemm, attention, …, communication, memcpy)",
+    ),
+    Family(
+        "commscope_gpu_idle_ratio",
+        "gauge",
+        _JR,
+        "GPU idle / GPU active span over finished windows",
+    ),
+    Family(
+        "commscope_gpu_memory_peak_bytes",
+        "gauge",
+        _JR,
+        "highest `Total Allocated` of the rank's GPU in finished windows",
     ),
     Family("commscope_windows_completed_total", "counter", _J, "windows with every rank ended"),
     Family("commscope_ranks", "gauge", _J, "ranks seen in finished files"),

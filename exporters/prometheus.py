@@ -15,12 +15,13 @@ from typing import Final
 from wsgiref.simple_server import WSGIServer
 
 from commscope.collector.schema import AggregatorStats, CollectorStats, Report, Window
-from commscope.exporters.metricnames import FAMILIES, Family
+from commscope.exporters.metricnames import FAMILIES, MAX_GROUPS, Family
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 STATS: Final = {"p50": 0.5, "p95": 0.95}
+SKEW_STATS: Final = (("p50", "median"), ("p95", "p95"), ("max", "max"))
 _BY_NAME: Final = {f.name: f for f in FAMILIES}
 
 
@@ -71,6 +72,9 @@ def families(snapshot: Snapshot) -> list[Metric]:
     _latest(out, snapshot)
     _collectives(out, snapshot)
     _run(out, snapshot)
+    _cross_rank(out, snapshot)
+    _alpha_beta(out, snapshot)
+    _gpu(out, snapshot)
     _aggregator(out, snapshot)
     _collectors(out, snapshot)
     return out.all()
@@ -123,6 +127,58 @@ def _run(out: Families, snapshot: Snapshot) -> None:
     out.add("commscope_inputs_skipped_total", (job,), len(report.inputs.skipped))
     for reason, count in report.inputs.dropped_events.items():
         out.add("commscope_events_dropped_total", (job, reason), count)
+
+
+def _cross_rank(out: Families, snapshot: Snapshot) -> None:
+    job, report = snapshot.job, snapshot.report
+    for kind, skew in report.skew.per_collective.items():
+        for stat, field_name in SKEW_STATS:
+            value = getattr(skew.skew_s, field_name)
+            out.add("commscope_arrival_skew_seconds", (job, kind, stat), value)
+    for rank, arrival in report.skew.per_rank.items():
+        out.add("commscope_late_arrivals_total", (job, rank), arrival.last)
+        out.add("commscope_caused_wait_seconds_total", (job, rank), arrival.caused_wait_s)
+        out.add("commscope_waited_seconds_total", (job, rank), arrival.waited_s)
+    out.add("commscope_slowest_rank", (job,), report.skew.slowest_rank)
+    out.add("commscope_matched_collectives_total", (job,), report.matching.instances)
+    out.add("commscope_collective_desyncs_total", (job,), report.matching.desync_count)
+    for rank, window in latest_windows(report.windows).items():
+        offset = window.clocks.per_rank.get(rank)
+        if offset is not None:
+            out.add("commscope_clock_offset_seconds", (job, rank), offset.offset_s)
+    out.add("commscope_mfu_ratio", (job,), report.utilization.mfu)
+    out.add("commscope_hfu_ratio", (job,), report.utilization.hfu)
+
+
+def _alpha_beta(out: Families, snapshot: Snapshot) -> None:
+    """The MAX_GROUPS process groups with the most matched instances (label set bounded)."""
+    job = snapshot.job
+    fitted = [
+        (group, kind, fit)
+        for group, kinds in snapshot.report.alpha_beta.items()
+        for kind, fit in kinds.items()
+        if fit.beta_Bps is not None
+    ]
+    weight: dict[str, int] = {}
+    for group, _, fit in fitted:
+        weight[group] = weight.get(group, 0) + fit.instances
+    kept = set(sorted(weight, key=lambda g: (-weight[g], g))[:MAX_GROUPS])
+    for group, kind, fit in fitted:
+        if group in kept:
+            out.add("commscope_alpha_seconds", (job, group, kind), fit.alpha_s)
+            out.add("commscope_beta_bytes_per_second", (job, group, kind), fit.beta_Bps)
+    if fitted:
+        out.add("commscope_alpha_beta_groups_omitted", (job,), len(weight) - len(kept))
+
+
+def _gpu(out: Families, snapshot: Snapshot) -> None:
+    job, kernels = snapshot.job, snapshot.report.kernels
+    if kernels.per_rank:
+        for category, seconds in kernels.time_s.items():
+            out.add("commscope_gpu_time_seconds_total", (job, category), seconds)
+    for rank, k in kernels.per_rank.items():
+        out.add("commscope_gpu_idle_ratio", (job, rank), k.idle_ratio)
+        out.add("commscope_gpu_memory_peak_bytes", (job, rank), k.memory_peak_bytes)
 
 
 def _aggregator(out: Families, snapshot: Snapshot) -> None:

@@ -2,8 +2,10 @@
 
 Sections in the order users of the original tool know — header, THROUGHPUT,
 COMMUNICATION-COMPUTATION OVERLAP, NETWORK LOAD, TRAFFIC DISTRIBUTION — then what commscope
-adds: exposed communication, algbw and busbw side by side, the per-window table, and the
-inputs that were skipped and why. GB = 1e9 B, GB/s = 1e9 B/s; "n/a" always says why.
+adds: exposed communication, algbw and busbw side by side, the per-window table, the
+diagnosis, MFU, GPU time by kernel category, the cross-rank analysis (matching, clocks,
+arrival skew, α-β fits), and the inputs that were skipped and why. GB = 1e9 B,
+GB/s = 1e9 B/s; "n/a" always says why.
 """
 
 from __future__ import annotations
@@ -16,6 +18,15 @@ from commscope.collector.schema import (
     Sections,
     Summary,
 )
+from commscope.exporters.crosstext import (
+    alpha_beta_lines,
+    diagnosis_lines,
+    kernel_lines,
+    matching_lines,
+    skew_lines,
+    utilization_lines,
+)
+from commscope.exporters.textfmt import gb, gbps, giga, ms, na, pct, rank_list, row
 
 RULE = "=" * 80
 THIN = "-" * 80
@@ -31,41 +42,18 @@ def render(report: Report) -> str:
         *_section("5. EXPOSED COMMUNICATION", _exposed(report)),
         *_section("6. COLLECTIVE BANDWIDTH: ALGBW AND BUSBW", _bandwidth(report)),
         *_section("7. PER-WINDOW SUMMARY", _windows(report)),
-        *_section("8. INPUTS", _inputs(report)),
+        *_section("8. DIAGNOSIS", diagnosis_lines(report)),
+        *_section("9. MODEL FLOPS UTILIZATION", utilization_lines(report)),
+        *_section("10. GPU TIME BY KERNEL CATEGORY, IDLE TIME, MEMORY", kernel_lines(report)),
+        *_section("11. COLLECTIVES MATCHED ACROSS RANKS, CLOCK OFFSETS", matching_lines(report)),
+        *_section("12. ARRIVAL SKEW AND SLOW RANKS", skew_lines(report)),
+        *_section("13. NETWORK MODEL: α-β FIT", alpha_beta_lines(report)),
+        *_section("14. INPUTS", _inputs(report)),
         RULE,
         "END OF REPORT",
         RULE,
     ]
     return "\n".join(lines) + "\n"
-
-
-# ---------------------------------------------------------------- formatting
-
-
-def giga(value: float) -> str:
-    """value / 1e9 with two decimals, or three significant digits below 1."""
-    scaled = value / 1e9
-    return f"{scaled:.2f}" if abs(scaled) >= 1 or scaled == 0 else f"{scaled:.3g}"
-
-
-def gb(value: float | None) -> str:
-    return "n/a" if value is None else f"{giga(value)} GB"
-
-
-def gbps(value: float | None) -> str:
-    return "n/a" if value is None else f"{giga(value)} GB/s"
-
-
-def pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value * 100:.2f}%"
-
-
-def ms(value: float | None) -> str:
-    return "n/a" if value is None else f"{value * 1e3:.2f} ms"
-
-
-def _na(value: str, reason: str | None) -> str:
-    return f"n/a ({reason})" if value == "n/a" and reason else value
 
 
 def _section(title: str, body: Iterator[str]) -> list[str]:
@@ -101,25 +89,17 @@ def _header(report: Report) -> Iterator[str]:
     missing = ""
     if report.world_size is not None and len(report.ranks) < report.world_size:
         missing = f"  ({len(report.ranks)} of {report.world_size} ranks have traces)"
-    yield f"Ranks: {_ranks(report.ranks)}{missing}"
-
-
-def _ranks(ranks: list[int]) -> str:
-    if not ranks:
-        return "none"
-    if ranks == list(range(ranks[0], ranks[-1] + 1)):
-        return f"{ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else str(ranks[0])
-    return ", ".join(map(str, ranks))
+    yield f"Ranks: {rank_list(report.ranks)}{missing}"
 
 
 def _throughput(report: Report) -> Iterator[str]:
     t = report.throughput
     why = t.na_reason
-    yield f"Tokens per Second: {_na(_num(t.tokens_per_second), why)}"
-    yield f"Tokens per Second per GPU: {_na(_num(t.tokens_per_second_per_gpu), why)}"
-    yield f"Samples per Second: {_na(_num(t.samples_per_second), why)}"
+    yield f"Tokens per Second: {na(_num(t.tokens_per_second), why)}"
+    yield f"Tokens per Second per GPU: {na(_num(t.tokens_per_second_per_gpu), why)}"
+    yield f"Samples per Second: {na(_num(t.samples_per_second), why)}"
     yield (
-        f"Time per Iteration: {_na(ms(t.iteration_time_s), why)}"
+        f"Time per Iteration: {na(ms(t.iteration_time_s), why)}"
         "  (per rank Σ ProfilerStep time / steps, mean over ranks)"
     )
     yield f"Profiled Iterations: {t.iterations}  (distinct ProfilerStep numbers, max over ranks)"
@@ -199,20 +179,10 @@ def _exposed(report: Report) -> Iterator[str]:
     yield "Exposed = comm time not hidden under compute: |C| - |C ∩ P| (per rank)"
     yield ""
     widths = [6, 12, 12, 12, 12]
-    yield _row(["rank", "comm", "overlapped", "exposed", "compute"], widths)
+    yield row(["rank", "comm", "overlapped", "exposed", "compute"], widths)
     for rank, r in report.overlap.per_rank.items():
         times = (r.comm_time_s, r.overlapped_time_s, r.exposed_comm_time_s, r.compute_time_s)
-        yield _row([rank, *map(ms, times)], widths)
-
-
-def _row(cells: list[str], widths: list[int]) -> str:
-    """Right-aligned cells (the first left-aligned), two spaces apart whatever their width."""
-    first, *rest = cells
-    return (
-        "  "
-        + first.ljust(widths[0])
-        + "".join("  " + c.rjust(w) for c, w in zip(rest, widths[1:], strict=True))
-    )
+        yield row([rank, *map(ms, times)], widths)
 
 
 def _bandwidth(report: Report) -> Iterator[str]:
@@ -220,7 +190,7 @@ def _bandwidth(report: Report) -> Iterator[str]:
     yield ""
     widths = [13, 6, 6, 12, 12, 14, 14, 14]
     head = ["collective", "count", "sized", "message", "bus", "algbw med", "busbw med", "busbw p95"]
-    yield _row(head, widths)
+    yield row(head, widths)
     for kind, s in report.collectives.all_ranks.items():
         cells = [
             kind,
@@ -232,7 +202,7 @@ def _bandwidth(report: Report) -> Iterator[str]:
             gbps(s.busbw_Bps.median),
             gbps(s.busbw_Bps.p95),
         ]
-        yield _row(cells, widths)
+        yield row(cells, widths)
 
 
 _WINDOW_WIDTHS = [18, 5, 8, 12, 14, 10]
@@ -240,13 +210,13 @@ _WINDOW_WIDTHS = [18, 5, 8, 12, 14, 10]
 
 def _windows(report: Report) -> Iterator[str]:
     head = ["window", "ranks", "overlap", "exposed/rank", "bus bw", "iteration"]
-    yield _row(head, _WINDOW_WIDTHS)
+    yield row(head, _WINDOW_WIDTHS)
     for window in report.windows:
-        yield _window_row(window.name, window)
-    yield _window_row("whole run", report)
+        yield _windowrow(window.name, window)
+    yield _windowrow("whole run", report)
 
 
-def _window_row(name: str, s: Sections) -> str:
+def _windowrow(name: str, s: Sections) -> str:
     exposed = [r.exposed_comm_time_s for r in s.overlap.per_rank.values()]
     mean_exposed = sum(exposed) / len(exposed) if exposed else None
     cells = [
@@ -257,7 +227,7 @@ def _window_row(name: str, s: Sections) -> str:
         gbps(s.network.mean_bus_bandwidth_Bps),
         ms(s.throughput.iteration_time_s),
     ]
-    return _row(cells, _WINDOW_WIDTHS)
+    return row(cells, _WINDOW_WIDTHS)
 
 
 def _inputs(report: Report) -> Iterator[str]:

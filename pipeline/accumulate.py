@@ -8,6 +8,9 @@ per-op bandwidth samples, and step durations. `result()` applies the contract:
 - GPU traces: C = union of NCCL/RCCL kernels, P = union of compute kernels (all streams).
 - CPU-only traces (no GPU activity): C = union of gloo spans; P = cpu_op time on the training
   thread (the one carrying ProfilerStep) minus its time inside collective calls.
+
+It also keeps the window's collectives themselves (for matching across ranks), the GPU time
+per kernel category, the union and span of all GPU activity (idle time) and the memory peak.
 """
 
 from __future__ import annotations
@@ -16,7 +19,16 @@ import math
 from collections.abc import Iterable
 
 from commscope.collector.classify import bus_fraction
-from commscope.collector.schema import CommOp, CpuSpan, Event, GpuOp, OpTally, RankResult, Step
+from commscope.collector.schema import (
+    CommOp,
+    CpuSpan,
+    Event,
+    GpuOp,
+    MemoryPeak,
+    OpTally,
+    RankResult,
+    Step,
+)
 from commscope.pipeline.intervals import IntervalSet, difference, intersection_measure
 
 GPU, CPU, NONE = "gpu kernels", "cpu (gloo)", "none"
@@ -35,6 +47,12 @@ class Accumulator:
         self.cpu_ops: dict[str, OpTally] = {}
         self.steps: dict[int, tuple[int, int]] = {}  # step -> (duration ns, tid)
         self.has_gpu = False
+        self.gpu_calls: list[CommOp] = []
+        self.cpu_calls: list[CommOp] = []
+        self.gpu_busy = IntervalSet()
+        self.kernel_ns: dict[str, int] = {}
+        self.memory_peak: int | None = None
+        self.reserved_peak: int | None = None
 
     def add_all(self, events: Iterable[Event]) -> None:
         for event in events:
@@ -42,9 +60,7 @@ class Accumulator:
 
     def add(self, event: Event) -> None:
         if type(event) is GpuOp:
-            self.has_gpu = True
-            if event.kind == "compute":
-                self.compute.add(event.start_ns, event.start_ns + event.dur_ns)
+            self._gpu(event)
         elif type(event) is CommOp:
             self._comm(event)
         elif type(event) is CpuSpan:
@@ -52,6 +68,25 @@ class Accumulator:
             sets.setdefault(event.tid, IntervalSet()).add(event.start_ns, event.end_ns)
         elif type(event) is Step:
             self._step(event)
+        elif type(event) is MemoryPeak:
+            self._memory(event)
+
+    def _gpu(self, op: GpuOp) -> None:
+        self.has_gpu = True
+        end = op.start_ns + op.dur_ns
+        if op.kind == "compute":
+            self.compute.add(op.start_ns, end)
+            category = op.category or "other"
+        else:
+            category = op.kind
+        self.gpu_busy.add(op.start_ns, end)
+        self.kernel_ns[category] = self.kernel_ns.get(category, 0) + op.dur_ns
+
+    def _memory(self, peak: MemoryPeak) -> None:
+        """The highest over the rank's GPUs (a rank normally drives one)."""
+        self.memory_peak = max(self.memory_peak or 0, peak.allocated_bytes)
+        if peak.reserved_bytes is not None:
+            self.reserved_peak = max(self.reserved_peak or 0, peak.reserved_bytes)
 
     def _step(self, step: Step) -> None:
         """A step number seen twice keeps its longest span (ties: lowest tid): order-free."""
@@ -60,12 +95,16 @@ class Accumulator:
             self.steps[step.step] = (step.dur_ns, step.tid)
 
     def _comm(self, op: CommOp) -> None:
+        end = op.start_ns + op.dur_ns
         if op.on_gpu:
             self.has_gpu = True
-            union, tallies = self.gpu_comm, self.gpu_ops
+            union, tallies, calls = self.gpu_comm, self.gpu_ops, self.gpu_calls
+            self.gpu_busy.add(op.start_ns, end)
+            self.kernel_ns["communication"] = self.kernel_ns.get("communication", 0) + op.dur_ns
         else:
-            union, tallies = self.cpu_comm, self.cpu_ops
-        union.add(op.start_ns, op.start_ns + op.dur_ns)
+            union, tallies, calls = self.cpu_comm, self.cpu_ops, self.cpu_calls
+        union.add(op.start_ns, end)
+        calls.append(op)
         tally = tallies.get(op.collective)
         if tally is None:
             tally = tallies[op.collective] = OpTally()
@@ -73,11 +112,13 @@ class Accumulator:
 
     def result(self, files: Iterable[str] = ()) -> RankResult:
         """The rank's figures for this window, per the contract."""
+        calls: list[CommOp] = []
         if self.has_gpu:
             source, comm, compute, ops = GPU, self.gpu_comm, self.compute, self.gpu_ops
+            calls = self.gpu_calls
         elif self.cpu_ops or self.busy:
             source, comm, ops = CPU, self.cpu_comm, self.cpu_ops
-            compute = self._cpu_compute()
+            compute, calls = self._cpu_compute(), self.cpu_calls
         else:
             source, comm, compute, ops = NONE, IntervalSet(), IntervalSet(), {}
         return RankResult(
@@ -88,6 +129,12 @@ class Accumulator:
             ops=dict(sorted(ops.items())),
             steps={step: duration for step, (duration, _) in sorted(self.steps.items())},
             files=sorted(files),
+            calls=sorted(calls, key=call_order),
+            kernel_ns=dict(sorted(self.kernel_ns.items())),
+            gpu_busy_ns=self.gpu_busy.measure(),
+            gpu_span_ns=self.gpu_busy.span(),
+            memory_peak_bytes=self.memory_peak,
+            memory_reserved_peak_bytes=self.reserved_peak,
         )
 
     def _cpu_compute(self) -> IntervalSet:
@@ -106,6 +153,12 @@ class Accumulator:
         if not self.busy:
             return None
         return max(sorted(self.busy), key=lambda tid: self.busy[tid].measure())
+
+
+def call_order(op: CommOp) -> tuple[int, int, str, int, str, int]:
+    """Start order, ties broken by every other field: the same calls sort the same way."""
+    return (op.start_ns, op.dur_ns, op.collective, op.message_bytes or -1,
+            op.process_group or "", op.seq if op.seq is not None else -1)  # fmt: skip
 
 
 def count_op(tally: OpTally, op: CommOp) -> None:
@@ -141,8 +194,11 @@ def merge_results(results: Iterable[RankResult]) -> RankResult:
     results = list(results)
     known = sorted({r.source for r in results if r.source != NONE})
     steps: dict[int, int] = {}
+    kernel_ns: dict[str, int] = {}
     for result in results:
         steps.update(result.steps)
+        for category, ns in result.kernel_ns.items():
+            kernel_ns[category] = kernel_ns.get(category, 0) + ns
     return RankResult(
         source=" + ".join(known) if known else NONE,
         comm_ns=sum(r.comm_ns for r in results),
@@ -151,7 +207,16 @@ def merge_results(results: Iterable[RankResult]) -> RankResult:
         ops=pooled_ops(results),
         steps=dict(sorted(steps.items())),
         files=[f for r in results for f in r.files],
+        kernel_ns=dict(sorted(kernel_ns.items())),
+        gpu_busy_ns=sum(r.gpu_busy_ns for r in results),
+        gpu_span_ns=sum(r.gpu_span_ns for r in results),
+        memory_peak_bytes=_highest(r.memory_peak_bytes for r in results),
+        memory_reserved_peak_bytes=_highest(r.memory_reserved_peak_bytes for r in results),
     )
+
+
+def _highest(values: Iterable[int | None]) -> int | None:
+    return max((v for v in values if v is not None), default=None)
 
 
 def pooled_ops(results: Iterable[RankResult]) -> dict[str, OpTally]:

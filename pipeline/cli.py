@@ -83,6 +83,15 @@ def _job_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--peak-bandwidth", type=float, metavar="GBPS", help="link peak per direction, GB/s"
     )
+    parser.add_argument(
+        "--flops-per-token", type=float, metavar="F", help="model FLOPs per token (for MFU)"
+    )
+    parser.add_argument(
+        "--params", type=int, metavar="N", help="parameters without the embedding (for MFU)"
+    )
+    parser.add_argument(
+        "--peak-tflops", type=float, metavar="T", help="GPU peak dense TFLOP/s (for MFU)"
+    )
 
 
 def _collect_parser(commands: Any) -> None:
@@ -234,8 +243,14 @@ def _options(args: argparse.Namespace) -> Options:
     for flag, value in (("--batch-size", args.batch_size), ("--seq-len", args.seq_len)):
         if value is not None and value <= 0:
             raise ConfigError(f"{flag} must be a positive integer, got {value}")
-    if args.peak_bandwidth is not None and args.peak_bandwidth <= 0:
-        raise ConfigError(f"--peak-bandwidth must be positive GB/s, got {args.peak_bandwidth}")
+    for flag, number in (
+        ("--peak-bandwidth", args.peak_bandwidth),
+        ("--flops-per-token", args.flops_per_token),
+        ("--params", args.params),
+        ("--peak-tflops", args.peak_tflops),
+    ):
+        if number is not None and not number > 0:
+            raise ConfigError(f"{flag} must be positive, got {number}")
     config = None
     if args.config is not None:
         try:
@@ -247,7 +262,14 @@ def _options(args: argparse.Namespace) -> Options:
         config = with_overrides(config or JobConfig(), args.batch_size, args.seq_len)
     peak = args.peak_bandwidth * 1e9 if args.peak_bandwidth is not None else None
     path = str(args.config) if args.config is not None else None
-    return Options(config=config, config_path=path, peak_override_Bps=peak)
+    return Options(
+        config=config,
+        config_path=path,
+        peak_override_Bps=peak,
+        flops_per_token=args.flops_per_token,
+        params=args.params,
+        peak_flops_override=args.peak_tflops * 1e12 if args.peak_tflops is not None else None,
+    )
 
 
 def _summary(report: Report, paths: tuple[Path, Path]) -> None:

@@ -1,8 +1,9 @@
 """TorchTitan job configs: TOML or the JSON newer TorchTitan dumps (pure: parses text).
 
 Reads `[model] name, flavor`, `[training] local_batch_size` (older `batch_size`),
-`global_batch_size`, `seq_len`, `steps`, and `[parallelism]` degrees; resolves the global
-batch as the contract says (`data_parallel_shard_degree = -1` is the rest of the world).
+`global_batch_size`, `seq_len`, `steps`, `[parallelism]` degrees and `[activation_checkpoint]
+mode, selective_ac_option` (for HFU); resolves the global batch as the contract says
+(`data_parallel_shard_degree = -1` is the rest of the world).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ class JobConfig(msgspec.Struct, frozen=True, kw_only=True):
     seq_len: int | None = None
     steps: int | None = None
     parallelism: dict[str, int] = {}
+    activation_checkpoint: str | None = None  # "none" | "selective" | "full"
+    selective_ac_option: str | None = None  # "op", or k: every k-th layer
 
 
 def parse_config(text: str, name: str) -> JobConfig:
@@ -47,6 +50,7 @@ def parse_config(text: str, name: str) -> JobConfig:
         raise ConfigError(f"{name}: expected a table of sections at the top level")
     model, training = _section(data, "model", name), _section(data, "training", name)
     parallel = _section(data, "parallelism", name)
+    checkpoint = _section(data, "activation_checkpoint", name)
     local = _number(training, "local_batch_size", name)
     if local is None:
         local = _number(training, "batch_size", name)
@@ -58,6 +62,8 @@ def parse_config(text: str, name: str) -> JobConfig:
         seq_len=_number(training, "seq_len", name),
         steps=_number(training, "steps", name),
         parallelism={k: v for k in DEGREES if (v := _number(parallel, k, name)) is not None},
+        activation_checkpoint=_text(checkpoint, "mode"),
+        selective_ac_option=_text(checkpoint, "selective_ac_option"),
     )
 
 

@@ -60,6 +60,11 @@ class IntervalSet:
         self._flush()
         return sum(self._ends) - sum(self._starts)
 
+    def span(self) -> int:
+        """From the first run's start to the last run's end (0 when empty)."""
+        self._flush()
+        return self._ends[-1] - self._starts[0] if self._starts else 0
+
     def __len__(self) -> int:
         self._flush()
         return len(self._starts)

@@ -13,11 +13,14 @@ from typing import Final
 
 import msgspec
 from commscope.collector.schema import (
+    KERNEL_CATEGORIES,
     Collectives,
     CollectiveStats,
+    Kernels,
     Network,
     OpTally,
     Overlap,
+    RankKernels,
     RankNetwork,
     RankOverlap,
     RankResult,
@@ -25,11 +28,17 @@ from commscope.collector.schema import (
     Sections,
     Throughput,
     TrafficShare,
+    Utilization,
 )
 from commscope.pipeline.accumulate import bus_bytes, pooled_ops
+from commscope.pipeline.skew import stragglers
 from commscope.pipeline.stats import mean, ratio, summarize
 
 NS: Final = 1e-9
+GPU_ACTIVITY: Final = (*KERNEL_CATEGORIES, "communication", "memcpy", "memset")
+IMPLAUSIBLE: Final = (
+    "above 100%: the batch size, sequence length, FLOPs per token or GPU peak is wrong"
+)
 
 # Peak link bandwidth per direction (bytes/s), matched as a substring of the GPU name.
 PEAK_BPS: Final = (
@@ -52,6 +61,12 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     global_batch: int | None = None
     seq_len: int | None = None
     batch_reason: str | None = None
+    flops_per_token: float | None = None
+    flops_source: str | None = None  # the formula, or why FLOPs per token are unknown
+    peak_flops: float | None = None
+    peak_flops_source: str | None = None
+    hfu_factor: float | None = None
+    hfu_reason: str | None = None
 
 
 def peak_bandwidth(gpu_name: str | None, override_Bps: float | None) -> tuple[float | None, str]:
@@ -71,6 +86,9 @@ def sections(results: Mapping[int, RankResult], context: Context) -> Sections:
     """Every section of the report for these ranks."""
     ranks = sorted(results)
     ordered = {rank: results[rank] for rank in ranks}
+    rates = throughput(ordered, context)
+    mean_steps = {r: sum(res.steps.values()) * NS / len(res.steps) for r, res in ordered.items()
+                  if res.steps}  # fmt: skip
     return Sections(
         ranks=ranks,
         overlap=overlap(ordered),
@@ -80,8 +98,11 @@ def sections(results: Mapping[int, RankResult], context: Context) -> Sections:
         ),
         network=network(ordered, context),
         traffic=traffic(ordered),
-        throughput=throughput(ordered, context),
+        throughput=rates,
         steps={str(r): rank_steps(res) for r, res in ordered.items()},
+        utilization=utilization(rates, context),
+        kernels=kernels(ordered),
+        stragglers=stragglers(mean_steps),
     )
 
 
@@ -182,7 +203,12 @@ def throughput(results: Mapping[int, RankResult], context: Context) -> Throughpu
     if reason is None and iteration and context.global_batch is not None:
         samples = context.global_batch / iteration
         tokens = samples * context.seq_len if context.seq_len is not None else None
+    by_step: dict[int, list[int]] = {}
+    for result in results.values():
+        for step, duration in result.steps.items():
+            by_step.setdefault(step, []).append(duration)
     return Throughput(
+        step_times_s=[math.fsum(d) * NS / len(d) for _, d in sorted(by_step.items())],
         iterations=iterations,
         iteration_time_s=iteration,
         tokens_per_second=tokens,
@@ -212,3 +238,68 @@ def rank_steps(result: RankResult) -> RankSteps:
         min_s=min(durations) if durations else None,
         max_s=max(durations) if durations else None,
     )
+
+
+def utilization(rates: Throughput, context: Context) -> Utilization:
+    """MFU = tokens/s per GPU x FLOPs per token / peak FLOP/s; HFU = MFU x recompute factor."""
+    reason = None
+    if context.flops_per_token is None:
+        reason = context.flops_source or "FLOPs per token unknown"
+    elif context.peak_flops is None:
+        reason = context.peak_flops_source or "GPU peak FLOP/s unknown"
+    elif rates.tokens_per_second_per_gpu is None:
+        reason = f"no tokens/s ({rates.na_reason or 'world size unknown'})"
+    model = None
+    if reason is None and context.flops_per_token is not None:
+        model = (rates.tokens_per_second_per_gpu or 0.0) * context.flops_per_token
+    mfu = ratio(model, context.peak_flops)
+    hfu = mfu * context.hfu_factor if mfu is not None and context.hfu_factor else None
+    return Utilization(
+        mfu=mfu,
+        hfu=hfu,
+        hfu_factor=context.hfu_factor,
+        flops_per_token=context.flops_per_token,
+        flops_source=context.flops_source,
+        peak_flops=context.peak_flops,
+        peak_source=context.peak_flops_source,
+        model_flops_per_second_per_gpu=model,
+        na_reason=reason,
+        hfu_reason=context.hfu_reason if hfu is None and reason is None else None,
+        warning=IMPLAUSIBLE if mfu is not None and mfu > 1 else None,
+    )
+
+
+def kernels(results: Mapping[int, RankResult]) -> Kernels:
+    """GPU time by category (Σ durations) over all ranks and per rank, and idle time."""
+    per_rank = {str(r): rank_kernels(res) for r, res in results.items() if res.gpu_span_ns}
+    totals = {
+        category: sum(res.kernel_ns.get(category, 0) for res in results.values()) * NS
+        for category in GPU_ACTIVITY
+    }
+    return Kernels(
+        time_s=totals,
+        share=_shares(totals),
+        idle_ratio_mean=mean([k.idle_ratio for k in per_rank.values()]),
+        per_rank=per_rank,
+    )
+
+
+def rank_kernels(result: RankResult) -> RankKernels:
+    """Idle = span of GPU activity minus the union of all GPU activity."""
+    times = {c: result.kernel_ns.get(c, 0) * NS for c in GPU_ACTIVITY}
+    idle = result.gpu_span_ns - result.gpu_busy_ns
+    return RankKernels(
+        time_s=times,
+        share=_shares(times),
+        busy_s=result.gpu_busy_ns * NS,
+        span_s=result.gpu_span_ns * NS,
+        idle_s=idle * NS,
+        idle_ratio=ratio(idle, result.gpu_span_ns),
+        memory_peak_bytes=result.memory_peak_bytes,
+        memory_reserved_peak_bytes=result.memory_reserved_peak_bytes,
+    )
+
+
+def _shares(times: Mapping[str, float]) -> dict[str, float]:
+    total = math.fsum(times.values())
+    return {c: t / total for c, t in times.items()} if total else {}

@@ -2,7 +2,8 @@
 
 Each parsed file is one rank's view of one window. Ranks come from `distributedInfo.rank`,
 else from the file name; two files claiming one rank in one window are both skipped, each
-reason naming the other. The run's sections use each rank's windows merged.
+reason naming the other. The run's sections use each rank's windows merged; its cross-rank
+sections pool the windows' matched collectives (each window's clocks aligned on their own).
 """
 
 from __future__ import annotations
@@ -17,14 +18,19 @@ from commscope.collector.schema import (
     RankResult,
     Report,
     RunConfig,
+    Sections,
     Skipped,
     TraceMeta,
     Window,
 )
+from commscope.pipeline import crossrank
 from commscope.pipeline.accumulate import merge_results
 from commscope.pipeline.config import JobConfig, degrees, global_batch
+from commscope.pipeline.diagnosis import diagnose
+from commscope.pipeline.flops import flops_per_token, hfu_factor, model_shape, peak_flops
 from commscope.pipeline.metrics import Context, peak_bandwidth, sections
-from msgspec.structs import asdict
+from commscope.pipeline.skew import skew
+from msgspec.structs import asdict, replace
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,9 @@ class Options:
     config: JobConfig | None = None
     config_path: str | None = None
     peak_override_Bps: float | None = None
+    flops_per_token: float | None = None
+    params: int | None = None
+    peak_flops_override: float | None = None
 
 
 def assign_ranks(
@@ -85,34 +94,99 @@ def build_report(
     config = options.config or JobConfig()
     batch, batch_reason = global_batch(config, world)
     run_config = _run_config(metas, world, config, batch, options)
+    context = _context(
+        run_config, config, batch=batch, batch_reason=batch_reason, world=world, options=options
+    )
+    by_window: dict[str, dict[int, ParsedFile]] = {name: {} for name in windows}
+    for (window, rank), item in sorted(placed.items()):
+        by_window[window][rank] = item
+    window_list, crosses = [], []
+    for name, items in by_window.items():
+        if items:
+            results = {rank: item.result for rank, item in items.items()}
+            cross = crossrank.window(results, _infos(items))
+            found = _with_cross(sections(results, context), cross, context)
+            window_list.append(Window(name=name, **asdict(found)))
+            crosses.append(cross)
+    per_rank: dict[int, list[RankResult]] = {}
+    for items in by_window.values():
+        for rank, item in items.items():
+            per_rank.setdefault(rank, []).append(item.result)
+    merged = sections({rank: merge_results(rs) for rank, rs in per_rank.items()}, context)
+    run = _with_cross(merged, crossrank.pooled(crosses) if crosses else None, context)
+    return Report(
+        world_size=world,
+        config=run_config,
+        windows=window_list,
+        inputs=_inputs(parsed, [*skipped, *conflicts]),
+        diagnosis=diagnose(run),
+        **asdict(run),
+    )
+
+
+def _infos(items: dict[int, ParsedFile]) -> dict[int, crossrank.RankInfo]:
+    return {
+        rank: crossrank.RankInfo(
+            base_ns=item.meta.base_time_ns or 0,
+            pg_ranks=item.meta.pg_ranks,
+        )
+        for rank, item in items.items()
+    }
+
+
+def _with_cross(found: Sections, cross: crossrank.CrossRank | None, context: Context) -> Sections:
+    if cross is None:
+        return found
+    return replace(
+        found,
+        matching=cross.matching,
+        clocks=cross.clocks,
+        skew=skew(cross.arrivals),
+        alpha_beta=crossrank.alpha_beta(cross.arrivals, context.peak_Bps),
+    )
+
+
+def _context(
+    run_config: RunConfig,
+    config: JobConfig,
+    *,
+    batch: int | None,
+    batch_reason: str | None,
+    world: int | None,
+    options: Options,
+) -> Context:
     peak, peak_source = peak_bandwidth(run_config.gpu_name, options.peak_override_Bps)
-    context = Context(
+    fpt, fpt_source = _flops(config, options)
+    flops_peak, flops_peak_source = peak_flops(run_config.gpu_name, options.peak_flops_override)
+    factor, factor_reason = hfu_factor(config.activation_checkpoint, config.selective_ac_option)
+    return Context(
         world_size=world,
         peak_Bps=peak,
         peak_source=peak_source,
         global_batch=batch,
         seq_len=config.seq_len,
         batch_reason=batch_reason,
+        flops_per_token=fpt,
+        flops_source=fpt_source,
+        peak_flops=flops_peak,
+        peak_flops_source=flops_peak_source,
+        hfu_factor=factor,
+        hfu_reason=factor_reason,
     )
-    by_window: dict[str, dict[int, RankResult]] = {name: {} for name in windows}
-    for (window, rank), item in sorted(placed.items()):
-        by_window[window][rank] = item.result
-    window_list = [
-        Window(name=name, **asdict(sections(results, context)))
-        for name, results in by_window.items()
-        if results
-    ]
-    per_rank: dict[int, list[RankResult]] = {}
-    for results in by_window.values():
-        for rank, result in results.items():
-            per_rank.setdefault(rank, []).append(result)
-    run = sections({rank: merge_results(rs) for rank, rs in per_rank.items()}, context)
-    return Report(
-        world_size=world,
-        config=run_config,
-        windows=window_list,
-        inputs=_inputs(parsed, [*skipped, *conflicts]),
-        **asdict(run),
+
+
+def _flops(config: JobConfig, options: Options) -> tuple[float | None, str]:
+    """FLOPs per token: --flops-per-token, else 6N + 12·L·D·S from --params or the flavor."""
+    if options.flops_per_token is not None:
+        return options.flops_per_token, "--flops-per-token"
+    shape = model_shape(config.model, config.flavor)
+    params = options.params if options.params is not None else shape.params if shape else None
+    if params is None:
+        what = " ".join(x for x in (config.model, config.flavor) if x)
+        known = f"no parameter count for {what}" if what else "no model in the config"
+        return None, f"{known}; give --params or --flops-per-token"
+    return flops_per_token(
+        params, shape.layers if shape else None, shape.dim if shape else None, config.seq_len
     )
 
 

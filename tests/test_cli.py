@@ -78,7 +78,9 @@ def test_run_folder_reports_every_window_and_the_whole_run(run_dir: Path, tmp_pa
         "3. NETWORK LOAD",
         "4. TRAFFIC DISTRIBUTION",
         "5. EXPOSED COMMUNICATION",
-        "8. INPUTS",
+        "8. DIAGNOSIS",
+        "11. COLLECTIVES MATCHED ACROSS RANKS, CLOCK OFFSETS",
+        "14. INPUTS",
     ):
         assert heading in text
     assert "Average Overlap: 66.67%" in text

@@ -40,7 +40,7 @@ BAD_SPAN = "span without numeric ts/dur"
 def test_compute_kernel_is_a_compute_gpu_op_in_integer_ns() -> None:
     # ts 1.5 µs -> 1500 ns; dur 2 µs -> 2000 ns
     parsed = read(trace([kernel(GEMM, 1.5, 2.0)]))
-    assert parsed.events == [GpuOp("compute", 1500, 2000)]
+    assert parsed.events == [GpuOp("compute", 1500, 2000, "gemm")]
 
 
 def test_times_are_integers() -> None:
@@ -417,7 +417,7 @@ def test_events_without_numeric_ts_or_dur_are_dropped_and_counted() -> None:
         kernel(GEMM, 5, 1),
     ]
     parsed = read(trace(events))
-    assert parsed.events == [GpuOp("compute", 5000, 1000)]
+    assert parsed.events == [GpuOp("compute", 5000, 1000, "gemm")]
     assert parsed.stats.dropped == {BAD_SPAN: 5}
     assert parsed.stats.events == 6
 

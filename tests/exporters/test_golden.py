@@ -14,6 +14,7 @@ from commscope.collector.schema import (
     Event,
     FileStats,
     GpuOp,
+    MemoryPeak,
     Report,
     Skipped,
     Step,
@@ -30,15 +31,18 @@ US = 1000
 
 def events(rank: int, window: int) -> list[Event]:
     shift = 40 * rank + 10 * window  # µs: ranks and windows differ a little
+    seq = 2 * window + 1
     return [
         Step(10 * window + 1, 0, (2000 + shift) * US, 1),
-        GpuOp("compute", 0, 400 * US),
-        GpuOp("compute", 600 * US, (300 + shift) * US),
+        GpuOp("compute", 0, 400 * US, "gemm"),
+        GpuOp("compute", 600 * US, (300 + shift) * US, "attention"),
+        GpuOp("compute", 1000 * US, 100 * US, "elementwise"),
         GpuOp("memcpy", 0, 20 * US),
-        CommOp("AllGather", 100 * US, 200 * US, 64 * 2**20, 8, True, "0"),
-        CommOp("ReduceScatter", (700 + shift) * US, 500 * US, 128 * 2**20, 8, True, "0"),
-        CommOp("AllReduce", 1500 * US, 50 * US, 4096, 8, True, "1"),
+        CommOp("AllGather", 100 * US, 200 * US, 64 * 2**20, 8, True, "0", 2 * window),
+        CommOp("ReduceScatter", (700 + shift) * US, 500 * US, 128 * 2**20, 8, True, "0", seq),
+        CommOp("AllReduce", (1500 + 3 * shift) * US, 50 * US, 4096, 8, True, "1", window),
         CommOp("SendRecv", 1800 * US, 30 * US, None, 2, True, "2"),
+        MemoryPeak(0, (30 + rank) * 2**30, 40 * 2**30),
     ]
 
 
@@ -64,9 +68,9 @@ def report() -> Report:
             )
     config = JobConfig(
         model="llama3",
-        flavor="8B",
+        flavor="debugmodel",
         local_batch_size=2,
-        seq_len=8192,
+        seq_len=2048,
         parallelism={"data_parallel_shard_degree": -1, "tensor_parallel_degree": 2},
     )
     skipped = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,54 @@ def test_single_rank_files_report_unknown_sizes_as_null() -> None:
     assert (allreduce.count, allreduce.sized_count, allreduce.message_bytes) == (2020, 0, None)
     assert report.network.per_rank["1"].bus_bandwidth_Bps is None
     assert report.inputs.sizes_unknown == 2020
+
+
+def _raw_nccl_starts(folder: Path) -> dict[int, list[float]]:
+    """An independent read of the files: each rank's NCCL kernel starts (µs), in order."""
+    starts = {}
+    for path in sorted(folder.glob("worker*.json")):
+        events = json.loads(path.read_text())["traceEvents"]
+        kernels = [e for e in events if e.get("cat") == "kernel" and e["name"].startswith("nccl")]
+        starts[int(path.name[6])] = sorted(e["ts"] for e in kernels)
+    return starts
+
+
+def test_dlrm_collectives_are_matched_across_its_8_ranks(dlrm: Report) -> None:
+    matching = dlrm.matching
+    assert (matching.instances, matching.by_index, matching.desync_count) == (8, 8, 0)
+    assert (matching.unmatched, matching.point_to_point) == (0, 0)
+    group = matching.groups["(unnamed)"]
+    assert (group.members, group.ranks_with_traces) == (list(range(8)), list(range(8)))
+
+
+def test_dlrm_ranks_share_a_clock(dlrm: Report) -> None:
+    """One host: the end-time alignment finds offsets of a few µs at most."""
+    offsets = [o.offset_s for o in dlrm.clocks.per_rank.values()]
+    assert len(offsets) == 8 and max(map(abs, offsets)) < 5e-6
+
+
+def test_dlrm_skews_agree_with_the_raw_kernel_starts(dlrm: Report) -> None:
+    starts = _raw_nccl_starts(TRACES / "dlrm_8rank_v100")
+    skews = sorted(max(col) - min(col) for col in zip(*starts.values(), strict=True))
+    kinds = dlrm.skew.per_collective
+    assert sum(k.instances for k in kinds.values()) == 8
+    assert max(k.skew_s.max or 0 for k in kinds.values()) == pytest.approx(
+        skews[-1] * 1e-6, abs=5e-6
+    )
+    last = {r: a.last for r, a in dlrm.skew.per_rank.items()}
+    raw_last = [max(range(8), key=lambda r: starts[r][i]) for i in range(8)]
+    assert last == {str(r): raw_last.count(r) for r in range(8)}
+
+
+def test_dlrm_names_rank_7_as_the_rank_the_others_wait_for(dlrm: Report) -> None:
+    assert dlrm.skew.slowest_rank == 7
+    assert dlrm.skew.per_rank["7"].last == 5
+    assert "rank 7 arrived last at 5 of 8" in dlrm.skew.evidence
+
+
+def test_dlrm_alpha_beta_fits_stay_below_the_v100_link(dlrm: Report) -> None:
+    fits = dlrm.alpha_beta["(unnamed)"]
+    for kind in ("AllReduce", "AllToAll"):
+        fit = fits[kind]
+        assert fit.alpha_s is not None and fit.beta_Bps is not None, fit.na_reason
+        assert fit.alpha_s > 0 and 0 < fit.beta_Bps < 150e9

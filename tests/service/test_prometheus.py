@@ -30,8 +30,22 @@ pytestmark = pytest.mark.timeout(180)
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "gloo_ddp_2rank"
 CONFIG = ROOT / "samples" / "mlp_ddp.toml"
-# Served only when there is something to say: no dropped events in the sample.
-CONDITIONAL = {"commscope_events_dropped_total", "commscope_collector_dropped_total"}
+# Served only when there is something to say: no dropped events in the sample; it is a CPU
+# (gloo) run: no GPU time, memory or MFU; its collectives all have one size (no α-β fit) and
+# no rank is clearly the slowest. tests/exporters/test_metrics_families.py serves them all.
+CONDITIONAL = {
+    "commscope_events_dropped_total",
+    "commscope_collector_dropped_total",
+    "commscope_gpu_time_seconds_total",
+    "commscope_gpu_idle_ratio",
+    "commscope_gpu_memory_peak_bytes",
+    "commscope_mfu_ratio",
+    "commscope_hfu_ratio",
+    "commscope_alpha_seconds",
+    "commscope_beta_bytes_per_second",
+    "commscope_alpha_beta_groups_omitted",
+    "commscope_slowest_rank",
+}
 
 
 @pytest.fixture

@@ -1,0 +1,151 @@
+"""Cross-rank analysis of a window, and of a run as its windows pooled (pure).
+
+For one window: match the ranks' collectives (`matching`), estimate clock offsets from the
+matched instances (`clocks`), then on aligned clocks the arrival skew of every instance
+(`skew`). A run pools its windows' instances (clocks are estimated and applied per window:
+they drift between windows). The α-β fit per (process group, collective type) takes each
+instance's fastest member as its wait-free duration: T = α + S x F / β (`alphabeta`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from commscope.collector.classify import bus_factor
+from commscope.collector.schema import (
+    AlphaBeta,
+    ClockOffset,
+    Clocks,
+    GroupMatch,
+    Matching,
+    RankResult,
+)
+from commscope.pipeline import alphabeta
+from commscope.pipeline.clocks import clocks, offsets
+from commscope.pipeline.matching import MAX_DESYNCS, group_order, match
+from commscope.pipeline.skew import Arrival, arrival
+from commscope.pipeline.stats import ratio
+
+RUN_CLOCKS: Final = "median over windows of each window's offset (applied per window)"
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """What cross-rank timing needs of a rank's trace besides its calls."""
+
+    base_ns: int = 0
+    pg_ranks: Mapping[str, Sequence[int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CrossRank:
+    """One window's (or a run's pooled) cross-rank facts."""
+
+    matching: Matching
+    clocks: Clocks
+    arrivals: list[Arrival]
+
+
+def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> CrossRank:
+    calls = {rank: result.calls for rank, result in results.items()}
+    members: dict[str, Sequence[int]] = {}
+    for info in infos.values():
+        for group, ranks in info.pg_ranks.items():
+            members.setdefault(group, ranks)
+    matched = match(calls, members, {r: i.base_ns for r, i in infos.items()})
+    found = offsets(matched.instances)
+    shifts = {rank: offset for rank, (offset, _, _) in found.items()}
+    return CrossRank(
+        matching=matched.summary,
+        clocks=clocks(found),
+        arrivals=[arrival(instance, shifts) for instance in matched.instances],
+    )
+
+
+def pooled(windows: Sequence[CrossRank]) -> CrossRank:
+    """A run's facts: every window's instances, matching counters summed."""
+    if len(windows) == 1:
+        return windows[0]
+    return CrossRank(
+        matching=merge_matching([w.matching for w in windows]),
+        clocks=merge_clocks([w.clocks for w in windows]),
+        arrivals=[a for w in windows for a in w.arrivals],
+    )
+
+
+def merge_matching(parts: Sequence[Matching]) -> Matching:
+    total = Matching()
+    for part in parts:
+        total.instances += part.instances
+        total.by_seq += part.by_seq
+        total.by_index += part.by_index
+        total.unmatched += part.unmatched
+        total.point_to_point += part.point_to_point
+        total.desync_count += part.desync_count
+        total.desyncs.extend(part.desyncs[: MAX_DESYNCS - len(total.desyncs)])
+        for name, group in part.groups.items():
+            into = total.groups.setdefault(name, GroupMatch(members=group.members, key=group.key))
+            into.ranks_with_traces = sorted(
+                set(into.ranks_with_traces) | set(group.ranks_with_traces)
+            )
+            into.instances += group.instances
+            into.desyncs += group.desyncs
+            into.unmatched += group.unmatched
+    total.groups = {name: total.groups[name] for name in sorted(total.groups, key=group_order)}
+    return total
+
+
+def merge_clocks(parts: Sequence[Clocks]) -> Clocks:
+    ranks: dict[str, list[ClockOffset]] = {}
+    for part in parts:
+        for rank, offset in part.per_rank.items():
+            ranks.setdefault(rank, []).append(offset)
+    per_rank = {
+        rank: ClockOffset(
+            offset_s=statistics.median(o.offset_s for o in found),
+            uncertainty_s=_median_known([o.uncertainty_s for o in found]),
+            samples=sum(o.samples for o in found),
+        )
+        for rank, found in sorted(ranks.items(), key=lambda item: int(item[0]))
+    }
+    references = [p.reference_rank for p in parts if p.reference_rank is not None]
+    return Clocks(
+        reference_rank=min(references) if references else None,
+        method=RUN_CLOCKS if per_rank else "no collective matched across clock domains",
+        per_rank=per_rank,
+    )
+
+
+def _median_known(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def alpha_beta(
+    arrivals: Sequence[Arrival], peak_Bps: float | None
+) -> dict[str, dict[str, AlphaBeta]]:
+    """Per (process group, collective type): the α-β fit over wait-free durations."""
+    points: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    counts: dict[tuple[str, str], int] = {}
+    for item in arrivals:
+        key = (item.group, item.collective)
+        counts[key] = counts.get(key, 0) + 1
+        factor = bus_factor(item.collective, item.group_size)
+        if item.message_bytes is not None and factor is not None and item.fastest_ns > 0:
+            points.setdefault(key, []).append((item.message_bytes * factor, item.fastest_ns * 1e-9))
+    table: dict[str, dict[str, AlphaBeta]] = {}
+    for group, kind in sorted(counts, key=lambda k: (group_order(k[0]), k[1])):
+        line = alphabeta.fit(points.get((group, kind), []))
+        table.setdefault(group, {})[kind] = AlphaBeta(
+            instances=counts[(group, kind)],
+            sizes=line.sizes,
+            alpha_s=line.alpha_s,
+            beta_Bps=line.beta_Bps,
+            r2=line.r2,
+            peak_ratio=ratio(line.beta_Bps, peak_Bps),
+            na_reason=line.reason,
+        )
+    return table

@@ -1,0 +1,205 @@
+"""Arrival skew at collectives, the ranks that make the others wait, step-time stragglers (pure).
+
+For each matched instance, on clocks aligned by `clocks`: skew = latest start - earliest
+start; the last arriver is the member with the latest start (none when all start together);
+each other member waited (last start - its start) for it. Per rank: how often it arrived last
+against how often it would by chance (1/members per instance), the wait it caused and the wait
+it suffered. The slowest rank is named only when the evidence is clear: it caused at least
+half of all waiting, arrived last at least `MIN_LAST` times, and arriving last that often by
+chance has probability at most `CLEAR_P` after a Bonferroni correction over the ranks
+(Poisson-binomial tail, exact). Step-time stragglers: z over ranks of each rank's mean step
+time, flagged by the robust (median/MAD) z ≥ 3.5 and at least 5% above the median.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from commscope.collector.schema import CollectiveSkew, RankArrival, Skew, Stragglers
+from commscope.pipeline.matching import Instance
+from commscope.pipeline.stats import summarize
+
+CLEAR_P: Final = 0.01
+CLEAR_SHARE: Final = 0.5
+MIN_LAST: Final = 3
+ROBUST_Z: Final = 3.5
+MIN_EXCESS: Final = 0.05
+MIN_RANKS: Final = 3
+NS: Final = 1e-9
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One instance after alignment: who came last and who waited how long (ns)."""
+
+    group: str
+    collective: str
+    skew_ns: float
+    last: int | None
+    waits: dict[int, float]  # every member -> its wait for the last arriver (0 for the last)
+    fastest_ns: int  # the shortest member duration: the one that did not wait
+    message_bytes: int | None
+    group_size: int | None
+
+
+def arrival(instance: Instance, offsets: Mapping[int, float]) -> Arrival:
+    starts = {r: s - offsets.get(r, 0.0) for r, s in instance.starts.items()}
+    latest = max(starts.values())
+    at_latest = [r for r, s in starts.items() if s == latest]
+    skew = latest - min(starts.values())
+    return Arrival(
+        group=instance.group,
+        collective=instance.collective,
+        skew_ns=skew,
+        last=at_latest[0] if len(at_latest) == 1 and skew > 0 else None,
+        waits={r: latest - s for r, s in starts.items()},
+        fastest_ns=min(instance.durations.values()),
+        message_bytes=instance.message_bytes,
+        group_size=instance.group_size,
+    )
+
+
+def skew(arrivals: Sequence[Arrival]) -> Skew:
+    per_rank = rank_arrivals(arrivals)
+    slowest, evidence = slowest_rank(arrivals, per_rank)
+    return Skew(
+        per_collective=per_collective(arrivals),
+        per_rank={str(r): a for r, a in sorted(per_rank.items())},
+        slowest_rank=slowest,
+        evidence=evidence,
+    )
+
+
+def per_collective(arrivals: Sequence[Arrival]) -> dict[str, CollectiveSkew]:
+    kinds: dict[str, list[Arrival]] = {}
+    for item in arrivals:
+        kinds.setdefault(item.collective, []).append(item)
+    return {
+        kind: CollectiveSkew(
+            instances=len(items),
+            skew_s=summarize([a.skew_ns * NS for a in items]),
+            wait_s=math.fsum(w for a in items for w in a.waits.values()) * NS,
+        )
+        for kind, items in sorted(kinds.items())
+    }
+
+
+def rank_arrivals(arrivals: Sequence[Arrival]) -> dict[int, RankArrival]:
+    ranks: dict[int, RankArrival] = {}
+    for item in arrivals:
+        for rank, wait in item.waits.items():
+            entry = ranks.setdefault(rank, RankArrival())
+            entry.instances += 1
+            entry.waited_s += wait * NS
+            if item.last is not None:
+                entry.expected_last += 1 / len(item.waits)
+        if item.last is not None:
+            last = ranks[item.last]
+            last.last += 1
+            last.caused_wait_s += math.fsum(item.waits.values()) * NS
+    for entry in ranks.values():
+        entry.last_share = entry.last / entry.instances if entry.instances else None
+    return ranks
+
+
+def slowest_rank(
+    arrivals: Sequence[Arrival], ranks: Mapping[int, RankArrival]
+) -> tuple[int | None, str]:
+    """(the rank, why) when the evidence is clear; (None, why not) otherwise."""
+    total = math.fsum(r.caused_wait_s for r in ranks.values())
+    if not arrivals or total <= 0:
+        return None, "no collective matched across ranks with a last arriver"
+    rank = max(sorted(ranks), key=lambda r: ranks[r].caused_wait_s)
+    entry = ranks[rank]
+    chances = [1 / len(a.waits) for a in arrivals if a.last is not None and rank in a.waits]
+    p = min(1.0, upper_tail(chances, entry.last) * len(ranks))
+    share = entry.caused_wait_s / total
+    facts = (
+        f"rank {rank} arrived last at {entry.last} of {entry.instances} matched collectives "
+        f"({entry.expected_last:.1f} expected by chance, p = {p:.2g} over {len(ranks)} ranks) "
+        f"and caused {share:.0%} of all waiting ({entry.caused_wait_s * 1e3:.3g} ms "
+        f"of {total * 1e3:.3g} ms)"
+    )
+    if share >= CLEAR_SHARE and entry.last >= MIN_LAST and p <= CLEAR_P:
+        return rank, facts
+    return None, f"no clear slowest rank: {facts}"
+
+
+def upper_tail(chances: Sequence[float], k: int) -> float:
+    """P(X ≥ k) for X a sum of independent Bernoulli(chance) (Poisson-binomial), exact."""
+    counts: dict[float, int] = {}
+    for chance in chances:
+        counts[chance] = counts.get(chance, 0) + 1
+    pmf = [1.0]
+    for chance, n in sorted(counts.items()):
+        pmf = _convolve(pmf, binomial_pmf(n, chance))
+    return min(1.0, math.fsum(pmf[k:]))
+
+
+def binomial_pmf(n: int, p: float) -> list[float]:
+    if p >= 1:
+        return [0.0] * n + [1.0]
+    log_p, log_q = math.log(p), math.log1p(-p)
+    return [math.exp(_log_choose(n, i) + i * log_p + (n - i) * log_q) for i in range(n + 1)]
+
+
+def _log_choose(n: int, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+
+
+def _convolve(a: list[float], b: list[float]) -> list[float]:
+    if len(a) == 1:
+        return [a[0] * x for x in b]
+    out = [0.0] * (len(a) + len(b) - 1)
+    for i, x in enumerate(a):
+        if x:
+            for j, y in enumerate(b):
+                out[i + j] += x * y
+    return out
+
+
+def stragglers(mean_step_s: Mapping[int, float]) -> Stragglers:
+    """Ranks whose mean step time stands out (needs `MIN_RANKS` ranks with steps)."""
+    if len(mean_step_s) < MIN_RANKS:
+        return Stragglers(evidence=f"needs step times of {MIN_RANKS} ranks or more")
+    values = list(mean_step_s.values())
+    centre, spread = statistics.fmean(values), statistics.pstdev(values)
+    median = statistics.median(values)
+    scale = robust_scale(values, median)
+    z = {str(r): (v - centre) / spread if spread else 0.0 for r, v in mean_step_s.items()}
+    robust = {str(r): (v - median) / scale if scale else 0.0 for r, v in mean_step_s.items()}
+    flagged = [
+        r
+        for r, v in sorted(mean_step_s.items())
+        if robust[str(r)] >= ROBUST_Z and v >= median * (1 + MIN_EXCESS)
+    ]
+    return Stragglers(z=z, robust_z=robust, flagged=flagged, evidence=_straggler_text(
+        flagged, mean_step_s, median, robust))  # fmt: skip
+
+
+def robust_scale(values: Sequence[float], median: float) -> float:
+    """1.4826 x MAD, or 1.2533 x the mean absolute deviation when the MAD is 0."""
+    deviations = [abs(v - median) for v in values]
+    mad = statistics.median(deviations)
+    return 1.4826 * mad if mad else 1.2533 * statistics.fmean(deviations)
+
+
+def _straggler_text(
+    flagged: list[int], steps: Mapping[int, float], median: float, robust: Mapping[str, float]
+) -> str:
+    if not flagged:
+        worst = max(sorted(steps), key=lambda r: steps[r])
+        return (
+            f"no step-time straggler: the slowest, rank {worst}, takes "
+            f"{steps[worst] * 1e3:.3g} ms against a median of {median * 1e3:.3g} ms "
+            f"(robust z {robust[str(worst)]:.1f})"
+        )
+    return "; ".join(
+        f"rank {r}: {steps[r] * 1e3:.3g} ms per step against a median of {median * 1e3:.3g} ms "
+        f"(+{steps[r] / median - 1:.0%}, robust z {robust[str(r)]:.1f})"
+        for r in flagged
+    )

@@ -1,0 +1,113 @@
+"""/metrics from a snapshot where every family has something to say: all are served, promtool
+accepts the exposition, and the cross-rank families carry the report's numbers."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from commscope.collector.schema import (
+    AggregatorStats,
+    CollectorStats,
+    Event,
+    FileStats,
+    GpuOp,
+    MemoryPeak,
+    Report,
+    Step,
+    TraceMeta,
+)
+from commscope.exporters.metricnames import FAMILIES, MAX_GROUPS
+from commscope.exporters.prometheus import Rolling, Snapshot, families
+from commscope.pipeline.config import JobConfig
+from commscope.pipeline.report import Options, ParsedFile, build_report
+from crossrank_builder import Scenario, calls, results
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.registry import Collector
+from tools import require_tool
+
+SLOW = 2
+
+
+def report() -> Report:
+    sizes = [2**k for k in range(12, 26, 3)]
+    scenario = Scenario(ranks=4, instances=30, sizes=sizes, slow_rank=SLOW, late_ns=500_000,
+                        offsets_ns={1: 40_000}, seed=5)  # fmt: skip
+    per_rank: dict[int, list[Event]] = {r: list(ops) for r, ops in calls(scenario)[0].items()}
+    for rank, events in per_rank.items():
+        events.append(MemoryPeak(0, (30 + rank) * 2**30, 40 * 2**30))
+        events.append(GpuOp("compute", 0, 200_000_000, "gemm"))
+        events.append(Step(1, 0, 300_000_000 + rank, 1))
+    meta = TraceMeta(world_size=4, gpu_name="NVIDIA H100 80GB HBM3", backend="nccl")
+    files = [
+        ParsedFile("w", f"w/rank{rank}.json", rank, meta, result, FileStats())
+        for rank, result in results(per_rank).items()
+    ]
+    config = JobConfig(model="llama3", flavor="8B", local_batch_size=1, seq_len=4096)
+    return build_report(["w"], files, [], Options(config=config))
+
+
+class _Fixed(Collector):
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.metrics = families(snapshot)
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        yield from self.metrics
+
+
+def exposition() -> str:
+    stats = AggregatorStats(messages={"batch": 1}, rejected={"malformed": 1}, window_latency_s=0.1)
+    node = CollectorStats(dropped={"bad span": 1})
+    snapshot = Snapshot(
+        job="llama",
+        report=report(),
+        windows_completed=1,
+        busbw={"AllReduce": Rolling(30, {"p50": 1e10, "p95": 2e10, "mean": 1.2e10})},
+        aggregator=stats,
+        streams={"finished": 4},
+        collectors={"n1": (node, True)},
+    )
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Fixed(snapshot))
+    return generate_latest(registry).decode()
+
+
+def test_every_family_is_served_and_promtool_accepts_them() -> None:
+    text = exposition()
+    missing = [
+        f.name for f in FAMILIES if f"\n{f.name}{{" not in text and f"\n{f.name} " not in text
+    ]
+    # counters with nothing to count yet are absent: the events-dropped family needs dropped events
+    assert missing == ["commscope_events_dropped_total"]
+    checked = subprocess.run([require_tool("promtool"), "check", "metrics"], input=text.encode(),
+                             capture_output=True, timeout=30, check=False)  # fmt: skip
+    assert checked.returncode == 0, checked.stdout.decode() + checked.stderr.decode()
+
+
+def test_cross_rank_families_carry_the_report_numbers() -> None:
+    text, found = exposition(), report()
+    assert f'commscope_slowest_rank{{job="llama"}} {float(SLOW)}' in text
+    late = found.skew.per_rank[str(SLOW)].last
+    assert f'commscope_late_arrivals_total{{job="llama",rank="{SLOW}"}} {float(late)}' in text
+    beta = found.alpha_beta["0"]["AllReduce"].beta_Bps
+    line = next(ln for ln in text.splitlines() if ln.startswith("commscope_beta_bytes_per_second"))
+    assert float(line.split()[-1]) == pytest.approx(beta)
+    assert 'collective="AllReduce",job="llama",process_group="0"' in line
+    mfu = found.utilization.mfu
+    assert mfu is not None and f'commscope_mfu_ratio{{job="llama"}} {mfu!r}' in text
+
+
+def test_alpha_beta_labels_are_capped_at_max_groups() -> None:
+    from commscope.collector.schema import AlphaBeta
+
+    fits = {str(g): {"AllReduce": AlphaBeta(instances=g, sizes=3, alpha_s=1e-5, beta_Bps=1e9)}
+            for g in range(MAX_GROUPS + 5)}  # fmt: skip
+    text = "\n".join(
+        str(s)
+        for m in families(Snapshot(job="j", report=Report(alpha_beta=fits)))
+        for s in m.samples
+    )
+    assert text.count("commscope_alpha_seconds") == MAX_GROUPS
+    omitted = next(m for m in families(Snapshot(job="j", report=Report(alpha_beta=fits)))
+                   if m.name == "commscope_alpha_beta_groups_omitted")  # fmt: skip
+    assert omitted.samples[0].value == 5
