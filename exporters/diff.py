@@ -111,7 +111,7 @@ def step_significance(a: Report, b: Report) -> str:
     result = welch(steps_a, steps_b)
     if result.p_value is None:
         why = result.reason or f"{MIN_SAMPLES} steps needed on each side"
-        return f"no significance test ({why})"
+        return f"no significance test: {why}"
     verdict = "a significant change" if result.p_value < SIGNIFICANT else "not significant"
     moved = f"{result.change:+.1%}" if result.change is not None else "n/a"
     return (

@@ -173,7 +173,7 @@ FAMILIES: Final = (
         "commscope_gpu_idle_ratio",
         "gauge",
         _JR,
-        "GPU idle / GPU active span over finished windows",
+        "GPU idle / (last GPU activity end - first start), over finished windows",
     ),
     Family(
         "commscope_gpu_memory_peak_bytes",

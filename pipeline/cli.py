@@ -4,6 +4,7 @@
                          [--peak-bandwidth GBPS] [--print]
     commscope collect --watch DIR --aggregator tcp://HOST:5555 --node NAME --state DIR
     commscope aggregate --listen tcp://0.0.0.0:5555 --metrics-port 9464 --out DIR --state DIR
+    commscope diff A.json B.json
 
 Exit codes: 0 every input analysed; 3 report written but some inputs were skipped (listed in
 the report); 1 nothing could be done (bad flag value, config, no traces, broken install);
@@ -25,7 +26,7 @@ from commscope.collector.errors import CommscopeError, ConfigError
 from commscope.collector.jsonstream import require_c_backend
 from commscope.collector.schema import Report
 from commscope.collector.stream import StreamSettings
-from commscope.exporters import text
+from commscope.exporters import diff, text
 from commscope.exporters.files import write_reports
 from commscope.exporters.progress import TerminalProgress
 from commscope.pipeline.aggregator import Aggregator, AggregatorSettings
@@ -73,6 +74,15 @@ def _parser() -> argparse.ArgumentParser:
     report.set_defaults(run=_report)
     _collect_parser(commands)
     _aggregate_parser(commands)
+    compare = commands.add_parser(
+        "diff",
+        help="what changed between two runs' JSON reports",
+        description="Compare two JSON reports: whole-run figures, busbw per collective, the "
+        "verdicts, and whether the step time changed significantly (Welch's t-test).",
+    )
+    compare.add_argument("before", type=Path, help="the JSON report of run A")
+    compare.add_argument("after", type=Path, help="the JSON report of run B")
+    compare.set_defaults(run=_diff)
     return parser
 
 
@@ -168,6 +178,18 @@ def _report(args: argparse.Namespace) -> int:
         sys.stdout.write(text.render(report))
     _summary(report, paths)
     return EXIT_SKIPPED if report.inputs.skipped else EXIT_OK
+
+
+def _diff(args: argparse.Namespace) -> int:
+    reports = []
+    for path in (args.before, args.after):
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        reports.append(diff.load(data, str(path)))
+    sys.stdout.write(diff.render(reports[0], reports[1], (str(args.before), str(args.after))))
+    return EXIT_OK
 
 
 def _collect(args: argparse.Namespace) -> int:

@@ -5,10 +5,12 @@ start; the last arriver is the member with the latest start (none when all start
 each other member waited (last start - its start) for it. Per rank: how often it arrived last
 against how often it would by chance (1/members per instance), the wait it caused and the wait
 it suffered. The slowest rank is named only when the evidence is clear: it caused at least
-half of all waiting, arrived last at least `MIN_LAST` times, and arriving last that often by
-chance has probability at most `CLEAR_P` after a Bonferroni correction over the ranks
-(Poisson-binomial tail, exact). Step-time stragglers: z over ranks of each rank's mean step
-time, flagged by the robust (median/MAD) z ≥ 3.5 and at least 5% above the median.
+half of all waiting, arrived last at least `MIN_LAST` times, and collecting that much of the
+waiting by chance (each instance's last arriver drawn at random among its members, the
+instance's wait going to it) or arriving last that often by chance has probability at most
+`CLEAR_P`, Bonferroni-corrected over the two tests and the ranks. Step-time stragglers: z
+over ranks of each rank's mean step time, flagged by the robust (median/MAD) z ≥ 3.5 and at
+least 5% above the median.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from commscope.collector.schema import CollectiveSkew, RankArrival, Skew, Stragg
 from commscope.pipeline.matching import Instance
 from commscope.pipeline.stats import summarize
 
-CLEAR_P: Final = 0.01
+CLEAR_P: Final = 0.05
+RESOLUTION: Final = 1000
 CLEAR_SHARE: Final = 0.5
 MIN_LAST: Final = 3
 ROBUST_Z: Final = 3.5
@@ -115,51 +118,55 @@ def slowest_rank(
         return None, "no collective matched across ranks with a last arriver"
     rank = max(sorted(ranks), key=lambda r: ranks[r].caused_wait_s)
     entry = ranks[rank]
-    chances = [1 / len(a.waits) for a in arrivals if a.last is not None and rank in a.waits]
-    p = min(1.0, upper_tail(chances, entry.last) * len(ranks))
+    p = chance_of(arrivals, rank, entry) * len(ranks)
     share = entry.caused_wait_s / total
     facts = (
         f"rank {rank} arrived last at {entry.last} of {entry.instances} matched collectives "
-        f"({entry.expected_last:.1f} expected by chance, p = {p:.2g} over {len(ranks)} ranks) "
-        f"and caused {share:.0%} of all waiting ({entry.caused_wait_s * 1e3:.3g} ms "
-        f"of {total * 1e3:.3g} ms)"
+        f"({entry.expected_last:.1f} expected by chance) and caused {share:.0%} of all "
+        f"waiting ({entry.caused_wait_s * 1e3:.3g} ms of {total * 1e3:.3g} ms); "
+        f"p = {min(1.0, p):.2g} that chance does this to one of {len(ranks)} ranks"
     )
     if share >= CLEAR_SHARE and entry.last >= MIN_LAST and p <= CLEAR_P:
         return rank, facts
     return None, f"no clear slowest rank: {facts}"
 
 
-def upper_tail(chances: Sequence[float], k: int) -> float:
-    """P(X ≥ k) for X a sum of independent Bernoulli(chance) (Poisson-binomial), exact."""
-    counts: dict[float, int] = {}
-    for chance in chances:
-        counts[chance] = counts.get(chance, 0) + 1
-    pmf = [1.0]
-    for chance, n in sorted(counts.items()):
-        pmf = _convolve(pmf, binomial_pmf(n, chance))
-    return min(1.0, math.fsum(pmf[k:]))
+def chance_of(arrivals: Sequence[Arrival], rank: int, entry: RankArrival) -> float:
+    """The smaller of two chances, doubled (Bonferroni): arriving last that often, and
+    collecting that much of the waiting, if each instance's last arriver were random."""
+    drawn = [
+        (a.waits, 1 / len(a.waits)) for a in arrivals if a.last is not None and rank in a.waits
+    ]
+    times = [(math.fsum(waits.values()), chance) for waits, chance in drawn]
+    counts = [(1.0, chance) for _, chance in drawn]
+    by_count = wait_tail(counts, entry.last, resolution=len(counts)) if counts else 1.0
+    return 2 * min(by_count, wait_tail(times, entry.caused_wait_s / NS))
 
 
-def binomial_pmf(n: int, p: float) -> list[float]:
-    if p >= 1:
-        return [0.0] * n + [1.0]
-    log_p, log_q = math.log(p), math.log1p(-p)
-    return [math.exp(_log_choose(n, i) + i * log_p + (n - i) * log_q) for i in range(n + 1)]
-
-
-def _log_choose(n: int, k: int) -> float:
-    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
-
-
-def _convolve(a: list[float], b: list[float]) -> list[float]:
-    if len(a) == 1:
-        return [a[0] * x for x in b]
-    out = [0.0] * (len(a) + len(b) - 1)
-    for i, x in enumerate(a):
-        if x:
-            for j, y in enumerate(b):
-                out[i + j] += x * y
-    return out
+def wait_tail(
+    instances: Sequence[tuple[float, float]], observed: float, resolution: int = RESOLUTION
+) -> float:
+    """P(Σ w_i B_i ≥ observed), B_i ~ Bernoulli(chance_i) independent, over (w_i, chance_i):
+    the chance that a rank arriving last at random collects `observed` of wait. Weights are
+    rounded up to units of Σw / `resolution` (the p-value errs high, never low); a sum that
+    reaches the target is absorbed there, so the work is instances x resolution."""
+    total = math.fsum(w for w, _ in instances)
+    if observed <= 0 or total <= 0:
+        return 1.0
+    unit = total / resolution
+    target = max(1, math.ceil(observed / unit - 1e-9))
+    dist = [1.0] + [0.0] * target  # dist[s]: P(sum = s) below the target; dist[target]: ≥
+    for weight, chance in instances:
+        step = math.ceil(weight / unit - 1e-9)
+        if step <= 0:
+            continue
+        reached = chance * math.fsum(dist[max(0, target - step) : target])
+        stay = 1 - chance
+        moved = [0.0] * step + dist[: max(0, target - step)]
+        dist = [x * stay + y * chance for x, y in zip(dist[:target], moved, strict=False)] + [
+            dist[target] + reached
+        ]
+    return min(1.0, dist[target])
 
 
 def stragglers(mean_step_s: Mapping[int, float]) -> Stragglers:

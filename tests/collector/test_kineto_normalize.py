@@ -9,7 +9,7 @@ import io
 
 import pytest
 from commscope.collector.kineto import TraceReader
-from commscope.collector.schema import CommOp, CpuSpan, GpuOp, Step, TraceMeta
+from commscope.collector.schema import CommOp, CpuSpan, GpuOp, MemoryPeak, Step, TraceMeta
 from kineto_builder import (
     annotation,
     collective_args,
@@ -434,3 +434,56 @@ def test_batches_split_the_same_events() -> None:
     batches = list(reader.batches(1000))
     assert [len(b) for b in batches] == [1024, 1024, 952]  # checked every 1024 items
     assert [e for b in batches for e in b] == read(doc).events
+
+
+def memory(device_type: int, device: int, allocated: object, reserved: object = None) -> dict:
+    """A Kineto `[memory]` instant event (profile_memory=True)."""
+    args: dict[str, object] = {"Device Type": device_type, "Device Id": device, "Bytes": 4}
+    if allocated is not None:
+        args["Total Allocated"] = allocated
+    if reserved is not None:
+        args["Total Reserved"] = reserved
+    return {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 0, "tid": 1,
+            "ts": 1, "s": "t", "args": args}  # fmt: skip
+
+
+def test_memory_events_give_each_gpus_peak_at_the_end() -> None:
+    events = [
+        memory(1, 0, 100, 500),
+        memory(1, 0, 300, 400),
+        memory(1, 0, 200),
+        memory(1, 1, 50, 60),
+        memory(0, 0, 10**12, 10**12),  # the CPU allocator: not GPU memory
+    ]
+    parsed = read(trace(events))
+    assert parsed.of(MemoryPeak) == [MemoryPeak(0, 300, 500), MemoryPeak(1, 50, 60)]
+
+
+def test_a_memory_event_without_its_totals_is_dropped_and_counted() -> None:
+    parsed = read(trace([memory(1, 0, None), memory(1, 0, "many"), memory(1, 0, 7)]))
+    assert parsed.of(MemoryPeak) == [MemoryPeak(0, 7, None)]
+    assert parsed.stats.dropped == {"[memory] event without Device Id/Type or Total Allocated": 2}
+
+
+def test_other_instant_events_are_ignored() -> None:
+    event = {**memory(1, 0, 5), "name": "[OutOfMemory]"}
+    parsed = read(trace([event]))
+    assert (parsed.events, parsed.stats.dropped) == ([], {})
+
+
+def test_pg_config_gives_each_groups_members() -> None:
+    head = dist_head(world_size=4)
+    head["distributedInfo"]["pg_config"] = [
+        {"pg_name": "0", "pg_desc": "default_pg", "pg_size": 4, "ranks": [3, 2, 1, 0]},
+        {"pg_name": "1", "pg_desc": "tp", "pg_size": 2, "ranks": [0, 1]},
+        {"pg_name": "2", "pg_desc": "odd", "pg_size": 2, "ranks": [0, "x"]},
+    ]
+    meta = read(trace([], head)).meta
+    assert meta.pg_ranks == {"0": [0, 1, 2, 3], "1": [0, 1]}
+    assert meta.pg_sizes == {"0": 4, "1": 2, "2": 2}
+
+
+def test_compute_kernels_carry_their_category() -> None:
+    kernels = [kernel("flash_fwd_kernel", 0, 1), kernel("triton_poi_fused_add_0", 2, 1)]
+    parsed = read(trace(kernels))
+    assert [e.category for e in parsed.of(GpuOp)] == ["attention", "elementwise"]

@@ -21,6 +21,82 @@ from deploycheck import (
 
 DASHBOARD = DEPLOY / "grafana" / "commscope.json"
 DS_VAR = "${datasource}"
+RANK_FILTER = 'rank=~"$rank"'
+SELECTOR = re.compile(r"\b(commscope_[a-z_]+)\s*\{([^}]*)\}")
+
+# The families no panel queries, on purpose: every other exported family is shown somewhere.
+NOT_SHOWN = {
+    "commscope_run_comm_compute_overlap_ratio": "the latest window's overlap is shown",
+    "commscope_comm_seconds_total": "exposed communication is shown instead of all of it",
+    "commscope_collective_message_bytes_total": "bus bytes (S·F) are shown, not S",
+    "commscope_collective_busbw_samples": "the sample count behind the busbw quantiles",
+    "commscope_aggregator_messages_total": "pipeline bookkeeping",
+    "commscope_aggregator_events_total": "pipeline bookkeeping",
+    "commscope_aggregator_out_of_order_total": "pipeline bookkeeping (resends are shown)",
+    "commscope_aggregator_acks_total": "pipeline bookkeeping (acknowledged records are shown)",
+    "commscope_aggregator_streams": "pipeline bookkeeping",
+    "commscope_aggregator_log_bytes": "pipeline bookkeeping",
+    "commscope_aggregator_window_latency_seconds": "pipeline bookkeeping",
+    "commscope_collector_files_total": "pipeline bookkeeping",
+    "commscope_collector_files_done_total": "pipeline bookkeeping",
+    "commscope_collector_files_skipped_total": "the job's skipped inputs are shown",
+    "commscope_collector_events_total": "pipeline bookkeeping",
+    "commscope_collector_unacked_bytes": "unacknowledged records are shown",
+    "commscope_collector_dropped_total": "pipeline bookkeeping",
+}
+ROWS = {
+    "Run": [
+        "Tokens per second",
+        "Windows completed (time range)",
+        "Ranks",
+        "Exposed communication share (job)",
+        "Communication–compute overlap per rank",
+        "Exposed communication per rank",
+        "Iteration time per rank",
+        "Bus bandwidth per rank",
+    ],
+    "Collectives": [
+        "busbw per collective (rolling p50, p95, mean)",
+        "Collective traffic (bus bytes) rate",
+        "Time in collectives",
+        "Collectives per second",
+    ],
+    "Cross-rank": [
+        "Slowest rank",
+        "Matched collectives (time range)",
+        "Collective desyncs (time range)",
+        "α-β fits not shown (process groups)",
+        "Arrival skew per collective (p50, p95, max)",
+        "Clock offset per rank",
+        "Wait caused per rank",
+        "Wait suffered per rank",
+        "Late arrivals per rank (time range)",
+        "α (latency) per process group and collective",
+        "β (bandwidth) per process group and collective",
+    ],
+    "Utilization and GPU": [
+        "MFU",
+        "HFU",
+        "GPU time share by category",
+        "GPU idle ratio per rank",
+        "GPU memory peak per rank",
+    ],
+    "Pipeline health": [
+        "Collectors up",
+        "Collector lag",
+        "Collector unacknowledged records",
+        "Collector sends and resends",
+        "Aggregator duplicates and rejects",
+        "Dropped and skipped",
+    ],
+}
+# A panel showing one gauge as it is uses the unit its name ends in.
+UNITS = (
+    ("_ratio", "percentunit"),
+    ("_bytes_per_second", "Bps"),
+    ("_bytes", "bytes"),
+    ("_seconds", "s"),
+)
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +120,27 @@ def query_panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
 
 def exprs(dashboard: dict[str, Any]) -> list[str]:
     return [t["expr"] for p in query_panels(dashboard) for t in p["targets"]]
+
+
+def panels_showing(dashboard: dict[str, Any], metric: str) -> list[dict[str, Any]]:
+    return [
+        p
+        for p in query_panels(dashboard)
+        if any(metric in commscope_names(t["expr"]) for t in p["targets"])
+    ]
+
+
+def rows(dashboard: dict[str, Any]) -> dict[str, list[str]]:
+    """Each row's title -> its panels' titles in reading order (by position, as Grafana does)."""
+    top = sorted(dashboard["panels"], key=lambda p: (p["gridPos"]["y"], p["gridPos"]["x"]))
+    out: dict[str, list[str]] = {}
+    current: list[str] = []
+    for panel in top:
+        if panel["type"] == "row":
+            current = out[panel["title"]] = [p["title"] for p in panel.get("panels", [])]
+        else:
+            current.append(panel["title"])
+    return out
 
 
 def variable(dashboard: dict[str, Any], name: str) -> dict[str, Any]:
@@ -147,25 +244,89 @@ def test_legends_name_labels_the_series_have(dashboard: dict[str, Any]) -> None:
             assert used <= known, (panel["title"], used - known)
 
 
-@pytest.mark.parametrize(
-    "metric",
-    [
-        "commscope_comm_compute_overlap_ratio",
-        "commscope_exposed_comm_seconds_total",
-        "commscope_collective_busbw_bytes_per_second",
-        "commscope_collective_bus_bytes_total",
-        "commscope_iteration_seconds",
-        "commscope_tokens_per_second",
-        "commscope_windows_completed_total",
-        "commscope_collector_lag_seconds",
-        "commscope_collector_unacked_batches",
-        "commscope_collector_batches_resent_total",
-        "commscope_aggregator_duplicates_total",
-        "commscope_aggregator_rejected_total",
-    ],
-)
+def test_every_panel_says_what_it_shows(dashboard: dict[str, Any]) -> None:
+    for panel in query_panels(dashboard):
+        description = panel.get("description", "")
+        assert description.endswith("."), panel["title"]
+
+
+def test_per_rank_series_follow_the_rank_variable(dashboard: dict[str, Any]) -> None:
+    """A series drawn per rank selects only the ranks picked in the `rank` variable."""
+    for panel in query_panels(dashboard):
+        for target in panel["targets"]:
+            if "{{rank}}" not in target.get("legendFormat", ""):
+                continue
+            for name, matchers in SELECTOR.findall(target["expr"]):
+                if "rank" in LABELS[name]:
+                    assert RANK_FILTER in matchers, (panel["title"], target["expr"])
+
+
+def test_raw_gauges_are_shown_in_their_base_unit(dashboard: dict[str, Any]) -> None:
+    for panel in query_panels(dashboard):
+        for target in panel["targets"]:
+            match = re.fullmatch(r"(commscope_[a-z_]+)\{[^}]*\}", target["expr"])
+            if match is None:
+                continue
+            name = match.group(1)
+            want = next((unit for end, unit in UNITS if name.endswith(end)), None)
+            if want is not None:
+                assert panel["fieldConfig"]["defaults"]["unit"] == want, panel["title"]
+
+
+@pytest.mark.parametrize("metric", sorted(NAMES - NOT_SHOWN.keys()))
 def test_the_dashboard_shows(dashboard: dict[str, Any], metric: str) -> None:
-    assert any(metric in commscope_names(expr) for expr in exprs(dashboard))
+    assert panels_showing(dashboard, metric)
+
+
+@pytest.mark.parametrize("metric", sorted(NOT_SHOWN))
+def test_a_family_left_out_is_exported_and_really_left_out(
+    dashboard: dict[str, Any], metric: str
+) -> None:
+    assert metric in NAMES
+    assert not panels_showing(dashboard, metric)
+
+
+def test_rows_come_in_order_with_their_panels(dashboard: dict[str, Any]) -> None:
+    assert list(rows(dashboard).items()) == list(ROWS.items())
+
+
+def test_desyncs_turn_red_when_there_is_any(dashboard: dict[str, Any]) -> None:
+    (panel,) = panels_showing(dashboard, "commscope_collective_desyncs_total")
+    defaults = panel["fieldConfig"]["defaults"]
+    steps = [(s["color"], s["value"]) for s in defaults["thresholds"]["steps"]]
+    assert steps == [("green", None), ("red", 1)]
+    assert defaults["color"]["mode"] == "thresholds"
+    assert panel["options"]["colorMode"] == "background"
+
+
+def test_slowest_rank_shows_only_the_current_verdict(dashboard: dict[str, Any]) -> None:
+    """An instant query: the last value over a range would name a rank no longer clear."""
+    (panel,) = panels_showing(dashboard, "commscope_slowest_rank")
+    (target,) = panel["targets"]
+    assert (target["instant"], target["range"]) == (True, False)
+    assert panel["fieldConfig"]["defaults"]["noValue"]
+    assert "absent" in panel["description"]
+
+
+def test_alpha_and_beta_are_drawn_per_process_group_and_collective(
+    dashboard: dict[str, Any],
+) -> None:
+    for metric in ("commscope_alpha_seconds", "commscope_beta_bytes_per_second"):
+        (panel,) = panels_showing(dashboard, metric)
+        (target,) = panel["targets"]
+        assert target["legendFormat"] == "{{process_group}} {{collective}}"
+
+
+def test_run_counters_are_rated_over_a_window_update(dashboard: dict[str, Any]) -> None:
+    """The new analysis counters grow once per finished window: rates span 10m, as the rules."""
+    for metric in (
+        "commscope_caused_wait_seconds_total",
+        "commscope_waited_seconds_total",
+        "commscope_gpu_time_seconds_total",
+    ):
+        for expr in exprs(dashboard):
+            if metric in commscope_names(expr):
+                assert "[$__rate_interval]" not in expr and "[10m]" in expr, expr
 
 
 def test_every_query_is_valid_promql(dashboard: dict[str, Any], tmp_path: Path) -> None:

@@ -13,9 +13,9 @@ where N is ``prof.step_num`` when the profiling window's trace is ready.
 Each file is first written as ``<name>.tmp`` and then renamed (for plain JSON
 Kineto's exporter does this itself, for .json.gz this script does it).
 
-Profiling schedule: wait=1, warmup=1, active=2, repeat=2, so with the default
-10 steps there are two windows (steps 2-3 -> iteration_4, steps 6-7 ->
-iteration_8).
+Profiling schedule: wait=1, warmup=1, active=2 (--active), repeat=2, so with
+the default 10 steps there are two windows (steps 2-3 -> iteration_4, steps
+6-7 -> iteration_8).
 
 Collectives issued per training step (besides what DDP / FSDP2 do):
   * broadcast           (rank 0 -> all, a 4-element fp32 "config" tensor)
@@ -70,6 +70,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--slow-ms", type=float, default=0.0, help="sleep (ms) of --slow-rank, before backward"
     )
+    p.add_argument("--active", type=int, default=2, help="profiled steps per window")
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
@@ -169,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     with profile(
         activities=[ProfilerActivity.CPU],
-        schedule=schedule(wait=1, warmup=1, active=2, repeat=2),
+        schedule=schedule(wait=1, warmup=1, active=args.active, repeat=2),
         on_trace_ready=make_trace_handler(args.out, rank, args.gzip),
         record_shapes=True,
     ) as prof:

@@ -9,7 +9,7 @@ import pytest
 from commscope.collector.schema import CommOp, RankResult
 from commscope.pipeline import crossrank
 from commscope.pipeline.matching import match
-from commscope.pipeline.skew import skew, stragglers, upper_tail
+from commscope.pipeline.skew import skew, stragglers, wait_tail
 from crossrank_builder import Scenario, calls, results
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -251,15 +251,44 @@ def test_steps_of_two_ranks_cannot_show_a_straggler() -> None:
     assert (found.flagged, found.z) == ([], {})
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.sampled_from([1 / 2, 1 / 3, 1 / 8]), max_size=10), st.integers(0, 11))
-def test_upper_tail_agrees_with_enumeration(chances: list[float], k: int) -> None:
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 30), st.sampled_from([1 / 2, 1 / 3, 1 / 8])), max_size=9),
+    st.integers(1, 120),
+)
+def test_wait_tail_agrees_with_enumeration(
+    instances: list[tuple[int, float]], observed: int
+) -> None:
+    """Integer waits with one unit per wait: the tail is exact."""
     brute = math.fsum(
-        math.prod(p if hit else 1 - p for p, hit in zip(chances, outcome, strict=True))
-        for outcome in itertools.product((False, True), repeat=len(chances))
-        if sum(outcome) >= k
+        math.prod(p if hit else 1 - p for (_, p), hit in zip(instances, outcome, strict=True))
+        for outcome in itertools.product((False, True), repeat=len(instances))
+        if sum(w for (w, _), hit in zip(instances, outcome, strict=True) if hit) >= observed
     )
-    assert upper_tail(chances, k) == pytest.approx(brute, abs=1e-12)
+    total = sum(w for w, _ in instances)
+    tail = wait_tail(instances, observed, resolution=total) if total else 1.0
+    assert tail == pytest.approx(brute if total else 1.0, abs=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.floats(1e-3, 50.0), st.sampled_from([1 / 2, 1 / 4])), min_size=1,
+             max_size=8),
+    st.floats(0.01, 200.0),
+)  # fmt: skip
+def test_wait_tail_never_understates_the_chance(instances: list[tuple[float, float]],
+                                                observed: float) -> None:  # fmt: skip
+    brute = math.fsum(
+        math.prod(p if hit else 1 - p for (_, p), hit in zip(instances, outcome, strict=True))
+        for outcome in itertools.product((False, True), repeat=len(instances))
+        if sum(w for (w, _), hit in zip(instances, outcome, strict=True) if hit) >= observed
+    )
+    assert wait_tail(instances, observed, resolution=50) >= brute - 1e-12
+
+
+def test_wait_tail_of_equal_waits_is_the_binomial_tail() -> None:
+    # 8 instances of 2 members, all 5 ms: P(at least 6 of 8 last) = (28 + 8 + 1) / 256
+    assert wait_tail([(5e6, 0.5)] * 8, 30e6) == pytest.approx(37 / 256, abs=1e-12)
 
 
 def test_results_carry_the_calls_in_start_order() -> None:

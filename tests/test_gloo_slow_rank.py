@@ -1,0 +1,69 @@
+"""A real gloo job with rank 1 slowed on purpose (a 60 ms sleep before backward every step):
+the report names rank 1 as the rank the others wait for, with the evidence.
+
+tests/gloo_job/train.py profiles 4 steps in each of two windows (steps 2-5 → iteration_6,
+8-11 → iteration_12). Each step, rank 0 reaches DDP's gradient all_reduce about 60 ms before
+rank 1 and waits there; the other collectives of the step start nearly together.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from gloo_job.launch import torchrun
+
+if not os.environ.get("CI"):
+    pytest.importorskip("torch", reason="torch (CPU) is installed by scripts/test.sh")
+
+pytestmark = pytest.mark.slow
+SLEEP_S = 0.060
+PROFILED_STEPS = 8
+
+
+@pytest.fixture(scope="module")
+def reported(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
+    root = tmp_path_factory.mktemp("slow")
+    slow = ("--slow-rank", "1", "--slow-ms", str(SLEEP_S * 1e3), "--active", "4", "--steps", "12")
+    torchrun(root / "profile_trace", *slow)
+    out = root / "trace_analysis"
+    command = [sys.executable, "-m", "commscope.pipeline.cli", "report",
+               str(root / "profile_trace"), "--out", str(out)]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    (path,) = out.glob("*.json")
+    (text,) = out.glob("*.txt")
+    return json.loads(path.read_text()), text.read_text()
+
+
+def test_the_report_names_the_slowed_rank(reported: tuple[dict, str]) -> None:
+    report, text = reported
+    skew = report["skew"]
+    assert skew["slowest_rank"] == 1, skew["evidence"]
+    assert skew["evidence"].startswith("rank 1 arrived last at ")
+    assert "Slowest Rank: rank 1" in text
+
+
+def test_the_wait_it_caused_is_about_its_sleep(reported: tuple[dict, str]) -> None:
+    """Rank 0 waits for rank 1 about once per profiled step, about the length of the sleep."""
+    arrivals = reported[0]["skew"]["per_rank"]
+    assert arrivals["1"]["last"] >= PROFILED_STEPS
+    assert arrivals["1"]["caused_wait_s"] >= 0.8 * PROFILED_STEPS * SLEEP_S
+    assert arrivals["0"]["waited_s"] >= 0.8 * PROFILED_STEPS * SLEEP_S
+
+
+def test_the_diagnosis_points_at_it(reported: tuple[dict, str]) -> None:
+    findings = reported[0]["diagnosis"]["findings"]
+    late = [f for f in findings if f["verdict"] == "late arrivals"]
+    assert late and any("look at rank 1" in s for s in late[0]["suggestions"])
+
+
+def test_each_window_is_matched_across_both_ranks(reported: tuple[dict, str]) -> None:
+    windows = reported[0]["windows"]
+    assert [w["name"] for w in windows] == ["iteration_6", "iteration_12"]
+    for window in windows:
+        # 4 steps x (DDP all_reduce, broadcast, all_gather, all_gather_single, reduce_scatter)
+        assert (window["matching"]["instances"], window["matching"]["desync_count"]) == (20, 0)
