@@ -23,10 +23,9 @@ from commscope.collector.schema import (
     Matching,
     RankResult,
 )
-from commscope.pipeline import alphabeta
-from commscope.pipeline.clocks import clocks, offsets
-from commscope.pipeline.matching import MAX_DESYNCS, group_order, match
-from commscope.pipeline.skew import Arrival, arrival
+from commscope.pipeline import alphabeta, skew
+from commscope.pipeline.clocks import Found, clocks, offsets
+from commscope.pipeline.matching import MAX_DESYNCS, Matched, group_order, match
 from commscope.pipeline.stats import ratio
 
 RUN_CLOCKS: Final = "median over windows of each window's offset (applied per window)"
@@ -40,16 +39,24 @@ class RankInfo:
     pg_ranks: Mapping[str, Sequence[int]] = field(default_factory=dict)
 
 
+Points = dict[tuple[str, str], list[tuple[float, float]]]  # (group, type) -> (S·F, T s)
+
+
 @dataclass(frozen=True)
 class CrossRank:
-    """One window's (or a run's pooled) cross-rank facts."""
+    """One window's (or a run's pooled) cross-rank facts: nothing per member is kept."""
 
     matching: Matching
     clocks: Clocks
-    arrivals: list[Arrival]
+    arrivals: skew.Tally
+    instances: dict[tuple[str, str], int]  # (group, type) -> matched instances
+    points: Points  # the α-β samples: each instance's fastest member
 
 
-def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> CrossRank:
+def aligned(
+    results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]
+) -> tuple[Matched, Found, list[skew.Arrival]]:
+    """The window's matched instances, clock offsets, and arrivals on aligned clocks."""
     calls = {rank: result.calls for rank, result in results.items()}
     members: dict[str, Sequence[int]] = {}
     for info in infos.values():
@@ -58,10 +65,20 @@ def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> 
     matched = match(calls, members, {r: i.base_ns for r, i in infos.items()})
     found = offsets(matched.instances)
     shifts = {rank: offset for rank, (offset, _, _) in found.items()}
+    return matched, found, [skew.arrival(instance, shifts) for instance in matched.instances]
+
+
+def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> CrossRank:
+    matched, found, arrivals = aligned(results, infos)
+    counts: dict[tuple[str, str], int] = {}
+    for item in arrivals:
+        counts[(item.group, item.collective)] = counts.get((item.group, item.collective), 0) + 1
     return CrossRank(
         matching=matched.summary,
         clocks=clocks(found),
-        arrivals=[arrival(instance, shifts) for instance in matched.instances],
+        arrivals=skew.tally(arrivals),
+        instances=counts,
+        points=alpha_beta_points(arrivals),
     )
 
 
@@ -72,8 +89,22 @@ def pooled(windows: Sequence[CrossRank]) -> CrossRank:
     return CrossRank(
         matching=merge_matching([w.matching for w in windows]),
         clocks=merge_clocks([w.clocks for w in windows]),
-        arrivals=[a for w in windows for a in w.arrivals],
+        arrivals=skew.pool([w.arrivals for w in windows]),
+        instances=_summed([w.instances for w in windows]),
+        points={k: [p for w in windows for p in w.points.get(k, [])] for k in _keys(windows)},
     )
+
+
+def _summed(parts: Sequence[Mapping[tuple[str, str], int]]) -> dict[tuple[str, str], int]:
+    total: dict[tuple[str, str], int] = {}
+    for part in parts:
+        for key, count in part.items():
+            total[key] = total.get(key, 0) + count
+    return total
+
+
+def _keys(windows: Sequence[CrossRank]) -> list[tuple[str, str]]:
+    return sorted({k for w in windows for k in w.points})
 
 
 def merge_matching(parts: Sequence[Matching]) -> Matching:
@@ -124,23 +155,24 @@ def _median_known(values: Sequence[float | None]) -> float | None:
     return statistics.median(known) if known else None
 
 
-def alpha_beta(
-    arrivals: Sequence[Arrival], peak_Bps: float | None
-) -> dict[str, dict[str, AlphaBeta]]:
-    """Per (process group, collective type): the α-β fit over wait-free durations."""
-    points: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    counts: dict[tuple[str, str], int] = {}
+def alpha_beta_points(arrivals: Sequence[skew.Arrival]) -> Points:
+    """(S·F, wait-free seconds) per (group, type), for instances of known size and F."""
+    points: Points = {}
     for item in arrivals:
-        key = (item.group, item.collective)
-        counts[key] = counts.get(key, 0) + 1
         factor = bus_factor(item.collective, item.group_size)
         if item.message_bytes is not None and factor is not None and item.fastest_ns > 0:
+            key = (item.group, item.collective)
             points.setdefault(key, []).append((item.message_bytes * factor, item.fastest_ns * 1e-9))
+    return points
+
+
+def alpha_beta(cross: CrossRank, peak_Bps: float | None) -> dict[str, dict[str, AlphaBeta]]:
+    """Per (process group, collective type): the α-β fit over wait-free durations."""
     table: dict[str, dict[str, AlphaBeta]] = {}
-    for group, kind in sorted(counts, key=lambda k: (group_order(k[0]), k[1])):
-        line = alphabeta.fit(points.get((group, kind), []))
+    for group, kind in sorted(cross.instances, key=lambda k: (group_order(k[0]), k[1])):
+        line = alphabeta.fit(cross.points.get((group, kind), []))
         table.setdefault(group, {})[kind] = AlphaBeta(
-            instances=counts[(group, kind)],
+            instances=cross.instances[(group, kind)],
             sizes=line.sizes,
             alpha_s=line.alpha_s,
             beta_Bps=line.beta_Bps,

@@ -30,7 +30,7 @@ from commscope.collector.schema import (
     StreamStart,
 )
 from commscope.pipeline.accumulate import Accumulator
-from commscope.pipeline.report import Options, ParsedFile, build_report
+from commscope.pipeline.report import Options, ParsedFile, WindowCache, build_report
 
 RETIRED_SEQ: Final = 2**62  # the position of a superseded stream: everything is behind it
 
@@ -65,6 +65,7 @@ class Aggregation:
         self.open: dict[str, OpenStream] = {}
         self.finished: dict[str, FinishedFile] = {}
         self.retired: set[str] = set()  # superseded streams: whatever comes of them is stale
+        self.cache = WindowCache()  # finished windows' sections, reused by every report
         self._by_path: dict[tuple[str, str], str] = {}
 
     def restore(self, finished: Iterable[FinishedFile], retired: Iterable[str] = ()) -> None:
@@ -144,7 +145,9 @@ class Aggregation:
         if final:
             skipped.extend(_unfinished(s) for s in self.open.values())
         windows = sorted(set(names.values()), key=window_order)
-        return build_report(windows, sorted(parsed, key=_file_order), skipped, options)
+        return build_report(
+            windows, sorted(parsed, key=_file_order), skipped, options, cache=self.cache
+        )
 
 
 def _finish(stream: OpenStream, end: StreamEnd) -> FinishedFile:

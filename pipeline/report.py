@@ -23,13 +23,13 @@ from commscope.collector.schema import (
     TraceMeta,
     Window,
 )
-from commscope.pipeline import crossrank
+from commscope.pipeline import crossrank, skew
 from commscope.pipeline.accumulate import merge_results
 from commscope.pipeline.config import JobConfig, degrees, global_batch
+from commscope.pipeline.crossrank import CrossRank
 from commscope.pipeline.diagnosis import diagnose
 from commscope.pipeline.flops import flops_per_token, hfu_factor, model_shape, peak_flops
 from commscope.pipeline.metrics import Context, peak_bandwidth, sections
-from commscope.pipeline.skew import skew
 from msgspec.structs import asdict, replace
 
 
@@ -81,11 +81,50 @@ def assign_ranks(
     return placed, skipped
 
 
+class WindowCache:
+    """Each window's sections and cross-rank facts, reused while its files are the very same
+    results and metadata and the context is unchanged: the live aggregator rebuilds the report
+    on every refresh, and a finished window does not change."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[Context, tuple[object, ...], Window, CrossRank]] = {}
+
+    def window(
+        self, name: str, items: dict[int, ParsedFile], context: Context
+    ) -> tuple[Window, CrossRank]:
+        key = tuple(
+            x for rank, item in sorted(items.items()) for x in (rank, item.result, item.meta)
+        )
+        entry = self._entries.get(name)
+        if entry is not None and entry[0] == context and _same(entry[1], key):
+            return entry[2], entry[3]
+        found = _window(name, items, context)
+        self._entries[name] = (context, key, *found)
+        return found
+
+    def keep(self, names: Iterable[str]) -> None:
+        """Forget the windows not in `names`."""
+        wanted = set(names)
+        self._entries = {k: v for k, v in self._entries.items() if k in wanted}
+
+
+def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
+
+
+def _window(name: str, items: dict[int, ParsedFile], context: Context) -> tuple[Window, CrossRank]:
+    results = {rank: item.result for rank, item in items.items()}
+    cross = crossrank.window(results, _infos(items))
+    found = _with_cross(sections(results, context), cross, context)
+    return Window(name=name, **asdict(found)), cross
+
+
 def build_report(
     windows: Sequence[str],
     parsed: Sequence[ParsedFile],
     skipped: Sequence[Skipped],
     options: Options,
+    cache: WindowCache | None = None,
 ) -> Report:
     placed, conflicts = assign_ranks(parsed)
     metas = [item.meta for item in placed.values()]
@@ -100,13 +139,13 @@ def build_report(
     by_window: dict[str, dict[int, ParsedFile]] = {name: {} for name in windows}
     for (window, rank), item in sorted(placed.items()):
         by_window[window][rank] = item
+    cache = cache if cache is not None else WindowCache()
+    cache.keep(by_window)
     window_list, crosses = [], []
     for name, items in by_window.items():
         if items:
-            results = {rank: item.result for rank, item in items.items()}
-            cross = crossrank.window(results, _infos(items))
-            found = _with_cross(sections(results, context), cross, context)
-            window_list.append(Window(name=name, **asdict(found)))
+            found, cross = cache.window(name, items, context)
+            window_list.append(found)
             crosses.append(cross)
     per_rank: dict[int, list[RankResult]] = {}
     for items in by_window.values():
@@ -141,8 +180,8 @@ def _with_cross(found: Sections, cross: crossrank.CrossRank | None, context: Con
         found,
         matching=cross.matching,
         clocks=cross.clocks,
-        skew=skew(cross.arrivals),
-        alpha_beta=crossrank.alpha_beta(cross.arrivals, context.peak_Bps),
+        skew=skew.section(cross.arrivals),
+        alpha_beta=crossrank.alpha_beta(cross, context.peak_Bps),
     )
 
 

@@ -18,15 +18,17 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
+import msgspec
 from commscope.collector.schema import CollectiveSkew, RankArrival, Skew, Stragglers
 from commscope.pipeline.matching import Instance
 from commscope.pipeline.stats import summarize
 
 CLEAR_P: Final = 0.05
 RESOLUTION: Final = 1000
+EXACT_LIMIT: Final = 500
 CLEAR_SHARE: Final = 0.5
 MIN_LAST: Final = 3
 ROBUST_Z: Final = 3.5
@@ -66,59 +68,95 @@ def arrival(instance: Instance, offsets: Mapping[int, float]) -> Arrival:
     )
 
 
-def skew(arrivals: Sequence[Arrival]) -> Skew:
-    per_rank = rank_arrivals(arrivals)
-    slowest, evidence = slowest_rank(arrivals, per_rank)
-    return Skew(
-        per_collective=per_collective(arrivals),
-        per_rank={str(r): a for r, a in sorted(per_rank.items())},
-        slowest_rank=slowest,
-        evidence=evidence,
-    )
+@dataclass
+class Tally:
+    """What the skew section needs of a set of arrivals, poolable across windows: per-rank
+    sums, per-collective skews, and per instance with a last arriver (Σ wait ns, its members,
+    the last arriver) for the chance tests. No per-member times are kept."""
+
+    per_rank: dict[int, RankArrival] = field(default_factory=dict)
+    skews: dict[str, list[float]] = field(default_factory=dict)
+    waits: dict[str, float] = field(default_factory=dict)
+    draws: list[tuple[float, frozenset[int], int]] = field(default_factory=list)
 
 
-def per_collective(arrivals: Sequence[Arrival]) -> dict[str, CollectiveSkew]:
-    kinds: dict[str, list[Arrival]] = {}
+def tally(arrivals: Sequence[Arrival]) -> Tally:
+    found = Tally()
+    groups: dict[frozenset[int], frozenset[int]] = {}  # one object per distinct member set
     for item in arrivals:
-        kinds.setdefault(item.collective, []).append(item)
-    return {
-        kind: CollectiveSkew(
-            instances=len(items),
-            skew_s=summarize([a.skew_ns * NS for a in items]),
-            wait_s=math.fsum(w for a in items for w in a.waits.values()) * NS,
-        )
-        for kind, items in sorted(kinds.items())
-    }
-
-
-def rank_arrivals(arrivals: Sequence[Arrival]) -> dict[int, RankArrival]:
-    ranks: dict[int, RankArrival] = {}
-    for item in arrivals:
+        total = math.fsum(item.waits.values())
+        found.skews.setdefault(item.collective, []).append(item.skew_ns)
+        found.waits[item.collective] = found.waits.get(item.collective, 0.0) + total
         for rank, wait in item.waits.items():
-            entry = ranks.setdefault(rank, RankArrival())
+            entry = found.per_rank.setdefault(rank, RankArrival())
             entry.instances += 1
             entry.waited_s += wait * NS
             if item.last is not None:
                 entry.expected_last += 1 / len(item.waits)
         if item.last is not None:
-            last = ranks[item.last]
+            last = found.per_rank[item.last]
             last.last += 1
-            last.caused_wait_s += math.fsum(item.waits.values()) * NS
-    for entry in ranks.values():
-        entry.last_share = entry.last / entry.instances if entry.instances else None
-    return ranks
+            last.caused_wait_s += total * NS
+            members = frozenset(item.waits)
+            found.draws.append((total, groups.setdefault(members, members), item.last))
+    return found
+
+
+def pool(parts: Sequence[Tally]) -> Tally:
+    """Several windows' tallies as one (the parts are left as they were)."""
+    found = Tally()
+    for part in parts:
+        for rank, entry in part.per_rank.items():
+            into = found.per_rank.setdefault(rank, RankArrival())
+            into.instances += entry.instances
+            into.last += entry.last
+            into.expected_last += entry.expected_last
+            into.caused_wait_s += entry.caused_wait_s
+            into.waited_s += entry.waited_s
+        for kind, skews in part.skews.items():
+            found.skews.setdefault(kind, []).extend(skews)
+            found.waits[kind] = found.waits.get(kind, 0.0) + part.waits[kind]
+        found.draws.extend(part.draws)
+    return found
+
+
+def skew(arrivals: Sequence[Arrival]) -> Skew:
+    return section(tally(arrivals))
+
+
+def section(found: Tally) -> Skew:
+    per_rank = {
+        rank: msgspec.structs.replace(
+            entry, last_share=entry.last / entry.instances if entry.instances else None
+        )
+        for rank, entry in sorted(found.per_rank.items())
+    }
+    slowest, evidence = slowest_rank(found.draws, per_rank)
+    return Skew(
+        per_collective={
+            kind: CollectiveSkew(
+                instances=len(skews),
+                skew_s=summarize([x * NS for x in skews]),
+                wait_s=found.waits[kind] * NS,
+            )
+            for kind, skews in sorted(found.skews.items())
+        },
+        per_rank={str(r): a for r, a in per_rank.items()},
+        slowest_rank=slowest,
+        evidence=evidence,
+    )
 
 
 def slowest_rank(
-    arrivals: Sequence[Arrival], ranks: Mapping[int, RankArrival]
+    draws: Sequence[tuple[float, frozenset[int], int]], ranks: Mapping[int, RankArrival]
 ) -> tuple[int | None, str]:
     """(the rank, why) when the evidence is clear; (None, why not) otherwise."""
     total = math.fsum(r.caused_wait_s for r in ranks.values())
-    if not arrivals or total <= 0:
+    if not draws or total <= 0:
         return None, "no collective matched across ranks with a last arriver"
     rank = max(sorted(ranks), key=lambda r: ranks[r].caused_wait_s)
     entry = ranks[rank]
-    p = chance_of(arrivals, rank, entry) * len(ranks)
+    p = chance_of(draws, rank, entry) * len(ranks)
     share = entry.caused_wait_s / total
     facts = (
         f"rank {rank} arrived last at {entry.last} of {entry.instances} matched collectives "
@@ -131,14 +169,13 @@ def slowest_rank(
     return None, f"no clear slowest rank: {facts}"
 
 
-def chance_of(arrivals: Sequence[Arrival], rank: int, entry: RankArrival) -> float:
+def chance_of(
+    draws: Sequence[tuple[float, frozenset[int], int]], rank: int, entry: RankArrival
+) -> float:
     """The smaller of two chances, doubled (Bonferroni): arriving last that often, and
     collecting that much of the waiting, if each instance's last arriver were random."""
-    drawn = [
-        (a.waits, 1 / len(a.waits)) for a in arrivals if a.last is not None and rank in a.waits
-    ]
-    times = [(math.fsum(waits.values()), chance) for waits, chance in drawn]
-    counts = [(1.0, chance) for _, chance in drawn]
+    times = [(wait, 1 / len(members)) for wait, members, _ in draws if rank in members]
+    counts = [(1.0, chance) for _, chance in times]
     by_count = wait_tail(counts, entry.last, resolution=len(counts)) if counts else 1.0
     return 2 * min(by_count, wait_tail(times, entry.caused_wait_s / NS))
 
@@ -147,12 +184,15 @@ def wait_tail(
     instances: Sequence[tuple[float, float]], observed: float, resolution: int = RESOLUTION
 ) -> float:
     """P(Σ w_i B_i ≥ observed), B_i ~ Bernoulli(chance_i) independent, over (w_i, chance_i):
-    the chance that a rank arriving last at random collects `observed` of wait. Weights are
-    rounded up to units of Σw / `resolution` (the p-value errs high, never low); a sum that
-    reaches the target is absorbed there, so the work is instances x resolution."""
+    the chance that a rank arriving last at random collects `observed` of wait. Up to
+    `EXACT_LIMIT` instances: weights rounded up to units of Σw / `resolution` (the p-value
+    errs high, never low), a sum that reaches the target absorbed there, so the work is
+    instances x resolution. Beyond: the normal approximation (Lyapunov's central limit)."""
     total = math.fsum(w for w, _ in instances)
     if observed <= 0 or total <= 0:
         return 1.0
+    if len(instances) > EXACT_LIMIT:
+        return normal_tail(instances, observed)
     unit = total / resolution
     target = max(1, math.ceil(observed / unit - 1e-9))
     dist = [1.0] + [0.0] * target  # dist[s]: P(sum = s) below the target; dist[target]: ≥
@@ -167,6 +207,14 @@ def wait_tail(
             dist[target] + reached
         ]
     return min(1.0, dist[target])
+
+
+def normal_tail(instances: Sequence[tuple[float, float]], observed: float) -> float:
+    centre = math.fsum(w * p for w, p in instances)
+    spread = math.sqrt(math.fsum(w * w * p * (1 - p) for w, p in instances))
+    if spread == 0:
+        return 1.0 if observed <= centre else 0.0
+    return 0.5 * math.erfc((observed - centre) / (spread * math.sqrt(2)))
 
 
 def stragglers(mean_step_s: Mapping[int, float]) -> Stragglers:

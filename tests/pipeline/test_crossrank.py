@@ -9,7 +9,8 @@ import pytest
 from commscope.collector.schema import CommOp, RankResult
 from commscope.pipeline import crossrank
 from commscope.pipeline.matching import match
-from commscope.pipeline.skew import skew, stragglers, wait_tail
+from commscope.pipeline.skew import Arrival, skew, stragglers, wait_tail
+from commscope.pipeline.skew import section as skew_section
 from crossrank_builder import Scenario, calls, results
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,11 +21,18 @@ def op(kind: str, start: int, dur: int, *, size: int | None = 4096, seq: int | N
     return CommOp(kind, start, dur, size, 3, True, group, seq)
 
 
+def infos(per_rank: dict[int, list[CommOp]], base: dict[int, int] | None = None) -> dict:
+    return {r: crossrank.RankInfo(base_ns=(base or {}).get(r, 0)) for r in per_rank}
+
+
 def window(
     per_rank: dict[int, list[CommOp]], base: dict[int, int] | None = None
 ) -> crossrank.CrossRank:
-    infos = {r: crossrank.RankInfo(base_ns=(base or {}).get(r, 0)) for r in per_rank}
-    return crossrank.window(results(per_rank), infos)
+    return crossrank.window(results(per_rank), infos(per_rank, base))
+
+
+def arrivals(per_rank: dict[int, list[CommOp]]) -> list[Arrival]:
+    return crossrank.aligned(results(per_rank), infos(per_rank))[2]
 
 
 def hand_built() -> dict[int, list[CommOp]]:
@@ -52,7 +60,7 @@ def test_offsets_are_recovered_exactly_from_noise_free_ends() -> None:
 def test_skew_last_arriver_and_waits_on_aligned_clocks() -> None:
     # instance 0: skew 400, last r2, waits r0 400 r1 300 -> r2 caused 700
     # instance 1: skew 300, last r1, waits r0 300 r2 200 -> r1 caused 500
-    found = skew(window(hand_built()).arrivals)
+    found = skew(arrivals(hand_built()))
     kind = found.per_collective["AllReduce"]
     assert kind.instances == 2
     assert (kind.skew_s.median, kind.skew_s.max) == pytest.approx((350e-9, 400e-9), abs=1e-18)
@@ -66,7 +74,7 @@ def test_skew_last_arriver_and_waits_on_aligned_clocks() -> None:
 
 
 def test_the_fastest_member_gives_the_wait_free_duration() -> None:
-    assert [a.fastest_ns for a in window(hand_built()).arrivals] == [600, 700]
+    assert [a.fastest_ns for a in arrivals(hand_built())] == [600, 700]
 
 
 def test_a_type_mismatch_is_a_desync_not_a_match() -> None:
@@ -187,7 +195,7 @@ def test_an_injected_slow_rank_is_named(ranks: int, data: st.DataObject, seed: i
         seed=seed,
     )
     per_rank, truth = calls(scenario)
-    found = skew(window(per_rank).arrivals)
+    found = skew(arrivals(per_rank))
     assert found.slowest_rank == slow
     assert found.per_rank[str(slow)].last == truth.last.count(slow) == 24
 
@@ -195,7 +203,7 @@ def test_an_injected_slow_rank_is_named(ranks: int, data: st.DataObject, seed: i
 @pytest.mark.parametrize("seed", range(10))
 def test_no_rank_is_named_when_arrivals_are_random(seed: int) -> None:
     scenario = Scenario(ranks=4, instances=40, jitter_ns=500_000, end_noise_ns=1_000, seed=seed)
-    found = skew(window(calls(scenario)[0]).arrivals)
+    found = skew(arrivals(calls(scenario)[0]))
     assert found.slowest_rank is None
     assert found.evidence.startswith("no clear slowest rank")
 
@@ -204,17 +212,16 @@ def test_skews_match_the_injected_ones() -> None:
     scenario = Scenario(ranks=4, instances=20, offsets_ns={1: 3_000_000, 2: -7_000_000, 3: 11},
                         jitter_ns=300_000, seed=3)  # fmt: skip
     per_rank, truth = calls(scenario)
-    arrivals = window(per_rank).arrivals
-    assert [round(a.skew_ns) for a in arrivals] == truth.skew_ns
-    assert [a.last for a in arrivals] == truth.last
+    found = arrivals(per_rank)
+    assert [round(a.skew_ns) for a in found] == truth.skew_ns
+    assert [a.last for a in found] == truth.last
 
 
 def test_alpha_beta_from_matched_instances_recovers_the_link() -> None:
     sizes = [2**k for k in range(10, 27, 2)]  # 1 KiB … 64 MiB
     scenario = Scenario(ranks=4, instances=90, sizes=sizes, alpha_s=25e-6, beta_Bps=80e9,
                         slow_rank=2, late_ns=300_000, end_noise_ns=500, seed=1)  # fmt: skip
-    arrivals = window(calls(scenario)[0]).arrivals
-    fit = crossrank.alpha_beta(arrivals, peak_Bps=160e9)["0"]["AllReduce"]
+    fit = crossrank.alpha_beta(window(calls(scenario)[0]), peak_Bps=160e9)["0"]["AllReduce"]
     assert fit.alpha_s == pytest.approx(25e-6, rel=0.05)
     assert fit.beta_Bps == pytest.approx(80e9, rel=0.05)
     assert fit.peak_ratio == pytest.approx(0.5, rel=0.05)
@@ -222,8 +229,8 @@ def test_alpha_beta_from_matched_instances_recovers_the_link() -> None:
 
 
 def test_alpha_beta_declines_when_every_size_is_alike() -> None:
-    arrivals = window(calls(Scenario(ranks=2, instances=10))[0]).arrivals
-    fit = crossrank.alpha_beta(arrivals, peak_Bps=None)["0"]["AllReduce"]
+    fit = crossrank.alpha_beta(window(calls(Scenario(ranks=2, instances=10))[0]), peak_Bps=None)
+    fit = fit["0"]["AllReduce"]
     assert (fit.alpha_s, fit.beta_Bps, fit.sizes) == (None, None, 1)
     assert fit.na_reason == "fewer than 3 distinct sizes"
 
@@ -231,7 +238,8 @@ def test_alpha_beta_declines_when_every_size_is_alike() -> None:
 def test_windows_pool_into_the_run() -> None:
     one = window(hand_built())
     run = crossrank.pooled([one, one])
-    assert (run.matching.instances, len(run.arrivals)) == (4, 4)
+    assert (run.matching.instances, len(run.arrivals.draws)) == (4, 4)
+    assert skew_section(run.arrivals).per_rank["2"].caused_wait_s == pytest.approx(1400e-9)
     assert run.matching.groups["0"].instances == 4
     assert run.clocks.per_rank["1"].offset_s == one.clocks.per_rank["1"].offset_s
 

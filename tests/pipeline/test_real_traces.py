@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -109,3 +110,18 @@ def test_dlrm_alpha_beta_fits_stay_below_the_v100_link(dlrm: Report) -> None:
         fit = fits[kind]
         assert fit.alpha_s is not None and fit.beta_Bps is not None, fit.na_reason
         assert fit.alpha_s > 0 and 0 < fit.beta_Bps < 150e9
+
+
+def test_v100_memory_peak_is_the_highest_total_allocated_on_its_gpu() -> None:
+    path = TRACES / "single_rank" / "v100_allreduce_216k_events_rank1.json.gz"
+    with gzip.open(path) as raw:
+        events = json.load(raw)["traceEvents"]
+    gpu = [e["args"] for e in events if e.get("name") == "[memory]" and e["args"]["Device Type"]]
+    report = analyse(path, Options())
+    kernels = report.kernels.per_rank["1"]
+    assert kernels.memory_peak_bytes == max(a["Total Allocated"] for a in gpu)
+    assert kernels.memory_reserved_peak_bytes == max(a["Total Reserved"] for a in gpu)
+    # every GPU activity is in one category; the categories add up to all kernel time
+    total = sum(e["dur"] for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+    assert sum(kernels.time_s.values()) == pytest.approx(total * 1e-6, rel=1e-9)
+    assert kernels.idle_s == pytest.approx(kernels.span_s - kernels.busy_s)
