@@ -106,6 +106,10 @@ def _communication(run: Sections, found: dict[str, float | None]) -> Iterator[Fi
             f"{_pct(waiting)} of communication time is waiting for late arrivers: "
             "the imbalance between ranks, not the network, comes first"
         )
+        advice.append(
+            "even the ranks out first (see the late arrivals): overlap and network tuning "
+            "cannot recover time spent waiting for a late rank"
+        )
     advice.extend(_network_advice(run, found, evidence))
     yield Finding(verdict="communication-bound", evidence=evidence, suggestions=advice)
 
