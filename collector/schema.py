@@ -234,7 +234,7 @@ class Utilization(msgspec.Struct, kw_only=True):
     peak_source: str | None = None
     model_flops_per_second_per_gpu: float | None = None
     na_reason: str | None = None
-    hfu_reason: str | None = None
+    hfu_reason: str | None = None  # where the recomputation factor comes from, or why unknown
     warning: str | None = None  # the figures cannot be right (MFU above 100%)
 
 

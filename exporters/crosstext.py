@@ -48,7 +48,7 @@ def utilization_lines(report: Report) -> Iterator[str]:
     rate = f"{achieved / 1e12:.2f} TFLOP/s" if achieved is not None else "n/a"
     yield f"Model FLOP/s per GPU: {na(rate, u.na_reason)}"
     yield f"MFU: {na(pct(u.mfu), u.na_reason)}"
-    factor = f"  (x{u.hfu_factor:.3f} for recomputation)" if u.hfu is not None else ""
+    factor = f"  (x{u.hfu_factor:.3f}: {u.hfu_reason})" if u.hfu is not None else ""
     yield f"HFU: {na(pct(u.hfu), u.na_reason or u.hfu_reason)}{factor}"
     if u.warning:
         yield f"WARNING: MFU {u.warning}"

@@ -264,7 +264,7 @@ def utilization(rates: Throughput, context: Context) -> Utilization:
         peak_source=context.peak_flops_source,
         model_flops_per_second_per_gpu=model,
         na_reason=reason,
-        hfu_reason=context.hfu_reason if hfu is None and reason is None else None,
+        hfu_reason=context.hfu_reason,
         warning=IMPLAUSIBLE if mfu is not None and mfu > 1 else None,
     )
 
