@@ -230,7 +230,8 @@ class Normalizer:
         self._calling = CpuRuns(comm_call=True)
         self._roles: dict[str, int] = {}
         self._categories: dict[str, str] = {}
-        self._memory: dict[int, tuple[int, int | None]] = {}  # device -> peak (allocated, reserved)
+        self._allocated: dict[int, int] = {}  # GPU device -> highest Total Allocated
+        self._reserved: dict[int, int] = {}  # GPU device -> highest Total Reserved
         self.handlers: dict[object, Callable[[dict[str, Any]], None]] = {
             "kernel": self._kernel,
             "gpu_memcpy": self._memcpy,
@@ -317,12 +318,9 @@ class Normalizer:
             return
         if kind == _CPU_DEVICE:
             return
-        peak = self._memory.get(device)
-        if peak is not None:
-            allocated = max(allocated, peak[0])
-            if peak[1] is not None:
-                reserved = peak[1] if reserved is None else max(reserved, peak[1])
-        self._memory[device] = (allocated, reserved)
+        self._allocated[device] = max(allocated, self._allocated.get(device, allocated))
+        if reserved is not None:
+            self._reserved[device] = max(reserved, self._reserved.get(device, reserved))
 
     def _memcpy(self, raw: dict[str, Any]) -> None:
         span = self._span(raw)
@@ -467,9 +465,10 @@ class Normalizer:
         self._waiting_meta.clear()
         self._busy.close_all(self.out)
         self._calling.close_all(self.out)
-        for device, (allocated, reserved) in sorted(self._memory.items()):
-            self.out.append(MemoryPeak(device, allocated, reserved))
-        self._memory.clear()
+        for device, allocated in sorted(self._allocated.items()):
+            self.out.append(MemoryPeak(device, allocated, self._reserved.get(device)))
+        self._allocated.clear()
+        self._reserved.clear()
         self._launches = self._old_launches = Launches()
 
 

@@ -14,7 +14,7 @@ from typing import Final
 import msgspec
 from commscope.collector.errors import ConfigError
 from commscope.collector.schema import Report
-from commscope.exporters.textfmt import gbps, ms, pct, row
+from commscope.exporters.textfmt import gbps, ms, num, pct, row
 from commscope.pipeline.significance import MIN_SAMPLES, welch
 
 SIGNIFICANT: Final = 0.05
@@ -33,10 +33,6 @@ def load(data: bytes, name: str) -> Report:
         raise ConfigError(f"{name}: not JSON ({exc})") from None
 
 
-def _idle(r: Report) -> float | None:
-    return r.kernels.idle_ratio_mean
-
-
 def _exposed(r: Report) -> float | None:
     return r.diagnosis.figures.get("exposed_comm_fraction")
 
@@ -46,20 +42,16 @@ def _skew(r: Report) -> float | None:
     return max(values) if values else None
 
 
-def _num(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f}"
-
-
 # (label, value, format, change as percentage points rather than relative)
 _ROWS: Final[tuple[tuple[str, Getter, Callable[[float | None], str], bool], ...]] = (
     ("Time per iteration", lambda r: r.throughput.iteration_time_s, ms, False),
-    ("Tokens per second", lambda r: r.throughput.tokens_per_second, _num, False),
+    ("Tokens per second", lambda r: r.throughput.tokens_per_second, num, False),
     ("MFU", lambda r: r.utilization.mfu, pct, True),
     ("Average overlap", lambda r: r.overlap.mean, pct, True),
     ("Exposed comm / step time", _exposed, pct, True),
     ("Average bus bandwidth", lambda r: r.network.mean_bus_bandwidth_Bps, gbps, False),
     ("Bandwidth utilization", lambda r: r.network.utilization, pct, True),
-    ("GPU idle / active span", _idle, pct, True),
+    ("GPU idle / active span", lambda r: r.kernels.idle_ratio_mean, pct, True),
     ("Arrival skew p95 (worst type)", _skew, ms, False),
 )
 
@@ -115,7 +107,7 @@ def step_significance(a: Report, b: Report) -> str:
     verdict = "a significant change" if result.p_value < SIGNIFICANT else "not significant"
     moved = f"{result.change:+.1%}" if result.change is not None else "n/a"
     return (
-        f"{ms(result.mean_a)} → {ms(result.mean_b)} ({moved}), Welch's t = {_num(result.t)}, "
+        f"{ms(result.mean_a)} → {ms(result.mean_b)} ({moved}), Welch's t = {num(result.t)}, "
         f"p = {result.p_value:.2g} over {len(steps_a)} and {len(steps_b)} steps: {verdict} "
         f"at {SIGNIFICANT:g}"
     )

@@ -26,7 +26,7 @@ from commscope.exporters.crosstext import (
     skew_lines,
     utilization_lines,
 )
-from commscope.exporters.textfmt import gb, gbps, giga, ms, na, pct, rank_list, row
+from commscope.exporters.textfmt import gb, gbps, giga, ms, na, num, pct, rank_list, row
 
 RULE = "=" * 80
 THIN = "-" * 80
@@ -95,18 +95,14 @@ def _header(report: Report) -> Iterator[str]:
 def _throughput(report: Report) -> Iterator[str]:
     t = report.throughput
     why = t.na_reason
-    yield f"Tokens per Second: {na(_num(t.tokens_per_second), why)}"
-    yield f"Tokens per Second per GPU: {na(_num(t.tokens_per_second_per_gpu), why)}"
-    yield f"Samples per Second: {na(_num(t.samples_per_second), why)}"
+    yield f"Tokens per Second: {na(num(t.tokens_per_second), why)}"
+    yield f"Tokens per Second per GPU: {na(num(t.tokens_per_second_per_gpu), why)}"
+    yield f"Samples per Second: {na(num(t.samples_per_second), why)}"
     yield (
         f"Time per Iteration: {na(ms(t.iteration_time_s), why)}"
         "  (per rank Σ ProfilerStep time / steps, mean over ranks)"
     )
     yield f"Profiled Iterations: {t.iterations}  (distinct ProfilerStep numbers, max over ranks)"
-
-
-def _num(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f}"
 
 
 def _overlap(report: Report) -> Iterator[str]:

@@ -31,6 +31,10 @@ def ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value * 1e3:.2f} ms"
 
 
+def num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
 def na(value: str, reason: str | None) -> str:
     return f"n/a ({reason})" if value == "n/a" and reason else value
 

@@ -16,6 +16,7 @@ per kernel category, the union and span of all GPU activity (idle time) and the 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable
 
 from commscope.collector.classify import bus_fraction
@@ -49,7 +50,7 @@ class Accumulator:
         self.has_gpu = False
         self.gpu_calls: list[CommOp] = []
         self.cpu_calls: list[CommOp] = []
-        self.gpu_busy = IntervalSet()
+        self.copies = IntervalSet()  # memcpy and memset: neither compute nor communication
         self.kernel_ns: dict[str, int] = {}
         self.memory_peak: int | None = None
         self.reserved_peak: int | None = None
@@ -78,8 +79,8 @@ class Accumulator:
             self.compute.add(op.start_ns, end)
             category = op.category or "other"
         else:
+            self.copies.add(op.start_ns, end)
             category = op.kind
-        self.gpu_busy.add(op.start_ns, end)
         self.kernel_ns[category] = self.kernel_ns.get(category, 0) + op.dur_ns
 
     def _memory(self, peak: MemoryPeak) -> None:
@@ -99,7 +100,6 @@ class Accumulator:
         if op.on_gpu:
             self.has_gpu = True
             union, tallies, calls = self.gpu_comm, self.gpu_ops, self.gpu_calls
-            self.gpu_busy.add(op.start_ns, end)
             self.kernel_ns["communication"] = self.kernel_ns.get("communication", 0) + op.dur_ns
         else:
             union, tallies, calls = self.cpu_comm, self.cpu_ops, self.cpu_calls
@@ -121,6 +121,7 @@ class Accumulator:
             compute, calls = self._cpu_compute(), self.cpu_calls
         else:
             source, comm, compute, ops = NONE, IntervalSet(), IntervalSet(), {}
+        busy = self.gpu_busy()
         return RankResult(
             source=source,
             comm_ns=comm.measure(),
@@ -131,11 +132,18 @@ class Accumulator:
             files=sorted(files),
             calls=sorted(calls, key=call_order),
             kernel_ns=dict(sorted(self.kernel_ns.items())),
-            gpu_busy_ns=self.gpu_busy.measure(),
-            gpu_span_ns=self.gpu_busy.span(),
+            gpu_busy_ns=busy.measure(),
+            gpu_span_ns=busy.span(),
             memory_peak_bytes=self.memory_peak,
             memory_reserved_peak_bytes=self.reserved_peak,
         )
+
+    def gpu_busy(self) -> IntervalSet:
+        """The union of all GPU activity: compute, communication, memcpy and memset."""
+        busy = IntervalSet()
+        for part in (self.compute, self.gpu_comm, self.copies):
+            busy.update(part)
+        return busy
 
     def _cpu_compute(self) -> IntervalSet:
         tid = self.training_thread()
@@ -194,11 +202,10 @@ def merge_results(results: Iterable[RankResult]) -> RankResult:
     results = list(results)
     known = sorted({r.source for r in results if r.source != NONE})
     steps: dict[int, int] = {}
-    kernel_ns: dict[str, int] = {}
+    kernel_ns: Counter[str] = Counter()
     for result in results:
         steps.update(result.steps)
-        for category, ns in result.kernel_ns.items():
-            kernel_ns[category] = kernel_ns.get(category, 0) + ns
+        kernel_ns.update(result.kernel_ns)
     return RankResult(
         source=" + ".join(known) if known else NONE,
         comm_ns=sum(r.comm_ns for r in results),

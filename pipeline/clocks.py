@@ -23,6 +23,7 @@ from commscope.pipeline.matching import Instance
 MAX_ROUNDS: Final = 50
 SETTLED_NS: Final = 0.5
 METHOD: Final = "median alignment of matched collectives' end times; relative to the lowest rank"
+NO_MATCH: Final = "no collective matched across ranks"
 _MEDIAN_SE: Final = 1.2533 * 1.4826  # standard error of a median from the MAD (normal noise)
 
 Ends = dict[int, int]  # rank -> end time of one instance (ns)
@@ -96,7 +97,7 @@ def clocks(found: Found) -> Clocks:
     """The report's clock section from `offsets()`."""
     return Clocks(
         reference_rank=min(found) if found else None,
-        method=METHOD if found else "no collective matched across ranks",
+        method=METHOD if found else NO_MATCH,
         per_rank={
             str(rank): ClockOffset(
                 offset_s=offset * 1e-9,

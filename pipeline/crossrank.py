@@ -10,6 +10,7 @@ instance's fastest member as its wait-free duration: T = α + S x F / β (`alpha
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -24,7 +25,7 @@ from commscope.collector.schema import (
     RankResult,
 )
 from commscope.pipeline import alphabeta, skew
-from commscope.pipeline.clocks import Found, clocks, offsets
+from commscope.pipeline.clocks import NO_MATCH, Found, clocks, offsets
 from commscope.pipeline.matching import MAX_DESYNCS, Matched, group_order, match
 from commscope.pipeline.stats import ratio
 
@@ -49,7 +50,7 @@ class CrossRank:
     matching: Matching
     clocks: Clocks
     arrivals: skew.Tally
-    instances: dict[tuple[str, str], int]  # (group, type) -> matched instances
+    instances: Counter[tuple[str, str]]  # (group, type) -> matched instances
     points: Points  # the α-β samples: each instance's fastest member
 
 
@@ -70,14 +71,11 @@ def aligned(
 
 def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> CrossRank:
     matched, found, arrivals = aligned(results, infos)
-    counts: dict[tuple[str, str], int] = {}
-    for item in arrivals:
-        counts[(item.group, item.collective)] = counts.get((item.group, item.collective), 0) + 1
     return CrossRank(
         matching=matched.summary,
         clocks=clocks(found),
         arrivals=skew.tally(arrivals),
-        instances=counts,
+        instances=Counter((item.group, item.collective) for item in arrivals),
         points=alpha_beta_points(arrivals),
     )
 
@@ -90,17 +88,9 @@ def pooled(windows: Sequence[CrossRank]) -> CrossRank:
         matching=merge_matching([w.matching for w in windows]),
         clocks=merge_clocks([w.clocks for w in windows]),
         arrivals=skew.pool([w.arrivals for w in windows]),
-        instances=_summed([w.instances for w in windows]),
+        instances=sum((w.instances for w in windows), Counter()),
         points={k: [p for w in windows for p in w.points.get(k, [])] for k in _keys(windows)},
     )
-
-
-def _summed(parts: Sequence[Mapping[tuple[str, str], int]]) -> dict[tuple[str, str], int]:
-    total: dict[tuple[str, str], int] = {}
-    for part in parts:
-        for key, count in part.items():
-            total[key] = total.get(key, 0) + count
-    return total
 
 
 def _keys(windows: Sequence[CrossRank]) -> list[tuple[str, str]]:
@@ -145,7 +135,7 @@ def merge_clocks(parts: Sequence[Clocks]) -> Clocks:
     references = [p.reference_rank for p in parts if p.reference_rank is not None]
     return Clocks(
         reference_rank=min(references) if references else None,
-        method=RUN_CLOCKS if per_rank else "no collective matched across clock domains",
+        method=RUN_CLOCKS if per_rank else NO_MATCH,
         per_rank=per_rank,
     )
 

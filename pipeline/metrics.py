@@ -87,8 +87,7 @@ def sections(results: Mapping[int, RankResult], context: Context) -> Sections:
     ranks = sorted(results)
     ordered = {rank: results[rank] for rank in ranks}
     rates = throughput(ordered, context)
-    mean_steps = {r: sum(res.steps.values()) * NS / len(res.steps) for r, res in ordered.items()
-                  if res.steps}  # fmt: skip
+    steps = {rank: rank_steps(result) for rank, result in ordered.items()}
     return Sections(
         ranks=ranks,
         overlap=overlap(ordered),
@@ -99,10 +98,10 @@ def sections(results: Mapping[int, RankResult], context: Context) -> Sections:
         network=network(ordered, context),
         traffic=traffic(ordered),
         throughput=rates,
-        steps={str(r): rank_steps(res) for r, res in ordered.items()},
+        steps={str(rank): s for rank, s in steps.items()},
         utilization=utilization(rates, context),
         kernels=kernels(ordered),
-        stragglers=stragglers(mean_steps),
+        stragglers=stragglers({r: s.mean_s for r, s in steps.items() if s.mean_s is not None}),
     )
 
 
