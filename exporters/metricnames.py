@@ -99,7 +99,15 @@ FAMILIES: Final = (
         "commscope_arrival_skew_seconds",
         "gauge",
         ("job", "collective", "stat"),
-        "latest - earliest start of matched collectives (aligned clocks), stat p50|p95|max",
+        "latest - earliest start of matched collectives (aligned clocks), stat p50|p95|max, "
+        "in the latest finished window every rank has finished that has the collective",
+    ),
+    Family(
+        "commscope_run_arrival_skew_seconds",
+        "gauge",
+        ("job", "collective", "stat"),
+        "latest - earliest start of matched collectives (aligned clocks), stat p50|p95|max, "
+        "over the run's finished windows",
     ),
     Family(
         "commscope_late_arrivals_total",

@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 from typing import Final
 from wsgiref.simple_server import WSGIServer
 
-from commscope.collector.schema import AggregatorStats, CollectorStats, Report, Window
+from commscope.collector.schema import (
+    AggregatorStats,
+    CollectiveSkew,
+    CollectorStats,
+    Report,
+    Window,
+)
 from commscope.exporters.metricnames import FAMILIES, MAX_GROUPS, Family
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -131,10 +137,13 @@ def _run(out: Families, snapshot: Snapshot) -> None:
 
 def _cross_rank(out: Families, snapshot: Snapshot) -> None:
     job, report = snapshot.job, snapshot.report
-    for kind, skew in report.skew.per_collective.items():
-        for stat, field_name in SKEW_STATS:
-            value = getattr(skew.skew_s, field_name)
-            out.add("commscope_arrival_skew_seconds", (job, kind, stat), value)
+    for name, per_collective in (
+        ("commscope_arrival_skew_seconds", latest_skews(report)),
+        ("commscope_run_arrival_skew_seconds", report.skew.per_collective),
+    ):
+        for kind, skew in per_collective.items():
+            for stat, field_name in SKEW_STATS:
+                out.add(name, (job, kind, stat), getattr(skew.skew_s, field_name))
     for rank, arrival in report.skew.per_rank.items():
         out.add("commscope_late_arrivals_total", (job, rank), arrival.last)
         out.add("commscope_caused_wait_seconds_total", (job, rank), arrival.caused_wait_s)
@@ -148,6 +157,14 @@ def _cross_rank(out: Families, snapshot: Snapshot) -> None:
             out.add("commscope_clock_offset_seconds", (job, rank), offset.offset_s)
     out.add("commscope_mfu_ratio", (job,), report.utilization.mfu)
     out.add("commscope_hfu_ratio", (job,), report.utilization.hfu)
+
+
+def latest_skews(report: Report) -> dict[str, CollectiveSkew]:
+    """Each collective type's skew in the latest window that every rank has finished and
+    that has the type (a window some ranks have not finished times only the others)."""
+    world = report.world_size
+    full = [w for w in report.windows if world is None or len(w.ranks) >= world]
+    return {kind: skew for w in full for kind, skew in w.skew.per_collective.items()}
 
 
 def _alpha_beta(out: Families, snapshot: Snapshot) -> None:

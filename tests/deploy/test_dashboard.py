@@ -27,6 +27,7 @@ SELECTOR = re.compile(r"\b(commscope_[a-z_]+)\s*\{([^}]*)\}")
 # The families no panel queries, on purpose: every other exported family is shown somewhere.
 NOT_SHOWN = {
     "commscope_run_comm_compute_overlap_ratio": "the latest window's overlap is shown",
+    "commscope_run_arrival_skew_seconds": "the latest window's skew is shown",
     "commscope_comm_seconds_total": "exposed communication is shown instead of all of it",
     "commscope_collective_message_bytes_total": "bus bytes (S·F) are shown, not S",
     "commscope_collective_busbw_samples": "the sample count behind the busbw quantiles",

@@ -111,3 +111,42 @@ def test_alpha_beta_labels_are_capped_at_max_groups() -> None:
     omitted = next(m for m in families(Snapshot(job="j", report=Report(alpha_beta=fits)))
                    if m.name == "commscope_alpha_beta_groups_omitted")  # fmt: skip
     assert omitted.samples[0].value == 5
+
+
+def _window_files(name: str, late_ns: int, ranks: range) -> list[ParsedFile]:
+    scenario = Scenario(ranks=4, instances=20, slow_rank=SLOW, late_ns=late_ns, seed=len(name))
+    per_rank = {r: ops for r, ops in calls(scenario)[0].items() if r in ranks}
+    meta = TraceMeta(world_size=4)
+    return [ParsedFile(name, f"{name}/rank{rank}.json", rank, meta, result, FileStats())
+            for rank, result in results(per_rank).items()]  # fmt: skip
+
+
+def _skews(metrics: list[object], name: str) -> dict[str, float]:
+    family = next(m for m in metrics if getattr(m, "name", None) == name)
+    return {s.labels["stat"]: s.value for s in family.samples}  # type: ignore[attr-defined]
+
+
+def test_skew_gauge_is_the_latest_full_window_and_the_run_gauge_the_whole_run() -> None:
+    files = [
+        *_window_files("iteration_10", 300_000, range(4)),
+        *_window_files("iteration_20", 2_000_000, range(4)),
+        *_window_files("iteration_30", 9_000_000, range(2, 4)),  # ranks 0 and 1 not yet done
+    ]
+    found = build_report(["iteration_10", "iteration_20", "iteration_30"], files, [], Options())
+    assert [len(w.ranks) for w in found.windows] == [4, 4, 2]
+    metrics: list[object] = list(families(Snapshot(job="j", report=found)))
+    latest = found.windows[1].skew.per_collective["AllReduce"].skew_s
+    run = found.skew.per_collective["AllReduce"].skew_s
+    assert _skews(metrics, "commscope_arrival_skew_seconds") == {
+        "p50": latest.median,
+        "p95": latest.p95,
+        "max": latest.max,
+    }
+    assert _skews(metrics, "commscope_run_arrival_skew_seconds") == {
+        "p50": run.median,
+        "p95": run.p95,
+        "max": run.max,
+    }
+    # the windows differ by construction, so the two gauges can tell them apart
+    assert latest.median is not None and 1.5e-3 < latest.median < 2.1e-3
+    assert run.max is not None and run.max > 8e-3
