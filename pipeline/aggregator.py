@@ -80,7 +80,7 @@ class Aggregator:
         self.stats = AggregatorStats(rejected=dict.fromkeys(REJECT_REASONS, 0))
         self.rolling = RollingBandwidth(settings.horizon_s)
         self.store = Store(settings.state)
-        self.aggregation = Aggregation()
+        self.aggregation = Aggregation(load=self.store.load)
         self.nodes = self.store.nodes()
         self.heartbeats: dict[str, tuple[CollectorStats, float]] = {}
         self._decoder = msgspec.msgpack.Decoder(ToAggregator)
@@ -267,6 +267,8 @@ class Aggregator:
         if self._dirty or self._report is None:
             self._report = self.aggregation.report(self.settings.options)
             self._dirty = False
+            if not self._finished:  # every finished file is stored: call lists can go
+                self.aggregation.shed()
         if window_completed:
             self.stats.window_latency_s = self.clock() - self._last_message
         self.stats.log_bytes = self.store.log_bytes()

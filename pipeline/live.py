@@ -10,12 +10,17 @@ fingerprint for a path supersedes the old stream (the file was rewritten).
 
 The report is `build_report` over the finished files, exactly as `commscope report` builds
 it; streams still open when the run ends are listed as skipped, never half-counted.
+
+Memory: a file's per-call list (`RankResult.calls`) is read only by the cross-rank matching of
+its window, and costs more than the rest of the result. Given a loader (the durable copy of a
+finished file), `shed()` drops the lists of every complete window once its cross-rank facts are
+cached; a report over a window whose files have changed since reloads them first.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -61,12 +66,16 @@ class Applied:
 class Aggregation:
     """Every stream of a run, open or finished; see the module docstring."""
 
-    def __init__(self) -> None:
+    def __init__(self, load: Callable[[str], FinishedFile | None] | None = None) -> None:
         self.open: dict[str, OpenStream] = {}
         self.finished: dict[str, FinishedFile] = {}
         self.retired: set[str] = set()  # superseded streams: whatever comes of them is stale
         self.cache = WindowCache()  # finished windows' sections, reused by every report
         self._by_path: dict[tuple[str, str], str] = {}
+        self._load = load  # a finished file as stored: without it no call list is dropped
+        # folder -> (its finished streams when their call lists were dropped, those dropped)
+        self._shed: dict[str, tuple[frozenset[str], set[str]]] = {}
+        self._reported: dict[str, set[str]] = {}  # each folder's streams in the last report
 
     def restore(self, finished: Iterable[FinishedFile], retired: Iterable[str] = ()) -> None:
         self.retired.update(retired)
@@ -145,9 +154,58 @@ class Aggregation:
         if final:
             skipped.extend(_unfinished(s) for s in self.open.values())
         windows = sorted(set(names.values()), key=window_order)
+        self._reported = self._folders()
+        self._reload_changed(self._reported)
         return build_report(
             windows, sorted(parsed, key=_file_order), skipped, options, cache=self.cache
         )
+
+    def shed(self) -> int:
+        """Drop the call lists of the files of every complete window unchanged since the last
+        report (which cached its cross-rank facts). Call it only once every finished file is
+        stored. The number of lists dropped."""
+        if self._load is None:
+            return 0
+        folders = self._folders()
+        dropped = 0
+        for folder in self.complete_windows():
+            streams = folders[folder]
+            if self._reported.get(folder) != streams:
+                continue  # changed since: its cross-rank facts are not known yet
+            _, shed = self._shed.setdefault(folder, (frozenset(streams), set()))
+            for stream in streams:
+                result = self.finished[stream].result
+                if stream not in shed and result is not None and result.calls:
+                    result.calls = []  # in place: the cache knows the result by identity
+                    shed.add(stream)
+                    dropped += 1
+        return dropped
+
+    def _reload_changed(self, folders: dict[str, set[str]]) -> None:
+        """Give back the call lists of every window whose files changed since they were
+        dropped (a file added, rewritten or gone): its cross-rank facts must be found anew."""
+        for folder, (streams, shed) in list(self._shed.items()):
+            if folders.get(folder, set()) == streams:
+                continue
+            del self._shed[folder]
+            for stream in sorted(shed):
+                self._reload(stream)
+
+    def _reload(self, stream: str) -> None:
+        item = self.finished.get(stream)
+        if item is None or item.result is None or self._load is None:
+            return  # gone (superseded): nothing to match
+        stored = self._load(stream)
+        if stored is None or stored.result is None:
+            raise LookupError(f"{item.path}: the stored result of stream {stream} is missing")
+        item.result.calls = stored.result.calls
+
+    def _folders(self) -> dict[str, set[str]]:
+        """Each folder's finished streams."""
+        found: dict[str, set[str]] = {}
+        for item in self.finished.values():
+            found.setdefault(item.folder, set()).add(item.stream)
+        return found
 
 
 def _finish(stream: OpenStream, end: StreamEnd) -> FinishedFile:

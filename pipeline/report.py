@@ -82,12 +82,17 @@ def assign_ranks(
 
 
 class WindowCache:
-    """Each window's sections and cross-rank facts, reused while its files are the very same
-    results and metadata and the context is unchanged: the live aggregator rebuilds the report
-    on every refresh, and a finished window does not change."""
+    """What the live aggregator's report reuses between refreshes, as a finished window does
+    not change: each window's cross-rank facts, keyed by the identity of its files' results
+    and metadata alone (they depend on nothing else, so a renamed window or a new context
+    reuses them, and a file whose per-call list was dropped once they were known is never
+    matched again while the window stays as it is); and each window's sections, reused while
+    its name, files and context are unchanged."""
 
     def __init__(self) -> None:
-        self._entries: dict[str, tuple[Context, tuple[object, ...], Window, CrossRank]] = {}
+        self._sections: dict[str, tuple[Context, tuple[object, ...], Window]] = {}
+        self._cross: dict[tuple[int, ...], tuple[tuple[object, ...], CrossRank]] = {}
+        self._used: set[tuple[int, ...]] = set()
 
     def window(
         self, name: str, items: dict[int, ParsedFile], context: Context
@@ -95,28 +100,44 @@ class WindowCache:
         key = tuple(
             x for rank, item in sorted(items.items()) for x in (rank, item.result, item.meta)
         )
-        entry = self._entries.get(name)
+        cross = self.cross(items, key)
+        entry = self._sections.get(name)
         if entry is not None and entry[0] == context and _same(entry[1], key):
-            return entry[2], entry[3]
-        found = _window(name, items, context)
-        self._entries[name] = (context, key, *found)
+            return entry[2], cross
+        found = _window(name, items, context, cross)
+        self._sections[name] = (context, key, found)
+        return found, cross
+
+    def cross(self, items: dict[int, ParsedFile], key: tuple[object, ...]) -> CrossRank:
+        """The window's cross-rank facts; `key` (which holds the very objects) keeps the ids
+        from being reused while the entry lives."""
+        ids = tuple(map(id, key))
+        self._used.add(ids)
+        entry = self._cross.get(ids)
+        if entry is not None:
+            return entry[1]
+        results = {rank: item.result for rank, item in items.items()}
+        found = crossrank.window(results, _infos(items))
+        self._cross[ids] = (key, found)
         return found
 
     def keep(self, names: Iterable[str]) -> None:
-        """Forget the windows not in `names`."""
+        """Forget the windows not in `names` and the cross-rank facts no window used since the
+        last call."""
         wanted = set(names)
-        self._entries = {k: v for k, v in self._entries.items() if k in wanted}
+        self._sections = {k: v for k, v in self._sections.items() if k in wanted}
+        self._cross = {k: v for k, v in self._cross.items() if k in self._used}
+        self._used = set()
 
 
 def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
     return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
 
 
-def _window(name: str, items: dict[int, ParsedFile], context: Context) -> tuple[Window, CrossRank]:
+def _window(name: str, items: dict[int, ParsedFile], context: Context, cross: CrossRank) -> Window:
     results = {rank: item.result for rank, item in items.items()}
-    cross = crossrank.window(results, _infos(items))
     found = _with_cross(sections(results, context), cross, context)
-    return Window(name=name, **asdict(found)), cross
+    return Window(name=name, **asdict(found))
 
 
 def build_report(
@@ -140,13 +161,13 @@ def build_report(
     for (window, rank), item in sorted(placed.items()):
         by_window[window][rank] = item
     cache = cache if cache is not None else WindowCache()
-    cache.keep(by_window)
     window_list, crosses = [], []
     for name, items in by_window.items():
         if items:
             found, cross = cache.window(name, items, context)
             window_list.append(found)
             crosses.append(cross)
+    cache.keep(by_window)
     per_rank: dict[int, list[RankResult]] = {}
     for items in by_window.values():
         for rank, item in items.items():

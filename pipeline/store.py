@@ -42,6 +42,13 @@ class Store:
         for path in sorted(self._done.glob("*.msgpack")):
             yield decoder.decode(path.read_bytes())
 
+    def load(self, stream: str) -> FinishedFile | None:
+        """One finished file as stored (None if it is not)."""
+        path = self._done / f"{stream}.msgpack"
+        if not path.exists():
+            return None
+        return msgspec.msgpack.decode(path.read_bytes(), type=FinishedFile)
+
     def logs(self) -> Iterator[tuple[str, Iterator[bytes]]]:
         """Each open stream's records (read each iterator to its end: it mends a torn tail)."""
         for path in sorted(self._open.glob("*.log")):

@@ -43,6 +43,7 @@ from commscope.collector.schema import (
 )
 from commscope.exporters import jsonreport
 from commscope.pipeline.accumulate import Accumulator
+from commscope.pipeline.aggregator import Aggregator, AggregatorSettings
 from commscope.pipeline.live import RETIRED_SEQ, Aggregation, Applied, Verdict
 from commscope.pipeline.report import Options
 from commscope.pipeline.run import analyse
@@ -510,3 +511,132 @@ def test_a_restored_file_is_superseded_by_a_new_stream_for_its_path() -> None:
     new = file_records(SAMPLE, RANK0, 10, salt="new")
     assert apply_all(fresh, new[:1]) == [Applied(superseded=(old[0].stream,))]
     assert fresh.finished == {}
+
+
+# ---------------------------------------------------------------- call lists dropped
+
+
+class Stored:
+    """What the aggregator's store keeps of each finished file (the bytes of `done/`)."""
+
+    def __init__(self) -> None:
+        self.done: dict[str, bytes] = {}
+        self.loads = 0
+
+    def keep(self, applied: Sequence[Applied]) -> None:
+        for item in applied:
+            if item.finished is not None:
+                self.done[item.finished.stream] = msgspec.msgpack.encode(item.finished)
+
+    def load(self, stream: str) -> FinishedFile | None:
+        self.loads += 1
+        raw = self.done.get(stream)
+        return None if raw is None else msgspec.msgpack.decode(raw, type=FinishedFile)
+
+
+def _calls(aggregation: Aggregation, folder: str) -> list[int]:
+    return [
+        len(f.result.calls)
+        for f in sorted(aggregation.finished.values(), key=lambda f: f.path)
+        if f.folder == folder and f.result is not None
+    ]
+
+
+@needs_dlrm
+def test_dropping_call_lists_of_complete_windows_changes_no_report(tmp_path: Path) -> None:
+    """Two DLRM windows. The aggregation that drops the call lists of complete windows gives
+    the report of the one that keeps them after every step: a window completing, one half
+    done, a file of a complete window rewritten (its calls matched anew against the others',
+    given back from the store), a window renamed; and at the end the offline report."""
+    root = tmp_path / "dlrm"
+    first, second = "a/iteration_10", "a/iteration_20"
+    for folder in (first, second):
+        (root / folder).mkdir(parents=True)
+        for path in sorted(DLRM.glob("worker*.json")):
+            shutil.copy(path, root / folder / path.name)
+    files = {f: sorted((root / f).glob("worker*.json")) for f in (first, second)}
+    stored = Stored()
+    lean, full = Aggregation(load=stored.load), Aggregation()
+
+    def feed(records: Sequence[Record]) -> None:
+        stored.keep(apply_all(lean, records))
+        apply_all(full, records)
+
+    def same() -> None:
+        assert live_document(lean, final=False) == live_document(full, final=False)
+        lean.shed()
+
+    for path in files[first]:
+        feed(file_records(root, path, 500))
+    assert lean.shed() == 0  # complete, but not reported yet: its matching is not known
+    same()
+    assert _calls(lean, first) == [0] * 8
+    assert min(_calls(full, first)) > 0
+    for path in files[second][:4]:
+        feed(file_records(root, path, 500))
+    same()
+    assert min(_calls(lean, second)) > 0  # not complete: kept
+    for path in files[second][4:]:
+        feed(file_records(root, path, 500))
+    same()
+    assert _calls(lean, second) == [0] * 8 and stored.loads == 0
+
+    # rank 3 of the first window rewritten (same content, a new stream): while it is open the
+    # window has 7 files, whose calls must come back for the matching of 7 ranks
+    rewritten = file_records(root, files[first][3], 500, salt="again")
+    feed(rewritten[:2])
+    same()
+    assert stored.loads == 7
+    feed(rewritten[2:])
+    same()
+    assert _calls(lean, first) == [0] * 8
+    matched = lean.report(Options()).windows[0].matching.instances
+    assert matched == full.report(Options()).windows[0].matching.instances > 0
+
+    # b/iteration_10 appears: both windows are renamed by their paths, and their cross-rank
+    # facts are kept (no call list is needed)
+    assert [w.name for w in lean.report(Options()).windows] == ["iteration_10", "iteration_20"]
+    (root / "b" / "iteration_10").mkdir(parents=True)
+    extra = root / "b" / "iteration_10" / files[first][0].name
+    shutil.copy(files[first][0], extra)
+    feed(file_records(root, extra, 500))
+    names = [w.name for w in lean.report(Options()).windows]
+    assert sorted(names) == ["a/iteration_10", "a/iteration_20", "b/iteration_10"]
+    same()
+    assert stored.loads == 7
+    assert live_document(lean) == live_document(full) == offline_document(root)
+
+
+def test_without_a_loader_nothing_is_dropped() -> None:
+    aggregation = Aggregation()
+    apply_all(aggregation, [START, BATCH_1, BATCH_2, END])
+    aggregation.report(Options())
+    assert aggregation.shed() == 0
+
+
+def test_the_aggregator_drops_call_lists_once_stored_and_a_restart_agrees(tmp_path: Path) -> None:
+    settings = AggregatorSettings(
+        listen="tcp://127.0.0.1:0", out=tmp_path / "out", state=tmp_path / "state"
+    )
+    aggregator = Aggregator(settings)
+    try:
+        for record in round_robin(run_records(SAMPLE, 40)):
+            aggregator.receive([b"collector", msgspec.msgpack.encode(record)])
+        aggregator.publish()  # the finished files are not stored yet: every call list stays
+        kept = {s: f.result.calls for s, f in aggregator.aggregation.finished.items() if f.result}
+        assert len(kept) == 4 and all(kept.values())
+        aggregator.commit()
+        aggregator.publish()
+        report = aggregator._report
+        for stream, calls in kept.items():
+            assert aggregator.aggregation.finished[stream].result.calls == []  # type: ignore[union-attr]
+            stored = aggregator.store.load(stream)
+            assert stored is not None and stored.result is not None
+            assert stored.result.calls == calls
+    finally:
+        aggregator.store.close()
+    again = Aggregator(settings)  # a restart reads every stored file back, call lists too
+    try:
+        assert again.aggregation.report(settings.options) == report
+    finally:
+        again.store.close()

@@ -243,3 +243,11 @@ def test_nodes_round_trip(store: Store, tmp_path: Path) -> None:
     finally:
         again.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["done", "nodes.msgpack", "open"]
+
+
+def test_one_finished_file_loads_back_by_its_stream(store: Store) -> None:
+    store.finish(finished_file(A))
+    assert store.load(A) == finished_file(A)
+    assert store.load(B) is None
+    store.forget(A)
+    assert store.load(A) is None

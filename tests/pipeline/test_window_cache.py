@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from commscope.collector.schema import FileStats, TraceMeta
 from commscope.pipeline.report import Options, ParsedFile, WindowCache, build_report
 from crossrank_builder import Scenario, calls, results
@@ -41,3 +43,26 @@ def test_a_changed_context_is_analysed_again() -> None:
     again = build_report(["a", "b"], parsed, [], Options(peak_override_Bps=1e9), cache=cache)
     assert again.windows[0] is not first.windows[0]
     assert again.windows[0].network.peak_bandwidth_Bps == 1e9
+
+
+def test_cross_rank_facts_outlive_a_rename_and_a_new_context() -> None:
+    """They depend on the files alone: after a rename or a new context they are not found
+    again (a file whose call list was dropped could not be matched again)."""
+    cache, parsed = WindowCache(), files(seed=1)
+    first = build_report(["a", "b"], parsed, [], Options(), cache=cache)
+    for item in parsed:
+        item.result.calls = []  # as the live aggregation drops them
+    renamed = [replace(p, window={"a": "x/a", "b": "x/b"}[p.window]) for p in parsed]
+    again = build_report(["x/a", "x/b"], renamed, [], Options(peak_override_Bps=1e9), cache=cache)
+    assert [w.name for w in again.windows] == ["x/a", "x/b"]
+    assert again.matching == first.matching and first.matching.instances == 24
+    assert [w.skew for w in again.windows] == [w.skew for w in first.windows]
+    assert again.windows[0].network.peak_bandwidth_Bps == 1e9
+
+
+def test_cross_rank_facts_of_windows_gone_are_forgotten() -> None:
+    cache, parsed = WindowCache(), files(seed=1)
+    build_report(["a", "b"], parsed, [], Options(), cache=cache)
+    only_a = [p for p in parsed if p.window == "a"]
+    build_report(["a"], only_a, [], Options(), cache=cache)
+    assert len(cache._cross) == 1 and len(cache._sections) == 1
