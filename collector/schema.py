@@ -343,6 +343,7 @@ class AlphaBeta(msgspec.Struct, kw_only=True):
     beta_Bps: float | None = None
     r2: float | None = None
     peak_ratio: float | None = None
+    latency_bound: float | None = None  # share of the fitted points with S_bus < α·β
     na_reason: str | None = None
 
 

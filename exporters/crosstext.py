@@ -167,19 +167,20 @@ def skew_lines(report: Report) -> Iterator[str]:
     yield f"  flagged: {', '.join(map(str, t.flagged)) or 'none'}; {t.evidence}"
 
 
-_FIT_WIDTHS = [10, 13, 9, 5, 10, 10, 6, 7]
+_FIT_WIDTHS = [10, 13, 9, 5, 10, 10, 6, 7, 9]
 
 
 def alpha_beta_lines(report: Report) -> Iterator[str]:
     yield "T = α + S·F/β fitted (Theil-Sen on per-size medians) to each matched instance's"
-    yield "fastest member (the one that did not wait); β is comparable to busbw"
+    yield "fastest member (the one that did not wait); β is comparable to busbw;"
+    yield "below knee: share of the instances with S·F < α·β (latency-bound)"
     peak = report.network.peak_bandwidth_Bps
     yield f"Link Peak: {gbps(peak)}"
     if not report.alpha_beta:
         yield "No collective matched across ranks: nothing to fit."
         return
     yield ""
-    head = ["group", "collective", "instances", "sizes", "α", "β", "R²", "β/peak"]
+    head = ["group", "collective", "instances", "sizes", "α", "β", "R²", "β/peak", "below knee"]
     yield row(head, _FIT_WIDTHS)
     reasons = []
     for group, kinds in report.alpha_beta.items():
@@ -187,7 +188,7 @@ def alpha_beta_lines(report: Report) -> Iterator[str]:
             alpha = f"{f.alpha_s * 1e6:.2f} µs" if f.alpha_s is not None else "n/a"
             r2 = f"{f.r2:.3f}" if f.r2 is not None else "n/a"
             cells = [group, kind, str(f.instances), str(f.sizes), alpha, gbps(f.beta_Bps), r2,
-                     pct(f.peak_ratio)]  # fmt: skip
+                     pct(f.peak_ratio), pct(f.latency_bound)]  # fmt: skip
             yield row(cells, _FIT_WIDTHS)
             if f.na_reason:
                 reasons.append(f"  {group} {kind}: n/a ({f.na_reason})")

@@ -60,6 +60,16 @@ def fit(points: Iterable[tuple[float, float]]) -> LineFit:
     return LineFit(alpha, 1.0 / slope, _r2(usable, alpha, slope), len(groups), len(usable), None)
 
 
+def latency_bound(line: LineFit, points: Iterable[tuple[float, float]]) -> float | None:
+    """The share of the usable points below the knee S_bus = α·β, where α is more than half
+    of T (None without a fit, or with α ≤ 0: no size is then latency-bound by the line)."""
+    if line.alpha_s is None or line.beta_Bps is None or line.alpha_s <= 0 or not line.points:
+        return None
+    knee = line.alpha_s * line.beta_Bps
+    below = sum(1 for s, t in points if _usable(s, t) and s < knee)
+    return below / line.points
+
+
 def _usable(size: float, seconds: float) -> bool:
     return math.isfinite(size) and size > 0 and math.isfinite(seconds) and seconds > 0
 

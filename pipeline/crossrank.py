@@ -160,7 +160,8 @@ def alpha_beta(cross: CrossRank, peak_Bps: float | None) -> dict[str, dict[str, 
     """Per (process group, collective type): the α-β fit over wait-free durations."""
     table: dict[str, dict[str, AlphaBeta]] = {}
     for group, kind in sorted(cross.instances, key=lambda k: (group_order(k[0]), k[1])):
-        line = alphabeta.fit(cross.points.get((group, kind), []))
+        points = cross.points.get((group, kind), [])
+        line = alphabeta.fit(points)
         table.setdefault(group, {})[kind] = AlphaBeta(
             instances=cross.instances[(group, kind)],
             sizes=line.sizes,
@@ -168,6 +169,7 @@ def alpha_beta(cross: CrossRank, peak_Bps: float | None) -> dict[str, dict[str, 
             beta_Bps=line.beta_Bps,
             r2=line.r2,
             peak_ratio=ratio(line.beta_Bps, peak_Bps),
+            latency_bound=alphabeta.latency_bound(line, points),
             na_reason=line.reason,
         )
     return table

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterator
 from typing import Final
 
-from commscope.collector.schema import Diagnosis, Finding, Sections
+from commscope.collector.schema import AlphaBeta, Diagnosis, Finding, Sections
 from commscope.pipeline.stats import mean, ratio
 
 COMM_BOUND: Final = 0.20  # exposed communication / step time
@@ -26,6 +26,8 @@ WAIT_SHARE: Final = 0.25  # waiting on late arrivers / communication time
 DOMINANT_TRAFFIC: Final = 0.50
 NON_GEMM: Final = 0.30  # elementwise + reduction share of GPU compute time
 MOSTLY_WAITING: Final = 0.50  # waiting on late arrivers / communication time
+MIN_FIT_R2: Final = 0.80  # an α-β fit looser than this gives evidence, not advice
+LATENCY_BOUND: Final = 0.25  # share of a fit's instances below α·β worth bucketing for
 # A verdict's weight, to rank several: the figure that triggered it.
 _WEIGHT: Final = {
     "communication-bound": "exposed_comm_fraction",
@@ -130,18 +132,35 @@ def _network_advice(
         )
     for group, kinds in run.alpha_beta.items():
         for kind, fit in kinds.items():
-            if fit.alpha_s is not None and fit.beta_Bps is not None:
-                knee = fit.alpha_s * fit.beta_Bps
-                evidence.append(
-                    f"{kind} on group {group}: α = {fit.alpha_s * 1e6:.3g} µs, "
-                    f"β = {fit.beta_Bps / 1e9:.3g} GB/s: messages below {knee / 1e6:.3g} MB "
-                    "are latency-bound"
-                )
-                advice.append(
-                    f"bucket {kind} messages above {knee / 1e6:.3g} MB (group {group}) so that "
-                    "bandwidth, not latency, dominates"
-                )
+            found_fit = _fit_evidence(group, kind, fit)
+            if found_fit is not None:
+                evidence.append(found_fit[0])
+                advice.extend(found_fit[1:])
     return advice
+
+
+def _fit_evidence(group: str, kind: str, fit: AlphaBeta) -> tuple[str, ...] | None:
+    """(evidence, and the advice it supports): bucketing only when the fit is tight and a
+    good share of the instances sits below the knee α·β."""
+    if fit.alpha_s is None or fit.beta_Bps is None:
+        return None
+    knee = f"{fit.alpha_s * fit.beta_Bps / 1e6:.3g} MB"
+    line = (
+        f"{kind} on group {group}: α = {fit.alpha_s * 1e6:.3g} µs, "
+        f"β = {fit.beta_Bps / 1e9:.3g} GB/s: messages below {knee} are latency-bound"
+    )
+    if fit.latency_bound is not None:
+        line += f" ({_pct(fit.latency_bound)} of its instances)"
+    if fit.r2 is None or fit.r2 < MIN_FIT_R2:
+        r2 = "n/a" if fit.r2 is None else f"{fit.r2:.2f}"
+        return (f"{line}; a loose fit (R² {r2}), so no advice from it",)
+    if fit.latency_bound is None or fit.latency_bound < LATENCY_BOUND:
+        return (line,)
+    advice = (
+        f"bucket {kind} messages above {knee} (group {group}) so that bandwidth, not "
+        "latency, dominates"
+    )
+    return line, advice
 
 
 def _wait_free_utilization(run: Sections) -> float | None:

@@ -9,6 +9,7 @@ from itertools import combinations
 from pathlib import Path
 from statistics import median
 
+import pytest
 from commscope.pipeline.alphabeta import (
     FEW_SIZES,
     MAX_BINS,
@@ -19,6 +20,7 @@ from commscope.pipeline.alphabeta import (
     NO_POINTS,
     LineFit,
     fit,
+    latency_bound,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -256,3 +258,16 @@ def test_recovers_alpha_and_beta_within_5_percent(run: tuple[float, float, Point
     assert abs(result.alpha_s - alpha) <= 0.05 * alpha
     assert abs(result.beta_Bps - beta) <= 0.05 * beta
     assert result.points == len(points)
+
+
+def test_latency_bound_share_by_hand() -> None:
+    # α = 10 µs, β = 1 GB/s: knee α·β = 10,000 bytes; two of the four sizes are below it
+    points = [(s, 10e-6 + s / 1e9) for s in (1_000.0, 5_000.0, 20_000.0, 100_000.0)]
+    line = fit(points)
+    assert line.alpha_s == pytest.approx(10e-6) and line.beta_Bps == pytest.approx(1e9)
+    assert latency_bound(line, points) == 0.5
+    assert latency_bound(line, [*points, (-1.0, 1.0)]) == 0.5  # unusable points do not count
+    assert latency_bound(fit(points[:2]), points[:2]) is None  # declined: no knee
+    negative = fit([(s, -5e-6 + s / 1e9) for s in (1e4, 1e5, 1e6)])
+    assert negative.alpha_s is not None and negative.alpha_s < 0
+    assert latency_bound(negative, [(1e4, 5e-6)]) is None  # α ≤ 0: nothing latency-bound

@@ -226,6 +226,8 @@ def test_alpha_beta_from_matched_instances_recovers_the_link() -> None:
     assert fit.beta_Bps == pytest.approx(80e9, rel=0.05)
     assert fit.peak_ratio == pytest.approx(0.5, rel=0.05)
     assert (fit.instances, fit.sizes) == (90, 9)
+    # knee α·β = 2 MB of bus bytes; S·F = 1.5 x S: the six sizes up to 1 MiB are below it
+    assert fit.latency_bound == pytest.approx(6 / 9)
 
 
 def test_alpha_beta_declines_when_every_size_is_alike() -> None:

@@ -94,12 +94,40 @@ def test_late_arrivals_name_the_rank_only_when_the_skew_named_it() -> None:
 
 def test_the_alpha_beta_fit_gives_the_latency_bound_size() -> None:
     sections = run(comm=0.5, exposed=0.45, compute=0.3)
-    fit = AlphaBeta(instances=10, sizes=5, alpha_s=20e-6, beta_Bps=50e9, peak_ratio=0.2)
+    fit = AlphaBeta(instances=10, sizes=5, alpha_s=20e-6, beta_Bps=50e9, r2=0.97,
+                    peak_ratio=0.2, latency_bound=0.4)  # fmt: skip
     sections.alpha_beta = {"0": {"AllReduce": fit}}
     (finding,) = diagnose(sections).findings
     # α·β = 20 µs x 50 GB/s = 1 MB
     assert (
         "AllReduce on group 0: α = 20 µs, β = 50 GB/s: messages below 1 MB are latency-bound"
-        in (finding.evidence)
-    )
+        " (40.0% of its instances)"
+    ) in finding.evidence
     assert "the network delivers 20.0% of the link peak" in finding.evidence
+    assert finding.suggestions[-1] == (
+        "bucket AllReduce messages above 1 MB (group 0) so that bandwidth, not latency, dominates"
+    )
+
+
+@pytest.mark.parametrize(
+    ("r2", "below", "says"),
+    [
+        (0.5, 0.4, "; a loose fit (R² 0.50), so no advice from it"),
+        (None, 0.4, "; a loose fit (R² n/a), so no advice from it"),
+        (0.97, 0.1, ""),  # tight, but few instances below the knee
+    ],
+)
+def test_no_bucketing_advice_from_a_loose_fit_or_few_small_messages(
+    r2: float | None, below: float, says: str
+) -> None:
+    sections = run(comm=0.5, exposed=0.45, compute=0.3)
+    fit = AlphaBeta(instances=10, sizes=5, alpha_s=20e-6, beta_Bps=50e9, r2=r2,
+                    latency_bound=below)  # fmt: skip
+    sections.alpha_beta = {"0": {"AllReduce": fit}}
+    (finding,) = diagnose(sections).findings
+    line = (
+        "AllReduce on group 0: α = 20 µs, β = 50 GB/s: messages below 1 MB are latency-bound"
+        f" ({below:.1%} of its instances){says}"
+    )
+    assert line in finding.evidence
+    assert not any(s.startswith("bucket") for s in finding.suggestions)
