@@ -99,7 +99,7 @@ def test_metrics_pass_promtool_and_serve_every_family(streamed: Aggregate) -> No
     assert expected <= served, sorted(expected - served)
 
 
-def test_a_real_prometheus_scrapes_the_overlap_of_rank_0(
+def test_a_real_prometheus_scrapes_overlap_skew_and_caused_wait(
     streamed: Aggregate, procs: Processes, tmp_path: Path
 ) -> None:
     binary = require_tool("prometheus")
@@ -130,6 +130,12 @@ def test_a_real_prometheus_scrapes_the_overlap_of_rank_0(
         assert value == pytest.approx(expected["run"], rel=1e-12)
         latest = 'commscope_comm_compute_overlap_ratio{job="mlp",rank="0"}'
         assert _query(port, latest) == pytest.approx(expected["latest"], rel=1e-12)
+        skew = 'commscope_arrival_skew_seconds{job="mlp",collective="AllReduce",stat="max"}'
+        assert _query(port, skew) == pytest.approx(expected["skew"], rel=1e-12)
+        run_skew = skew.replace("commscope_", "commscope_run_")
+        assert _query(port, run_skew) == pytest.approx(expected["run skew"], rel=1e-12)
+        waits = 'commscope_caused_wait_seconds_total{job="mlp",rank="1"}'
+        assert _query(port, waits) == pytest.approx(expected["caused wait"], rel=1e-12)
     finally:
         server.terminate()
         server.wait(30)
@@ -138,9 +144,13 @@ def test_a_real_prometheus_scrapes_the_overlap_of_rank_0(
 def _expected_overlap(tmp_path: Path) -> dict[str, float]:
     config = parse_config(CONFIG.read_text(), CONFIG.name)
     report = offline(tmp_path / "traces", Options(config=config))
+    latest = report["windows"][-1]
     return {
         "run": report["overlap"]["per_rank"]["0"]["ratio"],
-        "latest": report["windows"][-1]["overlap"]["per_rank"]["0"]["ratio"],
+        "latest": latest["overlap"]["per_rank"]["0"]["ratio"],
+        "skew": latest["skew"]["per_collective"]["AllReduce"]["skew_s"]["max"],
+        "run skew": report["skew"]["per_collective"]["AllReduce"]["skew_s"]["max"],
+        "caused wait": report["skew"]["per_rank"]["1"]["caused_wait_s"],
     }
 
 
