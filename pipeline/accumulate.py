@@ -31,6 +31,7 @@ from commscope.collector.schema import (
     Step,
 )
 from commscope.pipeline.intervals import IntervalSet, difference, intersection_measure
+from commscope.pipeline.stats import add_sample
 
 GPU, CPU, NONE = "gpu kernels", "cpu (gloo)", "none"
 
@@ -187,9 +188,9 @@ def count_op(tally: OpTally, op: CommOp) -> None:
         tally.bus_time_ns += op.dur_ns
     if op.dur_ns > 0:
         algbw = size / (op.dur_ns * 1e-9)
-        tally.algbw_Bps.append(algbw)
+        add_sample(tally.algbw_Bps, algbw)
         if fraction is not None:
-            tally.busbw_Bps.append(algbw * fraction[0] / fraction[1])
+            add_sample(tally.busbw_Bps, algbw * fraction[0] / fraction[1])
 
 
 def bus_bytes(tally: OpTally) -> float:
@@ -245,5 +246,5 @@ def merge_tally(into: OpTally, other: OpTally) -> None:
     into.bus_time_ns += other.bus_time_ns
     into.time_ns += other.time_ns
     into.sized_time_ns += other.sized_time_ns
-    into.algbw_Bps.extend(other.algbw_Bps)
-    into.busbw_Bps.extend(other.busbw_Bps)
+    into.algbw_Bps += other.algbw_Bps
+    into.busbw_Bps += other.busbw_Bps

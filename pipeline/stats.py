@@ -7,9 +7,29 @@ sample has no statistics: every field is None, never 0.
 from __future__ import annotations
 
 import math
+import struct
+from array import array
 from collections.abc import Sequence
+from typing import Final
 
 from commscope.collector.schema import Summary
+
+_PACK: Final = struct.Struct("<d").pack
+_LITTLE: Final = array("H", [1]).tobytes() == b"\x01\x00"  # this machine's byte order
+
+
+def add_sample(packed: bytearray, value: float) -> None:
+    """Append `value` to a packed sample (little-endian float64)."""
+    packed += _PACK(value)
+
+
+def samples(packed: bytes | bytearray) -> array[float]:
+    """The values of a packed sample (a copy: the buffer stays free to grow)."""
+    values = array("d")
+    values.frombytes(packed)
+    if not _LITTLE:
+        values.byteswap()
+    return values
 
 
 def quantile(ordered: Sequence[float], q: float) -> float:

@@ -22,8 +22,11 @@ import msgspec
 from commscope.collector.atomic import write_atomic
 from commscope.collector.discover import file_size
 from commscope.collector.schema import FinishedFile
+from commscope.pipeline.stats import add_sample
 
 _LENGTH: Final = struct.Struct("<I")
+_DECODER: Final = msgspec.msgpack.Decoder(FinishedFile)
+_SAMPLES: Final = ("algbw_Bps", "busbw_Bps")
 
 
 class Store:
@@ -38,16 +41,15 @@ class Store:
 
     # ---- reading back
     def finished(self) -> Iterator[FinishedFile]:
-        decoder = msgspec.msgpack.Decoder(FinishedFile)
         for path in sorted(self._done.glob("*.msgpack")):
-            yield decoder.decode(path.read_bytes())
+            yield _decode(path.read_bytes())
 
     def load(self, stream: str) -> FinishedFile | None:
         """One finished file as stored (None if it is not)."""
         path = self._done / f"{stream}.msgpack"
         if not path.exists():
             return None
-        return msgspec.msgpack.decode(path.read_bytes(), type=FinishedFile)
+        return _decode(path.read_bytes())
 
     def logs(self) -> Iterator[tuple[str, Iterator[bytes]]]:
         """Each open stream's records (read each iterator to its end: it mends a torn tail)."""
@@ -110,6 +112,28 @@ class Store:
         for log in self._logs.values():
             log.close()
         self._logs.clear()
+
+
+def _decode(data: bytes) -> FinishedFile:
+    """A stored finished file; one written before bandwidth samples were packed (lists of
+    floats) is read as it was and its samples packed."""
+    try:
+        return _DECODER.decode(data)
+    except msgspec.ValidationError:
+        raw = msgspec.msgpack.decode(data)
+        result = raw.get("result") if isinstance(raw, dict) else None
+        for tally in (result or {}).get("ops", {}).values():
+            for key in _SAMPLES:
+                if isinstance(tally.get(key), list):
+                    tally[key] = _packed(tally[key])
+        return msgspec.convert(raw, FinishedFile)
+
+
+def _packed(values: list[float]) -> bytearray:
+    packed = bytearray()
+    for value in values:
+        add_sample(packed, value)
+    return packed
 
 
 def _frames(path: Path) -> Iterator[bytes]:

@@ -13,6 +13,7 @@ from pathlib import Path
 import msgspec
 import pytest
 from commscope.collector.schema import FinishedFile, RankResult, TraceMeta
+from commscope.pipeline.stats import samples
 from commscope.pipeline.store import Store
 
 A = "a" * 32
@@ -251,3 +252,25 @@ def test_one_finished_file_loads_back_by_its_stream(store: Store) -> None:
     assert store.load(B) is None
     store.forget(A)
     assert store.load(A) is None
+
+
+def test_a_file_stored_before_samples_were_packed_is_read_with_them_packed(
+    store: Store, tmp_path: Path
+) -> None:
+    """An aggregator upgraded in the middle of a run reads its state folder as it was."""
+    item = finished_file(A)
+    old = msgspec.to_builtins(item)
+    old["result"]["ops"] = {"AllReduce": {"count": 2, "algbw_Bps": [1e9, 2.5e9], "busbw_Bps": []}}
+    done_path(tmp_path, A).write_bytes(msgspec.msgpack.encode(old))
+    (loaded,) = store.finished()
+    assert loaded == store.load(A)
+    assert loaded.result is not None
+    tally = loaded.result.ops["AllReduce"]
+    assert (tally.count, list(samples(tally.algbw_Bps)), list(samples(tally.busbw_Bps))) == (
+        2,
+        [1e9, 2.5e9],
+        [],
+    )
+    done_path(tmp_path, B).write_bytes(msgspec.msgpack.encode([1, 2, 3]))  # not one at all
+    with pytest.raises(msgspec.ValidationError):
+        store.load(B)
