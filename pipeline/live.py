@@ -14,7 +14,8 @@ it; streams still open when the run ends are listed as skipped, never half-count
 Memory: a file's per-call list (`RankResult.calls`) is read only by the cross-rank matching of
 its window, and costs more than the rest of the result. Given a loader (the durable copy of a
 finished file), `shed()` drops the lists of every complete window once its cross-rank facts are
-cached; a report over a window whose files have changed since reloads them first.
+cached; a report over a window whose files have changed since reloads them first; `restore()`
+matches the stored windows one at a time.
 """
 
 from __future__ import annotations
@@ -78,10 +79,31 @@ class Aggregation:
         self._reported: dict[str, set[str]] = {}  # each folder's streams in the last report
 
     def restore(self, finished: Iterable[FinishedFile], retired: Iterable[str] = ()) -> None:
+        """Take back the stored finished files. Given a loader, each file's call list is
+        dropped as it is read, and each window's are loaded again only to match it: memory
+        never holds more than one window's calls."""
         self.retired.update(retired)
         for item in finished:
             self.finished[item.stream] = item
             self._by_path[(item.node, item.path)] = item.stream
+            if self._load is not None and item.result is not None:
+                item.result.calls = []
+        if self._load is not None:
+            for folder, streams in self._folders().items():
+                self._prime(folder, streams)
+
+    def _prime(self, folder: str, streams: set[str]) -> None:
+        """Match one restored window (its call lists read back, then dropped again)."""
+        for stream in streams:
+            self._reload(stream)
+        files = [self.finished[s] for s in sorted(streams)]
+        self.cache.prime(_parsed(files, dict.fromkeys([folder], folder)))
+        shed = set()
+        for item in files:
+            if item.result is not None and item.result.calls:
+                item.result.calls = []
+                shed.add(item.stream)
+        self._shed[folder] = (frozenset(streams), shed)
 
     def position(self, stream: str) -> tuple[int, bool]:
         """(next expected seq, whether the stream has ended)."""
@@ -145,11 +167,7 @@ class Aggregation:
         """The report over the finished files; `final`: open streams are listed as skipped."""
         files = sorted(self.finished.values(), key=lambda f: f.path)
         names = _names(files)
-        parsed = [
-            ParsedFile(names[f.folder], f.path, f.name_rank, f.meta, f.result, f.stats)
-            for f in files
-            if f.result is not None
-        ]
+        parsed = _parsed(files, names)
         skipped = [Skipped(f.path, f.error or "") for f in files if f.result is None]
         if final:
             skipped.extend(_unfinished(s) for s in self.open.values())
@@ -225,6 +243,15 @@ def _finish(stream: OpenStream, end: StreamEnd) -> FinishedFile:
         result=result,
         error=end.error,
     )
+
+
+def _parsed(files: Iterable[FinishedFile], names: dict[str, str]) -> list[ParsedFile]:
+    """The usable files as the report takes them, each in the window its folder is named."""
+    return [
+        ParsedFile(names[f.folder], f.path, f.name_rank, f.meta, f.result, f.stats)
+        for f in files
+        if f.result is not None
+    ]
 
 
 def _names(files: list[FinishedFile]) -> dict[str, str]:

@@ -97,9 +97,7 @@ class WindowCache:
     def window(
         self, name: str, items: dict[int, ParsedFile], context: Context
     ) -> tuple[Window, CrossRank]:
-        key = tuple(
-            x for rank, item in sorted(items.items()) for x in (rank, item.result, item.meta)
-        )
+        key = _key(items)
         cross = self.cross(items, key)
         entry = self._sections.get(name)
         if entry is not None and entry[0] == context and _same(entry[1], key):
@@ -121,6 +119,14 @@ class WindowCache:
         self._cross[ids] = (key, found)
         return found
 
+    def prime(self, parsed: Sequence[ParsedFile]) -> None:
+        """Find one window's cross-rank facts now, from its files, as a report would (kept
+        until the report after next, like those a report uses)."""
+        placed, _ = assign_ranks(parsed)
+        items = {rank: item for (_, rank), item in sorted(placed.items())}
+        if items:
+            self.cross(items, _key(items))
+
     def keep(self, names: Iterable[str]) -> None:
         """Forget the windows not in `names` and the cross-rank facts no window used since the
         last call."""
@@ -128,6 +134,11 @@ class WindowCache:
         self._sections = {k: v for k, v in self._sections.items() if k in wanted}
         self._cross = {k: v for k, v in self._cross.items() if k in self._used}
         self._used = set()
+
+
+def _key(items: dict[int, ParsedFile]) -> tuple[object, ...]:
+    """What a window's analysis depends on: each rank's result and metadata, by rank."""
+    return tuple(x for rank, item in sorted(items.items()) for x in (rank, item.result, item.meta))
 
 
 def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:

@@ -635,8 +635,39 @@ def test_the_aggregator_drops_call_lists_once_stored_and_a_restart_agrees(tmp_pa
             assert stored.result.calls == calls
     finally:
         aggregator.store.close()
-    again = Aggregator(settings)  # a restart reads every stored file back, call lists too
+    again = Aggregator(settings)  # a restart matches each window as it reads it back
     try:
+        restored = again.aggregation.finished.values()
+        assert len(restored) == 4 and all(f.result and not f.result.calls for f in restored)
         assert again.aggregation.report(settings.options) == report
     finally:
         again.store.close()
+
+
+@needs_dlrm
+def test_a_restore_holds_one_window_of_calls_at_a_time(tmp_path: Path) -> None:
+    """Three DLRM windows read back from a store: each file's calls are dropped as it is read
+    and loaded once more to match its window; the report is the one made with every call."""
+    root = tmp_path / "dlrm"
+    stored, finished = Stored(), []
+    for folder in ("iteration_10", "iteration_20", "iteration_30"):
+        (root / folder).mkdir(parents=True)
+        for path in sorted(DLRM.glob("worker*.json")):
+            shutil.copy(path, root / folder / path.name)
+    everything = Aggregation()
+    for path in trace_files(root):
+        applied = apply_all(everything, file_records(root, path, 500))
+        stored.keep(applied)
+        finished.extend(a.finished for a in applied if a.finished is not None)
+    holding: list[int] = []  # files holding their calls whenever one is loaded
+
+    def load(stream: str) -> FinishedFile | None:
+        holding.append(sum(1 for f in lean.finished.values() if f.result and f.result.calls))
+        return stored.load(stream)
+
+    lean = Aggregation(load=load)
+    lean.restore(stored.load(f.stream) for f in finished)  # as the store reads them back
+    assert stored.loads == 24 + 24 and max(holding) == 7  # 8 files a window, one being read
+    assert all(f.result and not f.result.calls for f in lean.finished.values())
+    assert live_document(lean) == live_document(everything) == offline_document(root)
+    assert stored.loads == 48  # the report found every window's matching already done
