@@ -16,8 +16,6 @@ from __future__ import annotations
 import re
 from typing import Final
 
-CATEGORIES: Final = ("gemm", "attention", "elementwise", "reduction", "other")
-
 # A demangled kernel returns void, or a SFINAE `std::enable_if<..., void>::type`.
 _RETURN_TYPE = re.compile(r"\s*(?:void\s+|std::enable_if<.*?>::type\s+)")
 # Anonymous namespaces as Kineto (`(anonymous namespace)`) and Nsight (`<unnamed>`) write them.
@@ -103,7 +101,8 @@ _THEN: Final = tuple((category, re.compile(pattern)) for category, pattern in _A
 
 
 def kernel_category(name: str) -> str:
-    """The family, one of CATEGORIES, of the GPU kernel called `name`; `other` if none fits."""
+    """The family (one of `schema.KERNEL_CATEGORIES`) of the GPU kernel called `name`; `other`
+    if none fits."""
     spoken = _words(_own_name(name))
     for category, pattern in _FIRST:
         if pattern.search(spoken):

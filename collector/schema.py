@@ -111,7 +111,7 @@ class FileStats(msgspec.Struct, kw_only=True):
 
 class OpTally(msgspec.Struct, kw_only=True):
     """One rank's collectives of one type: sums, and per-op bandwidth samples (B/s), packed
-    as little-endian float64 (`pipeline.stats.add_sample` / `samples`): 8 bytes a sample
+    as little-endian float64 (`pipeline.stats.add_sample` / `sample_values`): 8 bytes a sample
     instead of a list slot and a Python float (32), as every sample of a run is kept."""
 
     count: int = 0

@@ -208,11 +208,11 @@ def _windows(report: Report) -> Iterator[str]:
     head = ["window", "ranks", "overlap", "exposed/rank", "bus bw", "iteration"]
     yield row(head, _WINDOW_WIDTHS)
     for window in report.windows:
-        yield _windowrow(window.name, window)
-    yield _windowrow("whole run", report)
+        yield _window_row(window.name, window)
+    yield _window_row("whole run", report)
 
 
-def _windowrow(name: str, s: Sections) -> str:
+def _window_row(name: str, s: Sections) -> str:
     exposed = [r.exposed_comm_time_s for r in s.overlap.per_rank.values()]
     mean_exposed = sum(exposed) / len(exposed) if exposed else None
     cells = [

@@ -46,7 +46,7 @@ from commscope.exporters.prometheus import STATS, Rolling, Snapshot, SnapshotCol
 from commscope.pipeline.live import Aggregation, Verdict
 from commscope.pipeline.report import Options
 from commscope.pipeline.rolling import RollingBandwidth
-from commscope.pipeline.stats import samples
+from commscope.pipeline.stats import sample_values
 from commscope.pipeline.store import Store
 
 log = logging.getLogger("commscope.aggregate")
@@ -224,7 +224,7 @@ class Aggregator:
             self.store.finish(item)
             if item.result is not None:
                 for kind, tally in item.result.ops.items():
-                    self.rolling.add(kind, samples(tally.busbw_Bps), now)
+                    self.rolling.add(kind, sample_values(tally.busbw_Bps), now)
             self._dirty = True
         self._finished.clear()
 

@@ -19,6 +19,7 @@ from typing import Final
 
 from commscope.collector.schema import ClockOffset, Clocks
 from commscope.pipeline.matching import Instance
+from commscope.pipeline.stats import mad
 
 MAX_ROUNDS: Final = 50
 SETTLED_NS: Final = 0.5
@@ -88,9 +89,7 @@ def offsets(instances: Sequence[Instance]) -> Found:
 def uncertainty(residuals: Sequence[float]) -> float | None:
     if len(residuals) < 2:
         return None
-    centre = statistics.median(residuals)
-    mad = statistics.median(abs(r - centre) for r in residuals)
-    return _MEDIAN_SE * mad / math.sqrt(len(residuals))
+    return _MEDIAN_SE * mad(residuals, statistics.median(residuals)) / math.sqrt(len(residuals))
 
 
 def clocks(found: Found) -> Clocks:

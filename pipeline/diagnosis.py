@@ -13,7 +13,13 @@ import math
 from collections.abc import Iterator
 from typing import Final
 
-from commscope.collector.schema import AlphaBeta, Diagnosis, Finding, Sections
+from commscope.collector.schema import (
+    KERNEL_CATEGORIES,
+    AlphaBeta,
+    Diagnosis,
+    Finding,
+    Sections,
+)
 from commscope.pipeline.stats import mean, ratio
 
 COMM_BOUND: Final = 0.20  # exposed communication / step time
@@ -200,9 +206,7 @@ def _compute(run: Sections, found: dict[str, float | None]) -> Iterator[Finding]
     advice = []
     share = run.kernels.share
     if share:
-        busy = sum(
-            share.get(c, 0.0) for c in ("gemm", "attention", "elementwise", "reduction", "other")
-        )
+        busy = sum(share.get(c, 0.0) for c in KERNEL_CATEGORIES)
         light = (
             (share.get("elementwise", 0.0) + share.get("reduction", 0.0)) / busy if busy else 0.0
         )

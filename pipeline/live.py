@@ -86,8 +86,8 @@ class Aggregation:
         for item in finished:
             self.finished[item.stream] = item
             self._by_path[(item.node, item.path)] = item.stream
-            if self._load is not None and item.result is not None:
-                item.result.calls = []
+            if self._load is not None:
+                self._drop_calls([item.stream])
         if self._load is not None:
             for folder, streams in self._folders().items():
                 self._prime(folder, streams)
@@ -98,12 +98,7 @@ class Aggregation:
             self._reload(stream)
         files = [self.finished[s] for s in sorted(streams)]
         self.cache.prime(_parsed(files, dict.fromkeys([folder], folder)))
-        shed = set()
-        for item in files:
-            if item.result is not None and item.result.calls:
-                item.result.calls = []
-                shed.add(item.stream)
-        self._shed[folder] = (frozenset(streams), shed)
+        self._shed[folder] = (frozenset(streams), self._drop_calls(streams))
 
     def position(self, stream: str) -> tuple[int, bool]:
         """(next expected seq, whether the stream has ended)."""
@@ -191,12 +186,20 @@ class Aggregation:
             if self._reported.get(folder) != streams:
                 continue  # changed since: its cross-rank facts are not known yet
             _, shed = self._shed.setdefault(folder, (frozenset(streams), set()))
-            for stream in streams:
-                result = self.finished[stream].result
-                if stream not in shed and result is not None and result.calls:
-                    result.calls = []  # in place: the cache knows the result by identity
-                    shed.add(stream)
-                    dropped += 1
+            newly = self._drop_calls(streams - shed)
+            shed |= newly
+            dropped += len(newly)
+        return dropped
+
+    def _drop_calls(self, streams: Iterable[str]) -> set[str]:
+        """Empty these files' call lists, in place (the cache knows a result by its identity);
+        the streams that had one."""
+        dropped = set()
+        for stream in streams:
+            result = self.finished[stream].result
+            if result is not None and result.calls:
+                result.calls = []
+                dropped.add(stream)
         return dropped
 
     def _reload_changed(self, folders: dict[str, set[str]]) -> None:

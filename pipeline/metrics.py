@@ -32,7 +32,7 @@ from commscope.collector.schema import (
 )
 from commscope.pipeline.accumulate import bus_bytes, pooled_ops
 from commscope.pipeline.skew import stragglers
-from commscope.pipeline.stats import mean, ratio, samples, summarize
+from commscope.pipeline.stats import mean, ratio, sample_values, summarize
 
 NS: Final = 1e-9
 GPU_ACTIVITY: Final = (*KERNEL_CATEGORIES, "communication", "memcpy", "memset")
@@ -139,8 +139,8 @@ def tally_stats(tally: OpTally) -> CollectiveStats:
         message_bytes=tally.message_bytes if tally.sized_count else None,
         bus_bytes=round(bus_bytes(tally)) if tally.bus_count else None,
         time_s=tally.time_ns * NS,
-        algbw_Bps=summarize(samples(tally.algbw_Bps)),
-        busbw_Bps=summarize(samples(tally.busbw_Bps)),
+        algbw_Bps=summarize(sample_values(tally.algbw_Bps)),
+        busbw_Bps=summarize(sample_values(tally.busbw_Bps)),
     )
 
 

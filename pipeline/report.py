@@ -98,7 +98,7 @@ class WindowCache:
         self, name: str, items: dict[int, ParsedFile], context: Context
     ) -> tuple[Window, CrossRank]:
         key = _key(items)
-        cross = self.cross(items, key)
+        cross = self._cross_facts(items, key)
         entry = self._sections.get(name)
         if entry is not None and entry[0] == context and _same(entry[1], key):
             return entry[2], cross
@@ -106,7 +106,7 @@ class WindowCache:
         self._sections[name] = (context, key, found)
         return found, cross
 
-    def cross(self, items: dict[int, ParsedFile], key: tuple[object, ...]) -> CrossRank:
+    def _cross_facts(self, items: dict[int, ParsedFile], key: tuple[object, ...]) -> CrossRank:
         """The window's cross-rank facts; `key` (which holds the very objects) keeps the ids
         from being reused while the entry lives."""
         ids = tuple(map(id, key))
@@ -125,7 +125,7 @@ class WindowCache:
         placed, _ = assign_ranks(parsed)
         items = {rank: item for (_, rank), item in sorted(placed.items())}
         if items:
-            self.cross(items, _key(items))
+            self._cross_facts(items, _key(items))
 
     def keep(self, names: Iterable[str]) -> None:
         """Forget the windows not in `names` and the cross-rank facts no window used since the

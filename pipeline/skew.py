@@ -24,7 +24,7 @@ from typing import Final
 import msgspec
 from commscope.collector.schema import CollectiveSkew, RankArrival, Skew, Stragglers
 from commscope.pipeline.matching import Instance
-from commscope.pipeline.stats import summarize
+from commscope.pipeline.stats import mad, summarize
 
 CLEAR_P: Final = 0.05
 RESOLUTION: Final = 1000
@@ -238,9 +238,8 @@ def stragglers(mean_step_s: Mapping[int, float]) -> Stragglers:
 
 def robust_scale(values: Sequence[float], median: float) -> float:
     """1.4826 x MAD, or 1.2533 x the mean absolute deviation when the MAD is 0."""
-    deviations = [abs(v - median) for v in values]
-    mad = statistics.median(deviations)
-    return 1.4826 * mad if mad else 1.2533 * statistics.fmean(deviations)
+    spread = mad(values, median)
+    return 1.4826 * spread if spread else 1.2533 * statistics.fmean(abs(v - median) for v in values)
 
 
 def _straggler_text(

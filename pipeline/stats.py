@@ -7,9 +7,10 @@ sample has no statistics: every field is None, never 0.
 from __future__ import annotations
 
 import math
+import statistics
 import struct
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Final
 
 from commscope.collector.schema import Summary
@@ -23,7 +24,7 @@ def add_sample(packed: bytearray, value: float) -> None:
     packed += _PACK(value)
 
 
-def samples(packed: bytes | bytearray) -> array[float]:
+def sample_values(packed: bytes | bytearray) -> array[float]:
     """The values of a packed sample (a copy: the buffer stays free to grow)."""
     values = array("d")
     values.frombytes(packed)
@@ -52,6 +53,11 @@ def summarize(sample: Sequence[float]) -> Summary:
         max=ordered[-1],
         p95=quantile(ordered, 0.95),
     )
+
+
+def mad(values: Iterable[float], centre: float) -> float:
+    """The median absolute deviation of `values` from `centre`."""
+    return statistics.median(abs(v - centre) for v in values)
 
 
 def ratio(numerator: float | None, denominator: float | None) -> float | None:

@@ -18,7 +18,8 @@ from typing import NamedTuple
 
 import pytest
 from commscope.collector.classify import is_comm_kernel
-from commscope.collector.kernels import CATEGORIES, kernel_category
+from commscope.collector.kernels import kernel_category
+from commscope.collector.schema import KERNEL_CATEGORIES
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -223,7 +224,7 @@ def test_every_family_occurs_in_the_real_traces() -> None:
 def test_every_real_kernel_name_gets_a_category_silently(
     key: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert {kernel_category(name) for name in kernels(key).count} <= set(CATEGORIES)
+    assert {kernel_category(name) for name in kernels(key).count} <= set(KERNEL_CATEGORIES)
     assert capsys.readouterr() == ("", "")
 
 
@@ -727,7 +728,7 @@ PLAIN_NAMES = (
 @PROPERTY
 @given(st.text() | CPP)
 def test_any_text_gets_a_category(name: str) -> None:
-    assert kernel_category(name) in CATEGORIES
+    assert kernel_category(name) in KERNEL_CATEGORIES
 
 
 @PROPERTY

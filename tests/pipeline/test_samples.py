@@ -8,7 +8,7 @@ import msgspec
 import pytest
 from commscope.collector.schema import CommOp, OpTally
 from commscope.pipeline.accumulate import count_op, merge_tally
-from commscope.pipeline.stats import add_sample, samples
+from commscope.pipeline.stats import add_sample, sample_values
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,7 +19,7 @@ def test_values_come_back_exactly_and_in_order(values: list[float]) -> None:
     for value in values:
         add_sample(packed, value)
     assert len(packed) == 8 * len(values)
-    assert list(samples(packed)) == values
+    assert list(sample_values(packed)) == values
     assert [v for (v,) in struct.iter_unpack("<d", packed)] == values  # little-endian float64
 
 
@@ -31,8 +31,8 @@ def test_a_tally_keeps_its_samples_through_merge_and_the_stored_bytes() -> None:
     into = OpTally()
     merge_tally(into, first)
     merge_tally(into, second)
-    assert list(samples(into.algbw_Bps)) == pytest.approx([4e9, 4e9], rel=1e-15)
-    assert list(samples(into.busbw_Bps)) == pytest.approx([6e9, 6e9], rel=1e-15)  # F = 1.5
-    assert len(samples(first.algbw_Bps)) == 1  # the parts are left as they were
+    assert list(sample_values(into.algbw_Bps)) == pytest.approx([4e9, 4e9], rel=1e-15)
+    assert list(sample_values(into.busbw_Bps)) == pytest.approx([6e9, 6e9], rel=1e-15)  # F = 1.5
+    assert len(sample_values(first.algbw_Bps)) == 1  # the parts are left as they were
     stored = msgspec.msgpack.decode(msgspec.msgpack.encode(into), type=OpTally)
     assert stored == into and isinstance(stored.algbw_Bps, bytearray)

@@ -13,7 +13,7 @@ from pathlib import Path
 import msgspec
 import pytest
 from commscope.collector.schema import FinishedFile, RankResult, TraceMeta
-from commscope.pipeline.stats import samples
+from commscope.pipeline.stats import sample_values
 from commscope.pipeline.store import Store
 
 A = "a" * 32
@@ -266,7 +266,11 @@ def test_a_file_stored_before_samples_were_packed_is_read_with_them_packed(
     assert loaded == store.load(A)
     assert loaded.result is not None
     tally = loaded.result.ops["AllReduce"]
-    assert (tally.count, list(samples(tally.algbw_Bps)), list(samples(tally.busbw_Bps))) == (
+    assert (
+        tally.count,
+        list(sample_values(tally.algbw_Bps)),
+        list(sample_values(tally.busbw_Bps)),
+    ) == (
         2,
         [1e9, 2.5e9],
         [],
