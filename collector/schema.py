@@ -142,6 +142,8 @@ class RankResult(msgspec.Struct, kw_only=True):
     gpu_span_ns: int = 0  # from the first GPU activity's start to the last one's end
     memory_peak_bytes: int | None = None  # max `Total Allocated` over the rank's GPUs
     memory_reserved_peak_bytes: int | None = None
+    start_ns: int | None = None  # the earliest start of any event kept (the trace's own clock)
+    end_ns: int | None = None  # the latest end of any event kept
 
 
 # ---------------------------------------------------------------- the report document

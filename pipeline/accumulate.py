@@ -47,7 +47,7 @@ class Accumulator:
         self.calls: dict[int, IntervalSet] = {}
         self.gpu_ops: dict[str, OpTally] = {}
         self.cpu_ops: dict[str, OpTally] = {}
-        self.steps: dict[int, tuple[int, int]] = {}  # step -> (duration ns, tid)
+        self.steps: dict[int, tuple[int, int, int]] = {}  # step -> (duration ns, tid, start ns)
         self.has_gpu = False
         self.gpu_calls: list[CommOp] = []
         self.cpu_calls: list[CommOp] = []
@@ -91,10 +91,11 @@ class Accumulator:
             self.reserved_peak = max(self.reserved_peak or 0, peak.reserved_bytes)
 
     def _step(self, step: Step) -> None:
-        """A step number seen twice keeps its longest span (ties: lowest tid): order-free."""
+        """A step number seen twice keeps its longest span (ties: lowest tid, then earliest
+        start): order-free."""
         seen = self.steps.get(step.step)
-        if seen is None or (step.dur_ns, -step.tid) > (seen[0], -seen[1]):
-            self.steps[step.step] = (step.dur_ns, step.tid)
+        if seen is None or (step.dur_ns, -step.tid, -step.start_ns) > (seen[0], -seen[1], -seen[2]):
+            self.steps[step.step] = (step.dur_ns, step.tid, step.start_ns)
 
     def _comm(self, op: CommOp) -> None:
         end = op.start_ns + op.dur_ns
@@ -123,13 +124,14 @@ class Accumulator:
         else:
             source, comm, compute, ops = NONE, IntervalSet(), IntervalSet(), {}
         busy = self.gpu_busy()
+        start, end = self.time_range()
         return RankResult(
             source=source,
             comm_ns=comm.measure(),
             overlap_ns=intersection_measure(comm, compute),
             compute_ns=compute.measure(),
             ops=dict(sorted(ops.items())),
-            steps={step: duration for step, (duration, _) in sorted(self.steps.items())},
+            steps={step: duration for step, (duration, _, _) in sorted(self.steps.items())},
             files=sorted(files),
             calls=sorted(calls, key=call_order),
             kernel_ns=dict(sorted(self.kernel_ns.items())),
@@ -137,7 +139,19 @@ class Accumulator:
             gpu_span_ns=busy.span(),
             memory_peak_bytes=self.memory_peak,
             memory_reserved_peak_bytes=self.reserved_peak,
+            start_ns=start,
+            end_ns=end,
         )
+
+    def time_range(self) -> tuple[int | None, int | None]:
+        """The earliest start and latest end over everything kept (steps included)."""
+        sets = [self.compute, self.gpu_comm, self.cpu_comm, self.copies,
+                *self.busy.values(), *self.calls.values()]  # fmt: skip
+        found = [b for s in sets if (b := s.bounds()) is not None]
+        found += [(start, start + duration) for duration, _, start in self.steps.values()]
+        if not found:
+            return None, None
+        return min(b[0] for b in found), max(b[1] for b in found)
 
     def gpu_busy(self) -> IntervalSet:
         """The union of all GPU activity: compute, communication, memcpy and memset."""
@@ -156,7 +170,7 @@ class Accumulator:
         """The thread carrying most ProfilerSteps, else the one with most cpu_op time."""
         if self.steps:
             counts: dict[int, int] = {}
-            for _, tid in self.steps.values():
+            for _, tid, _ in self.steps.values():
                 counts[tid] = counts.get(tid, 0) + 1
             return max(sorted(counts), key=counts.__getitem__)
         if not self.busy:

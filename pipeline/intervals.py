@@ -65,6 +65,11 @@ class IntervalSet:
         self._flush()
         return self._ends[-1] - self._starts[0] if self._starts else 0
 
+    def bounds(self) -> tuple[int, int] | None:
+        """(first run's start, last run's end), None when empty."""
+        self._flush()
+        return (self._starts[0], self._ends[-1]) if self._starts else None
+
     def __len__(self) -> int:
         self._flush()
         return len(self._starts)
