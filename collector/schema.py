@@ -12,10 +12,13 @@ from typing import Annotated, Final
 
 import msgspec
 
-SCHEMA_VERSION: Final = 2
-PROTOCOL_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
+PROTOCOL_VERSION: Final = 3
 
 KERNEL_CATEGORIES: Final = ("gemm", "attention", "elementwise", "reduction", "other")
+
+# Where a collective's group size n came from (DESIGN.md rulings, in order of preference).
+GROUP_SOURCES: Final = ("Group size arg", "pg_config", "tensor shapes", "world size")
 
 COLLECTIVE_TYPES: Final = (
     "AllReduce",
@@ -66,6 +69,7 @@ class CommOp(msgspec.Struct, frozen=True, gc=False, tag="comm", array_like=True)
     on_gpu: bool
     process_group: str | None = None
     seq: int | None = None
+    group_source: str | None = None  # a GROUP_SOURCES entry; None when n is unknown
 
 
 class Step(msgspec.Struct, frozen=True, gc=False, tag="step", array_like=True):
@@ -104,6 +108,8 @@ class FileStats(msgspec.Struct, kw_only=True):
     events: int = 0
     dropped: dict[str, int] = {}
     sizes_unknown: int = 0
+    comm_kernels: int = 0  # communication kernels (NCCL/RCCL) read
+    no_launch: int = 0  # of those, kernels whose launching call is not in the trace
 
 
 # ---------------------------------------------------------------- per-rank results
@@ -124,6 +130,7 @@ class OpTally(msgspec.Struct, kw_only=True):
     sized_time_ns: int = 0
     algbw_Bps: bytearray = msgspec.field(default_factory=bytearray)
     busbw_Bps: bytearray = msgspec.field(default_factory=bytearray)
+    group_sources: dict[str, int] = {}  # GROUP_SOURCES entry (or "unknown") -> ops
 
 
 class RankResult(msgspec.Struct, kw_only=True):
@@ -183,6 +190,7 @@ class CollectiveStats(msgspec.Struct, kw_only=True):
     time_s: float
     algbw_Bps: Summary
     busbw_Bps: Summary
+    group_size_sources: dict[str, int] = {}  # where n came from -> ops ("unknown": nowhere)
 
 
 class Collectives(msgspec.Struct, kw_only=True):

@@ -188,6 +188,8 @@ def count_op(tally: OpTally, op: CommOp) -> None:
     """Add one collective to its type's tally (sizes and bandwidths only when S is known)."""
     tally.count += 1
     tally.time_ns += op.dur_ns
+    source = op.group_source or "unknown"
+    tally.group_sources[source] = tally.group_sources.get(source, 0) + 1
     size = op.message_bytes
     if size is None:
         return
@@ -262,3 +264,5 @@ def merge_tally(into: OpTally, other: OpTally) -> None:
     into.sized_time_ns += other.sized_time_ns
     into.algbw_Bps += other.algbw_Bps
     into.busbw_Bps += other.busbw_Bps
+    for source, count in other.group_sources.items():
+        into.group_sources[source] = into.group_sources.get(source, 0) + count

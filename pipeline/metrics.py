@@ -141,6 +141,7 @@ def tally_stats(tally: OpTally) -> CollectiveStats:
         time_s=tally.time_ns * NS,
         algbw_Bps=summarize(sample_values(tally.algbw_Bps)),
         busbw_Bps=summarize(sample_values(tally.busbw_Bps)),
+        group_size_sources=dict(sorted(tally.group_sources.items())),
     )
 
 
