@@ -28,6 +28,10 @@ class TraceError(CommscopeError):
         self.reason = reason
 
 
+class LimitError(CommscopeError):
+    """A document goes past a limit that keeps the reader's memory bounded."""
+
+
 class RankConflictError(CommscopeError):
     """Two files claim the same rank in one window."""
 

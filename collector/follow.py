@@ -63,6 +63,19 @@ class Follower(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET, /) -> int:
+        """Go back to an absolute position (a reader starting the document again)."""
+        if whence != os.SEEK_SET or offset < 0:
+            raise OSError("a followed file seeks only to an absolute position")
+        self.bytes_read = self._file.seek(offset)
+        return self.bytes_read
+
+    def tell(self) -> int:
+        return self.bytes_read
+
     def readinto(self, buffer: WriteableBuffer, /) -> int:
         while not (count := self._file.readinto(buffer)) and self._waiting(self.bytes_read + 1):
             self._sleep(self._poll_s)

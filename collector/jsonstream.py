@@ -6,6 +6,9 @@ is a `Tap`: it sees every chunk once and keeps what the metadata needs — the b
 top-level `traceEvents` key (Kineto's header) and the last chunks (Kineto writes `traceName`,
 `displayTimeUnit` and `baseTimeNanoseconds` after the events). Both ends are small objects
 parsed with the stdlib `json` module; memory stays flat whatever the file size.
+
+The tap also hands every chunk to a `Guard` (depth and string-length limits), drops a UTF-8
+byte-order mark, and with `fix_numbers` mends the numbers yajl cannot hold (`jsonguard`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any, Final
 
 from commscope.collector.errors import BackendError
+from commscope.collector.jsonguard import Guard, NumberFixer
 
 try:
     from ijson.backends import yajl2_c as _ijson
@@ -33,6 +37,7 @@ _STRUCTURE: Final = re.compile(rb'["\[\]{}]')
 _KEY_BEFORE: Final = re.compile(rb'"traceEvents"\s*:\s*\Z')
 _QUOTE, _BACKSLASH, _OPEN_ARRAY, _CLOSE_ARRAY = ord('"'), ord("\\"), ord("["), ord("]")
 _CLOSERS: Final = frozenset(b"]}")
+_BOM: Final = b"\xef\xbb\xbf"
 
 
 def require_c_backend() -> None:
@@ -47,9 +52,16 @@ def require_c_backend() -> None:
 class Tap:
     """A file-like reader that remembers the document's head and tail as it is read."""
 
-    def __init__(self, raw: IO[bytes], on_chunk: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        raw: IO[bytes],
+        on_chunk: Callable[[int], None] | None = None,
+        fix_numbers: bool = False,
+    ) -> None:
         self._raw = raw
         self._on_chunk = on_chunk
+        self._guard = Guard()
+        self.fixer = NumberFixer() if fix_numbers else None
         self._head = bytearray()
         self._head_done = False
         self._scan_from = 0
@@ -59,15 +71,33 @@ class Tap:
         self.bytes_read = 0
 
     def read(self, size: int = -1) -> bytes:
-        data = self._raw.read(size)
+        data = self._next(size)
         if not data:
             return data
-        self.bytes_read += len(data)
+        self._guard.check(data)
         self._keep_tail(data)
         if not self._head_done:
             self._grow_head(data)
-        if self._on_chunk is not None:
-            self._on_chunk(len(data))
+        return data
+
+    def _next(self, size: int) -> bytes:
+        """The next bytes of the document as the parser should see them (b"" at its end)."""
+        while True:
+            raw = self._raw.read(size) if self.bytes_read else self._first(size)
+            if raw and self._on_chunk is not None:
+                self._on_chunk(len(raw))
+            data = raw[len(_BOM) :] if not self.bytes_read and raw.startswith(_BOM) else raw
+            self.bytes_read += len(raw)
+            if self.fixer is not None:
+                data = self.fixer.feed(data, final=not raw)
+            if data or not raw:
+                return data
+
+    def _first(self, size: int) -> bytes:
+        """The first read, long enough to tell whether the document opens with a BOM."""
+        data = self._raw.read(size)
+        while data and len(data) < len(_BOM) and (more := self._raw.read(size)):
+            data += more
         return data
 
     def _keep_tail(self, data: bytes) -> None:

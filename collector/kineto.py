@@ -4,6 +4,11 @@
 yields lists of events as it goes; `meta` and `stats` are complete once it is exhausted. A
 document that is truncated, corrupt or not a trace raises `TraceError` with a plain reason;
 the caller discards what it had read from that file.
+
+yajl holds no integer beyond 64 bits, no float beyond a double, no NaN or Infinity: a document
+that fails on such a token is valid JSON (or nearly), so on a seekable stream it is read again
+from its start with those numbers turned into strings (`jsonguard.NumberFixer`), and the items
+already handled are passed over: only the offending values are lost, never the file.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any, Final
 
 import ijson
-from commscope.collector.errors import TraceError
+from commscope.collector.errors import LimitError, TraceError
 from commscope.collector.jsonstream import Tap, trace_items
 from commscope.collector.normalize import Normalizer
 from commscope.collector.schema import Event, FileStats, TraceMeta
@@ -23,6 +28,10 @@ BATCH_EVENTS: Final = 4096
 _NOT_OBJECT: Final = "traceEvents item that is not an object"
 _END: Final = object()
 _ODD_CAT: Final = "event whose cat is not a string"
+# yajl's complaints that a number rewritten as a string mends (NaN and Infinity are invalid
+# chars to it): the only errors worth reading a document again for.
+_MENDED: Final = "value beyond 64 bits, NaN or Infinity (read as a string)"
+_MENDABLE: Final = ("integer overflow", "numeric (floating point) overflow", "invalid char")
 
 
 class TraceReader:
@@ -32,8 +41,10 @@ class TraceReader:
         self, stream: IO[bytes], path: str, on_chunk: Callable[[int], None] | None = None
     ) -> None:
         self.path = path
+        self._stream, self._on_chunk = stream, on_chunk
         self._tap = Tap(stream, on_chunk)
         self._normalizer = Normalizer()
+        self._head_read = False
 
     @property
     def meta(self) -> TraceMeta:
@@ -52,6 +63,10 @@ class TraceReader:
             yield from self._parse(size)
         except ijson.JSONError as exc:
             raise TraceError(self.path, self._json_reason(exc)) from None
+        except LimitError as exc:
+            raise TraceError(self.path, str(exc)) from None
+        except RecursionError:
+            raise TraceError(self.path, "nested too deeply to read (not a trace)") from None
         except EOFError:
             raise TraceError(self.path, "truncated gzip stream (still being written?)") from None
         except (OSError, zlib.error) as exc:
@@ -70,16 +85,52 @@ class TraceReader:
             return "truncated: the JSON ends before the document is complete (still being written?)"
         return f"corrupt JSON ({_short(exc)})"
 
+    @property
+    def mended_numbers(self) -> int:
+        """Numbers yajl could not hold that were read as strings (their values are lost)."""
+        return self._tap.fixer.fixed if self._tap.fixer is not None else 0
+
+    def _items(self) -> Iterator[Any]:
+        """Every item of `traceEvents` once, reading the document again (see the module
+        docstring) after an error a mended number cures."""
+        handed = 0
+        while True:
+            try:
+                for raw in itertools.islice(self._raw_items(), handed, None):
+                    handed += 1
+                    yield raw
+                return
+            except ijson.JSONError as exc:
+                if not self._rewind(str(exc)):
+                    raise
+
+    def _raw_items(self) -> Iterator[Any]:
+        items = trace_items(self._tap)
+        first: Any = next(items, _END)  # the header is read by the time the first item is parsed
+        if self._tap.head is None:
+            raise TraceError(self.path, "no top-level traceEvents array (not a Kineto trace)")
+        if not self._head_read:
+            self._normalizer.set_top(self._tap.head)
+            self._head_read = True
+        yield from items if first is _END else itertools.chain((first,), items)
+
+    def _rewind(self, error: str) -> bool:
+        """Start again from the document's first byte, mending numbers; False if that cannot
+        help (done already, another error, or a stream that cannot go back)."""
+        stream = self._stream
+        first_line = error.split("\n", 1)[0]
+        mendable = any(m in first_line for m in _MENDABLE)
+        if self._tap.fixer is not None or not mendable or not stream.seekable():
+            return False
+        stream.seek(0)
+        self._tap = Tap(stream, _beyond(self._on_chunk, self._tap.bytes_read), fix_numbers=True)
+        return True
+
     def _parse(self, size: int) -> Iterator[list[Event]]:
         normalizer = self._normalizer
-        out, handlers, tap = normalizer.out, normalizer.handlers, self._tap
-        items = trace_items(tap)
-        first: Any = next(items, _END)  # the header is read by the time the first item is parsed
-        if tap.head is None:
-            raise TraceError(self.path, "no top-level traceEvents array (not a Kineto trace)")
-        normalizer.set_top(tap.head)
+        out, handlers = normalizer.out, normalizer.handlers
         count = 0
-        for raw in items if first is _END else itertools.chain((first,), items):
+        for raw in self._items():
             count += 1
             try:
                 handler = handlers.get(raw.get("cat"))
@@ -91,13 +142,31 @@ class TraceReader:
             if not count & 1023 and len(out) >= size:
                 yield out[:]
                 out.clear()
-        normalizer.set_top(tap.trailing())
+        normalizer.set_top(self._tap.trailing())
         normalizer.finish()
         normalizer.stats.events = count
-        normalizer.stats.bytes_read = tap.bytes_read
+        normalizer.stats.bytes_read = self._tap.bytes_read
+        if self.mended_numbers:
+            normalizer.drop(_MENDED, self.mended_numbers)
         if out:
             yield out[:]
             out.clear()
+
+
+def _beyond(on_chunk: Callable[[int], None] | None, reported: int) -> Callable[[int], None] | None:
+    """A progress callback that stays quiet over the first `reported` bytes (read again)."""
+    if on_chunk is None:
+        return None
+    seen = 0
+
+    def report(nbytes: int) -> None:
+        nonlocal seen
+        fresh = min(nbytes, seen + nbytes - reported)
+        seen += nbytes
+        if fresh > 0:
+            on_chunk(fresh)
+
+    return report
 
 
 def _short(exc: Exception) -> str:

@@ -266,10 +266,10 @@ class Normalizer:
             self.drop(_BAD_SPAN)
             return None
 
-    def drop(self, reason: str) -> None:
-        """Count an event that cannot be used, by a bounded reason."""
+    def drop(self, reason: str, count: int = 1) -> None:
+        """Count what cannot be used (events, values), by a bounded reason."""
         dropped = self.stats.dropped
-        dropped[reason] = dropped.get(reason, 0) + 1
+        dropped[reason] = dropped.get(reason, 0) + count
 
     def _args(self, raw: Mapping[str, Any]) -> Mapping[str, Any]:
         args = raw.get("args")

@@ -1,0 +1,151 @@
+"""Keeping a JSON byte stream within what the parser can hold (pure: works on bytes).
+
+`Guard` looks at every chunk before ijson does and refuses a document nested deeper than
+MAX_DEPTH or holding a string longer than MAX_STRING_BYTES: ijson builds each item with a
+path prefix per level (depth d costs O(d²) memory: 10,000 levels took 250 MB) and a string
+whole, so a few hundred KB of garbage could cost gigabytes. It tracks, at C speed, whether the
+stream is inside a string: the chunk is reduced to its quotes and brackets (escape pairs gone
+first), adjacent quote pairs and whole strings are dropped, then matched bracket pairs are
+removed pass by pass; what remains are the levels opened or closed in the chunk.
+
+`NumberFixer` rewrites the number tokens yajl cannot hold — integers beyond 64 bits (a u64
+NCCL `Comms Id`), floats beyond a double, NaN and Infinity — as strings, so that only those
+values are lost, never the file. It tokenises strings exactly, so it costs more: the reader
+turns it on only for a document that failed on such a token.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from commscope.collector.errors import LimitError
+
+MAX_DEPTH: Final = 64  # Kineto nests 6 levels (traceEvents, event, args, Input Dims, ...)
+MAX_STRING_BYTES: Final = 8 * 1024 * 1024
+_NOT_STRUCTURE: Final = bytes(b for b in range(256) if b not in b'"[]{}')
+_ESCAPE_PAIR: Final = re.compile(rb"\\.", re.DOTALL)
+_QUOTED: Final = re.compile(rb'"[^"]*"')
+_TOKEN: Final = re.compile(
+    rb'"[^"\\]*(?:\\.[^"\\]*)*"|-?(?:NaN|Infinity)|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?', re.DOTALL
+)
+_PARTIAL: Final = re.compile(rb"[-+.\w]+\Z")
+_INT64: Final = range(-(2**63), 2**63)
+_QUOTE, _MINUS = ord('"'), ord("-")
+
+
+class Guard:
+    """The nesting depth and the string being read, chunk by chunk; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.in_string = False
+        self._escaping = False  # the last chunk ended on a backslash inside a string
+        self._string_bytes = 0  # whole chunks read inside the current string
+
+    def check(self, chunk: bytes) -> None:
+        """Raise LimitError if `chunk` takes the document past a limit."""
+        data = self._unescaped(chunk)
+        brackets, inside = _outside_strings(data.translate(None, _NOT_STRUCTURE), self.in_string)
+        self._string_bytes = self._string_bytes + len(chunk) if inside and b'"' not in data else 0
+        if self._string_bytes > MAX_STRING_BYTES:
+            raise LimitError(f"a string longer than {MAX_STRING_BYTES // 2**20} MB (not a trace)")
+        self.in_string = inside
+        self.depth = _deeper(self.depth, brackets)
+
+    def _unescaped(self, chunk: bytes) -> bytes:
+        """`chunk` without its escape pairs (`\\"`, `\\\\`...), which never open or close."""
+        data = chunk[1:] if self._escaping else chunk
+        self._escaping = False
+        if b"\\" not in data:
+            return data
+        data = _ESCAPE_PAIR.sub(b"", data)
+        if data.endswith(b"\\"):  # its pair is the next chunk's first byte
+            self._escaping = True
+            data = data[:-1]
+        return data
+
+
+def _outside_strings(reduced: bytes, in_string: bool) -> tuple[bytes, bool]:
+    """The brackets of a chunk reduced to quotes and brackets that lie outside strings, and
+    whether the chunk ends inside one. Dropping two adjacent quotes keeps every later quote's
+    role (an even number went), and nothing structural lies between them."""
+    if in_string:
+        reduced = b'"' + reduced
+    reduced = reduced.replace(b'""', b"")
+    if b'"' in reduced:
+        reduced = _QUOTED.sub(b"", reduced)
+    opened = reduced.find(b'"')
+    return (reduced[:opened], True) if opened >= 0 else (reduced, False)
+
+
+def _deeper(depth: int, brackets: bytes) -> int:
+    """The depth after `brackets`; LimitError if it may pass MAX_DEPTH on the way. Each pass
+    removes the innermost pairs (at least one level, at most two), so 2 x passes bounds the
+    nesting of what was matched."""
+    passes = 0
+    while brackets:
+        shorter = brackets.replace(b"[]", b"").replace(b"{}", b"")
+        if len(shorter) == len(brackets):
+            break
+        brackets, passes = shorter, passes + 1
+        if 2 * passes > MAX_DEPTH:
+            break
+    closing = brackets.count(b"]") + brackets.count(b"}")
+    opening = len(brackets) - closing
+    if depth + 2 * passes + opening > MAX_DEPTH:
+        raise LimitError(f"nested deeper than {MAX_DEPTH} levels (not a trace)")
+    return max(depth - closing, 0) + opening
+
+
+class NumberFixer:
+    """Number tokens yajl cannot hold, rewritten as strings; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._carry = b""
+        self.fixed = 0
+
+    def feed(self, chunk: bytes, final: bool = False) -> bytes:
+        """The mended bytes that can be told apart so far (all of them when `final`)."""
+        data = self._carry + chunk
+        parts, written, cut = [], 0, len(data)
+        last = 0
+        for match in _TOKEN.finditer(data):
+            if (quote := data.find(b'"', last, match.start())) >= 0:
+                cut = quote  # a string that does not end in `data`: wait for the rest
+                break
+            last = match.end()
+            token = match.group()
+            if token[0] == _QUOTE:
+                continue
+            if last == len(data) and not final:
+                cut = match.start()  # the number may go on in the next chunk
+                break
+            if _unholdable(token):
+                parts += [data[written : match.start()], b'"', token, b'"']
+                written, self.fixed = last, self.fixed + 1
+        else:
+            cut = _tail_cut(data, last, final)
+        parts.append(data[written:cut])
+        self._carry = data[cut:]
+        return b"".join(parts)
+
+
+def _tail_cut(data: bytes, last: int, final: bool) -> int:
+    """Where the undecided tail begins after the last token: an unfinished string, or the
+    start of a word or number the next chunk may continue (`Na`, `-`)."""
+    quote = data.find(b'"', last)
+    if quote >= 0:
+        return quote
+    partial = None if final else _PARTIAL.search(data, last)
+    return partial.start() if partial else len(data)
+
+
+def _unholdable(token: bytes) -> bool:
+    """NaN, ±Infinity, an integer outside int64, or a float beyond a double."""
+    if token.endswith((b"NaN", b"Infinity")):
+        return True
+    digits = token[1:] if token[0] == _MINUS else token
+    if digits.isdigit():
+        return int(token) not in _INT64
+    return float(token) in (float("inf"), float("-inf"))
