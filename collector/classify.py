@@ -59,10 +59,21 @@ _COLLECTIVE_PREFIXES: Final = (
 _TWO_WAY: Final = frozenset({"AllReduce"})
 _ONE_WAY: Final = frozenset({"AllGather", "ReduceScatter", "AllToAll"})
 
-_KERNEL_PREFIX = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_", re.IGNORECASE)
+# NCCL's kernels since 2.5 (`ncclDevKernel_AllReduce_Sum_f32_RING_LL`, `ncclKernel_SendRecv`)
+# and before (`ncclAllReduceRingLLKernel_sum_f32`); RCCL's; HCCL's and XCCL's the same way.
+_KERNEL_PREFIX = re.compile(r"^(?:nccl|rccl|hccl|xccl)(?:(?:Dev)?Kernel_)?", re.IGNORECASE)
+_COMM_KERNEL_LIBRARIES: Final = ("nccl", "rccl", "hccl", "xccl")
 _NON_LETTERS = re.compile(r"[^a-z0-9]")
 
-COMM_CALL_PREFIXES: Final = ("c10d::", "_c10d_functional", "record_param_comms")
+# Ops that name the collective library's call (user annotations, or cpu ops in old traces):
+# NCCL/RCCL, gloo (its spans are the communication itself), HCCL (Ascend, MTIA), XCCL (XPU).
+BACKEND_CALL_PREFIXES: Final = ("nccl:", "gloo:", "hccl:", "xccl:")
+COMM_CALL_PREFIXES: Final = (
+    "c10d::",
+    "_c10d_functional",
+    "record_param_comms",
+    *BACKEND_CALL_PREFIXES,
+)
 
 
 def dtype_bytes(dtype: object) -> int | None:
@@ -76,8 +87,9 @@ def dtype_bytes(dtype: object) -> int | None:
 
 
 def is_comm_kernel(name: str) -> bool:
-    """NCCL or RCCL kernel: the name starts with `nccl` or `rccl` in any case."""
-    return name[:4].lower() in ("nccl", "rccl")
+    """A collective library's kernel: the name starts with `nccl`, `rccl`, `hccl` or `xccl`
+    in any case."""
+    return name[:4].lower() in _COMM_KERNEL_LIBRARIES
 
 
 def is_comm_call(name: str) -> bool:
@@ -87,7 +99,7 @@ def is_comm_call(name: str) -> bool:
 
 def collective_type(name: str) -> str:
     """Collective type of a `Collective name`, kernel name or annotation name."""
-    kernel = _KERNEL_PREFIX.match(name)
+    kernel = None if ":" in name else _KERNEL_PREFIX.match(name)
     if kernel:
         base = name[kernel.end() :].split("_", 1)[0].split("(", 1)[0]
     else:
@@ -126,8 +138,9 @@ def nelems_bytes(args: Mapping[str, Any]) -> int | None:
 
 
 def input_dims_bytes(args: Mapping[str, Any]) -> int | None:
-    """S from `Input Dims` x `Input type`: the first input, summed over a tensor list."""
-    dims, types = args.get("Input Dims"), args.get("Input type")
+    """S from `Input Dims` (PyTorch 1.8: `Input dims`) x `Input type`: the first input,
+    summed over a tensor list."""
+    dims, types = input_dims(args), args.get("Input type")
     if not isinstance(dims, list) or not isinstance(types, list) or not dims or not types:
         return None
     size = dtype_bytes(types[0])
@@ -142,6 +155,52 @@ def input_dims_bytes(args: Mapping[str, Any]) -> int | None:
             return None
         total += elements
     return total * size
+
+
+def input_dims(args: Mapping[str, Any]) -> Any:
+    dims = args.get("Input Dims")
+    return dims if dims is not None else args.get("Input dims")
+
+
+def shape_group(name: str, args: Mapping[str, Any]) -> int | None:
+    """The group size one call's tensor shapes imply: an all-gather's output over its input,
+    a reduce-scatter's input over its output (`In/Out msg nelems`, or the `Input Dims` of a
+    c10d op, whose output comes first); None when they say nothing."""
+    label = args.get("Collective name")
+    kind = collective_type(label if isinstance(label, str) else name)
+    if kind not in _SHARDED:
+        return None
+    sizes: tuple[int | None, int | None] = (None, None)
+    counts = (args.get("In msg nelems"), args.get("Out msg nelems"))
+    if _is_count(counts[0]) and _is_count(counts[1]):
+        sizes = counts[0], counts[1]
+    elif name.startswith("c10d::"):
+        dims = input_dims(args)
+        if isinstance(dims, list) and len(dims) >= 2:
+            sizes = _numel(dims[1]), _numel(dims[0])
+    given, made = sizes
+    whole, part = (made, given) if kind == "AllGather" else (given, made)
+    if whole is None or not part or whole % part:
+        return None
+    return whole // part
+
+
+_SHARDED: Final = frozenset({"AllGather", "ReduceScatter"})
+
+
+def _numel(value: object) -> int | None:
+    """Elements of a shape (`[4, 2]`), or summed over a list of shapes."""
+    if not isinstance(value, list):
+        return None
+    if all(_is_count(extent) for extent in value):
+        return _elements(value)
+    total = 0
+    for shape in value:
+        found = _numel(shape)
+        if found is None:
+            return None
+        total += found
+    return total
 
 
 def _elements(shape: list[Any]) -> int | None:

@@ -29,7 +29,7 @@ _QUOTED: Final = re.compile(rb'"[^"]*"')
 _TOKEN: Final = re.compile(
     rb'"[^"\\]*(?:\\.[^"\\]*)*"|-?(?:NaN|Infinity)|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?', re.DOTALL
 )
-_PARTIAL: Final = re.compile(rb"[-+.\w]+\Z")
+_CONTINUING: Final = b"-+." + bytes(b for b in range(256) if chr(b).isalnum() and b < 128)
 _INT64: Final = range(-(2**63), 2**63)
 _QUOTE, _MINUS = ord('"'), ord("-")
 
@@ -108,37 +108,27 @@ class NumberFixer:
     def feed(self, chunk: bytes, final: bool = False) -> bytes:
         """The mended bytes that can be told apart so far (all of them when `final`)."""
         data = self._carry + chunk
-        parts, written, cut = [], 0, len(data)
-        last = 0
-        for match in _TOKEN.finditer(data):
-            if (quote := data.find(b'"', last, match.start())) >= 0:
-                cut = quote  # a string that does not end in `data`: wait for the rest
-                break
+        end = len(data) if final else _undecided(data)
+        parts, written, last = [], 0, 0
+        for match in _TOKEN.finditer(data, 0, end):
+            if data.find(b'"', last, match.start()) >= 0:
+                break  # a string that does not end before `end`: wait for the rest
             last = match.end()
             token = match.group()
-            if token[0] == _QUOTE:
-                continue
-            if last == len(data) and not final:
-                cut = match.start()  # the number may go on in the next chunk
-                break
-            if _unholdable(token):
+            if token[0] != _QUOTE and _unholdable(token):
                 parts += [data[written : match.start()], b'"', token, b'"']
                 written, self.fixed = last, self.fixed + 1
-        else:
-            cut = _tail_cut(data, last, final)
+        quote = data.find(b'"', last, end)
+        cut = quote if quote >= 0 else end
         parts.append(data[written:cut])
         self._carry = data[cut:]
         return b"".join(parts)
 
 
-def _tail_cut(data: bytes, last: int, final: bool) -> int:
-    """Where the undecided tail begins after the last token: an unfinished string, or the
-    start of a word or number the next chunk may continue (`Na`, `-`)."""
-    quote = data.find(b'"', last)
-    if quote >= 0:
-        return quote
-    partial = None if final else _PARTIAL.search(data, last)
-    return partial.start() if partial else len(data)
+def _undecided(data: bytes) -> int:
+    """Where the tail the next chunk may continue begins: a final run of word, digit, sign
+    or point bytes (`1.`, `-`, `Na`, `12e+`), which holds no quote."""
+    return len(data.rstrip(_CONTINUING))
 
 
 def _unholdable(token: bytes) -> bool:

@@ -128,12 +128,12 @@ class TraceReader:
 
     def _parse(self, size: int) -> Iterator[list[Event]]:
         normalizer = self._normalizer
-        out, handlers = normalizer.out, normalizer.handlers
+        out, handlers, unseen = normalizer.out, normalizer.handlers, normalizer.unseen
         count = 0
         for raw in self._items():
             count += 1
             try:
-                handler = handlers.get(raw.get("cat"))
+                handler = handlers.get(raw.get("cat"), unseen)
             except (AttributeError, TypeError):
                 normalizer.drop(_NOT_OBJECT if type(raw) is not dict else _ODD_CAT)
                 continue

@@ -19,15 +19,18 @@ from typing import Any, Final
 
 import msgspec
 from commscope.collector.classify import (
+    BACKEND_CALL_PREFIXES,
     COMM_CALL_PREFIXES,
     collective_type,
     input_dims_bytes,
     is_comm_call,
     is_comm_kernel,
     nelems_bytes,
+    shape_group,
 )
 from commscope.collector.kernels import kernel_category
 from commscope.collector.schema import (
+    GROUP_SOURCES,
     CommOp,
     CpuSpan,
     Event,
@@ -40,13 +43,44 @@ from commscope.collector.schema import (
 
 LAUNCH_MEMORY: Final = 1 << 16
 ROLE_MEMORY: Final = 1 << 14
-_BAD_SPAN: Final = "span without numeric ts/dur"
+_BAD_SPAN: Final = "span without numeric ts/dur (or out of range)"
 _NOT_COMPLETE: Final = "kernel/op event that is not a complete span (ph != X)"
 _BAD_ARGS: Final = "args that are not an object"
 _PLAIN, _CALL, _RECORDED_CALL = 0, 1, 2
-_CALL_PREFIXES: Final = (*COMM_CALL_PREFIXES, "nccl:", "gloo:")
-_BACKEND_PREFIXES: Final = ("nccl:", "gloo:", "record_param_comms")
+_BACKEND_PREFIXES: Final = (*BACKEND_CALL_PREFIXES, "record_param_comms")
 _CPU_DEVICE: Final = 0  # c10::DeviceType::CPU in `[memory]` events; GPUs are 1 (CUDA, HIP)
+_C10D_PREFIXES: Final = ("c10d::", "_c10d_functional")
+_STEP = 3  # a role: `ProfilerStep#N` as a cpu op (PyTorch 1.8-1.10 traces)
+# Event categories by their lower-case name: today's Kineto names, PyTorch 1.8-1.10's
+# capitalised ones (`Kernel`, `Operator`, `Runtime`, `Memcpy`, `Memset`), other devices'.
+_CATEGORY: Final = {
+    "kernel": "kernel",
+    "gpu_memcpy": "gpu_memcpy",
+    "memcpy": "gpu_memcpy",
+    "gpu_memset": "gpu_memset",
+    "memset": "gpu_memset",
+    "cuda_runtime": "runtime",
+    "cuda_driver": "runtime",
+    "runtime": "runtime",
+    "driver": "runtime",
+    "mtia_runtime": "runtime",
+    "xpu_runtime": "runtime",
+    "xpu_driver": "runtime",
+    "privateuse1_runtime": "runtime",
+    "privateuse1_driver": "runtime",
+    "cpu_op": "cpu_op",
+    "operator": "cpu_op",
+    "user_annotation": "user_annotation",
+    "cpu_instant_event": "cpu_instant_event",
+}
+# Bounds on what a trace may claim (beyond them a value is dropped, and counted): times in µs
+# fit int64 nanoseconds with room, names and labels stay short.
+MAX_US: Final = 2**62 / 1000
+MAX_NAME: Final = 4096
+MAX_LABEL: Final = 256
+MAX_COUNT: Final = 2**62
+MAX_RANKS: Final = 2**24
+MAX_GROUPS: Final = 1 << 16
 
 
 class CommCall(msgspec.Struct, frozen=True, gc=False):
@@ -63,6 +97,7 @@ class CommCall(msgspec.Struct, frozen=True, gc=False):
     group_size: int | None = None
     pg: str | None = None
     seq: int | None = None
+    shape_group: int | None = None  # the group size its tensor shapes imply
 
     @property
     def backend(self) -> bool:
@@ -72,15 +107,16 @@ class CommCall(msgspec.Struct, frozen=True, gc=False):
 def comm_call(name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) -> CommCall:
     label = args.get("Collective name")
     return CommCall(
-        name,
+        name[:MAX_NAME],
         start_ns,
         end_ns,
-        collective_name=str(label) if label is not None else None,
-        nelems_bytes=nelems_bytes(args),
-        dims_bytes=input_dims_bytes(args),
-        group_size=group if (group := _int(args.get("Group size"))) and group > 0 else None,
+        collective_name=str(label)[:MAX_LABEL] if label is not None else None,
+        nelems_bytes=_bounded(nelems_bytes(args), MAX_COUNT),
+        dims_bytes=_bounded(input_dims_bytes(args), MAX_COUNT),
+        group_size=_bounded(_int(args.get("Group size")), MAX_RANKS, least=1),
         pg=_pg(args),
-        seq=_int(args.get("Seq")),
+        seq=_bounded(_int(args.get("Seq")), MAX_COUNT),
+        shape_group=_bounded(shape_group(name, args), MAX_RANKS, least=1),
     )
 
 
@@ -173,7 +209,7 @@ class CallIndex:
 
     def add(self, tid: int, call: CommCall) -> None:
         key = (call.name, call.collective_name, call.nelems_bytes, call.dims_bytes,
-               call.group_size, call.pg)  # fmt: skip
+               call.group_size, call.pg, call.shape_group)  # fmt: skip
         fact = self._ids.get(key)
         if fact is None:
             fact = self._ids[key] = len(self._facts)
@@ -207,10 +243,10 @@ class CallIndex:
         return found
 
     def _call(self, thread: ThreadCalls, i: int) -> CommCall:
-        name, label, nelems, dims, group, pg = self._facts[thread.facts[i]]
+        name, label, nelems, dims, group, pg, shape = self._facts[thread.facts[i]]
         seq = thread.seqs[i]
         return CommCall(name, thread.starts[i], thread.ends[i], label, nelems, dims, group, pg,
-                        None if seq == self._NO_SEQ else seq)  # fmt: skip
+                        None if seq == self._NO_SEQ else seq, shape)  # fmt: skip
 
 
 class Normalizer:
@@ -232,16 +268,30 @@ class Normalizer:
         self._categories: dict[str, str] = {}
         self._allocated: dict[int, int] = {}  # GPU device -> highest Total Allocated
         self._reserved: dict[int, int] = {}  # GPU device -> highest Total Reserved
-        self.handlers: dict[object, Callable[[dict[str, Any]], None]] = {
+        self._kinds: dict[str, Callable[[dict[str, Any]], None]] = {
             "kernel": self._kernel,
             "gpu_memcpy": self._memcpy,
             "gpu_memset": self._memset,
-            "cuda_runtime": self._runtime,
-            "cuda_driver": self._runtime,
+            "runtime": self._runtime,
             "cpu_op": self._cpu_op,
             "user_annotation": self._annotation,
             "cpu_instant_event": self._instant,
         }
+        # Each `cat` value seen -> its handler, None for categories of no use (learnt).
+        self.handlers: dict[object, Callable[[dict[str, Any]], None] | None] = {
+            cat: self._kinds[kind] for cat, kind in _CATEGORY.items() if cat == kind
+        }
+        self.handlers.update(cuda_runtime=self._runtime, cuda_driver=self._runtime)
+
+    def unseen(self, raw: dict[str, Any]) -> None:
+        """An event of a category not seen before: learn its handler (remembered, bounded)."""
+        cat = raw.get("cat")
+        kind = _CATEGORY.get(cat.lower()) if isinstance(cat, str) else None
+        found = self._kinds[kind] if kind is not None else None
+        if len(self.handlers) < ROLE_MEMORY:
+            self.handlers[cat] = found
+        if found is not None:
+            found(raw)
 
     @property
     def meta(self) -> TraceMeta:
@@ -259,7 +309,7 @@ class Normalizer:
             return None
         try:
             ts, dur = raw["ts"], raw["dur"]
-            if dur < 0:
+            if not (-MAX_US <= ts <= MAX_US and 0 <= dur <= MAX_US):
                 raise ValueError
             return round(ts * 1000), round(dur * 1000)
         except (KeyError, TypeError, ValueError):
@@ -287,12 +337,13 @@ class Normalizer:
         if not is_comm_kernel(name):
             self.out.append(GpuOp("compute", span[0], span[1], self._category(name)))
             return
+        self.stats.comm_kernels += 1
         args = self._args(raw)
         facts = comm_call(name, span[0], span[0] + span[1], args)
         correlation = args.get("correlation")
         described = facts.collective_name is not None and facts.nelems_bytes is not None
         if described or type(correlation) is not int:
-            self.out.append(self._comm_op(facts, [], on_gpu=True))
+            self.out.append(self._comm_op(facts, [], on_gpu=True, launched=described))
             return
         kernel = PendingKernel(facts)
         kernel.launch = self._launch(correlation)
@@ -301,8 +352,8 @@ class Normalizer:
     def _category(self, name: str) -> str:
         category = self._categories.get(name)
         if category is None:
-            category = kernel_category(name)
-            if len(self._categories) < ROLE_MEMORY:
+            category = kernel_category(name[:MAX_NAME])
+            if len(self._categories) < ROLE_MEMORY and len(name) <= MAX_NAME:
                 self._categories[name] = category
         return category
 
@@ -312,7 +363,8 @@ class Normalizer:
             return
         args = self._args(raw)
         device, kind = args.get("Device Id"), args.get("Device Type")
-        allocated, reserved = _int(args.get("Total Allocated")), _int(args.get("Total Reserved"))
+        allocated = _bounded(_int(args.get("Total Allocated")), MAX_COUNT)
+        reserved = _bounded(_int(args.get("Total Reserved")), MAX_COUNT)
         if type(device) is not int or type(kind) is not int or allocated is None:
             self.drop("[memory] event without Device Id/Type or Total Allocated")
             return
@@ -339,7 +391,7 @@ class Normalizer:
             if "aunch" not in raw["name"]:
                 return
             correlation, tid, ts = raw["args"]["correlation"], raw["tid"], raw["ts"]
-            if type(correlation) is not int:
+            if type(correlation) is not int or type(tid) is not int or not -MAX_US <= ts <= MAX_US:
                 return
         except (KeyError, TypeError):
             return  # a runtime call we cannot place is no launch we could use
@@ -368,10 +420,13 @@ class Normalizer:
             role = self._roles.get(name)
             if role is None:
                 role = self._role(name)
-            if dur < 0:
+            if not (0 <= dur <= MAX_US and -MAX_US <= ts <= MAX_US) or type(tid) is not int:
                 raise ValueError
         except (KeyError, TypeError, ValueError):
             self.drop(_BAD_SPAN)
+            return
+        if role == _STEP:
+            self._step(raw, name)  # PyTorch 1.8-1.10 record ProfilerStep#N as an operator
             return
         busy = self._busy
         start = busy.start.get(tid)
@@ -384,11 +439,15 @@ class Normalizer:
                 call = comm_call(name, start_ns, round(end * 1000), self._args(raw))
                 self._calls.add(tid, call)
 
-    def _role(self, name: str) -> int:
+    def _role(self, name: object) -> int:
+        if not isinstance(name, str):
+            raise TypeError
         role = _PLAIN
-        if is_comm_call(name):
-            role = _RECORDED_CALL if name.startswith(_CALL_PREFIXES) else _CALL
-        if len(self._roles) < ROLE_MEMORY:
+        if name.startswith("ProfilerStep#"):
+            role = _STEP
+        elif is_comm_call(name):
+            role = _RECORDED_CALL if name.startswith(COMM_CALL_PREFIXES) else _CALL
+        if len(self._roles) < ROLE_MEMORY and len(name) <= MAX_NAME:
             self._roles[name] = role
         return role
 
@@ -400,17 +459,17 @@ class Normalizer:
             self._step(raw, name)
         elif name.startswith("gloo:"):
             self._gloo(raw, name)
-        elif name.startswith("nccl:"):
+        elif name.startswith(BACKEND_CALL_PREFIXES):
             span, tid = self._span(raw), raw.get("tid")
-            if span is not None and isinstance(tid, int):
+            if span is not None and type(tid) is int:
                 self._calls.add(tid, comm_call(name, span[0], sum(span), self._args(raw)))
 
     def _step(self, raw: dict[str, Any], name: str) -> None:
         span, tid = self._span(raw), raw.get("tid")
         number = name.removeprefix("ProfilerStep#")
-        if span is None or not isinstance(tid, int):
+        if span is None or type(tid) is not int:
             return
-        if not number.isdigit():
+        if not (number.isascii() and number.isdigit() and len(number) <= 18):
             self.drop("ProfilerStep without a step number")
             return
         self.out.append(Step(int(number), span[0], span[1], tid))
@@ -427,38 +486,56 @@ class Normalizer:
 
     # ------------------------------------------------------------------ resolution
 
-    def _comm_op(self, primary: CommCall, calls: list[CommCall], on_gpu: bool) -> CommOp:
-        """The collective of a kernel (or gloo span) and the comm calls around its launch."""
-        records = [primary, *(c for c in calls if c.name == "record_param_comms")]
-        collective = collective_type(_label(primary.name, records, calls))
-        group = self._group_size(records)
+    def _comm_op(
+        self, primary: CommCall, calls: list[CommCall], on_gpu: bool, launched: bool = True
+    ) -> CommOp:
+        """The collective of a kernel (or gloo span) from the comm calls around its launch,
+        innermost first. Only the innermost record_param_comms speaks for the call: an outer
+        one records a coalesced group of calls (its size is their sum)."""
+        if on_gpu and not launched:
+            self.stats.no_launch += 1
+        own = own_calls(calls)
+        records = [primary, *(c for c in own if c.name == "record_param_comms")]
+        collective = collective_of(primary, records, own)
+        group, source = self._group_size(records, own, collective)
         size = next((r.nelems_bytes for r in records if r.nelems_bytes is not None), None)
         if size is None:
-            size = size_from_calls(calls, collective, group)
+            size = size_from_calls(own, collective, group)
         if size is None:
             self.stats.sizes_unknown += 1
         pg = next((r.pg for r in records if r.pg is not None), None)
         seq = next((r.seq for r in records if r.seq is not None), None)
         start, dur = primary.start_ns, primary.end_ns - primary.start_ns
-        return CommOp(collective, start, dur, size, group, on_gpu, pg, seq)
+        return CommOp(collective, start, dur, size, group, on_gpu, pg, seq, source)
 
-    def _group_size(self, records: list[CommCall]) -> int | None:
+    def _group_size(
+        self, records: list[CommCall], calls: list[CommCall], collective: str
+    ) -> tuple[int | None, str | None]:
+        """(n, where it came from): the `Group size` arg, else the call's process group in
+        pg_config, else what an all-gather's or reduce-scatter's shapes imply, else the
+        trace's only process group, else the world size (DESIGN.md's order)."""
+        group_arg, pg_config, shape, world = GROUP_SOURCES
         for record in records:
             if record.group_size is not None:
-                return record.group_size
+                return record.group_size, group_arg
+        sizes = self._meta.pg_sizes
         for record in records:
-            if record.pg is not None and record.pg in self._meta.pg_sizes:
-                return self._meta.pg_sizes[record.pg]
-        if len(self._meta.pg_sizes) == 1:
-            return next(iter(self._meta.pg_sizes.values()))
-        return self._meta.world_size
+            if record.pg is not None and record.pg in sizes:
+                return sizes[record.pg], pg_config
+        implied = next((c.shape_group for c in (*records, *calls) if c.shape_group), None)
+        if implied is not None:
+            return implied, shape
+        if len(sizes) == 1 and all(r.pg is None for r in records):
+            return next(iter(sizes.values())), pg_config
+        return self._meta.world_size, world if self._meta.world_size is not None else None
 
     def finish(self) -> None:
         """Resolve what waited for the whole file and flush the open CPU runs."""
         for kernels in self._pending.values():
             for kernel in kernels:
                 calls = self._calls.enclosing(*kernel.launch) if kernel.launch else []
-                self.out.append(self._comm_op(kernel.facts, calls, on_gpu=True))
+                launched = kernel.launch is not None
+                self.out.append(self._comm_op(kernel.facts, calls, True, launched))
         self._pending.clear()
         for facts in self._waiting_meta:
             self.out.append(self._comm_op(facts, [facts], on_gpu=False))
@@ -472,15 +549,35 @@ class Normalizer:
         self._launches = self._old_launches = Launches()
 
 
-def _label(kernel: str, records: list[CommCall], calls: list[CommCall]) -> str:
-    """What names the collective: `Collective name`, else the enclosing `nccl:<op>` call the
-    process group recorded, else the kernel name (which names NCCL's implementation: its
-    all-to-all, and in some builds every collective, runs as a `SendRecv` kernel)."""
+def own_calls(calls: list[CommCall]) -> list[CommCall]:
+    """The calls of this collective: those inside the second record_param_comms out (an
+    outer, coalesced record, and what encloses it, speak for several calls)."""
+    seen = False
+    for index, call in enumerate(calls):
+        if call.name == "record_param_comms":
+            if seen:
+                return calls[:index]
+            seen = True
+    return calls
+
+
+def collective_of(primary: CommCall, records: list[CommCall], calls: list[CommCall]) -> str:
+    """What names the collective: `Collective name`, else the enclosing backend call
+    (`nccl:<op>`, `gloo:`, `hccl:`, `xccl:`), else a c10d op that names one, else the kernel
+    name — but a kernel named SendRecv alone is of unknown type ("Other"): NCCL runs its
+    all-to-all, and in some builds every collective, as a SendRecv kernel."""
     for record in records:
         if record.collective_name is not None:
-            return record.collective_name
-    backend = next((c.name for c in calls if c.name.startswith("nccl:")), None)
-    return backend if backend is not None else kernel
+            return collective_type(record.collective_name)
+    for call in calls:
+        if call.name.startswith(BACKEND_CALL_PREFIXES):
+            return collective_type(call.name)
+    for call in calls:
+        kind = collective_type(call.name)
+        if kind != "Other" and call.name.startswith(_C10D_PREFIXES):
+            return kind
+    kind = collective_type(primary.name)
+    return "Other" if kind == "SendRecv" and is_comm_kernel(primary.name) else kind
 
 
 def size_from_calls(calls: list[CommCall], collective: str, group: int | None) -> int | None:
@@ -510,36 +607,54 @@ def message_from_dims(call: CommCall, collective: str) -> tuple[int | None, bool
 
 
 def _pg(args: Mapping[str, Any]) -> str | None:
-    pg = args.get("Process Group Name")
-    return str(pg) if isinstance(pg, str | int) and not isinstance(pg, bool) else None
+    return _label(args.get("Process Group Name"))
+
+
+def _label(value: object) -> str | None:
+    """A name a trace gives (a process group, a GPU): a short string or an integer."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    text = str(value).strip() if isinstance(value, str) else str(value)
+    return text if 0 < len(text) <= MAX_LABEL else None
 
 
 def meta_from_top(top: Mapping[str, Any]) -> TraceMeta:
-    """TraceMeta from a trace's top-level keys (missing or odd values are None)."""
+    """TraceMeta from a trace's top-level keys (missing, odd or out-of-range values are
+    None; an empty GPU name is no name)."""
     info = top.get("distributedInfo")
     info = info if isinstance(info, dict) else {}
     devices = top.get("deviceProperties")
     first = devices[0] if isinstance(devices, list) and devices else None
-    gpu = first.get("name") if isinstance(first, dict) else None
-    pgs = info.get("pg_config")
-    pg_sizes, pg_ranks = {}, {}
-    for pg in pgs if isinstance(pgs, list) else ():
-        if isinstance(pg, dict) and isinstance(pg.get("pg_size"), int):
-            pg_sizes[str(pg.get("pg_name"))] = pg["pg_size"]
-        ranks = pg.get("ranks") if isinstance(pg, dict) else None
-        if isinstance(ranks, list) and all(_int(r) is not None for r in ranks):
-            pg_ranks[str(pg.get("pg_name"))] = sorted(ranks)
-    base = top.get("baseTimeNanoseconds")
+    backend = info.get("backend")
     return TraceMeta(
-        rank=_int(info.get("rank")),
-        world_size=_int(info.get("world_size")),
-        backend=info.get("backend") if isinstance(info.get("backend"), str) else None,
-        gpu_name=gpu if isinstance(gpu, str) else None,
-        base_time_ns=_int(base),
-        pg_sizes=pg_sizes,
-        nccl_version=str(info["nccl_version"]) if "nccl_version" in info else None,
-        pg_ranks=pg_ranks,
+        rank=_bounded(_int(info.get("rank")), MAX_RANKS - 1),
+        world_size=_bounded(_int(info.get("world_size")), MAX_RANKS, least=1),
+        backend=_label(backend) if isinstance(backend, str) else None,
+        gpu_name=_label(first.get("name")) if isinstance(first, dict) else None,
+        base_time_ns=_bounded(_int(top.get("baseTimeNanoseconds")), 2**62),
+        nccl_version=_label(info.get("nccl_version")),
+        **_process_groups(info.get("pg_config")),
     )
+
+
+def _process_groups(pgs: object) -> dict[str, dict[str, Any]]:
+    """pg_sizes and pg_ranks from `distributedInfo.pg_config` (at most MAX_GROUPS groups)."""
+    pg_sizes, pg_ranks = {}, {}
+    for pg in pgs[:MAX_GROUPS] if isinstance(pgs, list) else ():
+        name = _label(pg.get("pg_name")) if isinstance(pg, dict) else None
+        if name is None:
+            continue
+        size = _bounded(_int(pg.get("pg_size")), MAX_RANKS, least=1)
+        if size is not None:
+            pg_sizes[name] = size
+        ranks = pg.get("ranks")
+        if isinstance(ranks, list) and len(ranks) <= MAX_RANKS and _all_ranks(ranks):
+            pg_ranks[name] = sorted(ranks)
+    return {"pg_sizes": pg_sizes, "pg_ranks": pg_ranks}
+
+
+def _all_ranks(values: list[Any]) -> bool:
+    return all(_bounded(_int(v), MAX_RANKS - 1) is not None for v in values)
 
 
 def merge_meta(first: TraceMeta, later: TraceMeta) -> TraceMeta:
@@ -555,3 +670,7 @@ def merge_meta(first: TraceMeta, later: TraceMeta) -> TraceMeta:
 
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _bounded(value: int | None, high: int, least: int = 0) -> int | None:
+    return value if value is not None and least <= value <= high else None

@@ -11,6 +11,7 @@ from commscope.collector.classify import (
     is_comm_call,
     is_comm_kernel,
     nelems_bytes,
+    shape_group,
 )
 
 # ------------------------------------------------------------------ collective_type
@@ -70,6 +71,16 @@ def test_collective_name_maps_to_its_type(name: str, expected: str) -> None:
         ),
         ("rcclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "AllGather"),
         ("NCCLKERNEL_ALLREDUCE_RING_LL_SUM_FLOAT", "AllReduce"),
+        # NCCL before 2.5 names the collective first (issue 9, item 7)
+        ("ncclAllReduceRingLLKernel_sum_f32(CollectiveArgs)", "AllReduce"),
+        ("ncclBroadcastRingLLKernel_copy_i8(CollectiveArgs)", "Broadcast"),
+        ("ncclAllGatherRingLLKernel_copy_i8(CollectiveArgs)", "AllGather"),
+        ("ncclReduceScatterRingLLKernel_sum_f16(CollectiveArgs)", "ReduceScatter"),
+        ("ncclReduceTreeLLKernel_sum_f32(CollectiveArgs)", "Reduce"),
+        ("ncclAllReduceTreeKernel_sum_bf16", "AllReduce"),
+        # HCCL (Ascend, MTIA) and XCCL (Intel XPU) the same way
+        ("hcclKernel_AllReduce_sum_f32", "AllReduce"),
+        ("xcclAllGatherKernel", "AllGather"),
     ],
 )
 def test_kernel_name_maps_to_its_type(name: str, expected: str) -> None:
@@ -89,6 +100,9 @@ def test_kernel_name_maps_to_its_type(name: str, expected: str) -> None:
         ("c10d::alltoall_base_", "AllToAll"),
         ("c10d::allreduce_", "AllReduce"),
         ("_c10d_functional::all_gather_into_tensor", "AllGather"),
+        ("hccl:all_reduce", "AllReduce"),
+        ("xccl:reduce_scatter_tensor_coalesced", "ReduceScatter"),
+        ("nccl:_reduce_scatter_base", "ReduceScatter"),
     ],
 )
 def test_annotation_or_op_name_maps_to_its_type(name: str, expected: str) -> None:
@@ -158,6 +172,9 @@ def test_unknown_or_missing_dtype_has_no_size(dtype: object) -> None:
         "NCCLKernel_x",
         "rcclKernel_AllReduce",
         "RCCL_anything",
+        "ncclAllReduceRingLLKernel_sum_f32",
+        "hcclKernel_AllReduce",
+        "xcclAllGather",
     ],
 )
 def test_nccl_or_rccl_prefix_is_a_comm_kernel(name: str) -> None:
@@ -187,6 +204,9 @@ def test_other_kernels_are_compute(name: str) -> None:
         "record_param_comms",
         "WorkNCCL::Wait",
         "aten::wait",
+        "nccl:all_reduce",
+        "hccl:all_reduce",
+        "xccl:all_gather",
     ],
 )
 def test_c10d_record_and_wait_ops_are_comm_calls(name: str) -> None:
@@ -313,3 +333,65 @@ def test_input_dims_size_with_c10_dtype() -> None:
 )
 def test_input_dims_size_is_unknown(args: dict[str, object]) -> None:
     assert input_dims_bytes(args) is None
+
+
+# ------------------------------------------------------------------ shape_group
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "n"),
+    [
+        # all-gather: Out / In msg nelems = 8000 / 1000
+        (
+            "record_param_comms",
+            {"Collective name": "_allgather_base", "In msg nelems": 1000, "Out msg nelems": 8000},
+            8,
+        ),
+        # reduce-scatter: In / Out = 8000 / 1000
+        (
+            "record_param_comms",
+            {
+                "Collective name": "reduce_scatter_tensor_coalesced",
+                "In msg nelems": 8000,
+                "Out msg nelems": 1000,
+            },
+            8,
+        ),
+        # c10d ops list the output first: all-gather 8 x 4 x 2 = 64 over 4 x 2 = 8 -> 8
+        ("c10d::_allgather_base_", {"Input Dims": [[8, 4, 2], [4, 2]]}, 8),
+        # a tensor-list output of 4 shards of 10 over an input of 10 -> 4
+        ("c10d::allgather_", {"Input Dims": [[[10], [10], [10], [10]], [[10]]]}, 4),
+        # reduce-scatter: input 300 over output 100 -> 3
+        ("c10d::_reduce_scatter_base_", {"Input Dims": [[100], [300]]}, 3),
+        ("c10d::reduce_scatter_", {"Input dims": [[[100]], [[100], [100], [100]]]}, 3),
+    ],
+)
+def test_shapes_imply_the_group_of_gathers_and_scatters(
+    name: str, args: dict[str, object], n: int
+) -> None:
+    assert shape_group(name, args) == n
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        (
+            "record_param_comms",
+            {"Collective name": "allreduce", "In msg nelems": 10, "Out msg nelems": 10},
+        ),
+        (
+            "record_param_comms",
+            {"Collective name": "_allgather_base", "In msg nelems": 3, "Out msg nelems": 8},
+        ),
+        (
+            "record_param_comms",
+            {"Collective name": "_allgather_base", "In msg nelems": 0, "Out msg nelems": 8},
+        ),
+        ("nccl:_all_gather_base", {"Input Dims": [[25136]]}),
+        ("c10d::_allgather_base_", {"Input Dims": [[8, "x"], [4]]}),
+        ("c10d::_allgather_base_", {}),
+    ],
+    ids=["not sharded", "not a multiple", "empty input", "one input", "odd dims", "no args"],
+)
+def test_shapes_that_say_nothing_give_no_group(name: str, args: dict[str, object]) -> None:
+    assert shape_group(name, args) is None

@@ -31,7 +31,7 @@ SENDRECV_KERNEL = (
 GEMM = "ampere_sgemm_128x64_nn"
 LAUNCH_TID = 11
 OTHER_TID = 12
-BAD_SPAN = "span without numeric ts/dur"
+BAD_SPAN = "span without numeric ts/dur (or out of range)"
 
 
 # ------------------------------------------------------------------ GPU activity
@@ -84,7 +84,9 @@ def test_nccl_kernel_with_full_args_is_a_sized_comm_op() -> None:
         **{"Group size": 8, "Process Group Name": "3", "Seq": 7, "correlation": 5},
     )
     parsed = read(trace([kernel(ALLGATHER_KERNEL, 100.0, 12.5, args)], dist_head(world_size=8)))
-    assert parsed.events == [CommOp("AllGather", 100000, 12500, 16000, 8, True, "3", 7)]
+    assert parsed.events == [
+        CommOp("AllGather", 100000, 12500, 16000, 8, True, "3", 7, "Group size arg")
+    ]
     assert parsed.stats.sizes_unknown == 0
 
 
@@ -118,7 +120,7 @@ def _recorded_allreduce() -> tuple[list[dict], list[dict], dict]:
 
 
 # innermost record on the launching thread: 1024 x 4 B (Float) = 4096 B; n = world_size 8
-RECORDED_ALLREDUCE = CommOp("AllReduce", 40000, 3000, 4096, 8, True, None, None)
+RECORDED_ALLREDUCE = CommOp("AllReduce", 40000, 3000, 4096, 8, True, None, None, "world size")
 
 
 @pytest.mark.parametrize(
@@ -159,7 +161,9 @@ def test_collective_name_of_the_record_wins_over_the_kernel_name() -> None:
         kernel(SENDRECV_KERNEL, 30, 2, {"correlation": 3}),
     ]
     parsed = read(trace(events, dist_head(world_size=8)))
-    assert parsed.comm == [CommOp("AllToAll", 30000, 2000, 24576, 8, True, None, None)]
+    assert parsed.comm == [
+        CommOp("AllToAll", 30000, 2000, 24576, 8, True, None, None, "world size")
+    ]
 
 
 def test_input_dims_of_the_innermost_comm_op_when_no_record_has_counts() -> None:
@@ -176,7 +180,9 @@ def test_input_dims_of_the_innermost_comm_op_when_no_record_has_counts() -> None
         kernel(ALLREDUCE_KERNEL, 155, 246, {"correlation": 41}),
     ]
     parsed = read(trace(events, dist_head(world_size=8)))
-    assert parsed.comm == [CommOp("AllReduce", 155000, 246000, 1576964, 8, True, None, None)]
+    assert parsed.comm == [
+        CommOp("AllReduce", 155000, 246000, 1576964, 8, True, None, None, "world size")
+    ]
 
 
 def test_all_gather_from_a_backend_annotation_is_shard_times_group() -> None:
@@ -190,7 +196,9 @@ def test_all_gather_from_a_backend_annotation_is_shard_times_group() -> None:
         kernel(ALLGATHER_KERNEL, 50, 4, {"correlation": 9}),
     ]
     parsed = read(trace(events, dist_head(world_size=8)))
-    assert parsed.comm == [CommOp("AllGather", 50000, 4000, 402176, 8, True, None, None)]
+    assert parsed.comm == [
+        CommOp("AllGather", 50000, 4000, 402176, 8, True, None, None, "world size")
+    ]
 
 
 def test_reduce_scatter_from_a_c10d_op_is_output_shard_times_group() -> None:
@@ -202,7 +210,9 @@ def test_reduce_scatter_from_a_c10d_op_is_output_shard_times_group() -> None:
         kernel("ncclKernel_ReduceScatter_RING_LL_Sum_float(x)", 50, 4, {"correlation": 4}),
     ]
     parsed = read(trace(events, dist_head(world_size=8)))
-    assert parsed.comm == [CommOp("ReduceScatter", 50000, 4000, 3200, 8, True, None, None)]
+    assert parsed.comm == [
+        CommOp("ReduceScatter", 50000, 4000, 3200, 8, True, None, None, "tensor shapes")
+    ]
 
 
 @pytest.mark.parametrize(
@@ -220,7 +230,9 @@ def test_reduce_scatter_from_a_c10d_op_is_output_shard_times_group() -> None:
 )
 def test_size_is_unknown_when_nothing_tells_it(events: list[dict]) -> None:
     parsed = read(trace(events, dist_head(world_size=8)))
-    assert parsed.comm == [CommOp("AllReduce", 50000, 4000, None, 8, True, None, None)]
+    assert parsed.comm == [
+        CommOp("AllReduce", 50000, 4000, None, 8, True, None, None, "world size")
+    ]
     assert parsed.stats.sizes_unknown == 1
 
 
@@ -289,7 +301,9 @@ def test_gloo_all_reduce_is_a_cpu_comm_op_sized_from_input_dims() -> None:
     # 256 x 4 elements x 4 B (float) = 4096 B; n = world_size 2
     event = annotation("gloo:all_reduce", 50, 10, 33, dims_args([[256, 4]], ["float"]))
     parsed = read(trace([event], dist_head(world_size=2, backend="gloo")))
-    assert parsed.events == [CommOp("AllReduce", 50000, 10000, 4096, 2, False, None, None)]
+    assert parsed.events == [
+        CommOp("AllReduce", 50000, 10000, 4096, 2, False, None, None, "world size")
+    ]
     assert not parsed.has_gpu
 
 
@@ -297,7 +311,9 @@ def test_gloo_all_gather_is_shard_times_the_pg_config_group() -> None:
     # shard 100 x 4 B (float) x group 4 (the only process group; world is 8) = 1600 B
     event = annotation("gloo:all_gather", 50, 10, 33, dims_args([[100]], ["float"]))
     parsed = read(trace([event], dist_head(world_size=8, backend="gloo", pg_sizes={"0": 4})))
-    assert parsed.events == [CommOp("AllGather", 50000, 10000, 1600, 4, False, None, None)]
+    assert parsed.events == [
+        CommOp("AllGather", 50000, 10000, 1600, 4, False, None, None, "pg_config")
+    ]
 
 
 def test_gloo_all_reduce_without_metadata_keeps_its_size() -> None:

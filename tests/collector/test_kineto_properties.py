@@ -93,14 +93,26 @@ def collectives(draw: st.DrawFn, out: Generated, world: int) -> None:
                 None,
             )
         else:
-            label, size, group = by_kernel, None, None
+            # the kernel name alone: a SendRecv kernel may run any collective
+            label, size, group = "Other" if by_kernel == "SendRecv" else by_kernel, None, None
             if how == "plain op":
                 out.cpu.append(cpu_op("aten::copy_", slot + 1, 38, tid))
         if how != "no launch":
             out.cpu.append(launch(correlation, slot + 5, tid))
         out.device.append(kernel(kernel_name, gpu_ts, gpu_dur, kernel_args))
         start, dur = round(gpu_ts * 1000), round(gpu_dur * 1000)
-        out.expected_comm.append(CommOp(label, start, dur, size, group or world, True))
+        n, source = expected_group(group, label, how, world)
+        out.expected_comm.append(CommOp(label, start, dur, size, n, True, group_source=source))
+
+
+def expected_group(group: int | None, label: str, how: str, world: int) -> tuple[int, str]:
+    """The `Group size` arg, else (an all-gather whose args say In = Out nelems) the shapes'
+    n = 1, else the world."""
+    if group is not None:
+        return group, "Group size arg"
+    if label == "AllGather" and how in ("kernel args", "record"):
+        return 1, "tensor shapes"
+    return world, "world size"
 
 
 @st.composite
@@ -119,7 +131,15 @@ def generated_traces(draw: st.DrawFn) -> Generated:
         dims = dims_args([[draw(st.integers(1, 999))]], ["float"])
         out.cpu.append(annotation("gloo:all_reduce", 5.5, 2, 21, dims))
         out.expected_comm.append(
-            CommOp("AllReduce", 5500, 2000, dims["Input Dims"][0][0] * 4, world, False)
+            CommOp(
+                "AllReduce",
+                5500,
+                2000,
+                dims["Input Dims"][0][0] * 4,
+                world,
+                False,
+                group_source="world size",
+            )
         )
     for _ in range(draw(st.integers(0, 6))):
         cat = draw(st.sampled_from(["kernel", "gpu_memcpy", "gpu_memset"]))
