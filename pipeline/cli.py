@@ -4,11 +4,12 @@
                          [--peak-bandwidth GBPS] [--print]
     commscope collect --watch DIR --aggregator tcp://HOST:5555 --node NAME --state DIR
     commscope aggregate --listen tcp://0.0.0.0:5555 --metrics-port 9464 --out DIR --state DIR
-    commscope diff A.json B.json
+    commscope diff A.json B.json [--fail-on-regression]
 
 Exit codes: 0 every input analysed; 3 report written but some inputs were skipped (listed in
-the report); 1 nothing could be done (bad flag value, config, no traces, broken install);
-2 usage error.
+the report); 1 nothing could be done (bad flag value, config, no traces, not a report, broken
+install); 2 usage error; 4 `diff --fail-on-regression` and the step time got significantly
+worse.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from commscope.pipeline.run import analyse
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_SKIPPED: Final = 3
+EXIT_REGRESSION: Final = 4
 MAX_DIGITS: Final = 18  # integer options above 10^18 are refused, not built digit by digit
 
 
@@ -84,6 +86,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     compare.add_argument("before", type=Path, help="the JSON report of run A")
     compare.add_argument("after", type=Path, help="the JSON report of run B")
+    compare.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help=f"exit {EXIT_REGRESSION} when B's step time is significantly worse than A's",
+    )
     compare.set_defaults(run=_diff)
     return parser
 
@@ -191,7 +198,11 @@ def _diff(args: argparse.Namespace) -> int:
             raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
         reports.append(diff.load(data, str(path)))
     sys.stdout.write(diff.render(reports[0], reports[1], (str(args.before), str(args.after))))
-    return EXIT_OK
+    if not args.fail_on_regression:
+        return EXIT_OK
+    regressed, verdict = diff.regression(reports[0], reports[1])
+    print(f"commscope: {verdict}", file=sys.stderr)
+    return EXIT_REGRESSION if regressed else EXIT_OK
 
 
 def _collect(args: argparse.Namespace) -> int:
