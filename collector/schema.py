@@ -427,6 +427,9 @@ class RunConfig(msgspec.Struct, kw_only=True):
     gpu_name: str | None = None
     backend: str | None = None
     config_path: str | None = None
+    warnings: list[str] = []  # what the config holds that commscope cannot use or doubts
+    parallelism_source: dict[str, str] = {}  # degree → where its value came from
+    parallelism_issue: str | None = None  # why the config's degrees cannot be this run's
 
 
 class Report(Sections, kw_only=True):

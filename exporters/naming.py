@@ -1,7 +1,8 @@
 """Report file names (pure): `<timestamp>_<model>_dp<R>x<S>_tp<T>_gpu<N>`.
 
-Parts that are unknown (no config) are left out rather than guessed; without a model name the
-input folder's name stands in. The time arrives as a parameter.
+Parts that are unknown (no config file, or degrees that do not match the traces) are left
+out rather than guessed; without a model name the input folder's name stands in. The time
+arrives as a parameter.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ def basename(report: Report, fallback_name: str, now: datetime) -> str:
     model = "_".join(x for x in (config.model, config.flavor) if x) or fallback_name
     parts = [now.strftime("%Y%m%d_%H%M%S"), _safe(model)]
     degrees = config.parallelism
-    if degrees:
+    if degrees and config.config_path:  # not the defaults assumed without a config file
         replicate = degrees.get("data_parallel_replicate_degree", 1)
         shard = degrees.get("data_parallel_shard_degree", 1)
         parts.append(f"dp{replicate}x{shard}")

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from commscope.collector.schema import (
     CollectiveStats,
     Report,
+    RunConfig,
     Sections,
     Summary,
 )
@@ -30,6 +31,7 @@ from commscope.exporters.textfmt import gb, gbps, giga, ms, na, num, pct, rank_l
 
 RULE = "=" * 80
 THIN = "-" * 80
+MAX_WARNINGS = 12
 
 
 def render(report: Report) -> str:
@@ -74,22 +76,43 @@ def _header(report: Report) -> Iterator[str]:
     about = ", ".join(x for x in (config.gpu_name or "no GPU in the traces", config.backend) if x)
     yield f"Configuration: {world} {devices} ({about}), {report.throughput.iterations} iterations"
     model = " ".join(x for x in (config.model, config.flavor) if x)
-    yield f"Model: {model or 'n/a (no --config)'}"
+    unknown = "n/a (not in the config)" if config.config_path else "n/a (no --config)"
+    yield f"Model: {model or unknown}"
     local = config.local_batch_size if config.local_batch_size is not None else "n/a"
     seq = config.seq_len if config.seq_len is not None else "n/a"
     glob = config.global_batch_size if config.global_batch_size is not None else "n/a"
     yield f"Batch Size: {local}, Sequence Length: {seq}, Global Batch: {glob}"
-    if config.parallelism:
-        yield "Parallelism:"
-        yield from (f"  {key}: {value}" for key, value in sorted(config.parallelism.items()))
-    else:
-        yield "Parallelism: n/a (no --config)"
+    yield from _parallelism(config)
     names = ", ".join(w.name for w in report.windows)
     yield f"Windows: {len(report.windows)} ({names})"
     missing = ""
     if report.world_size is not None and len(report.ranks) < report.world_size:
         missing = f"  ({len(report.ranks)} of {report.world_size} ranks have traces)"
     yield f"Ranks: {rank_list(report.ranks)}{missing}"
+    yield from _warnings(config)
+
+
+def _parallelism(config: RunConfig) -> Iterator[str]:
+    """Each degree with where it came from; n/a with the reason when they cannot be right."""
+    if config.parallelism_issue:
+        yield f"Parallelism: n/a ({config.parallelism_issue})"
+        return
+    if not config.parallelism:
+        yield "Parallelism: n/a (no --config)"
+        return
+    yield "Parallelism:"
+    for key, value in sorted(config.parallelism.items()):
+        source = config.parallelism_source.get(key)
+        yield f"  {key}: {value}" + (f"  ({source})" if source else "")
+
+
+def _warnings(config: RunConfig) -> Iterator[str]:
+    shown = config.warnings[:MAX_WARNINGS]
+    if shown:
+        yield f"Warnings: {len(config.warnings)}"
+        yield from (f"  ! {line}" for line in shown)
+    if len(config.warnings) > len(shown):
+        yield f"  ! … {len(config.warnings) - len(shown)} more in the JSON report"
 
 
 def _throughput(report: Report) -> Iterator[str]:

@@ -4,16 +4,18 @@
                          [--peak-bandwidth GBPS] [--print]
     commscope collect --watch DIR --aggregator tcp://HOST:5555 --node NAME --state DIR
     commscope aggregate --listen tcp://0.0.0.0:5555 --metrics-port 9464 --out DIR --state DIR
-    commscope diff A.json B.json
+    commscope diff A.json B.json [--fail-on-regression]
 
 Exit codes: 0 every input analysed; 3 report written but some inputs were skipped (listed in
-the report); 1 nothing could be done (bad flag value, config, no traces, broken install);
-2 usage error.
+the report); 1 nothing could be done (bad flag value, config, no traces, not a report, broken
+install); 2 usage error; 4 `diff --fail-on-regression` and the step time got significantly
+worse.
 """
 
 from __future__ import annotations
 
 import argparse
+import decimal
 import signal
 import sys
 import threading
@@ -30,7 +32,7 @@ from commscope.exporters import diff, text
 from commscope.exporters.files import write_reports
 from commscope.exporters.progress import TerminalProgress
 from commscope.pipeline.aggregator import Aggregator, AggregatorSettings
-from commscope.pipeline.config import JobConfig, parse_config, with_overrides
+from commscope.pipeline.config import flags_only, parse_config, with_overrides
 from commscope.pipeline.logs import configure_logging
 from commscope.pipeline.report import Options
 from commscope.pipeline.run import analyse
@@ -38,6 +40,8 @@ from commscope.pipeline.run import analyse
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_SKIPPED: Final = 3
+EXIT_REGRESSION: Final = 4
+MAX_DIGITS: Final = 18  # integer options above 10^18 are refused, not built digit by digit
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -82,14 +86,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     compare.add_argument("before", type=Path, help="the JSON report of run A")
     compare.add_argument("after", type=Path, help="the JSON report of run B")
+    compare.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help=f"exit {EXIT_REGRESSION} when B's step time is significantly worse than A's",
+    )
     compare.set_defaults(run=_diff)
     return parser
 
 
 def _job_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="TorchTitan job config (.toml or .json)")
-    parser.add_argument("--batch-size", type=int, help="local batch size (overrides the config)")
-    parser.add_argument("--seq-len", type=int, help="sequence length (overrides the config)")
+    parser.add_argument("--batch-size", metavar="N", help="local batch size (overrides the config)")
+    parser.add_argument("--seq-len", metavar="N", help="sequence length (overrides the config)")
     parser.add_argument(
         "--peak-bandwidth", type=float, metavar="GBPS", help="link peak per direction, GB/s"
     )
@@ -97,7 +106,7 @@ def _job_options(parser: argparse.ArgumentParser) -> None:
         "--flops-per-token", type=float, metavar="F", help="model FLOPs per token (for MFU)"
     )
     parser.add_argument(
-        "--params", type=int, metavar="N", help="parameters without the embedding (for MFU)"
+        "--params", metavar="N", help="parameters without the embedding (for MFU), e.g. 7.5e9"
     )
     parser.add_argument(
         "--peak-tflops", type=float, metavar="T", help="GPU peak dense TFLOP/s (for MFU)"
@@ -189,7 +198,11 @@ def _diff(args: argparse.Namespace) -> int:
             raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
         reports.append(diff.load(data, str(path)))
     sys.stdout.write(diff.render(reports[0], reports[1], (str(args.before), str(args.after))))
-    return EXIT_OK
+    if not args.fail_on_regression:
+        return EXIT_OK
+    regressed, verdict = diff.regression(reports[0], reports[1])
+    print(f"commscope: {verdict}", file=sys.stderr)
+    return EXIT_REGRESSION if regressed else EXIT_OK
 
 
 def _collect(args: argparse.Namespace) -> int:
@@ -262,13 +275,15 @@ def _stop_on_signals() -> threading.Event:
 
 
 def _options(args: argparse.Namespace) -> Options:
-    for flag, value in (("--batch-size", args.batch_size), ("--seq-len", args.seq_len)):
+    batch_size, seq_len = _whole("--batch-size", args.batch_size), _whole("--seq-len", args.seq_len)
+    params = _whole("--params", args.params)
+    for flag, value in (("--batch-size", batch_size), ("--seq-len", seq_len)):
         if value is not None and value <= 0:
             raise ConfigError(f"{flag} must be a positive integer, got {value}")
     for flag, number in (
         ("--peak-bandwidth", args.peak_bandwidth),
         ("--flops-per-token", args.flops_per_token),
-        ("--params", args.params),
+        ("--params", params),
         ("--peak-tflops", args.peak_tflops),
     ):
         if number is not None and not number > 0:
@@ -280,8 +295,8 @@ def _options(args: argparse.Namespace) -> Options:
         except OSError as exc:
             raise ConfigError(f"{args.config}: cannot read ({exc.strerror or exc})") from None
         config = parse_config(content, args.config.name)
-    if args.batch_size is not None or args.seq_len is not None:
-        config = with_overrides(config or JobConfig(), args.batch_size, args.seq_len)
+    if batch_size is not None or seq_len is not None:
+        config = with_overrides(config or flags_only(), batch_size, seq_len)
     peak = args.peak_bandwidth * 1e9 if args.peak_bandwidth is not None else None
     path = str(args.config) if args.config is not None else None
     return Options(
@@ -289,9 +304,24 @@ def _options(args: argparse.Namespace) -> Options:
         config_path=path,
         peak_override_Bps=peak,
         flops_per_token=args.flops_per_token,
-        params=args.params,
+        params=params,
         peak_flops_override=args.peak_tflops * 1e12 if args.peak_tflops is not None else None,
     )
+
+
+def _whole(flag: str, text: str | None) -> int | None:
+    """An integer option as people write it (8, 1_000, 8e9, 7.5e9) when it is exactly one."""
+    if text is None:
+        return None
+    try:
+        value = decimal.Decimal(text)
+    except decimal.InvalidOperation:
+        value = decimal.Decimal("NaN")
+    if not value.is_finite() or value != value.to_integral_value():
+        raise ConfigError(f"{flag} must be a whole number, got {text!r}")
+    if value.adjusted() >= MAX_DIGITS:
+        raise ConfigError(f"{flag} is too large: {text}")
+    return int(value)
 
 
 def _summary(report: Report, paths: tuple[Path, Path]) -> None:
@@ -312,6 +342,8 @@ def _summary_line(report: Report) -> None:
         f"{len(report.windows)} window(s), {len(report.ranks)} rank(s); mean overlap {mean}",
         flush=True,
     )
+    for warning in report.config.warnings:
+        print(f"commscope: warning: {warning}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

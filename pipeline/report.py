@@ -25,7 +25,7 @@ from commscope.collector.schema import (
 )
 from commscope.pipeline import crossrank, skew
 from commscope.pipeline.accumulate import merge_results
-from commscope.pipeline.config import JobConfig, degrees, global_batch
+from commscope.pipeline.config import JobConfig, global_batch, resolve
 from commscope.pipeline.crossrank import CrossRank
 from commscope.pipeline.diagnosis import diagnose
 from commscope.pipeline.flops import flops_per_token, hfu_factor, model_shape, peak_flops
@@ -268,16 +268,21 @@ def _run_config(
     batch: int | None,
     options: Options,
 ) -> RunConfig:
+    found = resolve(config, world) if options.config else None
+    issue = found.issue if found else None
     return RunConfig(
         model=config.model,
         flavor=config.flavor,
         local_batch_size=config.local_batch_size,
         global_batch_size=batch,
         seq_len=config.seq_len,
-        parallelism=(degrees(config, world) or dict(config.parallelism)) if options.config else {},
+        parallelism=found.degrees if found else {},
         gpu_name=_most_common(m.gpu_name for m in metas),
         backend=_most_common(m.backend for m in metas),
         config_path=options.config_path,
+        warnings=[*config.warnings, *([issue] if issue else [])],
+        parallelism_source=found.sources if found and found.degrees else {},
+        parallelism_issue=issue,
     )
 
 

@@ -114,8 +114,74 @@ def test_flags_stand_in_for_a_config(run_dir: Path, tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     _, doc = reports(tmp_path / "o")
-    # no parallelism known: global batch = local batch = 2 → 2 x 100 / 1.25e-3
-    assert doc["throughput"]["tokens_per_second"] == pytest.approx(2 * 100 / 1.25e-3)
+    # no config: TorchTitan's default parallelism assumed, and said: every rank data-parallel,
+    # global batch = 2 x 2 ranks = 4 → 4 x 100 / 1.25e-3
+    assert doc["throughput"]["tokens_per_second"] == pytest.approx(4 * 100 / 1.25e-3)
+    assert "commscope: warning: no --config: TorchTitan's default parallelism" in result.stderr
+    # the assumed degrees are not put in the file name
+    assert "_dp" not in next((tmp_path / "o").glob("*.json")).stem
+
+
+def test_the_2024_config_layout_gives_throughput(run_dir: Path, tmp_path: Path) -> None:
+    config = tmp_path / "llama2_7b.toml"
+    config.write_text(
+        "[training]\nbatch_size = 4\nseq_len = 2048\ndata_parallel_degree = -1\n"
+        "tensor_parallel_degree = 1\n[experimental]\npipeline_parallel_degree = 1\n"
+    )
+    result = run(run_dir, "--config", config, "--out", tmp_path / "out", cwd=tmp_path)
+    assert (result.returncode, result.stderr.count("warning")) == (0, 0), result.stderr
+    text, doc = reports(tmp_path / "out")
+    # data_parallel_degree -1 = 2 ranks: global batch 4 x 2 = 8 → 8 x 2048 / 1.25e-3
+    assert doc["throughput"]["tokens_per_second"] == pytest.approx(8 * 2048 / 1.25e-3)
+    assert "  data_parallel_shard_degree: 2  ([training] data_parallel_degree -1: world 2 / 1)" in (
+        text.splitlines()
+    )
+
+
+def test_degrees_that_do_not_match_the_world_give_no_tokens_per_second(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "x.toml"
+    config.write_text(
+        "[training]\nlocal_batch_size = 4\nseq_len = 2048\nlocal_batchsize = 1\n"
+        "[parallelism]\ndata_parallel_shard_degree = 1\n"
+    )
+    result = run(run_dir, "--config", config, "--out", tmp_path / "out", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    text, doc = reports(tmp_path / "out")
+    issue = (
+        "the config's parallel degrees do not match the traces: dp_replicate 1 x dp_shard 1 x "
+        "tp 1 x pp 1 x cp 1 = 1, but the traces show a world size of 2"
+    )
+    assert doc["throughput"]["tokens_per_second"] is None
+    assert doc["throughput"]["na_reason"] == issue
+    assert f"commscope: warning: {issue}" in result.stderr
+    assert (
+        "commscope: warning: config: [training] keys commscope does not know, ignored: "
+        "local_batchsize" in result.stderr
+    )
+    assert f"Tokens per Second: n/a ({issue})" in text
+    assert "_dp" not in next((tmp_path / "out").glob("*.json")).stem
+
+
+@pytest.mark.parametrize(("value", "expected"), [("7.5e9", 7_500_000_000), ("8e9", 8 * 10**9),
+                                                 ("1_000", 1000)])  # fmt: skip
+def test_integer_options_take_the_forms_people_write(
+    run_dir: Path, tmp_path: Path, value: str, expected: int
+) -> None:
+    result = run(run_dir, "--params", value, "--out", tmp_path / "out", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    _, doc = reports(tmp_path / "out")
+    assert doc["utilization"]["flops_per_token"] == 6 * expected  # 6·N, no model shape
+
+
+@pytest.mark.parametrize("value", ["7.5", "1e-3", "lots", "inf"])
+def test_a_non_integral_integer_option_is_one_clear_error(
+    run_dir: Path, tmp_path: Path, value: str
+) -> None:
+    result = run(run_dir, "--params", value, "--out", tmp_path / "out", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr == f"commscope: error: --params must be a whole number, got {value!r}\n"
 
 
 def test_bad_inputs_are_named_and_the_rest_is_reported(run_dir: Path, tmp_path: Path) -> None:

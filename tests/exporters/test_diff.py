@@ -14,6 +14,7 @@ from commscope.collector.schema import (
     CollectiveStats,
     Overlap,
     Report,
+    RunConfig,
     Skew,
     Summary,
     Throughput,
@@ -92,15 +93,113 @@ def test_a_report_written_before_the_cross_rank_keys_still_loads() -> None:
     for key in ("matching", "clocks", "skew", "stragglers", "alpha_beta", "utilization",
                 "kernels", "diagnosis"):  # fmt: skip
         doc.pop(key)
+    doc["schema_version"] = 1
+    doc["config"] = {k: v for k, v in doc["config"].items() if "warnings" not in k
+                     and not k.startswith("parallelism_")}  # fmt: skip
     old = diff.load(json.dumps(doc).encode(), "old.json")
     assert old.skew.slowest_rank is None and old.overlap.mean == doc["overlap"]["mean"]
+    assert old.schema_version == 1 and old.config.warnings == []
 
 
-def test_what_is_not_a_report_is_refused_with_the_reason() -> None:
+def test_the_golden_report_loads_whole() -> None:
+    report = diff.load(GOLDEN_JSON.read_bytes(), "golden.json")
+    assert jsonreport.render(report) == GOLDEN_JSON.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b'{"windows": 5}', "no schema_version, overlap, collectives, throughput, inputs"),
+        (b'{"name": "resnet", "accuracy": 0.9}', "no schema_version, overlap"),  # another tool
+        (b"[1, 2]", "a JSON list, not an object"),
+        (b"3", "a JSON int, not an object"),
+        (b'{"schemaVersion": 1, "traceEvents": []}', "a profiler trace: run `commscope report`"),
+        (b'{"schema_version": "3", "overlap": {}, "collectives": {}, "throughput": {}, '
+         b'"inputs": {}}', "schema_version '3' is not a version number"),
+        (b'{"schema_version": 3, "overlap": 5, "collectives": {}, "throughput": {}, '
+         b'"inputs": {}}', "Expected `object`, got `int` - at `$.overlap`"),
+    ],
+)  # fmt: skip
+def test_what_is_not_a_report_is_refused_with_the_reason(data: bytes, why: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        diff.load(data, "x.json")
+    assert str(caught.value).startswith(f"x.json: not a commscope JSON report ({why}")
+
+
+def test_what_is_not_json_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"not\.json: not JSON"):
         diff.load(b"not json", "not.json")
-    with pytest.raises(ConfigError, match=r"x\.json: not a commscope JSON report"):
-        diff.load(b'{"windows": 5}', "x.json")
+    with pytest.raises(ConfigError, match=r"deep\.json: not a commscope JSON report \(nested too"):
+        diff.load(b"[" * 100_000 + b"]" * 100_000, "deep.json")
+
+
+def job(world: int | None, gpu: str | None, model: str | None, tp: int) -> Report:
+    degrees = {"tensor_parallel_degree": tp, "data_parallel_shard_degree": 4}
+    config = RunConfig(gpu_name=gpu, backend="nccl", model=model, seq_len=2048,
+                       parallelism=degrees)  # fmt: skip
+    return Report(world_size=world, config=config)
+
+
+def test_unrelated_runs_are_said_first() -> None:
+    a = job(8, "NVIDIA H100 80GB HBM3", "llama3", tp=2)
+    b = job(16, "NVIDIA A100-SXM4-80GB", "llama3", tp=4)
+    lines = diff.render(a, b, ("a.json", "b.json")).splitlines()
+    assert lines[3:8] == [
+        "UNRELATED RUNS: A and B are not two runs of one job. They differ in:",
+        "  world size: 8 → 16",
+        "  GPU: NVIDIA H100 80GB HBM3 → NVIDIA A100-SXM4-80GB",
+        "  parallelism: tensor_parallel_degree 2 → tensor_parallel_degree 4",
+        "A change below may come from these differences, not from the code.",
+    ]
+    assert min(i for i, line in enumerate(lines) if line.startswith("  whole run")) == 9
+
+
+def test_a_different_model_is_named_and_unknowns_are_not_differences() -> None:
+    a = job(8, None, "llama3 8B", tp=2)
+    b = job(8, "NVIDIA H100 80GB HBM3", "llama3 70B", tp=2)  # A's GPU is unknown: not compared
+    assert diff.differences(a, b) == [("model", "llama3 8B", "llama3 70B")]
+
+
+def test_runs_of_one_job_say_what_they_share() -> None:
+    a = job(8, "NVIDIA H100 80GB HBM3", "llama3", tp=2)
+    lines = diff.render(a, a, ("a.json", "b.json")).splitlines()
+    assert lines[3] == "Same setup: 8 ranks (NVIDIA H100 80GB HBM3, nccl), model llama3"
+    unknown = Report()  # nothing known of A: no difference can be named, the setups are shown
+    assert diff.render(unknown, a, ("a", "b")).splitlines()[3] == (
+        "Setup: A world size unknown (no GPU in the traces), model n/a; "
+        "B 8 ranks (NVIDIA H100 80GB HBM3, nccl), model llama3"
+    )
+
+
+def test_a_report_of_a_newer_schema_loads_with_a_note() -> None:
+    doc = json.loads(GOLDEN_JSON.read_text())
+    doc["schema_version"] = 99
+    newer = diff.load(json.dumps(doc).encode(), "new.json")
+    lines = diff.render(newer, newer, ("a.json", "b.json")).splitlines()
+    assert lines[3].startswith("Note: A was written by a newer commscope (schema 99")
+
+
+def test_a_significantly_slower_b_is_a_regression() -> None:
+    a = run_report([0.100, 0.102, 0.098, 0.101], overlap=0.4, busbw=1e9, slowest=None)
+    b = run_report([0.120, 0.121, 0.119, 0.122], overlap=0.4, busbw=1e9, slowest=None)
+    regressed, verdict = diff.regression(a, b)
+    assert regressed
+    assert verdict.startswith("step time significantly worse: 100.25 ms → 120.50 ms (+20.2%), p = ")
+    assert verdict.endswith("(Welch's t, significant below 0.05)")
+    # the same change the other way is an improvement: not a regression
+    improved, verdict = diff.regression(b, a)
+    assert not improved and verdict.startswith("step time not significantly worse: 120.50 ms")
+
+
+def test_noise_and_too_few_steps_are_not_regressions() -> None:
+    a = run_report([0.100, 0.110, 0.090, 0.105], overlap=0.4, busbw=1e9, slowest=None)
+    b = run_report([0.101, 0.095, 0.108, 0.099], overlap=0.4, busbw=1e9, slowest=None)
+    assert not diff.regression(a, b)[0]
+    few = run_report([0.5], overlap=0.4, busbw=1e9, slowest=None)
+    assert diff.regression(a, few) == (
+        False,
+        "step time not tested, not gated: too few steps (3 needed on each side; got 4 and 1)",
+    )
 
 
 def test_the_command_compares_two_files(tmp_path: Path) -> None:
@@ -117,3 +216,37 @@ def test_the_command_compares_two_files(tmp_path: Path) -> None:
     bad = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60,
                          check=False)  # fmt: skip
     assert bad.returncode == 1 and bad.stderr.startswith("commscope: error: c.json: not JSON")
+
+
+def run_diff(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "commscope.pipeline.cli", "diff", *args]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=60,
+                          check=False)  # fmt: skip
+
+
+def test_fail_on_regression_gates_on_a_slower_step_time(tmp_path: Path) -> None:
+    fast = run_report([0.100, 0.102, 0.098, 0.101], overlap=0.4, busbw=1e9, slowest=None)
+    slow = run_report([0.120, 0.121, 0.119, 0.122], overlap=0.4, busbw=1e9, slowest=None)
+    (tmp_path / "fast.json").write_bytes(jsonreport.render(fast))
+    (tmp_path / "slow.json").write_bytes(jsonreport.render(slow))
+    worse = run_diff(tmp_path, "fast.json", "slow.json", "--fail-on-regression")
+    assert worse.returncode == 4, worse.stderr
+    assert worse.stderr.startswith("commscope: step time significantly worse: 100.25 ms → 120.50")
+    assert "Time per iteration" in worse.stdout
+    better = run_diff(tmp_path, "slow.json", "fast.json", "--fail-on-regression")
+    assert better.returncode == 0, better.stderr
+    assert better.stderr.startswith("commscope: step time not significantly worse")
+    ungated = run_diff(tmp_path, "fast.json", "slow.json")  # without the flag: 0, no verdict
+    assert (ungated.returncode, ungated.stderr) == (0, "")
+
+
+def test_another_tools_json_is_refused_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_bytes(GOLDEN_JSON.read_bytes())
+    (tmp_path / "meta.json").write_text('{"step": 100, "model": "llama3"}')
+    done = run_diff(tmp_path, "a.json", "meta.json", "--fail-on-regression")
+    assert done.returncode == 1
+    assert done.stderr == (
+        "commscope: error: meta.json: not a commscope JSON report "
+        "(no schema_version, overlap, collectives, throughput, inputs)\n"
+    )
+    assert done.stdout == ""
