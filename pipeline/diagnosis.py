@@ -189,6 +189,8 @@ def _overlap_advice(run: Sections, evidence: list[str]) -> str:
     )
     per_step = _allreduce_per_step(run)
     if per_step is None:
+        if "AllReduce" in run.collectives.all_ranks:
+            evidence.append("all-reduce traffic per step unknown: no DDP bucket advice")
         return advice
     if per_step > DDP_FIRST_BUCKET:
         return advice + ", DDP bucket_cap_mb so gradient all-reduces start during backward"

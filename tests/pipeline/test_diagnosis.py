@@ -230,6 +230,14 @@ def test_no_ddp_bucket_advice_when_a_steps_all_reduce_fits_the_first_bucket() ->
     ) in finding.evidence
 
 
+def test_no_ddp_bucket_advice_when_the_all_reduce_sizes_are_unknown() -> None:
+    sections = run(comm=0.5, exposed=0.45, compute=0.3)
+    sections.collectives.per_rank["0"]["AllReduce"].message_bytes = None
+    (finding,) = diagnose(sections).findings
+    assert not any("bucket_cap_mb so" in s for s in finding.suggestions)
+    assert "all-reduce traffic per step unknown: no DDP bucket advice" in finding.evidence
+
+
 def test_ddp_bucket_advice_when_a_steps_all_reduce_exceeds_the_first_bucket() -> None:
     # run(): 4 MiB of AllReduce over 2 steps, 2 MiB per step
     (finding,) = diagnose(run(comm=0.5, exposed=0.45, compute=0.3)).findings
