@@ -133,6 +133,17 @@ class OpTally(msgspec.Struct, kw_only=True):
     group_sources: dict[str, int] = {}  # GROUP_SOURCES entry (or "unknown") -> ops
 
 
+class InSteps(msgspec.Struct, kw_only=True):
+    """One rank's measures within S, the union of its profiled steps' spans (ns): every ratio
+    against step time takes its numerator from here and |S| as its denominator."""
+
+    span_ns: int = 0  # |S|
+    comm_ns: int = 0  # |C ∩ S|
+    overlap_ns: int = 0  # |C ∩ P ∩ S|
+    compute_ns: int = 0  # |P ∩ S|
+    gpu_busy_ns: int = 0  # |GPU busy ∩ S| (compute, communication, memcpy, memset)
+
+
 class RankResult(msgspec.Struct, kw_only=True):
     """What one rank's events came to, for one window or summed over several (mergeable)."""
 
@@ -151,6 +162,8 @@ class RankResult(msgspec.Struct, kw_only=True):
     memory_reserved_peak_bytes: int | None = None
     start_ns: int | None = None  # the earliest start of any event kept (the trace's own clock)
     end_ns: int | None = None  # the latest end of any event kept
+    in_steps: InSteps | None = None  # clipped to the profiled steps (None: kept before these)
+    ungrouped_calls: int = 0  # collectives without a Process Group Name
 
 
 # ---------------------------------------------------------------- the report document
@@ -319,6 +332,8 @@ class CollectiveSkew(msgspec.Struct, kw_only=True):
     instances: int
     skew_s: Summary
     wait_s: float  # Σ over instances of the time members waited for the last arriver
+    wait_in_call_s: float = 0.0  # the same, each member's wait at most its own call's duration
+    call_time_s: float = 0.0  # Σ over instances and members of the call's duration
 
 
 class RankArrival(msgspec.Struct, kw_only=True):
@@ -357,6 +372,7 @@ class AlphaBeta(msgspec.Struct, kw_only=True):
     peak_ratio: float | None = None
     latency_bound: float | None = None  # share of the fitted points with S_bus < α·β
     na_reason: str | None = None
+    bus_bytes: float | None = None  # Σ S·F over the instances of known size (one member's)
 
 
 class Finding(msgspec.Struct, kw_only=True):
@@ -369,13 +385,25 @@ class Diagnosis(msgspec.Struct, kw_only=True):
     verdict: str = "n/a"
     figures: dict[str, float | None] = {}
     findings: list[Finding] = []
+    assumptions: list[str] = []  # what the verdict and figures rest on that the traces do not show
+    left_out: list[str] = []  # what the figures leave out (time outside the profiled steps)
 
 
 class RankSteps(msgspec.Struct, kw_only=True):
+    """Step times, and the rank's time within S (the union of its profiled steps' spans) and
+    outside it; the in-step figures are None for a result kept before they were."""
+
     count: int
     mean_s: float | None
     min_s: float | None
     max_s: float | None
+    span_s: float | None = None  # |S|
+    comm_s: float | None = None  # |C ∩ S|
+    exposed_comm_s: float | None = None  # |C ∩ S| - |C ∩ P ∩ S|
+    compute_s: float | None = None  # |P ∩ S|
+    gpu_busy_s: float | None = None  # |GPU busy ∩ S|; None for a rank without GPU activity
+    comm_outside_s: float | None = None  # |C| - |C ∩ S|: communication outside the steps
+    compute_outside_s: float | None = None  # |P| - |P ∩ S|
 
 
 class Skipped(msgspec.Struct, frozen=True):
@@ -390,6 +418,25 @@ class Inputs(msgspec.Struct, kw_only=True):
     events: int = 0
     dropped_events: dict[str, int] = {}
     sizes_unknown: int = 0
+
+
+class HealthIssue(msgspec.Struct, kw_only=True):
+    """One thing the traces lack: how much of it, and which sections it weakens."""
+
+    key: str  # stable name of the check
+    missing: str
+    count: int
+    total: int
+    unit: str  # what `count` and `total` count: ranks, files, collective calls, ...
+    share: float | None = None  # count / total
+    weakens: list[str] = []
+
+
+class Health(msgspec.Struct, kw_only=True):
+    """What the traces lack, so a reader knows how far to trust each section."""
+
+    checked: list[str] = []  # the keys of every check made
+    issues: list[HealthIssue] = []
 
 
 class Sections(msgspec.Struct, kw_only=True):
@@ -409,6 +456,7 @@ class Sections(msgspec.Struct, kw_only=True):
     skew: Skew = msgspec.field(default_factory=Skew)
     stragglers: Stragglers = msgspec.field(default_factory=Stragglers)
     alpha_beta: dict[str, dict[str, AlphaBeta]] = {}  # process group -> collective -> fit
+    health: Health = msgspec.field(default_factory=Health)
 
 
 class Window(Sections, kw_only=True):

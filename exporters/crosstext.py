@@ -1,5 +1,6 @@
 """The text report's later sections (pure: Report → lines): diagnosis, MFU, kernel time,
-the cross-rank analysis (matching, clocks, arrival skew) and the α-β network model.
+the cross-rank analysis (matching, clocks, arrival skew), the α-β network model and the
+trace health.
 
 Each number carries its unit and definition; "n/a" says why. Times in ms or µs, bandwidth in
 GB/s (1e9 B/s), FLOP/s in TFLOP/s (1e12).
@@ -16,9 +17,10 @@ from commscope.pipeline.skew import ROBUST_Z
 _FIGURES = (
     ("exposed_comm_fraction", "exposed communication / step time"),
     ("compute_fraction", "compute / step time"),
-    ("gpu_idle_fraction", "GPU idle / GPU active span"),
+    ("gpu_busy_fraction", "GPU busy / step time"),
+    ("gpu_idle_fraction", "GPU idle / GPU active span (first to last activity)"),
     ("overlap", "communication overlapped by compute"),
-    ("wait_fraction_of_comm", "communication time spent waiting for late arrivers"),
+    ("wait_fraction_of_comm", "matched collectives' time spent waiting for late arrivers"),
     ("bandwidth_utilization", "bus bandwidth / link peak"),
     ("mfu", "MFU"),
 )
@@ -28,9 +30,15 @@ def diagnosis_lines(report: Report) -> Iterator[str]:
     d = report.diagnosis
     yield f"Verdict: {d.verdict}"
     yield ""
-    yield "Figures (whole run, mean over ranks):"
+    yield "Figures (whole run, mean over ranks; step time = the profiled steps' span):"
     for key, label in _FIGURES:
         yield f"  {label}: {pct(d.figures.get(key))}"
+    if d.left_out:
+        yield "Left out of the step figures:"
+        yield from (f"  - {line}" for line in d.left_out)
+    if d.assumptions:
+        yield "Assumptions:"
+        yield from (f"  - {line}" for line in d.assumptions)
     for finding in d.findings:
         yield ""
         yield f"[{finding.verdict}]"
@@ -199,3 +207,16 @@ def alpha_beta_lines(report: Report) -> Iterator[str]:
     if reasons:
         yield ""
         yield from reasons
+
+
+def health_lines(report: Report) -> Iterator[str]:
+    h = report.health
+    yield "What the traces lack, and the sections it weakens (whole run)"
+    if not h.issues:
+        yield f"Nothing missing: every check passed ({', '.join(h.checked)})."
+        return
+    for issue in h.issues:
+        yield ""
+        yield f"{issue.unit} without {issue.missing}: {issue.count} of {issue.total} " \
+              f"({pct(issue.share)})"  # fmt: skip
+        yield from (f"  weakens {line}" for line in issue.weakens)

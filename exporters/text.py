@@ -4,7 +4,8 @@ Sections in the order users of the original tool know — header, THROUGHPUT,
 COMMUNICATION-COMPUTATION OVERLAP, NETWORK LOAD, TRAFFIC DISTRIBUTION — then what commscope
 adds: exposed communication, algbw and busbw side by side, the per-window table, the
 diagnosis, MFU, GPU time by kernel category, the cross-rank analysis (matching, clocks,
-arrival skew, α-β fits), and the inputs that were skipped and why. GB = 1e9 B,
+arrival skew, α-β fits), what the traces lack (trace health), and the inputs that were
+skipped and why. GB = 1e9 B,
 GB/s = 1e9 B/s; "n/a" always says why.
 """
 
@@ -22,6 +23,7 @@ from commscope.collector.schema import (
 from commscope.exporters.crosstext import (
     alpha_beta_lines,
     diagnosis_lines,
+    health_lines,
     kernel_lines,
     matching_lines,
     skew_lines,
@@ -50,7 +52,8 @@ def render(report: Report) -> str:
         *_section("11. COLLECTIVES MATCHED ACROSS RANKS, CLOCK OFFSETS", matching_lines(report)),
         *_section("12. ARRIVAL SKEW AND SLOW RANKS", skew_lines(report)),
         *_section("13. NETWORK MODEL: α-β FIT", alpha_beta_lines(report)),
-        *_section("14. INPUTS", _inputs(report)),
+        *_section("14. TRACE HEALTH", health_lines(report)),
+        *_section("15. INPUTS", _inputs(report)),
         RULE,
         "END OF REPORT",
         RULE,
@@ -202,6 +205,24 @@ def _exposed(report: Report) -> Iterator[str]:
     for rank, r in report.overlap.per_rank.items():
         times = (r.comm_time_s, r.overlapped_time_s, r.exposed_comm_time_s, r.compute_time_s)
         yield row([rank, *map(ms, times)], widths)
+    yield from _in_steps(report)
+
+
+_STEP_WIDTHS = [6, 11, 11, 11, 11, 11, 13, 15]
+
+
+def _in_steps(report: Report) -> Iterator[str]:
+    yield ""
+    yield "Within the profiled steps (S = union of the ProfilerStep spans, events clipped to S;"
+    yield "the diagnosis divides these by |S|), and what lies outside them:"
+    yield ""
+    head = ["rank", "steps |S|", "comm", "exposed", "compute", "GPU busy", "comm outside",
+            "compute outside"]  # fmt: skip
+    yield row(head, _STEP_WIDTHS)
+    for rank, s in report.steps.items():
+        times = (s.span_s, s.comm_s, s.exposed_comm_s, s.compute_s, s.gpu_busy_s,
+                 s.comm_outside_s, s.compute_outside_s)  # fmt: skip
+        yield row([rank, *map(ms, times)], _STEP_WIDTHS)
 
 
 def _bandwidth(report: Report) -> Iterator[str]:

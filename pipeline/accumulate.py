@@ -11,6 +11,8 @@ per-op bandwidth samples, and step durations. `result()` applies the contract:
 
 It also keeps the window's collectives themselves (for matching across ranks), the GPU time
 per kernel category, the union and span of all GPU activity (idle time) and the memory peak.
+Ratios against step time need their numerators on the steps' span: `result()` also clips C,
+C ∩ P, P and all GPU activity to S, the union of the profiled steps' spans (`InSteps`).
 """
 
 from __future__ import annotations
@@ -25,12 +27,18 @@ from commscope.collector.schema import (
     CpuSpan,
     Event,
     GpuOp,
+    InSteps,
     MemoryPeak,
     OpTally,
     RankResult,
     Step,
 )
-from commscope.pipeline.intervals import IntervalSet, difference, intersection_measure
+from commscope.pipeline.intervals import (
+    IntervalSet,
+    difference,
+    intersection,
+    intersection_measure,
+)
 from commscope.pipeline.stats import add_sample
 
 GPU, CPU, NONE = "gpu kernels", "cpu (gloo)", "none"
@@ -141,6 +149,20 @@ class Accumulator:
             memory_reserved_peak_bytes=self.reserved_peak,
             start_ns=start,
             end_ns=end,
+            in_steps=self.in_steps(comm, compute, busy),
+            ungrouped_calls=sum(1 for call in calls if call.process_group is None),
+        )
+
+    def in_steps(self, comm: IntervalSet, compute: IntervalSet, busy: IntervalSet) -> InSteps:
+        """C, C ∩ P, P and GPU busy time within S, the union of the profiled steps' spans."""
+        steps = IntervalSet((start, start + dur) for dur, _, start in self.steps.values())
+        comm_in = intersection(comm, steps)
+        return InSteps(
+            span_ns=steps.measure(),
+            comm_ns=comm_in.measure(),
+            overlap_ns=intersection_measure(comm_in, compute),
+            compute_ns=intersection_measure(compute, steps),
+            gpu_busy_ns=intersection_measure(busy, steps),
         )
 
     def time_range(self) -> tuple[int | None, int | None]:
@@ -236,7 +258,23 @@ def merge_results(results: Iterable[RankResult]) -> RankResult:
         gpu_span_ns=sum(r.gpu_span_ns for r in results),
         memory_peak_bytes=_highest(r.memory_peak_bytes for r in results),
         memory_reserved_peak_bytes=_highest(r.memory_reserved_peak_bytes for r in results),
+        in_steps=merge_in_steps([r.in_steps for r in results]),
+        ungrouped_calls=sum(r.ungrouped_calls for r in results),
     )
+
+
+def merge_in_steps(parts: Iterable[InSteps | None]) -> InSteps | None:
+    """The windows' in-step measures summed; None when one window lacks them."""
+    total = InSteps()
+    for part in parts:
+        if part is None:
+            return None
+        total.span_ns += part.span_ns
+        total.comm_ns += part.comm_ns
+        total.overlap_ns += part.overlap_ns
+        total.compute_ns += part.compute_ns
+        total.gpu_busy_ns += part.gpu_busy_ns
+    return total
 
 
 def _highest(values: Iterable[int | None]) -> int | None:

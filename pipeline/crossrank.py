@@ -9,6 +9,7 @@ instance's fastest member as its wait-free duration: T = α + S x F / β (`alpha
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -171,5 +172,6 @@ def alpha_beta(cross: CrossRank, peak_Bps: float | None) -> dict[str, dict[str, 
             peak_ratio=ratio(line.beta_Bps, peak_Bps),
             latency_bound=alphabeta.latency_bound(line, points),
             na_reason=line.reason,
+            bus_bytes=math.fsum(size for size, _ in points) if points else None,
         )
     return table

@@ -1,10 +1,16 @@
 """The diagnosis: where the run's time goes, in a verdict with the numbers behind it (pure).
 
-From the run's sections: the fraction of step time each rank spends in exposed communication
-(not hidden under compute), in compute, and the fraction of the GPU's active span it sits
-idle; how much communication time is waiting on late arrivers. Verdicts, each only when its
-figure passes its threshold: communication-bound, input- or launch-bound, compute-bound, else
-balanced. Every suggestion is tied to a figure that triggered it; no figure, no advice.
+Every figure against step time covers the profiled steps only: its numerator is clipped to
+S, the union of each rank's ProfilerStep spans, its denominator is |S|, so none exceeds 1;
+what lies outside the steps is stated apart (`left_out`). Figures, means over ranks: exposed
+communication, compute and GPU busy time as fractions of step time; the GPU's idle share of
+its active span (shown; no verdict rests on it); overlap; the share of the matched calls'
+time spent waiting for late arrivers. Verdicts, each only when its figure passes its
+threshold: communication-bound, input- or launch-bound (GPU idle within the steps),
+compute-bound. With none of them: "too little to judge" below the minimums (no profiled step,
+under `MIN_STEP_S` of step time per rank), "no communication" when no rank ran a collective,
+else balanced. Every suggestion is tied to the figures that show it can help; every
+assumption a figure rests on is listed (`assumptions`).
 """
 
 from __future__ import annotations
@@ -23,71 +29,121 @@ from commscope.collector.schema import (
 from commscope.pipeline.stats import mean, ratio
 
 COMM_BOUND: Final = 0.20  # exposed communication / step time
-IDLE_BOUND: Final = 0.20  # GPU idle / GPU active span
+HOST_BOUND: Final = 0.20  # GPU idle within the steps / step time (1 - GPU busy / step time)
 COMPUTE_BOUND: Final = 0.75  # compute / step time, with exposed comm and idle both below:
 QUIET: Final = 0.10
 LOW_OVERLAP: Final = 0.50
 LOW_UTILIZATION: Final = 0.50
-WAIT_SHARE: Final = 0.25  # waiting on late arrivers / communication time
+WAIT_SHARE: Final = 0.25  # waiting on late arrivers / the matched calls' time
 DOMINANT_TRAFFIC: Final = 0.50
 NON_GEMM: Final = 0.30  # elementwise + reduction share of GPU compute time
-MOSTLY_WAITING: Final = 0.50  # waiting on late arrivers / communication time
+MOSTLY_WAITING: Final = 0.50  # waiting on late arrivers / the matched calls' time
 MIN_FIT_R2: Final = 0.80  # an α-β fit looser than this gives evidence, not advice
 LATENCY_BOUND: Final = 0.25  # share of a fit's instances below α·β worth bucketing for
-# A verdict's weight, to rank several: the figure that triggered it.
-_WEIGHT: Final = {
-    "communication-bound": "exposed_comm_fraction",
-    "input- or launch-bound": "gpu_idle_fraction",
-    "compute-bound": "compute_fraction",
-}
+MIN_STEP_S: Final = 1e-3  # profiled step time per rank (mean over ranks) to judge by
+MIN_INSTANCES: Final = 3  # matched collectives to judge late arrivals by
+# DDP's first gradient bucket (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES): a step's
+# all-reduce traffic below it is one bucket whatever bucket_cap_mb says.
+DDP_FIRST_BUCKET: Final = 2**20
+NO_COMMUNICATION: Final = "no communication"
 
 
 def figures(run: Sections) -> dict[str, float | None]:
     """The few numbers the verdicts rest on (fractions of 1)."""
-    steps, exposed, compute = [], [], []
-    for rank, overlap in run.overlap.per_rank.items():
-        rank_steps = run.steps.get(rank)
-        total = rank_steps.mean_s * rank_steps.count if rank_steps and rank_steps.mean_s else None
-        steps.append(total)
-        exposed.append(ratio(overlap.exposed_comm_time_s, total))
-        compute.append(ratio(overlap.compute_time_s, total))
-    comm = math.fsum(o.comm_time_s for o in run.overlap.per_rank.values())
-    waits = math.fsum(s.wait_s for s in run.skew.per_collective.values())
+    exposed, compute, busy = [], [], []
+    for steps in run.steps.values():
+        span = steps.span_s or None
+        exposed.append(ratio(steps.exposed_comm_s, span))
+        compute.append(ratio(steps.compute_s, span))
+        busy.append(ratio(steps.gpu_busy_s, span))
+    waits = math.fsum(s.wait_in_call_s for s in run.skew.per_collective.values())
+    calls = math.fsum(s.call_time_s for s in run.skew.per_collective.values())
     return {
         "exposed_comm_fraction": mean(exposed),
         "compute_fraction": mean(compute),
+        "gpu_busy_fraction": mean(busy),
         "gpu_idle_fraction": run.kernels.idle_ratio_mean,
         "overlap": run.overlap.mean,
-        "wait_fraction_of_comm": ratio(waits, comm) if run.skew.per_collective else None,
+        "wait_fraction_of_comm": ratio(waits, calls),
         "bandwidth_utilization": run.network.utilization,
         "mfu": run.utilization.mfu,
     }
 
 
+def _weight(verdict: str, found: dict[str, float | None]) -> float:
+    """A verdict's weight, to rank several: the figure that triggered it."""
+    if verdict == "communication-bound":
+        return found["exposed_comm_fraction"] or 0.0
+    if verdict == "input- or launch-bound":
+        busy = found["gpu_busy_fraction"]
+        return 0.0 if busy is None else 1.0 - busy
+    return found["compute_fraction"] or 0.0
+
+
+_BOUND: Final = ("communication-bound", "input- or launch-bound", "compute-bound")
+
+
 def diagnose(run: Sections) -> Diagnosis:
     found = figures(run)
+    gap = too_little(run)
     findings = [
-        *_communication(run, found),
-        *_idle(found),
-        *_compute(run, found),
+        *(_step_findings(run, found) if gap is None else ()),
+        *_silence(run),
         *_late_rank(run, found),
         *_stragglers(run),
     ]
     bound = sorted(
-        (f for f in findings if f.verdict in _WEIGHT),
-        key=lambda f: -(found[_WEIGHT[f.verdict]] or 0.0),
+        (f for f in findings if f.verdict in _BOUND), key=lambda f: -_weight(f.verdict, found)
     )
-    verdict = _balanced(found)
     if bound:
         verdict = bound[0].verdict + "".join(f"; also {f.verdict}" for f in bound[1:])
-    return Diagnosis(verdict=verdict, figures=found, findings=findings)
+    elif gap is not None:
+        verdict = f"too little to judge: {gap}"
+    elif not run.collectives.all_ranks:
+        verdict = "no communication in the traces (compute only); nothing past a threshold"
+    else:
+        verdict = "balanced"
+    return Diagnosis(
+        verdict=verdict,
+        figures=found,
+        findings=findings,
+        assumptions=assumptions(run, found),
+        left_out=left_out(run),
+    )
 
 
-def _balanced(found: dict[str, float | None]) -> str:
-    known = [found["exposed_comm_fraction"], found["compute_fraction"]]
-    if all(v is None for v in known) and found["gpu_idle_fraction"] is None:
-        return "n/a (no step times and no GPU activity to judge by)"
-    return "balanced"
+def _step_findings(run: Sections, found: dict[str, float | None]) -> Iterator[Finding]:
+    yield from _communication(run, found)
+    yield from _host(found)
+    yield from _compute(run, found)
+
+
+def too_little(run: Sections) -> str | None:
+    """Why the step time is too little to judge by, or None when it is enough."""
+    spans = [s.span_s for s in run.steps.values() if s.count]
+    if not spans:
+        return "no profiled step (ProfilerStep) in the traces; the verdicts weigh step time"
+    known = [span for span in spans if span is not None]
+    if not known:
+        return "the steps' spans were not kept (results stored by an older commscope)"
+    per_rank = math.fsum(known) / len(known)
+    if per_rank < MIN_STEP_S:
+        return (
+            f"{per_rank * 1e6:.3g} µs of profiled step time per rank, "
+            f"under the {MIN_STEP_S * 1e3:g} ms minimum"
+        )
+    return None
+
+
+def _silence(run: Sections) -> Iterator[Finding]:
+    if run.ranks and not run.collectives.all_ranks:
+        yield Finding(
+            verdict=NO_COMMUNICATION,
+            evidence=[
+                "no rank's trace holds a collective: overlap, exposed communication, network "
+                "load and the cross-rank sections do not apply"
+            ],
+        )
 
 
 def _pct(value: float | None) -> str:
@@ -103,15 +159,17 @@ def _communication(run: Sections, found: dict[str, float | None]) -> Iterator[Fi
     overlap = found["overlap"]
     if overlap is not None and overlap < LOW_OVERLAP:
         evidence.append(f"only {_pct(overlap)} of communication overlaps compute")
-        advice.append(
-            "overlap communication with compute: FSDP prefetching (forward/backward prefetch, "
-            "reshard_after_forward=False for the last blocks), DDP bucket_cap_mb so gradient "
-            "all-reduces start during backward"
-        )
+        compute = found["compute_fraction"]
+        if compute is not None and compute < exposed:
+            evidence.append(
+                f"compute is {_pct(compute)} of step time: even full overlap hides at most "
+                "that much of the exposed communication"
+            )
+        advice.append(_overlap_advice(run, evidence))
     waiting = found["wait_fraction_of_comm"]
-    if waiting is not None and waiting >= MOSTLY_WAITING:
+    if waiting is not None and waiting >= MOSTLY_WAITING and _enough_instances(run):
         evidence.append(
-            f"{_pct(waiting)} of communication time is waiting for late arrivers: "
+            f"{_pct(waiting)} of the matched collectives' time is waiting for late arrivers: "
             "the imbalance between ranks, not the network, comes first"
         )
         advice.append(
@@ -122,6 +180,37 @@ def _communication(run: Sections, found: dict[str, float | None]) -> Iterator[Fi
     yield Finding(verdict="communication-bound", evidence=evidence, suggestions=advice)
 
 
+def _overlap_advice(run: Sections, evidence: list[str]) -> str:
+    """FSDP prefetching; DDP's bucket_cap_mb only when a step's all-reduce traffic exceeds
+    DDP's first bucket (below it, every gradient travels in one bucket whatever the cap)."""
+    advice = (
+        "overlap communication with compute: FSDP prefetching (forward/backward prefetch, "
+        "reshard_after_forward=False for the last blocks)"
+    )
+    per_step = _allreduce_per_step(run)
+    if per_step is None:
+        if "AllReduce" in run.collectives.all_ranks:
+            evidence.append("all-reduce traffic per step unknown: no DDP bucket advice")
+        return advice
+    if per_step > DDP_FIRST_BUCKET:
+        return advice + ", DDP bucket_cap_mb so gradient all-reduces start during backward"
+    evidence.append(
+        f"all-reduce traffic is {per_step / 1e6:.3g} MB per step (mean over ranks), within "
+        "DDP's first bucket (1 MiB): bucket_cap_mb cannot split it, so no bucket advice"
+    )
+    return advice
+
+
+def _allreduce_per_step(run: Sections) -> float | None:
+    """AllReduce message bytes per profiled step, mean over ranks (None when unknown)."""
+    values = []
+    for rank, steps in run.steps.items():
+        stats = run.collectives.per_rank.get(rank, {}).get("AllReduce")
+        if stats is not None and stats.message_bytes is not None and steps.count:
+            values.append(stats.message_bytes / steps.count)
+    return mean(values)
+
+
 def _network_advice(
     run: Sections, found: dict[str, float | None], evidence: list[str]
 ) -> list[str]:
@@ -129,60 +218,102 @@ def _network_advice(
     top = next(iter(run.traffic.items()), None)
     if top and top[1].share is not None and top[1].share >= DOMINANT_TRAFFIC:
         evidence.append(f"{top[0]} carries {_pct(top[1].share)} of the traffic")
-    used = _wait_free_utilization(run) or found["bandwidth_utilization"]
+    used, basis = _wait_free_utilization(run)
+    if used is None:
+        used = found["bandwidth_utilization"]
+        basis = "mean bus bandwidth over ranks, waiting included"
     if used is not None and used < LOW_UTILIZATION:
-        evidence.append(f"the network delivers {_pct(used)} of the link peak")
+        evidence.append(f"the network delivers {_pct(used)} of the link peak ({basis})")
         advice.append(
             "collectives run well below the link: check NCCL's topology and transport "
             "(NCCL_DEBUG=INFO), and message sizes against the α-β fit (small messages pay α)"
         )
     for group, kinds in run.alpha_beta.items():
         for kind, fit in kinds.items():
-            found_fit = _fit_evidence(group, kind, fit)
+            found_fit = _fit_evidence(group, kind, fit, run.throughput.iterations)
             if found_fit is not None:
                 evidence.append(found_fit[0])
                 advice.extend(found_fit[1:])
     return advice
 
 
-def _fit_evidence(group: str, kind: str, fit: AlphaBeta) -> tuple[str, ...] | None:
-    """(evidence, and the advice it supports): bucketing only when the fit is tight and a
-    good share of the instances sits below the knee α·β."""
+def _fit_evidence(group: str, kind: str, fit: AlphaBeta, steps: int) -> tuple[str, ...] | None:
+    """(evidence, and the advice it supports): bucketing only when it can help (see
+    `_no_bucketing`)."""
     if fit.alpha_s is None or fit.beta_Bps is None:
         return None
-    knee = f"{fit.alpha_s * fit.beta_Bps / 1e6:.3g} MB"
+    knee = fit.alpha_s * fit.beta_Bps
     line = (
         f"{kind} on group {group}: α = {fit.alpha_s * 1e6:.3g} µs, "
-        f"β = {fit.beta_Bps / 1e9:.3g} GB/s: messages below {knee} are latency-bound"
+        f"β = {fit.beta_Bps / 1e9:.3g} GB/s: messages below {_mb(knee)} are latency-bound"
     )
     if fit.latency_bound is not None:
         line += f" ({_pct(fit.latency_bound)} of its instances)"
-    if fit.r2 is None or fit.r2 < MIN_FIT_R2:
-        r2 = "n/a" if fit.r2 is None else f"{fit.r2:.2f}"
-        return (f"{line}; a loose fit (R² {r2}), so no advice from it",)
-    if fit.latency_bound is None or fit.latency_bound < LATENCY_BOUND:
-        return (line,)
+    why_not = _no_bucketing(fit, knee, steps)
+    if why_not is not None:
+        return (f"{line}; {why_not}",)
     advice = (
-        f"bucket {kind} messages above {knee} (group {group}) so that bandwidth, not "
+        f"bucket {kind} messages above {_mb(knee)} (group {group}) so that bandwidth, not "
         "latency, dominates"
     )
     return line, advice
 
 
-def _wait_free_utilization(run: Sections) -> float | None:
-    """β / peak of the fit with the most instances: bandwidth without the waiting."""
-    fits = [f for kinds in run.alpha_beta.values() for f in kinds.values() if f.peak_ratio]
-    best = max(fits, key=lambda f: f.instances, default=None)
-    return best.peak_ratio if best else None
+def _no_bucketing(fit: AlphaBeta, knee: float, steps: int) -> str | None:
+    """Why bucketing cannot help, or None: it helps only when the fit is tight, a real share
+    of the instances sits below the knee α·β, and a step's traffic of this collective on this
+    group exceeds the knee (below it, even one bucket per step stays latency-bound)."""
+    if fit.r2 is None or fit.r2 < MIN_FIT_R2:
+        r2 = "n/a" if fit.r2 is None else f"{fit.r2:.2f}"
+        return f"a loose fit (R² {r2}), so no advice from it"
+    if fit.latency_bound is None or fit.latency_bound < LATENCY_BOUND:
+        return f"under {LATENCY_BOUND:.0%} of its instances below the knee: no bucketing advice"
+    if fit.bus_bytes is None or not steps:
+        return "its traffic per profiled step is unknown, so no bucketing advice"
+    per_step = fit.bus_bytes / steps
+    if per_step <= knee:
+        return (
+            f"its traffic is {_mb(per_step)} per step, below the knee: bucketing cannot lift "
+            "messages above it"
+        )
+    return None
 
 
-def _idle(found: dict[str, float | None]) -> Iterator[Finding]:
-    idle = found["gpu_idle_fraction"]
-    if idle is None or idle < IDLE_BOUND:
+def _mb(value: float) -> str:
+    return f"{value / 1e6:.3g} MB"
+
+
+def _wait_free_utilization(run: Sections) -> tuple[float | None, str]:
+    """β / peak of the tight fit (R² ≥ MIN_FIT_R2) with the most instances, and which: the
+    bandwidth without the waiting. A loose fit is never quoted."""
+    fits = [
+        (fit.instances, group, kind, fit)
+        for group, kinds in run.alpha_beta.items()
+        for kind, fit in kinds.items()
+        if fit.peak_ratio is not None and fit.r2 is not None and fit.r2 >= MIN_FIT_R2
+    ]
+    if not fits:
+        return None, ""
+    _, group, kind, fit = max(fits, key=lambda item: item[0])
+    return fit.peak_ratio, f"β of the {kind} fit on group {group}, R² {fit.r2:.2f}: no waiting"
+
+
+def _host(found: dict[str, float | None]) -> Iterator[Finding]:
+    busy = found["gpu_busy_fraction"]
+    if busy is None or 1.0 - busy < HOST_BOUND:
         return
+    evidence = [
+        f"the GPU is busy {_pct(busy)} of step time: idle {_pct(1.0 - busy)} of the profiled "
+        "steps (mean over ranks)"
+    ]
+    span = found["gpu_idle_fraction"]
+    if span is not None:
+        evidence.append(
+            f"between its first and last activity it sits idle {_pct(span)} of the time"
+        )
     yield Finding(
         verdict="input- or launch-bound",
-        evidence=[f"the GPU sits idle {_pct(idle)} of the span it is active (mean over ranks)"],
+        evidence=evidence,
         suggestions=[
             "the host does not keep the GPU fed: more DataLoader workers with pin_memory, "
             "prefetching; fewer, larger kernels (torch.compile, CUDA graphs) if the gaps "
@@ -193,7 +324,8 @@ def _idle(found: dict[str, float | None]) -> Iterator[Finding]:
 
 def _compute(run: Sections, found: dict[str, float | None]) -> Iterator[Finding]:
     compute, exposed = found["compute_fraction"], found["exposed_comm_fraction"]
-    idle = found["gpu_idle_fraction"]
+    busy = found["gpu_busy_fraction"]
+    idle = None if busy is None else 1.0 - busy
     if (
         compute is None
         or compute < COMPUTE_BOUND
@@ -206,10 +338,9 @@ def _compute(run: Sections, found: dict[str, float | None]) -> Iterator[Finding]
     advice = []
     share = run.kernels.share
     if share:
-        busy = sum(share.get(c, 0.0) for c in KERNEL_CATEGORIES)
-        light = (
-            (share.get("elementwise", 0.0) + share.get("reduction", 0.0)) / busy if busy else 0.0
-        )
+        busy_share = sum(share.get(c, 0.0) for c in KERNEL_CATEGORIES)
+        light = share.get("elementwise", 0.0) + share.get("reduction", 0.0)
+        light = light / busy_share if busy_share else 0.0
         evidence.append(f"elementwise and reduction kernels take {_pct(light)} of compute time")
         if light >= NON_GEMM:
             advice.append("fuse elementwise and normalization kernels (torch.compile)")
@@ -218,12 +349,16 @@ def _compute(run: Sections, found: dict[str, float | None]) -> Iterator[Finding]
     yield Finding(verdict="compute-bound", evidence=evidence, suggestions=advice)
 
 
+def _enough_instances(run: Sections) -> bool:
+    return sum(s.instances for s in run.skew.per_collective.values()) >= MIN_INSTANCES
+
+
 def _late_rank(run: Sections, found: dict[str, float | None]) -> Iterator[Finding]:
     waiting = found["wait_fraction_of_comm"]
-    if waiting is None or waiting < WAIT_SHARE:
+    if waiting is None or waiting < WAIT_SHARE or not _enough_instances(run):
         return
-    evidence = [f"{_pct(waiting)} of communication time is ranks waiting for late arrivers",
-                run.skew.evidence]  # fmt: skip
+    evidence = [f"{_pct(waiting)} of the matched collectives' time is ranks waiting for "
+                "late arrivers", run.skew.evidence]  # fmt: skip
     advice = []
     if run.skew.slowest_rank is not None:
         advice.append(
@@ -241,3 +376,45 @@ def _stragglers(run: Sections) -> Iterator[Finding]:
             evidence=[run.stragglers.evidence],
             suggestions=[f"compare rank(s) {ranks} with the others: host load, GPU clocks, input"],
         )
+
+
+def assumptions(run: Sections, found: dict[str, float | None]) -> list[str]:
+    """What the verdict and figures rest on that the traces themselves do not show."""
+    said = []
+    if any(o.source.startswith("cpu") for o in run.overlap.per_rank.values()):
+        said.append(
+            "CPU-only ranks: compute is the training thread's cpu_op time outside collective "
+            "calls, communication the gloo spans (the contract's CPU definition)"
+        )
+    if found["wait_fraction_of_comm"] is not None:
+        said.append(
+            "waiting is measured on clocks aligned by assuming that a collective ends together "
+            "on all its members"
+        )
+    if found["bandwidth_utilization"] is not None:
+        said.append(f"link peak: {run.network.peak_source}")
+    u = run.utilization
+    if found["mfu"] is not None:
+        said.append(f"GPU peak FLOP/s: {u.peak_source}; FLOPs per token: {u.flops_source}")
+    if u.hfu is not None and u.hfu_reason and "assum" in u.hfu_reason:
+        said.append(f"HFU: {u.hfu_reason}")
+    return said
+
+
+def left_out(run: Sections) -> list[str]:
+    """What the step figures leave out: time outside the profiled steps, ranks without one."""
+    lines = []
+    comm_out = math.fsum(s.comm_outside_s or 0.0 for s in run.steps.values())
+    compute_out = math.fsum(s.compute_outside_s or 0.0 for s in run.steps.values())
+    if comm_out > 0 or compute_out > 0:
+        comm = math.fsum(o.comm_time_s for o in run.overlap.per_rank.values())
+        compute = math.fsum(o.compute_time_s for o in run.overlap.per_rank.values())
+        lines.append(
+            f"outside the profiled steps (summed over ranks): {comm_out * 1e3:.3g} ms of "
+            f"communication ({_pct(ratio(comm_out, comm))} of it) and {compute_out * 1e3:.3g} "
+            f"ms of compute ({_pct(ratio(compute_out, compute))} of it)"
+        )
+    bare = [rank for rank, steps in run.steps.items() if not steps.count]
+    if bare and len(bare) < len(run.steps):
+        lines.append(f"ranks without a profiled step: {', '.join(bare)}")
+    return lines

@@ -179,7 +179,10 @@ def hfu_factor(mode: str | None, selective_option: str | None) -> tuple[float | 
     """
     if mode is None:
         factor, why = hfu_factor(DEFAULT_AC_MODE, selective_option)
-        return factor, f"no [activation_checkpoint] mode, TorchTitan's default: {why}"
+        return factor, (
+            f"assumed: the config gives no [activation_checkpoint] mode, so TorchTitan's "
+            f"default: {why}"
+        )
     kind = mode.strip().lower()
     if kind == "none":
         return 1.0, "no activation checkpointing: nothing recomputed"

@@ -231,12 +231,26 @@ def _throughput_gap(iteration: float | None, context: Context) -> str | None:
 
 
 def rank_steps(result: RankResult) -> RankSteps:
+    """Step times; time within S (the union of the profiled steps' spans) and outside it."""
     durations = [d * NS for d in result.steps.values()]
-    return RankSteps(
+    found = RankSteps(
         count=len(durations),
         mean_s=mean(durations),
         min_s=min(durations) if durations else None,
         max_s=max(durations) if durations else None,
+    )
+    clip = result.in_steps
+    if clip is None:
+        return found
+    return msgspec.structs.replace(
+        found,
+        span_s=clip.span_ns * NS,
+        comm_s=clip.comm_ns * NS,
+        exposed_comm_s=(clip.comm_ns - clip.overlap_ns) * NS,
+        compute_s=clip.compute_ns * NS,
+        gpu_busy_s=clip.gpu_busy_ns * NS if result.gpu_span_ns else None,
+        comm_outside_s=(result.comm_ns - clip.comm_ns) * NS,
+        compute_outside_s=(result.compute_ns - clip.compute_ns) * NS,
     )
 
 

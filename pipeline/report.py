@@ -23,7 +23,7 @@ from commscope.collector.schema import (
     TraceMeta,
     Window,
 )
-from commscope.pipeline import crossrank, skew
+from commscope.pipeline import crossrank, health, skew
 from commscope.pipeline.accumulate import merge_results
 from commscope.pipeline.config import JobConfig, global_batch, resolve
 from commscope.pipeline.crossrank import CrossRank
@@ -148,6 +148,7 @@ def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
 def _window(name: str, items: dict[int, ParsedFile], context: Context, cross: CrossRank) -> Window:
     results = {rank: item.result for rank, item in items.items()}
     found = _with_cross(sections(results, context), cross, context)
+    found.health = health.check(items.values(), found)
     return Window(name=name, **asdict(found))
 
 
@@ -185,6 +186,7 @@ def build_report(
             per_rank.setdefault(rank, []).append(item.result)
     merged = sections({rank: merge_results(rs) for rank, rs in per_rank.items()}, context)
     run = _with_cross(merged, crossrank.pooled(crosses) if crosses else None, context)
+    run.health = health.check(placed.values(), run)
     return Report(
         world_size=world,
         config=run_config,
@@ -229,7 +231,7 @@ def _context(
     peak, peak_source = peak_bandwidth(run_config.gpu_name, options.peak_override_Bps)
     fpt, fpt_source = _flops(config, options)
     flops_peak, flops_peak_source = peak_flops(run_config.gpu_name, options.peak_flops_override)
-    factor, factor_reason = hfu_factor(config.activation_checkpoint, config.selective_ac_option)
+    factor, factor_reason = _hfu(config, options)
     return Context(
         world_size=world,
         peak_Bps=peak,
@@ -244,6 +246,15 @@ def _context(
         hfu_factor=factor,
         hfu_reason=factor_reason,
     )
+
+
+def _hfu(config: JobConfig, options: Options) -> tuple[float | None, str]:
+    """The recomputation factor from the config's [activation_checkpoint]; without any config
+    (file or checkpoint settings) it is unknown, never TorchTitan's default taken on trust."""
+    given = config.activation_checkpoint is not None or config.selective_ac_option is not None
+    if options.config_path is None and not given:
+        return None, "activation checkpointing unknown without a config (give --config)"
+    return hfu_factor(config.activation_checkpoint, config.selective_ac_option)
 
 
 def _flops(config: JobConfig, options: Options) -> tuple[float | None, str]:

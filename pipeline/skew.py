@@ -4,13 +4,14 @@ For each matched instance, on clocks aligned by `clocks`: skew = latest start - 
 start; the last arriver is the member with the latest start (none when all start together);
 each other member waited (last start - its start) for it. Per rank: how often it arrived last
 against how often it would by chance (1/members per instance), the wait it caused and the wait
-it suffered. The slowest rank is named only when the evidence is clear: it caused at least
-half of all waiting, arrived last at least `MIN_LAST` times, and collecting that much of the
-waiting by chance (each instance's last arriver drawn at random among its members, the
-instance's wait going to it) or arriving last that often by chance has probability at most
-`CLEAR_P`, Bonferroni-corrected over the two tests and the ranks. Step-time stragglers: z
-over ranks of each rank's mean step time, flagged by the robust (median/MAD) z ≥ 3.5 and at
-least 5% above the median.
+it suffered. A wait counted within the call (`wait_in_call_s`) is at most the member's own
+call duration, so its share of the members' call time can never exceed 1. The slowest rank
+is named only when the evidence is clear: it caused at least half of all waiting, arrived
+last at least `MIN_LAST` times, and collecting that much of the waiting by chance (each
+instance's last arriver drawn at random among its members, the instance's wait going to it)
+or arriving last that often by chance has probability at most `CLEAR_P`, Bonferroni-corrected
+over the two tests and the ranks. Step-time stragglers: z over ranks of each rank's mean step
+time, flagged by the robust (median/MAD) z ≥ 3.5 and at least 5% above the median.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ class Arrival:
     fastest_ns: int  # the shortest member duration: the one that did not wait
     message_bytes: int | None
     group_size: int | None
+    in_call_ns: float = 0.0  # Σ over members of min(wait, own duration)
+    call_ns: float = 0.0  # Σ over members of their durations
 
 
 def arrival(instance: Instance, offsets: Mapping[int, float]) -> Arrival:
@@ -56,6 +59,7 @@ def arrival(instance: Instance, offsets: Mapping[int, float]) -> Arrival:
     latest = max(starts.values())
     at_latest = [r for r, s in starts.items() if s == latest]
     skew = latest - min(starts.values())
+    durations = instance.durations
     return Arrival(
         group=instance.group,
         collective=instance.collective,
@@ -65,6 +69,8 @@ def arrival(instance: Instance, offsets: Mapping[int, float]) -> Arrival:
         fastest_ns=min(instance.durations.values()),
         message_bytes=instance.message_bytes,
         group_size=instance.group_size,
+        in_call_ns=math.fsum(min(latest - s, durations[r]) for r, s in starts.items()),
+        call_ns=math.fsum(durations.values()),
     )
 
 
@@ -77,6 +83,8 @@ class Tally:
     per_rank: dict[int, RankArrival] = field(default_factory=dict)
     skews: dict[str, list[float]] = field(default_factory=dict)
     waits: dict[str, float] = field(default_factory=dict)
+    in_call: dict[str, float] = field(default_factory=dict)  # Σ waits within the calls
+    call: dict[str, float] = field(default_factory=dict)  # Σ member call durations
     draws: list[tuple[float, frozenset[int], int]] = field(default_factory=list)
 
 
@@ -87,6 +95,8 @@ def tally(arrivals: Sequence[Arrival]) -> Tally:
         total = math.fsum(item.waits.values())
         found.skews.setdefault(item.collective, []).append(item.skew_ns)
         found.waits[item.collective] = found.waits.get(item.collective, 0.0) + total
+        found.in_call[item.collective] = found.in_call.get(item.collective, 0.0) + item.in_call_ns
+        found.call[item.collective] = found.call.get(item.collective, 0.0) + item.call_ns
         for rank, wait in item.waits.items():
             entry = found.per_rank.setdefault(rank, RankArrival())
             entry.instances += 1
@@ -116,6 +126,8 @@ def pool(parts: Sequence[Tally]) -> Tally:
         for kind, skews in part.skews.items():
             found.skews.setdefault(kind, []).extend(skews)
             found.waits[kind] = found.waits.get(kind, 0.0) + part.waits[kind]
+            found.in_call[kind] = found.in_call.get(kind, 0.0) + part.in_call.get(kind, 0.0)
+            found.call[kind] = found.call.get(kind, 0.0) + part.call.get(kind, 0.0)
         found.draws.extend(part.draws)
     return found
 
@@ -138,6 +150,8 @@ def section(found: Tally) -> Skew:
                 instances=len(skews),
                 skew_s=summarize([x * NS for x in skews]),
                 wait_s=found.waits[kind] * NS,
+                wait_in_call_s=found.in_call.get(kind, 0.0) * NS,
+                call_time_s=found.call.get(kind, 0.0) * NS,
             )
             for kind, skews in sorted(found.skews.items())
         },

@@ -80,7 +80,8 @@ def test_run_folder_reports_every_window_and_the_whole_run(run_dir: Path, tmp_pa
         "5. EXPOSED COMMUNICATION",
         "8. DIAGNOSIS",
         "11. COLLECTIVES MATCHED ACROSS RANKS, CLOCK OFFSETS",
-        "14. INPUTS",
+        "14. TRACE HEALTH",
+        "15. INPUTS",
     ):
         assert heading in text
     assert "Average Overlap: 66.67%" in text

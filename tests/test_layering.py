@@ -22,6 +22,7 @@ PURE = [
     "pipeline/crossrank.py",
     "pipeline/diagnosis.py",
     "pipeline/flops.py",
+    "pipeline/health.py",
     "pipeline/matching.py",
     "pipeline/significance.py",
     "pipeline/skew.py",

@@ -27,6 +27,7 @@ from commscope.pipeline.report import Options, ParsedFile, build_report
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 US = 1000
+ARG = "Group size arg"  # where the group sizes below come from
 
 
 def events(rank: int, window: int) -> list[Event]:
@@ -38,10 +39,10 @@ def events(rank: int, window: int) -> list[Event]:
         GpuOp("compute", 600 * US, (300 + shift) * US, "attention"),
         GpuOp("compute", 1000 * US, 100 * US, "elementwise"),
         GpuOp("memcpy", 0, 20 * US),
-        CommOp("AllGather", 100 * US, 200 * US, 64 * 2**20, 8, True, "0", 2 * window),
-        CommOp("ReduceScatter", (700 + shift) * US, 500 * US, 128 * 2**20, 8, True, "0", seq),
-        CommOp("AllReduce", (1500 + 3 * shift) * US, 50 * US, 4096, 8, True, "1", window),
-        CommOp("SendRecv", 1800 * US, 30 * US, None, 2, True, "2"),
+        CommOp("AllGather", 100 * US, 200 * US, 64 * 2**20, 8, True, "0", 2 * window, ARG),
+        CommOp("ReduceScatter", (700 + shift) * US, 500 * US, 128 * 2**20, 8, True, "0", seq, ARG),
+        CommOp("AllReduce", (1500 + 3 * shift) * US, 50 * US, 4096, 8, True, "1", window, ARG),
+        CommOp("SendRecv", 1800 * US, 30 * US, None, 2, True, "2", None, ARG),
         MemoryPeak(0, (30 + rank) * 2**30, 40 * 2**30),
     ]
 

@@ -44,7 +44,7 @@ def report() -> Report:
         for rank, result in results(per_rank).items()
     ]
     config = JobConfig(model="llama3", flavor="8B", local_batch_size=1, seq_len=4096)
-    return build_report(["w"], files, [], Options(config=config))
+    return build_report(["w"], files, [], Options(config=config, config_path="llama3_8b.toml"))
 
 
 class _Fixed(Collector):

@@ -8,8 +8,8 @@ import math
 import pytest
 from commscope.collector.schema import CommOp, RankResult
 from commscope.pipeline import crossrank
-from commscope.pipeline.matching import match
-from commscope.pipeline.skew import Arrival, skew, stragglers, wait_tail
+from commscope.pipeline.matching import Instance, match
+from commscope.pipeline.skew import Arrival, arrival, skew, stragglers, wait_tail
 from commscope.pipeline.skew import section as skew_section
 from crossrank_builder import Scenario, calls, results
 from hypothesis import given, settings
@@ -304,3 +304,14 @@ def test_wait_tail_of_equal_waits_is_the_binomial_tail() -> None:
 def test_results_carry_the_calls_in_start_order() -> None:
     result: RankResult = results({0: [op("AllReduce", 50, 1), op("Broadcast", 10, 1)]})[0]
     assert [c.collective for c in result.calls] == ["Broadcast", "AllReduce"]
+
+
+def test_a_wait_counts_within_the_call_at_most_the_calls_own_duration() -> None:
+    # rank 0 starts 500 ns before rank 1 but its call lasts 100 ns (clocks off, or a call that
+    # returned early): it waited 500, of which 100 within its call; call time 100 + 100
+    instance = Instance("0", 0, "AllReduce", 4096, 2, starts={0: 0, 1: 500},
+                        durations={0: 100, 1: 100})  # fmt: skip
+    found = skew([arrival(instance, {})]).per_collective["AllReduce"]
+    assert (found.wait_s, found.wait_in_call_s, found.call_time_s) == pytest.approx(
+        (500e-9, 100e-9, 200e-9), abs=1e-18
+    )

@@ -2,33 +2,62 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from commscope.collector.schema import (
     AlphaBeta,
+    Collectives,
     CollectiveSkew,
+    CollectiveStats,
+    CommOp,
+    Event,
+    FileStats,
+    Finding,
+    GpuOp,
     Kernels,
+    Network,
     Overlap,
     RankOverlap,
     RankSteps,
+    Report,
     Sections,
     Skew,
+    Step,
     Summary,
+    Throughput,
+    TraceMeta,
 )
+from commscope.pipeline.accumulate import Accumulator
+from commscope.pipeline.config import parse_config
 from commscope.pipeline.diagnosis import diagnose
+from commscope.pipeline.report import Options, ParsedFile, build_report
+from commscope.pipeline.run import analyse
 
 
-def run(*, comm: float, exposed: float, compute: float, idle: float | None = None,
-        step_total: float = 1.0, shares: dict[str, float] | None = None) -> Sections:  # fmt: skip
-    """One rank, two steps taking `step_total` seconds in all; times in seconds."""
+def run(*, comm: float, exposed: float, compute: float, busy: float | None = 0.95,
+        idle: float | None = None, step_total: float = 1.0,
+        shares: dict[str, float] | None = None) -> Sections:  # fmt: skip
+    """One rank, two steps taking `step_total` seconds in all, one kind of collective; times in
+    seconds, all within the steps (`busy`: GPU busy time within them; `idle`: the GPU's idle
+    share of its active span)."""
     overlap = RankOverlap(ratio=(comm - exposed) / comm if comm else None, comm_time_s=comm,
                           overlapped_time_s=comm - exposed, exposed_comm_time_s=exposed,
                           compute_time_s=compute, source="gpu kernels")  # fmt: skip
-    steps = RankSteps(count=2, mean_s=step_total / 2, min_s=None, max_s=None)
+    steps = RankSteps(count=2, mean_s=step_total / 2, min_s=None, max_s=None,
+                      span_s=step_total, comm_s=comm, exposed_comm_s=exposed, compute_s=compute,
+                      gpu_busy_s=busy, comm_outside_s=0.0, compute_outside_s=0.0)  # fmt: skip
+    stats = CollectiveStats(count=4, sized_count=4, message_bytes=4 * 2**20, bus_bytes=None,
+                            time_s=comm, algbw_Bps=Summary(), busbw_Bps=Summary())  # fmt: skip
     return Sections(
         ranks=[0],
         overlap=Overlap(mean=overlap.ratio, per_rank={"0": overlap}),
         steps={"0": steps},
         kernels=Kernels(idle_ratio_mean=idle, share=shares or {}),
+        collectives=Collectives(
+            per_rank={"0": {"AllReduce": stats}}, all_ranks={"AllReduce": stats}
+        ),
+        throughput=Throughput(iterations=2),
     )
 
 
@@ -59,31 +88,59 @@ def test_a_busy_gpu_with_little_exposed_comm_is_compute_bound() -> None:
     assert finding.suggestions == ["fuse elementwise and normalization kernels (torch.compile)"]
 
 
-def test_an_idle_gpu_is_input_or_launch_bound() -> None:
-    found = diagnose(run(comm=0.1, exposed=0.05, compute=0.4, idle=0.35))
+def test_a_gpu_idle_within_the_steps_is_input_or_launch_bound() -> None:
+    found = diagnose(run(comm=0.1, exposed=0.05, compute=0.4, busy=0.65, idle=0.05))
     assert found.verdict == "input- or launch-bound"
     assert found.findings[0].evidence == [
-        "the GPU sits idle 35.0% of the span it is active (mean over ranks)"
+        "the GPU is busy 65.0% of step time: idle 35.0% of the profiled steps (mean over ranks)",
+        "between its first and last activity it sits idle 5.0% of the time",
     ]
 
 
 def test_several_verdicts_are_ranked_by_their_figure() -> None:
-    found = diagnose(run(comm=0.5, exposed=0.3, compute=0.3, idle=0.6))
+    # idle within the steps 1 - 0.4 = 0.6 outweighs exposed communication 0.3
+    found = diagnose(run(comm=0.5, exposed=0.3, compute=0.3, busy=0.4))
     assert found.verdict == "input- or launch-bound; also communication-bound"
 
 
-def test_without_steps_or_gpu_there_is_nothing_to_judge() -> None:
-    sections = Sections(ranks=[0])
-    assert diagnose(sections).verdict.startswith("n/a")
+def test_without_steps_there_is_too_little_to_judge() -> None:
+    sections = Sections(ranks=[0], steps={"0": RankSteps(count=0, mean_s=None, min_s=None,
+                                                         max_s=None, span_s=0.0)})  # fmt: skip
+    assert diagnose(sections).verdict == (
+        "too little to judge: no profiled step (ProfilerStep) in the traces; "
+        "the verdicts weigh step time"
+    )
+
+
+def test_under_a_millisecond_of_step_time_is_too_little_to_judge() -> None:
+    # everything past its threshold, but 0.8 ms of profiled step time: no verdict from it
+    found = diagnose(run(comm=0.0008, exposed=0.0007, compute=0.0001, busy=0.0002,
+                         step_total=0.0008))  # fmt: skip
+    assert found.verdict == (
+        "too little to judge: 800 µs of profiled step time per rank, under the 1 ms minimum"
+    )
+    assert found.findings == []
+    assert found.figures["exposed_comm_fraction"] == pytest.approx(0.875)  # still shown
+
+
+def test_without_communication_there_is_no_balance_to_speak_of() -> None:
+    sections = run(comm=0.0, exposed=0.0, compute=0.6, busy=0.9)
+    sections.collectives = Collectives()
+    found = diagnose(sections)
+    assert (
+        found.verdict == "no communication in the traces (compute only); nothing past a threshold"
+    )
+    assert [f.verdict for f in found.findings] == ["no communication"]
 
 
 def test_late_arrivals_name_the_rank_only_when_the_skew_named_it() -> None:
-    sections = run(comm=0.5, exposed=0.3, compute=0.3, idle=0.05)
-    waits = {"AllReduce": CollectiveSkew(instances=8, skew_s=Summary(), wait_s=0.4)}
+    sections = run(comm=0.5, exposed=0.3, compute=0.3)
+    waits = {"AllReduce": CollectiveSkew(instances=8, skew_s=Summary(), wait_s=0.4,
+                                         wait_in_call_s=0.4, call_time_s=0.5)}  # fmt: skip
     sections.skew = Skew(per_collective=waits, slowest_rank=3, evidence="why")
     (late,) = [f for f in diagnose(sections).findings if f.verdict == "late arrivals"]
     assert late.evidence == [
-        "80.0% of communication time is ranks waiting for late arrivers",
+        "80.0% of the matched collectives' time is ranks waiting for late arrivers",
         "why",
     ]
     assert late.suggestions[0].startswith("look at rank 3: ")
@@ -92,42 +149,166 @@ def test_late_arrivals_name_the_rank_only_when_the_skew_named_it() -> None:
     assert late.suggestions == []
 
 
-def test_the_alpha_beta_fit_gives_the_latency_bound_size() -> None:
-    sections = run(comm=0.5, exposed=0.45, compute=0.3)
-    fit = AlphaBeta(instances=10, sizes=5, alpha_s=20e-6, beta_Bps=50e9, r2=0.97,
-                    peak_ratio=0.2, latency_bound=0.4)  # fmt: skip
-    sections.alpha_beta = {"0": {"AllReduce": fit}}
+def test_two_matched_collectives_are_too_few_to_judge_late_arrivals_by() -> None:
+    sections = run(comm=0.5, exposed=0.3, compute=0.3)
+    waits = {"AllReduce": CollectiveSkew(instances=2, skew_s=Summary(), wait_s=0.4,
+                                         wait_in_call_s=0.4, call_time_s=0.5)}  # fmt: skip
+    sections.skew = Skew(per_collective=waits, slowest_rank=None, evidence="why")
+    assert "late arrivals" not in [f.verdict for f in diagnose(sections).findings]
+
+
+def fitted(sections: Sections, **fit: object) -> Finding:
+    """The communication-bound finding with one AllReduce fit on group 0 (α·β = 20 µs x
+    50 GB/s = 1 MB) of `fit`'s R², share below the knee, bus bytes and peak ratio."""
+    values: dict[str, object] = {"instances": 10, "sizes": 5, "alpha_s": 20e-6,
+                                 "beta_Bps": 50e9, **fit}  # fmt: skip
+    sections.alpha_beta = {"0": {"AllReduce": AlphaBeta(**values)}}  # type: ignore[arg-type]
     (finding,) = diagnose(sections).findings
-    # α·β = 20 µs x 50 GB/s = 1 MB
+    return finding
+
+
+KNEE_LINE = "AllReduce on group 0: α = 20 µs, β = 50 GB/s: messages below 1 MB are latency-bound"
+
+
+def test_a_tight_fit_with_traffic_above_the_knee_advises_bucketing() -> None:
+    # 10 MB of AllReduce bus bytes over 2 steps: 5 MB per step, above the 1 MB knee
+    finding = fitted(run(comm=0.5, exposed=0.45, compute=0.3), r2=0.97, latency_bound=0.4,
+                     bus_bytes=10e6, peak_ratio=0.2)  # fmt: skip
+    assert f"{KNEE_LINE} (40.0% of its instances)" in finding.evidence
     assert (
-        "AllReduce on group 0: α = 20 µs, β = 50 GB/s: messages below 1 MB are latency-bound"
-        " (40.0% of its instances)"
+        "the network delivers 20.0% of the link peak "
+        "(β of the AllReduce fit on group 0, R² 0.97: no waiting)"
     ) in finding.evidence
-    assert "the network delivers 20.0% of the link peak" in finding.evidence
     assert finding.suggestions[-1] == (
         "bucket AllReduce messages above 1 MB (group 0) so that bandwidth, not latency, dominates"
     )
 
 
 @pytest.mark.parametrize(
-    ("r2", "below", "says"),
+    ("r2", "below", "bus_bytes", "says"),
     [
-        (0.5, 0.4, "; a loose fit (R² 0.50), so no advice from it"),
-        (None, 0.4, "; a loose fit (R² n/a), so no advice from it"),
-        (0.97, 0.1, ""),  # tight, but few instances below the knee
+        (0.5, 0.4, 10e6, "a loose fit (R² 0.50), so no advice from it"),
+        (None, 0.4, 10e6, "a loose fit (R² n/a), so no advice from it"),
+        (0.97, 0.1, 10e6, "under 25% of its instances below the knee: no bucketing advice"),
+        # the 6.8k-parameter job: 54.4 kB over 2 steps is 0.0272 MB per step, under the knee
+        (0.97, 0.4, 54_400, "its traffic is 0.0272 MB per step, below the knee: bucketing "
+                            "cannot lift messages above it"),
+        (0.97, 0.4, None, "its traffic per profiled step is unknown, so no bucketing advice"),
     ],
-)
-def test_no_bucketing_advice_from_a_loose_fit_or_few_small_messages(
-    r2: float | None, below: float, says: str
+)  # fmt: skip
+def test_no_bucketing_advice_unless_it_can_help(
+    r2: float | None, below: float, bus_bytes: float | None, says: str
 ) -> None:
-    sections = run(comm=0.5, exposed=0.45, compute=0.3)
-    fit = AlphaBeta(instances=10, sizes=5, alpha_s=20e-6, beta_Bps=50e9, r2=r2,
-                    latency_bound=below)  # fmt: skip
-    sections.alpha_beta = {"0": {"AllReduce": fit}}
-    (finding,) = diagnose(sections).findings
-    line = (
-        "AllReduce on group 0: α = 20 µs, β = 50 GB/s: messages below 1 MB are latency-bound"
-        f" ({below:.1%} of its instances){says}"
-    )
-    assert line in finding.evidence
+    finding = fitted(run(comm=0.5, exposed=0.45, compute=0.3), r2=r2, latency_bound=below,
+                     bus_bytes=bus_bytes)  # fmt: skip
+    assert f"{KNEE_LINE} ({below:.1%} of its instances); {says}" in finding.evidence
     assert not any(s.startswith("bucket") for s in finding.suggestions)
+
+
+def test_a_loose_fit_is_never_quoted_as_what_the_network_delivers() -> None:
+    # the DLRM AllToAll: R² 0.319, β/peak 14.22%; the mean bus bandwidth is 30% of the peak
+    sections = run(comm=0.5, exposed=0.45, compute=0.3)
+    sections.network = Network(utilization=0.3)
+    finding = fitted(sections, r2=0.319, latency_bound=1.0, bus_bytes=10e6, peak_ratio=0.1422)
+    assert (
+        "the network delivers 30.0% of the link peak "
+        "(mean bus bandwidth over ranks, waiting included)"
+    ) in finding.evidence
+    assert not any("14.2%" in line for line in finding.evidence)
+
+
+def test_no_ddp_bucket_advice_when_a_steps_all_reduce_fits_the_first_bucket() -> None:
+    # the sample's 6.8k-parameter job: 27.2 kB of AllReduce per step, under DDP's 1 MiB
+    sections = run(comm=0.5, exposed=0.45, compute=0.3)
+    stats = sections.collectives.per_rank["0"]["AllReduce"]
+    stats.message_bytes = 2 * 27_200  # over the 2 steps
+    (finding,) = diagnose(sections).findings
+    assert not any("bucket_cap_mb so" in s for s in finding.suggestions)
+    assert (
+        "all-reduce traffic is 0.0272 MB per step (mean over ranks), within DDP's first "
+        "bucket (1 MiB): bucket_cap_mb cannot split it, so no bucket advice"
+    ) in finding.evidence
+
+
+def test_no_ddp_bucket_advice_when_the_all_reduce_sizes_are_unknown() -> None:
+    sections = run(comm=0.5, exposed=0.45, compute=0.3)
+    sections.collectives.per_rank["0"]["AllReduce"].message_bytes = None
+    (finding,) = diagnose(sections).findings
+    assert not any("bucket_cap_mb so" in s for s in finding.suggestions)
+    assert "all-reduce traffic per step unknown: no DDP bucket advice" in finding.evidence
+
+
+def test_ddp_bucket_advice_when_a_steps_all_reduce_exceeds_the_first_bucket() -> None:
+    # run(): 4 MiB of AllReduce over 2 steps, 2 MiB per step
+    (finding,) = diagnose(run(comm=0.5, exposed=0.45, compute=0.3)).findings
+    assert finding.suggestions[0].endswith(
+        "DDP bucket_cap_mb so gradient all-reduces start during backward"
+    )
+
+
+def test_full_overlap_could_hide_no_more_than_the_compute() -> None:
+    (finding,) = diagnose(run(comm=0.7, exposed=0.66, compute=0.12)).findings
+    assert (
+        "compute is 12.0% of step time: even full overlap hides at most that much of the "
+        "exposed communication"
+    ) in finding.evidence
+
+
+# ---------------------------------------------------------------- from hand-made events
+
+MS = 1_000_000  # ns
+US = 1000
+
+
+def report_of(events: list[Event]) -> Report:
+    accumulator = Accumulator()
+    accumulator.add_all(events)
+    meta = TraceMeta(rank=0, world_size=1, gpu_name="NVIDIA H100 80GB HBM3")
+    parsed = ParsedFile("w", "w/rank0.json", 0, meta, accumulator.result(), FileStats())
+    return build_report(["w"], [parsed], [], Options())
+
+
+def test_a_gpu_busy_a_sliver_of_the_step_is_input_bound_not_balanced() -> None:
+    # one 100 ms step; the GPU runs 20 µs of compute then 10 µs of communication, back to
+    # back: idle 0% of its active span (which gave "balanced"), busy 30 µs = 0.03% of the step
+    report = report_of([
+        Step(1, 0, 100 * MS, 1),
+        GpuOp("compute", 50 * MS, 20 * US, "gemm"),
+        CommOp("AllReduce", 50 * MS + 20 * US, 10 * US, 4096, 2, True),
+    ])  # fmt: skip
+    d = report.diagnosis
+    assert d.figures["gpu_idle_fraction"] == 0.0
+    assert d.figures["gpu_busy_fraction"] == pytest.approx(0.0003)
+    assert d.verdict == "input- or launch-bound"
+    assert d.findings[0].evidence[0] == (
+        "the GPU is busy 0.0% of step time: idle 100.0% of the profiled steps (mean over ranks)"
+    )
+
+
+def test_a_trace_without_collectives_is_never_called_balanced() -> None:
+    # a 10 ms step: 7 ms of compute and 2 ms of memcpy (busy 90%, compute 70%), no collective
+    report = report_of([
+        Step(1, 0, 10 * MS, 1),
+        GpuOp("compute", 0, 7 * MS, "gemm"),
+        GpuOp("memcpy", 7 * MS, 2 * MS),
+    ])  # fmt: skip
+    assert report.diagnosis.verdict == (
+        "no communication in the traces (compute only); nothing past a threshold"
+    )
+    assert [f.verdict for f in report.diagnosis.findings] == ["no communication"]
+
+
+def test_a_trace_without_steps_is_too_little_to_judge() -> None:
+    report = report_of([GpuOp("compute", 0, 7 * MS, "gemm"),
+                        CommOp("AllReduce", 7 * MS, 5 * MS, 4096, 2, True)])  # fmt: skip
+    assert report.diagnosis.verdict.startswith("too little to judge: no profiled step")
+    assert report.diagnosis.figures["exposed_comm_fraction"] is None
+
+
+def test_the_bundled_6_8k_parameter_cpu_job_gets_no_bucket_advice() -> None:
+    # samples/gloo_ddp_2rank: 2 ranks of DDP over gloo, ~27 kB of all-reduce per step
+    root = Path(__file__).resolve().parents[2] / "samples"
+    config = parse_config((root / "mlp_ddp.toml").read_text(), "mlp_ddp.toml")
+    report = analyse(root / "gloo_ddp_2rank", Options(config=config, config_path="mlp_ddp.toml"))
+    advice = [s for f in report.diagnosis.findings for s in f.suggestions]
+    assert advice and not any("bucket" in s for s in advice)

@@ -346,8 +346,8 @@ def test_hfu_factor_without_the_section_is_torchtitans_default_selective_2() -> 
     # TorchTitan's ActivationCheckpoint defaults: mode "selective", selective_ac_option "2"
     assert hfu_factor(None, None) == (
         7 / 6,
-        "no [activation_checkpoint] mode, TorchTitan's default: selective activation"
-        " checkpointing (default) of one layer in 2: 1 + (1/2)·(1/3)",
+        "assumed: the config gives no [activation_checkpoint] mode, so TorchTitan's default:"
+        " selective activation checkpointing (default) of one layer in 2: 1 + (1/2)·(1/3)",
     )
 
 

@@ -125,3 +125,27 @@ def test_an_impossible_mfu_is_flagged() -> None:
     u = build_report(["w"], files, [], options).utilization
     assert u.mfu is not None and u.mfu > 1
     assert u.warning is not None and u.warning.startswith("above 100%")
+
+
+def hfu_report(config: JobConfig, config_path: str | None) -> Report:
+    """One A100 rank of 1 s steps with MFU known (--flops-per-token 1e12): tokens/s 8."""
+    meta = TraceMeta(world_size=1, gpu_name="NVIDIA A100-SXM4-80GB")
+    files = [ParsedFile("w", "r0.json", 0, meta, result().result(), FileStats())]
+    options = Options(config=config, config_path=config_path, flops_per_token=1e12)
+    return build_report(["w"], files, [], options)
+
+
+def test_without_any_config_hfu_is_na_not_torchtitans_default() -> None:
+    # --batch-size/--seq-len alone make a JobConfig but no config file: checkpointing unknown
+    u = hfu_report(JobConfig(local_batch_size=1, seq_len=8), None).utilization
+    assert u.mfu == pytest.approx(8 * 1e12 / 312e12)
+    assert (u.hfu, u.hfu_factor) == (None, None)
+    assert u.hfu_reason == "activation checkpointing unknown without a config (give --config)"
+
+
+def test_a_config_without_the_section_assumes_torchtitans_default_and_says_so() -> None:
+    report = hfu_report(JobConfig(local_batch_size=1, seq_len=8), "job.toml")
+    u = report.utilization
+    assert u.hfu == pytest.approx(u.mfu * 7 / 6)  # selective, every 2nd layer
+    assert u.hfu_reason is not None and u.hfu_reason.startswith("assumed: the config gives no")
+    assert f"HFU: {u.hfu_reason}" in report.diagnosis.assumptions

@@ -5,7 +5,12 @@ from __future__ import annotations
 import itertools
 import random
 
-from commscope.pipeline.intervals import IntervalSet, difference, intersection_measure
+from commscope.pipeline.intervals import (
+    IntervalSet,
+    difference,
+    intersection,
+    intersection_measure,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -44,6 +49,7 @@ def test_intersection_and_difference_by_hand() -> None:
     compute = IntervalSet([(5, 25)])
     # comm ∩ compute = [5,10) + [20,25) = 10; comm − compute = [0,5) + [25,30)
     assert intersection_measure(comm, compute) == 10
+    assert list(intersection(comm, compute).runs()) == [(5, 10), (20, 25)]
     assert list(difference(comm, compute).runs()) == [(0, 5), (25, 30)]
 
 
@@ -71,6 +77,7 @@ def test_intersection_and_difference_match_oracle(
 ) -> None:
     left, right = IntervalSet(a), IntervalSet(b)
     assert intersection_measure(left, right) == len(cells(a) & cells(b))
+    assert cells(list(intersection(left, right).runs())) == cells(a) & cells(b)
     assert cells(list(difference(left, right).runs())) == cells(a) - cells(b)
 
 

@@ -1,0 +1,206 @@
+"""Trace health: what the traces lack, how much of it, and which sections that weakens (pure).
+
+Each check reads the parsed files' metadata and counters and the sections built from them,
+and names a gap only when there is one: ranks without profiled steps or without a trace at
+all, collectives without a process group, a `Seq`, a launch in the trace, a size or a group
+size of their own, traces without `pg_config`, a time base, a GPU name or memory events, and
+events dropped. `checked` lists every check made, so no issue means none of them found a gap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Final, Protocol
+
+from commscope.collector.classify import bus_fraction
+from commscope.collector.schema import (
+    FileStats,
+    Health,
+    HealthIssue,
+    RankResult,
+    Sections,
+    TraceMeta,
+)
+
+MATCHING: Final = "matching across ranks, and the clock offsets, arrival skew and α-β fits on it"
+# Which sections each gap weakens, and how.
+WEAKENS: Final[dict[str, tuple[str, ...]]] = {
+    "steps": (
+        "throughput: iteration time and tokens/s leave these ranks out (n/a without any)",
+        "diagnosis: no step-relative figure for these ranks",
+        "step-time stragglers: these ranks are left out",
+    ),
+    "ranks": (
+        f"{MATCHING}: a group with an untraced member has fewer instances",
+        "means and totals over ranks: they cover the traced ranks only",
+    ),
+    "process_group": (f"{MATCHING}: these calls form one unnamed group, paired by index",),
+    "pg_config": (f"{MATCHING}: group members guessed from the ranks seen",),
+    "seq": (f"{MATCHING}: a call missing on one rank shifts every later pairing (desyncs)",),
+    "launch": (
+        "collectives: type unknown (Other), size only from the kernel's own args",
+        MATCHING,
+    ),
+    "sizes": (
+        "network load, busbw and traffic cover the calls of known size only",
+        "α-β fits leave them out",
+    ),
+    "group_size_world": (
+        "busbw, bus bytes, traffic and α-β: overstated when the group is smaller than the world",
+    ),
+    "group_size_unknown": ("busbw, bus bytes, traffic and α-β: n/a for these calls",),
+    "base_time": (
+        "clock offsets and arrival skew: the offsets rest on the traces' relative clocks alone",
+    ),
+    "gpu_name": (
+        "network load: link peak and utilization n/a unless --peak-bandwidth",
+        "MFU and HFU n/a unless --peak-tflops",
+    ),
+    "memory": ("memory peak: n/a for these ranks (profile with profile_memory=True)",),
+    "dropped": ("every section: the dropped events count nowhere",),
+}
+
+
+class TraceFile(Protocol):
+    """What a check needs of one parsed file (`report.ParsedFile` is one)."""
+
+    @property
+    def meta(self) -> TraceMeta: ...
+
+    @property
+    def stats(self) -> FileStats: ...
+
+    @property
+    def result(self) -> RankResult: ...
+
+
+def issue(key: str, missing: str, counts: tuple[int, int], unit: str) -> HealthIssue | None:
+    """A gap of `counts` = (how many lack it, out of how many); None when nothing lacks it."""
+    count, total = counts
+    if count <= 0 or total <= 0:
+        return None
+    return HealthIssue(key=key, missing=missing, count=count, total=total, unit=unit,
+                       share=count / total, weakens=list(WEAKENS[key]))  # fmt: skip
+
+
+def _calls(found: Sections) -> int:
+    return sum(s.count for s in found.collectives.all_ranks.values())
+
+
+def _steps(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+    bare = sum(1 for steps in found.steps.values() if not steps.count)
+    return issue("steps", "ProfilerStep spans", (bare, len(found.steps)), "ranks")
+
+
+def _ranks(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+    world = max((f.meta.world_size for f in files if f.meta.world_size), default=0)
+    untraced = world - len(found.ranks)
+    return issue("ranks", "a trace", (untraced, world), "ranks")
+
+
+def _groups(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+    ungrouped = sum(f.result.ungrouped_calls for f in files)
+    counts = (ungrouped, _calls(found))
+    return issue("process_group", "a Process Group Name", counts, "collective calls")
+
+
+def _pg_config(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+    if len(found.ranks) < 2 or not found.collectives.all_ranks:
+        return None
+    bare = sum(1 for f in files if not f.meta.pg_ranks)
+    return issue("pg_config", "pg_config (their groups' members)", (bare, len(files)), "files")
+
+
+def _seq(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+    m = found.matching
+    counts = (m.by_index, m.instances)
+    return issue("seq", "Seq (matched by running index)", counts, "matched instances")
+
+
+def _launch(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+    counts = (sum(f.stats.no_launch for f in files), sum(f.stats.comm_kernels for f in files))
+    return issue("launch", "the call that launched them", counts, "communication kernels")
+
+
+def _sizes(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+    unknown = sum(s.count - s.sized_count for s in found.collectives.all_ranks.values())
+    missing = "a message size (args, record_param_comms or Input Dims)"
+    return issue("sizes", missing, (unknown, _calls(found)), "collective calls")
+
+
+def _group_sizes(source: str) -> Callable[[Sequence[TraceFile], Sections], HealthIssue | None]:
+    """Calls whose bus factor needs n and got it from `source` ("world size" or "unknown")."""
+    world = source == "world size"
+    key = "group_size_world" if world else "group_size_unknown"
+    missing = (
+        "a group size of their own (n fell back to the world size)"
+        if world
+        else "any group size (no Group size, pg_config, shapes or world size)"
+    )
+
+    def check(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+        kinds = [s for kind, s in found.collectives.all_ranks.items()
+                 if bus_fraction(kind, None) is None]  # fmt: skip
+        count = sum(s.group_size_sources.get(source, 0) for s in kinds)
+        return issue(key, missing, (count, sum(s.count for s in kinds)), "collective calls")
+
+    return check
+
+
+def _base_time(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+    if len(found.ranks) < 2:
+        return None
+    bare = sum(1 for f in files if f.meta.base_time_ns is None)
+    return issue("base_time", "baseTimeNanoseconds (a time base)", (bare, len(files)), "files")
+
+
+def _on_gpu(files: Sequence[TraceFile]) -> list[TraceFile]:
+    return [f for f in files if f.result.gpu_span_ns > 0]
+
+
+def _gpu_name(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+    gpu = _on_gpu(files)
+    bare = sum(1 for f in gpu if not f.meta.gpu_name)
+    return issue("gpu_name", "the GPU's name (deviceProperties)", (bare, len(gpu)), "GPU files")
+
+
+def _memory(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+    gpu = _on_gpu(files)
+    bare = sum(1 for f in gpu if f.result.memory_peak_bytes is None)
+    return issue("memory", "memory events ([memory])", (bare, len(gpu)), "GPU files")
+
+
+def _dropped(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+    reasons: dict[str, int] = {}
+    for f in files:
+        for reason, count in f.stats.dropped.items():
+            reasons[reason] = reasons.get(reason, 0) + count
+    dropped = sum(reasons.values())
+    read = max(sum(f.stats.events for f in files), dropped)
+    what = "; ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
+    return issue("dropped", f"a usable form (dropped: {what})", (dropped, read), "events")
+
+
+Check = Callable[[Sequence[TraceFile], Sections], HealthIssue | None]
+CHECKS: Final[tuple[tuple[str, Check], ...]] = (
+    ("steps", _steps),
+    ("ranks", _ranks),
+    ("process_group", _groups),
+    ("pg_config", _pg_config),
+    ("seq", _seq),
+    ("launch", _launch),
+    ("sizes", _sizes),
+    ("group_size_world", _group_sizes("world size")),
+    ("group_size_unknown", _group_sizes("unknown")),
+    ("base_time", _base_time),
+    ("gpu_name", _gpu_name),
+    ("memory", _memory),
+    ("dropped", _dropped),
+)
+
+
+def check(files: Iterable[TraceFile], found: Sections) -> Health:
+    """Every check on the files behind `found` (a window's, or the run's)."""
+    listed = list(files)
+    issues = [gap for _, test in CHECKS if (gap := test(listed, found)) is not None]
+    return Health(checked=[key for key, _ in CHECKS], issues=issues)
