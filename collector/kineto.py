@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any, Final
 
 import ijson
-from commscope.collector.errors import TraceError
+from commscope.collector.errors import NOT_A_TRACE, NotATraceError, TraceError
 from commscope.collector.jsonstream import Tap, trace_items
 from commscope.collector.normalize import Normalizer
 from commscope.collector.schema import Event, FileStats, TraceMeta
@@ -76,7 +76,8 @@ class TraceReader:
         items = trace_items(tap)
         first: Any = next(items, _END)  # the header is read by the time the first item is parsed
         if tap.head is None:
-            raise TraceError(self.path, "no top-level traceEvents array (not a Kineto trace)")
+            error = NotATraceError if first is _END else TraceError
+            raise error(self.path, NOT_A_TRACE)
         normalizer.set_top(tap.head)
         count = 0
         for raw in items if first is _END else itertools.chain((first,), items):
