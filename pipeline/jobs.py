@@ -29,12 +29,12 @@ from datetime import UTC, datetime
 from typing import Final
 
 from commscope.collector.schema import JobInfo, Report, Skipped
+from commscope.pipeline.accumulate import CPU
 from commscope.pipeline.report import Options, ParsedFile, assign_ranks, build_report
 from msgspec.structs import replace
 
 GAP_NS: Final = 3600 * 10**9  # ranks of one job in one window start within this of each other
 YEAR_2000_NS: Final = 946_684_800 * 10**9
-CPU_ONLY: Final = "cpu (gloo)"  # RankResult.source of a trace with no GPU work
 NO_GPU: Final = ""  # the GPU model of a CPU-only trace: known to be none
 
 Kind = tuple[int | None, str | None, str | None]  # world size, backend, GPU model
@@ -68,7 +68,7 @@ class Chosen:
 def kind(item: ParsedFile) -> Kind:
     meta = item.meta
     gpu = (meta.gpu_name or "").strip() or None
-    if gpu is None and item.result.source == CPU_ONLY:
+    if gpu is None and item.result.source == CPU:
         gpu = NO_GPU
     return (meta.world_size or None, (meta.backend or "").lower() or None, gpu)
 
@@ -131,9 +131,10 @@ def _by_kind(
             groups[fits[0]].append(i)
         else:
             unsure.append((i, fits))
+    sure = {k: list(v) for k, v in groups.items()}  # the unsure are placed by these alone
     skipped = []
     for i, fits in unsure:
-        near = [k for k in fits if _near(i, groups[k], files, times)]
+        near = [k for k in fits if _near(i, sure[k], files, times)]
         if len(near) == 1:
             groups[near[0]].append(i)
         else:
@@ -195,7 +196,12 @@ def _runs(
             reason = _untimed_reason(len(clusters or runs))
             skipped += [Skipped(files[i].path, reason) for i in loose]
         _link(runs, clusters, times)
-    return [sorted(run.files) for run in runs], skipped
+    order = {window: n for n, window in enumerate(by_window)}
+
+    def place(i: int) -> tuple[int, str]:
+        return order[files[i].window], files[i].path
+
+    return [sorted(run.files, key=place) for run in runs], skipped
 
 
 def _clusters(
