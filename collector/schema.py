@@ -389,7 +389,7 @@ class JobInfo(msgspec.Struct, kw_only=True):
     number: int  # from 1, in order of start time
     world_size: int | None = None
     backend: str | None = None
-    gpu_name: str | None = None
+    gpu_name: str | None = None  # "": no GPU (CPU-only traces); None: the traces do not say
     started_utc: str | None = None  # its earliest event, ISO 8601; None: time base unknown
     files: int = 0
     description: str = ""
