@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
 from builders import (
     A100,
     B200,
@@ -27,6 +28,7 @@ from commscope.collector.discover import rank_from_name
 from commscope.pipeline import jobs
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile
+from commscope.pipeline.run import analyse_jobs
 from kineto_builder import annotation, kernel, read, trace
 
 HOUR_NS = 3600 * 10**9
@@ -235,3 +237,27 @@ def test_the_largest_job_is_reported_and_the_other_files_skipped_with_the_reason
         "B200, started 2024-01-01 00:00:00 UTC): job 3: world 2, nccl, NVIDIA H100 80GB HBM3, "
         "started 2024-06-01 00:00:00 UTC"
     )
+
+
+REAL = Path(__file__).resolve().parents[3] / "shared" / "traces" / "kineto" / "single_rank"
+
+
+@pytest.mark.skipif(not REAL.is_dir(), reason=f"{REAL} not present")
+def test_the_real_single_rank_folder_is_four_jobs() -> None:
+    """Four traces of four public jobs side by side (shared/traces/README.md): before, three
+    claimed rank 0 of one window and were all skipped; now each is its own job."""
+    found = analyse_jobs(REAL, Options())
+    assert [(r.world_size, r.ranks, r.config.gpu_name) for r in found] == [
+        (2, [1], "Tesla V100-SXM2-32GB"),
+        (2, [0], "NVIDIA A100-PG509-200"),
+        (8, [0], "NVIDIA B200"),
+        (8, [0], "AMD Instinct MI300X"),
+    ]
+    # baseTimeNanoseconds (Kineto rounds it down to 3-month steps) + the first event
+    assert [j.started_utc for j in found[0].inputs.jobs] == [
+        "2022-11-30T04:48:07Z",
+        "2024-05-23T00:15:22Z",
+        "2026-01-16T09:15:39Z",
+        "2026-02-12T21:45:23Z",
+    ]
+    assert all(r.inputs.skipped == [] for r in found)
