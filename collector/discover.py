@@ -38,6 +38,20 @@ def rank_from_name(path: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def looks_like_trace(path: str) -> bool:
+    """Whether the file's name says it is a trace (`rank7`, `worker7`, or `trace` in it, as in
+    `rank7_trace.json` and `host_pid.pt.trace.json`): such a file that is not one is skipped
+    with its reason, while other JSON beside the traces (`meta.json`) is only ignored. Pure:
+    the live aggregator uses it too."""
+    name = base_name(path)
+    return _RANK_IN_NAME.search(name) is not None or "trace" in name.lower()
+
+
+def base_name(path: str) -> str:
+    """The last part of a path (pure: no filesystem)."""
+    return path.rsplit("/", 1)[-1]
+
+
 def window_order(name: str) -> tuple[int, int, str]:
     """`iteration_N` folders by N, then any others by name."""
     match = _ITERATION.search(name)

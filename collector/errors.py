@@ -6,6 +6,10 @@ shell can print one clear line and the report can name what was skipped and why.
 
 from __future__ import annotations
 
+from typing import Final
+
+NOT_A_TRACE: Final = "no top-level traceEvents array (not a Kineto trace)"
+
 
 class CommscopeError(Exception):
     """Base of every error commscope raises on purpose."""
@@ -30,6 +34,12 @@ class TraceError(CommscopeError):
 
 class LimitError(CommscopeError):
     """A document goes past a limit that keeps the reader's memory bounded."""
+
+
+class NotATraceError(TraceError):
+    """A valid JSON document without a top-level `traceEvents` (an object without the key, a
+    list, a number): not a trace at all. Next to traces it is ignored unless its name says it
+    should have been one (`looks_like_trace`)."""
 
 
 class RankConflictError(CommscopeError):

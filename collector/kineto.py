@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any, Final
 
 import ijson
-from commscope.collector.errors import LimitError, TraceError
+from commscope.collector.errors import NOT_A_TRACE, LimitError, NotATraceError, TraceError
 from commscope.collector.jsonstream import Tap, trace_items
 from commscope.collector.normalize import Normalizer
 from commscope.collector.schema import Event, FileStats, TraceMeta
@@ -108,7 +108,8 @@ class TraceReader:
         items = trace_items(self._tap)
         first: Any = next(items, _END)  # the header is read by the time the first item is parsed
         if self._tap.head is None:
-            raise TraceError(self.path, "no top-level traceEvents array (not a Kineto trace)")
+            error = NotATraceError if first is _END else TraceError
+            raise error(self.path, NOT_A_TRACE)
         if not self._head_read:
             self._normalizer.set_top(self._tap.head)
             self._head_read = True

@@ -411,6 +411,18 @@ class Skipped(msgspec.Struct, frozen=True):
     reason: str
 
 
+class JobInfo(msgspec.Struct, kw_only=True):
+    """One job among the files given: what tells it apart from the others."""
+
+    number: int  # from 1, in order of start time
+    world_size: int | None = None
+    backend: str | None = None
+    gpu_name: str | None = None  # "": no GPU (CPU-only traces); None: the traces do not say
+    started_utc: str | None = None  # its earliest event, ISO 8601; None: time base unknown
+    files: int = 0
+    description: str = ""
+
+
 class Inputs(msgspec.Struct, kw_only=True):
     files: int = 0
     skipped: list[Skipped] = []
@@ -418,6 +430,10 @@ class Inputs(msgspec.Struct, kw_only=True):
     events: int = 0
     dropped_events: dict[str, int] = {}
     sizes_unknown: int = 0
+    ignored: list[str] = []  # valid JSON beside the traces that is not a trace (not counted)
+    notes: list[str] = []  # what was read where the traces did not say (ranks from names)
+    job: int | None = None  # the job this report covers, when the files hold several
+    jobs: list[JobInfo] = []  # every job the files hold, when they hold several
 
 
 class HealthIssue(msgspec.Struct, kw_only=True):

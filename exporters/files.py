@@ -10,15 +10,18 @@ from commscope.collector.schema import Report
 from commscope.exporters import jsonreport, naming, text
 
 
-def write_reports(report: Report, out: Path, fallback_name: str) -> tuple[Path, Path]:
-    """`out/<timestamp>_<model>_….txt` and `.json`; ConfigError if `out` cannot be made."""
+def write_reports(
+    report: Report, out: Path, fallback_name: str, now: datetime | None = None
+) -> tuple[Path, Path]:
+    """`out/<timestamp>_<model>_….txt` and `.json`, the time `now` (default: the clock's);
+    ConfigError if `out` cannot be made."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(
             f"{out}: cannot create the report folder ({exc.strerror or exc})"
         ) from None
-    stem = naming.basename(report, fallback_name, datetime.now(UTC))
+    stem = naming.basename(report, fallback_name, now or datetime.now(UTC))
     text_path, json_path = out / f"{stem}.txt", out / f"{stem}.json"
     text_path.write_text(text.render(report), encoding="utf-8")
     json_path.write_bytes(jsonreport.render(report))

@@ -1,4 +1,4 @@
-"""Report file names (pure): `<timestamp>_<model>_dp<R>x<S>_tp<T>_gpu<N>`.
+"""Report file names (pure): `<timestamp>_<model>_dp<R>x<S>_tp<T>_gpu<N>[_job<I>of<J>]`.
 
 Parts that are unknown (no config file, or degrees that do not match the traces) are left
 out rather than guessed; without a model name the input folder's name stands in. The time
@@ -27,6 +27,8 @@ def basename(report: Report, fallback_name: str, now: datetime) -> str:
         parts.append(f"tp{degrees.get('tensor_parallel_degree', 1)}")
     if report.world_size is not None:
         parts.append(f"gpu{report.world_size}")
+    if report.inputs.job is not None:
+        parts.append(f"job{report.inputs.job}of{len(report.inputs.jobs)}")
     return "_".join(parts)
 
 

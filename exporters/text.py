@@ -93,6 +93,7 @@ def _header(report: Report) -> Iterator[str]:
         missing = f"  ({len(report.ranks)} of {report.world_size} ranks have traces)"
     yield f"Ranks: {rank_list(report.ranks)}{missing}"
     yield from _warnings(config)
+    yield from _job_header(report)
 
 
 def _parallelism(config: RunConfig) -> Iterator[str]:
@@ -286,3 +287,39 @@ def _inputs(report: Report) -> Iterator[str]:
         yield "Skipped:"
         for s in i.skipped:
             yield f"  {s.path}: {s.reason}"
+    yield from _more_inputs(report)
+
+
+def _job_header(report: Report) -> Iterator[str]:
+    i = report.inputs
+    if i.job is not None:
+        about = i.jobs[i.job - 1].description
+        yield f"Job: {i.job} of {len(i.jobs)} in these files ({about}); see 14. INPUTS"
+    if i.notes:
+        yield "Ranks not all from the traces: see the notes in 14. INPUTS"
+
+
+def _more_inputs(report: Report) -> Iterator[str]:
+    i = report.inputs
+    if i.ignored:
+        yield ""
+        yield "Ignored (valid JSON without traceEvents, not named as a trace):"
+        yield from (f"  {path}" for path in i.ignored)
+    if i.notes:
+        yield ""
+        yield "Notes:"
+        yield from (f"  {note}" for note in i.notes)
+    if i.jobs:
+        yield ""
+        yield (
+            f"Jobs: these files hold {len(i.jobs)} jobs (told apart by world size, backend, "
+            "GPU model and start time)"
+        )
+        yield (
+            f"  this report covers job {i.job} alone: nothing is matched or pooled across "
+            f"jobs; `commscope report` writes one report per job (…_job<N>of{len(i.jobs)})"
+        )
+        for job in i.jobs:
+            this = "  <- this report" if job.number == i.job else ""
+            files = f"{job.files} file" + ("s" if job.files != 1 else "")
+            yield f"  job {job.number}: {job.description}; {files}{this}"

@@ -7,9 +7,10 @@
     commscope diff A.json B.json [--fail-on-regression]
 
 Exit codes: 0 every input analysed; 3 report written but some inputs were skipped (listed in
-the report); 1 nothing could be done (bad flag value, config, no traces, not a report, broken
-install); 2 usage error; 4 `diff --fail-on-regression` and the step time got significantly
-worse.
+the report); 4 every input analysed, but they hold several jobs: one report per job;
+1 nothing could be done (bad flag value, config, no traces, every input skipped, not a report,
+broken install); 2 usage error; 5 `diff --fail-on-regression` and the step time got
+significantly worse.
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 from commscope.collector.daemon import Collector, CollectorSettings
 from commscope.collector.errors import CommscopeError, ConfigError
 from commscope.collector.jsonstream import require_c_backend
-from commscope.collector.schema import Report
+from commscope.collector.schema import Inputs, Report
 from commscope.collector.stream import StreamSettings
 from commscope.exporters import diff, text
 from commscope.exporters.files import write_reports
@@ -35,12 +37,14 @@ from commscope.pipeline.aggregator import Aggregator, AggregatorSettings
 from commscope.pipeline.config import flags_only, parse_config, with_overrides
 from commscope.pipeline.logs import configure_logging
 from commscope.pipeline.report import Options
-from commscope.pipeline.run import analyse
+from commscope.pipeline.run import analyse_jobs
+from msgspec.structs import replace
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_SKIPPED: Final = 3
-EXIT_REGRESSION: Final = 4
+EXIT_JOBS: Final = 4
+EXIT_REGRESSION: Final = 5
 MAX_DIGITS: Final = 18  # integer options above 10^18 are refused, not built digit by digit
 
 
@@ -181,12 +185,32 @@ def _report(args: argparse.Namespace) -> int:
     progress = None
     if not args.no_progress and sys.stderr.isatty():
         progress = TerminalProgress(sys.stderr)
-    report = analyse(args.traces, options, progress)
-    paths = write_reports(report, args.out, args.traces.resolve().name)
-    if args.print:
-        sys.stdout.write(text.render(report))
-    _summary(report, paths)
-    return EXIT_SKIPPED if report.inputs.skipped else EXIT_OK
+    reports = analyse_jobs(args.traces, options, progress)
+    inputs = reports[0].inputs
+    if len(reports) == 1 and inputs.files == len(inputs.skipped):
+        return _nothing_analysed(inputs)
+    now = datetime.now(UTC)
+    for report in reports:
+        paths = write_reports(report, args.out, args.traces.resolve().name, now)
+        if args.print:
+            sys.stdout.write(text.render(report))
+        _summary_line(report)
+        print(f"commscope: wrote {paths[0]}\ncommscope: wrote {paths[1]}")
+    skipped = list(dict.fromkeys(s for r in reports for s in r.inputs.skipped))
+    _input_lines(replace(inputs, skipped=skipped))
+    if skipped:
+        return EXIT_SKIPPED
+    return EXIT_JOBS if len(reports) > 1 else EXIT_OK
+
+
+def _nothing_analysed(inputs: Inputs) -> int:
+    """Every input skipped or ignored: say why, write no report."""
+    _input_lines(inputs)
+    found = f"{inputs.files} trace file(s) skipped" if inputs.files else "no trace"
+    ignored = f", {len(inputs.ignored)} other JSON file(s) ignored" if inputs.ignored else ""
+    message = f"nothing analysed ({found}{ignored}); no report written"
+    print(f"commscope: error: {message}", file=sys.stderr)
+    return EXIT_FAILED
 
 
 def _diff(args: argparse.Namespace) -> int:
@@ -324,21 +348,30 @@ def _whole(flag: str, text: str | None) -> int | None:
     return int(value)
 
 
-def _summary(report: Report, paths: tuple[Path, Path]) -> None:
-    _summary_line(report)
-    inputs = report.inputs
+def _input_lines(inputs: Inputs) -> None:
     for skipped in inputs.skipped:
         print(f"commscope: skipped {skipped.path}: {skipped.reason}", file=sys.stderr)
-    print(f"commscope: wrote {paths[0]}")
-    print(f"commscope: wrote {paths[1]}")
+    for path in inputs.ignored:
+        print(f"commscope: ignored {path}: not a trace (no traceEvents)", file=sys.stderr)
+    if inputs.jobs:
+        print(
+            f"commscope: these files hold {len(inputs.jobs)} jobs, each reported apart "
+            "(nothing matched or pooled across them)",
+            file=sys.stderr,
+        )
 
 
 def _summary_line(report: Report) -> None:
     overlap = report.overlap
     mean = f"{overlap.mean * 100:.2f}%" if overlap.mean is not None else "n/a"
     inputs = report.inputs
+    job = ""
+    if inputs.job is not None:
+        job = (
+            f"job {inputs.job} of {len(inputs.jobs)} ({inputs.jobs[inputs.job - 1].description}): "
+        )
     print(
-        f"commscope: {inputs.files - len(inputs.skipped)} of {inputs.files} files, "
+        f"commscope: {job}{inputs.files - len(inputs.skipped)} of {inputs.files} files, "
         f"{len(report.windows)} window(s), {len(report.ranks)} rank(s); mean overlap {mean}",
         flush=True,
     )

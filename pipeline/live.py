@@ -25,7 +25,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
-from commscope.collector.discover import window_names, window_order
+from commscope.collector.discover import looks_like_trace, window_names, window_order
+from commscope.collector.errors import NOT_A_TRACE
 from commscope.collector.schema import (
     Batch,
     FinishedFile,
@@ -35,6 +36,7 @@ from commscope.collector.schema import (
     StreamEnd,
     StreamStart,
 )
+from commscope.pipeline import jobs
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, WindowCache, build_report
 
@@ -162,16 +164,32 @@ class Aggregation:
         """The report over the finished files; `final`: open streams are listed as skipped."""
         files = sorted(self.finished.values(), key=lambda f: f.path)
         names = _names(files)
-        parsed = _parsed(files, names)
-        skipped = [Skipped(f.path, f.error or "") for f in files if f.result is None]
+        chosen = jobs.largest(sorted(_parsed(files, names), key=_file_order))
+        failed = [f for f in files if f.result is None]
+        ignored = [f.path for f in failed if _ignorable(f)]
+        skipped = [Skipped(f.path, f.error or "") for f in failed if not _ignorable(f)]
         if final:
             skipped.extend(_unfinished(s) for s in self.open.values())
         windows = sorted(set(names.values()), key=window_order)
-        self._reported = self._folders()
+        self._reported = self._used(chosen.files)
         self._reload_changed(self._reported)
-        return build_report(
-            windows, sorted(parsed, key=_file_order), skipped, options, cache=self.cache
+        report = build_report(
+            windows, chosen.files, [*skipped, *chosen.skipped], options, cache=self.cache
         )
+        return jobs.labelled(report, chosen, ignored)
+
+    def _used(self, chosen: Iterable[ParsedFile]) -> dict[str, set[str]]:
+        """Each folder's streams a report over `chosen` uses: its files of the job reported,
+        and those that hold no result (a file of another job is left out)."""
+        results = {id(item.result) for item in chosen}
+        return {
+            folder: {s for s in streams if self._in_report(s, results)}
+            for folder, streams in self._folders().items()
+        }
+
+    def _in_report(self, stream: str, results: set[int]) -> bool:
+        result = self.finished[stream].result
+        return result is None or id(result) in results
 
     def shed(self) -> int:
         """Drop the call lists of the files of every complete window unchanged since the last
@@ -265,6 +283,11 @@ def _names(files: list[FinishedFile]) -> dict[str, str]:
 
 def _file_order(item: ParsedFile) -> tuple[tuple[int, int, str], str]:
     return window_order(item.window), item.path
+
+
+def _ignorable(item: FinishedFile) -> bool:
+    """Valid JSON that is not a trace, under a name that does not say it should be one."""
+    return item.error == NOT_A_TRACE and not looks_like_trace(item.path)
 
 
 def _unfinished(stream: OpenStream) -> Skipped:

@@ -4,6 +4,7 @@ Each parsed file is one rank's view of one window. Ranks come from `distributedI
 else from the file name; two files claiming one rank in one window are both skipped, each
 reason naming the other. The run's sections use each rank's windows merged; its cross-rank
 sections pool the windows' matched collectives (each window's clocks aligned on their own).
+The files are those of one job (`jobs` tells a folder's jobs apart); `ranks` places them.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from commscope.collector.schema import (
     TraceMeta,
     Window,
 )
-from commscope.pipeline import crossrank, health, skew
+from commscope.pipeline import crossrank, health, ranks, skew
 from commscope.pipeline.accumulate import merge_results
 from commscope.pipeline.config import JobConfig, global_batch, resolve
 from commscope.pipeline.crossrank import CrossRank
@@ -56,29 +57,9 @@ class Options:
 def assign_ranks(
     parsed: Iterable[ParsedFile],
 ) -> tuple[dict[tuple[str, int], ParsedFile], list[Skipped]]:
-    """Files keyed by (window, rank), and the files that could not be placed."""
-    claims: dict[tuple[str, int], list[ParsedFile]] = {}
-    skipped = []
-    for item in parsed:
-        rank = item.meta.rank if item.meta.rank is not None else item.name_rank
-        if rank is None:
-            skipped.append(
-                Skipped(
-                    item.path, "no rank: neither distributedInfo.rank nor rankN/workerN in the name"
-                )
-            )
-            continue
-        claims.setdefault((item.window, rank), []).append(item)
-    placed = {}
-    for key, items in claims.items():
-        if len(items) == 1:
-            placed[key] = items[0]
-            continue
-        for item in items:
-            others = ", ".join(o.path for o in items if o is not item)
-            reason = f"rank {key[1]} in window {key[0]} is also claimed by {others}"
-            skipped.append(Skipped(item.path, reason))
-    return placed, skipped
+    """Files keyed by (window, rank), and the files that could not be placed (`ranks`)."""
+    placement = ranks.assign(parsed)
+    return placement.placed, placement.skipped
 
 
 class WindowCache:
@@ -159,7 +140,8 @@ def build_report(
     options: Options,
     cache: WindowCache | None = None,
 ) -> Report:
-    placed, conflicts = assign_ranks(parsed)
+    placement = ranks.assign(parsed)
+    placed, conflicts = placement.placed, placement.skipped
     metas = [item.meta for item in placed.values()]
     world = max((m.world_size for m in metas if m.world_size), default=None)
     world = world if world is not None else (len({rank for _, rank in placed}) or None)
@@ -191,7 +173,7 @@ def build_report(
         world_size=world,
         config=run_config,
         windows=window_list,
-        inputs=_inputs(parsed, [*skipped, *conflicts]),
+        inputs=_inputs(parsed, [*skipped, *conflicts], placement.notes),
         diagnosis=diagnose(run),
         **asdict(run),
     )
@@ -297,7 +279,9 @@ def _run_config(
     )
 
 
-def _inputs(parsed: Sequence[ParsedFile], skipped: Sequence[Skipped]) -> Inputs:
+def _inputs(
+    parsed: Sequence[ParsedFile], skipped: Sequence[Skipped], notes: Sequence[str] = ()
+) -> Inputs:
     """Counts over the files that were used (a parsed file may still be skipped later)."""
     bad = {s.path for s in skipped}
     used = [p for p in parsed if p.path not in bad]
@@ -311,6 +295,7 @@ def _inputs(parsed: Sequence[ParsedFile], skipped: Sequence[Skipped]) -> Inputs:
         events=sum(p.stats.events for p in used),
         dropped_events=dict(sorted(dropped.items())),
         sizes_unknown=sum(p.stats.sizes_unknown for p in used),
+        notes=list(notes),
     )
 
 

@@ -15,12 +15,14 @@ from commscope.collector.discover import (
     WindowFiles,
     file_size,
     find_windows,
+    looks_like_trace,
     open_trace,
     rank_from_name,
 )
-from commscope.collector.errors import TraceError
+from commscope.collector.errors import NotATraceError, TraceError
 from commscope.collector.kineto import TraceReader
 from commscope.collector.schema import Report, Skipped
+from commscope.pipeline import jobs
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report
 
@@ -53,24 +55,41 @@ def parse_file(window: str, path: Path, progress: Progress | None = None) -> Par
 
 
 def analyse(root: Path, options: Options, progress: Progress | None = None) -> Report:
-    """The report for every window under `root` (ConfigError if there is no trace)."""
+    """The report for the job under `root` with the most files, as the live aggregator makes
+    it: files of any other job are skipped with the reason (ConfigError if there is no trace)."""
     windows = find_windows(root)
-    parsed, skipped = parse_windows(windows, progress)
-    return build_report([w.name for w in windows], parsed, skipped, options)
+    parsed, skipped, ignored = parse_windows(windows, progress)
+    chosen = jobs.largest(parsed)
+    report = build_report(
+        [w.name for w in windows], chosen.files, [*skipped, *chosen.skipped], options
+    )
+    return jobs.labelled(report, chosen, ignored)
+
+
+def analyse_jobs(root: Path, options: Options, progress: Progress | None = None) -> list[Report]:
+    """One report per job under `root` (ConfigError if there is no trace)."""
+    windows = find_windows(root)
+    parsed, skipped, ignored = parse_windows(windows, progress)
+    return jobs.reports([w.name for w in windows], parsed, skipped, options, ignored)
 
 
 def parse_windows(
     windows: list[WindowFiles], progress: Progress | None = None
-) -> tuple[list[ParsedFile], list[Skipped]]:
+) -> tuple[list[ParsedFile], list[Skipped], list[str]]:
+    """The files parsed; those skipped, with the reason; and those ignored: valid JSON that is
+    not a trace, under a name that does not say it should be one (`looks_like_trace`)."""
     files = [(w.name, f) for w in windows for f in w.files]
     if progress:
         progress.begin(len(files), sum(file_size(f) for _, f in files))
-    parsed, skipped = [], []
+    parsed, skipped, ignored = [], [], []
     for window, path in files:
         try:
             item = parse_file(window, path, progress)
         except TraceError as exc:
-            skipped.append(Skipped(str(path), exc.reason))
+            if isinstance(exc, NotATraceError) and not looks_like_trace(str(path)):
+                ignored.append(str(path))
+            else:
+                skipped.append(Skipped(str(path), exc.reason))
             events = 0
         else:
             parsed.append(item)
@@ -79,4 +98,4 @@ def parse_windows(
             progress.file_done(events)
     if progress:
         progress.end()
-    return parsed, skipped
+    return parsed, skipped, ignored

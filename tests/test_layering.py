@@ -29,6 +29,8 @@ PURE = [
     "pipeline/config.py",
     "pipeline/intervals.py",
     "pipeline/live.py",
+    "pipeline/jobs.py",
+    "pipeline/ranks.py",
     "pipeline/rolling.py",
     "pipeline/metrics.py",
     "pipeline/report.py",

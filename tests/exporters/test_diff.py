@@ -230,7 +230,7 @@ def test_fail_on_regression_gates_on_a_slower_step_time(tmp_path: Path) -> None:
     (tmp_path / "fast.json").write_bytes(jsonreport.render(fast))
     (tmp_path / "slow.json").write_bytes(jsonreport.render(slow))
     worse = run_diff(tmp_path, "fast.json", "slow.json", "--fail-on-regression")
-    assert worse.returncode == 4, worse.stderr
+    assert worse.returncode == 5, worse.stderr
     assert worse.stderr.startswith("commscope: step time significantly worse: 100.25 ms → 120.50")
     assert "Time per iteration" in worse.stdout
     better = run_diff(tmp_path, "slow.json", "fast.json", "--fail-on-regression")

@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from builders import A100, GPU, JAN_NS, MAR_NS, job_trace, write
 from commscope.collector.discover import (
     find_windows,
     open_trace,
@@ -671,3 +672,91 @@ def test_a_restore_holds_one_window_of_calls_at_a_time(tmp_path: Path) -> None:
     assert all(f.result and not f.result.calls for f in lean.finished.values())
     assert live_document(lean) == live_document(everything) == offline_document(root)
     assert stored.loads == 48  # the report found every window's matching already done
+
+
+# ---------------------------------------------------------------- one job served
+# The live aggregator serves one job: files of any other job are skipped with the reason,
+# never pooled; JSON that is not a trace is ignored, as `commscope report` does. Dropping
+# the call lists of complete windows (and a restore) must not lose a window's matching when
+# its folder holds files of another job, or when the job reported changes. Files are
+# hand-made (`builders.job_trace`): each rank one AllReduce, matched once per window.
+
+WINDOWS = ("iteration_10", "iteration_20")
+
+
+def mixed(root: Path, a100_ranks: int = 3) -> Path:
+    """Two windows, each holding the 2 ranks of an H100 job (January) and `a100_ranks` ranks
+    of a 3-GPU A100 job (March), and a checkpoint's meta.json."""
+    for window in WINDOWS:
+        for rank in (0, 1):
+            write(root / window / f"h100_rank{rank}.json", job_trace(rank, 2, GPU, JAN_NS))
+        for rank in range(a100_ranks):
+            write(root / window / f"a100_rank{rank}.json", job_trace(rank, 3, A100, MAR_NS))
+    write(root / "meta.json", b'{"step": 20}')
+    return root
+
+
+def test_the_live_report_is_the_largest_job_as_offline(tmp_path: Path) -> None:
+    root = mixed(tmp_path / "run")
+    aggregation = Aggregation()
+    apply_all(aggregation, round_robin(run_records(root, 2)))
+    document = live_document(aggregation)
+    assert document == offline_document(root)
+    assert (document["world_size"], document["ranks"], document["inputs"]["job"]) == (
+        3,
+        [0, 1, 2],
+        2,
+    )
+    assert [w["matching"]["instances"] for w in document["windows"]] == [1, 1]
+    skipped = [Path(s["path"]).relative_to(root) for s in document["inputs"]["skipped"]]
+    assert sorted(map(str, skipped)) == [f"{w}/h100_rank{r}.json" for w in WINDOWS for r in (0, 1)]
+    reason = document["inputs"]["skipped"][0]["reason"]
+    assert reason.startswith("belongs to another job than the one reported (job 2 of 2: world 3")
+    assert document["inputs"]["ignored"] == [str(root / "meta.json")]
+
+
+def test_call_lists_of_a_folder_holding_two_jobs_are_kept(tmp_path: Path) -> None:
+    root = mixed(tmp_path / "run")
+    stored = Stored()
+    lean, full = Aggregation(load=stored.load), Aggregation()
+    for path in trace_files(root):
+        records = file_records(root, path, 2)
+        stored.keep(apply_all(lean, records))
+        apply_all(full, records)
+    assert lean.complete_windows() == list(WINDOWS)
+    assert live_document(lean) == live_document(full)
+    assert lean.shed() == 0  # the report used part of each folder: nothing to drop
+    assert all(_calls(lean, window) == [1] * 5 for window in WINDOWS)
+    assert live_document(lean) == live_document(full) == offline_document(root)
+
+
+def test_a_restore_matches_the_job_reported_when_the_other_job_grows_larger(
+    tmp_path: Path,
+) -> None:
+    """Restored windows have their call lists dropped; the report that uses some of a
+    folder's files, or a job reported for the first time, reads them back first."""
+    root = mixed(tmp_path / "run", a100_ranks=1)  # the H100 job is the larger one
+    stored = Stored()
+    first = Aggregation()
+    for path in trace_files(root):
+        stored.keep(apply_all(first, file_records(root, path, 2)))
+    lean = Aggregation(load=stored.load)
+    lean.restore(stored.load(f.stream) for f in first.finished.values())
+    document = live_document(lean)
+    assert document == live_document(first) == offline_document(root)
+    assert document["world_size"] == 2 and [
+        w["matching"]["instances"] for w in document["windows"]
+    ] == [1, 1]
+    # the A100 job gets its other ranks: it is now the one reported, matched anew
+    for window in WINDOWS:
+        for rank in (1, 2):
+            path = write(root / window / f"a100_rank{rank}.json", job_trace(rank, 3, A100, MAR_NS))
+            records = file_records(root, path, 2)
+            stored.keep(apply_all(lean, records))
+            apply_all(first, records)
+    document = live_document(lean)  # (`offline` is cached: the folder changed)
+    assert document["world_size"] == 3 and [
+        w["matching"]["instances"] for w in document["windows"]
+    ] == [1, 1]
+    assert document == live_document(first) == jsonreport.to_document(analyse(root, Options()))
+    assert live_document(restored(lean)) == document
