@@ -75,8 +75,10 @@ def _header(report: Report) -> Iterator[str]:
     yield RULE
     yield ""
     world = report.world_size if report.world_size is not None else "n/a"
-    devices = "GPUs" if config.gpu_name else "ranks"
-    about = ", ".join(x for x in (config.gpu_name or "no GPU in the traces", config.backend) if x)
+    on_gpu = bool(report.kernels.per_rank)  # ranks with GPU activity
+    devices = "GPUs" if on_gpu or config.gpu_name else "ranks"
+    device = config.gpu_name or ("GPU unnamed in the traces" if on_gpu else "no GPU in the traces")
+    about = ", ".join(x for x in (device, config.backend) if x)
     yield f"Configuration: {world} {devices} ({about}), {report.throughput.iterations} iterations"
     model = " ".join(x for x in (config.model, config.flavor) if x)
     unknown = "n/a (not in the config)" if config.config_path else "n/a (no --config)"
@@ -244,6 +246,21 @@ def _bandwidth(report: Report) -> Iterator[str]:
             gbps(s.busbw_Bps.p95),
         ]
         yield row(cells, widths)
+    yield from _group_sources(report)
+
+
+def _group_sources(report: Report) -> Iterator[str]:
+    """Where each collective type's group size n (its bus factor) came from."""
+    lines = [
+        f"  {kind}: "
+        + ", ".join(f"{source} {count}" for source, count in s.group_size_sources.items())
+        for kind, s in report.collectives.all_ranks.items()
+        if s.group_size_sources
+    ]
+    if lines:
+        yield ""
+        yield "Group size n (for F) taken from, in calls:"
+        yield from lines
 
 
 _WINDOW_WIDTHS = [18, 5, 8, 12, 14, 10]

@@ -27,7 +27,21 @@ METHOD: Final = "median alignment of matched collectives' end times; relative to
 NO_MATCH: Final = "no collective matched across ranks"
 _MEDIAN_SE: Final = 1.2533 * 1.4826  # standard error of a median from the MAD (normal noise)
 
+YEAR_2000_NS: Final = 946_684_800 * 10**9
+
 Ends = dict[int, int]  # rank -> end time of one instance (ns)
+
+
+def epoch_ns(base_time_ns: int | None, trace_ns: int | None) -> int | None:
+    """A trace time in ns since the epoch, when the trace's time base says: Kineto writes
+    either epoch timestamps, or ones relative to `baseTimeNanoseconds`; a sum before 2000
+    is a clock without a time base (time since boot)."""
+    if trace_ns is None:
+        return None
+    found = (base_time_ns or 0) + trace_ns
+    return found if found >= YEAR_2000_NS else None
+
+
 Found = dict[int, tuple[float, float | None, int]]  # rank -> (offset ns, uncertainty, samples)
 
 

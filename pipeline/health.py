@@ -21,6 +21,7 @@ from commscope.collector.schema import (
     Sections,
     TraceMeta,
 )
+from commscope.pipeline.clocks import epoch_ns
 
 MATCHING: Final = "matching across ranks, and the clock offsets, arrival skew and α-β fits on it"
 # Which sections each gap weakens, and how.
@@ -150,8 +151,9 @@ def _group_sizes(source: str) -> Callable[[Sequence[TraceFile], Sections], Healt
 def _base_time(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
     if len(found.ranks) < 2:
         return None
-    bare = sum(1 for f in files if f.meta.base_time_ns is None)
-    return issue("base_time", "baseTimeNanoseconds (a time base)", (bare, len(files)), "files")
+    bare = sum(1 for f in files if epoch_ns(f.meta.base_time_ns, f.result.start_ns) is None)
+    what = "a time base (baseTimeNanoseconds, or epoch timestamps)"
+    return issue("base_time", what, (bare, len(files)), "files")
 
 
 def _on_gpu(files: Sequence[TraceFile]) -> list[TraceFile]:

@@ -30,11 +30,11 @@ from typing import Final
 
 from commscope.collector.schema import JobInfo, Report, Skipped
 from commscope.pipeline.accumulate import CPU
+from commscope.pipeline.clocks import epoch_ns
 from commscope.pipeline.report import Options, ParsedFile, assign_ranks, build_report
 from msgspec.structs import replace
 
 GAP_NS: Final = 3600 * 10**9  # ranks of one job in one window start within this of each other
-YEAR_2000_NS: Final = 946_684_800 * 10**9
 NO_GPU: Final = ""  # the GPU model of a CPU-only trace: known to be none
 
 Kind = tuple[int | None, str | None, str | None]  # world size, backend, GPU model
@@ -75,10 +75,7 @@ def kind(item: ParsedFile) -> Kind:
 
 def start_time_ns(item: ParsedFile) -> int | None:
     """When the file's first event happened (ns since the epoch), if its time base says."""
-    if item.result.start_ns is None:
-        return None
-    found = (item.meta.base_time_ns or 0) + item.result.start_ns
-    return found if found >= YEAR_2000_NS else None
+    return epoch_ns(item.meta.base_time_ns, item.result.start_ns)
 
 
 def split(files: Sequence[ParsedFile]) -> Split:

@@ -162,3 +162,28 @@ def test_duplicate_rank_in_a_window_skips_both_and_names_each_other() -> None:
     reasons = {s.path: s.reason for s in report.inputs.skipped}
     assert "other.json" in reasons["rank0.json"] and "rank0.json" in reasons["other.json"]
     assert report.ranks == []
+
+
+def test_bus_bytes_of_a_group_of_three_are_summed_exactly_not_rounded_per_op() -> None:
+    # AllReduce in a group of 3: F = 2 x 2/3 = 4/3; S = 1000 B: 1333.33 B each. Three ops
+    # give exactly 4000 B; rounding each op first would give 3 x 1333 = 3999.
+    events: list[Event] = [comm("AllReduce", 100 * i, 10, 1000, group=3) for i in range(3)]
+    result = build_report(["iteration_6"], [parsed(0, events)], [], Options())
+    assert result.collectives.all_ranks["AllReduce"].bus_bytes == 4000
+    assert result.network.total_bus_bytes == 4000
+    assert result.traffic["AllReduce"].bus_bytes == 4000
+
+
+def test_each_collective_says_where_its_group_size_came_from() -> None:
+    events: list[Event] = [
+        CommOp("AllGather", 0, 10 * US, 800, 8, True, group_source="tensor shapes"),
+        CommOp("AllGather", 20 * US, 10 * US, 800, 8, True, group_source="tensor shapes"),
+        CommOp("AllGather", 40 * US, 10 * US, 800, 2, True, group_source="world size"),
+        CommOp("Broadcast", 60 * US, 10 * US, 800, None, True),
+    ]
+    result = build_report(["iteration_6"], [parsed(0, events)], [], Options())
+    sources = {k: s.group_size_sources for k, s in result.collectives.all_ranks.items()}
+    assert sources == {
+        "AllGather": {"tensor shapes": 2, "world size": 1},
+        "Broadcast": {"unknown": 1},
+    }

@@ -1,0 +1,27 @@
+"""The text report's header says what the devices were, from what ran on them (issue 9 #8)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from builders import write
+from commscope.exporters import text
+from commscope.pipeline.report import Options
+from commscope.pipeline.run import analyse
+from kineto_builder import dist_head, kernel, trace
+
+
+def header(tmp_path: Path, head: dict[str, object], events: list[dict[str, object]]) -> str:
+    write(tmp_path / "rank0_trace.json", trace(events, head))
+    return text.render(analyse(tmp_path, Options())).splitlines()[4]
+
+
+def test_a_device_with_an_empty_name_that_runs_kernels_is_a_gpu(tmp_path: Path) -> None:
+    head = {"deviceProperties": [{"id": 0, "name": ""}], **dist_head(world_size=1)}
+    line = header(tmp_path, head, [kernel("gemm", 0, 10)])
+    assert line == "Configuration: 1 GPUs (GPU unnamed in the traces, nccl), 0 iterations"
+
+
+def test_a_trace_without_kernels_has_no_gpu(tmp_path: Path) -> None:
+    line = header(tmp_path, dist_head(world_size=1, backend="gloo"), [])
+    assert line == "Configuration: 1 ranks (no GPU in the traces, gloo), 0 iterations"
