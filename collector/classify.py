@@ -143,18 +143,8 @@ def input_dims_bytes(args: Mapping[str, Any]) -> int | None:
     dims, types = input_dims(args), args.get("Input type")
     if not isinstance(dims, list) or not isinstance(types, list) or not dims or not types:
         return None
-    size = dtype_bytes(types[0])
-    first = dims[0]
-    if size is None or not isinstance(first, list):
-        return None
-    shapes = first if first and all(isinstance(s, list) for s in first) else [first]
-    total = 0
-    for shape in shapes:
-        elements = _elements(shape)
-        if elements is None:
-            return None
-        total += elements
-    return total * size
+    size, elements = dtype_bytes(types[0]), _numel(dims[0])
+    return None if size is None or elements is None else elements * size
 
 
 def input_dims(args: Mapping[str, Any]) -> Any:

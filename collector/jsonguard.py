@@ -9,13 +9,15 @@ first), adjacent quote pairs and whole strings are dropped, then matched bracket
 removed pass by pass; what remains are the levels opened or closed in the chunk.
 
 `NumberFixer` rewrites the number tokens yajl cannot hold — integers beyond 64 bits (a u64
-NCCL `Comms Id`), floats beyond a double, NaN and Infinity — as strings, so that only those
-values are lost, never the file. It tokenises strings exactly, so it costs more: the reader
-turns it on only for a document that failed on such a token.
+NCCL `Comms Id`), floats beyond a double, NaN and Infinity — as strings, and bytes that are
+not UTF-8 as U+FFFD, so that only those values are lost, never the file. It tokenises strings
+exactly, so it costs more: the reader turns it on only for a document that failed on such a
+token.
 """
 
 from __future__ import annotations
 
+import codecs
 import re
 from typing import Final
 
@@ -31,6 +33,8 @@ _TOKEN: Final = re.compile(
 )
 _CONTINUING: Final = b"-+." + bytes(b for b in range(256) if chr(b).isalnum() and b < 128)
 _INT64: Final = range(-(2**63), 2**63)
+_INT64_DIGITS: Final = 19
+_REPLACEMENT: Final = "\ufffd".encode()
 _QUOTE, _MINUS = ord('"'), ord("-")
 
 
@@ -103,11 +107,15 @@ class NumberFixer:
 
     def __init__(self) -> None:
         self._carry = b""
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         self.fixed = 0
 
     def feed(self, chunk: bytes, final: bool = False) -> bytes:
         """The mended bytes that can be told apart so far (all of them when `final`)."""
-        data = self._carry + chunk
+        text = self._utf8.decode(chunk, final)
+        utf8 = text.encode("utf-8", "surrogatepass")
+        self.fixed += max(0, text.count("\ufffd") - chunk.count(_REPLACEMENT))
+        data = self._carry + utf8
         end = len(data) if final else _undecided(data)
         parts, written, last = [], 0, 0
         for match in _TOKEN.finditer(data, 0, end):
@@ -137,5 +145,5 @@ def _unholdable(token: bytes) -> bool:
         return True
     digits = token[1:] if token[0] == _MINUS else token
     if digits.isdigit():
-        return int(token) not in _INT64
+        return len(digits) > _INT64_DIGITS or int(token) not in _INT64
     return float(token) in (float("inf"), float("-inf"))

@@ -30,8 +30,13 @@ _END: Final = object()
 _ODD_CAT: Final = "event whose cat is not a string"
 # yajl's complaints that a number rewritten as a string mends (NaN and Infinity are invalid
 # chars to it): the only errors worth reading a document again for.
-_MENDED: Final = "value beyond 64 bits, NaN or Infinity (read as a string)"
-_MENDABLE: Final = ("integer overflow", "numeric (floating point) overflow", "invalid char")
+_MENDED: Final = "value beyond 64 bits, NaN or Infinity, or bytes not UTF-8 (mended)"
+_MENDABLE: Final = (
+    "integer overflow",
+    "numeric (floating point) overflow",
+    "invalid char",
+    "invalid bytes in UTF8",
+)
 
 
 class TraceReader:
@@ -65,6 +70,8 @@ class TraceReader:
             raise TraceError(self.path, self._json_reason(exc)) from None
         except LimitError as exc:
             raise TraceError(self.path, str(exc)) from None
+        except UnicodeDecodeError:
+            raise TraceError(self.path, "corrupt: text that is not UTF-8") from None
         except RecursionError:
             raise TraceError(self.path, "nested too deeply to read (not a trace)") from None
         except EOFError:
@@ -100,8 +107,8 @@ class TraceReader:
                     handed += 1
                     yield raw
                 return
-            except ijson.JSONError as exc:
-                if not self._rewind(str(exc)):
+            except (ijson.JSONError, UnicodeDecodeError) as exc:
+                if not self._rewind(exc):
                     raise
 
     def _raw_items(self) -> Iterator[Any]:
@@ -115,12 +122,12 @@ class TraceReader:
             self._head_read = True
         yield from items if first is _END else itertools.chain((first,), items)
 
-    def _rewind(self, error: str) -> bool:
-        """Start again from the document's first byte, mending numbers; False if that cannot
-        help (done already, another error, or a stream that cannot go back)."""
+    def _rewind(self, error: Exception) -> bool:
+        """Start again from the document's first byte, mending numbers and UTF-8; False if
+        that cannot help (done already, another error, or a stream that cannot go back)."""
         stream = self._stream
-        first_line = error.split("\n", 1)[0]
-        mendable = any(m in first_line for m in _MENDABLE)
+        first_line = str(error).split("\n", 1)[0]
+        mendable = isinstance(error, UnicodeDecodeError) or any(m in first_line for m in _MENDABLE)
         if self._tap.fixer is not None or not mendable or not stream.seekable():
             return False
         stream.seek(0)

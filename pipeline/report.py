@@ -154,14 +154,7 @@ def build_report(
     by_window: dict[str, dict[int, ParsedFile]] = {name: {} for name in windows}
     for (window, rank), item in sorted(placed.items()):
         by_window[window][rank] = item
-    cache = cache if cache is not None else WindowCache()
-    window_list, crosses = [], []
-    for name, items in by_window.items():
-        if items:
-            found, cross = cache.window(name, items, context)
-            window_list.append(found)
-            crosses.append(cross)
-    cache.keep(by_window)
+    window_list, crosses = _windows(by_window, context, cache or WindowCache())
     per_rank: dict[int, list[RankResult]] = {}
     for items in by_window.values():
         for rank, item in items.items():
@@ -177,6 +170,20 @@ def build_report(
         diagnosis=diagnose(run),
         **asdict(run),
     )
+
+
+def _windows(
+    by_window: dict[str, dict[int, ParsedFile]], context: Context, cache: WindowCache
+) -> tuple[list[Window], list[CrossRank]]:
+    """Each window's sections and cross-rank facts (from the cache while unchanged)."""
+    window_list, crosses = [], []
+    for name, items in by_window.items():
+        if items:
+            found, cross = cache.window(name, items, context)
+            window_list.append(found)
+            crosses.append(cross)
+    cache.keep(by_window)
+    return window_list, crosses
 
 
 def _infos(items: dict[int, ParsedFile]) -> dict[int, crossrank.RankInfo]:

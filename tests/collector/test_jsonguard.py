@@ -200,7 +200,9 @@ def test_a_u64_comms_id_loses_that_value_only() -> None:
     parsed = read(comm_id_trace())
     assert [(e.start_ns, e.dur_ns) for e in parsed.events] == [(0, 10_000), (20_000, 10_000),
                                                              (40_000, 10_000)]  # fmt: skip
-    assert parsed.stats.dropped == {"value beyond 64 bits, NaN or Infinity (read as a string)": 1}
+    assert parsed.stats.dropped == {
+        "value beyond 64 bits, NaN or Infinity, or bytes not UTF-8 (mended)": 1
+    }
 
 
 def test_a_nan_duration_drops_that_event_only() -> None:
