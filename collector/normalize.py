@@ -36,6 +36,7 @@ from commscope.collector.schema import (
     Event,
     FileStats,
     GpuOp,
+    GroupSource,
     MemoryPeak,
     Step,
     TraceMeta,
@@ -510,7 +511,7 @@ class Normalizer:
 
     def _group_size(
         self, records: list[CommCall], calls: list[CommCall], collective: str
-    ) -> tuple[int | None, str | None]:
+    ) -> tuple[int | None, GroupSource | None]:
         """(n, where it came from): the `Group size` arg, else the call's process group in
         pg_config, else what an all-gather's or reduce-scatter's shapes imply, else the
         trace's only process group, else the world size (DESIGN.md's order)."""

@@ -8,7 +8,7 @@ New fields get defaults and are appended, never retyped. `None` means unknown, n
 
 from __future__ import annotations
 
-from typing import Annotated, Final
+from typing import Annotated, Final, Literal, get_args
 
 import msgspec
 
@@ -18,7 +18,8 @@ PROTOCOL_VERSION: Final = 3
 KERNEL_CATEGORIES: Final = ("gemm", "attention", "elementwise", "reduction", "other")
 
 # Where a collective's group size n came from (DESIGN.md rulings, in order of preference).
-GROUP_SOURCES: Final = ("Group size arg", "pg_config", "tensor shapes", "world size")
+GroupSource = Literal["Group size arg", "pg_config", "tensor shapes", "world size"]
+GROUP_SOURCES: Final[tuple[GroupSource, ...]] = get_args(GroupSource)
 
 COLLECTIVE_TYPES: Final = (
     "AllReduce",
@@ -69,7 +70,7 @@ class CommOp(msgspec.Struct, frozen=True, gc=False, tag="comm", array_like=True)
     on_gpu: bool
     process_group: str | None = None
     seq: int | None = None
-    group_source: str | None = None  # a GROUP_SOURCES entry; None when n is unknown
+    group_source: GroupSource | None = None  # None when n is unknown (checked at decode)
 
 
 class Step(msgspec.Struct, frozen=True, gc=False, tag="step", array_like=True):
