@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from machineinfo import cpu_and_python
+from machineinfo import cpu_and_python, peak_rss_mb, ru_maxrss_mb
 
 METHODS = ("commscope", "ijson", "json.load")
 DEFAULT_SIZES_MB = (50, 500, 2000)
@@ -806,31 +806,19 @@ def _elapsed(started: tuple[float, float]) -> tuple[float, float]:
     return time.process_time() - started[0], time.perf_counter() - started[1]
 
 
-def _peak_rss_mb() -> float:
-    """This process's own high-water RSS (VmHWM; it starts afresh at exec)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024 / MB
-    return _ru_maxrss_mb()
-
-
-def _ru_maxrss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / MB  # KiB on Linux
-
-
 def child_main(method: str, path: str, limit_gb: float) -> int:
     """Parse once under an address-space limit; print one JSON line for the parent."""
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     resource.setrlimit(resource.RLIMIT_AS, (int(limit_gb * 2**30), hard))
     for module in CHILD_IMPORTS[method]:
         importlib.import_module(module)  # before the start RSS; the parse is timed without it
-    start_rss = _peak_rss_mb()
+    start_rss = peak_rss_mb()
     try:
         result = PARSERS[method](path)
     except MemoryError:
         result = {"exceeded_gb": limit_gb}
-    result.update(method=method, start_rss_mb=start_rss, peak_rss_mb=_peak_rss_mb())
-    result["ru_maxrss_mb"] = _ru_maxrss_mb()
+    result.update(method=method, start_rss_mb=start_rss, peak_rss_mb=peak_rss_mb())
+    result["ru_maxrss_mb"] = ru_maxrss_mb()
     print(json.dumps(result), flush=True)
     return 0
 

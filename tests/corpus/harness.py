@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import sys
 import tempfile
 import traceback
@@ -28,6 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 import msgspec
 from commscope.collector.errors import TraceError
@@ -36,14 +36,11 @@ from commscope.exporters import jsonreport, text
 from commscope.pipeline import jobs
 from commscope.pipeline.report import Options, ParsedFile, build_report
 from commscope.pipeline.run import parse_file
+from machineinfo import peak_rss_mb
 from mutants import DLRM, SHARED, Mutant, corpus
 
 WINDOW = "w"
 PER_RANK = ("overlap", "collectives", "network", "kernels")
-
-
-def peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def good_files() -> list[ParsedFile]:
@@ -98,14 +95,14 @@ def run(seed: int, count: int, real: bool) -> dict[str, Any]:
     failures, growth = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for mutant in corpus(seed, count):
-            before = peak_mb()
+            before = peak_rss_mb()
             try:
                 outcomes[check(mutant, Path(tmp), good, base)] += 1
             except Exception:
                 failures.append({"mutant": mutant.name, "traceback": traceback.format_exc()})
-            growth.append((peak_mb() - before, mutant.name))
+            growth.append((peak_rss_mb() - before, mutant.name))
     for path in real_traces() if real else ():
-        before = peak_mb()
+        before = peak_rss_mb()
         try:
             parse_file(WINDOW, path)
             outcomes["real: analysed"] += 1
@@ -113,12 +110,12 @@ def run(seed: int, count: int, real: bool) -> dict[str, Any]:
             outcomes["real: skipped: " + " ".join(exc.reason.split()[:3])] += 1
         except Exception:
             failures.append({"mutant": str(path), "traceback": traceback.format_exc()})
-        growth.append((peak_mb() - before, path.name))
+        growth.append((peak_rss_mb() - before, path.name))
     return {
         "mutants": sum(outcomes.values()),
         "outcomes": dict(sorted(outcomes.items())),
         "failures": failures,
-        "peak_rss_mb": round(peak_mb(), 1),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
         "largest_growth_mb": [(round(g, 1), name) for g, name in sorted(growth)[-5:]],
     }
 
