@@ -8,7 +8,7 @@ top-level `traceEvents` key (Kineto's header) and the last chunks (Kineto writes
 parsed with the stdlib `json` module; memory stays flat whatever the file size.
 
 The tap also hands every chunk to a `Guard` (depth and string-length limits), drops a UTF-8
-byte-order mark, and with `fix_numbers` mends the numbers yajl cannot hold (`jsonguard`).
+byte-order mark, and with `mend` mends the values yajl cannot hold (`jsonguard`).
 """
 
 from __future__ import annotations
@@ -56,12 +56,12 @@ class Tap:
         self,
         raw: IO[bytes],
         on_chunk: Callable[[int], None] | None = None,
-        fix_numbers: bool = False,
+        mend: bool = False,
     ) -> None:
         self._raw = raw
         self._on_chunk = on_chunk
         self._guard = Guard()
-        self.fixer = NumberFixer() if fix_numbers else None
+        self.fixer = NumberFixer() if mend else None
         self._head = bytearray()
         self._head_done = False
         self._scan_from = 0

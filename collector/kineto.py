@@ -5,10 +5,11 @@ yields lists of events as it goes; `meta` and `stats` are complete once it is ex
 document that is truncated, corrupt or not a trace raises `TraceError` with a plain reason;
 the caller discards what it had read from that file.
 
-yajl holds no integer beyond 64 bits, no float beyond a double, no NaN or Infinity: a document
-that fails on such a token is valid JSON (or nearly), so on a seekable stream it is read again
-from its start with those numbers turned into strings (`jsonguard.NumberFixer`), and the items
-already handled are passed over: only the offending values are lost, never the file.
+yajl holds no integer beyond 64 bits, no float beyond a double, no NaN or Infinity, and Python
+no text that is not UTF-8: a document that fails on such a value is valid JSON (or nearly), so
+on a seekable stream it is read again from its start with those numbers turned into strings
+and those bytes into U+FFFD (`jsonguard.NumberFixer`), and the items already handled are
+passed over: only the offending values are lost, never the file.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ BATCH_EVENTS: Final = 4096
 _NOT_OBJECT: Final = "traceEvents item that is not an object"
 _END: Final = object()
 _ODD_CAT: Final = "event whose cat is not a string"
-# yajl's complaints that a number rewritten as a string mends (NaN and Infinity are invalid
-# chars to it): the only errors worth reading a document again for.
+# yajl's complaints that a mended value cures (NaN and Infinity are invalid chars to it): the
+# only errors, with Python's UnicodeDecodeError, worth reading a document again for.
 _MENDED: Final = "value beyond 64 bits, NaN or Infinity, or bytes not UTF-8 (mended)"
 _MENDABLE: Final = (
     "integer overflow",
@@ -93,13 +94,13 @@ class TraceReader:
         return f"corrupt JSON ({_short(exc)})"
 
     @property
-    def mended_numbers(self) -> int:
-        """Numbers yajl could not hold that were read as strings (their values are lost)."""
+    def _mended(self) -> int:
+        """Values mended on the second read (numbers read as strings, bytes as U+FFFD)."""
         return self._tap.fixer.fixed if self._tap.fixer is not None else 0
 
     def _items(self) -> Iterator[Any]:
         """Every item of `traceEvents` once, reading the document again (see the module
-        docstring) after an error a mended number cures."""
+        docstring) after an error a mended value cures."""
         handed = 0
         while True:
             try:
@@ -131,7 +132,7 @@ class TraceReader:
         if self._tap.fixer is not None or not mendable or not stream.seekable():
             return False
         stream.seek(0)
-        self._tap = Tap(stream, _beyond(self._on_chunk, self._tap.bytes_read), fix_numbers=True)
+        self._tap = Tap(stream, _beyond(self._on_chunk, self._tap.bytes_read), mend=True)
         return True
 
     def _parse(self, size: int) -> Iterator[list[Event]]:
@@ -154,8 +155,8 @@ class TraceReader:
         normalizer.finish()
         normalizer.stats.events = count
         normalizer.stats.bytes_read = self._tap.bytes_read
-        if self.mended_numbers:
-            normalizer.drop(_MENDED, self.mended_numbers)
+        if self._mended:
+            normalizer.drop(_MENDED, self._mended)
         if out:
             yield out[:]
             out.clear()

@@ -280,9 +280,8 @@ class Normalizer:
         }
         # Each `cat` value seen -> its handler, None for categories of no use (learnt).
         self.handlers: dict[object, Callable[[dict[str, Any]], None] | None] = {
-            cat: self._kinds[kind] for cat, kind in _CATEGORY.items() if cat == kind
+            cat: self._kinds[kind] for cat, kind in _CATEGORY.items()
         }
-        self.handlers.update(cuda_runtime=self._runtime, cuda_driver=self._runtime)
 
     def unseen(self, raw: dict[str, Any]) -> None:
         """An event of a category not seen before: learn its handler (remembered, bounded)."""
@@ -498,7 +497,7 @@ class Normalizer:
         own = own_calls(calls)
         records = [primary, *(c for c in own if c.name == "record_param_comms")]
         collective = collective_of(primary, records, own)
-        group, source = self._group_size(records, own, collective)
+        group, source = self._group_size(records, own)
         size = next((r.nelems_bytes for r in records if r.nelems_bytes is not None), None)
         if size is None:
             size = size_from_calls(own, collective, group)
@@ -510,7 +509,7 @@ class Normalizer:
         return CommOp(collective, start, dur, size, group, on_gpu, pg, seq, source)
 
     def _group_size(
-        self, records: list[CommCall], calls: list[CommCall], collective: str
+        self, records: list[CommCall], calls: list[CommCall]
     ) -> tuple[int | None, GroupSource | None]:
         """(n, where it came from): the `Group size` arg, else the call's process group in
         pg_config, else what an all-gather's or reduce-scatter's shapes imply, else the
@@ -574,8 +573,7 @@ def collective_of(primary: CommCall, records: list[CommCall], calls: list[CommCa
         if call.name.startswith(BACKEND_CALL_PREFIXES):
             return collective_type(call.name)
     for call in calls:
-        kind = collective_type(call.name)
-        if kind != "Other" and call.name.startswith(_C10D_PREFIXES):
+        if call.name.startswith(_C10D_PREFIXES) and (kind := collective_type(call.name)) != "Other":
             return kind
     kind = collective_type(primary.name)
     return "Other" if kind == "SendRecv" and is_comm_kernel(primary.name) else kind
@@ -615,7 +613,7 @@ def _label(value: object) -> str | None:
     """A name a trace gives (a process group, a GPU): a short string or an integer."""
     if isinstance(value, bool) or not isinstance(value, str | int):
         return None
-    text = str(value).strip() if isinstance(value, str) else str(value)
+    text = str(value).strip()
     return text if 0 < len(text) <= MAX_LABEL else None
 
 
@@ -627,6 +625,7 @@ def meta_from_top(top: Mapping[str, Any]) -> TraceMeta:
     devices = top.get("deviceProperties")
     first = devices[0] if isinstance(devices, list) and devices else None
     backend = info.get("backend")
+    pg_sizes, pg_ranks = _process_groups(info.get("pg_config"))
     return TraceMeta(
         rank=_bounded(_int(info.get("rank")), MAX_RANKS - 1),
         world_size=_bounded(_int(info.get("world_size")), MAX_RANKS, least=1),
@@ -634,13 +633,15 @@ def meta_from_top(top: Mapping[str, Any]) -> TraceMeta:
         gpu_name=_label(first.get("name")) if isinstance(first, dict) else None,
         base_time_ns=_bounded(_int(top.get("baseTimeNanoseconds")), 2**62),
         nccl_version=_label(info.get("nccl_version")),
-        **_process_groups(info.get("pg_config")),
+        pg_sizes=pg_sizes,
+        pg_ranks=pg_ranks,
     )
 
 
-def _process_groups(pgs: object) -> dict[str, dict[str, Any]]:
+def _process_groups(pgs: object) -> tuple[dict[str, int], dict[str, list[int]]]:
     """pg_sizes and pg_ranks from `distributedInfo.pg_config` (at most MAX_GROUPS groups)."""
-    pg_sizes, pg_ranks = {}, {}
+    pg_sizes: dict[str, int] = {}
+    pg_ranks: dict[str, list[int]] = {}
     for pg in pgs[:MAX_GROUPS] if isinstance(pgs, list) else ():
         name = _label(pg.get("pg_name")) if isinstance(pg, dict) else None
         if name is None:
@@ -651,7 +652,7 @@ def _process_groups(pgs: object) -> dict[str, dict[str, Any]]:
         ranks = pg.get("ranks")
         if isinstance(ranks, list) and len(ranks) <= MAX_RANKS and _all_ranks(ranks):
             pg_ranks[name] = sorted(ranks)
-    return {"pg_sizes": pg_sizes, "pg_ranks": pg_ranks}
+    return pg_sizes, pg_ranks
 
 
 def _all_ranks(values: list[Any]) -> bool:

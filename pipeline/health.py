@@ -9,6 +9,7 @@ events dropped. `checked` lists every check made, so no issue means none of them
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final, Protocol
 
@@ -173,10 +174,9 @@ def _memory(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
 
 
 def _dropped(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
-    reasons: dict[str, int] = {}
+    reasons: Counter[str] = Counter()
     for f in files:
-        for reason, count in f.stats.dropped.items():
-            reasons[reason] = reasons.get(reason, 0) + count
+        reasons.update(f.stats.dropped)
     dropped = sum(reasons.values())
     read = max(sum(f.stats.events for f in files), dropped)
     what = "; ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
