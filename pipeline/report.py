@@ -30,7 +30,7 @@ from commscope.pipeline.config import JobConfig, global_batch, resolve
 from commscope.pipeline.crossrank import CrossRank
 from commscope.pipeline.diagnosis import diagnose
 from commscope.pipeline.flops import flops_per_token, hfu_factor, model_shape, peak_flops
-from commscope.pipeline.metrics import Context, peak_bandwidth, sections
+from commscope.pipeline.sections import Context, peak_bandwidth, sections
 from msgspec.structs import asdict, replace
 
 

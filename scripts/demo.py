@@ -17,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "gloo_ddp_2rank"
-COMMSCOPE = [sys.executable, "-m", "commscope.pipeline.cli"]
+COMMSCOPE = [sys.executable, "-m", "commscope.service.cli"]
 SHOWN = (
     "commscope_comm_compute_overlap_ratio",
     "commscope_windows_completed_total",

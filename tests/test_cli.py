@@ -27,7 +27,7 @@ REQUIRED = {
 
 
 def run(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "commscope.pipeline.cli", "report", *map(str, args)]
+    command = [sys.executable, "-m", "commscope.service.cli", "report", *map(str, args)]
     return subprocess.run(
         command, cwd=cwd, capture_output=True, text=True, timeout=120, check=False
     )
@@ -239,7 +239,7 @@ def test_missing_ijson_c_backend_fails_at_start_with_a_clear_message(
 ) -> None:
     code = (
         "import sys; sys.modules['ijson.backends.yajl2_c'] = None\n"
-        "from commscope.pipeline.cli import main\n"
+        "from commscope.service.cli import main\n"
         f"sys.exit(main(['report', {str(run_dir)!r}, '--out', {str(tmp_path / 'o')!r}]))"
     )
     result = subprocess.run(

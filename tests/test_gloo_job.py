@@ -31,7 +31,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
     command = [
         sys.executable,
         "-m",
-        "commscope.pipeline.cli",
+        "commscope.service.cli",
         "report",
         str(root / "profile_trace"),
         "--out",

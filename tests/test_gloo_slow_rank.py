@@ -30,7 +30,7 @@ def reported(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
     slow = ("--slow-rank", "1", "--slow-ms", str(SLEEP_S * 1e3), "--active", "4", "--steps", "12")
     torchrun(root / "profile_trace", *slow)
     out = root / "trace_analysis"
-    command = [sys.executable, "-m", "commscope.pipeline.cli", "report",
+    command = [sys.executable, "-m", "commscope.service.cli", "report",
                str(root / "profile_trace"), "--out", str(out)]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr

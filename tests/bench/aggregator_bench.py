@@ -71,8 +71,8 @@ from commscope.collector.schema import (
     ToAggregator,
     TraceMeta,
 )
-from commscope.pipeline.aggregator import _DRAIN, Aggregator, AggregatorSettings
-from commscope.pipeline.live import Aggregation, Verdict
+from commscope.pipeline.aggregation import Aggregation, Verdict
+from commscope.service.aggregate import _DRAIN, Aggregator, AggregatorSettings
 from machineinfo import cpu_and_python
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
@@ -80,7 +80,7 @@ from prometheus_client.exposition import generate_latest
 REPO = Path(__file__).resolve().parents[2]
 DLRM = Path("/work/shared/traces/kineto/dlrm_8rank_v100")
 GLOO = REPO / "samples" / "gloo_ddp_2rank"
-COMMSCOPE = [sys.executable, "-m", "commscope.pipeline.cli"]
+COMMSCOPE = [sys.executable, "-m", "commscope.service.cli"]
 IDENTITY: Final = b"bench"
 PRESENT: Final = (1, 10, 50)  # finished windows present when the latency is measured
 MB: Final = 1_000_000
@@ -544,7 +544,7 @@ def run_offline(folder: Path, tmp: Path) -> tuple[float, str]:
 def run_import() -> float:
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-c", "import commscope.pipeline.cli"], check=True, timeout=WAIT_S
+        [sys.executable, "-c", "import commscope.service.cli"], check=True, timeout=WAIT_S
     )
     return time.perf_counter() - started
 
@@ -586,7 +586,7 @@ def end_to_end_table(results: list[EndToEnd], repeat: int) -> str:
     lines.append(
         "  agg up: aggregate launched to listening; live: collect --once launched to the "
         "aggregator's exit (report written);\n  report: commscope report DIR, one process; "
-        "import: python -c 'import commscope.pipeline.cli'"
+        "import: python -c 'import commscope.service.cli'"
     )
     return "\n".join(lines)
 

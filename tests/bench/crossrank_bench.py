@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from commscope.pipeline import crossrank, skew
-from commscope.pipeline.metrics import Context, sections
+from commscope.pipeline.sections import Context, sections
 from crossrank_builder import Scenario, calls, results
 from machineinfo import cpu_and_python
 

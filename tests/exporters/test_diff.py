@@ -206,7 +206,7 @@ def test_the_command_compares_two_files(tmp_path: Path) -> None:
     a = run_report([0.100, 0.102, 0.098], overlap=0.40, busbw=100e9, slowest=None)
     (tmp_path / "a.json").write_bytes(jsonreport.render(a))
     (tmp_path / "b.json").write_bytes(GOLDEN_JSON.read_bytes())
-    command = [sys.executable, "-m", "commscope.pipeline.cli", "diff", "a.json", "b.json"]
+    command = [sys.executable, "-m", "commscope.service.cli", "diff", "a.json", "b.json"]
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60,
                           check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -219,7 +219,7 @@ def test_the_command_compares_two_files(tmp_path: Path) -> None:
 
 
 def run_diff(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "commscope.pipeline.cli", "diff", *args]
+    command = [sys.executable, "-m", "commscope.service.cli", "diff", *args]
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=60,
                           check=False)  # fmt: skip
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from builders import write
 from commscope.exporters import text
+from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
-from commscope.pipeline.run import analyse
 from kineto_builder import dist_head, kernel, trace
 
 

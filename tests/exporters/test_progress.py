@@ -29,7 +29,7 @@ def test_progress_is_drawn_on_a_terminal_and_not_when_piped(tmp_path: Path) -> N
     for rank in (0, 1):
         write(tmp_path / "w" / f"rank{rank}_trace.json", rank_trace(rank, 2))
     command = (
-        f"{sys.executable} -m commscope.pipeline.cli report {tmp_path / 'w'} --out {tmp_path / 'o'}"
+        f"{sys.executable} -m commscope.service.cli report {tmp_path / 'w'} --out {tmp_path / 'o'}"
     )
     on_tty = subprocess.run(
         ["script", "-qec", command, "/dev/null"],

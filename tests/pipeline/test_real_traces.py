@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from commscope.collector.schema import Report
+from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
-from commscope.pipeline.run import analyse
 
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces" / "kineto"
 pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason=f"{TRACES} not present")

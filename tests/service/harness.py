@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from commscope.exporters import jsonreport
+from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
-from commscope.pipeline.run import analyse
 
 T = TypeVar("T")
-COMMSCOPE = [sys.executable, "-m", "commscope.pipeline.cli"]
+COMMSCOPE = [sys.executable, "-m", "commscope.service.cli"]
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "traces" / "kineto"
 DLRM = SHARED / "dlrm_8rank_v100"
 

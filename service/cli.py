@@ -25,7 +25,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from commscope.collector.daemon import Collector, CollectorSettings
 from commscope.collector.errors import CommscopeError, ConfigError
 from commscope.collector.jsonstream import require_c_backend
 from commscope.collector.schema import Inputs, Report
@@ -33,11 +32,12 @@ from commscope.collector.stream import StreamSettings
 from commscope.exporters import diff, text
 from commscope.exporters.files import write_reports
 from commscope.exporters.progress import TerminalProgress
-from commscope.pipeline.aggregator import Aggregator, AggregatorSettings
 from commscope.pipeline.config import flags_only, parse_config, with_overrides
-from commscope.pipeline.logs import configure_logging
+from commscope.pipeline.offline import analyse_jobs
 from commscope.pipeline.report import Options
-from commscope.pipeline.run import analyse_jobs
+from commscope.service.aggregate import Aggregator, AggregatorSettings
+from commscope.service.collect import Collector, CollectorSettings
+from commscope.service.logs import configure_logging
 from msgspec.structs import replace
 
 EXIT_OK: Final = 0

@@ -44,10 +44,10 @@ from commscope.collector.schema import (
 )
 from commscope.exporters import jsonreport
 from commscope.pipeline.accumulate import Accumulator
-from commscope.pipeline.aggregator import Aggregator, AggregatorSettings
-from commscope.pipeline.live import RETIRED_SEQ, Aggregation, Applied, Verdict
+from commscope.pipeline.aggregation import RETIRED_SEQ, Aggregation, Applied, Verdict
+from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
-from commscope.pipeline.run import analyse
+from commscope.service.aggregate import Aggregator, AggregatorSettings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -43,7 +43,7 @@ from commscope.collector.schema import (
 )
 from commscope.exporters.files import write_reports
 from commscope.exporters.prometheus import STATS, Rolling, Snapshot, SnapshotCollector, serve
-from commscope.pipeline.live import Aggregation, Verdict
+from commscope.pipeline.aggregation import Aggregation, Verdict
 from commscope.pipeline.report import Options
 from commscope.pipeline.rolling import RollingBandwidth
 from commscope.pipeline.stats import sample_values
