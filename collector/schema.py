@@ -14,6 +14,9 @@ import msgspec
 
 SCHEMA_VERSION: Final = 3
 PROTOCOL_VERSION: Final = 3
+# Persisted state (the collector's checkpoint, the aggregator's store). Version 1 carried no
+# version field; readers migrate it explicitly.
+STATE_VERSION: Final = 2
 
 KERNEL_CATEGORIES: Final = ("gemm", "attention", "elementwise", "reduction", "other")
 
