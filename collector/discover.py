@@ -9,16 +9,18 @@ only one. `*.tmp` files (Kineto renames them when done) and other names are not 
 from __future__ import annotations
 
 import gzip
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Final, cast
 
 from commscope.collector.errors import ConfigError
+from commscope.collector.names import (
+    is_trace_file_name,
+    rank_in_name,
+    window_names,
+    window_order,
+)
 
-_TRACE_SUFFIXES: Final = (".json", ".json.gz")
-_RANK_IN_NAME: Final = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
-_ITERATION: Final = re.compile(r"iteration_(\d+)$")
 _GZIP_MAGIC: Final = b"\x1f\x8b"
 
 
@@ -29,33 +31,12 @@ class WindowFiles:
 
 
 def is_trace_name(path: Path) -> bool:
-    return path.name.endswith(_TRACE_SUFFIXES)
+    return is_trace_file_name(path.name)
 
 
 def rank_from_name(path: Path) -> int | None:
     """`rank7`, `rank-7`, `rank_7`, `worker7` in the file name, else None."""
-    match = _RANK_IN_NAME.search(path.name)
-    return int(match.group(1)) if match else None
-
-
-def looks_like_trace(path: str) -> bool:
-    """Whether the file's name says it is a trace (`rank7`, `worker7`, or `trace` in it, as in
-    `rank7_trace.json` and `host_pid.pt.trace.json`): such a file that is not one is skipped
-    with its reason, while other JSON beside the traces (`meta.json`) is only ignored. Pure:
-    the live aggregator uses it too."""
-    name = base_name(path)
-    return _RANK_IN_NAME.search(name) is not None or "trace" in name.lower()
-
-
-def base_name(path: str) -> str:
-    """The last part of a path (pure: no filesystem)."""
-    return path.rsplit("/", 1)[-1]
-
-
-def window_order(name: str) -> tuple[int, int, str]:
-    """`iteration_N` folders by N, then any others by name."""
-    match = _ITERATION.search(name)
-    return (0, int(match.group(1)), name) if match else (1, 0, name)
+    return rank_in_name(path.name)
 
 
 def find_windows(root: Path) -> list[WindowFiles]:
@@ -84,15 +65,6 @@ def root_name(root: Path) -> str:
 def relative_folder(root: Path, folder: Path) -> str:
     """`folder` relative to the watched or analysed root, in POSIX form; "." for the root."""
     return folder.relative_to(root).as_posix() if folder != root else "."
-
-
-def window_names(root: str, folders: list[str]) -> list[str]:
-    """Each folder's window name: its own name, or its relative path when two names collide
-    (e.g. run1/iteration_10 and run2/iteration_10). Pure: the live aggregator uses it too."""
-    names = [root if f == "." else f.rsplit("/", 1)[-1] for f in folders]
-    if len(set(names)) == len(names):
-        return names
-    return [root if f == "." else f for f in folders]
 
 
 def file_size(path: Path) -> int:

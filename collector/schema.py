@@ -363,6 +363,7 @@ class Stragglers(msgspec.Struct, kw_only=True):
     robust_z: dict[str, float] = {}
     flagged: list[int] = []
     evidence: str = ""
+    robust_z_threshold: float | None = None  # flagged at robust z ≥ this (None: not tested)
 
 
 class AlphaBeta(msgspec.Struct, kw_only=True):
@@ -499,6 +500,11 @@ class RunConfig(msgspec.Struct, kw_only=True):
     parallelism_source: dict[str, str] = {}  # degree → where its value came from
     parallelism_issue: str | None = None  # why the config's degrees cannot be this run's
 
+    @property
+    def model_name(self) -> str | None:
+        """The model and its flavour (`llama3 8B`), None when neither is known."""
+        return " ".join(x for x in (self.model, self.flavor) if x) or None
+
 
 class Report(Sections, kw_only=True):
     schema_version: int = SCHEMA_VERSION
@@ -507,6 +513,36 @@ class Report(Sections, kw_only=True):
     windows: list[Window] = []
     inputs: Inputs = msgspec.field(default_factory=Inputs)
     diagnosis: Diagnosis = msgspec.field(default_factory=Diagnosis)
+
+
+class StepTest(msgspec.Struct, kw_only=True):
+    """Run B's step times against run A's (`commscope diff`): Welch's two-sided t-test,
+    decided at `alpha`. t, df and p_value are None with too few steps (`reason` says why)."""
+
+    mean_a_s: float | None = None
+    mean_b_s: float | None = None
+    change: float | None = None  # (mean_b - mean_a) / mean_a
+    t: float | None = None
+    df: float | None = None
+    p_value: float | None = None
+    reason: str | None = None
+    steps: tuple[int, int] = (0, 0)
+    alpha: float = 0.05
+    significant: bool = False
+    worse: bool = False  # significant, and B slower: the regression gate
+
+
+class JobDifference(msgspec.Struct, frozen=True, array_like=True):
+    what: str
+    a: str
+    b: str
+
+
+class RunComparison(msgspec.Struct, kw_only=True):
+    """What makes two reports different jobs, and whether the step time changed."""
+
+    differences: list[JobDifference] = []
+    step_time: StepTest = msgspec.field(default_factory=StepTest)
 
 
 # ---------------------------------------------------------------- wire protocol

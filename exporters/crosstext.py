@@ -12,7 +12,6 @@ from collections.abc import Iterator
 
 from commscope.collector.schema import Clocks, Matching, Report
 from commscope.exporters.textfmt import gbps, ms, na, pct, rank_list, row
-from commscope.pipeline.skew import ROBUST_Z
 
 _FIGURES = (
     ("exposed_comm_fraction", "exposed communication / step time"),
@@ -171,11 +170,9 @@ def skew_lines(report: Report) -> Iterator[str]:
     yield f"Slowest Rank: {slowest}"
     yield f"  {s.evidence}"
     yield ""
-    yield (
-        "Step-Time Stragglers (z over ranks of the mean step time; "
-        f"flagged: robust z ≥ {ROBUST_Z:g}):"
-    )
     t = report.stragglers
+    threshold = f"robust z ≥ {t.robust_z_threshold:g}" if t.robust_z_threshold else "not tested"
+    yield f"Step-Time Stragglers (z over ranks of the mean step time; flagged: {threshold}):"
     yield f"  flagged: {', '.join(map(str, t.flagged)) or 'none'}; {t.evidence}"
 
 

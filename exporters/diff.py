@@ -1,13 +1,9 @@
-"""`commscope diff`: what changed between two runs' JSON reports (pure: two Reports → text).
+"""`commscope diff` rendered (pure: two Reports → text).
 
-First, what makes the two runs different jobs (world size, GPU model, backend, model, batch,
-sequence length, parallel degrees) when anything does; then the whole-run figures side by
-side with their change (relative for times and rates, in percentage points for fractions),
-per-collective bus bandwidth, the diagnosis verdicts. The step time gets a significance test
-(Welch's t over the per-step times, mean over ranks of each ProfilerStep) when both runs have
-enough steps; otherwise the report says so. `regression` is the CI gate: B's step time
-significantly worse than A's. `load` takes only commscope reports, of any schema version up
-to this one (fields added since are defaults); a newer one loads with a note.
+First, what makes the two runs different jobs (`pipeline.compare.differences`) when anything
+does; then the whole-run figures side by side with their change (relative for times and
+rates, in percentage points for fractions), per-collective bus bandwidth, the diagnosis
+verdicts, and the step time's significance test (`pipeline.compare.step_test`) in words.
 """
 
 from __future__ import annotations
@@ -15,51 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Final
 
-import msgspec
-from commscope.collector.errors import ConfigError
-from commscope.collector.schema import SCHEMA_VERSION, Report
+from commscope.collector.schema import SCHEMA_VERSION, Report, RunComparison, StepTest
 from commscope.exporters.textfmt import gbps, ms, num, pct, row
-from commscope.pipeline.significance import MIN_SAMPLES, welch
 
-SIGNIFICANT: Final = 0.05
 _WIDTHS: Final = [34, 16, 16, 10]
 
 Getter = Callable[[Report], float | None]
-
-
-# Keys every commscope JSON report has had, from schema version 1 on.
-REPORT_KEYS: Final = ("schema_version", "overlap", "collectives", "throughput", "inputs")
-
-
-def load(data: bytes, name: str) -> Report:
-    """A report from its JSON (ConfigError with the reason when it is not one)."""
-    try:
-        document = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
-        raise ConfigError(f"{name}: not JSON ({exc})") from None
-    except RecursionError:  # msgspec's own limit on nesting, hit by garbage, never by a report
-        raise ConfigError(f"{name}: not a commscope JSON report (nested too deeply)") from None
-    why = _not_a_report(document)
-    if why is not None:
-        raise ConfigError(f"{name}: not a commscope JSON report ({why})")
-    try:
-        return msgspec.convert(document, type=Report, str_keys=True)
-    except msgspec.ValidationError as exc:
-        raise ConfigError(f"{name}: not a commscope JSON report ({exc})") from None
-
-
-def _not_a_report(document: object) -> str | None:
-    if not isinstance(document, dict):
-        return f"a JSON {type(document).__name__}, not an object"
-    if "traceEvents" in document:
-        return "a profiler trace: run `commscope report` on its folder first"
-    missing = [key for key in REPORT_KEYS if key not in document]
-    if missing:
-        return f"no {', '.join(missing)}"
-    version = document["schema_version"]
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        return f"schema_version {version!r} is not a version number"
-    return None
 
 
 def _exposed(r: Report) -> float | None:
@@ -93,21 +50,23 @@ def change(a: float | None, b: float | None, points: bool) -> str:
     return f"{(b - a) / a:+.1%}" if a else "n/a"
 
 
-def render(a: Report, b: Report, names: tuple[str, str]) -> str:
-    return "\n".join(_lines(a, b, names)) + "\n"
+def render(a: Report, b: Report, names: tuple[str, str], comparison: RunComparison) -> str:
+    return "\n".join(_lines(a, b, names, comparison)) + "\n"
 
 
-def _lines(a: Report, b: Report, names: tuple[str, str]) -> Iterator[str]:
+def _lines(
+    a: Report, b: Report, names: tuple[str, str], comparison: RunComparison
+) -> Iterator[str]:
     yield f"A: {names[0]}"
     yield f"B: {names[1]}"
     yield ""
-    yield from relation_lines(a, b)
+    yield from relation_lines(a, b, comparison)
     yield row(["whole run", "A", "B", "change"], _WIDTHS)
     for label, get, show, points in _ROWS:
         va, vb = get(a), get(b)
         yield row([label, show(va), show(vb), change(va, vb, points)], _WIDTHS)
     yield ""
-    yield f"Step time: {step_significance(a, b)}"
+    yield f"Step time: {step_significance(comparison.step_time)}"
     yield ""
     yield row(["busbw median per collective", "A", "B", "change"], _WIDTHS)
     for kind in sorted(set(a.collectives.all_ranks) | set(b.collectives.all_ranks)):
@@ -128,24 +87,21 @@ def _slowest(report: Report) -> str:
     return f"rank {report.skew.slowest_rank}" if report.skew.slowest_rank is not None else "none"
 
 
-def step_significance(a: Report, b: Report) -> str:
-    steps_a, steps_b = a.throughput.step_times_s, b.throughput.step_times_s
-    result = welch(steps_a, steps_b)
-    if result.p_value is None:
-        why = result.reason or f"{MIN_SAMPLES} steps needed on each side"
-        return f"no significance test: {why}"
-    verdict = "a significant change" if result.p_value < SIGNIFICANT else "not significant"
-    moved = f"{result.change:+.1%}" if result.change is not None else "n/a"
+def step_significance(test: StepTest) -> str:
+    if test.p_value is None:
+        return f"no significance test: {test.reason}"
+    verdict = "a significant change" if test.significant else "not significant"
+    moved = f"{test.change:+.1%}" if test.change is not None else "n/a"
     return (
-        f"{ms(result.mean_a)} → {ms(result.mean_b)} ({moved}), Welch's t = {num(result.t)}, "
-        f"p = {result.p_value:.2g} over {len(steps_a)} and {len(steps_b)} steps: {verdict} "
-        f"at {SIGNIFICANT:g}"
+        f"{ms(test.mean_a_s)} → {ms(test.mean_b_s)} ({moved}), Welch's t = {num(test.t)}, "
+        f"p = {test.p_value:.2g} over {test.steps[0]} and {test.steps[1]} steps: {verdict} "
+        f"at {test.alpha:g}"
     )
 
 
-def relation_lines(a: Report, b: Report) -> Iterator[str]:
+def relation_lines(a: Report, b: Report, comparison: RunComparison) -> Iterator[str]:
     """What makes A and B different jobs, before any figure; or what they share."""
-    found = differences(a, b)
+    found = comparison.differences
     for side, report in (("A", a), ("B", b)):
         if report.schema_version > SCHEMA_VERSION:
             yield (
@@ -159,59 +115,25 @@ def relation_lines(a: Report, b: Report) -> Iterator[str]:
         yield ""
         return
     yield "UNRELATED RUNS: A and B are not two runs of one job. They differ in:"
-    yield from (f"  {label}: {va} → {vb}" for label, va, vb in found)
+    yield from (f"  {d.what}: {d.a} → {d.b}" for d in found)
     yield "A change below may come from these differences, not from the code."
     yield ""
-
-
-def differences(a: Report, b: Report) -> list[tuple[str, str, str]]:
-    """(what, A's, B's) for each fact of the job that both reports know and that differs."""
-    found = []
-    for label, get in _JOB_FACTS:
-        va, vb = get(a), get(b)
-        if va is not None and vb is not None and va != vb:
-            found.append((label, str(va), str(vb)))
-    pa, pb = a.config.parallelism, b.config.parallelism
-    changed = sorted(k for k in set(pa) & set(pb) if pa[k] != pb[k])
-    if changed:
-        found.append(
-            ("parallelism", ", ".join(f"{k} {pa[k]}" for k in changed),
-             ", ".join(f"{k} {pb[k]}" for k in changed))
-        )  # fmt: skip
-    return found
-
-
-def _model(r: Report) -> str | None:
-    return " ".join(x for x in (r.config.model, r.config.flavor) if x) or None
-
-
-_JOB_FACTS: Final[tuple[tuple[str, Callable[[Report], object]], ...]] = (
-    ("world size", lambda r: r.world_size),
-    ("GPU", lambda r: r.config.gpu_name),
-    ("backend", lambda r: r.config.backend),
-    ("model", _model),
-    ("local batch", lambda r: r.config.local_batch_size),
-    ("global batch", lambda r: r.config.global_batch_size),
-    ("sequence length", lambda r: r.config.seq_len),
-)
 
 
 def _setup(r: Report) -> str:
     world = f"{r.world_size} ranks" if r.world_size is not None else "world size unknown"
     device = r.config.gpu_name or "no GPU in the traces"
     device += f", {r.config.backend}" if r.config.backend else ""
-    return f"{world} ({device}), model {_model(r) or 'n/a'}"
+    return f"{world} ({device}), model {r.config.model_name or 'n/a'}"
 
 
-def regression(a: Report, b: Report) -> tuple[bool, str]:
-    """(whether B's step time is significantly worse than A's, the verdict in words)."""
-    result = welch(a.throughput.step_times_s, b.throughput.step_times_s)
-    if result.p_value is None or result.mean_a is None or result.mean_b is None:
-        return False, f"step time not tested, not gated: {result.reason or 'no steps'}"
-    worse = result.mean_b > result.mean_a and result.p_value < SIGNIFICANT
-    what = "significantly worse" if worse else "not significantly worse"
-    moved = f" ({result.change:+.1%})" if result.change is not None else ""
-    return worse, (
-        f"step time {what}: {ms(result.mean_a)} → {ms(result.mean_b)}{moved}, "
-        f"p = {result.p_value:.2g} (Welch's t, significant below {SIGNIFICANT:g})"
+def regression(test: StepTest) -> str:
+    """The CI gate's verdict in words (`test.worse`: B's step time significantly worse)."""
+    if test.p_value is None or test.mean_a_s is None or test.mean_b_s is None:
+        return f"step time not tested, not gated: {test.reason or 'no steps'}"
+    what = "significantly worse" if test.worse else "not significantly worse"
+    moved = f" ({test.change:+.1%})" if test.change is not None else ""
+    return (
+        f"step time {what}: {ms(test.mean_a_s)} → {ms(test.mean_b_s)}{moved}, "
+        f"p = {test.p_value:.2g} (Welch's t, significant below {test.alpha:g})"
     )

@@ -250,6 +250,10 @@ class SnapshotCollector(Collector):
             metrics = self._metrics
         yield from metrics
 
+    def describe(self) -> Iterator[Metric]:
+        """Every family this collector may serve, so a registry refuses a duplicate name."""
+        return (_new(spec) for spec in FAMILIES)
+
 
 def serve(exporter: SnapshotCollector, port: int | None, addr: str) -> WSGIServer | None:
     """Serve `/metrics` from `exporter` on a background thread (None: no port asked)."""

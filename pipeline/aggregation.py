@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
-from commscope.collector.discover import looks_like_trace, window_names, window_order
 from commscope.collector.errors import NOT_A_TRACE
+from commscope.collector.names import looks_like_trace, window_names, window_order
 from commscope.collector.schema import (
     Batch,
     FinishedFile,

@@ -15,12 +15,12 @@ from commscope.collector.discover import (
     WindowFiles,
     file_size,
     find_windows,
-    looks_like_trace,
     open_trace,
     rank_from_name,
 )
 from commscope.collector.errors import NotATraceError, TraceError
 from commscope.collector.kineto import TraceReader
+from commscope.collector.names import looks_like_trace
 from commscope.collector.schema import Report, Skipped
 from commscope.pipeline import jobs
 from commscope.pipeline.accumulate import Accumulator

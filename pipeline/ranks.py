@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Generic, Protocol, TypeVar
 
-from commscope.collector.discover import base_name
+from commscope.collector.names import base_name
 from commscope.collector.schema import Skipped, TraceMeta
 
 _NUMBER: Final = re.compile(r"\d+")

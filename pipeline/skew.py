@@ -247,7 +247,7 @@ def stragglers(mean_step_s: Mapping[int, float]) -> Stragglers:
         if robust[str(r)] >= ROBUST_Z and v >= median * (1 + MIN_EXCESS)
     ]
     return Stragglers(z=z, robust_z=robust, flagged=flagged, evidence=_straggler_text(
-        flagged, mean_step_s, median, robust))  # fmt: skip
+        flagged, mean_step_s, median, robust), robust_z_threshold=ROBUST_Z)  # fmt: skip
 
 
 def robust_scale(values: Sequence[float], median: float) -> float:

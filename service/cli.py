@@ -32,6 +32,7 @@ from commscope.collector.stream import StreamSettings
 from commscope.exporters import diff, text
 from commscope.exporters.files import write_reports
 from commscope.exporters.progress import TerminalProgress
+from commscope.pipeline import compare
 from commscope.pipeline.config import flags_only, parse_config, with_overrides
 from commscope.pipeline.offline import analyse_jobs
 from commscope.pipeline.report import Options
@@ -220,13 +221,14 @@ def _diff(args: argparse.Namespace) -> int:
             data = path.read_bytes()
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
-        reports.append(diff.load(data, str(path)))
-    sys.stdout.write(diff.render(reports[0], reports[1], (str(args.before), str(args.after))))
+        reports.append(compare.load(data, str(path)))
+    comparison = compare.compare(reports[0], reports[1])
+    names = (str(args.before), str(args.after))
+    sys.stdout.write(diff.render(reports[0], reports[1], names, comparison))
     if not args.fail_on_regression:
         return EXIT_OK
-    regressed, verdict = diff.regression(reports[0], reports[1])
-    print(f"commscope: {verdict}", file=sys.stderr)
-    return EXIT_REGRESSION if regressed else EXIT_OK
+    print(f"commscope: {diff.regression(comparison.step_time)}", file=sys.stderr)
+    return EXIT_REGRESSION if comparison.step_time.worse else EXIT_OK
 
 
 def _collect(args: argparse.Namespace) -> int:

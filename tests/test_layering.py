@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Final
 
 import pytest
 
@@ -11,14 +12,17 @@ ROOT = Path(__file__).resolve().parents[1]
 PURE = [
     "collector/classify.py",
     "collector/errors.py",
+    "collector/jsonguard.py",
     "collector/jsonstream.py",
     "collector/kernels.py",
     "collector/kineto.py",
+    "collector/names.py",
     "collector/normalize.py",
     "collector/schema.py",
     "pipeline/accumulate.py",
     "pipeline/alphabeta.py",
     "pipeline/clocks.py",
+    "pipeline/compare.py",
     "pipeline/crossrank.py",
     "pipeline/diagnosis.py",
     "pipeline/flops.py",
@@ -83,3 +87,55 @@ def test_every_module_opens_with_a_docstring() -> None:
     for path in sorted(ROOT.glob("[cpes]*/*.py")):
         if path.parent.name in {"collector", "pipeline", "exporters", "service"}:
             assert ast.get_docstring(ast.parse(path.read_text())), path
+
+
+# Which packages each package may import (the composition root, service/, may import all):
+# sources (collector/) and sinks (exporters/) meet only in the neutral schema, and a sink
+# never reaches into the processor (pipeline/).
+ALLOWED: Final = {
+    "collector": {"collector"},
+    "pipeline": {"collector", "pipeline"},
+    "exporters": {"collector", "exporters"},
+    "service": {"collector", "pipeline", "exporters", "service"},
+}
+
+
+def commscope_imports(path: Path) -> set[tuple[str, str]]:
+    """(package, module) of every `commscope.<package>.<module>` import of a file, including
+    `from commscope.<package> import <module>`."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            parts = node.module.split(".")
+            modules = [f"{node.module}.{a.name}" if len(parts) == 2 else node.module
+                       for a in node.names]  # fmt: skip
+        else:
+            continue
+        for name in modules:
+            parts = name.split(".")
+            if parts[0] == "commscope" and len(parts) >= 3:
+                found.add((parts[1], parts[2]))
+    return found
+
+
+def sources() -> list[Path]:
+    return sorted(p for part in ALLOWED for p in (ROOT / part).glob("*.py"))
+
+
+@pytest.mark.parametrize("path", sources(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_packages_import_only_what_they_may(path: Path) -> None:
+    reached = {package for package, _ in commscope_imports(path)}
+    assert reached <= ALLOWED[path.parent.name]
+
+
+@pytest.mark.parametrize("module", PURE)
+def test_a_pure_module_imports_only_pure_modules(module: str) -> None:
+    impure = {
+        f"{package}/{name}.py"
+        for package, name in commscope_imports(ROOT / module)
+        if f"{package}/{name}.py" not in PURE
+    }
+    assert impure == set()

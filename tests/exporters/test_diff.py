@@ -12,6 +12,7 @@ from commscope.collector.errors import ConfigError
 from commscope.collector.schema import (
     Collectives,
     CollectiveStats,
+    JobDifference,
     Overlap,
     Report,
     RunConfig,
@@ -20,9 +21,14 @@ from commscope.collector.schema import (
     Throughput,
 )
 from commscope.exporters import diff, jsonreport
+from commscope.pipeline import compare
 
 GOLDEN_JSON = Path(__file__).resolve().parent / "golden" / "report.json"
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def render(a: Report, b: Report, names: tuple[str, str]) -> str:
+    return diff.render(a, b, names, compare.compare(a, b))
 
 
 def run_report(steps_s: list[float], overlap: float, busbw: float, slowest: int | None) -> Report:
@@ -42,7 +48,7 @@ def run_report(steps_s: list[float], overlap: float, busbw: float, slowest: int 
 def test_the_table_shows_each_figure_and_its_change() -> None:
     a = run_report([0.100, 0.102, 0.098], overlap=0.40, busbw=100e9, slowest=None)
     b = run_report([0.120, 0.121, 0.119], overlap=0.45, busbw=80e9, slowest=3)
-    lines = diff.render(a, b, ("a.json", "b.json")).splitlines()
+    lines = render(a, b, ("a.json", "b.json")).splitlines()
     # iteration 100 ms -> 120 ms: +20.0%; overlap 40% -> 45%: +5.00 points
     assert (
         "  Time per iteration                         100.00 ms         120.00 ms      +20.0%"
@@ -63,7 +69,7 @@ def test_the_table_shows_each_figure_and_its_change() -> None:
 def test_a_clear_step_time_change_is_significant() -> None:
     a = run_report([0.100, 0.102, 0.098, 0.101], overlap=0.4, busbw=1e9, slowest=None)
     b = run_report([0.120, 0.121, 0.119, 0.122], overlap=0.4, busbw=1e9, slowest=None)
-    verdict = diff.step_significance(a, b)
+    verdict = diff.step_significance(compare.step_test(a, b))
     assert verdict.startswith("100.25 ms → 120.50 ms (+20.2%), Welch's t = ")
     assert verdict.endswith("over 4 and 4 steps: a significant change at 0.05")
 
@@ -71,13 +77,13 @@ def test_a_clear_step_time_change_is_significant() -> None:
 def test_noise_alone_is_not_significant() -> None:
     a = run_report([0.100, 0.110, 0.090, 0.105], overlap=0.4, busbw=1e9, slowest=None)
     b = run_report([0.101, 0.095, 0.108, 0.099], overlap=0.4, busbw=1e9, slowest=None)
-    assert diff.step_significance(a, b).endswith("not significant at 0.05")
+    assert diff.step_significance(compare.step_test(a, b)).endswith("not significant at 0.05")
 
 
 def test_too_few_steps_give_no_test() -> None:
     a = run_report([0.1], overlap=0.4, busbw=1e9, slowest=None)
     b = run_report([0.1, 0.2, 0.3], overlap=0.4, busbw=1e9, slowest=None)
-    assert diff.step_significance(a, b) == (
+    assert diff.step_significance(compare.step_test(a, b)) == (
         "no significance test: too few steps (3 needed on each side; got 1 and 3)"
     )
 
@@ -96,13 +102,13 @@ def test_a_report_written_before_the_cross_rank_keys_still_loads() -> None:
     doc["schema_version"] = 1
     doc["config"] = {k: v for k, v in doc["config"].items() if "warnings" not in k
                      and not k.startswith("parallelism_")}  # fmt: skip
-    old = diff.load(json.dumps(doc).encode(), "old.json")
+    old = compare.load(json.dumps(doc).encode(), "old.json")
     assert old.skew.slowest_rank is None and old.overlap.mean == doc["overlap"]["mean"]
     assert old.schema_version == 1 and old.config.warnings == []
 
 
 def test_the_golden_report_loads_whole() -> None:
-    report = diff.load(GOLDEN_JSON.read_bytes(), "golden.json")
+    report = compare.load(GOLDEN_JSON.read_bytes(), "golden.json")
     assert jsonreport.render(report) == GOLDEN_JSON.read_bytes()
 
 
@@ -122,15 +128,15 @@ def test_the_golden_report_loads_whole() -> None:
 )  # fmt: skip
 def test_what_is_not_a_report_is_refused_with_the_reason(data: bytes, why: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        diff.load(data, "x.json")
+        compare.load(data, "x.json")
     assert str(caught.value).startswith(f"x.json: not a commscope JSON report ({why}")
 
 
 def test_what_is_not_json_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"not\.json: not JSON"):
-        diff.load(b"not json", "not.json")
+        compare.load(b"not json", "not.json")
     with pytest.raises(ConfigError, match=r"deep\.json: not a commscope JSON report \(nested too"):
-        diff.load(b"[" * 100_000 + b"]" * 100_000, "deep.json")
+        compare.load(b"[" * 100_000 + b"]" * 100_000, "deep.json")
 
 
 def job(world: int | None, gpu: str | None, model: str | None, tp: int) -> Report:
@@ -143,7 +149,7 @@ def job(world: int | None, gpu: str | None, model: str | None, tp: int) -> Repor
 def test_unrelated_runs_are_said_first() -> None:
     a = job(8, "NVIDIA H100 80GB HBM3", "llama3", tp=2)
     b = job(16, "NVIDIA A100-SXM4-80GB", "llama3", tp=4)
-    lines = diff.render(a, b, ("a.json", "b.json")).splitlines()
+    lines = render(a, b, ("a.json", "b.json")).splitlines()
     assert lines[3:8] == [
         "UNRELATED RUNS: A and B are not two runs of one job. They differ in:",
         "  world size: 8 → 16",
@@ -157,15 +163,15 @@ def test_unrelated_runs_are_said_first() -> None:
 def test_a_different_model_is_named_and_unknowns_are_not_differences() -> None:
     a = job(8, None, "llama3 8B", tp=2)
     b = job(8, "NVIDIA H100 80GB HBM3", "llama3 70B", tp=2)  # A's GPU is unknown: not compared
-    assert diff.differences(a, b) == [("model", "llama3 8B", "llama3 70B")]
+    assert compare.differences(a, b) == [JobDifference("model", "llama3 8B", "llama3 70B")]
 
 
 def test_runs_of_one_job_say_what_they_share() -> None:
     a = job(8, "NVIDIA H100 80GB HBM3", "llama3", tp=2)
-    lines = diff.render(a, a, ("a.json", "b.json")).splitlines()
+    lines = render(a, a, ("a.json", "b.json")).splitlines()
     assert lines[3] == "Same setup: 8 ranks (NVIDIA H100 80GB HBM3, nccl), model llama3"
     unknown = Report()  # nothing known of A: no difference can be named, the setups are shown
-    assert diff.render(unknown, a, ("a", "b")).splitlines()[3] == (
+    assert render(unknown, a, ("a", "b")).splitlines()[3] == (
         "Setup: A world size unknown (no GPU in the traces), model n/a; "
         "B 8 ranks (NVIDIA H100 80GB HBM3, nccl), model llama3"
     )
@@ -174,31 +180,34 @@ def test_runs_of_one_job_say_what_they_share() -> None:
 def test_a_report_of_a_newer_schema_loads_with_a_note() -> None:
     doc = json.loads(GOLDEN_JSON.read_text())
     doc["schema_version"] = 99
-    newer = diff.load(json.dumps(doc).encode(), "new.json")
-    lines = diff.render(newer, newer, ("a.json", "b.json")).splitlines()
+    newer = compare.load(json.dumps(doc).encode(), "new.json")
+    lines = render(newer, newer, ("a.json", "b.json")).splitlines()
     assert lines[3].startswith("Note: A was written by a newer commscope (schema 99")
 
 
 def test_a_significantly_slower_b_is_a_regression() -> None:
     a = run_report([0.100, 0.102, 0.098, 0.101], overlap=0.4, busbw=1e9, slowest=None)
     b = run_report([0.120, 0.121, 0.119, 0.122], overlap=0.4, busbw=1e9, slowest=None)
-    regressed, verdict = diff.regression(a, b)
-    assert regressed
+    test = compare.step_test(a, b)
+    verdict = diff.regression(test)
+    assert test.worse
     assert verdict.startswith("step time significantly worse: 100.25 ms → 120.50 ms (+20.2%), p = ")
     assert verdict.endswith("(Welch's t, significant below 0.05)")
     # the same change the other way is an improvement: not a regression
-    improved, verdict = diff.regression(b, a)
-    assert not improved and verdict.startswith("step time not significantly worse: 120.50 ms")
+    test = compare.step_test(b, a)
+    verdict = diff.regression(test)
+    assert not test.worse and verdict.startswith("step time not significantly worse: 120.50 ms")
 
 
 def test_noise_and_too_few_steps_are_not_regressions() -> None:
     a = run_report([0.100, 0.110, 0.090, 0.105], overlap=0.4, busbw=1e9, slowest=None)
     b = run_report([0.101, 0.095, 0.108, 0.099], overlap=0.4, busbw=1e9, slowest=None)
-    assert not diff.regression(a, b)[0]
+    assert not compare.step_test(a, b).worse
     few = run_report([0.5], overlap=0.4, busbw=1e9, slowest=None)
-    assert diff.regression(a, few) == (
-        False,
-        "step time not tested, not gated: too few steps (3 needed on each side; got 4 and 1)",
+    test = compare.step_test(a, few)
+    assert not test.worse
+    assert diff.regression(test) == (
+        "step time not tested, not gated: too few steps (3 needed on each side; got 4 and 1)"
     )
 
 

@@ -1,0 +1,53 @@
+"""What trace file and folder names say (pure: strings only, no filesystem).
+
+The rank in a file name (`rank7`, `rank-7`, `rank_7`, `worker7`), whether a name says it is a
+trace, and the windows' names and order (`iteration_N` by N). The offline run and the live
+aggregator both read names through here.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+_TRACE_SUFFIXES: Final = (".json", ".json.gz")
+_RANK_IN_NAME: Final = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
+_ITERATION: Final = re.compile(r"iteration_(\d+)$")
+
+
+def is_trace_file_name(name: str) -> bool:
+    return name.endswith(_TRACE_SUFFIXES)
+
+
+def rank_in_name(name: str) -> int | None:
+    """`rank7`, `rank-7`, `rank_7`, `worker7` in a file name, else None."""
+    match = _RANK_IN_NAME.search(name)
+    return int(match.group(1)) if match else None
+
+
+def looks_like_trace(path: str) -> bool:
+    """Whether the file's name says it is a trace (`rank7`, `worker7`, or `trace` in it, as in
+    `rank7_trace.json` and `host_pid.pt.trace.json`): such a file that is not one is skipped
+    with its reason, while other JSON beside the traces (`meta.json`) is only ignored."""
+    name = base_name(path)
+    return _RANK_IN_NAME.search(name) is not None or "trace" in name.lower()
+
+
+def base_name(path: str) -> str:
+    """The last part of a path (pure: no filesystem)."""
+    return path.rsplit("/", 1)[-1]
+
+
+def window_order(name: str) -> tuple[int, int, str]:
+    """`iteration_N` folders by N, then any others by name."""
+    match = _ITERATION.search(name)
+    return (0, int(match.group(1)), name) if match else (1, 0, name)
+
+
+def window_names(root: str, folders: list[str]) -> list[str]:
+    """Each folder's window name: its own name, or its relative path when two names collide
+    (e.g. run1/iteration_10 and run2/iteration_10)."""
+    names = [root if f == "." else f.rsplit("/", 1)[-1] for f in folders]
+    if len(set(names)) == len(names):
+        return names
+    return [root if f == "." else f for f in folders]
