@@ -16,6 +16,7 @@ PURE = [
     "collector/kineto.py",
     "collector/normalize.py",
     "collector/schema.py",
+    "collector/session.py",
     "pipeline/accumulate.py",
     "pipeline/alphabeta.py",
     "pipeline/clocks.py",
