@@ -37,6 +37,7 @@ from commscope.pipeline.offline import analyse_jobs
 from commscope.pipeline.report import Options
 from commscope.service.aggregate import Aggregator, AggregatorSettings
 from commscope.service.collect import Collector, CollectorSettings
+from commscope.service.endpoints import endpoint
 from commscope.service.logs import configure_logging
 from msgspec.structs import replace
 
@@ -48,8 +49,10 @@ EXIT_REGRESSION: Final = 5
 MAX_DIGITS: Final = 18  # integer options above 10^18 are refused, not built digit by digit
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, stop: threading.Event | None = None) -> int:
+    """`stop`: set by signals caught before this module loaded (service/main.py)."""
     args = _parser().parse_args(argv)
+    args.stop = stop
     try:
         require_c_backend()
         return int(args.run(args))
@@ -234,7 +237,7 @@ def _collect(args: argparse.Namespace) -> int:
     _positive(("--settle", args.settle), ("--resend-after", args.resend_after))
     settings = CollectorSettings(
         watch=args.watch,
-        aggregator=args.aggregator,
+        aggregator=endpoint("--aggregator", args.aggregator),
         node=args.node,
         state=args.state,
         stream=StreamSettings(
@@ -252,8 +255,12 @@ def _collect(args: argparse.Namespace) -> int:
         job=args.job,
     )
     configure_logging()
-    stop = _stop_on_signals()
-    return EXIT_OK if Collector(settings).run(stop) else EXIT_FAILED
+    stop = _stop_on_signals(args.stop)
+    try:
+        collector = Collector(settings)
+    except OSError as exc:
+        raise ConfigError(f"{args.state}: cannot use the state folder ({exc})") from None
+    return EXIT_OK if collector.run(stop) else EXIT_FAILED
 
 
 def _aggregate(args: argparse.Namespace) -> int:
@@ -275,7 +282,7 @@ def _aggregate(args: argparse.Namespace) -> int:
         refresh_s=args.refresh,
     )
     configure_logging()
-    stop = _stop_on_signals()
+    stop = _stop_on_signals(args.stop)
     try:
         aggregator = Aggregator(settings)
     except OSError as exc:
@@ -291,8 +298,8 @@ def _positive(*flags: tuple[str, float]) -> None:
             raise ConfigError(f"{flag} must be positive, got {value}")
 
 
-def _stop_on_signals() -> threading.Event:
-    stop = threading.Event()
+def _stop_on_signals(early: threading.Event | None = None) -> threading.Event:
+    stop = early or threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     return stop
