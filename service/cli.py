@@ -151,6 +151,13 @@ def _collect_parser(commands: Any) -> None:
     collect.add_argument("--resend-after", type=float, default=2.0, metavar="S")
     collect.add_argument("--heartbeat", type=float, default=5.0, metavar="S")
     collect.add_argument("--drain", type=float, default=60.0, metavar="S")
+    collect.add_argument(
+        "--silence",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="warn (and report connected 0) when the aggregator has not answered for S",
+    )
     collect.add_argument("--metrics-port", type=int, help="serve this collector's own /metrics")
     collect.add_argument("--metrics-addr", default="0.0.0.0")
     collect.add_argument("--job", default="commscope", help="the job label of its metrics")
@@ -235,6 +242,7 @@ def _diff(args: argparse.Namespace) -> int:
 def _collect(args: argparse.Namespace) -> int:
     _positive(("--window", args.window), ("--poll-interval", args.poll_interval))
     _positive(("--settle", args.settle), ("--resend-after", args.resend_after))
+    _positive(("--silence", args.silence))
     settings = CollectorSettings(
         watch=args.watch,
         aggregator=endpoint("--aggregator", args.aggregator),
@@ -250,6 +258,7 @@ def _collect(args: argparse.Namespace) -> int:
         heartbeat_s=args.heartbeat,
         once=args.once,
         drain_s=args.drain,
+        silence_s=args.silence,
         metrics_port=args.metrics_port,
         metrics_addr=args.metrics_addr,
         job=args.job,

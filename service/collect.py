@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Final
+from wsgiref.simple_server import WSGIServer
 
 import msgspec
 import zmq
 from commscope.collector.atomic import write_atomic
-from commscope.collector.errors import ProtocolError
+from commscope.collector.errors import ConfigError, ProtocolError
 from commscope.collector.schema import CheckpointEntry, CollectorStats, Heartbeat
 from commscope.collector.session import Limits, Session, Start, load_checkpoint
 from commscope.collector.stream import FileStream, Item, StreamSettings, fingerprint
@@ -97,13 +98,12 @@ class Collector:
     def run(self, stop: threading.Event) -> bool:
         """Until end-of-run is acknowledged (True) or the drain time runs out (False)."""
         settings = self.settings
-        transport = self.transport or ZmqTransport(
-            settings.aggregator, settings.node, settings.window * 2 + 16, settings.configure
-        )
+        server = self._serve()
         watcher = Watcher(settings.watch, poll_s=settings.poll_s, use_inotify=settings.use_inotify)
-        server = serve(self.exporter, settings.metrics_port, settings.metrics_addr)
-        self._say_hello(watcher)
+        transport = self.transport
         try:
+            transport = transport or self._connect()
+            self._say_hello(watcher)
             transport.send(self.session.hello())
             while True:
                 done = self.step(transport, watcher, stop, 0.02)
@@ -115,7 +115,25 @@ class Collector:
                 server.server_close()
             self.close()
             watcher.close()
-            transport.close()
+            if transport is not None:
+                transport.close()
+
+    def _connect(self) -> Transport:
+        settings = self.settings
+        try:
+            return ZmqTransport(
+                settings.aggregator, settings.node, settings.window * 2 + 16, settings.configure
+            )
+        except zmq.ZMQError as exc:
+            raise ConfigError(f"--aggregator {settings.aggregator}: {exc}") from None
+
+    def _serve(self) -> WSGIServer | None:
+        settings = self.settings
+        try:
+            return serve(self.exporter, settings.metrics_port, settings.metrics_addr)
+        except (OSError, OverflowError) as exc:
+            where = f"{settings.metrics_addr}:{settings.metrics_port}"
+            raise ConfigError(f"--metrics-port: cannot serve /metrics on {where} ({exc})") from None
 
     def close(self) -> None:
         """Stop every file thread (they are daemons: a kill needs nothing more)."""
