@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from commscope.collector.stream import StreamSettings
 from commscope.collector.transport import MemoryTransport
@@ -160,3 +161,33 @@ def test_a_missing_watch_folder_is_waited_for(rig: Rig, caplog: pytest.LogCaptur
     finally:
         collector.close()
         watcher.close()
+
+
+def test_a_version_1_checkpoint_is_resumed_from(rig: Rig) -> None:
+    """A state folder written before STATE_VERSION (a bare map of path to entry): the
+    collector reads it, sends nothing again for the files it says are done, and writes
+    version 2 at its next acknowledgement."""
+    shutil.copytree(SAMPLE / "iteration_4", rig.watch / "iteration_4")
+    collector, watcher = rig.collector()
+    try:
+        rig.turns(collector, watcher, lambda: len(rig.aggregator.aggregation.finished) == 2)
+        rig.turns(collector, watcher, lambda: all(e.done for e in collector.session.files.values()))
+    finally:
+        collector.close()
+        watcher.close()
+    files = collector.session.files
+    (rig.state / CHECKPOINT).write_bytes(msgspec.msgpack.encode(files))  # as version 1 wrote
+    again, watcher = rig.collector()
+    try:
+        assert again.session.files == files
+        shutil.copytree(SAMPLE / "iteration_8", rig.watch / "iteration_8")
+        rig.turns(again, watcher, lambda: len(rig.aggregator.aggregation.finished) == 4)
+        rig.turns(again, watcher, lambda: len(again.session.files) == 4 and not again.session.dirty)
+    finally:
+        again.close()
+        watcher.close()
+    assert again.session.stats.batches_sent == sum(
+        e.acked for p, e in again.session.files.items() if "iteration_8" in p
+    )
+    saved = msgspec.msgpack.decode((rig.state / CHECKPOINT).read_bytes())
+    assert saved["version"] == 2 and len(saved["files"]) == 4

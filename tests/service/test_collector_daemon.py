@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -108,13 +109,12 @@ def test_a_malformed_aggregator_endpoint_is_one_line_and_exit_1(
     assert lines == [f"commscope: error: --aggregator {endpoint!r}: {says}"]
 
 
-def test_a_metrics_port_in_use_is_one_line_and_exit_1(tmp_path: Path) -> None:
-    import socket
-
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
+@pytest.mark.parametrize("busy", [True, False], ids=["in use", "out of range"])
+def test_an_unusable_metrics_port_is_one_line_and_exit_1(tmp_path: Path, busy: bool) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1] if busy else 70000
         args = collector_args(
             tmp_path / "w", "tcp://127.0.0.1:9", "n1", tmp_path / "st", "--metrics-port", str(port)
         )
@@ -122,9 +122,8 @@ def test_a_metrics_port_in_use_is_one_line_and_exit_1(tmp_path: Path) -> None:
         done = subprocess.run([*ENTRY, *args], capture_output=True, timeout=60, check=False)
     assert done.returncode == 1
     (line,) = done.stderr.decode().strip().splitlines()
-    assert line.startswith(
-        f"commscope: error: --metrics-port: cannot serve /metrics on 127.0.0.1:{port}"
-    )
+    where = f"127.0.0.1:{port}"
+    assert line.startswith(f"commscope: error: --metrics-port: cannot serve /metrics on {where}")
 
 
 def test_a_sigterm_during_start_up_still_ends_the_run(procs: Processes, tmp_path: Path) -> None:
