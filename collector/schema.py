@@ -687,3 +687,24 @@ class AggregatorStats(msgspec.Struct, kw_only=True):
     acks: int = 0
     log_bytes: int = 0
     window_latency_s: float | None = None
+
+
+# ---------------------------------------------------------------- collector state
+
+
+class CheckpointEntry(msgspec.Struct, kw_only=True):
+    """A file's checkpoint: its stream, how many leading bytes its fingerprint covers (fewer
+    than 64 KiB when the file was shorter as its stream began), what the aggregator holds
+    durably (`acked` records), and whether the stream has ended there (`done`)."""
+
+    stream: str
+    fingerprint_bytes: Count
+    acked: Count = 0
+    done: bool = False
+
+
+class Checkpoint(msgspec.Struct, kw_only=True):
+    """The collector's persisted state (version 1 was a bare map of path to entry)."""
+
+    version: int = STATE_VERSION
+    files: dict[str, CheckpointEntry] = {}

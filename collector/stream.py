@@ -56,6 +56,7 @@ class Item:
     generation: int
     record: Record
     fingerprint_bytes: int
+    path: str = ""
 
 
 def fingerprint(path: Path, length: int = FINGERPRINT_BYTES) -> tuple[str, int]:
@@ -79,13 +80,18 @@ class FileStream(threading.Thread):
         out: queue.Queue[Item],
         settings: StreamSettings,
         stopping: Callable[[], bool],
-        fingerprint_bytes: int = FINGERPRINT_BYTES,
+        fingerprint_bytes: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         super().__init__(name=f"stream {path.name}", daemon=True)
         self.path, self.root, self.node = path, root, node
         self.skip, self.generation = skip, generation
         self.out, self.settings, self.stopping = out, settings, stopping
-        self.fingerprint_bytes = fingerprint_bytes
+        self.fingerprint_bytes = (
+            FINGERPRINT_BYTES if fingerprint_bytes is None else fingerprint_bytes
+        )
+        self.clock, self.sleep = clock, sleep
         self.cancelled = threading.Event()
         self.seq = 0
         self.events = 0
@@ -129,7 +135,12 @@ class FileStream(threading.Thread):
         settings = self.settings
         try:
             with open_followed(
-                self.path, idle_s=settings.quiet_s, poll_s=settings.poll_s, stop=self._should_stop
+                self.path,
+                idle_s=settings.quiet_s,
+                poll_s=settings.poll_s,
+                stop=self._should_stop,
+                clock=self.clock,
+                sleep=self.sleep,
             ) as handle:
                 reader = TraceReader(handle, str(self.path))
                 for events in reader.batches(settings.batch_events):
@@ -150,7 +161,7 @@ class FileStream(threading.Thread):
             self.seq += 1
         if record.seq < self.skip:
             return
-        item = Item(self.generation, record, covered)
+        item = Item(self.generation, record, covered, str(self.path))
         while True:
             if self.cancelled.is_set():
                 raise CancelledError
@@ -172,11 +183,11 @@ class FileStream(threading.Thread):
 
     def _wait_for_change(self, size: int) -> bool:
         """Whether the file's size moves from `size` within `settle_s` (before a stop)."""
-        deadline = time.monotonic() + self.settings.settle_s
-        while time.monotonic() < deadline and not self._should_stop():
+        deadline = self.clock() + self.settings.settle_s
+        while self.clock() < deadline and not self._should_stop():
             if file_size(self.path) != size:
                 return True
-            time.sleep(self.settings.poll_s)
+            self.sleep(self.settings.poll_s)
         if self.cancelled.is_set():
             raise CancelledError
         return False

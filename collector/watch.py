@@ -21,7 +21,7 @@ import stat
 import struct
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Final, Literal, NamedTuple
@@ -135,9 +135,17 @@ class Watcher:
     """New and replaced trace files under `root`, reported by `poll`."""
 
     def __init__(
-        self, root: Path, *, poll_s: float = 2.0, rescan_s: float = 30.0, use_inotify: bool = True
+        self,
+        root: Path,
+        *,
+        poll_s: float = 2.0,
+        rescan_s: float = 30.0,
+        use_inotify: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._root = root
+        self._clock, self._sleep = clock, sleep
         self._poll_s, self._rescan_s = poll_s, rescan_s
         self._inotify = _inotify_or_none(use_inotify)
         self._folders: dict[int, Path] = {}  # watch descriptor -> folder
@@ -151,9 +159,9 @@ class Watcher:
     def poll(self, timeout_s: float) -> list[Path]:
         """Trace files new or replaced since the last call (all present ones on the first),
         sorted; waits up to `timeout_s` for one, then returns []."""
-        deadline = time.monotonic() + timeout_s
+        deadline = self._clock() + timeout_s
         found = self._step(deadline)
-        while not found and time.monotonic() < deadline:
+        while not found and self._clock() < deadline:
             found = self._step(deadline)
         return sorted(found)
 
@@ -174,12 +182,12 @@ class Watcher:
 
     def _step(self, deadline: float) -> set[Path]:
         """One rescan if due, else wait for events (or sleep) until the deadline or rescan."""
-        now, due = time.monotonic(), self._scanned_at + self._interval()
+        now, due = self._clock(), self._scanned_at + self._interval()
         if now >= due:
             return self._rescan()
         wait_s = min(deadline, due) - now
         if self._inotify is None:
-            time.sleep(max(wait_s, 0.0))
+            self._sleep(max(wait_s, 0.0))
             return set()
         return self._handle(self._inotify.read(wait_s))
 
@@ -189,7 +197,7 @@ class Watcher:
 
     def _rescan(self) -> set[Path]:
         """Walk the whole tree: report what is new, forget what is gone, unwatch stale folders."""
-        self._scanned_at = time.monotonic()
+        self._scanned_at = self._clock()
         folders, files = self._walk(self._root)
         self._seen = {path: seen for path, seen in self._seen.items() if path in files}
         for wd, folder in list(self._folders.items()):

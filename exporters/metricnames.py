@@ -25,6 +25,7 @@ _J: Final = ("job",)
 _JR: Final = ("job", "rank")
 _JC: Final = ("job", "collective")
 _JN: Final = ("job", "node")
+_UP: Final = "commscope_collector_up"  # the aggregator's view of a collector
 
 FAMILIES: Final = (
     # ---- the run, from finished windows
@@ -256,3 +257,16 @@ FAMILIES: Final = (
 )
 
 NAMES: Final = frozenset(f.name for f in FAMILIES)
+
+# A collector's own /metrics (exporters/collectormetrics.py): its counters, as the aggregator
+# relays them, and whether its aggregator answers. Not the aggregator's families.
+COLLECTOR_CONNECTED: Final = Family(
+    "commscope_collector_connected",
+    "gauge",
+    _JN,
+    "1 while this collector's aggregator answers, 0 after --silence seconds without an answer",
+)
+COLLECTOR_FAMILIES: Final = (
+    *(f for f in FAMILIES if f.name.startswith("commscope_collector_") and f.name != _UP),
+    COLLECTOR_CONNECTED,
+)

@@ -38,6 +38,7 @@ from commscope.pipeline.offline import analyse_jobs
 from commscope.pipeline.report import Options
 from commscope.service.aggregate import Aggregator, AggregatorSettings
 from commscope.service.collect import Collector, CollectorSettings
+from commscope.service.endpoints import endpoint
 from commscope.service.logs import configure_logging
 from msgspec.structs import replace
 
@@ -49,8 +50,10 @@ EXIT_REGRESSION: Final = 5
 MAX_DIGITS: Final = 18  # integer options above 10^18 are refused, not built digit by digit
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, stop: threading.Event | None = None) -> int:
+    """`stop`: set by signals caught before this module loaded (service/main.py)."""
     args = _parser().parse_args(argv)
+    args.stop = stop
     try:
         require_c_backend()
         return int(args.run(args))
@@ -149,6 +152,13 @@ def _collect_parser(commands: Any) -> None:
     collect.add_argument("--resend-after", type=float, default=2.0, metavar="S")
     collect.add_argument("--heartbeat", type=float, default=5.0, metavar="S")
     collect.add_argument("--drain", type=float, default=60.0, metavar="S")
+    collect.add_argument(
+        "--silence",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="warn (and report connected 0) when the aggregator has not answered for S",
+    )
     collect.add_argument("--metrics-port", type=int, help="serve this collector's own /metrics")
     collect.add_argument("--metrics-addr", default="0.0.0.0")
     collect.add_argument("--job", default="commscope", help="the job label of its metrics")
@@ -234,9 +244,10 @@ def _diff(args: argparse.Namespace) -> int:
 def _collect(args: argparse.Namespace) -> int:
     _positive(("--window", args.window), ("--poll-interval", args.poll_interval))
     _positive(("--settle", args.settle), ("--resend-after", args.resend_after))
+    _positive(("--silence", args.silence))
     settings = CollectorSettings(
         watch=args.watch,
-        aggregator=args.aggregator,
+        aggregator=endpoint("--aggregator", args.aggregator),
         node=args.node,
         state=args.state,
         stream=StreamSettings(
@@ -249,13 +260,18 @@ def _collect(args: argparse.Namespace) -> int:
         heartbeat_s=args.heartbeat,
         once=args.once,
         drain_s=args.drain,
+        silence_s=args.silence,
         metrics_port=args.metrics_port,
         metrics_addr=args.metrics_addr,
         job=args.job,
     )
     configure_logging()
-    stop = _stop_on_signals()
-    return EXIT_OK if Collector(settings).run(stop) else EXIT_FAILED
+    stop = _stop_on_signals(args.stop)
+    try:
+        collector = Collector(settings)
+    except OSError as exc:
+        raise ConfigError(f"{args.state}: cannot use the state folder ({exc})") from None
+    return EXIT_OK if collector.run(stop) else EXIT_FAILED
 
 
 def _aggregate(args: argparse.Namespace) -> int:
@@ -277,7 +293,7 @@ def _aggregate(args: argparse.Namespace) -> int:
         refresh_s=args.refresh,
     )
     configure_logging()
-    stop = _stop_on_signals()
+    stop = _stop_on_signals(args.stop)
     try:
         aggregator = Aggregator(settings)
     except OSError as exc:
@@ -293,8 +309,8 @@ def _positive(*flags: tuple[str, float]) -> None:
             raise ConfigError(f"{flag} must be positive, got {value}")
 
 
-def _stop_on_signals() -> threading.Event:
-    stop = threading.Event()
+def _stop_on_signals(early: threading.Event | None = None) -> threading.Event:
+    stop = early or threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     return stop

@@ -1,49 +1,39 @@
-"""The collector daemon (shell: ZeroMQ DEALER, a checkpoint file, one thread per file).
+"""The collector daemon (shell: the transport, a checkpoint file, one thread per file).
 
-It watches a folder for rank traces, streams each file (`FileStream`) to the aggregator and
-keeps at most `credit` records unacknowledged: beyond that it stops taking records, and the
-file threads wait, so memory stays bounded while the aggregator is away. Unacknowledged
-records are sent again after `resend_s` (doubling up to `max_resend_s`). The checkpoint —
-per file its stream id, the bytes its fingerprint covers, and how many records the
-aggregator has made durable — is rewritten (temp file, fsync, rename) only on
-acknowledgement, so a restart resumes where the aggregator stands: nothing is lost, and
-what it resends the aggregator recognises and does not apply twice.
+It watches a folder for rank traces, streams each file (`FileStream`, a thread) and moves
+bytes between them, the `Session` (the pure protocol state: window, credit, backoff, rewind,
+checkpoint, end-of-run) and the `Transport` to the aggregator. The session keeps at most
+`credit` records unacknowledged: beyond that no record is taken, and the file threads wait,
+so memory stays bounded while the aggregator is away. The checkpoint — per file its stream
+id, the bytes its fingerprint covers, and how many records the aggregator has made durable —
+is rewritten (temp file, fsync, rename) only on acknowledgement, so a restart resumes where
+the aggregator stands: nothing is lost, and what it resends the aggregator recognises.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import queue
 import threading
 import time
 import uuid
-from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Final
+from wsgiref.simple_server import WSGIServer
 
 import msgspec
 import zmq
 from commscope.collector.atomic import write_atomic
-from commscope.collector.errors import ProtocolError
-from commscope.collector.schema import (
-    PROTOCOL_VERSION,
-    Ack,
-    CollectorStats,
-    EndOfRun,
-    Heartbeat,
-    Hello,
-    Reject,
-    RunAck,
-    StreamEnd,
-    StreamStart,
-    ToCollector,
-    Welcome,
-)
+from commscope.collector.errors import ConfigError, ProtocolError
+from commscope.collector.schema import CheckpointEntry, CollectorStats, Heartbeat
+from commscope.collector.session import Limits, Session, Start, load_checkpoint
 from commscope.collector.stream import FileStream, Item, StreamSettings, fingerprint
+from commscope.collector.transport import Transport, ZmqTransport
 from commscope.collector.watch import Watcher
-from commscope.exporters.prometheus import Snapshot, SnapshotCollector, serve
+from commscope.exporters.collectormetrics import CollectorMetrics, serve
 
 log = logging.getLogger("commscope.collect")
 
@@ -69,103 +59,149 @@ class CollectorSettings:
     metrics_port: int | None = None
     metrics_addr: str = "0.0.0.0"
     job: str = "commscope"
-
-
-class Entry(msgspec.Struct, kw_only=True):
-    """A file's checkpoint: its stream, what the fingerprint covers, what is durable."""
-
-    stream: str
-    fingerprint_bytes: int
-    acked: int = 0
-    done: bool = False
-
-
-@dataclass
-class Pending:
-    payload: bytes
-    first_sent: float
+    silence_s: float = 30.0  # no answer from the aggregator this long: warn, connected 0
+    configure: Callable[[zmq.Socket[bytes]], None] | None = None  # socket options (CurveZMQ)
 
 
 class Collector:
-    def __init__(self, settings: CollectorSettings) -> None:
+    def __init__(
+        self,
+        settings: CollectorSettings,
+        transport: Transport | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.settings = settings
-        self.stats = CollectorStats()
-        self.credit = settings.window
+        self.clock = clock
         settings.state.mkdir(parents=True, exist_ok=True)
-        self.checkpoint = _load(settings.state / CHECKPOINT)
-        self.streams = {entry.stream: path for path, entry in self.checkpoint.items()}
+        files = _load(settings.state / CHECKPOINT)
+        limits = Limits(
+            window=settings.window,
+            resend_s=settings.resend_s,
+            max_resend_s=settings.max_resend_s,
+            heartbeat_s=settings.heartbeat_s,
+            silence_s=settings.silence_s,
+        )
+        self.session = Session(settings.node, _INSTANCE, limits, files, clock())
+        self.transport = transport
         self.queue: queue.Queue[Item] = queue.Queue(maxsize=4)
-        self.unacked: OrderedDict[tuple[str, int], Pending] = OrderedDict()
         self.workers: dict[str, FileStream] = {}
-        self.generation: dict[str, int] = {}
-        self.waiting: deque[tuple[Path, int]] = deque()
         self.seen: set[str] = set()
+        self.events_done = 0
         self._scanned = False  # the start-up scan has been done
+        self._root_seen = True
         self.stopping = threading.Event()
         self._encoder = msgspec.msgpack.Encoder()
-        self._decoder = msgspec.msgpack.Decoder(ToCollector)
-        self._dirty = False
-        self._resend_every = settings.resend_s
-        self._last_resend = self._last_heartbeat = 0.0
-        self._run_acked = False
-        self._end_sent = 0.0
         self._drain_deadline: float | None = None
-        self.exporter = SnapshotCollector(self._metrics(0.0))
+        self.exporter = CollectorMetrics(settings.job, settings.node)
 
     # ---------------------------------------------------------------- the loop
     def run(self, stop: threading.Event) -> bool:
         """Until end-of-run is acknowledged (True) or the drain time runs out (False)."""
-        context = zmq.Context()
-        socket = context.socket(zmq.DEALER)
-        socket.setsockopt(zmq.ROUTING_ID, self.settings.node.encode())
-        socket.setsockopt(zmq.LINGER, 0)
-        socket.setsockopt(zmq.IMMEDIATE, 1)
-        socket.setsockopt(zmq.SNDHWM, self.settings.window * 2 + 16)
-        socket.connect(self.settings.aggregator)
-        watcher = Watcher(
-            self.settings.watch, poll_s=self.settings.poll_s, use_inotify=self.settings.use_inotify
-        )
-        server = serve(self.exporter, self.settings.metrics_port, self.settings.metrics_addr)
+        settings = self.settings
+        server = self._serve()
+        watcher = Watcher(settings.watch, poll_s=settings.poll_s, use_inotify=settings.use_inotify)
+        transport = self.transport
         try:
-            self._send(socket, self._hello())
-            return self._loop(socket, watcher, stop)
+            transport = transport or self._connect()
+            self._say_hello(watcher)
+            transport.send(self.session.hello())
+            while True:
+                done = self.step(transport, watcher, stop, 0.02)
+                if done is not None:
+                    return done
         finally:
             if server is not None:
                 server.shutdown()
                 server.server_close()
-            self.stopping.set()
-            for worker in self.workers.values():
-                worker.cancelled.set()
+            self.close()
             watcher.close()
-            socket.close(0)
-            context.term()
+            if transport is not None:
+                transport.close()
 
-    def _metrics(self, now: float) -> Snapshot:
-        return Snapshot(
-            job=self.settings.job, collectors={self.settings.node: (self.snapshot(now), True)}
+    def _connect(self) -> Transport:
+        settings = self.settings
+        try:
+            return ZmqTransport(
+                settings.aggregator, settings.node, settings.window * 2 + 16, settings.configure
+            )
+        except zmq.ZMQError as exc:
+            raise ConfigError(f"--aggregator {settings.aggregator}: {exc}") from None
+
+    def _serve(self) -> WSGIServer | None:
+        settings = self.settings
+        try:
+            return serve(self.exporter, settings.metrics_port, settings.metrics_addr)
+        except (OSError, OverflowError) as exc:
+            where = f"{settings.metrics_addr}:{settings.metrics_port}"
+            raise ConfigError(f"--metrics-port: cannot serve /metrics on {where} ({exc})") from None
+
+    def close(self) -> None:
+        """Stop every file thread (they are daemons: a kill needs nothing more)."""
+        self.stopping.set()
+        for worker in self.workers.values():
+            worker.cancelled.set()
+
+    def _say_hello(self, watcher: Watcher) -> None:
+        settings = self.settings
+        log.info(
+            "collector starting",
+            extra={
+                "version": _VERSION,
+                "aggregator": settings.aggregator,
+                "node": settings.node,
+                "watch": str(settings.watch),
+                "state": str(settings.state),
+                "metrics": None
+                if settings.metrics_port is None
+                else f"{settings.metrics_addr}:{settings.metrics_port}",
+                "watching_by": watcher.mode,
+            },
         )
+        self._check_root()
 
-    def _loop(self, socket: zmq.Socket[bytes], watcher: Watcher, stop: threading.Event) -> bool:
-        while True:
-            now = time.monotonic()
-            if stop.is_set() and not self.stopping.is_set():
-                self._begin_drain(now)
-            if socket.poll(20):
-                self._receive(socket)
-            if not self.stopping.is_set():
-                self._discover(watcher.poll(0))
-            self._reap()
-            self._start_workers()
-            self._pump(socket, now)
-            self._resend(socket, now)
-            self._heartbeat(socket, now)
-            if self._run_acked:
-                return True
-            if self._finished():
-                self._end_run(socket, now)
-            if self._drain_deadline is not None and now > self._drain_deadline:
-                log.warning("drain time over; exiting without end-of-run acknowledged")
-                return False
+    def _check_root(self) -> None:
+        exists = self.settings.watch.is_dir()
+        if exists != self._root_seen:
+            self._root_seen = exists
+            if exists:
+                log.info("watch folder found", extra={"watch": str(self.settings.watch)})
+            else:
+                log.warning(
+                    "watch folder missing; waiting for it",
+                    extra={"watch": str(self.settings.watch)},
+                )
+
+    def step(
+        self, transport: Transport, watcher: Watcher, stop: threading.Event, wait_s: float
+    ) -> bool | None:
+        """One turn of the loop: True/False when the run is over (see `run`), else None."""
+        now = self.clock()
+        if stop.is_set() and not self.stopping.is_set():
+            self._begin_drain(now)
+        self._receive(transport, wait_s, now)
+        if not self.stopping.is_set():
+            self._discover(watcher.poll(0))
+        self._reap()
+        self._start_workers()
+        self._pump(transport, now)
+        for payload in self.session.due(now):
+            transport.send(payload)
+        self._heartbeat(transport, now)
+        self._link(now)
+        return self._over(transport, now)
+
+    def _over(self, transport: Transport, now: float) -> bool | None:
+        if self.session.run_acked:
+            log.info("end of run acknowledged")
+            return True
+        if self._finished():
+            payload = self.session.end_run(now, self._why())
+            if payload is not None:
+                transport.send(payload)
+        if self._drain_deadline is not None and now > self._drain_deadline:
+            log.warning("drain time over; exiting without end-of-run acknowledged")
+            return False
+        return None
 
     def _begin_drain(self, now: float) -> None:
         log.info("stopping: finishing the files being read, then end-of-run")
@@ -175,219 +211,140 @@ class Collector:
     def _finished(self) -> bool:
         if not (self.stopping.is_set() or (self.settings.once and self._scanned)):
             return False
-        return not (self.workers or self.waiting or self.unacked or not self.queue.empty())
+        return not self.workers and self.session.idle() and self.queue.empty()
+
+    def _why(self) -> str:
+        return "stopped" if self.stopping.is_set() else "every file sent (--once)"
 
     # ---------------------------------------------------------------- files
     def _discover(self, paths: list[Path]) -> None:
+        if not self._scanned or not self._root_seen:
+            self._check_root()
         self._scanned = True
         for path in paths:
             self.seen.add(str(path))
-            skip = self._resume_point(path)
-            if skip is not None:
-                self.waiting.append((path, skip))
+            self.session.found(str(path), self._head(path))
 
-    def _resume_point(self, path: Path) -> int | None:
-        """Where a file's stream resumes (None: already fully acknowledged)."""
-        entry = self.checkpoint.get(str(path))
-        if entry is None:
-            return 0
+    def _head(self, path: Path) -> tuple[str, int] | None:
+        """The file's stream id over the bytes its checkpoint's fingerprint covered."""
+        length = self.session.fingerprint_length(str(path))
+        if length is None:
+            return None
         try:
-            stream, _ = fingerprint(path, entry.fingerprint_bytes)
+            return fingerprint(path, length)
         except OSError:
-            return 0
-        if stream != entry.stream:
-            return 0  # rewritten since: a new stream
-        return None if entry.done else entry.acked
+            return None
 
     def _start_workers(self) -> None:
-        while self.waiting and len(self.workers) < self.settings.parallel:
-            path, skip = self.waiting.popleft()
-            key = str(path)
-            if key in self.workers:
-                self.workers[key].cancelled.set()
-            generation = self.generation.get(key, 0) + 1
-            self.generation[key] = generation
-            worker = FileStream(
-                path=path,
-                root=self.settings.watch,
-                node=self.settings.node,
-                skip=skip,
-                generation=generation,
-                out=self.queue,
-                settings=self.settings.stream,
-                stopping=self.stopping.is_set,
-            )
-            self.workers[key] = worker
-            worker.start()
+        for path in self.session.cancels:
+            worker = self.workers.pop(path, None)
+            if worker is not None:
+                self._retire(worker)
+        self.session.cancels.clear()
+        starts = self.session.starts
+        while starts and len(self.workers) < self.settings.parallel:
+            self._start_worker(starts.popleft())
+
+    def _start_worker(self, start: Start) -> None:
+        old = self.workers.pop(start.path, None)
+        if old is not None:
+            self._retire(old)
+        worker = FileStream(
+            path=Path(start.path),
+            root=self.settings.watch,
+            node=self.settings.node,
+            skip=start.skip,
+            generation=start.generation,
+            out=self.queue,
+            settings=self.settings.stream,
+            stopping=self.stopping.is_set,
+            fingerprint_bytes=start.fingerprint_bytes,
+        )
+        self.workers[start.path] = worker
+        worker.start()
+
+    def _retire(self, worker: FileStream) -> None:
+        worker.cancelled.set()
+        self.events_done += worker.events
 
     def _reap(self) -> None:
         for key, worker in list(self.workers.items()):
             if worker.is_alive():
                 continue
             del self.workers[key]
-            self.stats.events_read += worker.events
+            self.events_done += worker.events
             if worker.error is not None:
                 self._drop(f"unreadable file ({worker.error})")
 
     def _drop(self, reason: str) -> None:
-        self.stats.dropped[reason] = self.stats.dropped.get(reason, 0) + 1
+        self.session.drop(reason)
         log.warning("dropped", extra={"reason": reason})
 
-    # ---------------------------------------------------------------- sending
-    def _pump(self, socket: zmq.Socket[bytes], now: float) -> None:
-        while len(self.unacked) < self.credit:
+    # ---------------------------------------------------------------- moving bytes
+    def _pump(self, transport: Transport, now: float) -> None:
+        while self.session.has_credit():
             try:
                 item = self.queue.get_nowait()
             except queue.Empty:
                 return
-            record = item.record
-            path = (
-                record.path if isinstance(record, StreamStart) else self.streams.get(record.stream)
+            payload = self.session.take(
+                item.path, item.generation, item.record, item.fingerprint_bytes, now
             )
-            if path is None or item.generation != self.generation.get(path):
-                continue  # from a worker since cancelled
-            if isinstance(record, StreamStart):
-                self._track(record, item.fingerprint_bytes)
-            payload = self._encoder.encode(record)
-            self.unacked[(record.stream, record.seq)] = Pending(payload, now)
-            self.stats.batches_sent += 1
-            if isinstance(record, StreamEnd) and record.error is not None:
-                self.stats.files_skipped += 1
-            self._send_raw(socket, payload)
+            if payload is not None:
+                transport.send(payload)
 
-    def _track(self, start: StreamStart, covered: int) -> None:
-        old = self.checkpoint.get(start.path)
-        if old is not None and old.stream == start.stream:
-            return
-        if old is not None:
-            self._forget_unacked(old.stream)  # the file was rewritten: its old stream is moot
-        self.checkpoint[start.path] = Entry(stream=start.stream, fingerprint_bytes=covered)
-        self.streams[start.stream] = start.path
+    def _receive(self, transport: Transport, wait_s: float, now: float) -> None:
+        for reply in transport.receive(wait_s):
+            self.session.receive(reply, now)
+        checkpoint = self.session.checkpoint()
+        if checkpoint is not None:
+            write_atomic(self.settings.state / CHECKPOINT, checkpoint)
 
-    def _resend(self, socket: zmq.Socket[bytes], now: float) -> None:
-        if not self.unacked and not (self._end_sent and not self._run_acked):
+    def _heartbeat(self, transport: Transport, now: float) -> None:
+        if not self.session.heartbeat_due(now):
             return
-        oldest = next(iter(self.unacked.values())).first_sent if self.unacked else self._end_sent
-        if now - max(oldest, self._last_resend) < self._resend_every:
-            return
-        self._send(socket, self._hello())
-        for pending in self.unacked.values():
-            self._send_raw(socket, pending.payload)
-            self.stats.batches_resent += 1
-        if self._end_sent:
-            self._send(socket, EndOfRun(node=self.settings.node))
-        self._last_resend = now
-        self._resend_every = min(self._resend_every * 2, self.settings.max_resend_s)
+        stats = self.snapshot(now)
+        transport.send(self._encoder.encode(Heartbeat(node=self.settings.node, stats=stats)))
+        if self.session.end_sent is None:
+            transport.send(self.session.hello())  # a probe: its answer says the link is up
+        self.exporter.publish(stats, self.session.connected)
 
-    def _heartbeat(self, socket: zmq.Socket[bytes], now: float) -> None:
-        if now - self._last_heartbeat < self.settings.heartbeat_s:
-            return
-        self._last_heartbeat = now
-        self._send(socket, Heartbeat(node=self.settings.node, stats=self.snapshot(now)))
-        self.exporter.publish(self._metrics(now))
+    def _link(self, now: float) -> None:
+        change = self.session.link(now)
+        if change is True:
+            log.info("aggregator answers", extra={"aggregator": self.settings.aggregator})
+        elif change is False:
+            log.warning(
+                "aggregator not answering",
+                extra={"aggregator": self.settings.aggregator, "for_s": self.settings.silence_s},
+            )
+        if change is not None:
+            self.exporter.publish(self.snapshot(now), self.session.connected)
 
     def snapshot(self, now: float) -> CollectorStats:
-        stats = msgspec.structs.replace(self.stats, dropped=dict(self.stats.dropped))
+        stats = self.session.snapshot(now)
         stats.files_seen = len(self.seen)
-        stats.unacked = len(self.unacked)
-        stats.unacked_bytes = sum(len(p.payload) for p in self.unacked.values())
-        stats.lag_s = now - next(iter(self.unacked.values())).first_sent if self.unacked else 0.0
-        stats.events_read += sum(w.events for w in self.workers.values())
+        stats.events_read = self.events_done + sum(w.events for w in self.workers.values())
         return stats
 
-    def _end_run(self, socket: zmq.Socket[bytes], now: float) -> None:
-        if not self._end_sent:
-            self._end_sent = now
-            self._last_resend = now
-            self._send(socket, EndOfRun(node=self.settings.node, reason=self._why()))
 
-    def _why(self) -> str:
-        return "stopped" if self.stopping.is_set() else "every file sent (--once)"
-
-    def _hello(self) -> Hello:
-        return Hello(protocol=PROTOCOL_VERSION, node=self.settings.node, instance=_INSTANCE)
-
-    def _send(self, socket: zmq.Socket[bytes], message: object) -> None:
-        self._send_raw(socket, self._encoder.encode(message))
-
-    def _send_raw(self, socket: zmq.Socket[bytes], payload: bytes) -> None:
-        with contextlib.suppress(zmq.Again):  # no aggregator: stays unacknowledged, is resent
-            socket.send(payload, zmq.NOBLOCK)
-
-    # ---------------------------------------------------------------- receiving
-    def _receive(self, socket: zmq.Socket[bytes]) -> None:
-        while True:
-            try:
-                payload = socket.recv(zmq.NOBLOCK)
-            except zmq.Again:
-                break
-            try:
-                reply = self._decoder.decode(payload)
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                self._drop("malformed reply from the aggregator")
-                continue
-            self._on_reply(reply)
-        if self._dirty:
-            write_atomic(self.settings.state / CHECKPOINT, msgspec.msgpack.encode(self.checkpoint))
-            self._dirty = False
-
-    def _on_reply(self, reply: ToCollector) -> None:
-        if isinstance(reply, Ack):
-            self._ack(reply)
-        elif isinstance(reply, Welcome):
-            self.credit = max(1, reply.credit)
-        elif isinstance(reply, RunAck):
-            self._run_acked = self._end_sent > 0
-        elif isinstance(reply, Reject):
-            raise ProtocolError(f"the aggregator refused this collector: {reply.reason}")
-
-    def _ack(self, ack: Ack) -> None:
-        path = self.streams.get(ack.stream)
-        entry = self.checkpoint.get(path) if path is not None else None
-        if path is None or entry is None or entry.stream != ack.stream:
-            return
-        self.credit = max(1, ack.credit) if ack.credit else self.credit
-        if ack.next_seq < entry.acked and not ack.done:
-            self._rewind(path, entry, ack.next_seq)
-            return
-        for seq in range(entry.acked, ack.next_seq):
-            if self.unacked.pop((ack.stream, seq), None) is not None:
-                self.stats.batches_acked += 1
-        if ack.next_seq > entry.acked or ack.done != entry.done:
-            entry.acked = max(entry.acked, ack.next_seq)
-            self._dirty = True
-            self._resend_every = self.settings.resend_s
-        if ack.done and not entry.done:
-            entry.done = True
-            self.stats.files_done += 1
-            self._forget_unacked(ack.stream)
-            worker = self.workers.get(path)
-            if worker is not None and worker.generation == self.generation.get(path):
-                worker.cancelled.set()  # the aggregator has it all already
-
-    def _rewind(self, path: str, entry: Entry, seq: int) -> None:
-        """The aggregator has less than it acknowledged (it lost its state): send again."""
-        log.warning("aggregator asks to resend", extra={"path": path, "from_seq": seq})
-        entry.acked = seq
-        self._dirty = True
-        self._forget_unacked(entry.stream)
-        self.waiting.append((Path(path), seq))
-        worker = self.workers.pop(path, None)
-        if worker is not None:
-            worker.cancelled.set()
-
-    def _forget_unacked(self, stream: str) -> None:
-        for key in [k for k in self.unacked if k[0] == stream]:
-            del self.unacked[key]
+def _version() -> str:
+    try:
+        return version("commscope")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 _INSTANCE: Final = uuid.uuid4().hex
+_VERSION: Final = _version()
 
 
-def _load(path: Path) -> dict[str, Entry]:
+def _load(path: Path) -> dict[str, CheckpointEntry]:
     if not path.exists():
         return {}
     try:
-        return msgspec.msgpack.decode(path.read_bytes(), type=dict[str, Entry])
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return load_checkpoint(path.read_bytes())
+    except OSError as exc:
         raise ProtocolError(f"{path}: unreadable checkpoint ({exc})") from None
+    except ProtocolError as exc:
+        raise ProtocolError(f"{path}: {exc}") from None

@@ -19,6 +19,7 @@ PURE = [
     "collector/names.py",
     "collector/normalize.py",
     "collector/schema.py",
+    "collector/session.py",
     "pipeline/accumulate.py",
     "pipeline/alphabeta.py",
     "pipeline/clocks.py",

@@ -241,3 +241,20 @@ def test_files_whose_events_were_lost_to_a_queue_overflow_are_found(
         monkeypatch.setattr(watch._Inotify, "read", overflowing)
         trace = write(root / "iteration_1" / "rank0.json")
         expect(watcher, {trace})
+
+
+def test_polling_rescans_every_poll_s_of_its_clock_without_sleeping(root: Path) -> None:
+    """poll_s 2 on a fake clock: a file written after the first scan is reported by the
+    rescan due at t=2, after the watcher slept 1 + 1 fake seconds; no real time passes."""
+    now, slept = [0.0], []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    with Watcher(root, poll_s=2.0, use_inotify=False, clock=lambda: now[0], sleep=sleep) as w:
+        assert w.poll(0) == []
+        new = write(root / "rank0.json")
+        assert (w.poll(1.0), w.poll(1.0)) == ([], [])
+        assert w.poll(1.0) == [new]
+    assert (now[0], slept) == (2.0, [1.0, 1.0])

@@ -188,11 +188,13 @@ def test_collector_memory_stays_bounded_while_the_aggregator_is_away(
             30,
         )
         assert sample_value(text, "commscope_collector_unacked_batches", node=node) == window
-    time.sleep(1.5)  # resends go on; nothing more is taken from the files
-    for node, port in ports.items():
-        text = _scrape(port)
+    for node, port in ports.items():  # resends go on (two whole windows); nothing more is taken
+        text = wait_for(
+            f"{node} to resend its window twice",
+            lambda port=port, node=node: _resent(port, node, 2 * window),
+            30,
+        )
         assert sample_value(text, "commscope_collector_unacked_batches", node=node) == window
-        assert sample_value(text, "commscope_collector_batches_resent_total", node=node) > 0
     server = aggregate.start()
     wait_for("the window to complete", lambda: _windows(aggregate) == 1.0, 60)
     end_run(collectors)
@@ -228,6 +230,12 @@ def _full(port: int, node: str, window: int) -> str | None:
     text = _scrape(port)
     value = sample_value(text, "commscope_collector_unacked_batches", node=node)
     return text if value == window else None
+
+
+def _resent(port: int, node: str, count: int) -> str | None:
+    text = _scrape(port)
+    value = sample_value(text, "commscope_collector_batches_resent_total", node=node)
+    return text if value is not None and value >= count else None
 
 
 def _aggregator_counter(aggregate: Aggregate, server: object) -> float | None:

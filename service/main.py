@@ -1,0 +1,33 @@
+"""The `commscope` entry point (shell): a daemon's stop signals are caught before the slow
+imports.
+
+Loading the CLI and its daemons takes ~0.4 s; a SIGTERM (or Ctrl-C) in that time used to
+kill a daemon with 143 and no end-of-run. For `collect` and `aggregate` the handlers go in
+first and only record the signal, so the daemon starts, drains and ends its run as for any
+SIGTERM; the other commands keep Python's usual signal behaviour.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Final
+
+DAEMONS: Final = frozenset({"collect", "aggregate"})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    stop = threading.Event() if args and args[0] in DAEMONS else None
+    if stop is not None:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+    from commscope.service.cli import main as run  # noqa: PLC0415 (the slow part, on purpose)
+
+    return run(args, stop)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

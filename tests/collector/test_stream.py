@@ -1,0 +1,72 @@
+"""stream.py: a file's records, with the waits (quiet, settle) on an injected clock, so a
+writer's long pause is tested without sleeping."""
+
+from __future__ import annotations
+
+import queue
+from pathlib import Path
+
+from commscope.collector.schema import StreamEnd, StreamStart
+from commscope.collector.stream import FileStream, Item, StreamSettings, fingerprint
+from kineto_builder import dist_head, kernel, trace
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def stream(path: Path, clock: FakeClock, **kw: int | None) -> tuple[FileStream, queue.Queue[Item]]:
+    out: queue.Queue[Item] = queue.Queue()
+    made = FileStream(
+        path=path,
+        root=path.parent,
+        node="n",
+        skip=0,
+        generation=1,
+        out=out,
+        settings=StreamSettings(quiet_s=2.0, settle_s=300.0, poll_s=0.5),
+        stopping=lambda: False,
+        clock=clock,
+        sleep=clock.sleep,
+        **kw,  # type: ignore[arg-type]
+    )
+    return made, out
+
+
+def items(out: queue.Queue[Item]) -> list[Item]:
+    return [out.get_nowait() for _ in range(out.qsize())]
+
+
+def test_a_document_cut_short_is_truncated_after_settle_s_on_the_clock(tmp_path: Path) -> None:
+    """The file never changes again: the reader waits quiet_s (2) for the end of the data,
+    then settle_s (300) for the writer, in 0.5 s polls of the fake clock, then says
+    truncated; no real time passes."""
+    path = tmp_path / "rank0_trace.json"
+    path.write_bytes(trace([kernel("gemm", 1, 1)], head=dist_head())[:-30])
+    clock = FakeClock()
+    worker, out = stream(path, clock)
+    worker.run()  # in this thread
+    start, end = (item.record for item in items(out))
+    assert isinstance(start, StreamStart) and isinstance(end, StreamEnd)
+    assert end.error is not None and end.error.startswith("truncated")
+    assert 302.0 <= clock.now <= 303.0  # quiet 2 s, then settle 300 s
+    assert set(clock.slept) == {0.5}
+
+
+def test_a_resumed_stream_fingerprints_the_bytes_it_is_told(tmp_path: Path) -> None:
+    path = tmp_path / "rank0_trace.json"
+    path.write_bytes(trace([kernel("gemm", 1, 1)], head=dist_head()))
+    worker, out = stream(path, FakeClock(), fingerprint_bytes=100)
+    worker.run()
+    first = items(out)[0]
+    assert first.record.stream == fingerprint(path, 100)[0] != fingerprint(path)[0]
+    assert (first.fingerprint_bytes, first.path) == (100, str(path))
