@@ -44,6 +44,7 @@ from commscope.collector.schema import (
 from commscope.collector.stream import FileStream, Item, StreamSettings, fingerprint
 from commscope.collector.watch import Watcher
 from commscope.exporters.prometheus import Snapshot, SnapshotCollector, serve
+from commscope.service import curve
 
 log = logging.getLogger("commscope.collect")
 
@@ -69,6 +70,7 @@ class CollectorSettings:
     metrics_port: int | None = None
     metrics_addr: str = "0.0.0.0"
     job: str = "commscope"
+    keys: curve.ClientKeys | None = None  # None: plain ZeroMQ (--insecure, loopback only)
 
 
 class Entry(msgspec.Struct, kw_only=True):
@@ -111,6 +113,7 @@ class Collector:
         self._end_sent = 0.0
         self._drain_deadline: float | None = None
         self.exporter = SnapshotCollector(self._metrics(0.0))
+        self.link: curve.Link | None = None
 
     # ---------------------------------------------------------------- the loop
     def run(self, stop: threading.Event) -> bool:
@@ -121,6 +124,8 @@ class Collector:
         socket.setsockopt(zmq.LINGER, 0)
         socket.setsockopt(zmq.IMMEDIATE, 1)
         socket.setsockopt(zmq.SNDHWM, self.settings.window * 2 + 16)
+        if self.settings.keys is not None:
+            self.link = curve.client(socket, self.settings.keys, self.settings.aggregator)
         socket.connect(self.settings.aggregator)
         watcher = Watcher(
             self.settings.watch, poll_s=self.settings.poll_s, use_inotify=self.settings.use_inotify
@@ -137,6 +142,8 @@ class Collector:
             for worker in self.workers.values():
                 worker.cancelled.set()
             watcher.close()
+            if self.link is not None:
+                self.link.close()
             socket.close(0)
             context.term()
 
@@ -147,6 +154,8 @@ class Collector:
 
     def _loop(self, socket: zmq.Socket[bytes], watcher: Watcher, stop: threading.Event) -> bool:
         while True:
+            if self.link is not None:
+                self.link.check()  # a handshake that cannot succeed: one clear error
             now = time.monotonic()
             if stop.is_set() and not self.stopping.is_set():
                 self._begin_drain(now)
