@@ -273,7 +273,7 @@ def server(socket: zmq.Socket[bytes], keys: ServerKeys) -> Gate:
     socket.curve_server = True
     socket.setsockopt(zmq.ZAP_DOMAIN, _DOMAIN)
     socket.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)  # no handler answering: refuse, never admit
-    return Gate(socket, keys.allow)
+    return Gate(socket, keys.allow, keys.allow_dir)
 
 
 def peer(frames: list[zmq.Frame]) -> str | None:
@@ -287,8 +287,12 @@ def peer(frames: list[zmq.Frame]) -> str | None:
 class Gate:
     """The aggregator's ZAP handler and handshake monitor, on one thread of its own."""
 
-    def __init__(self, socket: zmq.Socket[bytes], allow: Mapping[bytes, str]) -> None:
+    def __init__(
+        self, socket: zmq.Socket[bytes], allow: Mapping[bytes, str], allow_dir: Path | None = None
+    ) -> None:
         self.allow = allow
+        self.allow_dir = allow_dir
+        self._stamp = _stamp(allow_dir)
         self._lock = threading.Lock()
         self._refused = dict.fromkeys(REFUSED_REASONS, 0)
         self._logged: set[tuple[bytes, bytes]] = set()
@@ -324,11 +328,26 @@ class Gate:
             self._monitor.close(0)
 
     def _answer(self, request: list[bytes]) -> None:
-        reply, key = zap_reply(self.allow, request)
+        reply, key = zap_reply(self._current_allow(), request)
         self._zap.send_multipart(reply)
         if key is not None:
             self._count("unknown_key")
             self._log_peer(request[3], key)
+
+    def _current_allow(self) -> Mapping[bytes, str]:
+        """The allow-list, read again when its folder changed (a key added or removed); an
+        unusable new state keeps the previous list."""
+        stamp = _stamp(self.allow_dir)
+        if stamp == self._stamp or self.allow_dir is None:
+            return self.allow
+        self._stamp = stamp
+        try:
+            self.allow = load_allow(self.allow_dir)
+        except ConfigError as exc:
+            log.warning("allow-list unusable: the previous one stays", extra={"reason": str(exc)})
+        else:
+            log.info("allow-list read again", extra={"nodes": sorted(self.allow.values())})
+        return self.allow
 
     def _event(self, event: Mapping[str, object]) -> None:
         kind, value = event["event"], event["value"]
@@ -365,6 +384,14 @@ class Gate:
             "connection refused: key not in the allow-list",
             extra={"address": address.decode(errors="replace"), "key": key.decode()},
         )
+
+
+def _stamp(folder: Path | None) -> int | None:
+    """When a folder's entries last changed (a Kubernetes ConfigMap update renames one too)."""
+    try:
+        return folder.stat().st_mtime_ns if folder is not None else None
+    except OSError:
+        return None
 
 
 # ---------------------------------------------------------------- the collector's side

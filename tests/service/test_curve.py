@@ -208,11 +208,11 @@ class Rig:
         self.endpoint = f"tcp://127.0.0.1:{port}"
         self.dealers: list[tuple[zmq.Socket[bytes], curve.Link]] = []
 
-    def dealer(self, folder: str, server_key: Path | None = None) -> curve.Link:
+    def dealer(self, folder: str, server_key: Path | None = None, node: str = "n1") -> curve.Link:
         socket = self.context.socket(zmq.DEALER)
         socket.linger = 0
         server_key = server_key or self.ring / "aggregator" / "aggregator.key"
-        keys = curve.client_keys(self.endpoint, self.ring / folder, server_key, "n1", False)
+        keys = curve.client_keys(self.endpoint, self.ring / folder, server_key, node, False)
         assert keys is not None
         link = curve.client(socket, keys, self.endpoint)
         socket.connect(self.endpoint)
@@ -260,6 +260,17 @@ def test_an_unknown_key_is_refused_counted_and_logged_once(
     with pytest.raises(ConfigError, match="its public key is not in the aggregator's --allow"):
         wait_for("the collector's verdict", lambda: links[0].error)
         links[0].check()
+
+
+def test_a_key_added_to_the_allow_list_is_accepted_at_its_next_handshake(rig: Rig) -> None:
+    keys_cli(rig.ring / "n2", "n2")
+    refused = rig.dealer("n2", node="n2")
+    wait_for("the refusal", lambda: refused.error)
+    shutil.copy(rig.ring / "n2" / "n2.key", rig.ring / "allow" / "n2.key")
+    rig.dealer("n2", node="n2")
+    assert rig.router.poll(10_000), "nothing received within 10 s"
+    frames = rig.router.recv_multipart(copy=False)
+    assert curve.peer(frames) == "n2"
 
 
 def test_a_wrong_server_key_fails_the_collector_and_is_counted(rig: Rig) -> None:
