@@ -78,6 +78,8 @@ def make_pair(out: Path, name: str) -> tuple[Path, Path]:
     """`commscope keys`: NAME.key (public) and NAME.key_secret (mode 0600) in `out`, never
     over an existing pair."""
     _node_name(name, "--name")
+    if name != Path(name).name or name.startswith("."):
+        raise ConfigError(f"--name {name!r}: a node name, not a path")
     targets = (out / f"{name}{PUBLIC}", out / f"{name}{SECRET}")
     for target in targets:
         if target.exists():
@@ -96,7 +98,8 @@ def make_pair(out: Path, name: str) -> tuple[Path, Path]:
 
 
 def load_pair(folder: Path, node: str | None = None) -> KeyPair:
-    """This daemon's pair from `--keys DIR`: NODE.key_secret, or the only *.key_secret there."""
+    """This daemon's pair from `--keys DIR`: NODE.key_secret (the aggregator's:
+    aggregator.key_secret), or else the only *.key_secret there."""
     if not folder.is_dir():
         raise ConfigError(f"--keys {folder}: not a folder")
     found = sorted(folder.glob(f"*{SECRET}"))
@@ -183,7 +186,7 @@ def server_keys(
             " public keys), see `commscope keys`; or --insecure on a loopback --listen"
             f" ({LOOPBACK})"
         )
-    return ServerKeys(load_pair(keys), load_allow(allow), allow)
+    return ServerKeys(load_pair(keys, "aggregator"), load_allow(allow), allow)
 
 
 def client_keys(

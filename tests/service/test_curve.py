@@ -77,6 +77,29 @@ def test_keys_never_overwrites_a_pair(tmp_path: Path, capsys: pytest.CaptureFixt
     assert (tmp_path / "n1.key_secret").read_bytes() == before
 
 
+@pytest.mark.parametrize("name", ["../n1", "a/b", ".hidden", ""])
+def test_keys_refuses_a_name_that_is_not_a_plain_node_name(tmp_path: Path, name: str) -> None:
+    with pytest.raises(ConfigError, match="--name"):
+        curve.make_pair(tmp_path / "k", name)
+    assert not (tmp_path / "k").exists() and not (tmp_path / "n1.key").exists()
+
+
+def test_one_folder_of_keys_serves_both_daemons(tmp_path: Path) -> None:
+    """As the README makes them: the aggregator takes aggregator.key_secret, a collector
+    NODE.key_secret, from the same folder."""
+    for name in ("aggregator", "n1"):
+        keys_cli(tmp_path / "keys", name)
+    (tmp_path / "allow").mkdir()
+    shutil.copy(tmp_path / "keys" / "n1.key", tmp_path / "allow")
+    keys = tmp_path / "keys"
+    server = curve.server_keys("tcp://0.0.0.0:1", keys, tmp_path / "allow", insecure=False)
+    client = curve.client_keys("tcp://127.0.0.1:1", keys, keys / "aggregator.key", "n1", False)
+    assert server is not None and client is not None
+    assert (server.pair.name, client.pair.name) == ("aggregator", "n1")
+    assert client.server_key == server.pair.public
+    assert server.allow == {client.pair.public: "n1"}
+
+
 def test_the_allow_list_names_each_key_by_its_file(keyring: Path) -> None:
     shutil.copy(keyring / "aggregator" / "aggregator.key", keyring / "allow" / "n2.key")
     allow = curve.load_allow(keyring / "allow")
