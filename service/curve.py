@@ -331,7 +331,14 @@ class Gate:
             self._monitor.close(0)
 
     def _answer(self, request: list[bytes]) -> None:
-        reply, key = zap_reply(self._current_allow(), request)
+        try:
+            reply, key = zap_reply(self._current_allow(), request)
+        except Exception:  # a REP socket must answer; a refusal is the safe answer
+            log.exception("ZAP request not understood: refused")
+            reply, key = (
+                [b"1.0", request[1] if len(request) > 1 else b"", b"500", b"", b"", b""],
+                None,
+            )
         self._zap.send_multipart(reply)
         if key is not None:
             self._count("unknown_key")
