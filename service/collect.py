@@ -124,8 +124,7 @@ class Collector:
         socket.setsockopt(zmq.LINGER, 0)
         socket.setsockopt(zmq.IMMEDIATE, 1)
         socket.setsockopt(zmq.SNDHWM, self.settings.window * 2 + 16)
-        if self.settings.keys is not None:
-            self.link = curve.client(socket, self.settings.keys, self.settings.aggregator)
+        self.link = curve.client(socket, self.settings.keys, self.settings.aggregator)
         socket.connect(self.settings.aggregator)
         watcher = Watcher(
             self.settings.watch, poll_s=self.settings.poll_s, use_inotify=self.settings.use_inotify

@@ -405,18 +405,20 @@ def _stamp(folder: Path | None) -> int | None:
 
 
 # ---------------------------------------------------------------- the collector's side
-def client(socket: zmq.Socket[bytes], keys: ClientKeys, endpoint: str = "") -> Link:
-    """Make `socket` (before connect) a Curve client of the aggregator holding `server_key`."""
-    socket.curve_secretkey = keys.pair.secret
-    socket.curve_publickey = keys.pair.public
-    socket.curve_serverkey = keys.server_key
+def client(socket: zmq.Socket[bytes], keys: ClientKeys | None, endpoint: str = "") -> Link:
+    """Make `socket` (before connect) a Curve client of the aggregator holding `server_key`
+    (keys None: plain ZeroMQ, watched only for an aggregator that requires Curve)."""
+    if keys is not None:
+        socket.curve_secretkey = keys.pair.secret
+        socket.curve_publickey = keys.pair.public
+        socket.curve_serverkey = keys.server_key
     return Link(socket, keys, endpoint)
 
 
 class Link:
     """Watches the collector's handshakes; `check()` raises once they cannot succeed."""
 
-    def __init__(self, socket: zmq.Socket[bytes], keys: ClientKeys, endpoint: str) -> None:
+    def __init__(self, socket: zmq.Socket[bytes], keys: ClientKeys | None, endpoint: str) -> None:
         self.keys = keys
         self.endpoint = endpoint or "the aggregator"
         self.error: str | None = None
@@ -446,20 +448,32 @@ class Link:
     def handle(self, event: Mapping[str, object]) -> None:
         kind, value = event["event"], event["value"]
         if kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-            if self.failures or not self.connected:
+            if self.keys is not None and (self.failures or not self.connected):
                 log.info("Curve handshake with the aggregator done", extra={"to": self.endpoint})
             self.failures, self.connected = 0, True
-        elif kind == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+        elif (
+            kind == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+            and value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+        ):
             self.error = (
-                f"{self.endpoint} refused this collector's key ({self.keys.pair.path}): its"
-                f" public key is not in the aggregator's --allow folder"
+                f"{self.endpoint} does not use CurveZMQ (an aggregator run --insecure?)"
+                if self.keys is not None
+                else f"{self.endpoint} requires CurveZMQ: give this collector --keys DIR and"
+                " --server-key FILE instead of --insecure"
             )
-        elif value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH:
-            self.error = f"{self.endpoint} does not use CurveZMQ (an aggregator run --insecure?)"
-        else:
-            self.failures += 1
-            if self.failures >= FAILED_HANDSHAKES:
-                self.error = (
-                    f"the Curve handshake with {self.endpoint} failed {self.failures} times in a"
-                    f" row: its key is not the one in --server-key {self.keys.server_key_path}"
-                )
+        elif self.keys is not None:
+            self._failed(kind, self.keys)
+
+    def _failed(self, kind: object, keys: ClientKeys) -> None:
+        if kind == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+            self.error = (
+                f"{self.endpoint} refused this collector's key ({keys.pair.path}): its"
+                " public key is not in the aggregator's --allow folder"
+            )
+            return
+        self.failures += 1
+        if self.failures >= FAILED_HANDSHAKES:
+            self.error = (
+                f"the Curve handshake with {self.endpoint} failed {self.failures} times in a"
+                f" row: its key is not the one in --server-key {keys.server_key_path}"
+            )

@@ -320,6 +320,22 @@ def test_a_plain_zeromq_peer_is_refused_and_counted(rig: Rig) -> None:
         socket.close(0)
 
 
+def test_an_insecure_collector_says_when_the_aggregator_requires_curve(rig: Rig) -> None:
+    socket = rig.context.socket(zmq.DEALER)
+    socket.linger = 0
+    link = curve.client(socket, None, rig.endpoint)
+    socket.connect(rig.endpoint)
+    try:
+        error = wait_for("the verdict", lambda: link.error)
+        assert error == (
+            f"{rig.endpoint} requires CurveZMQ: give this collector --keys DIR and --server-key "
+            "FILE instead of --insecure"
+        )
+    finally:
+        link.close()
+        socket.close(0)
+
+
 def test_the_collector_says_when_the_aggregator_has_no_curve(keyring: Path) -> None:
     context = zmq.Context()
     router = context.socket(zmq.ROUTER)  # an aggregator run --insecure
