@@ -12,9 +12,11 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 import zmq
 from commscope.collector.errors import ConfigError
+from commscope.collector.schema import PROTOCOL_VERSION, EndOfRun, Hello
 from commscope.service import curve
 from commscope.service.cli import main
 from service.harness import (
@@ -375,6 +377,27 @@ def _client_security(ring: Path, folder: str) -> tuple[str, ...]:
     )
 
 
+def forge_end_of_run(endpoint: str, ring: Path) -> None:
+    """A stranger's own socket (an unknown key, the right server key) says n1's run is over."""
+    context = zmq.Context()
+    socket = context.socket(zmq.DEALER)
+    socket.linger = 0
+    pair = curve.load_pair(ring / "stranger")
+    socket.curve_secretkey, socket.curve_publickey = pair.secret, pair.public
+    socket.curve_serverkey = curve.load_public(ring / "aggregator" / "aggregator.key", "key")
+    socket.connect(endpoint)
+    for message in (
+        Hello(protocol=PROTOCOL_VERSION, node="n1", instance="forged"),
+        EndOfRun(node="n1"),
+    ):
+        socket.send(msgspec.msgpack.encode(message))
+    try:
+        assert not socket.poll(1000)  # no answer: the handshake was refused
+    finally:
+        socket.close(0)
+        context.term()
+
+
 def test_an_unknown_key_s_files_never_reach_the_report(
     procs: Processes, tmp_path: Path, keyring: Path
 ) -> None:
@@ -400,13 +423,15 @@ def test_an_unknown_key_s_files_never_reach_the_report(
     )
     assert stranger.wait(30) == 1
     assert "refused this collector's key" in stranger.tail()
+    forge_end_of_run(aggregate.endpoint, keyring)  # would end the run before n1 if it got in
     metric = "commscope_aggregator_refused_connections_total"
     wait_for(
-        "the refusal on /metrics",
+        "both refusals on /metrics",
         lambda: (
-            (sample_value(aggregate.metrics_text() or "", metric, reason="unknown_key") or 0) >= 1
+            (sample_value(aggregate.metrics_text() or "", metric, reason="unknown_key") or 0) >= 2
         ),
     )
+    assert server.popen.poll() is None
     n1 = procs.start(
         "n1",
         *collector_args(
