@@ -30,6 +30,7 @@ import zmq
 import zmq.auth
 from commscope.collector.errors import ConfigError
 from commscope.collector.schema import Name
+from commscope.service.logs import sparse
 from zmq.utils import z85
 from zmq.utils.monitor import recv_monitor_message
 
@@ -371,7 +372,7 @@ class Gate:
         else:
             return  # succeeded, or refused by ZAP (counted there, with the peer)
         count = self._count(reason)
-        if count in (1, 10, 100, 1000) or not count % 10000:
+        if sparse(count):
             log.warning(
                 "connection refused: failed Curve handshake (no peer address at this stage)",
                 extra={"reason": reason, "count": count},
