@@ -157,11 +157,7 @@ def _collect_parser(commands: Any) -> None:
     collect.add_argument("--metrics-addr", default="0.0.0.0")
     collect.add_argument("--job", default="commscope", help="the job label of its metrics")
     collect.add_argument("--batch-events", type=int, default=4096, help=argparse.SUPPRESS)
-    collect.add_argument("--keys", type=Path, metavar="DIR", help="this collector's key pair")
-    collect.add_argument(
-        "--server-key", type=Path, metavar="FILE", help="the aggregator's public key (NAME.key)"
-    )
-    _insecure_option(collect)
+    _collect_keys(collect)
     collect.add_argument(
         "--once", action="store_true", help="send what is there, then end-of-run and exit"
     )
@@ -193,6 +189,14 @@ def _aggregate_parser(commands: Any) -> None:
     _insecure_option(aggregate)
     _job_options(aggregate)
     aggregate.set_defaults(run=_aggregate)
+
+
+def _collect_keys(collect: argparse.ArgumentParser) -> None:
+    collect.add_argument("--keys", type=Path, metavar="DIR", help="this collector's key pair")
+    collect.add_argument(
+        "--server-key", type=Path, metavar="FILE", help="the aggregator's public key (NAME.key)"
+    )
+    _insecure_option(collect)
 
 
 def _insecure_option(parser: argparse.ArgumentParser) -> None:
