@@ -687,6 +687,7 @@ class AggregatorStats(msgspec.Struct, kw_only=True):
     acks: int = 0
     log_bytes: int = 0
     window_latency_s: float | None = None
+    refused: dict[str, int] = {}  # connections refused at the Curve handshake, by reason
 
 
 # ---------------------------------------------------------------- collector state

@@ -226,6 +226,12 @@ FAMILIES: Final = (
         "messages rejected (malformed, wrong protocol, unknown stream)",
     ),
     Family("commscope_aggregator_acks_total", "counter", _J, "acknowledgements sent"),
+    Family(
+        "commscope_aggregator_refused_connections_total",
+        "counter",
+        ("job", "reason"),
+        "connections refused at the Curve handshake (unknown key, no Curve, bad handshake)",
+    ),
     Family("commscope_aggregator_streams", "gauge", ("job", "state"), "trace streams, by state"),
     Family("commscope_aggregator_log_bytes", "gauge", _J, "write-ahead log of open streams, bytes"),
     Family(

@@ -208,6 +208,8 @@ def _aggregator(out: Families, snapshot: Snapshot) -> None:
     for reason, count in stats.rejected.items():
         out.add("commscope_aggregator_rejected_total", (job, reason), count)
     out.add("commscope_aggregator_acks_total", (job,), stats.acks)
+    for reason, count in stats.refused.items():
+        out.add("commscope_aggregator_refused_connections_total", (job, reason), count)
     for state, count in snapshot.streams.items():
         out.add("commscope_aggregator_streams", (job, state), count)
     out.add("commscope_aggregator_log_bytes", (job,), stats.log_bytes)

@@ -87,6 +87,7 @@ def main() -> int:
             "2",
             "--refresh",
             "0.5",
+            "--insecure",  # loopback only: the demo runs without keys
         ],
         stdout=subprocess.DEVNULL,
     )
@@ -108,6 +109,7 @@ def main() -> int:
                 "0.5",
                 "--heartbeat",
                 "0.5",
+                "--insecure",
             ],
             stdout=subprocess.DEVNULL,
         )

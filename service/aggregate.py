@@ -48,6 +48,7 @@ from commscope.pipeline.report import Options
 from commscope.pipeline.rolling import RollingBandwidth
 from commscope.pipeline.stats import sample_values
 from commscope.pipeline.store import Store
+from commscope.service import curve
 
 log = logging.getLogger("commscope.aggregate")
 
@@ -71,6 +72,7 @@ class AggregatorSettings:
     credit: int = 64
     refresh_s: float = 5.0
     heartbeat_timeout_s: float = 30.0
+    keys: curve.ServerKeys | None = None  # None: plain ZeroMQ (--insecure, loopback only)
 
 
 class Aggregator:
@@ -78,7 +80,10 @@ class Aggregator:
         self.settings = settings
         self.clock = clock
         self.instance = uuid.uuid4().hex
-        self.stats = AggregatorStats(rejected=dict.fromkeys(REJECT_REASONS, 0))
+        self.stats = AggregatorStats(
+            rejected=dict.fromkeys(REJECT_REASONS, 0),
+            refused=dict.fromkeys(curve.REFUSED_REASONS, 0),
+        )
         self.rolling = RollingBandwidth(settings.horizon_s)
         self.store = Store(settings.state)
         self.aggregation = Aggregation(load=self.store.load)
@@ -97,6 +102,7 @@ class Aggregator:
         self._published_at = -math.inf  # publish at the first tick
         self._last_message = clock()
         self.socket: zmq.Socket[bytes] | None = None
+        self.gate: curve.Gate | None = None
 
     # ---------------------------------------------------------------- recovery
     def _recover(self) -> None:
@@ -122,6 +128,8 @@ class Aggregator:
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
         self.socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        if self.settings.keys is not None:
+            self.gate = curve.server(self.socket, self.settings.keys)
         self.socket.bind(self.settings.listen)
         server = serve(self.exporter, self.settings.metrics_port, self.settings.metrics_addr)
         try:
@@ -135,22 +143,25 @@ class Aggregator:
                 server.shutdown()
                 server.server_close()
             self.store.close()
+            if self.gate is not None:
+                self.gate.close()
             self.socket.close(0)
             context.term()
 
     def _drain(self, socket: zmq.Socket[bytes]) -> None:
         for _ in range(_DRAIN):
             try:
-                frames = socket.recv_multipart(zmq.NOBLOCK)
+                frames = socket.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 break
             self._last_message = self.clock()
-            self.receive(frames)
+            self.receive([frame.bytes for frame in frames], peer=curve.peer(frames))
         self.commit()
         self._send(socket)
 
-    def receive(self, frames: list[bytes]) -> None:
-        """One multipart message from the ROUTER: [identity, payload]."""
+    def receive(self, frames: list[bytes], peer: str | None = None) -> None:
+        """One multipart message from the ROUTER: [identity, payload]. `peer`: the node its
+        Curve key was issued to (None without Curve); not used yet on this branch."""
         if len(frames) != 2:
             self._reject("frames")
             return
@@ -273,6 +284,8 @@ class Aggregator:
         if window_completed:
             self.stats.window_latency_s = self.clock() - self._last_message
         self.stats.log_bytes = self.store.log_bytes()
+        if self.gate is not None:
+            self.stats.refused = self.gate.refused()
         self.exporter.publish(self.snapshot(self._report))
         self._published_at = self.clock()
 

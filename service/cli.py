@@ -3,7 +3,10 @@
     commscope report DIR [--config F] [--out DIR] [--batch-size N] [--seq-len N]
                          [--peak-bandwidth GBPS] [--print]
     commscope collect --watch DIR --aggregator tcp://HOST:5555 --node NAME --state DIR
+                      --keys DIR --server-key FILE
     commscope aggregate --listen tcp://0.0.0.0:5555 --metrics-port 9464 --out DIR --state DIR
+                        --keys DIR --allow DIR
+    commscope keys --out DIR --name NODE
     commscope diff A.json B.json [--fail-on-regression]
 
 Exit codes: 0 every input analysed; 3 report written but some inputs were skipped (listed in
@@ -36,6 +39,7 @@ from commscope.pipeline import compare
 from commscope.pipeline.config import flags_only, parse_config, with_overrides
 from commscope.pipeline.offline import analyse_jobs
 from commscope.pipeline.report import Options
+from commscope.service import curve
 from commscope.service.aggregate import Aggregator, AggregatorSettings
 from commscope.service.collect import Collector, CollectorSettings
 from commscope.service.endpoints import endpoint
@@ -86,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     report.set_defaults(run=_report)
     _collect_parser(commands)
     _aggregate_parser(commands)
+    _keys_parser(commands)
     compare = commands.add_parser(
         "diff",
         help="what changed between two runs' JSON reports",
@@ -163,6 +168,7 @@ def _collect_parser(commands: Any) -> None:
     collect.add_argument("--metrics-addr", default="0.0.0.0")
     collect.add_argument("--job", default="commscope", help="the job label of its metrics")
     collect.add_argument("--batch-events", type=int, default=4096, help=argparse.SUPPRESS)
+    _collect_keys(collect)
     collect.add_argument(
         "--once", action="store_true", help="send what is there, then end-of-run and exit"
     )
@@ -187,8 +193,48 @@ def _aggregate_parser(commands: Any) -> None:
     aggregate.add_argument("--horizon", type=float, default=600.0, metavar="S")
     aggregate.add_argument("--refresh", type=float, default=5.0, metavar="S")
     aggregate.add_argument("--credit", type=int, default=64, help="records in flight per file")
+    aggregate.add_argument("--keys", type=Path, metavar="DIR", help="the aggregator's key pair")
+    aggregate.add_argument(
+        "--allow", type=Path, metavar="DIR", help="the collectors' public keys (NODE.key files)"
+    )
+    _insecure_option(aggregate)
     _job_options(aggregate)
     aggregate.set_defaults(run=_aggregate)
+
+
+def _collect_keys(collect: argparse.ArgumentParser) -> None:
+    collect.add_argument("--keys", type=Path, metavar="DIR", help="this collector's key pair")
+    collect.add_argument(
+        "--server-key", type=Path, metavar="FILE", help="the aggregator's public key (NAME.key)"
+    )
+    _insecure_option(collect)
+
+
+def _insecure_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help=f"no keys: an unauthenticated link, allowed only on loopback ({curve.LOOPBACK})",
+    )
+
+
+def _keys_parser(commands: Any) -> None:
+    keys = commands.add_parser(
+        "keys",
+        help="make a CurveZMQ key pair for a collector or the aggregator",
+        description="Write NAME.key (the public key: into the aggregator's --allow folder, or "
+        "the collectors' --server-key) and NAME.key_secret (mode 0600: the daemon's --keys).",
+    )
+    keys.add_argument("--out", type=Path, required=True, help="folder to write the pair into")
+    keys.add_argument("--name", required=True, help="the node name (collector) or 'aggregator'")
+    keys.set_defaults(run=_keys)
+
+
+def _keys(args: argparse.Namespace) -> int:
+    public, secret = curve.make_pair(args.out, args.name)
+    print(f"commscope: wrote {public} (public key of {args.name}: share it)")
+    print(f"commscope: wrote {secret} (secret key, mode 0600: keep it on {args.name} only)")
+    return EXIT_OK
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -245,9 +291,11 @@ def _collect(args: argparse.Namespace) -> int:
     _positive(("--window", args.window), ("--poll-interval", args.poll_interval))
     _positive(("--settle", args.settle), ("--resend-after", args.resend_after))
     _positive(("--silence", args.silence))
+    aggregator = endpoint("--aggregator", args.aggregator)
+    keys = curve.client_keys(aggregator, args.keys, args.server_key, args.node, args.insecure)
     settings = CollectorSettings(
         watch=args.watch,
-        aggregator=endpoint("--aggregator", args.aggregator),
+        aggregator=aggregator,
         node=args.node,
         state=args.state,
         stream=StreamSettings(
@@ -264,8 +312,11 @@ def _collect(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         metrics_addr=args.metrics_addr,
         job=args.job,
+        keys=keys,
     )
     configure_logging()
+    if keys is None:
+        curve.warn_insecure(args.aggregator)
     stop = _stop_on_signals(args.stop)
     try:
         collector = Collector(settings)
@@ -277,6 +328,7 @@ def _collect(args: argparse.Namespace) -> int:
 def _aggregate(args: argparse.Namespace) -> int:
     options = _options(args)
     _positive(("--credit", args.credit), ("--horizon", args.horizon))
+    keys = curve.server_keys(args.listen, args.keys, args.allow, args.insecure)
     job = args.job or (options.config.model if options.config and options.config.model else None)
     settings = AggregatorSettings(
         listen=args.listen,
@@ -291,8 +343,11 @@ def _aggregate(args: argparse.Namespace) -> int:
         horizon_s=args.horizon,
         credit=args.credit,
         refresh_s=args.refresh,
+        keys=keys,
     )
     configure_logging()
+    if keys is None:
+        curve.warn_insecure(args.listen)
     stop = _stop_on_signals(args.stop)
     try:
         aggregator = Aggregator(settings)

@@ -34,6 +34,7 @@ from commscope.collector.stream import FileStream, Item, StreamSettings, fingerp
 from commscope.collector.transport import Transport, ZmqTransport
 from commscope.collector.watch import Watcher
 from commscope.exporters.collectormetrics import CollectorMetrics, serve
+from commscope.service import curve
 
 log = logging.getLogger("commscope.collect")
 
@@ -60,7 +61,7 @@ class CollectorSettings:
     metrics_addr: str = "0.0.0.0"
     job: str = "commscope"
     silence_s: float = 30.0  # no answer from the aggregator this long: warn, connected 0
-    configure: Callable[[zmq.Socket[bytes]], None] | None = None  # socket options (CurveZMQ)
+    keys: curve.ClientKeys | None = None  # None: plain ZeroMQ (--insecure, loopback only)
 
 
 class Collector:
@@ -93,6 +94,7 @@ class Collector:
         self._encoder = msgspec.msgpack.Encoder()
         self._drain_deadline: float | None = None
         self.exporter = CollectorMetrics(settings.job, settings.node)
+        self.link: curve.Link | None = None  # watches the handshakes (ZeroMQ only)
 
     # ---------------------------------------------------------------- the loop
     def run(self, stop: threading.Event) -> bool:
@@ -115,14 +117,20 @@ class Collector:
                 server.server_close()
             self.close()
             watcher.close()
+            if self.link is not None:
+                self.link.close()
             if transport is not None:
                 transport.close()
 
     def _connect(self) -> Transport:
         settings = self.settings
+
+        def secure(socket: zmq.Socket[bytes]) -> None:
+            self.link = curve.client(socket, settings.keys, settings.aggregator)
+
         try:
             return ZmqTransport(
-                settings.aggregator, settings.node, settings.window * 2 + 16, settings.configure
+                settings.aggregator, settings.node, settings.window * 2 + 16, secure
             )
         except zmq.ZMQError as exc:
             raise ConfigError(f"--aggregator {settings.aggregator}: {exc}") from None
@@ -175,6 +183,8 @@ class Collector:
         self, transport: Transport, watcher: Watcher, stop: threading.Event, wait_s: float
     ) -> bool | None:
         """One turn of the loop: True/False when the run is over (see `run`), else None."""
+        if self.link is not None:
+            self.link.check()  # a handshake that cannot succeed: one clear error
         now = self.clock()
         if stop.is_set() and not self.stopping.is_set():
             self._begin_drain(now)

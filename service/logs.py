@@ -37,3 +37,9 @@ def configure_logging(level: int = logging.INFO) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     root.propagate = False
+
+
+def sparse(count: int) -> bool:
+    """Whether the count-th occurrence of a repeated event is logged: the 1st, 10th, 100th,
+    1000th, then every 10000th (a log line never per event)."""
+    return count in (1, 10, 100, 1000) or count % 10000 == 0

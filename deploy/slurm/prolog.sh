@@ -17,6 +17,18 @@
 #      commscope-aggregator@J; on every node, starts commscope-collector@J.
 # The epilog (epilog.sh) stops them; stopping the collector is what sends end-of-run.
 #
+# Keys (CurveZMQ), in $COMMSCOPE_KEYS_DIR (/etc/commscope/keys, where the units load them from):
+#   - aggregator.key and aggregator.key_secret: the site's aggregator pair, the same on every
+#     node (any node may run a job's aggregator). Made once by the admin:
+#     `commscope keys --out /etc/commscope/keys --name aggregator`, then copied to every node.
+#   - node.key_secret (0600) and node.key: this node's own pair. The prolog makes it on a node's
+#     first job (`commscope keys --name NODE`) and publishes node.key as NODE.key into
+#     $COMMSCOPE_ALLOW_DIR, the aggregators' allow-list: put it on a shared filesystem (or fill
+#     it yourself on every node) so that every node's aggregator knows every node's key. An
+#     aggregator reads a key published after its start at that node's next handshake; the
+#     refused collector exits 1 and systemd restarts it (RestartSec=5s).
+# Without the site's aggregator key nothing is started (the link is never run without keys).
+#
 # Why systemd units and not a nohup'd process: systemd gives restart on failure, a bounded
 # SIGTERM-then-SIGKILL stop, the persistent state folder, hardening and the journal; the
 # process is not in the job's cgroup, so Slurm's own kill at job end does not cut the drain.
@@ -51,6 +63,10 @@ fi
 : "${COMMSCOPE_COLLECT_ARGS:=}"                     # e.g. "--poll" on NFS/Lustre
 : "${COMMSCOPE_AGGREGATE_ARGS:=}"                   # e.g. "--config /etc/commscope/x.toml"
 : "${COMMSCOPE_START_TIMEOUT:=30}"                  # seconds for each `systemctl start`
+: "${COMMSCOPE_BIN:=/usr/local/bin/commscope}"      # for `commscope keys`
+: "${COMMSCOPE_KEYS_DIR:=/etc/commscope/keys}"      # the units' LoadCredential= paths too
+: "${COMMSCOPE_ALLOW_DIR:=$COMMSCOPE_KEYS_DIR/allow}"  # shared: every node's public key
+: "${COMMSCOPE_MAKE_KEYS:=1}"                       # 0: never make a node's pair here
 
 log() {
     echo "commscope-prolog: $*" >&2
@@ -69,6 +85,35 @@ write_env() {
     tmp="$(mktemp "${file}.XXXXXX")" || return 1
     if ! printf '%s\n' "$@" >"$tmp" || ! chmod 0644 "$tmp" || ! mv -f "$tmp" "$file"; then
         rm -f "$tmp"
+        return 1
+    fi
+}
+
+# This node's key pair: made on its first job (through a 0700 temporary folder and renames),
+# then its public key published in the allow-list (a rename, never a half-written file).
+node_keys() {
+    local node="$1" keys="$COMMSCOPE_KEYS_DIR" tmp
+    if [[ ! -f "$keys/node.key_secret" ]]; then
+        if [[ "$COMMSCOPE_MAKE_KEYS" != 1 ]]; then
+            log "no key pair $keys/node.key_secret for node $node (COMMSCOPE_MAKE_KEYS=0)"
+            return 1
+        fi
+        tmp="$(mktemp -d "$keys/.new.XXXXXX")" || return 1
+        if ! "$COMMSCOPE_BIN" keys --out "$tmp/pair" --name "$node" >/dev/null \
+            || ! mv -f "$tmp/pair/$node.key" "$keys/node.key" \
+            || ! mv -f "$tmp/pair/$node.key_secret" "$keys/node.key_secret"; then
+            rm -rf "$tmp"
+            log "cannot make a key pair for node $node in $keys"
+            return 1
+        fi
+        rm -rf "$tmp"
+        log "made the key pair of node $node"
+    fi
+    cmp -s "$keys/node.key" "$COMMSCOPE_ALLOW_DIR/$node.key" && return 0
+    if ! mkdir -p "$COMMSCOPE_ALLOW_DIR" \
+        || ! cp "$keys/node.key" "$COMMSCOPE_ALLOW_DIR/.$node.key.tmp" \
+        || ! mv -f "$COMMSCOPE_ALLOW_DIR/.$node.key.tmp" "$COMMSCOPE_ALLOW_DIR/$node.key"; then
+        log "cannot publish $node.key in $COMMSCOPE_ALLOW_DIR"
         return 1
     fi
 }
@@ -110,6 +155,13 @@ main() {
         return 1
     fi
 
+    if [[ ! -r "$COMMSCOPE_KEYS_DIR/aggregator.key" ]]; then
+        log "job $job: no $COMMSCOPE_KEYS_DIR/aggregator.key (make the site's pair once:" \
+            "commscope keys --out $COMMSCOPE_KEYS_DIR --name aggregator): commscope not started"
+        return 1
+    fi
+    node_keys "$node" || return 1
+
     mkdir -p "$COMMSCOPE_ENV_DIR" || return 1
     if ! write_env "$COMMSCOPE_ENV_DIR/$job.env" \
         "# written by the commscope Slurm prolog for job $job; removed by the epilog" \
@@ -117,6 +169,8 @@ main() {
         "COMMSCOPE_AGGREGATOR=tcp://$host:$COMMSCOPE_PORT" \
         "COMMSCOPE_NODE=$node" \
         "COMMSCOPE_COLLECT_ARGS=\"$COMMSCOPE_COLLECT_ARGS\"" \
+        "COMMSCOPE_SERVER_KEY=$COMMSCOPE_KEYS_DIR/aggregator.key" \
+        "COMMSCOPE_ALLOW_DIR=$COMMSCOPE_ALLOW_DIR" \
         "COMMSCOPE_LISTEN=tcp://0.0.0.0:$COMMSCOPE_PORT" \
         "COMMSCOPE_METRICS_PORT=$COMMSCOPE_METRICS_PORT" \
         "COMMSCOPE_AGGREGATE_ARGS=\"--expect-nodes $count --idle-timeout $COMMSCOPE_IDLE_TIMEOUT${COMMSCOPE_AGGREGATE_ARGS:+ $COMMSCOPE_AGGREGATE_ARGS}\""
@@ -128,7 +182,12 @@ main() {
     local status=0
     # The aggregator first, so the collectors' first connection finds it (they retry anyway).
     if [[ -z "$COMMSCOPE_AGGREGATOR_HOST" && "$node" == "$first" ]]; then
-        start_unit "commscope-aggregator@$job.service" || status=1
+        if [[ -f "$COMMSCOPE_KEYS_DIR/aggregator.key_secret" ]]; then
+            start_unit "commscope-aggregator@$job.service" || status=1
+        else
+            log "job $job: no $COMMSCOPE_KEYS_DIR/aggregator.key_secret: aggregator not started"
+            status=1
+        fi
     fi
     start_unit "commscope-collector@$job.service" || status=1
     [[ $status == 0 ]] && log "job $job: collector started on $node, aggregator tcp://$host:$COMMSCOPE_PORT"

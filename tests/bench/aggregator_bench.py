@@ -465,9 +465,17 @@ def run_live(folder: Path, tmp: Path) -> tuple[float, float, str]:
     start to the aggregator's exit) in wall seconds, and the aggregator's summary line."""
     port = free_port()
     endpoint = f"tcp://127.0.0.1:{port}"
-    aggregate = [*COMMSCOPE, "aggregate", "--listen", endpoint, "--expect-nodes", "1"]
+    aggregate = [*COMMSCOPE, "aggregate", "--listen", endpoint, "--insecure", "--expect-nodes", "1"]
     aggregate += ["--out", str(tmp / "out"), "--state", str(tmp / "agg")]
-    collect = [*COMMSCOPE, "collect", "--watch", str(folder), "--aggregator", endpoint]
+    collect = [
+        *COMMSCOPE,
+        "collect",
+        "--insecure",
+        "--watch",
+        str(folder),
+        "--aggregator",
+        endpoint,
+    ]
     collect += ["--node", "n", "--state", str(tmp / "col"), "--once", "--quiet", "0.2"]
     launched = time.perf_counter()
     with started_process(aggregate, tmp / "aggregate.log") as agg:

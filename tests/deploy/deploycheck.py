@@ -30,6 +30,8 @@ FLAGS = {
         "--settle",
         "--window",
         "--once",
+        "--keys",
+        "--server-key",
     },
     "aggregate": {
         "--listen",
@@ -42,11 +44,14 @@ FLAGS = {
         "--expect-nodes",
         "--idle-timeout",
         "--horizon",
+        "--keys",
+        "--allow",
     },
 }
 REQUIRED = {
-    "collect": {"--watch", "--aggregator", "--node", "--state"},
-    "aggregate": {"--listen", "--metrics-port", "--out", "--state"},
+    # No deploy file runs without keys (`--insecure` is for loopback tests and demos only).
+    "collect": {"--watch", "--aggregator", "--node", "--state", "--keys", "--server-key"},
+    "aggregate": {"--listen", "--metrics-port", "--out", "--state", "--keys", "--allow"},
 }
 KIND = {f.name: f.kind for f in FAMILIES}
 LABELS = {f.name: set(f.labels) for f in FAMILIES}

@@ -3,6 +3,7 @@ and reaches the aggregator's Service."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -98,12 +99,65 @@ def test_collector_runs_collect_with_known_flags() -> None:
     assert REQUIRED["collect"] <= flags <= FLAGS["collect"]
 
 
-def test_collector_node_name_comes_from_the_downward_api() -> None:
+INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+
+
+def test_collector_node_name_is_the_job_name_and_completion_index() -> None:
+    """Unique per pod and known ahead, so each node's key pair can be made before the job."""
     c = collector()
     node = flag(argv(c), "--node")
-    assert node.startswith("$(") and node.endswith(")")
-    (env,) = [e for e in c["env"] if e["name"] == node[2:-1]]
-    assert env["valueFrom"]["fieldRef"]["fieldPath"] in {"metadata.name", "spec.nodeName"}
+    match = re.fullmatch(r"(.+)-\$\((\w+)\)", node)
+    assert match and match[1] == "llama3-8b"
+    (env,) = [e for e in c["env"] if e["name"] == match[2]]
+    assert env["valueFrom"]["fieldRef"]["fieldPath"] == INDEX
+    (workload,) = [d for d in documents(TRAINING) if d["kind"] == "Job"]
+    assert workload["metadata"]["name"] == match[1]
+    assert workload["spec"]["completionMode"] == "Indexed"
+
+
+def secret_mount(spec: dict[str, Any], c: dict[str, Any], path: str) -> dict[str, Any]:
+    """The volume mounted (read-only) at the folder holding `path`."""
+    (mount,) = [m for m in c["volumeMounts"] if f"{path}/".startswith(f"{m['mountPath']}/")]
+    assert mount.get("readOnly") is True
+    (volume,) = [v for v in spec["volumes"] if v["name"] == mount["name"]]
+    return volume
+
+
+def test_collector_keys_come_from_a_secret_readable_by_its_group_only() -> None:
+    spec, args = training_pod(), argv(collector())
+    keys = secret_mount(spec, collector(), flag(args, "--keys"))
+    assert keys["secret"]["defaultMode"] == 0o440
+    assert spec["securityContext"]["fsGroup"] == collector()["securityContext"]["runAsGroup"]
+    assert flag(args, "--server-key") == f"{flag(args, '--keys')}/aggregator.key"
+
+
+def test_aggregator_keys_come_from_a_secret_and_the_allow_list_from_a_configmap() -> None:
+    (workload,) = [d for d in documents(AGGREGATOR) if d["kind"] == "Job"]
+    spec = pod_spec(workload)
+    (agg,) = spec["containers"]
+    args = argv(agg)
+    assert secret_mount(spec, agg, flag(args, "--keys"))["secret"]["defaultMode"] == 0o440
+    assert "configMap" in secret_mount(spec, agg, flag(args, "--allow"))
+
+
+def test_the_documented_kubectl_commands_make_what_the_manifests_mount() -> None:
+    text = AGGREGATOR.read_text(encoding="utf-8")
+    made = set(re.findall(r"create (?:secret generic|configmap) ([\w-]+)", text))
+    mounted = set()
+    for path in (TRAINING, AGGREGATOR):
+        for doc in documents(path):
+            if doc["kind"] == "Job":
+                for v in pod_spec(doc)["volumes"]:
+                    ref = v.get("secret", {}).get("secretName") or v.get("configMap", {}).get(
+                        "name"
+                    )
+                    if ref and ("keys" in ref or "allow" in ref):
+                        mounted.add(ref)
+    assert made == mounted
+    (train_job,) = [d for d in documents(TRAINING) if d["kind"] == "Job"]
+    for index in range(train_job["spec"]["completions"]):
+        assert f"keys/llama3-8b-{index}.key_secret" in text  # in the collectors' Secret
+        assert f"keys/llama3-8b-{index}.key " in text or f"keys/llama3-8b-{index}.key\n" in text
 
 
 def test_collector_state_is_on_a_volume() -> None:

@@ -11,11 +11,13 @@ import os
 import shlex
 import stat
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from commscope.service import curve
 from deploycheck import DEPLOY, FLAGS, env_file, require_tool
 
 SLURM = DEPLOY / "slurm"
@@ -48,6 +50,11 @@ exit 0
 LOGGER = """#!/bin/bash
 echo "logger $*" >>"$STUB_DIR/calls"
 """
+# commscope: the real CLI (`commscope keys` makes a real pair), its calls logged.
+COMMSCOPE = f"""#!/bin/bash
+echo "commscope $*" >>"$STUB_DIR/calls"
+exec {sys.executable} -m commscope.service.cli "$@"
+"""
 
 
 @dataclass
@@ -67,6 +74,14 @@ class Node:
     @property
     def trace_root(self) -> Path:
         return self.root / "traces"
+
+    @property
+    def keys(self) -> Path:
+        return self.root / "keys"
+
+    @property
+    def allow(self) -> Path:
+        return self.root / "shared-allow"
 
     @property
     def conf(self) -> Path:
@@ -90,6 +105,9 @@ class Node:
             "COMMSCOPE_SLURM_CONF": str(self.conf),
             "COMMSCOPE_ENV_DIR": str(self.env_dir),
             "COMMSCOPE_TRACE_ROOT": str(self.trace_root),
+            "COMMSCOPE_BIN": str(self.root / "bin" / "commscope"),
+            "COMMSCOPE_KEYS_DIR": str(self.keys),
+            "COMMSCOPE_ALLOW_DIR": str(self.allow),
         }
         env.update(extra)
         return env
@@ -116,11 +134,16 @@ class Node:
 def node(tmp_path: Path) -> Node:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, text in (("systemctl", SYSTEMCTL), ("scontrol", SCONTROL), ("logger", LOGGER)):
+    stubs = {"systemctl": SYSTEMCTL, "scontrol": SCONTROL, "logger": LOGGER, "commscope": COMMSCOPE}
+    for name, text in stubs.items():
         stub = bin_dir / name
         stub.write_text(text)
         stub.chmod(stub.stat().st_mode | stat.S_IXUSR)
-    return Node(tmp_path)
+    made = Node(tmp_path)
+    made.keys.mkdir(mode=0o700)
+    for name in ("aggregator.key", "aggregator.key_secret"):  # the site's pair, made once
+        (made.keys / name).write_text("stands for the site's aggregator pair\n")
+    return made
 
 
 # ---- both scripts
@@ -189,6 +212,8 @@ def test_prolog_on_the_first_node_writes_the_env_file_and_starts_both(node: Node
         "COMMSCOPE_LISTEN": "tcp://0.0.0.0:5555",
         "COMMSCOPE_METRICS_PORT": "9464",
         "COMMSCOPE_AGGREGATE_ARGS": "--expect-nodes 3 --idle-timeout 1800",
+        "COMMSCOPE_SERVER_KEY": str(node.keys / "aggregator.key"),
+        "COMMSCOPE_ALLOW_DIR": str(node.allow),
     }
     assert node.calls() == [
         f"start commscope-aggregator@{JOB}.service",
@@ -326,3 +351,43 @@ def test_epilog_on_a_node_without_the_aggregator_only_stops_the_collector(node: 
     assert [c for c in node.calls() if c.startswith("stop ")] == [
         f"stop commscope-collector@{JOB}.service"
     ]
+
+
+# ---- keys
+
+
+def test_prolog_makes_the_node_s_pair_once_and_publishes_its_public_key(node: Node) -> None:
+    """The pair is a real one, issued to this node; the allow-list names it by the node."""
+    done = node.run(PROLOG, node.environment(SLURMD_NODENAME="node002"))
+    assert done.returncode == 0, done.stderr
+    pair = curve.load_pair(node.keys, "node")
+    assert (pair.name, pair.path.name) == ("node002", "node.key_secret")
+    assert stat.S_IMODE(pair.path.stat().st_mode) == 0o600
+    assert curve.load_allow(node.allow) == {pair.public: "node002"}
+    assert node.calls() == [f"start commscope-collector@{JOB}.service"]
+    node.run(PROLOG, node.environment(SLURMD_NODENAME="node002"))  # the next job
+    assert curve.load_pair(node.keys, "node") == pair
+    assert len(node.calls("commscope")) == 1
+    assert not [p for p in node.keys.iterdir() if p.name.startswith(".new")]
+
+
+def test_prolog_without_the_site_s_aggregator_key_starts_nothing(node: Node) -> None:
+    (node.keys / "aggregator.key").unlink()
+    done = node.run(PROLOG, node.environment())
+    assert done.returncode == 0
+    assert node.calls() == []
+    assert "no " + str(node.keys / "aggregator.key") in done.stderr
+
+
+def test_prolog_without_the_aggregator_s_secret_starts_only_the_collector(node: Node) -> None:
+    (node.keys / "aggregator.key_secret").unlink()
+    done = node.run(PROLOG, node.environment())
+    assert node.calls() == [f"start commscope-collector@{JOB}.service"]
+    assert "aggregator not started" in done.stderr
+
+
+def test_prolog_told_not_to_make_keys_starts_nothing_without_a_pair(node: Node) -> None:
+    node.conf.write_text("COMMSCOPE_MAKE_KEYS=0\n")
+    done = node.run(PROLOG, node.environment())
+    assert node.calls() == [] and node.calls("commscope") == []
+    assert "COMMSCOPE_MAKE_KEYS=0" in done.stderr

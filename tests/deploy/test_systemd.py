@@ -192,3 +192,26 @@ def test_systemd_analyze_security_rates_the_units_ok(
     if "unrecognized option" in done.stderr:
         pytest.skip("this systemd-analyze has no --offline (systemd < 250)")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("unit", "credential"),
+    [(COLLECTOR, "node.key_secret"), (AGGREGATOR, "aggregator.key_secret")],
+    ids=["collector", "aggregator"],
+)
+def test_the_secret_key_arrives_as_a_systemd_credential(unit: Path, credential: str) -> None:
+    """--keys is the unit's credentials folder (%d), holding exactly the one secret key."""
+    argv = exec_start(unit)
+    assert argv[argv.index("--keys") + 1] == "%d"
+    name, _, source = setting(unit, "LoadCredential").partition(":")
+    assert name == credential
+    assert source == f"/etc/commscope/keys/{credential}"
+
+
+def test_public_keys_are_read_in_place_from_documented_defaults() -> None:
+    collector, aggregator = exec_start(COLLECTOR), exec_start(AGGREGATOR)
+    assert collector[collector.index("--server-key") + 1] == "${COMMSCOPE_SERVER_KEY}"
+    assert aggregator[aggregator.index("--allow") + 1] == "${COMMSCOPE_ALLOW_DIR}"
+    env = env_file(SYSTEMD / "example.env")
+    assert env["COMMSCOPE_SERVER_KEY"] == "/etc/commscope/keys/aggregator.key"
+    assert env["COMMSCOPE_ALLOW_DIR"] == "/etc/commscope/keys/allow"

@@ -56,7 +56,12 @@ class _Fixed(Collector):
 
 
 def exposition() -> str:
-    stats = AggregatorStats(messages={"batch": 1}, rejected={"malformed": 1}, window_latency_s=0.1)
+    stats = AggregatorStats(
+        messages={"batch": 1},
+        rejected={"malformed": 1},
+        window_latency_s=0.1,
+        refused={"unknown_key": 2},
+    )
     node = CollectorStats(dropped={"bad span": 1})
     snapshot = Snapshot(
         job="llama",

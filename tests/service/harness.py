@@ -112,6 +112,7 @@ class Aggregate:
     listen_port: int
     metrics_port: int
     extra: tuple[str, ...] = ()
+    security: tuple[str, ...] = ("--insecure",)  # or ("--keys", DIR, "--allow", DIR)
 
     @property
     def endpoint(self) -> str:
@@ -133,6 +134,7 @@ class Aggregate:
             str(self.folder / "agg-state"),
             "--refresh",
             "0.2",
+            *self.security,
             *self.extra,
         )
         wait_for("the aggregator's /metrics", lambda: self.metrics_text(proc))
@@ -150,7 +152,12 @@ class Aggregate:
 
 
 def collector_args(
-    watch: Path, endpoint: str, node: str, state: Path, *extra: str
+    watch: Path,
+    endpoint: str,
+    node: str,
+    state: Path,
+    *extra: str,
+    security: tuple[str, ...] = ("--insecure",),  # or ("--keys", DIR, "--server-key", FILE)
 ) -> tuple[str, ...]:
     return (
         "collect",
@@ -172,6 +179,7 @@ def collector_args(
         "0.3",
         "--heartbeat",
         "0.3",
+        *security,
         *extra,
     )
 
