@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, Final, cast
 
 from commscope.collector.errors import ConfigError
+from commscope.collector.schema import MAX_RANKS
 
 _TRACE_SUFFIXES: Final = (".json", ".json.gz")
 _RANK_IN_NAME: Final = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
@@ -33,9 +34,13 @@ def is_trace_name(path: Path) -> bool:
 
 
 def rank_from_name(path: Path) -> int | None:
-    """`rank7`, `rank-7`, `rank_7`, `worker7` in the file name, else None."""
+    """`rank7`, `rank-7`, `rank_7`, `worker7` in the file name, else None (also for a number
+    no rank can be: MAX_RANKS or more)."""
     match = _RANK_IN_NAME.search(path.name)
-    return int(match.group(1)) if match else None
+    if match is None or len(match.group(1)) > len(str(MAX_RANKS)):
+        return None
+    rank = int(match.group(1))
+    return rank if rank < MAX_RANKS else None
 
 
 def looks_like_trace(path: str) -> bool:

@@ -31,6 +31,7 @@ from commscope.collector.schema import (
     PROTOCOL_VERSION,
     Ack,
     CollectorStats,
+    DropReason,
     EndOfRun,
     Heartbeat,
     Hello,
@@ -227,11 +228,11 @@ class Collector:
             del self.workers[key]
             self.stats.events_read += worker.events
             if worker.error is not None:
-                self._drop(f"unreadable file ({worker.error})")
+                self._drop("unreadable file", worker.error)
 
-    def _drop(self, reason: str) -> None:
+    def _drop(self, reason: DropReason, detail: str | None = None) -> None:
         self.stats.dropped[reason] = self.stats.dropped.get(reason, 0) + 1
-        log.warning("dropped", extra={"reason": reason})
+        log.warning("dropped", extra={"reason": reason, "detail": detail})
 
     # ---------------------------------------------------------------- sending
     def _pump(self, socket: zmq.Socket[bytes], now: float) -> None:
