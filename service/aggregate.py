@@ -174,13 +174,19 @@ class Aggregator:
     def run(self, stop: threading.Event) -> Report:
         context = zmq.Context()
         self.socket = context.socket(zmq.ROUTER)
-        monitor = self._bind(self.socket)
+        try:
+            monitor = self._bind(self.socket)
+        except ConfigError:
+            context.term()
+            raise
         try:
             server = serve(self.exporter, self.settings.metrics_port, self.settings.metrics_addr)
         except OSError as exc:
+            monitor.close(0)
             self.socket.close(0)
             context.term()
-            raise ConfigError(f"--metrics-port {self.settings.metrics_port}: {exc}") from None
+            reason = exc.strerror or exc
+            raise ConfigError(f"--metrics-port {self.settings.metrics_port}: {reason}") from None
         self._started()
         try:
             while not stop.is_set() and not self._over():
@@ -211,7 +217,8 @@ class Aggregator:
         except zmq.ZMQError as exc:
             monitor.close(0)
             socket.close(0)
-            raise ConfigError(f"--listen {self.settings.listen}: {exc.strerror}") from None
+            reason = zmq.strerror(exc.errno)
+            raise ConfigError(f"--listen {self.settings.listen}: {reason}") from None
         return monitor
 
     def _count_disconnects(self, monitor: zmq.Socket[bytes]) -> None:
@@ -487,8 +494,8 @@ class Aggregator:
         lost = [
             f"{s.start.node}: {s.start.path} unfinished" for s in self.aggregation.open.values()
         ]
-        ended = self.nodes
-        lost += [f"{node}: no end-of-run" for node in sorted(ended) if not ended[node]]
+        seen = sorted(set(self.nodes) | set(self.heartbeats))
+        lost += [f"{node}: no end-of-run" for node in seen if not self.nodes.get(node)]
         return lost
 
     def _final(self) -> Report:

@@ -133,6 +133,8 @@ class Aggregate:
             str(self.folder / "agg-state"),
             "--refresh",
             "0.2",
+            "--linger",
+            "0",
             *self.extra,
         )
         wait_for("the aggregator's /metrics", lambda: self.metrics_text(proc))
