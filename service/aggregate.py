@@ -217,7 +217,7 @@ class Aggregator:
         except zmq.ZMQError as exc:
             monitor.close(0)
             socket.close(0)
-            reason = zmq.strerror(exc.errno)
+            reason = zmq.strerror(exc.errno or 0)
             raise ConfigError(f"--listen {self.settings.listen}: {reason}") from None
         return monitor
 
