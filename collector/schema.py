@@ -59,7 +59,7 @@ MAX_RANKS: Final = 2**24  # ranks are 0 … MAX_RANKS-1, a world at most MAX_RAN
 MAX_GROUPS: Final = 1 << 16  # process groups a trace describes
 MAX_LABEL: Final = 256  # a name a trace gives: a process group, a GPU, a backend
 LABEL_PATTERN: Final = "^[^\\x00-\\x1f\\x7f]+$"  # no control characters
-MAX_BATCH_EVENTS: Final = 8192  # events in one Batch (the collector sends 4096)
+MAX_BATCH_EVENTS: Final = 4096  # events in one Batch (what the collector sends, at most)
 Rank = Annotated[int, msgspec.Meta(ge=0, lt=MAX_RANKS)]
 WorldSize = Annotated[int, msgspec.Meta(ge=1, le=MAX_RANKS)]
 Label = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_LABEL, pattern=LABEL_PATTERN)]

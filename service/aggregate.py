@@ -65,11 +65,13 @@ from commscope.pipeline.store import Store
 
 log = logging.getLogger("commscope.aggregate")
 
-# A batch is 4096 events (at most MAX_BATCH_EVENTS): ~56 KB for DLRM's, ~1.4 MB if every event
+# A batch is at most MAX_BATCH_EVENTS (4096) events: ~56 KB for DLRM's, ~1.4 MB if every event
 # were a CommOp with a 256-character process group. Larger messages are refused and counted
 # ("too_large"); libzmq drops a connection sending more than twice that (MAXMSGSIZE), which
-# only the socket monitor sees ("disconnected", which counts every dropped connection).
-MAX_MESSAGE_BYTES: Final = 4 * 2**20
+# only the socket monitor sees ("disconnected", which counts every dropped connection). libzmq
+# queues at most RCVHWM messages per connection: 2x a collector's default window of 64.
+MAX_MESSAGE_BYTES: Final = 2 * 2**20
+RECEIVE_QUEUE: Final = 128
 _DRAIN: Final = 512  # messages handled between two syncs
 REJECT_REASONS: Final = (
     "frames",  # not [routing id, payload]
@@ -210,6 +212,7 @@ class Aggregator:
         """Set the ROUTER up and bind it (a clear error if it cannot be); its monitor."""
         socket.setsockopt(zmq.LINGER, 0)
         socket.setsockopt(zmq.MAXMSGSIZE, 2 * MAX_MESSAGE_BYTES)
+        socket.setsockopt(zmq.RCVHWM, RECEIVE_QUEUE)
         socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
         monitor = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         try:
