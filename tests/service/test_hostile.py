@@ -489,3 +489,58 @@ def test_node_names_are_capped(tmp_path: Path) -> None:
         assert isinstance(agg._replies[-1][1], Welcome)
     finally:
         agg.store.close()
+
+
+# ---------------------------------------------------------------- when the run ends, what was lost
+
+
+def test_one_collectors_end_of_run_does_not_end_the_run_while_another_works(
+    agg: Aggregator,
+) -> None:
+    """Without --expect-nodes: n1 ends; n2 (never seen to say Hello: it came before this
+    aggregator's state) still sends heartbeats, then has a stream open; once its heartbeat
+    is 30 s old and its stream gone, n1's end-of-run ends the run, and n2 is lost."""
+    clock = agg.clock
+    assert isinstance(clock, Clock)
+    send(agg, Hello(protocol=PROTOCOL_VERSION, node=NODE, instance="i"))
+    send(agg, EndOfRun(node=NODE))
+    send(agg, Heartbeat(node="n2", stats=CollectorStats()), peer="n2")
+    assert not agg._over()
+    clock.now += 29
+    send(agg, replace(LEGIT_RUN[0], node="n2"), peer="n2")
+    clock.now += 2  # heartbeat 31 s old, stream still open
+    assert not agg._over()
+    agg.aggregation.open.clear()
+    assert agg._over()
+    assert agg._lost() == ["n2: no end-of-run"]
+
+
+def test_with_expected_nodes_their_end_of_run_ends_the_run(tmp_path: Path) -> None:
+    agg = capped(tmp_path, expect_nodes=1)
+    try:
+        send(agg, Heartbeat(node="n2", stats=CollectorStats()), peer="n2")
+        send(agg, EndOfRun(node=NODE))
+        assert agg._over()
+    finally:
+        agg.store.close()
+
+
+def test_streams_unfinished_at_the_end_are_lost(agg: Aggregator) -> None:
+    send(agg, Hello(protocol=PROTOCOL_VERSION, node=NODE, instance="i"))
+    for record in LEGIT_RUN[:2]:
+        send(agg, record)
+    send(agg, EndOfRun(node=NODE))
+    agg._final()
+    assert agg.lost == [f"{NODE}: /run/w/rank0.json unfinished"]
+
+
+def test_nothing_is_lost_when_every_stream_ended_and_every_collector_ended(
+    agg: Aggregator,
+) -> None:
+    send(agg, Hello(protocol=PROTOCOL_VERSION, node=NODE, instance="i"))
+    for record in [*LEGIT_RUN, EndOfRun(node=NODE)]:
+        send(agg, record)
+    agg.commit()
+    assert agg._over()
+    agg._final()
+    assert agg.lost == []
