@@ -63,7 +63,7 @@ MAX_BATCH_EVENTS: Final = 4096  # events in one Batch (what the collector sends,
 Rank = Annotated[int, msgspec.Meta(ge=0, lt=MAX_RANKS)]
 WorldSize = Annotated[int, msgspec.Meta(ge=1, le=MAX_RANKS)]
 Label = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_LABEL, pattern=LABEL_PATTERN)]
-Text = Annotated[str, msgspec.Meta(max_length=4096)]  # a reason or an error message
+Text = Annotated[str, msgspec.Meta(max_length=16384)]  # a reason or an error message
 
 
 # ---------------------------------------------------------------- normalised events
@@ -556,7 +556,7 @@ Seq = Annotated[int, msgspec.Meta(ge=0, le=2**62)]
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
 Count = Annotated[int, msgspec.Meta(ge=0, le=2**62)]
 # A node's name (a host or pod name; the collector's routing id): a label value, bounded.
-NODE_PATTERN: Final = "^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,127}$"
+NODE_PATTERN: Final = "^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,252}$"
 NodeName = Annotated[str, msgspec.Meta(pattern=NODE_PATTERN)]
 Instance = Annotated[str, msgspec.Meta(pattern="^[0-9A-Za-z_-]{1,64}$")]
 
@@ -656,6 +656,15 @@ class Reject(msgspec.Struct, frozen=True, kw_only=True, tag="reject"):
 ToCollector = Welcome | Ack | RunAck | Reject
 
 
+class Head(msgspec.Struct, kw_only=True):
+    """A message read without the rest of it: its kind, and a record's stream and seq. The
+    aggregator decodes this first, and the whole message only when it will apply it."""
+
+    type: Literal["hello", "start", "batch", "end", "heartbeat", "end_of_run"]
+    stream: StreamId | None = None
+    seq: Seq = 0
+
+
 # ---------------------------------------------------------------- aggregator state
 #
 # The aggregator's state folder (`pipeline.store`): `version.msgpack` (a `StateVersion`: the
@@ -689,15 +698,6 @@ class FinishedFile(msgspec.Struct, kw_only=True):
     stats: FileStats = msgspec.field(default_factory=FileStats)
     result: RankResult | None = None
     error: str | None = None
-
-
-class Head(msgspec.Struct, kw_only=True):
-    """A message read without the rest of it: its kind, and a record's stream and seq. The
-    aggregator decodes this first, and the whole message only when it will apply it."""
-
-    type: Literal["hello", "start", "batch", "end", "heartbeat", "end_of_run"]
-    stream: StreamId | None = None
-    seq: Seq = 0
 
 
 class AggregatorStats(msgspec.Struct, kw_only=True):

@@ -30,7 +30,7 @@ from typing import Any, Final
 
 from commscope.collector.errors import CommscopeError, ConfigError
 from commscope.collector.jsonstream import require_c_backend
-from commscope.collector.schema import MAX_BATCH_EVENTS, Inputs, Report
+from commscope.collector.schema import MAX_BATCH_EVENTS, NODE_PATTERN, Inputs, Report
 from commscope.collector.stream import StreamSettings
 from commscope.exporters import diff, text
 from commscope.exporters.files import write_reports
@@ -248,6 +248,8 @@ def _diff(args: argparse.Namespace) -> int:
 def _collect(args: argparse.Namespace) -> int:
     _positive(("--window", args.window), ("--poll-interval", args.poll_interval))
     _positive(("--settle", args.settle), ("--resend-after", args.resend_after))
+    if not re.fullmatch(NODE_PATTERN, args.node):
+        raise ConfigError(f"--node {args.node!r}: letters, digits and _.:@- only (253 at most)")
     if not 1 <= args.batch_events <= MAX_BATCH_EVENTS:
         raise ConfigError(
             f"--batch-events must be 1 to {MAX_BATCH_EVENTS}, got {args.batch_events}"

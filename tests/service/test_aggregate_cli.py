@@ -139,3 +139,19 @@ def test_metrics_stay_up_after_the_run_until_the_linger_ends(
     assert "commscope_aggregator_events_total" in (agg.metrics_text(server) or "")
     server.terminate()
     assert server.wait(30) == 0, server.tail()
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (("--node", "node 1"), "--node 'node 1': letters, digits and _.:@- only"),
+        (("--node", "n1", "--batch-events", "5000"), "--batch-events must be 1 to 4096"),
+    ],
+)
+def test_a_collector_flag_the_aggregator_would_refuse_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: tuple[str, ...], says: str
+) -> None:
+    args = ["collect", "--watch", str(tmp_path), "--aggregator", "tcp://127.0.0.1:5555"]
+    assert main([*args, "--state", str(tmp_path / "st"), *flags]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"commscope: error: {says}") and err.count("\n") == 1
