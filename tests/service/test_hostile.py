@@ -1,5 +1,7 @@
 """Malformed and hostile wire messages: rejected and counted, never a crash. The aggregator
-keeps serving honest collectors afterwards and its report is unchanged."""
+keeps serving honest collectors afterwards and its report is unchanged. First over a real
+socket (a process), then each attack in process through `Aggregator.receive` (fake clock),
+and last when the run ends and what it lost."""
 
 from __future__ import annotations
 
@@ -274,8 +276,10 @@ def test_a_batch_of_an_unknown_stream_is_judged_on_its_head_not_decoded(agg: Agg
 
 
 def test_a_message_over_the_size_limit_is_refused_before_any_decoding(agg: Aggregator) -> None:
-    """200 MB: refused on its length (libzmq drops anything over twice the limit earlier)."""
-    payload = bytes(200 * 2**20)
+    """A well-formed 200 MB Batch (6.3 million events): refused on its length, nothing of it
+    decoded (a real socket never even delivers it: libzmq drops over twice the limit)."""
+    payload = batch_payload(6_300_000)
+    assert len(payload) > 200 * 10**6
     peak = peak_while(lambda: agg.receive([NODE.encode(), payload]))
     assert peak < 64 * 2**10 and refusals(agg) == {"too_large": 1}
 
