@@ -6,6 +6,7 @@ and last when the run ends and what it lost."""
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import tracemalloc
 from collections.abc import Callable, Iterator
@@ -548,3 +549,41 @@ def test_nothing_is_lost_when_every_stream_ended_and_every_collector_ended(
     assert agg._over()
     agg._final()
     assert agg.lost == []
+
+
+def test_many_routing_ids_speaking_for_the_collector_change_nothing(
+    procs: Processes, aggregate: Aggregate, tmp_path: Path
+) -> None:
+    """500 connections, each its own routing id, send random bytes and n1's stream start,
+    heartbeat and end-of-run: all refused and counted; n1's run beside them reports exactly
+    what `commscope report` says of its files."""
+    server = aggregate.start()
+    context = zmq.Context()
+    forged = [
+        os.urandom(64),
+        msgspec.msgpack.encode(replace(LEGIT_RUN[0], node="n1")),
+        msgspec.msgpack.encode(Heartbeat(node="n1", stats=CollectorStats(files_seen=9))),
+        msgspec.msgpack.encode(EndOfRun(node="n1")),
+    ]
+    strangers = []
+    for n in range(500):
+        sock = context.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.ROUTING_ID, f"s{n}".encode())
+        sock.connect(aggregate.endpoint)
+        for payload in forged:
+            sock.send(payload)
+        strangers.append(sock)
+    try:
+        wait_for("every forgery counted", lambda: rejected(aggregate, "not_own_node") == 1500)
+        watch = tmp_path / "traces"
+        shutil.copytree(SAMPLE, watch)
+        args = collector_args(watch, aggregate.endpoint, "n1", tmp_path / "st", "--once")
+        collector = procs.start("collector", *args)
+        assert collector.wait(60) == 0, collector.tail()
+        assert server.wait(60) == 0, server.tail()
+        assert normalised(aggregate.report()) == normalised(offline(watch))
+    finally:
+        for sock in strangers:
+            sock.close(0)
+        context.term()
