@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import zmq
 from commscope.pipeline.store import Store
@@ -155,3 +156,14 @@ def test_a_collector_flag_the_aggregator_would_refuse_is_one_line_and_exit_1(
     assert main([*args, "--state", str(tmp_path / "st"), *flags]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"commscope: error: {says}") and err.count("\n") == 1
+
+
+def test_a_state_folder_of_a_newer_commscope_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "version.msgpack").write_bytes(msgspec.msgpack.encode({"version": 99}))
+    assert aggregate(tmp_path, f"tcp://127.0.0.1:{free_port()}") == 1
+    err = capsys.readouterr().err
+    assert err.startswith("commscope: error: ") and "state version 99" in err
+    assert err.count("\n") == 1

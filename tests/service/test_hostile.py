@@ -40,6 +40,8 @@ from commscope.collector.schema import (
 from commscope.exporters import jsonreport
 from commscope.pipeline.report import Options
 from commscope.service.aggregate import MAX_MESSAGE_BYTES, Aggregator, AggregatorSettings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from msgspec.structs import replace
 from service.harness import (
     Aggregate,
@@ -587,3 +589,46 @@ def test_many_routing_ids_speaking_for_the_collector_change_nothing(
         for sock in strangers:
             sock.close(0)
         context.term()
+
+
+# ---------------------------------------------------------------- anything at all
+
+JSONISH = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats()
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+KEYS = st.sampled_from(["type", "stream", "seq", "node", "events", "stats", "protocol", "meta"])
+MESSAGES = st.fixed_dictionaries(
+    {"type": st.sampled_from(["hello", "start", "batch", "end", "heartbeat", "end_of_run", "x"])},
+    optional={
+        "stream": st.just(LEGIT) | st.text(max_size=4),
+        "seq": JSONISH,
+        "node": st.just(NODE) | JSONISH,
+    },
+).flatmap(
+    lambda base: st.dictionaries(KEYS, JSONISH, max_size=3).map(lambda extra: {**extra, **base})
+)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    payload=st.binary(max_size=64)
+    | JSONISH.map(msgspec.msgpack.encode)
+    | MESSAGES.map(msgspec.msgpack.encode)
+)
+def test_nothing_a_peer_sends_escapes_receive(agg: Aggregator, payload: bytes) -> None:
+    """Random bytes, random msgpack, and messages of every kind with random fields, sent
+    while a legitimate stream is open: each is applied, counted or refused, never raised."""
+    if LEGIT not in agg.aggregation.open:
+        send(agg, LEGIT_RUN[0])
+    agg.receive([NODE.encode(), payload], peer=NODE)
+    agg.commit()
