@@ -663,6 +663,7 @@ class Head(msgspec.Struct, kw_only=True):
     type: Literal["hello", "start", "batch", "end", "heartbeat", "end_of_run"]
     stream: StreamId | None = None
     seq: Seq = 0
+    protocol: int | None = None  # a Hello's: another version is refused before the rest
 
 
 # ---------------------------------------------------------------- aggregator state

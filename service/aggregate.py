@@ -280,15 +280,17 @@ class Aggregator:
         if head.stream is not None and kind in ("StreamStart", "Batch", "StreamEnd"):
             self._record(identity, speaker, head, payload)
             return
+        if kind == "Hello" and head.protocol != PROTOCOL_VERSION:  # whatever its other fields
+            self._count(kind)
+            self._reject("protocol")
+            reason = f"protocol {head.protocol} not supported (this one: {PROTOCOL_VERSION})"
+            self._replies.append((identity, Reject(reason=reason)))
+            return
         message = self._decoder.decode(payload)
         if isinstance(message, StreamStart | Batch | StreamEnd):  # the head had no stream
             raise msgspec.ValidationError("a record without a stream")
         self._count(kind)
-        if isinstance(message, Hello) and message.protocol != PROTOCOL_VERSION:
-            self._reject("protocol")
-            reason = f"protocol {message.protocol} not supported (this one: {PROTOCOL_VERSION})"
-            self._replies.append((identity, Reject(reason=reason)))
-        elif message.node != speaker:
+        if message.node != speaker:
             self._refuse(identity, "not_own_node", f"{speaker} cannot speak for another node")
         elif isinstance(message, Hello):
             self._hello(identity, message)

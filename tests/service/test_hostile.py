@@ -96,7 +96,9 @@ HOSTILE = {
         msgspec.msgpack.encode({"type": "nope"}),
         msgspec.msgpack.encode([1, 2, 3]),
         msgspec.msgpack.encode({"type": "batch", "stream": STREAM, "seq": "one", "events": []}),
-        msgspec.msgpack.encode({"type": "hello", "protocol": 1, "node": "", "instance": "i"}),
+        msgspec.msgpack.encode(
+            {"type": "hello", "protocol": PROTOCOL_VERSION, "node": "", "instance": "i"}
+        ),
     ],
 }
 
@@ -632,3 +634,15 @@ def test_nothing_a_peer_sends_escapes_receive(agg: Aggregator, payload: bytes) -
         send(agg, LEGIT_RUN[0])
     agg.receive([NODE.encode(), payload], peer=NODE)
     agg.commit()
+
+
+def test_a_hello_of_another_protocol_is_refused_with_the_reason_whatever_its_fields(
+    agg: Aggregator,
+) -> None:
+    """An older collector's Hello may not fit this version's bounds: it still learns why."""
+    old = {"type": "hello", "protocol": PROTOCOL_VERSION - 1, "node": "a b", "instance": ""}
+    agg.receive([b"old", msgspec.msgpack.encode(old)])
+    assert refusals(agg) == {"protocol": 1}
+    ((_, answer),) = agg._replies
+    why = f"protocol {PROTOCOL_VERSION - 1} not supported (this one: {PROTOCOL_VERSION})"
+    assert answer == Reject(reason=why)
