@@ -192,6 +192,12 @@ def _aggregate_parser(commands: Any) -> None:
     aggregate.add_argument("--horizon", type=float, default=600.0, metavar="S")
     aggregate.add_argument("--refresh", type=float, default=5.0, metavar="S")
     aggregate.add_argument("--credit", type=int, default=64, help="records in flight per file")
+    aggregate.add_argument(
+        "--max-nodes", type=int, default=1024, metavar="N", help="collectors (node names) at most"
+    )
+    aggregate.add_argument(
+        "--max-streams", type=int, default=4096, metavar="N", help="files open at once, in all"
+    )
     _job_options(aggregate)
     aggregate.set_defaults(run=_aggregate)
 
@@ -281,6 +287,7 @@ def _collect(args: argparse.Namespace) -> int:
 def _aggregate(args: argparse.Namespace) -> int:
     options = _options(args)
     _positive(("--credit", args.credit), ("--horizon", args.horizon))
+    _positive(("--max-nodes", args.max_nodes), ("--max-streams", args.max_streams))
     _endpoint("--listen", args.listen)
     _port("--metrics-port", args.metrics_port)
     if not args.linger >= 0:
@@ -292,6 +299,8 @@ def _aggregate(args: argparse.Namespace) -> int:
         out=args.out,
         state=state,
         linger_s=args.linger,
+        max_nodes=args.max_nodes,
+        max_streams=args.max_streams,
         job=job or "commscope",
         options=options,
         metrics_port=args.metrics_port,

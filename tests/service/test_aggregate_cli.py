@@ -124,6 +124,7 @@ def test_every_collector_ended_exits_0(tmp_path: Path, capsys: pytest.CaptureFix
 def test_linger_defaults_to_two_scrapes_and_a_margin() -> None:
     args = _parser().parse_args(["aggregate", "--listen", "tcp://*:5555"])
     assert args.linger == LINGER_S >= 2 * 15 and args.state is None
+    assert (args.max_nodes, args.max_streams) == (1024, 4096)  # AggregatorSettings' own
 
 
 def test_metrics_stay_up_after_the_run_until_the_linger_ends(
