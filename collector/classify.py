@@ -10,6 +10,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final, TypeGuard
 
+from commscope.collector.schema import CollectiveType
+
 # nccl-tests convention: a dtype's size in bytes, keyed by lower-cased name without `c10::`.
 _DTYPE_BYTES: Final = {
     "float": 4,
@@ -37,7 +39,7 @@ _DTYPE_BYTES: Final = {
 }
 
 # Ordered: the first prefix that matches the squashed name wins.
-_COLLECTIVE_PREFIXES: Final = (
+_COLLECTIVE_PREFIXES: Final[tuple[tuple[str, CollectiveType], ...]] = (
     ("allreduce", "AllReduce"),
     ("allgather", "AllGather"),
     ("reducescatter", "ReduceScatter"),
@@ -97,7 +99,7 @@ def is_comm_call(name: str) -> bool:
     return name.startswith(COMM_CALL_PREFIXES) or "wait" in name.lower()
 
 
-def collective_type(name: str) -> str:
+def collective_type(name: str) -> CollectiveType:
     """Collective type of a `Collective name`, kernel name or annotation name."""
     kernel = None if ":" in name else _KERNEL_PREFIX.match(name)
     if kernel:

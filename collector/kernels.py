@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from commscope.collector.schema import KernelCategory
+
 # A demangled kernel returns void, or a SFINAE `std::enable_if<..., void>::type`.
 _RETURN_TYPE = re.compile(r"\s*(?:void\s+|std::enable_if<.*?>::type\s+)")
 # Anonymous namespaces as Kineto (`(anonymous namespace)`) and Nsight (`<unnamed>`) write them.
@@ -30,7 +32,7 @@ _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _BLAS_ARGS = re.compile(r"(?:cu|roc|hip)blas", re.IGNORECASE)
 
 # Searched in the own name's words (lower case, one space between). First match wins.
-_BEFORE_BLAS: Final = (
+_BEFORE_BLAS: Final[tuple[tuple[KernelCategory, str], ...]] = (
     # Communication, should the caller pass it: NCCL/RCCL, and collectives that are not
     # NCCL-named (PyTorch symmetric memory's `multimem_all_reduce_kernel`, vLLM's and
     # TensorRT-LLM's custom all-reduce).
@@ -66,7 +68,7 @@ _BEFORE_BLAS: Final = (
         r"|conv|convolution|convolve|fprop|[dw]grad\w*)\b",
     ),
 )
-_AFTER_BLAS: Final = (
+_AFTER_BLAS: Final[tuple[tuple[KernelCategory, str], ...]] = (
     # Neither a map nor a reduction: sorting and top-k (with their scan and histogram
     # passes), embedding lookups and their fused backward-and-update (FBGEMM's
     # `split_embedding_*`), MoE routing, random number generation.
@@ -100,7 +102,7 @@ _FIRST: Final = tuple((category, re.compile(pattern)) for category, pattern in _
 _THEN: Final = tuple((category, re.compile(pattern)) for category, pattern in _AFTER_BLAS)
 
 
-def kernel_category(name: str) -> str:
+def kernel_category(name: str) -> KernelCategory:
     """The family (one of `schema.KERNEL_CATEGORIES`) of the GPU kernel called `name`; `other`
     if none fits."""
     spoken = _words(_own_name(name))

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from commscope.collector.schema import MAX_RANKS
+
 _TRACE_SUFFIXES: Final = (".json", ".json.gz")
 _RANK_IN_NAME: Final = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 _ITERATION: Final = re.compile(r"iteration_(\d+)$")
@@ -20,9 +22,13 @@ def is_trace_file_name(name: str) -> bool:
 
 
 def rank_in_name(name: str) -> int | None:
-    """`rank7`, `rank-7`, `rank_7`, `worker7` in a file name, else None."""
+    """`rank7`, `rank-7`, `rank_7`, `worker7` in a file name, else None (also for a number no
+    rank can be: MAX_RANKS or more)."""
     match = _RANK_IN_NAME.search(name)
-    return int(match.group(1)) if match else None
+    if match is None or len(match.group(1)) > len(str(MAX_RANKS)):
+        return None
+    rank = int(match.group(1))
+    return rank if rank < MAX_RANKS else None
 
 
 def looks_like_trace(path: str) -> bool:

@@ -12,6 +12,7 @@ whose kernel is pending is pinned to it.
 
 from __future__ import annotations
 
+import re
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Mapping
@@ -31,12 +32,19 @@ from commscope.collector.classify import (
 from commscope.collector.kernels import kernel_category
 from commscope.collector.schema import (
     GROUP_SOURCES,
+    LABEL_PATTERN,
+    MAX_GROUPS,
+    MAX_LABEL,
+    MAX_RANKS,
+    CollectiveType,
     CommOp,
     CpuSpan,
     Event,
+    EventDropReason,
     FileStats,
     GpuOp,
     GroupSource,
+    KernelCategory,
     MemoryPeak,
     Step,
     TraceMeta,
@@ -47,6 +55,7 @@ ROLE_MEMORY: Final = 1 << 14
 _BAD_SPAN: Final = "span without numeric ts/dur (or out of range)"
 _NOT_COMPLETE: Final = "kernel/op event that is not a complete span (ph != X)"
 _BAD_ARGS: Final = "args that are not an object"
+_LABEL: Final = re.compile(LABEL_PATTERN)
 _PLAIN, _CALL, _RECORDED_CALL = 0, 1, 2
 _BACKEND_PREFIXES: Final = (*BACKEND_CALL_PREFIXES, "record_param_comms")
 _CPU_DEVICE: Final = 0  # c10::DeviceType::CPU in `[memory]` events; GPUs are 1 (CUDA, HIP)
@@ -78,10 +87,7 @@ _CATEGORY: Final = {
 # fit int64 nanoseconds with room, names and labels stay short.
 MAX_US: Final = 2**62 / 1000
 MAX_NAME: Final = 4096
-MAX_LABEL: Final = 256
 MAX_COUNT: Final = 2**62
-MAX_RANKS: Final = 2**24
-MAX_GROUPS: Final = 1 << 16
 
 
 class CommCall(msgspec.Struct, frozen=True, gc=False):
@@ -266,7 +272,7 @@ class Normalizer:
         self._busy = CpuRuns(comm_call=False)
         self._calling = CpuRuns(comm_call=True)
         self._roles: dict[str, int] = {}
-        self._categories: dict[str, str] = {}
+        self._categories: dict[str, KernelCategory] = {}
         self._allocated: dict[int, int] = {}  # GPU device -> highest Total Allocated
         self._reserved: dict[int, int] = {}  # GPU device -> highest Total Reserved
         self._kinds: dict[str, Callable[[dict[str, Any]], None]] = {
@@ -316,7 +322,7 @@ class Normalizer:
             self.drop(_BAD_SPAN)
             return None
 
-    def drop(self, reason: str, count: int = 1) -> None:
+    def drop(self, reason: EventDropReason, count: int = 1) -> None:
         """Count what cannot be used (events, values), by a bounded reason."""
         dropped = self.stats.dropped
         dropped[reason] = dropped.get(reason, 0) + count
@@ -349,7 +355,7 @@ class Normalizer:
         kernel.launch = self._launch(correlation)
         self._pending.setdefault(correlation, []).append(kernel)
 
-    def _category(self, name: str) -> str:
+    def _category(self, name: str) -> KernelCategory:
         category = self._categories.get(name)
         if category is None:
             category = kernel_category(name[:MAX_NAME])
@@ -561,7 +567,9 @@ def own_calls(calls: list[CommCall]) -> list[CommCall]:
     return calls
 
 
-def collective_of(primary: CommCall, records: list[CommCall], calls: list[CommCall]) -> str:
+def collective_of(
+    primary: CommCall, records: list[CommCall], calls: list[CommCall]
+) -> CollectiveType:
     """What names the collective: `Collective name`, else the enclosing backend call
     (`nccl:<op>`, `gloo:`, `hccl:`, `xccl:`), else a c10d op that names one, else the kernel
     name — but a kernel named SendRecv alone is of unknown type ("Other"): NCCL runs its
@@ -614,7 +622,7 @@ def _label(value: object) -> str | None:
     if isinstance(value, bool) or not isinstance(value, str | int):
         return None
     text = str(value).strip()
-    return text if 0 < len(text) <= MAX_LABEL else None
+    return text if 0 < len(text) <= MAX_LABEL and _LABEL.match(text) else None
 
 
 def meta_from_top(top: Mapping[str, Any]) -> TraceMeta:

@@ -13,18 +13,20 @@ from typing import Annotated, Final, Literal, get_args
 import msgspec
 
 SCHEMA_VERSION: Final = 3
-PROTOCOL_VERSION: Final = 3
+PROTOCOL_VERSION: Final = 4  # 4: labels, sizes and counts bounded at decode
 # Persisted state (the collector's checkpoint, the aggregator's store). Version 1 carried no
 # version field; readers migrate it explicitly.
 STATE_VERSION: Final = 2
 
-KERNEL_CATEGORIES: Final = ("gemm", "attention", "elementwise", "reduction", "other")
+KernelCategory = Literal["gemm", "attention", "elementwise", "reduction", "other"]
+KERNEL_CATEGORIES: Final[tuple[KernelCategory, ...]] = get_args(KernelCategory)
+GpuKind = Literal["compute", "memcpy", "memset"]
 
 # Where a collective's group size n came from (DESIGN.md rulings, in order of preference).
 GroupSource = Literal["Group size arg", "pg_config", "tensor shapes", "world size"]
 GROUP_SOURCES: Final[tuple[GroupSource, ...]] = get_args(GroupSource)
 
-COLLECTIVE_TYPES: Final = (
+CollectiveType = Literal[
     "AllReduce",
     "AllGather",
     "ReduceScatter",
@@ -34,7 +36,36 @@ COLLECTIVE_TYPES: Final = (
     "SendRecv",
     "Barrier",
     "Other",
-)
+]
+COLLECTIVE_TYPES: Final[tuple[CollectiveType, ...]] = get_args(CollectiveType)
+
+# Why a parser dropped events of a file (`FileStats.dropped` keys: a fixed set, label values).
+EventDropReason = Literal[
+    "span without numeric ts/dur (or out of range)",
+    "kernel/op event that is not a complete span (ph != X)",
+    "args that are not an object",
+    "[memory] event without Device Id/Type or Total Allocated",
+    "ProfilerStep without a step number",
+    "traceEvents item that is not an object",
+    "event whose cat is not a string",
+    "value beyond 64 bits, NaN or Infinity, or bytes not UTF-8 (mended)",
+]
+# What a collector counts as dropped (`CollectorStats.dropped` keys: a fixed set, label values).
+DropReason = Literal[
+    "unreadable file", "malformed reply from the aggregator", "file changed while resuming"
+]
+DROP_REASONS: Final[tuple[DropReason, ...]] = get_args(DropReason)
+
+# Bounds every value a peer sends is checked against on decode (and the parser keeps to).
+MAX_RANKS: Final = 2**24  # ranks are 0 … MAX_RANKS-1, a world at most MAX_RANKS
+MAX_GROUPS: Final = 1 << 16  # process groups a trace describes
+MAX_LABEL: Final = 256  # a name a trace gives: a process group, a GPU, a backend
+LABEL_PATTERN: Final = "^[^\\x00-\\x1f\\x7f]+$"  # no control characters
+MAX_BATCH_EVENTS: Final = 4096  # events in one Batch (what the collector sends, at most)
+Rank = Annotated[int, msgspec.Meta(ge=0, lt=MAX_RANKS)]
+WorldSize = Annotated[int, msgspec.Meta(ge=1, le=MAX_RANKS)]
+Label = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_LABEL, pattern=LABEL_PATTERN)]
+Text = Annotated[str, msgspec.Meta(max_length=16384)]  # a reason or an error message
 
 
 # ---------------------------------------------------------------- normalised events
@@ -43,35 +74,39 @@ COLLECTIVE_TYPES: Final = (
 class TraceMeta(msgspec.Struct, frozen=True, kw_only=True):
     """What a trace file says about itself (top-level keys around `traceEvents`)."""
 
-    rank: int | None = None
-    world_size: int | None = None
-    backend: str | None = None
-    gpu_name: str | None = None
+    rank: Rank | None = None
+    world_size: WorldSize | None = None
+    backend: Label | None = None
+    gpu_name: Label | None = None
     base_time_ns: int | None = None
-    pg_sizes: dict[str, int] = {}
-    nccl_version: str | None = None
-    pg_ranks: dict[str, list[int]] = {}  # process group -> member ranks (pg_config)
+    pg_sizes: Annotated[dict[Label, WorldSize], msgspec.Meta(max_length=MAX_GROUPS)] = {}
+    nccl_version: Label | None = None
+    # process group -> member ranks (pg_config)
+    pg_ranks: Annotated[
+        dict[Label, Annotated[list[Rank], msgspec.Meta(max_length=MAX_RANKS)]],
+        msgspec.Meta(max_length=MAX_GROUPS),
+    ] = {}
 
 
 class GpuOp(msgspec.Struct, frozen=True, gc=False, tag="gpu", array_like=True):
     """A non-communication GPU activity: a compute kernel, a memcpy or a memset."""
 
-    kind: str  # "compute" | "memcpy" | "memset"
+    kind: GpuKind
     start_ns: int
     dur_ns: int
-    category: str | None = None  # a compute kernel's KERNEL_CATEGORIES entry
+    category: KernelCategory | None = None  # a compute kernel's
 
 
 class CommOp(msgspec.Struct, frozen=True, gc=False, tag="comm", array_like=True):
     """One collective: an NCCL/RCCL kernel (`on_gpu`) or a gloo span on a CPU thread."""
 
-    collective: str
+    collective: CollectiveType
     start_ns: int
     dur_ns: int
     message_bytes: int | None
-    group_size: int | None
+    group_size: WorldSize | None
     on_gpu: bool
-    process_group: str | None = None
+    process_group: Label | None = None
     seq: int | None = None
     group_source: GroupSource | None = None  # None when n is unknown (checked at decode)
 
@@ -110,7 +145,7 @@ class FileStats(msgspec.Struct, kw_only=True):
 
     bytes_read: int = 0
     events: int = 0
-    dropped: dict[str, int] = {}
+    dropped: dict[EventDropReason, int] = {}
     sizes_unknown: int = 0
     comm_kernels: int = 0  # communication kernels (NCCL/RCCL) read
     no_launch: int = 0  # of those, kernels whose launching call is not in the trace
@@ -557,7 +592,11 @@ class RunComparison(msgspec.Struct, kw_only=True):
 StreamId = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{32}$")]
 Seq = Annotated[int, msgspec.Meta(ge=0, le=2**62)]
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
-Count = Annotated[int, msgspec.Meta(ge=0)]
+Count = Annotated[int, msgspec.Meta(ge=0, le=2**62)]
+# A node's name (a host or pod name; the collector's routing id): a label value, bounded.
+NODE_PATTERN: Final = "^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,252}$"
+NodeName = Annotated[str, msgspec.Meta(pattern=NODE_PATTERN)]
+Instance = Annotated[str, msgspec.Meta(pattern="^[0-9A-Za-z_-]{1,64}$")]
 
 
 class StreamStart(msgspec.Struct, frozen=True, kw_only=True, tag="start"):
@@ -565,17 +604,17 @@ class StreamStart(msgspec.Struct, frozen=True, kw_only=True, tag="start"):
 
     stream: StreamId
     seq: Seq = 0
-    node: Name
+    node: NodeName
     path: Name
     folder: Name  # "." for the root itself
     root_name: Name
-    name_rank: int | None = None
+    name_rank: Rank | None = None
 
 
 class Batch(msgspec.Struct, frozen=True, kw_only=True, tag="batch"):
     stream: StreamId
     seq: Seq
-    events: list[Event]
+    events: Annotated[list[Event], msgspec.Meta(max_length=MAX_BATCH_EVENTS)]
 
 
 class StreamEnd(msgspec.Struct, frozen=True, kw_only=True, tag="end"):
@@ -586,7 +625,7 @@ class StreamEnd(msgspec.Struct, frozen=True, kw_only=True, tag="end"):
     meta: TraceMeta = TraceMeta()
     stats: FileStats = msgspec.field(default_factory=FileStats)
     size_bytes: Count = 0
-    error: str | None = None
+    error: Text | None = None
 
 
 Record = StreamStart | Batch | StreamEnd
@@ -604,26 +643,26 @@ class CollectorStats(msgspec.Struct, kw_only=True):
     batches_acked: Count = 0
     unacked: Count = 0
     unacked_bytes: Count = 0
-    lag_s: Annotated[float, msgspec.Meta(ge=0)] = 0.0
-    dropped: dict[Name, Count] = {}
+    lag_s: Annotated[float, msgspec.Meta(ge=0, le=1e9)] = 0.0  # finite: inf and NaN refused
+    dropped: dict[DropReason, Count] = {}
 
 
 class Hello(msgspec.Struct, frozen=True, kw_only=True, tag="hello"):
-    protocol: int
-    node: Name
-    instance: Name
+    protocol: Annotated[int, msgspec.Meta(ge=0, le=2**31)]
+    node: NodeName
+    instance: Instance
 
 
 class Heartbeat(msgspec.Struct, frozen=True, kw_only=True, tag="heartbeat"):
-    node: Name
+    node: NodeName
     stats: CollectorStats
 
 
 class EndOfRun(msgspec.Struct, frozen=True, kw_only=True, tag="end_of_run"):
     """This node's part of the run is over; every stream it opened has ended."""
 
-    node: Name
-    reason: str = ""
+    node: NodeName
+    reason: Text = ""
 
 
 ToAggregator = Hello | StreamStart | Batch | StreamEnd | Heartbeat | EndOfRun
@@ -655,7 +694,31 @@ class Reject(msgspec.Struct, frozen=True, kw_only=True, tag="reject"):
 ToCollector = Welcome | Ack | RunAck | Reject
 
 
+class Head(msgspec.Struct, kw_only=True):
+    """A message read without the rest of it: its kind, and a record's stream and seq. The
+    aggregator decodes this first, and the whole message only when it will apply it."""
+
+    type: Literal["hello", "start", "batch", "end", "heartbeat", "end_of_run"]
+    stream: StreamId | None = None
+    seq: Seq = 0
+    protocol: int | None = None  # a Hello's: another version is refused before the rest
+
+
 # ---------------------------------------------------------------- aggregator state
+#
+# The aggregator's state folder (`pipeline.store`): `version.msgpack` (a `StateVersion`: the
+# format of everything beside it; a folder without one is version 1), `done/<stream>.msgpack`
+# (a `FinishedFile`), `nodes.msgpack` (`Nodes`), `retired.msgpack` (`Retired`), and the open
+# streams' logs (the wire records as received). Version 1 held the same structs, unchecked,
+# and bandwidth samples as lists of floats; `pipeline.store` migrates it explicitly.
+
+
+class StateVersion(msgspec.Struct, kw_only=True):
+    version: int
+
+
+Nodes = dict[NodeName, bool]  # each collector seen -> whether it has sent end-of-run
+Retired = list[StreamId]  # superseded streams
 
 
 class FinishedFile(msgspec.Struct, kw_only=True):

@@ -33,6 +33,7 @@ from commscope.collector.schema import (
     Checkpoint,
     CheckpointEntry,
     CollectorStats,
+    DropReason,
     EndOfRun,
     Hello,
     Record,
@@ -265,7 +266,7 @@ class Session:
         for key in [k for k in self.unacked if k[0] == stream]:
             del self.unacked[key]
 
-    def drop(self, reason: str) -> None:
+    def drop(self, reason: DropReason) -> None:
         self.stats.dropped[reason] = self.stats.dropped.get(reason, 0) + 1
 
     # ---------------------------------------------------------------- link and state

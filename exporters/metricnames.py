@@ -223,7 +223,8 @@ FAMILIES: Final = (
         "commscope_aggregator_rejected_total",
         "counter",
         ("job", "reason"),
-        "messages rejected (malformed, wrong protocol, unknown stream)",
+        "messages refused, by reason (malformed, too large, wrong protocol, another node's, "
+        "over a cap; disconnected: connections dropped)",
     ),
     Family("commscope_aggregator_acks_total", "counter", _J, "acknowledgements sent"),
     Family(

@@ -86,7 +86,7 @@ class Accumulator:
         end = op.start_ns + op.dur_ns
         if op.kind == "compute":
             self.compute.add(op.start_ns, end)
-            category = op.category or "other"
+            category: str = op.category or "other"
         else:
             self.copies.add(op.start_ns, end)
             category = op.kind

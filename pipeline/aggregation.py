@@ -112,12 +112,28 @@ class Aggregation:
         return (current.next_seq if current else 0), False
 
     def verdict(self, record: Record) -> Verdict:
-        expected, done = self.position(record.stream)
-        if done or record.seq < expected:
+        return self.verdict_at(record.stream, record.seq, isinstance(record, StreamStart))
+
+    def verdict_at(self, stream: str, seq: int, start: bool) -> Verdict:
+        """The verdict on record `seq` of `stream` (`start`: it is a StreamStart), known from
+        its head alone: a record is decoded whole only to be applied."""
+        expected, done = self.position(stream)
+        if done or seq < expected:
             return Verdict.DUPLICATE
-        if record.seq > expected or (expected == 0) != isinstance(record, StreamStart):
+        if seq > expected or (expected == 0) != start:
             return Verdict.AHEAD
         return Verdict.APPLY
+
+    def owner(self, stream: str) -> str | None:
+        """The node whose stream it is (None: not started, or retired)."""
+        current = self.open.get(stream)
+        if current is not None:
+            return current.start.node
+        done = self.finished.get(stream)
+        return done.node if done is not None else None
+
+    def open_streams(self, node: str) -> int:
+        return sum(1 for s in self.open.values() if s.start.node == node)
 
     def apply(self, record: Record) -> Applied:
         """Apply a record whose verdict is APPLY."""
@@ -158,7 +174,7 @@ class Aggregation:
             ranks.setdefault(item.folder, set()).add(rank)
             world = item.meta.world_size or 0
             worlds[item.folder] = max(worlds.get(item.folder, 0), world)
-        return sorted(f for f, seen in ranks.items() if worlds[f] and seen >= set(range(worlds[f])))
+        return sorted(f for f, seen in ranks.items() if _every_rank(seen, worlds[f]))
 
     def report(self, options: Options, final: bool = False) -> Report:
         """The report over the finished files; `final`: open streams are listed as skipped."""
@@ -245,6 +261,12 @@ class Aggregation:
         for item in self.finished.values():
             found.setdefault(item.folder, set()).add(item.stream)
         return found
+
+
+def _every_rank(seen: set[int], world: int) -> bool:
+    """Whether `seen` holds every rank 0 … world-1 (never building that range: `world` is
+    what a peer says)."""
+    return world > 0 and sum(1 for rank in seen if 0 <= rank < world) == world
 
 
 def _finish(stream: OpenStream, end: StreamEnd) -> FinishedFile:

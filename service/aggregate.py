@@ -7,10 +7,20 @@ rolling busbw statistics; the report over finished files is published to Prometh
 window completes (at once) and otherwise every `refresh_s`. The run ends when every
 collector has sent end-of-run, on `stop` (SIGTERM), or after `idle_timeout_s` of silence;
 the final text and JSON reports are the ones `commscope report` writes for the same files.
+`lost` then names what never finished (streams still open, collectors that never sent
+end-of-run); /metrics stays up `linger_s` longer so the last figures are scraped.
+
+Strangers: a message is decoded in two steps, its head (kind, stream, seq) first and the whole
+of it only when it will be applied, so an unwanted large record costs no memory. A peer (the
+node its connection proved, else its routing id) speaks only for its own node: its Hello,
+heartbeats, end-of-run and streams name it, and it sends records only for its own streams.
+Open streams (per node and in all), nodes and open log handles are capped; whatever is
+refused is counted by reason (`REJECT_REASONS`), never raised.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import math
 import threading
@@ -23,13 +33,16 @@ from typing import Final
 
 import msgspec
 import zmq
+from commscope.collector.errors import ConfigError
 from commscope.collector.schema import (
     PROTOCOL_VERSION,
     Ack,
     AggregatorStats,
+    Batch,
     CollectorStats,
     EndOfRun,
     FinishedFile,
+    Head,
     Heartbeat,
     Hello,
     Record,
@@ -37,6 +50,7 @@ from commscope.collector.schema import (
     Report,
     RunAck,
     StreamEnd,
+    StreamStart,
     ToAggregator,
     ToCollector,
     Welcome,
@@ -49,12 +63,39 @@ from commscope.pipeline.rolling import RollingBandwidth
 from commscope.pipeline.stats import sample_values
 from commscope.pipeline.store import Store
 from commscope.service import curve
+from zmq.utils.monitor import recv_monitor_message
 
 log = logging.getLogger("commscope.aggregate")
 
-MAX_MESSAGE_BYTES: Final = 256 * 2**20
+# A batch is at most MAX_BATCH_EVENTS (4096) events: ~56 KB for DLRM's, ~1.4 MB if every event
+# were a CommOp with a 256-character process group. Larger messages are refused and counted
+# ("too_large"); libzmq drops a connection sending more than twice that (MAXMSGSIZE), which
+# only the socket monitor sees ("disconnected", which counts every dropped connection). libzmq
+# queues at most RCVHWM messages per connection: 2x a collector's default window of 64.
+MAX_MESSAGE_BYTES: Final = 2 * 2**20
+RECEIVE_QUEUE: Final = 128
 _DRAIN: Final = 512  # messages handled between two syncs
-REJECT_REASONS: Final = ("frames", "undecodable", "invalid", "protocol", "unroutable")
+REJECT_REASONS: Final = (
+    "frames",  # not [routing id, payload]
+    "too_large",  # over MAX_MESSAGE_BYTES
+    "undecodable",  # not msgpack, or nested too deeply
+    "invalid",  # msgpack, but not a message of this protocol (or a value out of bounds)
+    "protocol",  # a Hello of another protocol version
+    "unroutable",  # a reply to a peer gone
+    "not_own_node",  # names another node than the peer's own
+    "not_own_stream",  # a record for another node's stream
+    "too_many_streams",  # a StreamStart over the per-node or total cap of open streams
+    "too_many_nodes",  # a node name over the cap
+    "disconnected",  # a connection dropped (by libzmq for an oversized frame, or the peer)
+)
+_KINDS: Final = {
+    "hello": "Hello",
+    "start": "StreamStart",
+    "batch": "Batch",
+    "end": "StreamEnd",
+    "heartbeat": "Heartbeat",
+    "end_of_run": "EndOfRun",
+}
 
 
 @dataclass(frozen=True)
@@ -73,6 +114,11 @@ class AggregatorSettings:
     refresh_s: float = 5.0
     heartbeat_timeout_s: float = 30.0
     keys: curve.ServerKeys | None = None  # None: plain ZeroMQ (--insecure, loopback only)
+    linger_s: float = 0.0  # /metrics kept up this long after the run
+    max_streams_per_node: int = 256  # open streams
+    max_streams: int = 4096
+    max_nodes: int = 1024
+    max_handles: int = 64  # open log files
 
 
 class Aggregator:
@@ -85,11 +131,14 @@ class Aggregator:
             refused=dict.fromkeys(curve.REFUSED_REASONS, 0),
         )
         self.rolling = RollingBandwidth(settings.horizon_s)
-        self.store = Store(settings.state)
+        self.store = Store(settings.state, settings.max_handles)
         self.aggregation = Aggregation(load=self.store.load)
         self.nodes = self.store.nodes()
         self.heartbeats: dict[str, tuple[CollectorStats, float]] = {}
         self._decoder = msgspec.msgpack.Decoder(ToAggregator)
+        self._head = msgspec.msgpack.Decoder(Head)
+        self._records = msgspec.msgpack.Decoder(Record)
+        self.lost: list[str] = []  # set at the end: what never finished
         self._encoder = msgspec.msgpack.Encoder()
         self._acks: dict[tuple[bytes, str], None] = {}
         self._replies: list[tuple[bytes, ToCollector]] = []
@@ -107,37 +156,56 @@ class Aggregator:
     # ---------------------------------------------------------------- recovery
     def _recover(self) -> None:
         self.aggregation.restore(self.store.finished(), self.store.retired())
-        decoder = msgspec.msgpack.Decoder(Record)
         for stream, frames in self.store.logs():
             if stream in self.aggregation.finished:  # crashed between done/ and the log's removal
                 self.store.forget(stream, keep_done=True)
                 continue
-            for frame in frames:
-                record = decoder.decode(frame)
-                if self.aggregation.verdict(record) is Verdict.APPLY:
+            for frame in frames:  # read to the end: that mends a torn tail
+                record = self._logged(stream, frame)
+                if record is not None and self.aggregation.verdict(record) is Verdict.APPLY:
                     self._apply(record, frame, log_it=False)
         log.info(
             "state recovered",
             extra={"finished": len(self.aggregation.finished), "open": len(self.aggregation.open)},
         )
 
+    def _logged(self, stream: str, frame: bytes) -> Record | None:
+        """A logged record (None, logged, if it does not fit this version's schema: replay
+        of its stream stops there and the stream stays unfinished)."""
+        try:
+            record: Record = self._records.decode(frame)
+        except msgspec.DecodeError as exc:
+            log.warning("logged record refused", extra={"stream": stream, "reason": str(exc)})
+            return None
+        return record
+
     # ---------------------------------------------------------------- the loop
     def run(self, stop: threading.Event) -> Report:
         context = zmq.Context()
         self.socket = context.socket(zmq.ROUTER)
-        self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
-        self.socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
-        if self.settings.keys is not None:
-            self.gate = curve.server(self.socket, self.settings.keys)
-        self.socket.bind(self.settings.listen)
-        server = serve(self.exporter, self.settings.metrics_port, self.settings.metrics_addr)
+        try:
+            monitor = self._bind(self.socket)
+        except ConfigError:
+            context.term()
+            raise
+        try:
+            server = serve(self.exporter, self.settings.metrics_port, self.settings.metrics_addr)
+        except OSError as exc:
+            monitor.close(0)
+            self.socket.close(0)
+            context.term()
+            reason = exc.strerror or exc
+            raise ConfigError(f"--metrics-port {self.settings.metrics_port}: {reason}") from None
+        self._started()
         try:
             while not stop.is_set() and not self._over():
                 if self.socket.poll(100):
                     self._drain(self.socket)
+                self._watch(monitor)
                 self._tick()
-            return self._final()
+            report = self._final()
+            stop.wait(self.settings.linger_s)  # /metrics stays up for the last scrapes
+            return report
         finally:
             if server is not None:
                 server.shutdown()
@@ -145,8 +213,52 @@ class Aggregator:
             self.store.close()
             if self.gate is not None:
                 self.gate.close()
+            monitor.close(0)
             self.socket.close(0)
             context.term()
+
+    def _bind(self, socket: zmq.Socket[bytes]) -> zmq.Socket[bytes]:
+        """Set the ROUTER up and bind it (a clear error if it cannot be); its monitor."""
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.setsockopt(zmq.MAXMSGSIZE, 2 * MAX_MESSAGE_BYTES)
+        socket.setsockopt(zmq.RCVHWM, RECEIVE_QUEUE)
+        socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        if self.settings.keys is not None:
+            self.gate = curve.server(socket, self.settings.keys)
+        # One monitor per socket (a second would replace the first): drops and handshakes.
+        monitor = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED | curve.HANDSHAKE_EVENTS)
+        try:
+            socket.bind(self.settings.listen)
+        except zmq.ZMQError as exc:
+            monitor.close(0)
+            socket.close(0)
+            reason = zmq.strerror(exc.errno or 0)
+            raise ConfigError(f"--listen {self.settings.listen}: {reason}") from None
+        return monitor
+
+    def _watch(self, monitor: zmq.Socket[bytes]) -> None:
+        """Count dropped connections; a failed Curve handshake goes to the gate."""
+        while monitor.poll(0):
+            event = recv_monitor_message(monitor)
+            if event["event"] == zmq.EVENT_DISCONNECTED:
+                self._reject("disconnected")
+            elif self.gate is not None:
+                self.gate.handshake(event)
+
+    def _started(self) -> None:
+        settings = self.settings
+        metrics = None if settings.metrics_port is None else settings.metrics_port
+        log.info(
+            "aggregator started",
+            extra={
+                "version": importlib.metadata.version("commscope"),
+                "protocol": PROTOCOL_VERSION,
+                "listen": settings.listen,
+                "metrics": f"http://{settings.metrics_addr}:{metrics}/metrics" if metrics else None,
+                "state": str(settings.state),
+                "out": str(settings.out),
+            },
+        )
 
     def _drain(self, socket: zmq.Socket[bytes]) -> None:
         for _ in range(_DRAIN):
@@ -160,42 +272,71 @@ class Aggregator:
         self._send(socket)
 
     def receive(self, frames: list[bytes], peer: str | None = None) -> None:
-        """One multipart message from the ROUTER: [identity, payload]. `peer`: the node its
-        Curve key was issued to (None without Curve); not used yet on this branch."""
+        """One multipart message from the ROUTER: [routing id, payload]. `peer`: the node
+        its connection proved (None: the routing id stands for it, as without CurveZMQ).
+        Nothing a peer sends raises: what is refused is counted by reason."""
         if len(frames) != 2:
             self._reject("frames")
             return
         identity, payload = frames
+        if len(payload) > MAX_MESSAGE_BYTES:
+            self._reject("too_large")
+            return
+        speaker = peer if peer is not None else identity.decode("utf-8", "replace")
+        if peer is not None and identity != peer.encode():  # another node's routing id
+            self._reject("not_own_node")
+            return
         try:
-            message = self._decoder.decode(payload)
+            self._receive(identity, speaker, payload)
         except msgspec.ValidationError:  # a subclass of DecodeError: first
             self._reject("invalid")
-            return
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             self._reject("undecodable")
-            return
-        kind = type(message).__name__
-        self.stats.messages[kind] = self.stats.messages.get(kind, 0) + 1
-        self._dispatch(identity, message, payload)
 
-    def _dispatch(self, identity: bytes, message: ToAggregator, payload: bytes) -> None:
-        if isinstance(message, Hello):
+    def _receive(self, identity: bytes, speaker: str, payload: bytes) -> None:
+        head = self._head.decode(payload)
+        kind = _KINDS[head.type]
+        if head.stream is not None and kind in ("StreamStart", "Batch", "StreamEnd"):
+            self._record(identity, speaker, head, payload)
+            return
+        if kind == "Hello" and head.protocol != PROTOCOL_VERSION:  # whatever its other fields
+            self._count(kind)
+            self._reject("protocol")
+            reason = f"protocol {head.protocol} not supported (this one: {PROTOCOL_VERSION})"
+            self._replies.append((identity, Reject(reason=reason)))
+            return
+        message = self._decoder.decode(payload)
+        if isinstance(message, StreamStart | Batch | StreamEnd):  # the head had no stream
+            raise msgspec.ValidationError("a record without a stream")
+        self._count(kind)
+        if message.node != speaker:
+            self._refuse(identity, "not_own_node", f"{speaker} cannot speak for another node")
+        elif isinstance(message, Hello):
             self._hello(identity, message)
         elif isinstance(message, Heartbeat):
-            self.heartbeats[message.node] = (message.stats, self.clock())
-        elif isinstance(message, EndOfRun):
+            self._heartbeat(message)
+        elif isinstance(message, EndOfRun) and self._known(identity, message.node):
             self.nodes[message.node] = True
             self.store.save_nodes(self.nodes)
             self._replies.append((identity, RunAck(node=message.node)))
             log.info("end of run", extra={"node": message.node})
-        else:
-            self._record(identity, message, payload)
+
+    def _count(self, kind: str) -> None:
+        self.stats.messages[kind] = self.stats.messages.get(kind, 0) + 1
+
+    def _refuse(self, identity: bytes, reason: str, why: str) -> None:
+        self._reject(reason)
+        self._replies.append((identity, Reject(reason=why)))
+
+    def _known(self, identity: bytes, node: str) -> bool:
+        """Whether `node` is known or may join (the cap on node names)."""
+        if node in self.nodes or len(self.nodes) < self.settings.max_nodes:
+            return True
+        self._refuse(identity, "too_many_nodes", f"more than {self.settings.max_nodes} nodes")
+        return False
 
     def _hello(self, identity: bytes, hello: Hello) -> None:
-        if hello.protocol != PROTOCOL_VERSION:
-            self._reject("protocol")
-            reason = f"protocol {hello.protocol} not supported (this one: {PROTOCOL_VERSION})"
-            self._replies.append((identity, Reject(reason=reason)))
+        if not self._known(identity, hello.node):
             return
         if self.nodes.get(hello.node) is not False:
             self.nodes[hello.node] = False
@@ -205,15 +346,45 @@ class Aggregator:
         )
         self._replies.append((identity, welcome))
 
-    def _record(self, identity: bytes, record: Record, payload: bytes) -> None:
-        verdict = self.aggregation.verdict(record)
+    def _heartbeat(self, beat: Heartbeat) -> None:
+        if beat.node in self.heartbeats or len(self.heartbeats) < self.settings.max_nodes:
+            self.heartbeats[beat.node] = (beat.stats, self.clock())
+        else:
+            self._reject("too_many_nodes")
+
+    def _record(self, identity: bytes, speaker: str, head: Head, payload: bytes) -> None:
+        """A record, judged on its head; decoded whole only to be applied."""
+        stream = head.stream or ""
+        self._count(_KINDS[head.type])
+        owner = self.aggregation.owner(stream)
+        if owner is not None and owner != speaker:
+            self._reject("not_own_stream")
+            return
+        verdict = self.aggregation.verdict_at(stream, head.seq, head.type == "start")
         if verdict is Verdict.APPLY:
+            record = self._records.decode(payload)
+            if isinstance(record, StreamStart) and not self._may_start(speaker, record):
+                return
             self._apply(record, payload, log_it=True)
         elif verdict is Verdict.DUPLICATE:
             self.stats.duplicates += 1
         else:
             self.stats.out_of_order += 1
-        self._acks[(identity, record.stream)] = None
+        self._acks[(identity, stream)] = None
+
+    def _may_start(self, speaker: str, start: StreamStart) -> bool:
+        """A node starts only its own streams, within the caps on open streams."""
+        settings = self.settings
+        if start.node != speaker:
+            self._reject("not_own_node")
+            return False
+        if (
+            len(self.aggregation.open) >= settings.max_streams
+            or self.aggregation.open_streams(speaker) >= settings.max_streams_per_node
+        ):
+            self._reject("too_many_streams")
+            return False
+        return True
 
     def _apply(self, record: Record, payload: bytes, log_it: bool) -> None:
         if log_it and not isinstance(record, StreamEnd):
@@ -324,14 +495,41 @@ class Aggregator:
 
     def _over(self) -> bool:
         nodes = self.nodes
-        if nodes and all(nodes.values()) and len(nodes) >= self.settings.expect_nodes:
+        expect = self.settings.expect_nodes
+        if (
+            nodes
+            and all(nodes.values())
+            and len(nodes) >= expect
+            and (expect or not self._pending())
+        ):
             return True
         idle = self.settings.idle_timeout_s
         return idle is not None and self.clock() - self._last_message >= idle
 
+    def _pending(self) -> set[str]:
+        """Nodes without end-of-run that are still at work: their heartbeat is recent, or
+        they have streams open (without --expect-nodes, they keep the run going)."""
+        now = self.clock()
+        timeout = self.settings.heartbeat_timeout_s
+        live = {node for node, (_, seen) in self.heartbeats.items() if now - seen < timeout}
+        streaming = {s.start.node for s in self.aggregation.open.values()}
+        return {node for node in live | streaming if not self.nodes.get(node)}
+
+    def _lost(self) -> list[str]:
+        """What never finished: streams still open, collectors without end-of-run."""
+        lost = [
+            f"{s.start.node}: {s.start.path} unfinished" for s in self.aggregation.open.values()
+        ]
+        seen = sorted(set(self.nodes) | set(self.heartbeats))
+        lost += [f"{node}: no end-of-run" for node in seen if not self.nodes.get(node)]
+        return lost
+
     def _final(self) -> Report:
         if self.socket is not None:
             self._send(self.socket)
+        self.lost = self._lost()
+        if self.lost:
+            log.warning("files lost", extra={"count": len(self.lost), "lost": self.lost[:20]})
         report = self.aggregation.report(self.settings.options, final=True)
         self.exporter.publish(self.snapshot(report))
         paths = write_reports(report, self.settings.out, self._fallback_name())

@@ -4,7 +4,7 @@
                          [--peak-bandwidth GBPS] [--print]
     commscope collect --watch DIR --aggregator tcp://HOST:5555 --node NAME --state DIR
                       --keys DIR --server-key FILE
-    commscope aggregate --listen tcp://0.0.0.0:5555 --metrics-port 9464 --out DIR --state DIR
+    commscope aggregate --listen tcp://0.0.0.0:5555 --metrics-port 9464 --out DIR [--state DIR]
                         --keys DIR --allow DIR
     commscope keys --out DIR --name NODE
     commscope diff A.json B.json [--fail-on-regression]
@@ -13,13 +13,16 @@ Exit codes: 0 every input analysed; 3 report written but some inputs were skippe
 the report); 4 every input analysed, but they hold several jobs: one report per job;
 1 nothing could be done (bad flag value, config, no traces, every input skipped, not a report,
 broken install); 2 usage error; 5 `diff --fail-on-regression` and the step time got
-significantly worse.
+significantly worse; 6 `aggregate` wrote the final report, but files were lost (streams
+unfinished when the run ended, or a collector that never sent end-of-run).
 """
 
 from __future__ import annotations
 
 import argparse
 import decimal
+import logging
+import re
 import signal
 import sys
 import threading
@@ -30,7 +33,7 @@ from typing import Any, Final
 
 from commscope.collector.errors import CommscopeError, ConfigError
 from commscope.collector.jsonstream import require_c_backend
-from commscope.collector.schema import Inputs, Report
+from commscope.collector.schema import MAX_BATCH_EVENTS, NODE_PATTERN, Inputs, Report
 from commscope.collector.stream import StreamSettings
 from commscope.exporters import diff, text
 from commscope.exporters.files import write_reports
@@ -51,6 +54,9 @@ EXIT_FAILED: Final = 1
 EXIT_SKIPPED: Final = 3
 EXIT_JOBS: Final = 4
 EXIT_REGRESSION: Final = 5
+EXIT_LOST: Final = 6
+LINGER_S: Final = 45.0  # two scrapes at Prometheus' default 15 s interval, and a margin
+_ENDPOINT: Final = re.compile(r"tcp://(?:\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):(\d+|\*)|ipc://\S+")
 MAX_DIGITS: Final = 18  # integer options above 10^18 are refused, not built digit by digit
 
 
@@ -180,11 +186,21 @@ def _aggregate_parser(commands: Any) -> None:
         "aggregate",
         help="receive the collectors' streams; serve /metrics; write the reports at run end",
         description="The job's aggregator. The run ends when every collector has sent "
-        "end-of-run, on SIGTERM, or after --idle-timeout; then the reports are written.",
+        "end-of-run (without --expect-nodes, none still sending heartbeats or files), on "
+        "SIGTERM, or after --idle-timeout; then the reports are written and /metrics stays "
+        f"up --linger seconds. Exit {EXIT_LOST}: the report was written but files were lost "
+        "(streams unfinished, or a collector that never sent end-of-run).",
     )
     aggregate.add_argument("--listen", required=True, help="e.g. tcp://0.0.0.0:5555")
     aggregate.add_argument("--out", type=Path, default=Path("trace_analysis"))
-    aggregate.add_argument("--state", type=Path, required=True, help="durable state folder")
+    aggregate.add_argument("--state", type=Path, help="durable state folder (default: OUT/state)")
+    aggregate.add_argument(
+        "--linger",
+        type=float,
+        default=LINGER_S,
+        metavar="S",
+        help="keep /metrics up S seconds after the run (default: %(default)s)",
+    )
     aggregate.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics here")
     aggregate.add_argument("--metrics-addr", default="0.0.0.0")
     aggregate.add_argument("--job", default=None, help="the job label (default: model name)")
@@ -198,6 +214,12 @@ def _aggregate_parser(commands: Any) -> None:
         "--allow", type=Path, metavar="DIR", help="the collectors' public keys (NODE.key files)"
     )
     _insecure_option(aggregate)
+    aggregate.add_argument(
+        "--max-nodes", type=int, default=1024, metavar="N", help="collectors (node names) at most"
+    )
+    aggregate.add_argument(
+        "--max-streams", type=int, default=4096, metavar="N", help="files open at once, in all"
+    )
     _job_options(aggregate)
     aggregate.set_defaults(run=_aggregate)
 
@@ -293,6 +315,12 @@ def _collect(args: argparse.Namespace) -> int:
     _positive(("--silence", args.silence))
     aggregator = endpoint("--aggregator", args.aggregator)
     keys = curve.client_keys(aggregator, args.keys, args.server_key, args.node, args.insecure)
+    if not re.fullmatch(NODE_PATTERN, args.node):
+        raise ConfigError(f"--node {args.node!r}: letters, digits and _.:@- only (253 at most)")
+    if not 1 <= args.batch_events <= MAX_BATCH_EVENTS:
+        raise ConfigError(
+            f"--batch-events must be 1 to {MAX_BATCH_EVENTS}, got {args.batch_events}"
+        )
     settings = CollectorSettings(
         watch=args.watch,
         aggregator=aggregator,
@@ -329,11 +357,20 @@ def _aggregate(args: argparse.Namespace) -> int:
     options = _options(args)
     _positive(("--credit", args.credit), ("--horizon", args.horizon))
     keys = curve.server_keys(args.listen, args.keys, args.allow, args.insecure)
+    _positive(("--max-nodes", args.max_nodes), ("--max-streams", args.max_streams))
+    _endpoint("--listen", args.listen)
+    _port("--metrics-port", args.metrics_port)
+    if not args.linger >= 0:
+        raise ConfigError(f"--linger must be 0 or more, got {args.linger}")
     job = args.job or (options.config.model if options.config and options.config.model else None)
+    state = args.state if args.state is not None else args.out / "state"
     settings = AggregatorSettings(
         listen=args.listen,
         out=args.out,
-        state=args.state,
+        state=state,
+        linger_s=args.linger,
+        max_nodes=args.max_nodes,
+        max_streams=args.max_streams,
         job=job or "commscope",
         options=options,
         metrics_port=args.metrics_port,
@@ -352,10 +389,27 @@ def _aggregate(args: argparse.Namespace) -> int:
     try:
         aggregator = Aggregator(settings)
     except OSError as exc:
-        raise ConfigError(f"{args.state}: cannot use the state folder ({exc})") from None
+        raise ConfigError(f"{state}: cannot use the state folder ({exc})") from None
     report = aggregator.run(stop)
-    _summary_line(report)
-    return EXIT_OK
+    log = logging.getLogger("commscope.aggregate")  # the summary joins the log stream
+    log.info("run summary", extra={"summary": _summary(report), "lost": len(aggregator.lost)})
+    for warning in report.config.warnings:
+        log.warning("config warning", extra={"warning": warning})
+    return EXIT_LOST if aggregator.lost else EXIT_OK
+
+
+def _endpoint(flag: str, text: str) -> None:
+    """A ZeroMQ endpoint this service can bind or connect: tcp://HOST:PORT or ipc://PATH."""
+    if not _ENDPOINT.fullmatch(text):
+        raise ConfigError(f"{flag} {text!r} is not an endpoint (tcp://HOST:PORT, ipc://PATH)")
+    port = text.rsplit(":", 1)[-1]
+    if text.startswith("tcp://") and port != "*":
+        _port(f"{flag} {text}:", int(port))
+
+
+def _port(flag: str, port: int | None) -> None:
+    if port is not None and not 1 <= port <= 65535:
+        raise ConfigError(f"{flag} port {port} is out of range (1-65535)")
 
 
 def _positive(*flags: tuple[str, float]) -> None:
@@ -435,6 +489,12 @@ def _input_lines(inputs: Inputs) -> None:
 
 
 def _summary_line(report: Report) -> None:
+    print(_summary(report), flush=True)
+    for warning in report.config.warnings:
+        print(f"commscope: warning: {warning}", file=sys.stderr, flush=True)
+
+
+def _summary(report: Report) -> str:
     overlap = report.overlap
     mean = f"{overlap.mean * 100:.2f}%" if overlap.mean is not None else "n/a"
     inputs = report.inputs
@@ -443,13 +503,10 @@ def _summary_line(report: Report) -> None:
         job = (
             f"job {inputs.job} of {len(inputs.jobs)} ({inputs.jobs[inputs.job - 1].description}): "
         )
-    print(
+    return (
         f"commscope: {job}{inputs.files - len(inputs.skipped)} of {inputs.files} files, "
-        f"{len(report.windows)} window(s), {len(report.ranks)} rank(s); mean overlap {mean}",
-        flush=True,
+        f"{len(report.windows)} window(s), {len(report.ranks)} rank(s); mean overlap {mean}"
     )
-    for warning in report.config.warnings:
-        print(f"commscope: warning: {warning}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import msgspec
 import zmq
 from commscope.collector.atomic import write_atomic
 from commscope.collector.errors import ConfigError, ProtocolError
-from commscope.collector.schema import CheckpointEntry, CollectorStats, Heartbeat
+from commscope.collector.schema import CheckpointEntry, CollectorStats, DropReason, Heartbeat
 from commscope.collector.session import Limits, Session, Start, load_checkpoint
 from commscope.collector.stream import FileStream, Item, StreamSettings, fingerprint
 from commscope.collector.transport import Transport, ZmqTransport
@@ -284,11 +284,11 @@ class Collector:
             del self.workers[key]
             self.events_done += worker.events
             if worker.error is not None:
-                self._drop(f"unreadable file ({worker.error})")
+                self._drop("unreadable file", worker.error)
 
-    def _drop(self, reason: str) -> None:
+    def _drop(self, reason: DropReason, detail: str | None = None) -> None:
         self.session.drop(reason)
-        log.warning("dropped", extra={"reason": reason})
+        log.warning("dropped", extra={"reason": reason, "detail": detail})
 
     # ---------------------------------------------------------------- moving bytes
     def _pump(self, transport: Transport, now: float) -> None:

@@ -43,7 +43,7 @@ MAX_LOGGED_PEERS: Final = 1024  # refused (address, key) pairs remembered for th
 FAILED_HANDSHAKES: Final = 3  # in a row, on a collector: the server key is wrong
 _ZAP: Final = "inproc://zeromq.zap.01"
 _DOMAIN: Final = b"commscope"
-_HANDSHAKE_EVENTS: Final = (
+HANDSHAKE_EVENTS: Final = (
     zmq.EVENT_HANDSHAKE_SUCCEEDED
     | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
     | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
@@ -289,7 +289,8 @@ def peer(frames: list[zmq.Frame]) -> str | None:
 
 
 class Gate:
-    """The aggregator's ZAP handler and handshake monitor, on one thread of its own."""
+    """The aggregator's ZAP handler, on one thread of its own; the handshake events of the
+    ROUTER's monitor come in through `handshake()`."""
 
     def __init__(
         self, socket: zmq.Socket[bytes], allow: Mapping[bytes, str], allow_dir: Path | None = None
@@ -304,7 +305,6 @@ class Gate:
         self._zap = socket.context.socket(zmq.REP)
         self._zap.linger = 0
         self._zap.bind(_ZAP)
-        self._monitor = socket.get_monitor_socket(_HANDSHAKE_EVENTS)
         self._thread = threading.Thread(target=self._run, name="commscope-zap", daemon=True)
         self._thread.start()
 
@@ -317,19 +317,12 @@ class Gate:
         self._thread.join(5)
 
     def _run(self) -> None:
-        poller = zmq.Poller()
-        poller.register(self._zap, zmq.POLLIN)
-        poller.register(self._monitor, zmq.POLLIN)
         try:
             while not self._stop.is_set():
-                ready = dict(poller.poll(100))
-                if self._zap in ready:
+                if self._zap.poll(100):
                     self._answer(self._zap.recv_multipart())
-                if self._monitor in ready:
-                    self._event(recv_monitor_message(self._monitor))
         finally:
             self._zap.close(0)
-            self._monitor.close(0)
 
     def _answer(self, request: list[bytes]) -> None:
         try:
@@ -360,7 +353,8 @@ class Gate:
             log.info("allow-list read again", extra={"nodes": sorted(self.allow.values())})
         return self.allow
 
-    def _event(self, event: Mapping[str, object]) -> None:
+    def handshake(self, event: Mapping[str, object]) -> None:
+        """A handshake event of the ROUTER's monitor (the aggregator owns the one monitor)."""
         kind, value = event["event"], event["value"]
         if kind == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
             reason = {
@@ -426,7 +420,7 @@ class Link:
         self.failures = 0
         self.connected = False
         self._stop = threading.Event()
-        self._monitor = socket.get_monitor_socket(_HANDSHAKE_EVENTS)
+        self._monitor = socket.get_monitor_socket(HANDSHAKE_EVENTS)
         self._thread = threading.Thread(target=self._run, name="commscope-link", daemon=True)
         self._thread.start()
 

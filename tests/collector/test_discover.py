@@ -19,6 +19,10 @@ from commscope.collector.errors import ConfigError
         ("worker3_step_12.1694128201557.pt.trace.json", 3),
         ("sampled_rank-1.json.gz", 1),
         ("host_1234.1700000000.pt.trace.json", None),
+        ("rank16777215_trace.json", 2**24 - 1),  # the highest rank there can be
+        ("rank16777216_trace.json", None),  # 2^24: no rank, as a trace saying so
+        ("rank1000000000000_trace.json", None),
+        ("rank" + "9" * 5000 + ".json", None),  # never turned into an int that long
     ],
 )
 def test_rank_from_file_name(name: str, rank: int | None) -> None:

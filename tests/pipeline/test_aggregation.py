@@ -622,7 +622,7 @@ def test_the_aggregator_drops_call_lists_once_stored_and_a_restart_agrees(tmp_pa
     aggregator = Aggregator(settings)
     try:
         for record in round_robin(run_records(SAMPLE, 40)):
-            aggregator.receive([b"collector", msgspec.msgpack.encode(record)])
+            aggregator.receive([NODE.encode(), msgspec.msgpack.encode(record)])
         aggregator.publish()  # the finished files are not stored yet: every call list stays
         kept = {s: f.result.calls for s, f in aggregator.aggregation.finished.items() if f.result}
         assert len(kept) == 4 and all(kept.values())

@@ -12,9 +12,16 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from commscope.collector.schema import FinishedFile, RankResult, TraceMeta
+from commscope.collector.errors import ProtocolError
+from commscope.collector.schema import (
+    STATE_VERSION,
+    FinishedFile,
+    RankResult,
+    StateVersion,
+    TraceMeta,
+)
 from commscope.pipeline.stats import sample_values
-from commscope.pipeline.store import Store
+from commscope.pipeline.store import Store, state_version
 
 A = "a" * 32
 B = "b" * 32
@@ -70,7 +77,7 @@ def reopen(store: Store) -> Store:
 
 
 def test_a_new_store_is_empty(store: Store, tmp_path: Path) -> None:
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["done", "open"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["done", "open", "version.msgpack"]
     assert (read_logs(store), list(store.finished()), store.nodes(), store.log_bytes()) == (
         {},
         [],
@@ -192,7 +199,7 @@ def test_forget_removes_the_log_and_the_result(store: Store, tmp_path: Path) -> 
     store.forget(A)
     store.forget(B)
     store.forget(C)  # never seen: nothing to do
-    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == []
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["version.msgpack"]
     assert (list(store.finished()), read_logs(store), store.log_bytes()) == ([], {}, 0)
 
 
@@ -243,7 +250,8 @@ def test_nodes_round_trip(store: Store, tmp_path: Path) -> None:
         assert again.nodes() == {"node0": False, "node1": True}
     finally:
         again.close()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["done", "nodes.msgpack", "open"]
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["done", "nodes.msgpack", "open", "version.msgpack"]
 
 
 def test_one_finished_file_loads_back_by_its_stream(store: Store) -> None:
@@ -254,27 +262,92 @@ def test_one_finished_file_loads_back_by_its_stream(store: Store) -> None:
     assert store.load(A) is None
 
 
-def test_a_file_stored_before_samples_were_packed_is_read_with_them_packed(
+# ---------------------------------------------------------------- versions and migrations
+
+
+def write_v1_store(root: Path) -> None:
+    """A state folder as version 1 wrote it: no version file, samples as lists of floats,
+    unchecked names (a node name with a space, a stream id that is not one)."""
+    (root / "done").mkdir(parents=True)
+    (root / "open").mkdir()
+    old = msgspec.to_builtins(finished_file(A))
+    old["result"]["ops"] = {"AllReduce": {"count": 2, "algbw_Bps": [1e9, 2.5e9], "busbw_Bps": []}}
+    done_path(root, A).write_bytes(msgspec.msgpack.encode(old))
+    done_path(root, B).write_bytes(msgspec.msgpack.encode([1, 2, 3]))  # not one at all
+    wide = msgspec.to_builtins(finished_file(C))
+    wide["meta"]["world_size"] = 10**12  # sizes loops: refused by the bounded schema
+    done_path(root, C).write_bytes(msgspec.msgpack.encode(wide))
+    nodes = {"node0": True, "a b": False}
+    (root / "nodes.msgpack").write_bytes(msgspec.msgpack.encode(nodes))
+    (root / "retired.msgpack").write_bytes(msgspec.msgpack.encode([B, "../x"]))
+
+
+def test_a_version_1_store_is_migrated_explicitly(tmp_path: Path) -> None:
+    """Samples packed, what does not fit the bounded schema moved aside (files) or dropped
+    (names), the version written: a second open finds nothing to migrate."""
+    write_v1_store(tmp_path)
+    assert state_version(tmp_path) == 1
+    store = Store(tmp_path)
+    try:
+        assert store.migrated_from == 1
+        (loaded,) = store.finished()
+        assert loaded.result is not None
+        tally = loaded.result.ops["AllReduce"]
+        samples = (list(sample_values(tally.algbw_Bps)), list(sample_values(tally.busbw_Bps)))
+        assert (tally.count, samples) == (2, ([1e9, 2.5e9], []))
+        assert (store.nodes(), store.retired()) == ({"node0": True}, [B])
+    finally:
+        store.close()
+    assert sorted(p.name for p in (tmp_path / "rejected").iterdir()) == [
+        f"{B}.msgpack",
+        f"{C}.msgpack",
+    ]
+    assert state_version(tmp_path) == STATE_VERSION
+    again = Store(tmp_path)
+    try:
+        assert again.migrated_from is None
+        assert [f.stream for f in again.finished()] == [A]
+    finally:
+        again.close()
+
+
+def test_a_new_folder_starts_at_the_current_version(tmp_path: Path) -> None:
+    assert state_version(tmp_path / "new") == 0
+    Store(tmp_path / "new").close()
+    assert state_version(tmp_path / "new") == STATE_VERSION
+
+
+def test_a_store_of_a_newer_version_is_refused(tmp_path: Path) -> None:
+    tmp_path.joinpath("version.msgpack").write_bytes(
+        msgspec.msgpack.encode(StateVersion(version=STATE_VERSION + 1))
+    )
+    with pytest.raises(ProtocolError, match=f"state version {STATE_VERSION + 1}"):
+        Store(tmp_path)
+
+
+def test_a_stored_file_that_does_not_decode_is_moved_aside_not_raised(
     store: Store, tmp_path: Path
 ) -> None:
-    """An aggregator upgraded in the middle of a run reads its state folder as it was."""
-    item = finished_file(A)
-    old = msgspec.to_builtins(item)
-    old["result"]["ops"] = {"AllReduce": {"count": 2, "algbw_Bps": [1e9, 2.5e9], "busbw_Bps": []}}
-    done_path(tmp_path, A).write_bytes(msgspec.msgpack.encode(old))
-    (loaded,) = store.finished()
-    assert loaded == store.load(A)
-    assert loaded.result is not None
-    tally = loaded.result.ops["AllReduce"]
-    assert (
-        tally.count,
-        list(sample_values(tally.algbw_Bps)),
-        list(sample_values(tally.busbw_Bps)),
-    ) == (
-        2,
-        [1e9, 2.5e9],
-        [],
-    )
-    done_path(tmp_path, B).write_bytes(msgspec.msgpack.encode([1, 2, 3]))  # not one at all
-    with pytest.raises(msgspec.ValidationError):
-        store.load(B)
+    store.finish(finished_file(A))
+    done_path(tmp_path, B).write_bytes(b"\xc1 not msgpack")
+    assert [f.stream for f in store.finished()] == [A]
+    assert store.load(B) is None
+    assert (tmp_path / "rejected" / f"{B}.msgpack").exists()
+
+
+def test_log_handles_are_capped_least_recently_used_first(tmp_path: Path) -> None:
+    """Three handles for 100 streams: every record still lands in its own log, and what an
+    evicted handle held was made durable before it was closed."""
+    store = Store(tmp_path, max_handles=3)
+    try:
+        streams = [f"{n:032x}" for n in range(100)]
+        for stream in streams:
+            store.append(stream, stream[-2:].encode())
+            assert store.open_handles() <= 3
+        store.append(streams[0], b"again")
+        store.sync()
+        logs = read_logs(store)
+        assert logs[streams[0]] == [b"00", b"again"] and logs[streams[99]] == [b"63"]
+        assert len(logs) == 100 and store.open_handles() == 3
+    finally:
+        store.close()

@@ -135,6 +135,8 @@ class Aggregate:
             "--refresh",
             "0.2",
             *self.security,
+            "--linger",
+            "0",
             *self.extra,
         )
         wait_for("the aggregator's /metrics", lambda: self.metrics_text(proc))

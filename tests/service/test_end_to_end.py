@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from commscope.service.cli import EXIT_LOST
 from service.harness import (
     DLRM,
     Aggregate,
@@ -209,7 +210,10 @@ def test_the_aggregator_shuts_down_on_sigterm_with_the_report(
     copy_all(tmp_path)
     wait_for("the window to complete", lambda: _windows(aggregate) == 1.0, 60)
     server.terminate()
-    assert report_after_end(aggregate, server) == reference
+    # The collectors are still running (no end-of-run): more files may come, so the exit
+    # says files may be lost (6), and the report over what came is written all the same.
+    assert server.wait(60) == EXIT_LOST, server.tail()
+    assert normalised(aggregate.report()) == reference
     for proc in collectors.values():
         proc.terminate()  # type: ignore[attr-defined]
 

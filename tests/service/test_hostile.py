@@ -1,26 +1,48 @@
 """Malformed and hostile wire messages: rejected and counted, never a crash. The aggregator
-keeps serving honest collectors afterwards and its report is unchanged."""
+keeps serving honest collectors afterwards and its report is unchanged. First over a real
+socket (a process), then each attack in process through `Aggregator.receive` (fake clock),
+and last when the run ends and what it lost."""
 
 from __future__ import annotations
 
+import math
+import os
 import shutil
-from collections.abc import Iterator
+import tracemalloc
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 import zmq
 from commscope.collector.schema import (
+    MAX_BATCH_EVENTS,
+    MAX_RANKS,
     PROTOCOL_VERSION,
     Ack,
     Batch,
+    CollectorStats,
+    CommOp,
+    EndOfRun,
+    FileStats,
     GpuOp,
+    Heartbeat,
     Hello,
+    Record,
     Reject,
     StreamEnd,
+    StreamStart,
     ToCollector,
+    TraceMeta,
     Welcome,
 )
+from commscope.exporters import jsonreport
+from commscope.pipeline.report import Options
+from commscope.service.aggregate import MAX_MESSAGE_BYTES, Aggregator, AggregatorSettings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from msgspec.structs import replace
 from service.harness import (
     Aggregate,
     Processes,
@@ -73,10 +95,10 @@ HOSTILE = {
         msgspec.msgpack.encode({"type": "batch", "stream": STREAM, "seq": 2**63, "events": []}),
         msgspec.msgpack.encode({"type": "nope"}),
         msgspec.msgpack.encode([1, 2, 3]),
+        msgspec.msgpack.encode({"type": "batch", "stream": STREAM, "seq": "one", "events": []}),
         msgspec.msgpack.encode(
-            {"type": "batch", "stream": STREAM, "seq": 1, "events": [["gpu", "x", "y", 1]]}
+            {"type": "hello", "protocol": PROTOCOL_VERSION, "node": "", "instance": "i"}
         ),
-        msgspec.msgpack.encode({"type": "hello", "protocol": 1, "node": "", "instance": "i"}),
     ],
 }
 
@@ -111,7 +133,9 @@ def test_records_of_an_unknown_stream_get_position_zero_and_are_not_applied(
     aggregate: Aggregate, peer: zmq.Socket[bytes]
 ) -> None:
     aggregate.start()
-    peer.send(msgspec.msgpack.encode(Hello(protocol=PROTOCOL_VERSION, node="n", instance="i")))
+    peer.send(
+        msgspec.msgpack.encode(Hello(protocol=PROTOCOL_VERSION, node="mallory", instance="i"))
+    )
     assert isinstance(reply(peer), Welcome)
     batch = Batch(stream=STREAM, seq=3, events=[GpuOp("compute", 0, 10)])
     peer.send(msgspec.msgpack.encode(batch))
@@ -131,8 +155,13 @@ def _when(aggregate: Aggregate, name: str, value: float) -> str | None:
 def test_an_oversized_message_drops_the_peer_not_the_aggregator(
     procs: Processes, aggregate: Aggregate, peer: zmq.Socket[bytes], tmp_path: Path
 ) -> None:
+    """Over the limit: refused and counted; over twice the limit (MAXMSGSIZE): libzmq drops
+    the connection, which the socket monitor counts."""
     server = aggregate.start()
-    peer.send(b"\x00" * (257 * 2**20))  # over MAXMSGSIZE: libzmq closes that connection
+    peer.send(bytes(MAX_MESSAGE_BYTES + 1))
+    wait_for("too large counted", lambda: rejected(aggregate, "too_large") == 1)
+    peer.send(bytes(2 * MAX_MESSAGE_BYTES + 1))
+    wait_for("the drop counted", lambda: (rejected(aggregate, "disconnected") or 0) >= 1)
     watch = tmp_path / "traces"
 
     shutil.copytree(SAMPLE, watch)
@@ -142,3 +171,478 @@ def test_an_oversized_message_drops_the_peer_not_the_aggregator(
     assert collector.wait(60) == 0, collector.tail()
     assert server.wait(60) == 0, server.tail()
     assert normalised(aggregate.report()) == normalised(offline(watch))
+
+
+# ---------------------------------------------------------------- in process, one message each
+# Each attack goes through `Aggregator.receive` with a fake clock; the refusal is counted by
+# reason and nothing is raised. `peer` is the node a connection proved (CurveZMQ's User-Id);
+# without it the routing id stands for the node.
+
+NODE = "n1"
+LEGIT = "0123456789abcdef0123456789abcdef"
+FORGED = "fedcba9876543210fedcba9876543210"
+LEGIT_RUN: list[Record] = [
+    StreamStart(stream=LEGIT, node=NODE, path="/run/w/rank0.json", folder="w", root_name="run"),
+    Batch(
+        stream=LEGIT,
+        seq=1,
+        events=[GpuOp("compute", 0, 100), CommOp("AllReduce", 50, 100, 4096, 1, True, "0", 1)],
+    ),
+    StreamEnd(stream=LEGIT, seq=2, meta=TraceMeta(rank=0, world_size=1, backend="nccl")),
+]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def agg(tmp_path: Path) -> Iterator[Aggregator]:
+    settings = AggregatorSettings(
+        listen="tcp://127.0.0.1:*", out=tmp_path / "out", state=tmp_path / "st"
+    )
+    aggregator = Aggregator(settings, clock=Clock())
+    yield aggregator
+    aggregator.store.close()
+
+
+def capped(tmp_path: Path, **caps: int) -> Aggregator:
+    settings = AggregatorSettings(
+        listen="tcp://127.0.0.1:*", out=tmp_path / "out", state=tmp_path / "st", **caps
+    )
+    return Aggregator(settings, clock=Clock())
+
+
+def send(aggregator: Aggregator, message: object, peer: str = NODE) -> None:
+    aggregator.receive([peer.encode(), msgspec.msgpack.encode(message)], peer=peer)
+
+
+def refusals(aggregator: Aggregator) -> dict[str, int]:
+    return {k: v for k, v in aggregator.stats.rejected.items() if v}
+
+
+def report_of(aggregator: Aggregator) -> dict[str, Any]:
+    aggregator.commit()
+    return jsonreport.to_document(aggregator.aggregation.report(Options(), final=True))
+
+
+def map_payload(fields: dict[str, object], raw_tail: bytes = b"") -> bytes:
+    """A msgpack map of `fields`, plus one more key "x" whose value is `raw_tail` as is."""
+    body = b"".join(
+        msgspec.msgpack.encode(k) + msgspec.msgpack.encode(v) for k, v in fields.items()
+    )
+    extra = msgspec.msgpack.encode("x") + raw_tail if raw_tail else b""
+    return bytes([0x80 | (len(fields) + bool(raw_tail))]) + body + extra
+
+
+def test_a_hello_nested_a_thousand_deep_is_counted_not_raised(agg: Aggregator) -> None:
+    hello = {"type": "hello", "protocol": PROTOCOL_VERSION, "node": NODE, "instance": "i"}
+    payload = map_payload(hello, b"\x91" * 1000 + b"\x01")  # [[[…1]]], 1,000 deep
+    assert len(payload) < 1100
+    for _ in range(10):
+        agg.receive([NODE.encode(), payload])
+    assert refusals(agg) == {"undecodable": 10}
+
+
+def batch_payload(events: int) -> bytes:
+    """A well-formed Batch of `events` GpuOps for a stream never started (built as bytes)."""
+    event = msgspec.msgpack.encode(GpuOp("compute", 2**40, 2**30, "gemm"))
+    head = map_payload({"type": "batch", "stream": FORGED, "seq": 7})
+    array = b"\xdd" + events.to_bytes(4, "big")
+    return (
+        bytes([head[0] + 1]) + head[1:] + msgspec.msgpack.encode("events") + array + event * events
+    )
+
+
+def peak_while(action: Callable[[], object]) -> int:
+    """Peak bytes Python allocated while `action` ran (tracemalloc)."""
+    tracemalloc.start()
+    try:
+        action()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_batch_of_an_unknown_stream_is_judged_on_its_head_not_decoded(agg: Aggregator) -> None:
+    """1.7 MB, 50,000 events (more than a Batch may hold): the head says it is ahead of its
+    stream, so it is acknowledged at 0 and never decoded. Decoding it whole takes over 10 MB
+    (measured the same way below), receiving it under 64 KB."""
+    payload = batch_payload(50_000)
+    assert len(payload) < MAX_MESSAGE_BYTES
+    whole = peak_while(lambda: msgspec.msgpack.decode(payload))
+    peak = peak_while(lambda: agg.receive([NODE.encode(), payload], peer=NODE))
+    assert whole > 10 * 2**20 and peak < 64 * 2**10
+    assert (agg.stats.out_of_order, refusals(agg)) == (1, {})
+
+
+def test_a_message_over_the_size_limit_is_refused_before_any_decoding(agg: Aggregator) -> None:
+    """A well-formed 200 MB Batch (6.3 million events): refused on its length, nothing of it
+    decoded (a real socket never even delivers it: libzmq drops over twice the limit)."""
+    payload = batch_payload(6_300_000)
+    assert len(payload) > 200 * 10**6
+    peak = peak_while(lambda: agg.receive([NODE.encode(), payload]))
+    assert peak < 64 * 2**10 and refusals(agg) == {"too_large": 1}
+
+
+def test_the_size_limit_holds_a_full_batch_of_the_largest_events() -> None:
+    """MAX_BATCH_EVENTS CommOps, each with a 256-character process group, fit the limit."""
+    op = CommOp("ReduceScatter", 2**62, 2**62, 2**62, 2**24, True, "p" * 256, 2**62, "pg_config")
+    batch = Batch(stream=LEGIT, seq=2**62, events=[op] * MAX_BATCH_EVENTS)
+    assert len(msgspec.msgpack.encode(batch)) < MAX_MESSAGE_BYTES
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        StreamEnd(stream=LEGIT, seq=2, meta=TraceMeta(world_size=10**12)),
+        StreamEnd(stream=LEGIT, seq=2, meta=TraceMeta(rank=10**12)),
+        StreamEnd(stream=LEGIT, seq=2, meta=TraceMeta(pg_sizes={"0": 10**12})),
+        StreamEnd(stream=LEGIT, seq=2, stats=FileStats(dropped={"invented": 1})),  # type: ignore[dict-item]
+        Batch(stream=LEGIT, seq=2, events=[CommOp("Evil", 0, 1, 8, 2, True)]),  # type: ignore[arg-type]
+        Batch(stream=LEGIT, seq=2, events=[GpuOp("compute", 0, 1, "invented")]),  # type: ignore[arg-type]
+        Batch(stream=LEGIT, seq=2, events=[GpuOp("rocket", 0, 1)]),  # type: ignore[arg-type]
+        Batch(stream=LEGIT, seq=2, events=[GpuOp("memcpy", 0, 1)] * (MAX_BATCH_EVENTS + 1)),
+        Batch(stream=LEGIT, seq=2, events=[CommOp("AllReduce", 0, 1, 8, 2, True, "a\nb")]),
+    ],
+    ids=[
+        "world-1e12",
+        "rank-1e12",
+        "group-1e12",
+        "drop-reason",
+        "collective",
+        "category",
+        "kind",
+        "batch-too-long",
+        "control-character",
+    ],
+)
+def test_values_out_of_bounds_are_refused_at_decode(agg: Aggregator, message: object) -> None:
+    """Sent where they would be applied (the next record of the peer's own open stream)."""
+    for record in LEGIT_RUN[:2]:
+        send(agg, record)
+    send(agg, message)
+    assert refusals(agg) == {"invalid": 1}
+    assert agg.aggregation.position(LEGIT) == (2, False)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {
+            "type": "start",
+            "stream": LEGIT,
+            "node": NODE,
+            "path": "p",
+            "folder": ".",
+            "root_name": "r",
+            "name_rank": 10**12,
+        },
+        {"type": "heartbeat", "node": NODE, "stats": {"lag_s": math.inf}},
+        {"type": "heartbeat", "node": NODE, "stats": {"lag_s": math.nan}},
+        {"type": "heartbeat", "node": NODE, "stats": {"dropped": {"invented": 1}}},
+        {"type": "heartbeat", "node": "a b", "stats": {}},
+        {"type": "heartbeat", "node": "n" * 254, "stats": {}},
+        {"type": "hello", "protocol": PROTOCOL_VERSION, "node": NODE, "instance": "x" * 65},
+        {"type": "batch", "stream": LEGIT, "seq": 2**63, "events": []},
+        {"type": "batch", "stream": LEGIT, "seq": 2**62 + 1, "events": []},
+    ],
+    ids=[
+        "name-rank",
+        "lag-inf",
+        "lag-nan",
+        "drop-reason",
+        "node-space",
+        "node-long",
+        "instance",
+        "seq-2^63",
+        "seq-over",
+    ],
+)
+def test_messages_out_of_bounds_are_refused(agg: Aggregator, message: dict[str, object]) -> None:
+    agg.receive([NODE.encode(), msgspec.msgpack.encode(message)], peer=NODE)
+    assert refusals(agg) == {"invalid": 1}
+    assert (agg.heartbeats, agg.aggregation.open) == ({}, {})
+
+
+def test_the_highest_rank_and_world_finish_a_report_without_building_the_world(
+    agg: Aggregator, tmp_path: Path
+) -> None:
+    """Rank 2^24-1 of a 2^24-rank world: the window is incomplete (one rank of 16M), found
+    without a set of 16M ranks (peak under 1 MB), and the final report is written."""
+    start, batch, end = LEGIT_RUN
+    for record in (
+        start,
+        batch,
+        replace(end, meta=TraceMeta(rank=MAX_RANKS - 1, world_size=MAX_RANKS)),
+    ):
+        send(agg, record)
+    agg.commit()
+    complete: list[str] = []
+    assert peak_while(lambda: complete.extend(agg.aggregation.complete_windows())) < 2**20
+    assert complete == []
+    report = agg._final()
+    assert report.ranks == [MAX_RANKS - 1] and len(list((tmp_path / "out").iterdir())) == 2
+
+
+def test_replays_are_duplicates_and_change_nothing(agg: Aggregator, tmp_path: Path) -> None:
+    for record in LEGIT_RUN:
+        send(agg, record)
+    once = report_of(agg)
+    for _ in range(3):
+        for record in LEGIT_RUN:
+            send(agg, record)
+    assert (agg.stats.duplicates, refusals(agg)) == (9, {})
+    assert report_of(agg) == once
+
+
+def test_a_stranger_beside_a_run_changes_nothing(tmp_path: Path) -> None:
+    """Mallory (a connection proved to be another node) forges n1's stream start for n1's
+    path, writes into n1's stream, sends n1's heartbeat and end-of-run, and restarts n1's
+    stream id as its own: each refused; n1's report is the one it has alone."""
+    alone = capped(tmp_path / "alone")
+    for record in LEGIT_RUN:
+        send(alone, record)
+    expected = report_of(alone)
+    alone.store.close()
+    agg = capped(tmp_path / "beside")
+    try:
+        send(agg, Hello(protocol=PROTOCOL_VERSION, node=NODE, instance="i"))
+        send(agg, LEGIT_RUN[0])
+        huge = CommOp("AllReduce", 0, 10, 100 * 10**12, 1, True, "0", 1)
+        attacks: list[object] = [
+            replace(LEGIT_RUN[0], stream=FORGED),  # n1's path under a new stream: retires n1's?
+            Batch(stream=LEGIT, seq=1, events=[huge]),  # 100 TB into n1's stream
+            Heartbeat(node=NODE, stats=CollectorStats(files_seen=999)),
+            EndOfRun(node=NODE),
+            replace(LEGIT_RUN[0], node="mallory"),  # n1's stream id as mallory's
+        ]
+        for attack in attacks:
+            send(agg, attack, peer="mallory")
+        for record in LEGIT_RUN[1:]:
+            send(agg, record)
+        assert refusals(agg) == {"not_own_node": 3, "not_own_stream": 2}
+        assert (agg.nodes, agg.heartbeats, agg.aggregation.retired) == ({NODE: False}, {}, set())
+        assert report_of(agg) == expected
+    finally:
+        agg.store.close()
+
+
+def test_a_forged_stream_for_a_finished_path_cannot_retire_it(agg: Aggregator) -> None:
+    for record in LEGIT_RUN:
+        send(agg, record)
+    send(agg, replace(LEGIT_RUN[0], stream=FORGED), peer="mallory")
+    send(agg, replace(LEGIT_RUN[0], stream=FORGED, node="mallory"), peer="mallory")  # its own
+    assert agg.aggregation.retired == set() and LEGIT in agg.aggregation.finished
+    assert refusals(agg) == {"not_own_node": 1}
+
+
+def test_without_a_proved_peer_the_routing_id_stands_for_the_node(agg: Aggregator) -> None:
+    agg.receive([b"mallory", msgspec.msgpack.encode(EndOfRun(node=NODE))])
+    agg.receive([NODE.encode(), msgspec.msgpack.encode(EndOfRun(node=NODE))])
+    assert (agg.nodes, refusals(agg)) == ({NODE: True}, {"not_own_node": 1})
+
+
+def starts(count: int, node: str = NODE) -> list[StreamStart]:
+    return [
+        StreamStart(stream=f"{n:032x}", node=node, path=f"/r/{n}.json", folder=".", root_name="r")
+        for n in range(count)
+    ]
+
+
+def test_open_streams_are_capped_per_node(tmp_path: Path) -> None:
+    agg = capped(tmp_path, max_streams_per_node=256)
+    try:
+        for start in starts(300):
+            send(agg, start)
+        assert (len(agg.aggregation.open), refusals(agg)) == (256, {"too_many_streams": 44})
+    finally:
+        agg.store.close()
+
+
+def test_three_thousand_stream_starts_keep_log_handles_capped(tmp_path: Path) -> None:
+    """3,000 streams from 3,000 nodes (each its own peer): 1,000 open (the total cap), the
+    rest refused; at most 64 log files open at once, each stream's start in its own log."""
+    agg = capped(tmp_path, max_streams=1000, max_nodes=5000)
+    try:
+        for n, start in enumerate(starts(3000)):
+            node = f"node{n}"
+            send(agg, replace(start, node=node), peer=node)
+            assert agg.store.open_handles() <= 64
+        agg.commit()
+        assert (len(agg.aggregation.open), refusals(agg)) == (1000, {"too_many_streams": 2000})
+        assert len(list((tmp_path / "st" / "open").iterdir())) == 1000
+    finally:
+        agg.store.close()
+
+
+def test_node_names_are_capped(tmp_path: Path) -> None:
+    """Hellos and heartbeats of 3,000 names: 1,024 nodes kept; the newcomers refused (a
+    Hello with a Reject saying why), the known ones still served."""
+    agg = capped(tmp_path, max_nodes=1024)
+    try:
+        for n in range(3000):
+            node = f"node{n}"
+            send(agg, Hello(protocol=PROTOCOL_VERSION, node=node, instance="i"), peer=node)
+            send(agg, Heartbeat(node=f"beat{n}", stats=CollectorStats()), peer=f"beat{n}")
+        assert (len(agg.nodes), len(agg.heartbeats)) == (1024, 1024)
+        assert refusals(agg) == {"too_many_nodes": 2 * (3000 - 1024)}
+        replies = [reply for _, reply in agg._replies]
+        assert sum(isinstance(r, Welcome) for r in replies) == 1024
+        assert {r.reason for r in replies if isinstance(r, Reject)} == {"more than 1024 nodes"}
+        send(agg, Hello(protocol=PROTOCOL_VERSION, node="node0", instance="i"), peer="node0")
+        assert isinstance(agg._replies[-1][1], Welcome)
+    finally:
+        agg.store.close()
+
+
+# ---------------------------------------------------------------- when the run ends, what was lost
+
+
+def test_one_collectors_end_of_run_does_not_end_the_run_while_another_works(
+    agg: Aggregator,
+) -> None:
+    """Without --expect-nodes: n1 ends; n2 (never seen to say Hello: it came before this
+    aggregator's state) still sends heartbeats, then has a stream open; once its heartbeat
+    is 30 s old and its stream gone, n1's end-of-run ends the run, and n2 is lost."""
+    clock = agg.clock
+    assert isinstance(clock, Clock)
+    send(agg, Hello(protocol=PROTOCOL_VERSION, node=NODE, instance="i"))
+    send(agg, EndOfRun(node=NODE))
+    send(agg, Heartbeat(node="n2", stats=CollectorStats()), peer="n2")
+    assert not agg._over()
+    clock.now += 29
+    send(agg, replace(LEGIT_RUN[0], node="n2"), peer="n2")
+    clock.now += 2  # heartbeat 31 s old, stream still open
+    assert not agg._over()
+    agg.aggregation.open.clear()
+    assert agg._over()
+    assert agg._lost() == ["n2: no end-of-run"]
+
+
+def test_with_expected_nodes_their_end_of_run_ends_the_run(tmp_path: Path) -> None:
+    agg = capped(tmp_path, expect_nodes=1)
+    try:
+        send(agg, Heartbeat(node="n2", stats=CollectorStats()), peer="n2")
+        send(agg, EndOfRun(node=NODE))
+        assert agg._over()
+    finally:
+        agg.store.close()
+
+
+def test_streams_unfinished_at_the_end_are_lost(agg: Aggregator) -> None:
+    send(agg, Hello(protocol=PROTOCOL_VERSION, node=NODE, instance="i"))
+    for record in LEGIT_RUN[:2]:
+        send(agg, record)
+    send(agg, EndOfRun(node=NODE))
+    agg._final()
+    assert agg.lost == [f"{NODE}: /run/w/rank0.json unfinished"]
+
+
+def test_nothing_is_lost_when_every_stream_ended_and_every_collector_ended(
+    agg: Aggregator,
+) -> None:
+    send(agg, Hello(protocol=PROTOCOL_VERSION, node=NODE, instance="i"))
+    for record in [*LEGIT_RUN, EndOfRun(node=NODE)]:
+        send(agg, record)
+    agg.commit()
+    assert agg._over()
+    agg._final()
+    assert agg.lost == []
+
+
+def test_many_routing_ids_speaking_for_the_collector_change_nothing(
+    procs: Processes, aggregate: Aggregate, tmp_path: Path
+) -> None:
+    """500 connections, each its own routing id, send random bytes and n1's stream start,
+    heartbeat and end-of-run: all refused and counted; n1's run beside them reports exactly
+    what `commscope report` says of its files."""
+    server = aggregate.start()
+    context = zmq.Context()
+    forged = [
+        os.urandom(64),
+        msgspec.msgpack.encode(replace(LEGIT_RUN[0], node="n1")),
+        msgspec.msgpack.encode(Heartbeat(node="n1", stats=CollectorStats(files_seen=9))),
+        msgspec.msgpack.encode(EndOfRun(node="n1")),
+    ]
+    strangers = []
+    for n in range(500):
+        sock = context.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.ROUTING_ID, f"s{n}".encode())
+        sock.connect(aggregate.endpoint)
+        for payload in forged:
+            sock.send(payload)
+        strangers.append(sock)
+    try:
+        wait_for("every forgery counted", lambda: rejected(aggregate, "not_own_node") == 1500)
+        watch = tmp_path / "traces"
+        shutil.copytree(SAMPLE, watch)
+        args = collector_args(watch, aggregate.endpoint, "n1", tmp_path / "st", "--once")
+        collector = procs.start("collector", *args)
+        assert collector.wait(60) == 0, collector.tail()
+        assert server.wait(60) == 0, server.tail()
+        assert normalised(aggregate.report()) == normalised(offline(watch))
+    finally:
+        for sock in strangers:
+            sock.close(0)
+        context.term()
+
+
+# ---------------------------------------------------------------- anything at all
+
+JSONISH = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats()
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+KEYS = st.sampled_from(["type", "stream", "seq", "node", "events", "stats", "protocol", "meta"])
+MESSAGES = st.fixed_dictionaries(
+    {"type": st.sampled_from(["hello", "start", "batch", "end", "heartbeat", "end_of_run", "x"])},
+    optional={
+        "stream": st.just(LEGIT) | st.text(max_size=4),
+        "seq": JSONISH,
+        "node": st.just(NODE) | JSONISH,
+    },
+).flatmap(
+    lambda base: st.dictionaries(KEYS, JSONISH, max_size=3).map(lambda extra: {**extra, **base})
+)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    payload=st.binary(max_size=64)
+    | JSONISH.map(msgspec.msgpack.encode)
+    | MESSAGES.map(msgspec.msgpack.encode)
+)
+def test_nothing_a_peer_sends_escapes_receive(agg: Aggregator, payload: bytes) -> None:
+    """Random bytes, random msgpack, and messages of every kind with random fields, sent
+    while a legitimate stream is open: each is applied, counted or refused, never raised."""
+    if LEGIT not in agg.aggregation.open:
+        send(agg, LEGIT_RUN[0])
+    agg.receive([NODE.encode(), payload], peer=NODE)
+    agg.commit()
+
+
+def test_a_hello_of_another_protocol_is_refused_with_the_reason_whatever_its_fields(
+    agg: Aggregator,
+) -> None:
+    """An older collector's Hello may not fit this version's bounds: it still learns why."""
+    old = {"type": "hello", "protocol": PROTOCOL_VERSION - 1, "node": "a b", "instance": ""}
+    agg.receive([b"old", msgspec.msgpack.encode(old)])
+    assert refusals(agg) == {"protocol": 1}
+    ((_, answer),) = agg._replies
+    why = f"protocol {PROTOCOL_VERSION - 1} not supported (this one: {PROTOCOL_VERSION})"
+    assert answer == Reject(reason=why)

@@ -1,0 +1,170 @@
+"""`commscope aggregate` speaks up: one clear line and exit 1 for an endpoint or port it
+cannot use; its endpoints and version logged at start; the run summary a JSON log record
+like every other line; exit 6 when files were lost (the report still written); /metrics
+kept up `--linger` seconds after the run. In process (main()) unless a process is needed."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import zmq
+from commscope.pipeline.store import Store
+from commscope.service.cli import EXIT_LOST, LINGER_S, _parser, main
+from service.harness import Aggregate, Processes, collector_args, free_port, wait_for
+
+pytestmark = pytest.mark.timeout(120)
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "gloo_ddp_2rank"
+
+
+@pytest.fixture(autouse=True)
+def restored() -> Iterator[None]:
+    """main() sets the commscope logger and the signal handlers: put them back."""
+    logger = logging.getLogger("commscope")
+    handlers, level, propagate = logger.handlers[:], logger.level, logger.propagate
+    signals = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate
+    for signum, handler in signals.items():
+        signal.signal(signum, handler)
+
+
+def aggregate(out: Path, listen: str, *extra: str) -> int:
+    return main(["aggregate", "--listen", listen, "--out", str(out), "--linger", "0", *extra])
+
+
+def records(text: str) -> list[dict[str, Any]]:
+    """Every stdout line is one JSON log record (json.loads raises otherwise)."""
+    return [json.loads(line) for line in text.splitlines()]
+
+
+@pytest.mark.parametrize(
+    ("listen", "says"),
+    [
+        ("tcp://127.0.0.1", "is not an endpoint"),
+        ("udp://127.0.0.1:5555", "is not an endpoint"),
+        ("tcp://127.0.0.1:port", "is not an endpoint"),
+        ("tcp://127.0.0.1:70000", "port 70000 is out of range (1-65535)"),
+        ("tcp://127.0.0.1:0", "port 0 is out of range (1-65535)"),
+    ],
+)
+def test_a_malformed_endpoint_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], listen: str, says: str
+) -> None:
+    assert aggregate(tmp_path, listen) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("commscope: error: --listen ") and says in err
+    assert err.count("\n") == 1
+
+
+def test_a_listen_port_in_use_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    context = zmq.Context()
+    holder = context.socket(zmq.ROUTER)
+    port = holder.bind_to_random_port("tcp://127.0.0.1")
+    try:
+        assert aggregate(tmp_path, f"tcp://127.0.0.1:{port}") == 1
+    finally:
+        holder.close(0)
+        context.term()
+    err = capsys.readouterr().err
+    assert err == f"commscope: error: --listen tcp://127.0.0.1:{port}: Address already in use\n"
+
+
+def test_a_metrics_port_in_use_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        listen = f"tcp://127.0.0.1:{free_port()}"
+        code = aggregate(
+            tmp_path, listen, "--metrics-port", str(port), "--metrics-addr", "127.0.0.1"
+        )
+    err = capsys.readouterr().err
+    assert code == 1 and err.startswith(f"commscope: error: --metrics-port {port}: ")
+    assert err.count("\n") == 1
+
+
+def test_lost_files_exit_6_with_the_report_written_and_the_log_all_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A collector seen (n1) never sent end-of-run; the state is under --out by default."""
+    store = Store(tmp_path / "state")
+    store.save_nodes({"n1": False})
+    store.close()
+    listen = f"tcp://127.0.0.1:{free_port()}"
+    assert aggregate(tmp_path, listen, "--idle-timeout", "0.2") == EXIT_LOST
+    assert len(list(tmp_path.glob("*.json"))) == len(list(tmp_path.glob("*.txt"))) == 1
+    logged = {r["msg"]: r for r in records(capsys.readouterr().out)}
+    started = logged["aggregator started"]
+    assert (started["listen"], started["state"]) == (listen, str(tmp_path / "state"))
+    assert started["version"] and started["protocol"]
+    assert logged["files lost"]["lost"] == ["n1: no end-of-run"]
+    assert logged["run summary"]["summary"].startswith("commscope: 0 of 0 files")
+
+
+def test_every_collector_ended_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = Store(tmp_path / "state")
+    store.save_nodes({"n1": True})
+    store.close()
+    assert aggregate(tmp_path, f"tcp://127.0.0.1:{free_port()}") == 0
+    assert "files lost" not in capsys.readouterr().out
+
+
+def test_linger_defaults_to_two_scrapes_and_a_margin() -> None:
+    args = _parser().parse_args(["aggregate", "--listen", "tcp://*:5555"])
+    assert args.linger == LINGER_S >= 2 * 15 and args.state is None
+    assert (args.max_nodes, args.max_streams) == (1024, 4096)  # AggregatorSettings' own
+
+
+def test_metrics_stay_up_after_the_run_until_the_linger_ends(
+    procs: Processes, tmp_path: Path
+) -> None:
+    """The run over (report written), /metrics still answers; SIGTERM ends the linger."""
+    agg = Aggregate(procs, tmp_path, free_port(), free_port(), ("--linger", "100"))
+    server = agg.start()
+    collector = procs.start(
+        "collector", *collector_args(SAMPLE, agg.endpoint, "n1", tmp_path / "st", "--once")
+    )
+    assert collector.wait(60) == 0, collector.tail()
+    wait_for("the report", lambda: list((tmp_path / "out").glob("*.json")))
+    assert "commscope_aggregator_events_total" in (agg.metrics_text(server) or "")
+    server.terminate()
+    assert server.wait(30) == 0, server.tail()
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (("--node", "node 1"), "--node 'node 1': letters, digits and _.:@- only"),
+        (("--node", "n1", "--batch-events", "5000"), "--batch-events must be 1 to 4096"),
+    ],
+)
+def test_a_collector_flag_the_aggregator_would_refuse_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: tuple[str, ...], says: str
+) -> None:
+    args = ["collect", "--watch", str(tmp_path), "--aggregator", "tcp://127.0.0.1:5555"]
+    assert main([*args, "--state", str(tmp_path / "st"), *flags]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"commscope: error: {says}") and err.count("\n") == 1
+
+
+def test_a_state_folder_of_a_newer_commscope_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "version.msgpack").write_bytes(msgspec.msgpack.encode({"version": 99}))
+    assert aggregate(tmp_path, f"tcp://127.0.0.1:{free_port()}") == 1
+    err = capsys.readouterr().err
+    assert err.startswith("commscope: error: ") and "state version 99" in err
+    assert err.count("\n") == 1
