@@ -56,7 +56,6 @@ EXIT_JOBS: Final = 4
 EXIT_REGRESSION: Final = 5
 EXIT_LOST: Final = 6
 LINGER_S: Final = 45.0  # two scrapes at Prometheus' default 15 s interval, and a margin
-_ENDPOINT: Final = re.compile(r"tcp://(?:\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):(\d+|\*)|ipc://\S+")
 MAX_DIGITS: Final = 18  # integer options above 10^18 are refused, not built digit by digit
 
 
@@ -356,9 +355,9 @@ def _collect(args: argparse.Namespace) -> int:
 def _aggregate(args: argparse.Namespace) -> int:
     options = _options(args)
     _positive(("--credit", args.credit), ("--horizon", args.horizon))
-    keys = curve.server_keys(args.listen, args.keys, args.allow, args.insecure)
     _positive(("--max-nodes", args.max_nodes), ("--max-streams", args.max_streams))
-    _endpoint("--listen", args.listen)
+    endpoint("--listen", args.listen, bind=True)
+    keys = curve.server_keys(args.listen, args.keys, args.allow, args.insecure)
     _port("--metrics-port", args.metrics_port)
     if not args.linger >= 0:
         raise ConfigError(f"--linger must be 0 or more, got {args.linger}")
@@ -396,15 +395,6 @@ def _aggregate(args: argparse.Namespace) -> int:
     for warning in report.config.warnings:
         log.warning("config warning", extra={"warning": warning})
     return EXIT_LOST if aggregator.lost else EXIT_OK
-
-
-def _endpoint(flag: str, text: str) -> None:
-    """A ZeroMQ endpoint this service can bind or connect: tcp://HOST:PORT or ipc://PATH."""
-    if not _ENDPOINT.fullmatch(text):
-        raise ConfigError(f"{flag} {text!r} is not an endpoint (tcp://HOST:PORT, ipc://PATH)")
-    port = text.rsplit(":", 1)[-1]
-    if text.startswith("tcp://") and port != "*":
-        _port(f"{flag} {text}:", int(port))
 
 
 def _port(flag: str, port: int | None) -> None:

@@ -95,8 +95,8 @@ def _said(proc: Proc, message: str) -> bool:
 @pytest.mark.parametrize(
     ("endpoint", "says"),
     [
-        ("agg-host:5555", "not an endpoint (expected tcp://HOST:PORT or ipc://PATH)"),
-        ("tcp://agg-host:70000", "port '70000' is not a number in 1..65535"),
+        ("127.0.0.1:5555", "not an endpoint (expected tcp://HOST:PORT or ipc://PATH)"),
+        ("tcp://127.0.0.1:70000", "port '70000' is not a number in 1..65535"),
     ],
 )
 def test_a_malformed_aggregator_endpoint_is_one_line_and_exit_1(
