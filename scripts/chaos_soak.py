@@ -52,8 +52,9 @@ def soak(base: Path, seeds: range, kills: int | None, keep: bool) -> int:
         outcomes.append(outcome)
     exact = sum(o.exact for o in outcomes)
     landed = sum(o.kills_landed for o in outcomes)
-    planned = sum(o.schedule.count(" during ") for o in outcomes)
-    print(f"\n{exact}/{len(outcomes)} rounds exact; {landed} SIGKILLs landed ({planned} planned)")
+    planned = sum(o.kills_planned for o in outcomes)
+    rounds = f"{exact}/{len(outcomes)} rounds exact"
+    print(f"\n{rounds}; {landed} SIGKILLs landed ({planned} planned, plus outages)")
     failed = [o.seed for o in outcomes if not o.exact]
     if failed:
         print(f"failed seeds: {failed} (folders kept under {base})")

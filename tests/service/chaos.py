@@ -51,7 +51,7 @@ DAEMONS = ("aggregator", *NODES)
 WINDOWS = ("iteration_10", "iteration_20", "iteration_30")
 MOMENTS = ("rename", "gzip", "catch-up", "end-of-run")
 RANKS = 8
-DRAIN_S = 8.0  # a collector stopped gives up on its end-of-run after this long
+DRAIN_S = 15.0  # a collector stopped gives up on its end-of-run after this long
 END_S = 90.0  # bound on the end of a round (collectors drained, aggregator ended)
 
 
@@ -214,7 +214,8 @@ class Outcome:
     events: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    kills_landed: int = 0
+    kills_planned: int = 0
+    kills_landed: int = 0  # outage kills included
     peak_rss_mb: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
     exact: bool = False
@@ -301,7 +302,7 @@ class Round:
         self.closed = False
         self.ports = {name: free_port() for name in DAEMONS}
         self.endpoint = f"tcp://127.0.0.1:{free_port()}"
-        self.outcome = Outcome(plan.seed, plan.schedule(), folder)
+        self.outcome = Outcome(plan.seed, plan.schedule(), folder, kills_planned=len(plan.kills))
         self.kills = {kill.trigger: kill for kill in plan.kills}
         self.background: list[threading.Thread] = []
         self.sources: dict[int, bytes] = {}
@@ -486,6 +487,7 @@ def run_round(seed: int, folder: Path, kills: int | None = None) -> Outcome:
         writer = threading.Thread(target=chaos.guarded, args=(chaos.write_all,), daemon=True)
         writer.start()
         writer.join(120)
+        assert not writer.is_alive(), "the writer did not finish within 120s"
         finish(chaos)
         judge(chaos)
     except AssertionError as exc:  # a bounded wait ran out
