@@ -77,7 +77,7 @@ def outage(base: Path, seconds: float, seed: int, keep: bool) -> int:
     rss = ", ".join(f"{n} {mb:.0f} MB" for n, mb in sorted(result.collector_rss_mb.items()))
     catch_up = f"{result.catch_up_s:.1f}s" if result.catch_up_s is not None else "never"
     print(f"\n{seconds:.0f}s aggregator outage: collector RSS during it {rss or 'unknown'}")
-    print(f"caught up (every window complete) {catch_up} after the restart")
+    print(f"caught up (every window complete) {catch_up} after the restarted aggregator served")
     print(f"peak RSS: {peaks([result.outcome])}")
     if result.outcome.exact and not keep:
         remove(folder)

@@ -52,7 +52,7 @@ WINDOWS = ("iteration_10", "iteration_20", "iteration_30")
 MOMENTS = ("rename", "gzip", "catch-up", "end-of-run")
 RANKS = 8
 DRAIN_S = 15.0  # a collector stopped gives up on its end-of-run after this long
-END_S = 90.0  # bound on the end of a round (collectors drained, aggregator ended)
+END_S = 60.0  # bound on the end of a round (collectors drained, aggregator ended)
 
 
 @dataclass(frozen=True)
@@ -296,6 +296,7 @@ class Round:
     def __init__(self, plan: Plan, folder: Path, tuning: Tuning | None = None) -> None:
         self.plan, self.folder, self.tuning = plan, folder, tuning or Tuning()
         folder.mkdir(parents=True, exist_ok=True)
+        os.environ["PYTHONFAULTHANDLER"] = "1"  # the daemons' stacks on SIGABRT (dump_stacks)
         self.procs = Processes(folder)
         self.lock = threading.Lock()
         self.daemons: dict[str, Proc] = {}
@@ -514,12 +515,23 @@ def finish(chaos: Round) -> None:
     aggregator = chaos.daemons["aggregator"]
     code = _wait(aggregator, END_S)
     chaos.event(f"aggregator exited {code}")
+    if isinstance(code, str):
+        dump_stacks(chaos)
     if code != 0:
         chaos.outcome.problems.append(f"aggregator exit status {code}:\n{aggregator.tail()}")
     for node in NODES:
         code = _wait(chaos.daemons[node], DRAIN_S + 20)
         if code not in (0, -signal.SIGKILL):  # -9: killed at end-of-run, not restarted
             chaos.outcome.notes.append(f"{node} exit status {code} (log {chaos.daemons[node].log})")
+
+
+def dump_stacks(chaos: Round) -> None:
+    """Every live daemon's threads into its log (faulthandler on SIGABRT), to see where a
+    daemon that should have ended waits."""
+    for name, proc in chaos.live().items():
+        proc.popen.send_signal(signal.SIGABRT)
+        _wait(proc, 5)
+        chaos.event(f"{name} still running: SIGABRT, its threads' stacks are in {proc.log.name}")
 
 
 def _wait(proc: Proc, timeout_s: float) -> int | str:
@@ -600,7 +612,7 @@ class OutageResult:
     outcome: Outcome
     outage_s: float
     collector_rss_mb: dict[str, float]  # the highest VmRSS each collector reached meanwhile
-    catch_up_s: float | None  # from the aggregator's restart to every window complete
+    catch_up_s: float | None  # from the restarted aggregator serving to every window complete
 
 
 def run_outage(folder: Path, outage_s: float = 60.0, seed: int = 0) -> OutageResult:
@@ -617,9 +629,11 @@ def run_outage(folder: Path, outage_s: float = 60.0, seed: int = 0) -> OutageRes
         back = time.monotonic()
         result.collector_rss_mb = chaos.monitor.rss_between(gone, back)
         chaos.start("aggregator")
+        ready = time.monotonic()
+        chaos.event(f"aggregator restarted, serving after {ready - back:.1f}s")
         wait_for("every window complete", lambda: _complete(chaos), 300)
-        result.catch_up_s = time.monotonic() - back
-        chaos.event(f"caught up in {result.catch_up_s:.1f}s")
+        result.catch_up_s = time.monotonic() - ready
+        chaos.event(f"caught up {result.catch_up_s:.1f}s after that")
         finish(chaos)
         judge(chaos)
     except AssertionError as exc:
