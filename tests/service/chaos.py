@@ -515,7 +515,10 @@ def finish(chaos: Round) -> None:
     if kill is not None:
         chaos.guarded(chaos._end_kill, kill)
     aggregator = chaos.daemons["aggregator"]
-    code = _wait(aggregator, END_S)
+    code = _wait(aggregator, DRAIN_S / 2)
+    if isinstance(code, str):  # slow: what the collectors say while they still run
+        chaos.event(f"aggregator still running {DRAIN_S / 2:.0f}s after SIGTERM; {said(chaos)}")
+        code = _wait(aggregator, END_S)
     chaos.event(f"aggregator exited {code}")
     if isinstance(code, str):
         dump_stacks(chaos)
@@ -531,6 +534,34 @@ def finish(chaos: Round) -> None:
             continue
         if code not in (0, -signal.SIGKILL):  # -9: killed at end-of-run, not restarted
             chaos.outcome.notes.append(f"{node} exit status {code} (log {chaos.daemons[node].log})")
+
+
+COLLECTOR_GAUGES = (
+    "files_total",
+    "files_done_total",
+    "batches_sent_total",
+    "batches_acked_total",
+    "batches_resent_total",
+    "unacked_batches",
+)
+
+
+def said(chaos: Round) -> str:
+    """Each live collector's own counters (from its /metrics)."""
+    found = []
+    for name, proc in chaos.live().items():
+        if name == "aggregator":
+            continue
+        try:
+            url = f"http://127.0.0.1:{chaos.ports[name]}/metrics"
+            with urllib.request.urlopen(url, timeout=2) as response:
+                text = response.read().decode()
+        except OSError as exc:
+            found.append(f"{name} (pid {proc.popen.pid}): no /metrics ({exc})")
+            continue
+        values = [f"{g} {sample_value(text, 'commscope_collector_' + g)}" for g in COLLECTOR_GAUGES]
+        found.append(f"{name}: " + ", ".join(values))
+    return "; ".join(found) or "no collector running"
 
 
 def dump_stacks(chaos: Round) -> None:
