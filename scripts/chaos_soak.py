@@ -29,7 +29,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--first-seed", type=int, default=1)
-    parser.add_argument("--kills", type=int, help="kills per round (default: 1-3 at random)")
+    parser.add_argument(
+        "--kills", type=int, choices=range(11), help="kills per round (default: 1-3 at random)"
+    )
     parser.add_argument("--outage", type=float, metavar="S", help="one aggregator outage of S")
     parser.add_argument("--keep", action="store_true", help="keep every round's folder")
     parser.add_argument("--folder", type=Path, help="where rounds run (default: a temp folder)")
