@@ -101,6 +101,8 @@ class Session:
         self.heard = self.now  # the silence is counted from the start
         self.answered = self.warned = False
         self.end_reason = ""
+        self.aggregator: str | None = None  # the instance of the aggregator last welcoming us
+        self.resend_now = False  # a new aggregator: resend without waiting for the backoff
 
     # ---------------------------------------------------------------- files
     def fingerprint_length(self, path: str) -> int | None:
@@ -182,8 +184,9 @@ class Session:
         if not self.unacked and not waiting:
             return []
         oldest = next(iter(self.unacked.values())).first_sent if self.unacked else self.end_sent
-        if now - max(oldest or 0.0, self.last_resend) < self.resend_every:
+        if now - max(oldest or 0.0, self.last_resend) < self.resend_every and not self.resend_now:
             return []
+        self.resend_now = False
         payloads = [self.hello(), *(p.payload for p in self.unacked.values())]
         self.stats.batches_resent += len(self.unacked)
         if waiting:
@@ -222,10 +225,22 @@ class Session:
             self._ack(reply, now)
         elif isinstance(reply, Welcome):
             self.credit = max(1, reply.credit)
+            self._welcomed(reply.instance)
         elif isinstance(reply, RunAck):
             self.run_acked = self.end_sent is not None
         elif isinstance(reply, Reject):
             raise ProtocolError(f"the aggregator refused this collector: {reply.reason}")
+
+    def _welcomed(self, instance: str) -> None:
+        """An aggregator not seen before (restarted): what waits is sent again at once, not
+        after the backoff that grew while it was away."""
+        if instance == self.aggregator:
+            return
+        if self.aggregator is not None:
+            self.resend_every = self.limits.resend_s
+            self.last_resend = -float("inf")
+            self.resend_now = True
+        self.aggregator = instance
 
     def _ack(self, ack: Ack, now: float) -> None:
         path = self.streams.get(ack.stream)
@@ -246,6 +261,8 @@ class Session:
             self.last_resend = max(self.last_resend, now)
         if ack.done and not entry.done:
             self._done(path, entry)
+        elif ack.done:
+            self._forget_unacked(ack.stream)  # whatever is still held of it is moot
 
     def _done(self, path: str, entry: CheckpointEntry) -> None:
         entry.done = True

@@ -474,6 +474,26 @@ def test_resends_back_off_doubling_to_the_cap_and_reset_on_progress() -> None:
     assert session.stats.batches_resent == 5 * 3 + 2
 
 
+def _welcome(instance: str) -> bytes:
+    return msgspec.msgpack.encode(Welcome(protocol=4, instance=instance, credit=4))
+
+
+def test_a_restarted_aggregator_gets_the_window_at_once_not_after_the_grown_backoff() -> None:
+    """Away long enough for the gap to reach the cap of 8 (resends at t=1, 3, 7, 15, 23), the
+    aggregator comes back as a new instance at t=24: the window goes at once, and the backoff
+    starts over (that resend was the first: the next gap is 2, t=26), where without the
+    Welcome the next resend would have been t=31."""
+    session = Session(NODE, "i", LIMITS, {}, 0.0)
+    session.receive(_welcome("first"), 0.0)
+    _started(session, "/r/a.json", 2)
+    assert [t for t in range(24) if session.due(float(t))] == [1, 3, 7, 15, 23]
+    session.receive(_welcome("first"), 23.5)  # the same aggregator answering: no change
+    assert session.due(24.0) == []
+    session.receive(_welcome("second"), 24.0)
+    assert len(session.due(24.0)) == 3  # a hello and the two records
+    assert session.due(25.0) == [] and session.due(26.0)
+
+
 def test_an_ack_that_does_not_move_keeps_the_backoff() -> None:
     session = Session(NODE, "i", LIMITS, {}, 0.0)
     stream = _started(session, "/r/a.json", 2)
