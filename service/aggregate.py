@@ -63,6 +63,7 @@ from commscope.pipeline.rolling import RollingBandwidth
 from commscope.pipeline.stats import sample_values
 from commscope.pipeline.store import Store
 from commscope.service import curve
+from commscope.service.logs import sparse
 from zmq.utils.monitor import recv_monitor_message
 
 log = logging.getLogger("commscope.aggregate")
@@ -425,14 +426,9 @@ class Aggregator:
         self._replies.clear()
 
     def _reject(self, reason: str) -> None:
-        self.stats.rejected[reason] = self.stats.rejected.get(reason, 0) + 1
-        if (
-            self.stats.rejected[reason] in (1, 10, 100, 1000)
-            or not self.stats.rejected[reason] % 10000
-        ):
-            log.warning(
-                "message rejected", extra={"reason": reason, "count": self.stats.rejected[reason]}
-            )
+        count = self.stats.rejected[reason] = self.stats.rejected.get(reason, 0) + 1
+        if sparse(count):
+            log.warning("message rejected", extra={"reason": reason, "count": count})
 
     # ---------------------------------------------------------------- publishing and ending
     def _tick(self) -> None:
