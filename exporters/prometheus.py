@@ -1,4 +1,5 @@
-"""Prometheus metrics from precomputed state (pure, but for `SnapshotCollector`'s lock).
+"""The aggregator's Prometheus metrics from precomputed state (pure, but for the lock of
+`SnapshotCollector`, a `publish.Published`).
 
 The aggregator publishes a `Snapshot` (the report over finished files, the rolling busbw
 quantiles, its own and its collectors' counters); `families()` turns it into metric families
@@ -8,11 +9,9 @@ snapshot, so a scrape never computes anything nor waits for the aggregator's loo
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
-from wsgiref.simple_server import WSGIServer
 
 from commscope.collector.schema import (
     AggregatorStats,
@@ -21,10 +20,10 @@ from commscope.collector.schema import (
     Report,
     Window,
 )
-from commscope.exporters.metricnames import FAMILIES, MAX_GROUPS, Family
-from prometheus_client import CollectorRegistry, start_http_server
+from commscope.exporters.collectormetrics import counter_samples
+from commscope.exporters.metricnames import FAMILIES, MAX_GROUPS
+from commscope.exporters.publish import Published, family
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 
 STATS: Final = {"p50": 0.5, "p95": 0.95}
 SKEW_STATS: Final = (("p50", "median"), ("p95", "p95"), ("max", "max"))
@@ -57,19 +56,13 @@ class Families:
     def add(self, name: str, labels: tuple[str, ...], value: float | None) -> None:
         if value is None:
             return
-        family = self._made.get(name)
-        if family is None:
-            family = self._made[name] = _new(_BY_NAME[name])
-        family.add_metric(list(labels), value)
+        made = self._made.get(name)
+        if made is None:
+            made = self._made[name] = family(_BY_NAME[name])
+        made.add_metric(list(labels), value)
 
     def all(self) -> list[Metric]:
         return [self._made[f.name] for f in FAMILIES if f.name in self._made]
-
-
-def _new(spec: Family) -> GaugeMetricFamily | CounterMetricFamily:
-    if spec.kind == "counter":
-        return CounterMetricFamily(spec.name.removesuffix("_total"), spec.help, labels=spec.labels)
-    return GaugeMetricFamily(spec.name, spec.help, labels=spec.labels)
 
 
 def families(snapshot: Snapshot) -> list[Metric]:
@@ -217,51 +210,22 @@ def _aggregator(out: Families, snapshot: Snapshot) -> None:
 
 
 def _collectors(out: Families, snapshot: Snapshot) -> None:
+    """Each collector's counters as its heartbeats relay them, and whether it is up."""
     job = snapshot.job
     for node, (s, up) in snapshot.collectors.items():
         labels = (job, node)
         out.add("commscope_collector_up", labels, 1.0 if up else 0.0)
-        out.add("commscope_collector_files_total", labels, s.files_seen)
-        out.add("commscope_collector_files_done_total", labels, s.files_done)
-        out.add("commscope_collector_files_skipped_total", labels, s.files_skipped)
-        out.add("commscope_collector_events_total", labels, s.events_read)
-        out.add("commscope_collector_batches_sent_total", labels, s.batches_sent)
-        out.add("commscope_collector_batches_resent_total", labels, s.batches_resent)
-        out.add("commscope_collector_batches_acked_total", labels, s.batches_acked)
-        out.add("commscope_collector_unacked_batches", labels, s.unacked)
-        out.add("commscope_collector_unacked_bytes", labels, s.unacked_bytes)
-        out.add("commscope_collector_lag_seconds", labels, s.lag_s)
+        for name, value in counter_samples(s).items():
+            out.add(name, labels, value)
         for reason, count in s.dropped.items():
             out.add("commscope_collector_dropped_total", (job, node, reason), count)
 
 
-class SnapshotCollector(Collector):
-    """A prometheus-client collector serving the latest published snapshot."""
+class SnapshotCollector(Published):
+    """The aggregator's metrics: the families of the latest published snapshot."""
 
     def __init__(self, snapshot: Snapshot) -> None:
-        self._lock = threading.Lock()
-        self._metrics = families(snapshot)
+        super().__init__(FAMILIES, families(snapshot))
 
-    def publish(self, snapshot: Snapshot) -> None:
-        metrics = families(snapshot)
-        with self._lock:
-            self._metrics = metrics
-
-    def collect(self) -> Iterator[Metric]:
-        with self._lock:
-            metrics = self._metrics
-        yield from metrics
-
-    def describe(self) -> Iterator[Metric]:
-        """Every family this collector may serve, so a registry refuses a duplicate name."""
-        return (_new(spec) for spec in FAMILIES)
-
-
-def serve(exporter: SnapshotCollector, port: int | None, addr: str) -> WSGIServer | None:
-    """Serve `/metrics` from `exporter` on a background thread (None: no port asked)."""
-    if port is None:
-        return None
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(exporter)
-    server, _ = start_http_server(port, addr, registry=registry)
-    return server
+    def show(self, snapshot: Snapshot) -> None:
+        self.publish(families(snapshot))

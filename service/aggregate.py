@@ -56,7 +56,8 @@ from commscope.collector.schema import (
     Welcome,
 )
 from commscope.exporters.files import write_reports
-from commscope.exporters.prometheus import STATS, Rolling, Snapshot, SnapshotCollector, serve
+from commscope.exporters.prometheus import STATS, Rolling, Snapshot, SnapshotCollector
+from commscope.exporters.publish import serve
 from commscope.pipeline.aggregation import Aggregation, Verdict
 from commscope.pipeline.report import Options
 from commscope.pipeline.rolling import RollingBandwidth
@@ -453,7 +454,7 @@ class Aggregator:
         self.stats.log_bytes = self.store.log_bytes()
         if self.gate is not None:
             self.stats.refused = self.gate.refused()
-        self.exporter.publish(self.snapshot(self._report))
+        self.exporter.show(self.snapshot(self._report))
         self._published_at = self.clock()
 
     def snapshot(self, report: Report) -> Snapshot:
@@ -527,7 +528,7 @@ class Aggregator:
         if self.lost:
             log.warning("files lost", extra={"count": len(self.lost), "lost": self.lost[:20]})
         report = self.aggregation.report(self.settings.options, final=True)
-        self.exporter.publish(self.snapshot(report))
+        self.exporter.show(self.snapshot(report))
         paths = write_reports(report, self.settings.out, self._fallback_name())
         for path in paths:
             log.info("report written", extra={"path": str(path)})

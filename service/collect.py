@@ -33,7 +33,8 @@ from commscope.collector.session import Limits, Session, Start, load_checkpoint
 from commscope.collector.stream import FileStream, Item, StreamSettings, fingerprint
 from commscope.collector.transport import Transport, ZmqTransport
 from commscope.collector.watch import Watcher
-from commscope.exporters.collectormetrics import CollectorMetrics, serve
+from commscope.exporters.collectormetrics import CollectorMetrics
+from commscope.exporters.publish import serve
 from commscope.service import curve
 
 log = logging.getLogger("commscope.collect")
@@ -317,7 +318,7 @@ class Collector:
         transport.send(self._encoder.encode(Heartbeat(node=self.settings.node, stats=stats)))
         if self.session.end_sent is None:
             transport.send(self.session.hello())  # a probe: its answer says the link is up
-        self.exporter.publish(stats, self.session.connected)
+        self.exporter.show(stats, self.session.connected)
 
     def _link(self, now: float) -> None:
         change = self.session.link(now)
@@ -329,7 +330,7 @@ class Collector:
                 extra={"aggregator": self.settings.aggregator, "for_s": self.settings.silence_s},
             )
         if change is not None:
-            self.exporter.publish(self.snapshot(now), self.session.connected)
+            self.exporter.show(self.snapshot(now), self.session.connected)
 
     def snapshot(self, now: float) -> CollectorStats:
         stats = self.session.snapshot(now)

@@ -35,7 +35,7 @@ def test_what_is_published_is_served() -> None:
     text = served(metrics)
     assert 'commscope_collector_connected{job="j",node="n"} 0.0' in text
     assert "commscope_collector_dropped_total" not in text  # nothing dropped yet
-    metrics.publish(STATS, connected=True)
+    metrics.show(STATS, connected=True)
     text = served(metrics)
     assert 'commscope_collector_connected{job="j",node="n"} 1.0' in text
     assert 'commscope_collector_batches_sent_total{job="j",node="n"} 10.0' in text
@@ -47,7 +47,7 @@ def test_what_is_published_is_served() -> None:
 
 def test_promtool_accepts_it() -> None:
     metrics = CollectorMetrics("j", "n")
-    metrics.publish(STATS, connected=True)
+    metrics.show(STATS, connected=True)
     checked = subprocess.run(
         [require_tool("promtool"), "check", "metrics"],
         input=served(metrics).encode(),

@@ -1,0 +1,56 @@
+"""Serving metric families computed elsewhere (shell: a lock shared with the scrape thread).
+
+Each daemon has its own `Published` collector — the aggregator's over its snapshot, a
+collector's over its own counters — naming every family it may serve in `describe()`, so a
+registry refuses a duplicate name and one daemon's /metrics never shows another's families.
+`publish()` swaps in families already computed: a scrape never computes nor waits. `serve`
+puts /metrics on a background thread. `family` makes an empty family from its table entry.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from wsgiref.simple_server import WSGIServer
+
+from commscope.exporters.metricnames import Family
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+
+def family(spec: Family) -> GaugeMetricFamily | CounterMetricFamily:
+    if spec.kind == "counter":
+        return CounterMetricFamily(spec.name.removesuffix("_total"), spec.help, labels=spec.labels)
+    return GaugeMetricFamily(spec.name, spec.help, labels=spec.labels)
+
+
+class Published(Collector):
+    """Serves the families last published, out of the `specs` it describes."""
+
+    def __init__(self, specs: Iterable[Family], metrics: list[Metric]) -> None:
+        self._specs = tuple(specs)
+        self._lock = threading.Lock()
+        self._metrics = metrics
+
+    def publish(self, metrics: list[Metric]) -> None:
+        with self._lock:
+            self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            metrics = self._metrics
+        yield from metrics
+
+    def describe(self) -> Iterator[Metric]:
+        return (family(spec) for spec in self._specs)
+
+
+def serve(published: Published, port: int | None, addr: str) -> WSGIServer | None:
+    """Serve `/metrics` from `published` on a background thread (None: no port asked)."""
+    if port is None:
+        return None
+    registry = CollectorRegistry()
+    registry.register(published)
+    server, _ = start_http_server(port, addr, registry=registry)
+    return server
