@@ -222,7 +222,7 @@ EVENTS = st.one_of(
         st.none() | INT64,
         st.none() | st.integers(1, 2**20),
         st.booleans(),
-        st.none() | st.text(st.characters(exclude_categories=("Cc",)), min_size=1, max_size=8),
+        st.none() | st.text(st.characters(exclude_categories=("Cc", "Cs")), min_size=1, max_size=8),
         st.none() | INT64,
     ),
     st.builds(Step, INT64, INT64, INT64, INT64),
