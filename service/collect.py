@@ -96,6 +96,7 @@ class Collector:
         self._drain_deadline: float | None = None
         self.exporter = CollectorMetrics(settings.job, settings.node)
         self.link: curve.Link | None = None  # watches the handshakes (ZeroMQ only)
+        self._handshakes = 0  # those greeted with a hello
 
     # ---------------------------------------------------------------- the loop
     def run(self, stop: threading.Event) -> bool:
@@ -186,6 +187,7 @@ class Collector:
         """One turn of the loop: True/False when the run is over (see `run`), else None."""
         if self.link is not None:
             self.link.check()  # a handshake that cannot succeed: one clear error
+            self._greet(transport)
         now = self.clock()
         if stop.is_set() and not self.stopping.is_set():
             self._begin_drain(now)
@@ -200,6 +202,14 @@ class Collector:
         self._heartbeat(transport, now)
         self._link(now)
         return self._over(transport, now)
+
+    def _greet(self, transport: Transport) -> None:
+        """A hello on every new connection: an aggregator back from an outage answers with
+        its Welcome at once, and the session resends what waits without its backoff."""
+        handshakes = self.link.handshakes if self.link is not None else 0
+        if handshakes != self._handshakes:
+            self._handshakes = handshakes
+            transport.send(self.session.hello())
 
     def _over(self, transport: Transport, now: float) -> bool | None:
         if self.session.run_acked:

@@ -419,6 +419,7 @@ class Link:
         self.error: str | None = None
         self.failures = 0
         self.connected = False
+        self.handshakes = 0  # succeeded so far: a new one is a (re)connected aggregator
         self._stop = threading.Event()
         self._monitor = socket.get_monitor_socket(HANDSHAKE_EVENTS)
         self._thread = threading.Thread(target=self._run, name="commscope-link", daemon=True)
@@ -446,6 +447,7 @@ class Link:
             if self.keys is not None and (self.failures or not self.connected):
                 log.info("Curve handshake with the aggregator done", extra={"to": self.endpoint})
             self.failures, self.connected = 0, True
+            self.handshakes += 1
         elif (
             kind == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
             and value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
