@@ -232,15 +232,14 @@ class Session:
             raise ProtocolError(f"the aggregator refused this collector: {reply.reason}")
 
     def _welcomed(self, instance: str) -> None:
-        """An aggregator not seen before (restarted): what waits is sent again at once, not
-        after the backoff that grew while it was away."""
+        """An aggregator not heard before (restarted, or the first since this collector
+        started): what waits is sent again at once, not after the backoff that grew while no
+        aggregator answered."""
         if instance == self.aggregator:
             return
-        if self.aggregator is not None:
-            self.resend_every = self.limits.resend_s
-            self.last_resend = -float("inf")
-            self.resend_now = True
         self.aggregator = instance
+        self.resend_every = self.limits.resend_s
+        self.resend_now = bool(self.unacked) or (self.end_sent is not None and not self.run_acked)
 
     def _ack(self, ack: Ack, now: float) -> None:
         path = self.streams.get(ack.stream)

@@ -494,6 +494,23 @@ def test_a_restarted_aggregator_gets_the_window_at_once_not_after_the_grown_back
     assert session.due(25.0) == [] and session.due(26.0)
 
 
+def test_the_first_aggregator_to_answer_gets_the_window_at_once() -> None:
+    """A collector that started while no aggregator ran (resends at t=1, 3, 7, 15) hears its
+    first Welcome at t=20: the window goes at once, not at t=23."""
+    session = Session(NODE, "i", LIMITS, {}, 0.0)
+    _started(session, "/r/a.json", 2)
+    assert [t for t in range(20) if session.due(float(t))] == [1, 3, 7, 15]
+    session.receive(_welcome("first"), 20.0)
+    assert len(session.due(20.0)) == 3
+
+
+def test_a_welcome_with_nothing_waiting_sends_nothing_early() -> None:
+    session = Session(NODE, "i", LIMITS, {}, 0.0)
+    session.receive(_welcome("first"), 0.0)
+    _started(session, "/r/a.json", 1, now=5.0)
+    assert session.due(5.5) == [] and session.due(6.0)  # resend_s after it was first sent
+
+
 def test_an_ack_that_does_not_move_keeps_the_backoff() -> None:
     session = Session(NODE, "i", LIMITS, {}, 0.0)
     stream = _started(session, "/r/a.json", 2)
