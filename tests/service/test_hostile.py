@@ -447,6 +447,13 @@ def test_without_a_proved_peer_the_routing_id_stands_for_the_node(agg: Aggregato
     assert (agg.nodes, refusals(agg)) == ({NODE: True}, {"not_own_node": 1})
 
 
+def test_a_proved_peer_may_not_use_another_nodes_routing_id(agg: Aggregator) -> None:
+    """With ROUTER_HANDOVER a routing id can be taken over: mallory, proved by its key, takes
+    NODE's routing id; whatever it sends under that id is refused and counted."""
+    agg.receive([NODE.encode(), msgspec.msgpack.encode(EndOfRun(node="mallory"))], "mallory")
+    assert (agg.nodes, refusals(agg)) == ({}, {"not_own_node": 1})
+
+
 def starts(count: int, node: str = NODE) -> list[StreamStart]:
     return [
         StreamStart(stream=f"{n:032x}", node=node, path=f"/r/{n}.json", folder=".", root_name="r")
