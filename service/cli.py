@@ -309,6 +309,20 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _collect(args: argparse.Namespace) -> int:
+    settings = _collector_settings(args)
+    configure_logging()
+    if settings.keys is None:
+        curve.warn_insecure(args.aggregator)
+    stop = _stop_on_signals(args.stop)
+    try:
+        collector = Collector(settings)
+    except OSError as exc:
+        raise ConfigError(f"{args.state}: cannot use the state folder ({exc})") from None
+    return EXIT_OK if collector.run(stop) else EXIT_FAILED
+
+
+def _collector_settings(args: argparse.Namespace) -> CollectorSettings:
+    """The collector's settings from its flags, each checked (ConfigError: one line)."""
     _positive(("--window", args.window), ("--poll-interval", args.poll_interval))
     _positive(("--settle", args.settle), ("--resend-after", args.resend_after))
     _positive(("--silence", args.silence))
@@ -320,7 +334,7 @@ def _collect(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"--batch-events must be 1 to {MAX_BATCH_EVENTS}, got {args.batch_events}"
         )
-    settings = CollectorSettings(
+    return CollectorSettings(
         watch=args.watch,
         aggregator=aggregator,
         node=args.node,
@@ -341,18 +355,28 @@ def _collect(args: argparse.Namespace) -> int:
         job=args.job,
         keys=keys,
     )
-    configure_logging()
-    if keys is None:
-        curve.warn_insecure(args.aggregator)
-    stop = _stop_on_signals(args.stop)
-    try:
-        collector = Collector(settings)
-    except OSError as exc:
-        raise ConfigError(f"{args.state}: cannot use the state folder ({exc})") from None
-    return EXIT_OK if collector.run(stop) else EXIT_FAILED
 
 
 def _aggregate(args: argparse.Namespace) -> int:
+    settings = _aggregator_settings(args)
+    configure_logging()
+    if settings.keys is None:
+        curve.warn_insecure(args.listen)
+    stop = _stop_on_signals(args.stop)
+    try:
+        aggregator = Aggregator(settings)
+    except OSError as exc:
+        raise ConfigError(f"{settings.state}: cannot use the state folder ({exc})") from None
+    report = aggregator.run(stop)
+    log = logging.getLogger("commscope.aggregate")  # the summary joins the log stream
+    log.info("run summary", extra={"summary": _summary(report), "lost": len(aggregator.lost)})
+    for warning in report.config.warnings:
+        log.warning("config warning", extra={"warning": warning})
+    return EXIT_LOST if aggregator.lost else EXIT_OK
+
+
+def _aggregator_settings(args: argparse.Namespace) -> AggregatorSettings:
+    """The aggregator's settings from its flags, each checked (ConfigError: one line)."""
     options = _options(args)
     _positive(("--credit", args.credit), ("--horizon", args.horizon))
     _positive(("--max-nodes", args.max_nodes), ("--max-streams", args.max_streams))
@@ -363,7 +387,7 @@ def _aggregate(args: argparse.Namespace) -> int:
         raise ConfigError(f"--linger must be 0 or more, got {args.linger}")
     job = args.job or (options.config.model if options.config and options.config.model else None)
     state = args.state if args.state is not None else args.out / "state"
-    settings = AggregatorSettings(
+    return AggregatorSettings(
         listen=args.listen,
         out=args.out,
         state=state,
@@ -381,20 +405,6 @@ def _aggregate(args: argparse.Namespace) -> int:
         refresh_s=args.refresh,
         keys=keys,
     )
-    configure_logging()
-    if keys is None:
-        curve.warn_insecure(args.listen)
-    stop = _stop_on_signals(args.stop)
-    try:
-        aggregator = Aggregator(settings)
-    except OSError as exc:
-        raise ConfigError(f"{state}: cannot use the state folder ({exc})") from None
-    report = aggregator.run(stop)
-    log = logging.getLogger("commscope.aggregate")  # the summary joins the log stream
-    log.info("run summary", extra={"summary": _summary(report), "lost": len(aggregator.lost)})
-    for warning in report.config.warnings:
-        log.warning("config warning", extra={"warning": warning})
-    return EXIT_LOST if aggregator.lost else EXIT_OK
 
 
 def _port(flag: str, port: int | None) -> None:
