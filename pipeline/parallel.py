@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Generic, Protocol, TypeVar
 
+PRELOAD: Final = "commscope.pipeline.offline"  # what the workers run: imported before forking
 DIED: Final = "the parsing process died (killed, or out of memory?)"
 
 R = TypeVar("R")
@@ -91,5 +92,9 @@ def _finished(pending: dict[Future[R], int]) -> Iterator[Future[R]]:
 
 
 def _context() -> multiprocessing.context.BaseContext:
-    methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    """Forkserver, its server importing the work's module once for every worker."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")  # pragma: no cover - not on Linux
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([PRELOAD])
+    return context

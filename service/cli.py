@@ -157,7 +157,8 @@ def _collect_parser(commands: Any) -> None:
         type=float,
         default=2.0,
         metavar="S",
-        help="a file not growing for S is at its end",
+        help="a file not growing for S is at its end (a trace whose JSON or gzip stream has "
+        "ended is not waited for)",
     )
     collect.add_argument(
         "--settle",
