@@ -156,6 +156,13 @@ def tail_object(tail: bytes) -> dict[str, Any]:
     return _remainder(tail[end + 1 :].lstrip()) or {}
 
 
+def document_closed(tail: bytes) -> bool:
+    """Whether a document whose last bytes are `tail` ends whole: its `traceEvents` array
+    closes, and what follows is the rest of the top-level object, closed."""
+    end = array_end(tail)
+    return end is not None and _remainder(tail[end + 1 :].lstrip()) is not None
+
+
 def array_end(tail: bytes) -> int | None:
     """Offset in `tail` of the `]` that closes the top-level `traceEvents` array.
 

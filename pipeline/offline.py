@@ -3,11 +3,15 @@
 The same collector and pipeline code the live service runs, in one process: each file is
 streamed through `TraceReader` into its own `Accumulator`, so a file that turns out to be
 damaged is dropped whole (events read before the damage do not count) and the rest is
-reported. Progress goes to an optional observer.
+reported. Progress goes to an optional observer. With `jobs` > 1 the per-file work runs in a
+pool of processes (`parallel`); the results are combined in the same order, so the report is
+the same as with one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -22,9 +26,17 @@ from commscope.collector.errors import NotATraceError, TraceError
 from commscope.collector.kineto import TraceReader
 from commscope.collector.names import looks_like_trace
 from commscope.collector.schema import Report, Skipped
-from commscope.pipeline import jobs
+from commscope.pipeline import jobs, parallel
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report
+
+
+@dataclass(frozen=True)
+class Failed:
+    """Why a file cannot be used; `not_a_trace`: valid JSON that is no trace."""
+
+    reason: str
+    not_a_trace: bool = False
 
 
 class Progress(Protocol):
@@ -54,11 +66,14 @@ def parse_file(window: str, path: Path, progress: Progress | None = None) -> Par
     )
 
 
-def analyse(root: Path, options: Options, progress: Progress | None = None) -> Report:
+def analyse(
+    root: Path, options: Options, progress: Progress | None = None, workers: int = 1
+) -> Report:
     """The report for the job under `root` with the most files, as the live aggregator makes
-    it: files of any other job are skipped with the reason (ConfigError if there is no trace)."""
+    it: files of any other job are skipped with the reason (ConfigError if there is no trace).
+    `workers`: processes parsing files at once (1: in this process)."""
     windows = find_windows(root)
-    parsed, skipped, ignored = parse_windows(windows, progress)
+    parsed, skipped, ignored = parse_windows(windows, progress, workers)
     chosen = jobs.largest(parsed)
     report = build_report(
         [w.name for w in windows], chosen.files, [*skipped, *chosen.skipped], options
@@ -66,36 +81,60 @@ def analyse(root: Path, options: Options, progress: Progress | None = None) -> R
     return jobs.labelled(report, chosen, ignored)
 
 
-def analyse_jobs(root: Path, options: Options, progress: Progress | None = None) -> list[Report]:
+def analyse_jobs(
+    root: Path, options: Options, progress: Progress | None = None, workers: int = 1
+) -> list[Report]:
     """One report per job under `root` (ConfigError if there is no trace)."""
     windows = find_windows(root)
-    parsed, skipped, ignored = parse_windows(windows, progress)
+    parsed, skipped, ignored = parse_windows(windows, progress, workers)
     return jobs.reports([w.name for w in windows], parsed, skipped, options, ignored)
 
 
 def parse_windows(
-    windows: list[WindowFiles], progress: Progress | None = None
+    windows: list[WindowFiles], progress: Progress | None = None, workers: int = 1
 ) -> tuple[list[ParsedFile], list[Skipped], list[str]]:
     """The files parsed; those skipped, with the reason; and those ignored: valid JSON that is
     not a trace, under a name that does not say it should be one (`looks_like_trace`)."""
     files = [(w.name, f) for w in windows for f in w.files]
     if progress:
         progress.begin(len(files), sum(file_size(f) for _, f in files))
+    outcomes: Iterable[ParsedFile | Failed]
+    if workers > 1 and len(files) > 1:
+        outcomes = parallel.outcomes(
+            files, workers, outcome, Failed, progress=progress, tally=_tally
+        )
+    else:
+        outcomes = (_observed(window, path, progress) for window, path in files)
     parsed, skipped, ignored = [], [], []
-    for window, path in files:
-        try:
-            item = parse_file(window, path, progress)
-        except TraceError as exc:
-            if isinstance(exc, NotATraceError) and not looks_like_trace(str(path)):
-                ignored.append(str(path))
-            else:
-                skipped.append(Skipped(str(path), exc.reason))
-            events = 0
+    for (_, path), result in zip(files, outcomes, strict=True):
+        if isinstance(result, ParsedFile):
+            parsed.append(result)
+        elif result.not_a_trace and not looks_like_trace(str(path)):
+            ignored.append(str(path))
         else:
-            parsed.append(item)
-            events = item.stats.events
-        if progress:
-            progress.file_done(events)
+            skipped.append(Skipped(str(path), result.reason))
     if progress:
         progress.end()
     return parsed, skipped, ignored
+
+
+def outcome(window: str, path: Path, progress: Progress | None = None) -> ParsedFile | Failed:
+    """One file parsed, or why it cannot be used (never raises TraceError)."""
+    try:
+        return parse_file(window, path, progress)
+    except TraceError as exc:
+        return Failed(exc.reason, isinstance(exc, NotATraceError))
+
+
+def _tally(result: ParsedFile | Failed) -> tuple[int, int]:
+    """Bytes and events read, for the progress display (none for a file that failed)."""
+    if isinstance(result, ParsedFile):
+        return result.stats.bytes_read, result.stats.events
+    return 0, 0
+
+
+def _observed(window: str, path: Path, progress: Progress | None) -> ParsedFile | Failed:
+    result = outcome(window, path, progress)
+    if progress:
+        progress.file_done(result.stats.events if isinstance(result, ParsedFile) else 0)
+    return result

@@ -38,7 +38,7 @@ from commscope.collector.stream import StreamSettings
 from commscope.exporters import diff, text
 from commscope.exporters.files import write_reports
 from commscope.exporters.progress import TerminalProgress
-from commscope.pipeline import compare
+from commscope.pipeline import compare, parallel
 from commscope.pipeline.config import flags_only, parse_config, with_overrides
 from commscope.pipeline.offline import analyse_jobs
 from commscope.pipeline.report import Options
@@ -92,6 +92,14 @@ def _parser() -> argparse.ArgumentParser:
     _job_options(report)
     report.add_argument("--print", action="store_true", help="also print the text report")
     report.add_argument("--no-progress", action="store_true", help="no progress line")
+    report.add_argument(
+        "--jobs",
+        type=int,
+        default=parallel.cores(),
+        metavar="N",
+        help="files parsed at once, each in its own process (default: the cores, "
+        "%(default)s; 1: all in this process)",
+    )
     report.set_defaults(run=_report)
     _collect_parser(commands)
     _aggregate_parser(commands)
@@ -149,7 +157,8 @@ def _collect_parser(commands: Any) -> None:
         type=float,
         default=2.0,
         metavar="S",
-        help="a file not growing for S is at its end",
+        help="a file not growing for S is at its end (a trace whose JSON or gzip stream has "
+        "ended is not waited for)",
     )
     collect.add_argument(
         "--settle",
@@ -263,7 +272,9 @@ def _report(args: argparse.Namespace) -> int:
     progress = None
     if not args.no_progress and sys.stderr.isatty():
         progress = TerminalProgress(sys.stderr)
-    reports = analyse_jobs(args.traces, options, progress)
+    if args.jobs < 1:
+        raise ConfigError(f"--jobs must be at least 1, got {args.jobs}")
+    reports = analyse_jobs(args.traces, options, progress, args.jobs)
     inputs = reports[0].inputs
     if len(reports) == 1 and inputs.files == len(inputs.skipped):
         return _nothing_analysed(inputs)

@@ -11,6 +11,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 import ijson
 import pytest
@@ -287,7 +288,8 @@ def cuts(data: bytes) -> st.SearchStrategy[list[bytes]]:
 @given(st.data())
 @pytest.mark.parametrize("packed", [False, True], ids=["plain", "gzip"])
 def test_any_growth_pattern_reads_the_whole_document(packed: bool, data: st.DataObject) -> None:
-    body = DOC * 20
+    # one document of 20 events (no shorter prefix closes it, so only its end ends the read)
+    body = DOC.replace(b"[", b"[" + b'{"ph": "i", "name": "x"}, ' * 19)
     encoded = flushed_gzip(body) if packed else body
     chunks = data.draw(cuts(encoded))
     with tempfile.TemporaryDirectory() as folder:
@@ -308,3 +310,81 @@ def flushed_gzip(body: bytes) -> bytes:
         for i in range(0, len(body), step)
     ]
     return b"".join(pieces) + compressor.flush()
+
+
+# ------------------------------------------------- a document that has ended is not waited for
+
+
+def followed(path: Path, fake: FakeTime) -> IO[bytes]:
+    return open_followed(path, idle_s=1.0, poll_s=0.25, clock=fake.clock, sleep=fake.sleep)
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["plain", "gzip"])
+def test_a_complete_document_ends_without_the_idle_wait(tmp_path: Path, packed: bool) -> None:
+    # the top-level object closes after traceEvents (plain) / the gzip trailer is read and
+    # no byte follows (gzip): end of file at once, the fake clock never slept (idle_s is 1 s)
+    path = tmp_path / "t.json"
+    path.write_bytes(gzip.compress(DOC) if packed else DOC)
+    fake = FakeTime()
+    with followed(path, fake) as stream:
+        assert stream.read() == DOC
+    assert fake.sleeps == []
+
+
+def test_a_plain_document_cut_short_still_waits_idle_s(tmp_path: Path) -> None:
+    # the last byte is the "}" of an event, not of the document: 4 polls of 0.25 s = idle_s
+    path = tmp_path / "t.json"
+    cut = DOC[: DOC.index(b"}") + 1]
+    path.write_bytes(cut)
+    fake = FakeTime()
+    with followed(path, fake) as stream:
+        assert stream.read() == cut
+    assert fake.sleeps == [0.25] * 4
+
+
+def test_json_of_another_shape_still_waits_idle_s(tmp_path: Path) -> None:
+    # a whole object without traceEvents: the follower cannot tell, so it waits as before
+    path = tmp_path / "t.json"
+    path.write_bytes(b'{"a": [1]}')
+    fake = FakeTime()
+    with followed(path, fake) as stream:
+        assert stream.read() == b'{"a": [1]}'
+    assert fake.sleeps == [0.25] * 4
+
+
+def test_a_gzip_cut_short_still_waits_idle_s_then_raises_eof_error(tmp_path: Path) -> None:
+    path = tmp_path / "t.json.gz"
+    packed = gzip.compress(DOC * 50)
+    path.write_bytes(packed[: len(packed) // 2])
+    fake = FakeTime()
+    with followed(path, fake) as stream, pytest.raises(EOFError):
+        stream.read()
+    assert fake.sleeps == [0.25] * 4
+
+
+def test_a_document_that_closes_while_followed_ends_when_it_closes(tmp_path: Path) -> None:
+    # written in three pieces, one per poll: the end comes with the last piece, not idle_s later
+    path = tmp_path / "t.json"
+    pieces = [DOC[:20], DOC[20:50], DOC[50:]]
+    path.write_bytes(pieces[0])
+    fake = FakeTime(appender(path, pieces[1:]))
+    with followed(path, fake) as stream:
+        assert stream.read() == DOC
+    assert fake.sleeps == [0.25] * 2
+
+
+def test_gzip_members_one_after_another_read_as_one_stream(tmp_path: Path) -> None:
+    # as GzipFile reads them (zero padding after the last member is allowed)
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(DOC[:30]) + gzip.compress(DOC[30:]) + b"\0\0")
+    with open_followed(path, idle_s=0.0) as stream:
+        assert stream.read() == DOC
+
+
+def test_a_gzip_stream_read_again_from_its_start_gives_the_same_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(DOC))
+    with open_followed(path, idle_s=0.0) as stream:
+        first = stream.read()
+        stream.seek(0)
+        assert stream.read() == first == DOC

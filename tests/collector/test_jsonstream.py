@@ -6,7 +6,7 @@ import io
 import json
 
 import pytest
-from commscope.collector.jsonstream import Tap, head_object, tail_object
+from commscope.collector.jsonstream import Tap, document_closed, head_object, tail_object
 from kineto_builder import ChunkedReader
 
 KINETO_TRAILER = {
@@ -151,3 +151,17 @@ def test_tap_keeps_the_trailer_when_read_in_full_chunks() -> None:
 def test_tap_keeps_the_trailer_when_fed_tiny_chunks(chunk: int) -> None:
     doc = json.dumps({"traceEvents": [{"ph": "X"}], **KINETO_TRAILER}).encode()
     assert tap_over(doc, chunk).trailing() == KINETO_TRAILER
+
+
+def test_a_document_is_closed_only_once_its_last_byte_is_read() -> None:
+    # Kineto's shape: events, then trailer keys, then the closing brace; every shorter prefix
+    # (cut inside an event, after the array, inside the trailer) is not closed
+    doc = json.dumps({"traceEvents": [{"ph": "X", "args": {"l": [{"a": "}]"}]}}], **KINETO_TRAILER})
+    whole = doc.encode() + b"\n"
+    assert document_closed(whole)
+    assert not any(document_closed(whole[:cut]) for cut in range(len(doc)))
+
+
+def test_a_closed_object_of_another_shape_is_not_a_closed_trace() -> None:
+    assert not document_closed(b'{"a": [1]}')
+    assert not document_closed(b'[{"ph": "X"}]')

@@ -3,6 +3,7 @@ writer's long pause is tested without sleeping."""
 
 from __future__ import annotations
 
+import gzip
 import queue
 from pathlib import Path
 
@@ -70,3 +71,27 @@ def test_a_resumed_stream_fingerprints_the_bytes_it_is_told(tmp_path: Path) -> N
     first = items(out)[0]
     assert first.record.stream == fingerprint(path, 100)[0] != fingerprint(path)[0]
     assert (first.fingerprint_bytes, first.path) == (100, str(path))
+
+
+def test_a_complete_document_is_emitted_without_any_quiet_wait(tmp_path: Path) -> None:
+    """The document closes at the file's end: its StreamEnd comes with the fake clock still at
+    0 (quiet_s is 2 s); the document cut short above still waits quiet_s and settle_s."""
+    path = tmp_path / "rank0_trace.json"
+    path.write_bytes(trace([kernel("gemm", 1, 1)], head=dist_head()))
+    clock = FakeClock()
+    worker, out = stream(path, clock)
+    worker.run()
+    end = items(out)[-1].record
+    assert isinstance(end, StreamEnd) and end.error is None
+    assert (clock.now, clock.slept) == (0.0, [])
+
+
+def test_a_complete_gzip_document_is_emitted_without_any_quiet_wait(tmp_path: Path) -> None:
+    path = tmp_path / "rank0_trace.json.gz"
+    path.write_bytes(gzip.compress(trace([kernel("gemm", 1, 1)], head=dist_head())))
+    clock = FakeClock()
+    worker, out = stream(path, clock)
+    worker.run()
+    end = items(out)[-1].record
+    assert isinstance(end, StreamEnd) and end.error is None and end.stats.events == 1
+    assert (clock.now, clock.slept) == (0.0, [])

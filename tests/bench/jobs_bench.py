@@ -1,0 +1,161 @@
+"""Many small files at once: `report --jobs` and the collector's end-of-document (a script).
+
+Builds a run folder of WINDOWS windows, each a copy of the 8 DLRM rank files (64 windows: 512
+files), then, in one run:
+
+1. `commscope report` with `--jobs 1` (in process) and `--jobs N` (worker processes): wall
+   seconds each, their ratio, and whether the two JSON reports are byte-identical (their
+   `generated` line aside).
+2. `commscope collect --once` into one `commscope aggregate`: the collector's wall seconds
+   (launch to exit) against its own CPU seconds (user + system, from wait4), with this tree's
+   code and, given `--before REV`, with the code of git revision REV (extracted with
+   `git archive`, run from PYTHONPATH), e.g. the revision before the end-of-document fix.
+
+    .venv/bin/python tests/bench/jobs_bench.py --windows 64 --jobs 2 --before <rev>
+
+Timings depend on the machine and its load: nothing here is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+from aggregator_bench import DLRM, REPO, BenchError, free_port, tail, wait
+from aggregator_bench import wait_listening as listening
+from machineinfo import cpu_and_python
+
+WAIT_S = 900.0
+
+
+def build(source: Path, windows: int, root: Path) -> int:
+    """`windows` copies of the rank files in `source`, as iteration_K folders: the file count."""
+    files = sorted(p for p in source.iterdir() if p.name.endswith((".json", ".json.gz")))
+    for window in range(windows):
+        folder = root / f"iteration_{window}"
+        folder.mkdir(parents=True)
+        for path in files:
+            shutil.copyfile(path, folder / path.name)
+    return windows * len(files)
+
+
+def commscope(env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    return [sys.executable, "-m", "commscope.service.cli"], {**os.environ, **(env or {})}
+
+
+def report(root: Path, jobs: int, out: Path) -> float:
+    """Wall seconds of `commscope report --jobs jobs`."""
+    cmd, env = commscope()
+    cmd += ["report", str(root), "--out", str(out), "--jobs", str(jobs), "--no-progress"]
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=WAIT_S, check=False, env=env)
+    if proc.returncode:
+        raise BenchError(f"report --jobs {jobs} exited {proc.returncode}: {proc.stderr[-2000:]}")
+    return time.perf_counter() - started
+
+
+def report_bytes(out: Path) -> bytes:
+    """The JSON report without its `generated` timestamp line."""
+    (path,) = out.glob("*.json")
+    lines = path.read_bytes().splitlines(keepends=True)
+    return b"".join(line for line in lines if b'"generated"' not in line)
+
+
+def collect(root: Path, tmp: Path, quiet: float, env: dict[str, str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of one `collect --once` streaming `root` into an aggregator."""
+    cmd, env = commscope(env)
+    port = free_port()
+    endpoint = f"tcp://127.0.0.1:{port}"
+    aggregate = [*cmd, "aggregate", "--listen", endpoint, "--insecure", "--expect-nodes", "1"]
+    aggregate += ["--out", str(tmp / "out"), "--state", str(tmp / "agg")]
+    collector = [*cmd, "collect", "--insecure", "--watch", str(root), "--aggregator", endpoint]
+    collector += ["--node", "n", "--state", str(tmp / "col"), "--once", "--quiet", str(quiet)]
+    with started_process(aggregate, tmp / "aggregate.log", env) as agg:
+        listening(agg, port, tmp / "aggregate.log")
+        started = time.perf_counter()
+        with started_process(collector, tmp / "collect.log", env) as col:
+            _, status, usage = os.wait4(col.pid, 0)
+            wall = time.perf_counter() - started
+            col.returncode = os.waitstatus_to_exitcode(status)
+            agg_rc = wait(agg, tmp / "aggregate.log")
+    if agg_rc or col.returncode:
+        raise BenchError(f"aggregate exited {agg_rc}, collect {col.returncode}: {tail(tmp)}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+class started_process:  # noqa: N801 (a context manager used like a function)
+    """A child process with `env` and its output in a log; killed on exit if still running."""
+
+    def __init__(self, cmd: list[str], log: Path, env: dict[str, str]) -> None:
+        self.cmd, self.log, self.env = cmd, log, {**env, "PYTHONUNBUFFERED": "1"}
+
+    def __enter__(self) -> subprocess.Popen[bytes]:
+        with self.log.open("wb") as out:
+            self.popen = subprocess.Popen(
+                self.cmd, stdout=out, stderr=subprocess.STDOUT, env=self.env
+            )
+        return self.popen
+
+    def __exit__(self, *_: object) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait(10)
+
+
+def checkout(rev: str, into: Path) -> dict[str, str]:
+    """The package folders of git revision `rev` under into/commscope: the env that runs it."""
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", rev, "collector", "pipeline", "exporters", "service"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into / "commscope", filter="data")
+    return {"PYTHONPATH": str(into)}
+
+
+def main() -> None:
+    args = arguments()
+    print(cpu_and_python())
+    with tempfile.TemporaryDirectory(prefix="jobs_bench") as folder:
+        tmp = Path(folder)
+        files = build(args.source, args.windows, tmp / "run")
+        print(f"{files} files ({args.windows} windows of {args.source.name})")
+        one = report(tmp / "run", 1, tmp / "r1")
+        many = report(tmp / "run", args.jobs, tmp / "rn")
+        same = report_bytes(tmp / "r1") == report_bytes(tmp / "rn")
+        print(f"report --jobs 1: {one:.1f} s wall; --jobs {args.jobs}: {many:.1f} s wall")
+        print(f"  speed-up x{one / many:.2f}; JSON reports identical: {same}")
+        runs = [("this tree", {})]
+        if args.before:
+            runs.append((f"revision {args.before}", checkout(args.before, tmp / "before")))
+        for index, (label, env) in enumerate(runs):
+            work = tmp / f"collect{index}"
+            work.mkdir()
+            wall, cpu = collect(tmp / "run", work, args.quiet, env)
+            print(
+                f"collect --once --quiet {args.quiet:g} ({label}): {wall:.1f} s wall, "
+                f"{cpu:.1f} s CPU, wall/CPU {wall / cpu:.2f}"
+            )
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--source", type=Path, default=DLRM, help="a folder of rank files")
+    parser.add_argument("--windows", type=int, default=64, help="copies of the folder")
+    parser.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--quiet", type=float, default=2.0, help="collect --quiet S")
+    parser.add_argument("--before", metavar="REV", help="also collect with this revision")
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    main()
