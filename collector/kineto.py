@@ -20,7 +20,14 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any, Final
 
 import ijson
-from commscope.collector.errors import NOT_A_TRACE, LimitError, NotATraceError, TraceError
+from commscope.collector.errors import (
+    NOT_A_TRACE,
+    LayoutMissError,
+    LimitError,
+    NotATraceError,
+    TraceError,
+)
+from commscope.collector.fastparse import fast_items
 from commscope.collector.jsonstream import Tap, trace_items
 from commscope.collector.normalize import Normalizer
 from commscope.collector.schema import Event, FileStats, TraceMeta
@@ -44,13 +51,22 @@ class TraceReader:
     """One pass over one trace document; see the module docstring."""
 
     def __init__(
-        self, stream: IO[bytes], path: str, on_chunk: Callable[[int], None] | None = None
+        self,
+        stream: IO[bytes],
+        path: str,
+        on_chunk: Callable[[int], None] | None = None,
+        fast: bool = True,
     ) -> None:
         self.path = path
         self._stream, self._on_chunk = stream, on_chunk
         self._tap = Tap(stream, on_chunk)
         self._normalizer = Normalizer()
         self._head_read = False
+        seekable = bool(getattr(stream, "seekable", bool)())  # a bare reader may lack it
+        self.parser = "fast" if fast and seekable else "ijson"  # the path that read the events
+        self.fast_miss = "" if seekable else "stream not seekable"  # why ijson read them
+        if not fast:
+            self.fast_miss = "fast path off"
 
     @property
     def meta(self) -> TraceMeta:
@@ -108,12 +124,20 @@ class TraceReader:
                     handed += 1
                     yield raw
                 return
+            except LayoutMissError as miss:
+                self._to_ijson(str(miss))
             except (ijson.JSONError, UnicodeDecodeError) as exc:
                 if not self._rewind(exc):
                     raise
 
+    def _to_ijson(self, reason: str) -> None:
+        """Read the document again from its first byte with ijson (see `fastparse`)."""
+        self.parser, self.fast_miss = "ijson", reason
+        self._stream.seek(0)
+        self._tap = Tap(self._stream, _beyond(self._on_chunk, self._tap.bytes_read))
+
     def _raw_items(self) -> Iterator[Any]:
-        items = trace_items(self._tap)
+        items = fast_items(self._tap) if self.parser == "fast" else trace_items(self._tap)
         first: Any = next(items, _END)  # the header is read by the time the first item is parsed
         if self._tap.head is None:
             error = NotATraceError if first is _END else TraceError
