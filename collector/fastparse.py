@@ -6,14 +6,16 @@ newline is never inside a JSON string, so that separator is found with a byte se
 the events before the last separator of a read are decoded in one call by msgspec. Every byte
 still goes through the tap (head, tail, guard, byte count are those of the ijson path).
 
-Nothing is approximated: whatever this reader cannot prove it reads exactly as ijson's C backend
-does raises `LayoutMissError`, and the caller reads the document again with ijson, passing over the
-items already handed. msgspec refuses everything yajl refuses (measured: bad numbers, control
-bytes, bad escapes and UTF-8, trailing commas or bytes), and accepts two things yajl does not or
-reads otherwise: integers beyond int64 and lone surrogate escapes (the latter msgspec refuses
-too). So a miss is: no separator in MAX_PENDING_BYTES (compact JSON, other writers), a head or
-tail that is not that layout, a chunk msgspec refuses, and any number token yajl cannot hold or
-any `NaN` / `Infinity`, even inside a string (`jsonguard` mends those on the ijson path).
+Nothing is approximated: whatever this reader cannot prove it reads exactly as ijson's C
+backend does raises `LayoutMissError`, and the caller reads the document again with ijson,
+passing over the items already handed. msgspec refuses everything yajl refuses (measured: bad
+numbers, floats beyond a double, control bytes, bad escapes and UTF-8, trailing commas or
+bytes) and more (a lone surrogate escape, which yajl reads as "?"), and reads every value both
+accept alike (same types: int, or float as `use_float=True` gives), but for integers beyond
+int64 (and -2**63): yajl refuses them, msgspec reads them. So a miss is: no separator in
+MAX_PENDING_BYTES (compact JSON, other writers), a head or tail not in that layout, a chunk
+msgspec refuses, and any integer yajl cannot hold or any `NaN` / `Infinity`, even inside a
+string (`jsonguard` mends those on the ijson path).
 """
 
 from __future__ import annotations
@@ -31,26 +33,23 @@ READ_BYTES: Final = 256 * 1024
 MAX_PENDING_BYTES: Final = 16 * 1024 * 1024
 _WS: Final = b" \t\r\n"
 _OPENING: Final = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[[ \t\r]*\n([ \t]*)\{')
-_CLASSES: Final = bytes(
-    ord("0")
-    if chr(b).isdigit() and b < 128
-    else ord("e")
-    if b in b"eE"
-    else ord("s")
-    if b in b"+-"
-    else ord(" ")
-    for b in range(256)
-)
+_DIGITS: Final = bytes(ord("0") if 48 <= b <= 57 else ord(" ") for b in range(256))
 _OPENING_BYTES: Final = 4096  # the most bytes from the key to the first `{` looked at
-_SUSPECTS: Final = (b"0" * 19, b"e000", b"es000")  # 19 digits; a 3-digit exponent
+_LONG: Final = b"0" * 19  # the digits of an integer that may not fit int64
 _NUMBER: Final = re.compile(rb"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _NUMBER_BYTES: Final = frozenset(b"0123456789.eE+-")
 _DECODER: Final = msgspec.json.Decoder()
 
 
 def fast_items(tap: Tap, read_bytes: int = READ_BYTES) -> Iterator[Any]:
-    """Every item of `traceEvents`, as ijson's items would give them; LayoutMissError if the
-    document is not Kineto's layout or holds anything only the ijson path reads right.
+    """Every item of `traceEvents`, as ijson's items would give them (see `fast_chunks`)."""
+    for chunk in fast_chunks(tap, read_bytes):
+        yield from chunk
+
+
+def fast_chunks(tap: Tap, read_bytes: int = READ_BYTES) -> Iterator[list[Any]]:
+    """The items of `traceEvents` in lists, as ijson's items would give them; LayoutMissError
+    if the document is not Kineto's layout or holds anything only the ijson path reads right.
     `tap` must not have been read yet."""
     buf = _read_head(tap, read_bytes)
     at = tap.head_at
@@ -69,11 +68,11 @@ def fast_items(tap: Tap, read_bytes: int = READ_BYTES) -> Iterator[Any]:
         buf += data
         cut = buf.rfind(sep)
         if cut >= 0:
-            yield from decode_events(bytes(buf[: cut + len(indent) + 2]))
+            yield decode_events(bytes(buf[: cut + len(indent) + 2]))
             del buf[: cut + len(sep) - 1]
         elif len(buf) > MAX_PENDING_BYTES:
             raise LayoutMissError(f"no event boundary in {MAX_PENDING_BYTES // 2**20} MB")
-    yield from _last_events(bytes(buf), indent)
+    yield _last_events(bytes(buf), indent)
 
 
 def _read_head(tap: Tap, read_bytes: int) -> bytearray:
@@ -98,14 +97,14 @@ def _check_head(head: bytes) -> None:
         raise LayoutMissError(f"head: {exc}") from None
 
 
-def _last_events(rest: bytes, indent: bytes) -> Iterator[Any]:
+def _last_events(rest: bytes, indent: bytes) -> list[Any]:
     """The events after the last separator, then a check of what follows the array."""
     closing = re.compile(re.escape(b"\n" + indent + b"}") + rb"[ \t\r\n]*\]").search(rest)
     if closing is None:
         raise LayoutMissError("traceEvents does not close after an event on its own line")
     events = decode_events(rest[: closing.start() + len(indent) + 2])
     _check_tail(rest[closing.end() :])
-    yield from events
+    return events
 
 
 def _check_tail(tail: bytes) -> None:
@@ -134,20 +133,19 @@ def decode_events(chunk: bytes) -> list[Any]:
 
 
 def check_numbers(data: bytes) -> None:
-    """LayoutMiss if `data` may hold a number yajl cannot hold (see the module docstring).
-    Digits, exponent letters and signs are mapped to classes at C speed; only the rare tokens
-    with 19 digits or a 3-digit exponent are looked at closely."""
+    """LayoutMissError if `data` may hold an integer yajl cannot hold, NaN or Infinity (see the
+    module docstring). Digits are found at C speed; only the rare runs of 19 digits or more are
+    looked at closely (floats beyond a double: msgspec refuses them)."""
     if b"NaN" in data or b"Infinity" in data:
         raise LayoutMissError("NaN or Infinity (mended on the ijson path)")
-    classes = data.translate(_CLASSES)
-    for pattern in _SUSPECTS:
-        found = classes.find(pattern)
-        while found >= 0:
-            found = classes.find(pattern, _check_token(data, found))
+    digits = data.translate(_DIGITS)
+    found = digits.find(_LONG)
+    while found >= 0:
+        found = digits.find(_LONG, _check_token(data, found))
 
 
 def _check_token(data: bytes, at: int) -> int:
-    """LayoutMiss if the token around `at` is a number yajl cannot hold; its end. A token
+    """LayoutMissError if the token around `at` is a number yajl cannot hold; its end. A token
     that is not a number lies inside a string (elsewhere msgspec refuses it): harmless."""
     start, end = at, at
     while start > 0 and data[start - 1] in _NUMBER_BYTES:
