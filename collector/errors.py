@@ -48,3 +48,8 @@ class RankConflictError(CommscopeError):
 
 class ProtocolError(CommscopeError):
     """A peer or a state file speaks something this version cannot use."""
+
+
+class LayoutMissError(CommscopeError):
+    """A document the fast reader cannot prove it reads exactly as ijson does (not Kineto's
+    indented layout, or a value only ijson's path treats right): it is read by ijson instead."""

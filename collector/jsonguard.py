@@ -32,7 +32,7 @@ _TOKEN: Final = re.compile(
     rb'"[^"\\]*(?:\\.[^"\\]*)*"|-?(?:NaN|Infinity)|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?', re.DOTALL
 )
 _CONTINUING: Final = b"-+." + bytes(b for b in range(256) if chr(b).isalnum() and b < 128)
-_INT64: Final = range(-(2**63), 2**63)
+_INT64: Final = range(-(2**63) + 1, 2**63)  # ijson use_float=True refuses -2**63 too
 _INT64_DIGITS: Final = 19
 _REPLACEMENT: Final = "\ufffd".encode()
 _QUOTE, _MINUS = ord('"'), ord("-")

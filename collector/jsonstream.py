@@ -66,6 +66,7 @@ class Tap:
         self._head_done = False
         self._scan_from = 0
         self.head: dict[str, Any] | None = None
+        self.head_at: int | None = None  # offset of the `"traceEvents"` key the head ends at
         self._tail: deque[bytes] = deque()
         self._tail_bytes = 0
         self.bytes_read = 0
@@ -118,7 +119,7 @@ class Tap:
             self._scan_from = found + 1
             head = head_object(bytes(self._head[:found]))
             if head is not None:
-                self.head = head
+                self.head, self.head_at = head, found
                 self._finish_head()
                 return
         self._scan_from = max(0, len(self._head) - len(_KEY))

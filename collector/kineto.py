@@ -20,7 +20,14 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any, Final
 
 import ijson
-from commscope.collector.errors import NOT_A_TRACE, LimitError, NotATraceError, TraceError
+from commscope.collector.errors import (
+    NOT_A_TRACE,
+    LayoutMissError,
+    LimitError,
+    NotATraceError,
+    TraceError,
+)
+from commscope.collector.fastparse import fast_chunks
 from commscope.collector.jsonstream import Tap, trace_items
 from commscope.collector.normalize import Normalizer
 from commscope.collector.schema import Event, FileStats, TraceMeta
@@ -44,13 +51,22 @@ class TraceReader:
     """One pass over one trace document; see the module docstring."""
 
     def __init__(
-        self, stream: IO[bytes], path: str, on_chunk: Callable[[int], None] | None = None
+        self,
+        stream: IO[bytes],
+        path: str,
+        on_chunk: Callable[[int], None] | None = None,
+        fast: bool = True,
     ) -> None:
         self.path = path
         self._stream, self._on_chunk = stream, on_chunk
         self._tap = Tap(stream, on_chunk)
         self._normalizer = Normalizer()
         self._head_read = False
+        seekable = bool(getattr(stream, "seekable", bool)())  # a bare reader may lack it
+        self.parser = "fast" if fast and seekable else "ijson"  # the path that read the events
+        self.fast_miss = "" if seekable else "stream not seekable"  # why ijson read them
+        if not fast:
+            self.fast_miss = "fast path off"
 
     @property
     def meta(self) -> TraceMeta:
@@ -98,22 +114,35 @@ class TraceReader:
         """Values mended on the second read (numbers read as strings, bytes as U+FFFD)."""
         return self._tap.fixer.fixed if self._tap.fixer is not None else 0
 
-    def _items(self) -> Iterator[Any]:
-        """Every item of `traceEvents` once, reading the document again (see the module
-        docstring) after an error a mended value cures."""
+    def _chunks(self) -> Iterator[list[Any]]:
+        """Every item of `traceEvents` once, in lists, reading the document again (see the
+        module docstring) after an error a mended value cures, or a fast-path miss."""
         handed = 0
         while True:
             try:
-                for raw in itertools.islice(self._raw_items(), handed, None):
-                    handed += 1
-                    yield raw
+                seen = 0
+                for chunk in self._raw_chunks():
+                    seen += len(chunk)
+                    if seen > handed:
+                        fresh = chunk[len(chunk) - (seen - handed) :] if handed else chunk
+                        handed = seen
+                        yield fresh
                 return
+            except LayoutMissError as miss:
+                self._to_ijson(str(miss))
             except (ijson.JSONError, UnicodeDecodeError) as exc:
                 if not self._rewind(exc):
                     raise
 
-    def _raw_items(self) -> Iterator[Any]:
-        items = trace_items(self._tap)
+    def _to_ijson(self, reason: str) -> None:
+        """Read the document again from its first byte with ijson (see `fastparse`)."""
+        self.parser, self.fast_miss = "ijson", reason
+        self._stream.seek(0)
+        self._tap = Tap(self._stream, _beyond(self._on_chunk, self._tap.bytes_read))
+
+    def _raw_chunks(self) -> Iterator[list[Any]]:
+        tap = self._tap
+        items = fast_chunks(tap) if self.parser == "fast" else _lists(trace_items(tap))
         first: Any = next(items, _END)  # the header is read by the time the first item is parsed
         if self._tap.head is None:
             error = NotATraceError if first is _END else TraceError
@@ -121,7 +150,9 @@ class TraceReader:
         if not self._head_read:
             self._normalizer.set_top(self._tap.head)
             self._head_read = True
-        yield from items if first is _END else itertools.chain((first,), items)
+        if first is not _END:
+            yield first
+        yield from items
 
     def _rewind(self, error: Exception) -> bool:
         """Start again from the document's first byte, mending numbers and UTF-8; False if
@@ -139,18 +170,19 @@ class TraceReader:
         normalizer = self._normalizer
         out, handlers, unseen = normalizer.out, normalizer.handlers, normalizer.unseen
         count = 0
-        for raw in self._items():
-            count += 1
-            try:
-                handler = handlers.get(raw.get("cat"), unseen)
-            except (AttributeError, TypeError):
-                normalizer.drop(_NOT_OBJECT if type(raw) is not dict else _ODD_CAT)
-                continue
-            if handler is not None:
-                handler(raw)
-            if not count & 1023 and len(out) >= size:
-                yield out[:]
-                out.clear()
+        for chunk in self._chunks():
+            for raw in chunk:
+                count += 1
+                try:
+                    handler = handlers.get(raw.get("cat"), unseen)
+                except (AttributeError, TypeError):
+                    normalizer.drop(_NOT_OBJECT if type(raw) is not dict else _ODD_CAT)
+                    continue
+                if handler is not None:
+                    handler(raw)
+                if not count & 1023 and len(out) >= size:
+                    yield out[:]
+                    out.clear()
         normalizer.set_top(self._tap.trailing())
         normalizer.finish()
         normalizer.stats.events = count
@@ -160,6 +192,13 @@ class TraceReader:
         if out:
             yield out[:]
             out.clear()
+
+
+def _lists(items: Iterator[Any]) -> Iterator[list[Any]]:
+    """ijson's items in lists: the first alone (the head is checked after it), then 1024."""
+    yield from ([item] for item in itertools.islice(items, 1))
+    while chunk := list(itertools.islice(items, 1024)):
+        yield chunk
 
 
 def _beyond(on_chunk: Callable[[int], None] | None, reported: int) -> Callable[[int], None] | None:

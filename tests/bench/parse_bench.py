@@ -8,7 +8,9 @@ the parse, and its peak RSS. Each (size, method) runs `--repeat` times; the
 table shows the best CPU and wall times and the largest peak RSS, and each method's
 CPU-time speed relative to bare ijson's in the same run. Methods:
 
-  commscope  `TraceReader(f, path).batches()`, every batch consumed;
+  commscope  `TraceReader(f, path).batches()`, every batch consumed (the default reader: the
+             fast path of `collector/fastparse.py` on this Kineto layout; checked it was taken);
+  commscope-ijson  the same with `fast=False`: the ijson path every other layout takes;
   ijson      `ijson.items(f, "traceEvents.item", use_float=True)`, every item;
   json.load  the stdlib loading the whole document, under an address-space limit
              (`--as-limit-gb`, also applied to the other children): "exceeded N GB" when hit.
@@ -51,7 +53,7 @@ from typing import Any, NamedTuple, Protocol
 
 from machineinfo import cpu_and_python, peak_rss_mb, ru_maxrss_mb
 
-METHODS = ("commscope", "ijson", "json.load")
+METHODS = ("commscope", "commscope-ijson", "ijson", "json.load")
 DEFAULT_SIZES_MB = (50, 500, 2000)
 MB = 1_000_000
 SEED = 20_240_601
@@ -738,14 +740,14 @@ def generate(path: Path, target_mb: int, seed: int) -> GenInfo:
 # ---------------------------------------------------------------- the child: one parse
 
 
-def parse_commscope(path: str) -> dict[str, Any]:
+def parse_commscope(path: str, fast: bool = True) -> dict[str, Any]:
     from commscope.collector.kineto import TraceReader
     from commscope.collector.schema import CommOp, CpuSpan, GpuOp, Step
 
     kinds: Counter[type] = Counter()
     started = _clocks()
     with open(path, "rb") as f:
-        reader = TraceReader(f, path)
+        reader = TraceReader(f, path, fast=fast)
         for batch in reader.batches():
             kinds.update(map(type, batch))
     cpu, wall = _elapsed(started)
@@ -754,6 +756,7 @@ def parse_commscope(path: str) -> dict[str, Any]:
         "cpu_s": cpu,
         "wall_s": wall,
         "events": stats.events,
+        "parser": reader.parser,
         "comm_ops": kinds[CommOp],
         "gpu_ops": kinds[GpuOp],
         "steps": kinds[Step],
@@ -792,10 +795,16 @@ def parse_json_load(path: str) -> dict[str, Any]:
 
 CHILD_IMPORTS = {
     "commscope": ("commscope.collector.kineto", "commscope.collector.schema"),
+    "commscope-ijson": ("commscope.collector.kineto", "commscope.collector.schema"),
     "ijson": ("ijson",),
     "json.load": (),
 }
-PARSERS = {"commscope": parse_commscope, "ijson": parse_ijson, "json.load": parse_json_load}
+PARSERS = {
+    "commscope": parse_commscope,
+    "commscope-ijson": lambda path: parse_commscope(path, fast=False),
+    "ijson": parse_ijson,
+    "json.load": parse_json_load,
+}
 
 
 def _clocks() -> tuple[float, float]:
@@ -868,7 +877,10 @@ def check(result: dict[str, Any], info: GenInfo) -> None:
     if "exceeded_gb" in result:
         return
     expected = {"events": info.events}
-    if result["method"] == "commscope":
+    if result["method"].startswith("commscope"):
+        want_parser = "fast" if result["method"] == "commscope" else "ijson"
+        if result["parser"] != want_parser:
+            raise BenchError(f"{result['method']} read by the {result['parser']} path")
         expected |= {"comm_ops": info.nccl_kernels, "gpu_ops": info.gpu_ops, "steps": info.steps}
         want_meta = {"rank": 0, "world_size": WORLD, "base_time_ns": BASE_TIME_NS}
         want_meta |= {"gpu_name": "NVIDIA H100 80GB HBM3", "nccl_version": "2.21.5"}
@@ -915,7 +927,7 @@ def _note(result: dict[str, Any]) -> str:
         return f"exceeded {result['exceeded_gb']:g} GB"
     note = f"cpu {result['cpu_s']:.1f}s wall {result['wall_s']:.1f}s"
     note += f" peak RSS {result['peak_rss_mb']:.0f} MB"
-    if result["method"] == "commscope":
+    if result["method"].startswith("commscope"):
         note += f", {result['comm_ops']} CommOps, {result['cpu_spans']} CpuSpans"
         if result["dropped"] or result["sizes_unknown"]:
             note += f", dropped {result['dropped']}, sizes unknown {result['sizes_unknown']}"
@@ -952,11 +964,11 @@ def _ratio(row: Row, rows: list[Row]) -> float | None:
 def readme_lines(rows: list[Row], repeat: int) -> str:
     out = [f"commscope vs bare ijson, CPU-time speed (best of {repeat}), peak RSS:"]
     for row in rows:
-        if row.method != "commscope":
+        if not row.method.startswith("commscope"):
             continue
         base = next(r for r in rows if r.size_mb == row.size_mb and r.method == "ijson")
         out.append(
-            f"- {row.size_mb:,.0f} MB trace: commscope {_fmt(row.cpu_mbps())} MB/s, "
+            f"- {row.size_mb:,.0f} MB trace: {row.method} {_fmt(row.cpu_mbps())} MB/s, "
             f"ijson {_fmt(base.cpu_mbps())} MB/s -> {_fmt(_ratio(row, rows), '.2f')}x; "
             f"peak RSS {row.peak_rss_mb:.0f} MB (ijson {base.peak_rss_mb:.0f} MB)"
         )

@@ -1,0 +1,274 @@
+"""fastparse.py: Kineto's indented layout read by msgspec gives exactly what the ijson path
+gives (events, metadata, stats, dropped counts), and every document it cannot prove that for
+is read by ijson (`TraceReader.parser` says which path read the events)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from commscope.collector import fastparse
+from commscope.collector.errors import LayoutMissError, TraceError
+from commscope.collector.fastparse import fast_items
+from commscope.collector.jsonstream import Tap, trace_items
+from commscope.collector.kineto import TraceReader
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kineto_builder import ChunkedReader, annotation, cpu_op, dist_head, kernel, launch, trace
+
+REAL = Path("../shared/traces/kineto")
+U64_COMMS_ID = 10159970886766084423  # > 2^63: yajl's "integer overflow", mended by ijson's path
+
+
+class SeekableChunks:
+    """A seekable reader over `inner` whose reads return at most `size` bytes."""
+
+    def __init__(self, inner: Any, size: int) -> None:
+        self.inner, self.size = inner, size
+
+    def read(self, size: int = -1) -> bytes:
+        data: bytes = self.inner.read(self.size if size < 0 else min(size, self.size))
+        return data
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int) -> int:
+        position: int = self.inner.seek(offset)
+        return position
+
+
+def kineto_doc(
+    events: list[Any],
+    head: dict[str, Any] | None = None,
+    tail: dict[str, Any] | None = None,
+    *,
+    indent: str = "  ",
+    step: str = "  ",
+    one_line: bool = True,
+    close: str = "  ",
+    ascii_only: bool = True,
+) -> bytes:
+    """A document in Kineto's layout: head keys one a line, each event a block opening with
+    `indent{` on its own line, the array closed by `close]`, then the tail keys."""
+    lines = ["{"] + [f"  {json.dumps(k)}: {json.dumps(v)}," for k, v in (head or {}).items()]
+    lines.append('  "traceEvents": [')
+    blocks = [_block(e, indent, step, one_line, ascii_only) for e in events]
+    lines.append(",\n".join(blocks))
+    after = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in (tail or {}).items()]
+    lines.append(close + ("]," if after else "]"))
+    lines.append(",\n".join(after))
+    return ("\n".join(lines) + "\n}\n").encode()
+
+
+def _block(event: Any, indent: str, step: str, one_line: bool, ascii_only: bool) -> str:
+    if one_line:  # Kineto: several keys on a line inside the block
+        body = json.dumps(event, ensure_ascii=ascii_only)[1:-1]
+        return f"{indent}{{\n{indent}{step}{body}\n{indent}}}"
+    text = json.dumps(event, indent=step, ensure_ascii=ascii_only)
+    return "\n".join(indent + line for line in text.split("\n"))  # not splitlines: \x85
+
+
+def both(doc: bytes, size: int = 1 << 20, gz: bool = False) -> tuple[Any, Any, TraceReader]:
+    """The (events, meta, stats, has_gpu) of the default reader and of the ijson path."""
+    out = []
+    for fast in (True, False):
+        inner = gzip.GzipFile(fileobj=io.BytesIO(gzip.compress(doc))) if gz else io.BytesIO(doc)
+        stream: Any = SeekableChunks(inner, size)
+        reader = TraceReader(stream, "x.json", fast=fast)
+        events = [e for batch in reader.batches(64) for e in batch]
+        out.append(((events, reader.meta, reader.stats, reader.has_gpu), reader))
+    return out[0][0], out[1][0], out[0][1]
+
+
+# ------------------------------------------------------------------ random layouts and values
+
+_text = st.text(st.characters(blacklist_characters="NI", blacklist_categories=("Cs",)), max_size=8)
+_scalar = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63) + 1, 2**63 - 1),  # yajl holds no -2**63
+    st.floats(allow_nan=False, allow_infinity=False),
+    _text,
+)
+_value = st.recursive(
+    _scalar, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3)
+)
+_time = st.one_of(st.integers(0, 10**6), st.floats(0, 1e6, allow_nan=False))
+_args = st.none() | st.dictionaries(_text, _value, max_size=3)
+_event = st.one_of(
+    st.builds(kernel, _text, _time, _time, _args),
+    st.builds(cpu_op, _text, _time, _time, st.integers(0, 3), _args),
+    st.builds(annotation, _text, _time, _time, st.integers(0, 3), _args),
+    st.builds(launch, st.integers(0, 50), _time, st.integers(0, 3)),
+    st.dictionaries(_text, _value, min_size=1, max_size=4),  # Kineto writes no {}
+)
+_tail = st.sampled_from(
+    [None, {"traceName": "t.json"}, {"traceName": "t", "displayTimeUnit": "ms", "x": [1, {}]}]
+)
+
+
+_layout = st.fixed_dictionaries(
+    {
+        "indent": st.sampled_from(["", " ", "  ", "    ", "\t", "        "]),
+        "step": st.sampled_from([" ", "  ", "    ", "\t"]),  # nested blocks sit deeper
+        "one_line": st.booleans(),
+        "close": st.sampled_from(["", "  ", "    "]),
+        "ascii_only": st.booleans(),
+    }
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    events=st.lists(_event, min_size=1, max_size=30),
+    layout=_layout,
+    tail=_tail,
+    gz=st.booleans(),
+    size=st.integers(1, 4096),
+)
+def test_random_kineto_layouts_read_as_the_ijson_path_reads_them(
+    events: list[Any], layout: dict[str, Any], tail: dict[str, Any] | None, gz: bool, size: int
+) -> None:
+    """Random events, indentations, key layouts, tails, gzip and read sizes."""
+    doc = kineto_doc(events, dist_head(gpu="H100"), tail, **layout)
+    fast, slow, reader = both(doc, size, gz)
+    assert fast == slow
+    assert reader.parser == "fast", reader.fast_miss  # NaN/Infinity and big ints not generated
+
+
+@settings(max_examples=150, deadline=None)
+@given(values=st.lists(st.dictionaries(_text, _value), min_size=1, max_size=20))
+def test_raw_items_are_the_values_ijson_gives(values: list[Any]) -> None:
+    """Same types too (1 and 1.0 differ in repr): ijson's use_float=True reads, per value."""
+    doc = kineto_doc(values)
+    fast = list(fast_items(Tap(io.BytesIO(doc)), read_bytes=97))
+    slow = list(trace_items(Tap(io.BytesIO(doc))))
+    assert repr(fast) == repr(slow)
+
+
+# ------------------------------------------------------------------ real traces
+
+
+def _real_traces() -> list[Path]:
+    return sorted(p for p in REAL.glob("*/*") if p.name.endswith((".json", ".json.gz")))
+
+
+# Which path each real trace takes: Kineto's layout reads fast; the sampled files are compact
+# JSON (one line). The MI300 trace holds "...4e913" inside hex strings: no number, so fast.
+_IJSON_PATH = {"sampled_rank-0.json.gz", "sampled_rank-1.json.gz"}
+
+
+@pytest.mark.parametrize("path", _real_traces(), ids=lambda p: p.name)
+def test_every_real_trace_reads_the_same_by_both_paths(path: Path) -> None:
+    raw = path.read_bytes()
+    doc = gzip.decompress(raw) if path.name.endswith(".gz") else raw
+    fast, slow, reader = both(doc, size=65536, gz=path.name.endswith(".gz"))
+    assert fast == slow
+    assert reader.parser == ("ijson" if path.name in _IJSON_PATH else "fast"), reader.fast_miss
+
+
+def test_the_real_traces_are_all_there() -> None:
+    assert len(_real_traces()) == 14  # 8 DLRM + 2 sampled + 4 single-rank
+
+
+# ------------------------------------------------------------------ what takes the ijson path
+
+
+def test_compact_json_takes_the_ijson_path() -> None:
+    doc = trace([kernel("a", 0, 10), kernel("b", 20, 5)], dist_head())
+    fast, slow, reader = both(doc)
+    assert fast == slow
+    assert reader.parser == "ijson"
+    assert "on its own line" in reader.fast_miss
+
+
+def test_a_stream_that_cannot_seek_takes_the_ijson_path() -> None:
+    doc = kineto_doc([kernel("a", 0, 10)], dist_head())
+    reader = TraceReader(ChunkedReader(doc, [100]), "x.json")  # type: ignore[arg-type]
+    assert len([e for batch in reader.batches() for e in batch]) == 1
+    assert (reader.parser, reader.fast_miss) == ("ijson", "stream not seekable")
+
+
+def _many(n: int) -> list[Any]:
+    return [kernel(f"k{i}", 10 * i, 5) for i in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("odd", "reason"),
+    [
+        ({"name": "\ud800"}, "events"),  # lone surrogate: ijson gives "?", msgspec refuses
+        ({"args": {"Comms Id": U64_COMMS_ID}}, "beyond int64"),  # mended on the ijson path
+        ({"args": {"x": 1e308, "y": "NaN"}}, "NaN"),  # the word NaN: a miss even in a string
+    ],
+)
+def test_an_odd_value_mid_file_falls_back_and_gives_the_ijson_result(
+    odd: dict[str, Any], reason: str
+) -> None:
+    """300 events before it, read 512 bytes at a time: many were handed by the fast path."""
+    events = [*_many(300), kernel("odd", 4000, 1) | odd, *_many(5)]
+    fast, slow, reader = both(kineto_doc(events, dist_head()), size=512)
+    assert fast == slow
+    assert reader.parser == "ijson"
+    assert reason in reader.fast_miss
+
+
+def test_a_mended_value_keeps_its_dropped_count() -> None:
+    events = [*_many(50), kernel("odd", 600, 1, {"Comms Id": U64_COMMS_ID})]
+    fast, slow, _ = both(kineto_doc(events, dist_head()), size=256)
+    assert fast == slow
+    assert sum(fast[2].dropped.values()) == 1  # one value mended: counted once, both paths
+
+
+def test_a_truncated_document_fails_as_on_the_ijson_path() -> None:
+    doc = kineto_doc(_many(100), dist_head())[:-1000]
+    reasons = []
+    for fast in (True, False):
+        with pytest.raises(TraceError) as caught:
+            list(TraceReader(SeekableChunks(io.BytesIO(doc), 300), "x.json", fast=fast).batches())
+        reasons.append(caught.value.reason)
+    assert reasons[0] == reasons[1]
+    assert reasons[0].startswith("truncated")
+
+
+def test_trailing_garbage_falls_back() -> None:
+    doc = kineto_doc(_many(3), dist_head()) + b"]"
+    with pytest.raises(LayoutMissError):
+        list(fast_items(Tap(io.BytesIO(doc))))
+
+
+# ------------------------------------------------------------------ memory stays flat
+
+
+def test_events_are_decoded_a_read_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each decoded chunk holds at most one read plus the event it cut (the first: what the
+    head's read held too): memory bounded by the read size, not the file's."""
+    sizes: list[int] = []
+    decode = fastparse.decode_events
+
+    def record(chunk: bytes) -> list[Any]:
+        sizes.append(len(chunk))
+        return decode(chunk)
+
+    monkeypatch.setattr(fastparse, "decode_events", record)
+    doc = kineto_doc(_many(2000), dist_head())
+    assert len(list(fast_items(Tap(io.BytesIO(doc)), read_bytes=4096))) == 2000
+    biggest_event = max(len(_block(e, "  ", "  ", True, True)) for e in _many(2000))
+    assert len(sizes) > 30  # ~200 KB in 4 KB reads
+    assert max(sizes[1:]) <= 4096 + biggest_event
+    assert sizes[0] <= 2 * 4096 + biggest_event  # the first also holds the rest of the head's read
+
+
+def test_minus_two_to_the_63_is_mended_on_both_paths() -> None:
+    """yajl refuses -2**63 ("integer overflow") though int64 holds it: it was a corrupt file;
+    now mended like any number yajl cannot hold (one value dropped), by both paths."""
+    events = [*_many(20), kernel("odd", 600, 1, {"x": -(2**63)})]
+    fast, slow, reader = both(kineto_doc(events, dist_head()), size=256)
+    assert fast == slow
+    assert len(fast[0]) == 21  # every kernel read
+    assert sum(fast[2].dropped.values()) == 1
+    assert reader.parser == "ijson"
