@@ -23,9 +23,9 @@ per distinct bucket: at most log_γ(max / min) + 1 ≈ 50 per factor of 2.7 of t
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
-from itertools import accumulate
+from itertools import accumulate, chain
 from typing import Final
 
 from commscope.collector.schema import Sketch, Summary
@@ -48,27 +48,41 @@ def representative(index: int) -> float:
 def exact_sum(parts: Iterable[float]) -> list[float]:
     """The canonical expansion of the exact sum of `parts`: s0 = the sum correctly rounded,
     s1 = the rest correctly rounded, ... until nothing is left (empty for a zero sum)."""
-    terms = list(parts)
+    terms = parts if isinstance(parts, list) else list(parts)
     expansion: list[float] = []
-    while (rest := math.fsum([*terms, *(-s for s in expansion)])) != 0.0:
+    while (rest := math.fsum(chain(terms, (-s for s in expansion)))) != 0.0:
         expansion.append(rest)
     return expansion
 
 
 def sketch_of(values: Iterable[float]) -> Sketch:
     """The sketch of a sample of finite values."""
-    values = list(values)
-    found = Sketch(count=len(values), sum_parts=exact_sum(values))
-    if values:
-        found.min, found.max = min(values), max(values)
-    for value in values:
-        if value > 0:
-            _count(found.positive, bucket(value), 1)
-        elif value < 0:
-            _count(found.negative, bucket(-value), 1)
-        else:
-            found.zeros += 1
+    ordered = sorted(values)
+    found = Sketch(count=len(ordered), sum_parts=exact_sum(ordered))
+    if ordered:
+        found.min, found.max = ordered[0], ordered[-1]
+    first_zero, first_positive = bisect_left(ordered, 0.0), bisect_right(ordered, 0.0)
+    found.zeros = first_positive - first_zero
+    found.positive = _buckets(ordered[first_positive:])
+    found.negative = _buckets([-v for v in reversed(ordered[:first_zero])])
     return found
+
+
+def _buckets(ordered: list[float]) -> dict[int, int]:
+    """Bucket counts of ascending positive values: as bucket() is monotonic, each bucket is
+    one run, found by bisecting at its upper bound γ^i (then checked against bucket())."""
+    counts: dict[int, int] = {}
+    start, end = 0, len(ordered)
+    while start < end:
+        index = bucket(ordered[start])
+        stop = max(bisect_right(ordered, math.pow(GAMMA, index), start), start + 1)
+        while stop < end and bucket(ordered[stop]) == index:
+            stop += 1
+        while bucket(ordered[stop - 1]) != index:
+            stop -= 1
+        counts[index] = stop - start
+        start = stop
+    return counts
 
 
 def merge(a: Sketch, b: Sketch) -> Sketch:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import msgspec
 import pytest
@@ -18,7 +19,9 @@ GAMMA = 1.01 / 0.99
 ROUNDING = 1e-9  # float rounding on top of the 1 % bound (log, pow, interpolation)
 
 bandwidths = st.floats(min_value=1e-3, max_value=1e15, allow_nan=False, allow_infinity=False)
-samples = st.lists(st.one_of(bandwidths, st.just(0.0)), min_size=1, max_size=200)
+boundaries = st.integers(-300, 300).map(lambda k: GAMMA**k)  # on or next to bucket edges
+samples = st.lists(st.one_of(bandwidths, st.just(0.0), boundaries), min_size=1, max_size=200)
+signed = st.lists(st.one_of(bandwidths, boundaries, st.just(0.0), bandwidths.map(lambda v: -v)))
 
 
 def test_a_bucket_holds_the_values_above_the_previous_power_of_gamma() -> None:
@@ -93,7 +96,7 @@ def test_the_summary_keeps_count_mean_min_and_max_exact(values: list[float]) -> 
         assert abs(estimate - truth) <= 0.01 * truth * (1 + ROUNDING)
 
 
-@given(samples, samples, samples)
+@given(signed, signed, signed)
 def test_merge_is_the_sketch_of_the_union_in_any_order(
     a: list[float], b: list[float], c: list[float]
 ) -> None:
@@ -104,6 +107,7 @@ def test_merge_is_the_sketch_of_the_union_in_any_order(
     assert sketch.merge(sketch.merge(sc, sb), sa) == union
     assert sketch.merge(sa, sb) == sketch.merge(sb, sa)
     assert sketch.merge(sa, Sketch()) == sa
+    assert union.positive == dict(Counter(sketch.bucket(v) for v in [*a, *b, *c] if v > 0))
 
 
 def _window(*durations_ns: int) -> RankResult:
