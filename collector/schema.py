@@ -154,10 +154,25 @@ class FileStats(msgspec.Struct, kw_only=True):
 # ---------------------------------------------------------------- per-rank results
 
 
+class Sketch(msgspec.Struct, kw_only=True):
+    """A mergeable log-bucket sketch of a sample (`pipeline.sketch`): bucket index -> values,
+    exact count, exact sum (as non-overlapping float parts), exact min and max. Positive values
+    in `positive` (bucket ceil(log_γ x)), negative ones in `negative` (bucket of -x)."""
+
+    count: int = 0
+    sum_parts: list[float] = []  # their exact sum is the sample's sum (canonical expansion)
+    min: float | None = None
+    max: float | None = None
+    zeros: int = 0
+    positive: dict[int, int] = {}
+    negative: dict[int, int] = {}
+
+
 class OpTally(msgspec.Struct, kw_only=True):
     """One rank's collectives of one type: sums, and per-op bandwidth samples (B/s), packed
     as little-endian float64 (`pipeline.stats.add_sample` / `sample_values`): 8 bytes a sample
-    instead of a list slot and a Python float (32), as every sample of a run is kept."""
+    instead of a list slot and a Python float (32), as every sample of a window is kept (over
+    several windows they give way to sketches: `RunTally`)."""
 
     count: int = 0
     sized_count: int = 0
@@ -170,6 +185,15 @@ class OpTally(msgspec.Struct, kw_only=True):
     algbw_Bps: bytearray = msgspec.field(default_factory=bytearray)
     busbw_Bps: bytearray = msgspec.field(default_factory=bytearray)
     group_sources: dict[str, int] = {}  # GROUP_SOURCES entry (or "unknown") -> ops
+
+
+class RunTally(OpTally, kw_only=True):
+    """A tally over several windows (`pipeline.accumulate.merge_results`), in memory only (a
+    window's stored result keeps its `OpTally`): the bandwidths are sketches, not samples
+    (the sample fields stay empty)."""
+
+    algbw_sketch: Sketch = msgspec.field(default_factory=Sketch)
+    busbw_sketch: Sketch = msgspec.field(default_factory=Sketch)
 
 
 class InSteps(msgspec.Struct, kw_only=True):
@@ -216,6 +240,8 @@ class Summary(msgspec.Struct, kw_only=True):
     min: float | None = None
     max: float | None = None
     p95: float | None = None
+    # median and p95 from a sketch, each within this relative error (None: exact quantiles)
+    relative_error: float | None = None
 
 
 class RankOverlap(msgspec.Struct, kw_only=True):

@@ -11,7 +11,7 @@ GB/s = 1e9 B/s; "n/a" always says why.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from commscope.collector.schema import (
     CollectiveStats,
@@ -185,7 +185,25 @@ def _summary(s: Summary) -> str:
     if s.mean is None:
         return "n/a (no op of known size)"
     values = (s.mean, s.median, s.min, s.max, s.p95)
-    return " / ".join(giga(v) for v in values if v is not None) + " GB/s"
+    text = " / ".join(giga(v) for v in values if v is not None) + " GB/s"
+    if s.relative_error is not None:
+        text += f"  (~ median, p95: sketched, within {s.relative_error:.0%})"
+    return text
+
+
+def _approx(value: str, s: Summary) -> str:
+    """A quantile cell, marked `~` when it comes from the whole-run sketch."""
+    return f"~{value}" if s.relative_error is not None and value != "n/a" else value
+
+
+def _sketch_note(stats: Iterable[CollectiveStats]) -> Iterator[str]:
+    errors = {x.relative_error for s in stats for x in (s.algbw_Bps, s.busbw_Bps)} - {None}
+    for error in sorted(e for e in errors if e is not None):
+        yield (
+            f"~ = quantile of the whole run from a mergeable log-bucket sketch, within {error:.0%}"
+            " of the exact one"
+        )
+        yield "  (counts, bytes, means, min and max are exact, and so is every figure of a window)"
 
 
 def _traffic(report: Report) -> Iterator[str]:
@@ -241,11 +259,12 @@ def _bandwidth(report: Report) -> Iterator[str]:
             str(s.sized_count),
             gb(s.message_bytes),
             gb(s.bus_bytes),
-            gbps(s.algbw_Bps.median),
-            gbps(s.busbw_Bps.median),
-            gbps(s.busbw_Bps.p95),
+            _approx(gbps(s.algbw_Bps.median), s.algbw_Bps),
+            _approx(gbps(s.busbw_Bps.median), s.busbw_Bps),
+            _approx(gbps(s.busbw_Bps.p95), s.busbw_Bps),
         ]
         yield row(cells, widths)
+    yield from _sketch_note(report.collectives.all_ranks.values())
     yield from _group_sources(report)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable
+from typing import Literal
 
 from commscope.collector.classify import bus_fraction
 from commscope.collector.schema import (
@@ -31,6 +32,8 @@ from commscope.collector.schema import (
     MemoryPeak,
     OpTally,
     RankResult,
+    RunTally,
+    Sketch,
     Step,
 )
 from commscope.pipeline.intervals import (
@@ -39,7 +42,8 @@ from commscope.pipeline.intervals import (
     intersection,
     intersection_measure,
 )
-from commscope.pipeline.stats import add_sample
+from commscope.pipeline.sketch import merge, sketch_of
+from commscope.pipeline.stats import add_sample, sample_values
 
 GPU, CPU, NONE = "gpu kernels", "cpu (gloo)", "none"
 
@@ -237,7 +241,9 @@ def bus_bytes(tally: OpTally) -> float:
 
 
 def merge_results(results: Iterable[RankResult]) -> RankResult:
-    """One rank over several windows: every numerator and denominator summed."""
+    """One rank over several windows: every numerator and denominator summed. Over more than
+    one window the bandwidth samples are not concatenated but sketched (`pipeline.sketch`):
+    the run keeps one bounded sketch per type where the windows keep their exact samples."""
     results = list(results)
     known = sorted({r.source for r in results if r.source != NONE})
     steps: dict[int, int] = {}
@@ -250,7 +256,7 @@ def merge_results(results: Iterable[RankResult]) -> RankResult:
         comm_ns=sum(r.comm_ns for r in results),
         overlap_ns=sum(r.overlap_ns for r in results),
         compute_ns=sum(r.compute_ns for r in results),
-        ops=pooled_ops(results),
+        ops=pooled_ops(results, sketched=len(results) > 1),
         steps=dict(sorted(steps.items())),
         files=[f for r in results for f in r.files],
         kernel_ns=dict(sorted(kernel_ns.items())),
@@ -281,16 +287,23 @@ def _highest(values: Iterable[int | None]) -> int | None:
     return max((v for v in values if v is not None), default=None)
 
 
-def pooled_ops(results: Iterable[RankResult]) -> dict[str, OpTally]:
-    """The tallies of every result, type by type, in one (samples pooled)."""
+def pooled_ops(results: Iterable[RankResult], sketched: bool = False) -> dict[str, OpTally]:
+    """The tallies of every result, type by type, in one: samples pooled, or sketches merged
+    (a `RunTally`) when asked or when one of the tallies already is one."""
+    results = list(results)
+    if any(isinstance(t, RunTally) for r in results for t in r.ops.values()):
+        sketched = True
     pooled: dict[str, OpTally] = {}
     for result in results:
         for kind, tally in result.ops.items():
-            merge_tally(pooled.setdefault(kind, OpTally()), tally)
+            into = pooled.setdefault(kind, RunTally() if sketched else OpTally())
+            merge_tally(into, tally)
     return dict(sorted(pooled.items()))
 
 
 def merge_tally(into: OpTally, other: OpTally) -> None:
+    """Add `other` to `into` (`other` unchanged): samples concatenated, or, into a `RunTally`,
+    sketched and merged."""
     into.count += other.count
     into.sized_count += other.sized_count
     into.message_bytes += other.message_bytes
@@ -300,7 +313,20 @@ def merge_tally(into: OpTally, other: OpTally) -> None:
     into.bus_time_ns += other.bus_time_ns
     into.time_ns += other.time_ns
     into.sized_time_ns += other.sized_time_ns
-    into.algbw_Bps += other.algbw_Bps
-    into.busbw_Bps += other.busbw_Bps
     for source, count in other.group_sources.items():
         into.group_sources[source] = into.group_sources.get(source, 0) + count
+    if isinstance(into, RunTally):
+        into.algbw_sketch = merge(into.algbw_sketch, bandwidth_sketch(other, "algbw"))
+        into.busbw_sketch = merge(into.busbw_sketch, bandwidth_sketch(other, "busbw"))
+    elif isinstance(other, RunTally):
+        raise TypeError("a sketched tally merges only into a RunTally (see pooled_ops)")
+    else:
+        into.algbw_Bps += other.algbw_Bps
+        into.busbw_Bps += other.busbw_Bps
+
+
+def bandwidth_sketch(tally: OpTally, which: Literal["algbw", "busbw"]) -> Sketch:
+    """The tally's algbw or busbw values as a sketch (its own, or that of its samples)."""
+    if isinstance(tally, RunTally):
+        return tally.algbw_sketch if which == "algbw" else tally.busbw_sketch
+    return sketch_of(sample_values(tally.algbw_Bps if which == "algbw" else tally.busbw_Bps))

@@ -2,14 +2,16 @@
 
 The same function serves one window and the whole run: a run's per-rank results are the
 windows' results merged (numerators and denominators summed), so every run ratio is
-Σ numerator / Σ denominator over windows, never a mean of ratios.
+Σ numerator / Σ denominator over windows, never a mean of ratios. Bandwidth quantiles over
+several windows come from merged sketches (`RunTally`, within 1%, labelled in the summary);
+a window's are exact.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, Literal
 
 import msgspec
 from commscope.collector.schema import (
@@ -25,12 +27,15 @@ from commscope.collector.schema import (
     RankOverlap,
     RankResult,
     RankSteps,
+    RunTally,
     Sections,
+    Summary,
     Throughput,
     TrafficShare,
     Utilization,
 )
-from commscope.pipeline.accumulate import bus_bytes, pooled_ops
+from commscope.pipeline import sketch
+from commscope.pipeline.accumulate import bandwidth_sketch, bus_bytes, pooled_ops
 from commscope.pipeline.skew import stragglers
 from commscope.pipeline.stats import mean, ratio, sample_values, summarize
 
@@ -139,10 +144,17 @@ def tally_stats(tally: OpTally) -> CollectiveStats:
         message_bytes=tally.message_bytes if tally.sized_count else None,
         bus_bytes=round(bus_bytes(tally)) if tally.bus_count else None,
         time_s=tally.time_ns * NS,
-        algbw_Bps=summarize(sample_values(tally.algbw_Bps)),
-        busbw_Bps=summarize(sample_values(tally.busbw_Bps)),
+        algbw_Bps=_bandwidths(tally, "algbw"),
+        busbw_Bps=_bandwidths(tally, "busbw"),
         group_size_sources=dict(sorted(tally.group_sources.items())),
     )
+
+
+def _bandwidths(tally: OpTally, which: Literal["algbw", "busbw"]) -> Summary:
+    """Exact from a window's samples; from the sketch over several windows (a `RunTally`)."""
+    if isinstance(tally, RunTally):
+        return sketch.summary(bandwidth_sketch(tally, which))
+    return summarize(sample_values(tally.algbw_Bps if which == "algbw" else tally.busbw_Bps))
 
 
 def network(results: Mapping[int, RankResult], context: Context) -> Network:

@@ -69,7 +69,8 @@ def test_run_folder_reports_every_window_and_the_whole_run(run_dir: Path, tmp_pa
         2_000_000,
         2_000_000,
     )
-    assert set(allreduce["busbw_Bps"]) == {"mean", "median", "min", "max", "p95"}
+    assert set(allreduce["busbw_Bps"]) == {"mean", "median", "min", "max", "p95", "relative_error"}
+    assert allreduce["busbw_Bps"]["relative_error"] == 0.01  # two windows: quantiles sketched
     assert doc["network"]["peak_bandwidth_Bps"] == 450e9
     assert doc["inputs"] == {**doc["inputs"], "files": 4, "skipped": []}
     for heading in (

@@ -39,6 +39,7 @@ PURE = [
     "pipeline/ranks.py",
     "pipeline/rolling.py",
     "pipeline/sections.py",
+    "pipeline/sketch.py",
     "pipeline/report.py",
     "pipeline/stats.py",
     "exporters/crosstext.py",

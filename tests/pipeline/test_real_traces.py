@@ -7,9 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from commscope.collector.discover import find_windows
 from commscope.collector.schema import Report
-from commscope.pipeline.offline import analyse
+from commscope.pipeline.accumulate import pooled_ops
+from commscope.pipeline.offline import analyse, parse_windows
 from commscope.pipeline.report import Options
+from commscope.pipeline.sections import collective_stats
 
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces" / "kineto"
 pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason=f"{TRACES} not present")
@@ -125,3 +128,27 @@ def test_v100_memory_peak_is_the_highest_total_allocated_on_its_gpu() -> None:
     total = sum(e["dur"] for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
     assert sum(kernels.time_s.values()) == pytest.approx(total * 1e-6, rel=1e-9)
     assert kernels.idle_s == pytest.approx(kernels.span_s - kernels.busy_s)
+
+
+def test_dlrm_over_two_windows_sketches_only_the_whole_run_quantiles(tmp_path: Path) -> None:
+    """The DLRM files twice, as two windows: each window's figures stay exact (those of the
+    one-window report); the run's count, mean, min and max equal the exact pooled ones and its
+    median and p95 lie within 1% of them."""
+    for window in ("iteration_1", "iteration_2"):
+        (tmp_path / window).mkdir()
+        for trace in sorted((TRACES / "dlrm_8rank_v100").iterdir()):
+            (tmp_path / window / trace.name).symlink_to(trace)
+    report = analyse(tmp_path, Options())
+    single = analyse(TRACES / "dlrm_8rank_v100", Options())
+    assert report.windows[0].collectives == single.collectives
+    parsed, _, _ = parse_windows(find_windows(tmp_path))
+    exact = collective_stats(pooled_ops(p.result for p in parsed))
+    for kind, run in report.collectives.all_ranks.items():
+        for ours, truth in ((run.algbw_Bps, exact[kind].algbw_Bps),
+                            (run.busbw_Bps, exact[kind].busbw_Bps)):  # fmt: skip
+            assert (ours.mean, ours.min, ours.max) == (truth.mean, truth.min, truth.max)
+            assert ours.relative_error == 0.01 and truth.relative_error is None
+            for estimate, value in ((ours.median, truth.median), (ours.p95, truth.p95)):
+                assert estimate is not None and value is not None
+                assert abs(estimate - value) <= 0.01 * value * (1 + 1e-9)
+        assert run.count == exact[kind].count == 2 * single.collectives.all_ranks[kind].count
