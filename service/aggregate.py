@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, get_args
 
 import msgspec
 import zmq
@@ -90,14 +90,9 @@ REJECT_REASONS: Final = (
     "too_many_nodes",  # a node name over the cap
     "disconnected",  # a connection dropped (by libzmq for an oversized frame, or the peer)
 )
-_KINDS: Final = {
-    "hello": "Hello",
-    "start": "StreamStart",
-    "batch": "Batch",
-    "end": "StreamEnd",
-    "heartbeat": "Heartbeat",
-    "end_of_run": "EndOfRun",
-}
+# A message's kind by its wire tag, from the schema's own tags (the Head's tag set is checked
+# against them in tests/collector/test_wire_golden.py).
+_KINDS: Final = {kind.__struct_config__.tag: kind.__name__ for kind in get_args(ToAggregator)}
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Generic, TypeVar
 
 import msgspec
 import zmq
@@ -288,6 +288,44 @@ def peer(frames: list[zmq.Frame]) -> str | None:
         return None
 
 
+M = TypeVar("M")
+
+
+class Listener(Generic[M]):
+    """A daemon thread handing each message `socket` receives (read by `receive`) to
+    `handle`, until `close()`; the socket is closed with it."""
+
+    def __init__(
+        self,
+        socket: zmq.Socket[bytes],
+        receive: Callable[[zmq.Socket[bytes]], M],
+        handle: Callable[[M], None],
+        name: str,
+    ) -> None:
+        self.socket = socket
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(receive, handle), name=name, daemon=True
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self, receive: Callable[[zmq.Socket[bytes]], M], handle: Callable[[M], None]) -> None:
+        try:
+            while not self._stop.is_set():
+                if self.socket.poll(100):
+                    handle(receive(self.socket))
+        finally:
+            self.socket.close(0)
+
+
+def _multipart(socket: zmq.Socket[bytes]) -> list[bytes]:
+    return socket.recv_multipart()
+
+
 class Gate:
     """The aggregator's ZAP handler, on one thread of its own; the handshake events of the
     ROUTER's monitor come in through `handshake()`."""
@@ -301,28 +339,18 @@ class Gate:
         self._lock = threading.Lock()
         self._refused = dict.fromkeys(REFUSED_REASONS, 0)
         self._logged: set[tuple[bytes, bytes]] = set()
-        self._stop = threading.Event()
-        self._zap = socket.context.socket(zmq.REP)
-        self._zap.linger = 0
-        self._zap.bind(_ZAP)
-        self._thread = threading.Thread(target=self._run, name="commscope-zap", daemon=True)
-        self._thread.start()
+        zap = socket.context.socket(zmq.REP)
+        zap.linger = 0
+        zap.bind(_ZAP)
+        self._zap = zap  # answered on the listener's thread only
+        self._listener = Listener(zap, _multipart, self._answer, "commscope-zap")
 
     def refused(self) -> dict[str, int]:
         with self._lock:
             return dict(self._refused)
 
     def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                if self._zap.poll(100):
-                    self._answer(self._zap.recv_multipart())
-        finally:
-            self._zap.close(0)
+        self._listener.close()
 
     def _answer(self, request: list[bytes]) -> None:
         try:
@@ -420,26 +448,15 @@ class Link:
         self.failures = 0
         self.connected = False
         self.handshakes = 0  # succeeded so far: a new one is a (re)connected aggregator
-        self._stop = threading.Event()
-        self._monitor = socket.get_monitor_socket(HANDSHAKE_EVENTS)
-        self._thread = threading.Thread(target=self._run, name="commscope-link", daemon=True)
-        self._thread.start()
+        monitor = socket.get_monitor_socket(HANDSHAKE_EVENTS)
+        self._listener = Listener(monitor, recv_monitor_message, self.handle, "commscope-link")
 
     def check(self) -> None:
         if self.error is not None:
             raise ConfigError(self.error)
 
     def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                if self._monitor.poll(100):
-                    self.handle(recv_monitor_message(self._monitor))
-        finally:
-            self._monitor.close(0)
+        self._listener.close()
 
     def handle(self, event: Mapping[str, object]) -> None:
         kind, value = event["event"], event["value"]

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, get_args, get_type_hints
 
 import msgspec
 import pytest
+from commscope.collector import schema
 from commscope.collector.schema import (
     PROTOCOL_VERSION,
     STATE_VERSION,
@@ -203,3 +204,10 @@ def test_the_encoding_is_the_golden_one(name: str) -> None:
 def test_the_golden_bytes_decode_to_the_example(name: str) -> None:
     value, kind = EXAMPLES[name]
     assert msgspec.msgpack.decode(bytes.fromhex(golden()[name]), type=kind) == value
+
+
+def test_the_head_knows_every_message_kind_an_aggregator_receives() -> None:
+    """The aggregator reads a message's kind from `Head.type` before the rest: its tag set is
+    the wire's own, no more, no less."""
+    tags = {kind.__struct_config__.tag for kind in get_args(schema.ToAggregator)}
+    assert set(get_args(get_type_hints(schema.Head)["type"])) == tags
