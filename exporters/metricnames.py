@@ -5,6 +5,7 @@ Names follow Prometheus conventions: prefix `commscope_`, base units, counters e
 Labels are bounded: `job`, `rank`, `collective`, `node` (a collector), `stat`, small fixed
 `reason`/`kind`/`state`/`category` sets, and `process_group` for at most `MAX_GROUPS` groups
 (those with the most matched collectives); never file names, kernel names or message sizes.
+An aggregator run with `--shard NAME` adds `shard` (`SHARD_LABEL`) to every family it serves.
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ from __future__ import annotations
 from typing import Final, NamedTuple
 
 MAX_GROUPS: Final = 16
+# The label every family of a sharded aggregator carries (one value per aggregator: the set of
+# nodes whose collectors point at it); absent when it runs without --shard.
+SHARD_LABEL: Final = "shard"
+SHARD_PATTERN: Final = "^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,62}$"
 
 
 class Family(NamedTuple):

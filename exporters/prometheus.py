@@ -21,7 +21,7 @@ from commscope.collector.schema import (
     Window,
 )
 from commscope.exporters.collectormetrics import counter_samples
-from commscope.exporters.metricnames import FAMILIES, MAX_GROUPS
+from commscope.exporters.metricnames import FAMILIES, MAX_GROUPS, SHARD_LABEL, Family
 from commscope.exporters.publish import Published, family
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -45,28 +45,35 @@ class Snapshot:
     aggregator: AggregatorStats = field(default_factory=AggregatorStats)
     streams: Mapping[str, int] = field(default_factory=dict)  # state -> count
     collectors: Mapping[str, tuple[CollectorStats, bool]] = field(default_factory=dict)
+    shard: str = ""  # the aggregator's --shard: a `shard` label on every sample ("": none)
 
 
 class Families:
-    """Metric families by exposed name, filled sample by sample."""
+    """Metric families by exposed name, filled sample by sample; with a `shard`, every
+    sample carries it as its last label."""
 
-    def __init__(self) -> None:
+    def __init__(self, shard: str = "") -> None:
         self._made: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
+        self._shard = (shard,) if shard else ()
 
     def add(self, name: str, labels: tuple[str, ...], value: float | None) -> None:
         if value is None:
             return
         made = self._made.get(name)
         if made is None:
-            made = self._made[name] = family(_BY_NAME[name])
-        made.add_metric(list(labels), value)
+            made = self._made[name] = family(self._spec(name))
+        made.add_metric([*labels, *self._shard], value)
+
+    def _spec(self, name: str) -> Family:
+        spec = _BY_NAME[name]
+        return spec._replace(labels=(*spec.labels, SHARD_LABEL)) if self._shard else spec
 
     def all(self) -> list[Metric]:
         return [self._made[f.name] for f in FAMILIES if f.name in self._made]
 
 
 def families(snapshot: Snapshot) -> list[Metric]:
-    out = Families()
+    out = Families(snapshot.shard)
     _ranks(out, snapshot)
     _latest(out, snapshot)
     _collectives(out, snapshot)

@@ -116,6 +116,7 @@ class AggregatorSettings:
     max_streams: int = 4096
     max_nodes: int = 1024
     max_handles: int = 64  # open log files
+    shard: str = ""  # --shard: the `shard` label of every metric ("": none)
 
 
 class Aggregator:
@@ -144,7 +145,7 @@ class Aggregator:
         self.completed = set(self.aggregation.complete_windows())
         self._report: Report | None = None
         self._dirty = True
-        self.exporter = SnapshotCollector(Snapshot(job=settings.job))
+        self.exporter = SnapshotCollector(Snapshot(job=settings.job, shard=settings.shard))
         self._published_at = -math.inf  # publish at the first tick
         self._last_message = clock()
         self.socket: zmq.Socket[bytes] | None = None
@@ -483,6 +484,7 @@ class Aggregator:
                 "skipped": sum(1 for f in done if f.result is None),
             },
             collectors=collectors,
+            shard=self.settings.shard,
         )
 
     def _over(self) -> bool:

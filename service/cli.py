@@ -37,6 +37,7 @@ from commscope.collector.schema import MAX_BATCH_EVENTS, NODE_PATTERN, Inputs, R
 from commscope.collector.stream import StreamSettings
 from commscope.exporters import diff, text
 from commscope.exporters.files import write_reports
+from commscope.exporters.metricnames import SHARD_PATTERN
 from commscope.exporters.progress import TerminalProgress
 from commscope.pipeline import compare, parallel
 from commscope.pipeline.config import flags_only, parse_config, with_overrides
@@ -212,6 +213,14 @@ def _aggregate_parser(commands: Any) -> None:
     aggregate.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics here")
     aggregate.add_argument("--metrics-addr", default="0.0.0.0")
     aggregate.add_argument("--job", default=None, help="the job label (default: model name)")
+    aggregate.add_argument(
+        "--shard",
+        default="",
+        metavar="NAME",
+        help="this aggregator's shard (the nodes whose collectors point at it): a "
+        "`shard` label on every metric, so several aggregators' metrics meet in one "
+        "Prometheus or VictoriaMetrics (default: none, no label)",
+    )
     aggregate.add_argument("--expect-nodes", type=int, default=0, metavar="N")
     aggregate.add_argument("--idle-timeout", type=float, metavar="S")
     aggregate.add_argument("--horizon", type=float, default=600.0, metavar="S")
@@ -415,7 +424,14 @@ def _aggregator_settings(args: argparse.Namespace) -> AggregatorSettings:
         credit=args.credit,
         refresh_s=args.refresh,
         keys=keys,
+        shard=_shard(args.shard),
     )
+
+
+def _shard(shard: str) -> str:
+    if shard and not re.fullmatch(SHARD_PATTERN, shard):
+        raise ConfigError(f"--shard {shard!r}: letters, digits and _.:@- only (63 at most)")
+    return shard
 
 
 def _port(flag: str, port: int | None) -> None:

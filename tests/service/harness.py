@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -87,12 +88,14 @@ class Processes:
         self.started: list[Proc] = []
 
     def start(self, name: str, *args: str) -> Proc:
+        return self.spawn(name, *COMMSCOPE, *args)
+
+    def spawn(self, name: str, *argv: str) -> Proc:
+        """Any program (a commscope daemon, Prometheus, VictoriaMetrics), its output logged."""
         log = self.folder / f"{name}.{len(self.started)}.log"
         handle = log.open("wb")
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        popen = subprocess.Popen(
-            [*COMMSCOPE, *args], stdout=handle, stderr=subprocess.STDOUT, env=env
-        )
+        popen = subprocess.Popen(list(argv), stdout=handle, stderr=subprocess.STDOUT, env=env)
         handle.close()
         proc = Proc(name, popen, log)
         self.started.append(proc)
@@ -227,3 +230,55 @@ def write_slowly(source: Path, target: Path, pieces: int, pause_s: float) -> Ite
 
 def copy_tree(source: Path, target: Path) -> None:
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("LICENSE"))
+
+
+def start_prometheus(procs: Processes, binary: str, folder: Path, config: str) -> int:
+    """A real Prometheus server with this configuration (YAML text), on a free loopback
+    port; the port, once it says it is ready."""
+    port = free_port()
+    (folder / "prometheus.yml").write_text(config)
+    proc = procs.spawn(
+        "prometheus",
+        binary,
+        f"--config.file={folder / 'prometheus.yml'}",
+        f"--storage.tsdb.path={folder / 'tsdb'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+    )
+    wait_for("Prometheus to be ready", lambda: _ready(proc, f"http://127.0.0.1:{port}/-/ready"))
+    return port
+
+
+def scrape_config(targets: list[int], interval: str = "1s") -> str:
+    """Prometheus scrape configuration of aggregators on loopback, as deploy/prometheus has it
+    (honor_labels: the aggregator's own `job` label wins)."""
+    listed = ", ".join(f"'127.0.0.1:{port}'" for port in targets)
+    return (
+        f"global: {{scrape_interval: {interval}, evaluation_interval: {interval}}}\n"
+        "scrape_configs:\n"
+        "  - job_name: commscope\n"
+        "    honor_labels: true\n"
+        f"    static_configs: [{{targets: [{listed}]}}]\n"
+    )
+
+
+def _ready(proc: Proc, url: str) -> bool:
+    if proc.popen.poll() is not None:
+        raise AssertionError(f"{proc.name} exited:\n{proc.tail()}")
+    with urllib.request.urlopen(url, timeout=2) as response:
+        return bool(response.status == 200)
+
+
+def promql(port: int, query: str) -> list[dict[str, Any]]:
+    """The result of an instant PromQL query through the Prometheus HTTP API on `port`
+    (Prometheus and VictoriaMetrics both serve /api/v1/query)."""
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": query})
+    with urllib.request.urlopen(url, timeout=5) as response:
+        answer = json.loads(response.read())
+    assert answer["status"] == "success", answer
+    return answer["data"]["result"]  # type: ignore[no-any-return]
+
+
+def promql_value(port: int, query: str) -> float | None:
+    """The value of a query's first series (None when it has none yet)."""
+    results = promql(port, query)
+    return float(results[0]["value"][1]) if results else None

@@ -172,3 +172,16 @@ def test_a_state_folder_of_a_newer_commscope_is_one_line_and_exit_1(
     err = capsys.readouterr().err
     assert err.startswith("commscope: error: ") and "state version 99" in err
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "shard",
+    ["rack 7", 'a"b', "-a", "x" * 64, "é"],  # a space, a quote, a leading dash, 64 > 63, not ASCII
+)
+def test_a_shard_that_is_not_a_safe_label_value_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], shard: str
+) -> None:
+    assert aggregate(tmp_path, f"tcp://127.0.0.1:{free_port()}", f"--shard={shard}") == 1
+    err = capsys.readouterr().err
+    says = "letters, digits and _.:@- only (63 at most)"
+    assert err == f"commscope: error: --shard {shard!r}: {says}\n"

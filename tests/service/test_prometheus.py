@@ -4,11 +4,8 @@ scrapes it and answers PromQL with the overlap the report gives for a known rank
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -21,7 +18,10 @@ from service.harness import (
     collector_args,
     free_port,
     offline,
+    promql_value,
     sample_value,
+    scrape_config,
+    start_prometheus,
     wait_for,
 )
 from tools import require_tool
@@ -102,43 +102,20 @@ def test_metrics_pass_promtool_and_serve_every_family(streamed: Aggregate) -> No
 def test_a_real_prometheus_scrapes_overlap_skew_and_caused_wait(
     streamed: Aggregate, procs: Processes, tmp_path: Path
 ) -> None:
-    binary = require_tool("prometheus")
-    port = free_port()
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-        "scrape_configs:\n"
-        "  - job_name: commscope\n"
-        "    honor_labels: true\n"
-        f"    static_configs: [{{targets: ['127.0.0.1:{streamed.metrics_port}']}}]\n"
-    )
-    with (tmp_path / "prometheus.log").open("wb") as log:
-        server = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
-    try:
-        expected = _expected_overlap(tmp_path)
-        query = 'commscope_run_comm_compute_overlap_ratio{job="mlp",rank="0"}'
-        value = wait_for("Prometheus to answer", lambda: _query(port, query), 60)
-        assert value == pytest.approx(expected["run"], rel=1e-12)
-        latest = 'commscope_comm_compute_overlap_ratio{job="mlp",rank="0"}'
-        assert _query(port, latest) == pytest.approx(expected["latest"], rel=1e-12)
-        skew = 'commscope_arrival_skew_seconds{job="mlp",collective="AllReduce",stat="max"}'
-        assert _query(port, skew) == pytest.approx(expected["skew"], rel=1e-12)
-        run_skew = skew.replace("commscope_", "commscope_run_")
-        assert _query(port, run_skew) == pytest.approx(expected["run skew"], rel=1e-12)
-        waits = 'commscope_caused_wait_seconds_total{job="mlp",rank="1"}'
-        assert _query(port, waits) == pytest.approx(expected["caused wait"], rel=1e-12)
-    finally:
-        server.terminate()
-        server.wait(30)
+    config = scrape_config([streamed.metrics_port])
+    port = start_prometheus(procs, require_tool("prometheus"), tmp_path, config)
+    expected = _expected_overlap(tmp_path)
+    query = 'commscope_run_comm_compute_overlap_ratio{job="mlp",rank="0"}'
+    value = wait_for("Prometheus to answer", lambda: promql_value(port, query), 60)
+    assert value == pytest.approx(expected["run"], rel=1e-12)
+    latest = 'commscope_comm_compute_overlap_ratio{job="mlp",rank="0"}'
+    assert promql_value(port, latest) == pytest.approx(expected["latest"], rel=1e-12)
+    skew = 'commscope_arrival_skew_seconds{job="mlp",collective="AllReduce",stat="max"}'
+    assert promql_value(port, skew) == pytest.approx(expected["skew"], rel=1e-12)
+    run_skew = skew.replace("commscope_", "commscope_run_")
+    assert promql_value(port, run_skew) == pytest.approx(expected["run skew"], rel=1e-12)
+    waits = 'commscope_caused_wait_seconds_total{job="mlp",rank="1"}'
+    assert promql_value(port, waits) == pytest.approx(expected["caused wait"], rel=1e-12)
 
 
 def _expected_overlap(tmp_path: Path) -> dict[str, float]:
@@ -152,14 +129,6 @@ def _expected_overlap(tmp_path: Path) -> dict[str, float]:
         "run skew": report["skew"]["per_collective"]["AllReduce"]["skew_s"]["max"],
         "caused wait": report["skew"]["per_rank"]["1"]["caused_wait_s"],
     }
-
-
-def _query(port: int, query: str) -> float | None:
-    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": query})
-    with urllib.request.urlopen(url, timeout=5) as response:
-        answer = json.loads(response.read())
-    results = answer["data"]["result"]
-    return float(results[0]["value"][1]) if results else None
 
 
 def _with_collector(aggregate: Aggregate) -> str | None:
