@@ -12,7 +12,7 @@ import shlex
 from collections import Counter
 from pathlib import Path
 
-from commscope.exporters.metricnames import FAMILIES, NAMES
+from commscope.exporters.metricnames import FAMILIES, NAMES, SHARD_LABEL
 from tools import require_tool
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,6 +46,7 @@ FLAGS = {
         "--horizon",
         "--keys",
         "--allow",
+        "--shard",
     },
 }
 REQUIRED = {
@@ -54,7 +55,8 @@ REQUIRED = {
     "aggregate": {"--listen", "--metrics-port", "--out", "--state", "--keys", "--allow"},
 }
 KIND = {f.name: f.kind for f in FAMILIES}
-LABELS = {f.name: set(f.labels) for f in FAMILIES}
+# A sharded aggregator (`--shard`) adds the shard label to every family.
+LABELS = {f.name: {*f.labels, SHARD_LABEL} for f in FAMILIES}
 
 # PromQL identifiers: metric names, recorded names (with colons), functions, labels, keywords.
 _IDENT = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")

@@ -1,4 +1,5 @@
-"""The Grafana dashboard: variables, datasource on every panel, queries only on exported names."""
+"""The Grafana dashboard: variables, datasource on every panel, queries only on exported names,
+job-wide panels that combine several aggregators' shards into the job's figure."""
 
 from __future__ import annotations
 
@@ -315,7 +316,7 @@ def test_alpha_and_beta_are_drawn_per_process_group_and_collective(
     for metric in ("commscope_alpha_seconds", "commscope_beta_bytes_per_second"):
         (panel,) = panels_showing(dashboard, metric)
         (target,) = panel["targets"]
-        assert target["legendFormat"] == "{{process_group}} {{collective}}"
+        assert target["legendFormat"] == "{{process_group}} {{collective}} {{shard}}"
 
 
 def test_run_counters_are_rated_over_a_window_update(dashboard: dict[str, Any]) -> None:
@@ -350,4 +351,50 @@ def test_every_query_is_valid_promql(dashboard: dict[str, Any], tmp_path: Path) 
         timeout=60,
         check=False,
     )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def panel_expr(dashboard: dict[str, Any], title: str) -> str:
+    (panel,) = [p for p in query_panels(dashboard) if p["title"] == title]
+    return str(panel["targets"][0]["expr"]).replace("$job", ".*")
+
+
+# Job j split over shards a and b (2 ranks each; a's ranks step in 1 s, b's in 2 s), job k on
+# one aggregator (no shard). A shard's tokens/s is K / (its mean step time), the job's is
+# K / 1.5 s = 800 for K = 1200: a says 1200, b 600; their mean (900) would be wrong, the
+# rank-weighted harmonic mean 4 / (2/1200 + 2/600) = 800 is right. MFU and HFU scale with
+# tokens/s: a 0.6 and b 0.3 give 0.4; a 0.9 and b 0.45 give 0.6.
+SHARDED = {  # shard -> value ("": job k's one aggregator)
+    "commscope_ranks": {"a": 2, "b": 2, "": 4},
+    "commscope_tokens_per_second": {"a": 1200, "b": 600, "": 800},
+    "commscope_mfu_ratio": {"a": 0.6, "b": 0.3, "": 0.4},
+    "commscope_hfu_ratio": {"a": 0.9, "b": 0.45, "": 0.6},
+}
+JOB_WIDE = {"Ranks": (4, 4), "Tokens per second": (800, 800), "MFU": (0.4, 0.4), "HFU": (0.6, 0.6)}
+
+
+def _series(name: str, shard: str, value: float) -> dict[str, str]:
+    labels = f'job="j", shard="{shard}"' if shard else 'job="k"'
+    return {"series": f"{name}{{{labels}}}", "values": f"{value}x5"}
+
+
+def test_job_wide_panels_combine_shards_into_the_jobs_figure(
+    dashboard: dict[str, Any], tmp_path: Path
+) -> None:
+    """promtool evaluates the panels' queries over two shards' series and one aggregator's."""
+    series = [_series(name, s, v) for name, values in SHARDED.items() for s, v in values.items()]
+    rules = [{"record": f"dashboard:panel{i}", "expr": panel_expr(dashboard, title)}
+             for i, title in enumerate(JOB_WIDE)]  # fmt: skip
+    cases = [
+        {"expr": f"dashboard:panel{i}", "eval_time": "2m", "exp_samples": [
+            {"labels": f'dashboard:panel{i}{{job="{job}"}}', "value": value}
+            for job, value in zip("jk", want, strict=True)]}
+        for i, want in enumerate(JOB_WIDE.values())
+    ]  # fmt: skip
+    (tmp_path / "rules.yml").write_text(json.dumps({"groups": [{"name": "d", "rules": rules}]}))
+    unit = {"interval": "1m", "input_series": series, "promql_expr_test": cases}
+    test = {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": [unit]}
+    (tmp_path / "test.yml").write_text(json.dumps(test))
+    done = subprocess.run([require_tool("promtool"), "test", "rules", "test.yml"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
