@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from deploycheck import (
     DEPLOY,
     LABELS,
@@ -21,6 +22,7 @@ from deploycheck import (
 )
 
 DASHBOARD = DEPLOY / "grafana" / "commscope.json"
+DATASOURCE = DEPLOY / "grafana" / "victoriametrics-datasource.yml"
 DS_VAR = "${datasource}"
 RANK_FILTER = 'rank=~"$rank"'
 SELECTOR = re.compile(r"\b(commscope_[a-z_]+)\s*\{([^}]*)\}")
@@ -164,6 +166,15 @@ def test_is_a_current_grafana_dashboard(dashboard: dict[str, Any]) -> None:
 def test_datasource_variable_picks_a_prometheus(dashboard: dict[str, Any]) -> None:
     var = variable(dashboard, "datasource")
     assert (var["type"], var["query"]) == ("datasource", "prometheus")
+
+
+def test_the_victoria_metrics_datasource_is_one_the_dashboard_offers(
+    dashboard: dict[str, Any],
+) -> None:
+    provisioned = yaml.safe_load(DATASOURCE.read_text(encoding="utf-8"))
+    (source,) = provisioned["datasources"]
+    assert source["type"] == variable(dashboard, "datasource")["query"] == "prometheus"
+    assert source["url"] == "http://victoriametrics:8428"  # the Prometheus query API
 
 
 @pytest.mark.parametrize(

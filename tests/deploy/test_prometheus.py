@@ -1,7 +1,9 @@
-"""Prometheus scrape config, rules and rule tests: promtool accepts them, names are exported."""
+"""Prometheus scrape configs (one aggregator; several shards remote-writing to VictoriaMetrics),
+rules and rule tests: promtool (and VictoriaMetrics' vmalert) accept them, names are exported."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -64,6 +66,35 @@ def test_promtool_rule_tests_pass() -> None:
     done = promtool("test", "rules", "deploy/prometheus/rules_test.yml")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS" in done.stdout
+
+
+def test_promtool_checks_the_sharded_config() -> None:
+    done = promtool("check", "config", "deploy/prometheus/prometheus-shards.yml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 rule files found" in done.stdout
+
+
+def test_sharded_config_keeps_labels_and_sends_commscope_series_on() -> None:
+    config = load(PROM / "prometheus-shards.yml")
+    assert config["rule_files"] == ["rules.yml"]
+    (scrape,) = config["scrape_configs"]
+    assert scrape["honor_labels"] is True  # the aggregators' job and shard labels win
+    (remote,) = config["remote_write"]
+    assert remote["url"] == "http://victoriametrics:8428/api/v1/write"
+    (keep,) = remote["write_relabel_configs"]
+    assert (keep["source_labels"], keep["action"]) == (["__name__"], "keep")
+    kept = re.compile(keep["regex"])  # Prometheus anchors it: fullmatch
+    assert all(kept.fullmatch(name) for name in NAMES | set(records()))
+    assert not any(kept.fullmatch(n) for n in ("up", "go_goroutines", "commscope", "a:b:c"))
+
+
+def test_vmalert_accepts_the_rules() -> None:
+    """Where several Prometheus servers each see part of a job, rules.yml runs in vmalert."""
+    done = subprocess.run(
+        [require_tool("vmalert"), "-dryRun", "-rule=deploy/prometheus/rules.yml"],
+        capture_output=True, text=True, timeout=60, check=False, cwd=DEPLOY.parent,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_scrape_config_keeps_commscopes_job_label() -> None:
