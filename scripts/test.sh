@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Set up (first run only) and run every check: ruff, mypy --strict, and the test suite
 # (including a real torchrun gloo job, so torch 2.13.0 CPU is installed here, and a real
-# Prometheus server: Debian's prometheus and shellcheck are installed when running as root).
+# Prometheus server remote-writing into a real VictoriaMetrics: Debian's prometheus,
+# victoria-metrics and shellcheck are installed when running as root).
 source "$(dirname "$0")/env.sh" test
-if ! command -v promtool >/dev/null || ! command -v shellcheck >/dev/null; then
+if ! command -v promtool >/dev/null || ! command -v shellcheck >/dev/null \
+  || ! command -v victoria-metrics >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "installing Debian packages: prometheus shellcheck" >&2
+    echo "installing Debian packages: prometheus victoria-metrics shellcheck" >&2
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-      --no-install-recommends prometheus shellcheck) > .venv/apt.log 2>&1 \
+      --no-install-recommends prometheus victoria-metrics shellcheck) > .venv/apt.log 2>&1 \
       || { cat .venv/apt.log >&2; exit 1; }
   fi
 fi
