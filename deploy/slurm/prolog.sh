@@ -15,6 +15,10 @@
 #      --expect-nodes (the number of nodes of the job) and --idle-timeout;
 #   3. on the first node of the job (the first name of `scontrol show hostnames`), starts
 #      commscope-aggregator@J; on every node, starts commscope-collector@J.
+# Shards (COMMSCOPE_SHARD_NODES=K, for jobs too large for one aggregator): the job's nodes in
+# blocks of K, in Slurm's order; each block's first node runs an aggregator for the block
+# (--shard s0, s1, ...; --expect-nodes the block's size) and the block's collectors point at
+# it. Their metrics meet in Prometheus and VictoriaMetrics (deploy/README.md).
 # The epilog (epilog.sh) stops them; stopping the collector is what sends end-of-run.
 #
 # Keys (CurveZMQ), in $COMMSCOPE_KEYS_DIR (/etc/commscope/keys, where the units load them from):
@@ -67,6 +71,7 @@ fi
 : "${COMMSCOPE_KEYS_DIR:=/etc/commscope/keys}"      # the units' LoadCredential= paths too
 : "${COMMSCOPE_ALLOW_DIR:=$COMMSCOPE_KEYS_DIR/allow}"  # shared: every node's public key
 : "${COMMSCOPE_MAKE_KEYS:=1}"                       # 0: never make a node's pair here
+: "${COMMSCOPE_SHARD_NODES:=0}"                     # K: an aggregator per K nodes; 0: one
 
 log() {
     echo "commscope-prolog: $*" >&2
@@ -76,6 +81,32 @@ log() {
 # The nodes of the job, one a line, in Slurm's order.
 job_nodes() {
     scontrol show hostnames "${SLURM_JOB_NODELIST:-}"
+}
+
+# This node's block of the job's nodes (one a line in $2): "FIRST_NODE NODES SHARD", where
+# SHARD is empty when the whole job is one block (COMMSCOPE_SHARD_NODES=0).
+block_of() {
+    local node="$1" size="$COMMSCOPE_SHARD_NODES" i first count
+    local -a all
+    mapfile -t all <<<"$2"
+    if [[ ! "$size" =~ ^[0-9]{1,6}$ ]]; then
+        log "unusable COMMSCOPE_SHARD_NODES '$size' (nodes per aggregator; 0: one for the job)"
+        return 1
+    fi
+    size=$((10#$size))
+    if ((size == 0)); then
+        echo "${all[0]} ${#all[@]}"
+        return 0
+    fi
+    for i in "${!all[@]}"; do
+        [[ "${all[$i]}" == "$node" ]] || continue
+        first=$((i / size * size))
+        count=$((${#all[@]} - first < size ? ${#all[@]} - first : size))
+        echo "${all[$first]} $count s$((i / size))"
+        return 0
+    done
+    log "node $node is not among the job's nodes: its shard is unknown"
+    return 1
 }
 
 # Write the env file through a temporary file and a rename, so a unit never reads half of it.
@@ -133,14 +164,14 @@ main() {
         return 0
     fi
 
-    local nodes first count node
+    local nodes node block first count shard
     if ! nodes="$(job_nodes)" || [[ -z "$nodes" ]]; then
         log "job $job: cannot list the job's nodes (scontrol): commscope not started"
         return 1
     fi
-    first="${nodes%%$'\n'*}"
-    count="$(grep -c . <<<"$nodes")"
     node="${SLURMD_NODENAME:-$(hostname -s)}"
+    block="$(block_of "$node" "$nodes")" || return 1
+    read -r first count shard <<<"$block"
     local host="${COMMSCOPE_AGGREGATOR_HOST:-$first}"
     local name_re='^[A-Za-z0-9._-]+$'
     if [[ ! "$node" =~ $name_re || ! "$host" =~ $name_re ]]; then
@@ -173,7 +204,7 @@ main() {
         "COMMSCOPE_ALLOW_DIR=$COMMSCOPE_ALLOW_DIR" \
         "COMMSCOPE_LISTEN=tcp://0.0.0.0:$COMMSCOPE_PORT" \
         "COMMSCOPE_METRICS_PORT=$COMMSCOPE_METRICS_PORT" \
-        "COMMSCOPE_AGGREGATE_ARGS=\"--expect-nodes $count --idle-timeout $COMMSCOPE_IDLE_TIMEOUT${COMMSCOPE_AGGREGATE_ARGS:+ $COMMSCOPE_AGGREGATE_ARGS}\""
+        "COMMSCOPE_AGGREGATE_ARGS=\"--expect-nodes $count${shard:+ --shard $shard} --idle-timeout $COMMSCOPE_IDLE_TIMEOUT${COMMSCOPE_AGGREGATE_ARGS:+ $COMMSCOPE_AGGREGATE_ARGS}\""
     then
         log "job $job: cannot write $COMMSCOPE_ENV_DIR/$job.env"
         return 1

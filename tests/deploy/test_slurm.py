@@ -266,6 +266,39 @@ def test_prolog_with_a_central_aggregator_starts_only_the_collector(node: Node) 
     assert node.calls() == [f"start commscope-collector@{JOB}.service"]
 
 
+@pytest.mark.parametrize(
+    ("here", "aggregator", "args", "starts"),
+    [  # five nodes in blocks of two: node001-002 (s0), node003-004 (s1), node005 (s2)
+        ("node003", "node003", "--expect-nodes 2 --shard s1", ["aggregator", "collector"]),
+        ("node004", "node003", "--expect-nodes 2 --shard s1", ["collector"]),
+        ("node005", "node005", "--expect-nodes 1 --shard s2", ["aggregator", "collector"]),
+        ("node002", "node001", "--expect-nodes 2 --shard s0", ["collector"]),
+    ],
+)
+def test_prolog_with_shards_runs_an_aggregator_per_block_of_nodes(
+    node: Node, here: str, aggregator: str, args: str, starts: list[str]
+) -> None:
+    node.conf.write_text("COMMSCOPE_SHARD_NODES=2\n")
+    nodes = "node001 node002 node003 node004 node005"
+    done = node.run(PROLOG, node.environment(STUB_NODES=nodes, SLURMD_NODENAME=here))
+    assert done.returncode == 0, done.stderr
+    env = env_file(node.env_dir / f"{JOB}.env")
+    assert env["COMMSCOPE_AGGREGATOR"] == f"tcp://{aggregator}:5555"
+    assert env["COMMSCOPE_AGGREGATE_ARGS"] == f"{args} --idle-timeout 1800"
+    assert node.calls() == [f"start commscope-{unit}@{JOB}.service" for unit in starts]
+
+
+@pytest.mark.parametrize("setting", ["-1", "two", "1234567"])
+def test_prolog_with_unusable_shard_nodes_starts_nothing_and_exits_0(
+    node: Node, setting: str
+) -> None:
+    node.conf.write_text(f"COMMSCOPE_SHARD_NODES={setting}\n")
+    done = node.run(PROLOG, node.environment())
+    assert done.returncode == 0
+    assert node.calls() == []
+    assert f"unusable COMMSCOPE_SHARD_NODES '{setting}'" in done.stderr
+
+
 def test_prolog_disabled_does_nothing(node: Node) -> None:
     node.conf.write_text("COMMSCOPE_ENABLE=0\n")
     done = node.run(PROLOG, node.environment())
