@@ -255,6 +255,7 @@ class Aggregator:
                 "metrics": f"http://{settings.metrics_addr}:{metrics}/metrics" if metrics else None,
                 "state": str(settings.state),
                 "out": str(settings.out),
+                "shard": settings.shard or None,
             },
         )
 

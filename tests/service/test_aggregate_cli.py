@@ -123,6 +123,15 @@ def test_every_collector_ended_exits_0(tmp_path: Path, capsys: pytest.CaptureFix
     assert "files lost" not in capsys.readouterr().out
 
 
+def test_the_start_log_names_the_shard(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = Store(tmp_path / "state")
+    store.save_nodes({"n1": True})  # a run already over: it ends at once
+    store.close()
+    assert aggregate(tmp_path, f"tcp://127.0.0.1:{free_port()}", "--shard", "s1") == 0
+    logged = {r["msg"]: r for r in records(capsys.readouterr().out)}
+    assert logged["aggregator started"]["shard"] == "s1"
+
+
 def test_linger_defaults_to_two_scrapes_and_a_margin() -> None:
     args = _parser().parse_args(["aggregate", "--listen", "tcp://*:5555"])
     assert args.linger == LINGER_S >= 2 * 15 and args.state is None
