@@ -42,6 +42,11 @@ class NotATraceError(TraceError):
     should have been one (`looks_like_trace`)."""
 
 
+class MergeError(CommscopeError):
+    """Reports that `commscope merge` cannot combine: not one job, not one schema version or
+    set of options, or one rank's window reported twice with different numbers."""
+
+
 class RankConflictError(CommscopeError):
     """Two files claim the same rank in one window."""
 

@@ -8,13 +8,15 @@
                         --keys DIR --allow DIR
     commscope keys --out DIR --name NODE
     commscope diff A.json B.json [--fail-on-regression]
+    commscope merge A.json B.json [...] [-o OUT.json] [--json]
 
 Exit codes: 0 every input analysed; 3 report written but some inputs were skipped (listed in
 the report); 4 every input analysed, but they hold several jobs: one report per job;
 1 nothing could be done (bad flag value, config, no traces, every input skipped, not a report,
-broken install); 2 usage error; 5 `diff --fail-on-regression` and the step time got
-significantly worse; 6 `aggregate` wrote the final report, but files were lost (streams
-unfinished when the run ended, or a collector that never sent end-of-run).
+broken install); 2 usage error, or reports `merge` cannot combine; 5 `diff
+--fail-on-regression` and the step time got significantly worse; 6 `aggregate` wrote the
+final report, but files were lost (streams unfinished when the run ended, or a collector that
+never sent end-of-run).
 """
 
 from __future__ import annotations
@@ -31,15 +33,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from commscope.collector.errors import CommscopeError, ConfigError
+from commscope.collector.errors import CommscopeError, ConfigError, MergeError
 from commscope.collector.jsonstream import require_c_backend
 from commscope.collector.schema import MAX_BATCH_EVENTS, NODE_PATTERN, Inputs, Report
 from commscope.collector.stream import StreamSettings
-from commscope.exporters import diff, text
+from commscope.exporters import diff, jsonreport, text
 from commscope.exporters.files import write_reports
 from commscope.exporters.progress import TerminalProgress
 from commscope.pipeline import compare, parallel
 from commscope.pipeline.config import flags_only, parse_config, with_overrides
+from commscope.pipeline.merge import combine
 from commscope.pipeline.offline import analyse_jobs
 from commscope.pipeline.report import Options
 from commscope.service import curve
@@ -51,6 +54,7 @@ from msgspec.structs import replace
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
+EXIT_USAGE: Final = 2
 EXIT_SKIPPED: Final = 3
 EXIT_JOBS: Final = 4
 EXIT_REGRESSION: Final = 5
@@ -118,7 +122,51 @@ def _parser() -> argparse.ArgumentParser:
         help=f"exit {EXIT_REGRESSION} when B's step time is significantly worse than A's",
     )
     compare.set_defaults(run=_diff)
+    _merge_parser(commands)
     return parser
+
+
+def _merge_parser(commands: Any) -> None:
+    merge = commands.add_parser(
+        "merge",
+        help="combine shard reports (each aggregator's, or reports on subsets of the ranks)",
+        description="Combine the JSON reports of shards of one job into one report: figures "
+        "per rank and over ranks exactly; the cross-rank analysis for the process groups "
+        f"inside one shard only. Exit {EXIT_USAGE} with the reason when the reports cannot be "
+        "merged (not reports, different jobs or options, one rank reported differently).",
+    )
+    merge.add_argument("reports", type=Path, nargs="+", help="the shards' JSON reports")
+    merge.add_argument("-o", "--out", type=Path, help="also write the merged JSON report here")
+    merge.add_argument("--json", action="store_true", help="print JSON instead of text")
+    merge.set_defaults(run=_merge)
+
+
+def _merge(args: argparse.Namespace) -> int:
+    """Exit 2 with one line when the reports cannot be merged."""
+    try:
+        named = [(str(path), compare.load(_read(path), str(path))) for path in args.reports]
+        merged = combine(named)
+    except (ConfigError, MergeError) as exc:
+        print(f"commscope merge: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    document = jsonreport.render(merged)
+    if args.out is not None:
+        try:
+            args.out.write_bytes(document)
+        except OSError as exc:
+            raise ConfigError(f"{args.out}: cannot write ({exc.strerror or exc})") from None
+    if args.json:
+        sys.stdout.buffer.write(document)
+    else:
+        sys.stdout.write(text.render(merged))
+    return EXIT_OK
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
 def _job_options(parser: argparse.ArgumentParser) -> None:
