@@ -47,6 +47,11 @@ class MergeError(CommscopeError):
     set of options, or one rank's window reported twice with different numbers."""
 
 
+class ClusterError(CommscopeError):
+    """The Dask backend cannot be used: the extra is not installed, the scheduler does not
+    answer, or its workers run another commscope."""
+
+
 class RankConflictError(CommscopeError):
     """Two files claim the same rank in one window."""
 

@@ -4,8 +4,8 @@ The same collector and pipeline code the live service runs, in one process: each
 streamed through `TraceReader` into its own `Accumulator`, so a file that turns out to be
 damaged is dropped whole (events read before the damage do not count) and the rest is
 reported. Progress goes to an optional observer. With `jobs` > 1 the per-file work runs in a
-pool of processes (`parallel`); the results are combined in the same order, so the report is
-the same as with one.
+pool of processes (`parallel`), or with a Dask scheduler's address on its cluster (`cluster`);
+the results are combined in the same order, so the report is the same as with one.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from commscope.collector.errors import NotATraceError, TraceError
 from commscope.collector.kineto import TraceReader
 from commscope.collector.names import looks_like_trace
 from commscope.collector.schema import Report, Skipped
+from commscope.pipeline import cluster as dask_cluster
 from commscope.pipeline import jobs, parallel
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report
@@ -82,16 +83,24 @@ def analyse(
 
 
 def analyse_jobs(
-    root: Path, options: Options, progress: Progress | None = None, workers: int = 1
+    root: Path,
+    options: Options,
+    progress: Progress | None = None,
+    workers: int = 1,
+    cluster: dask_cluster.Cluster | None = None,
 ) -> list[Report]:
-    """One report per job under `root` (ConfigError if there is no trace)."""
+    """One report per job under `root` (ConfigError if there is no trace). `cluster`: a Dask
+    scheduler whose workers parse the files (`workers` is then unused)."""
     windows = find_windows(root)
-    parsed, skipped, ignored = parse_windows(windows, progress, workers)
+    parsed, skipped, ignored = parse_windows(windows, progress, workers, cluster)
     return jobs.reports([w.name for w in windows], parsed, skipped, options, ignored)
 
 
 def parse_windows(
-    windows: list[WindowFiles], progress: Progress | None = None, workers: int = 1
+    windows: list[WindowFiles],
+    progress: Progress | None = None,
+    workers: int = 1,
+    cluster: dask_cluster.Cluster | None = None,
 ) -> tuple[list[ParsedFile], list[Skipped], list[str]]:
     """The files parsed; those skipped, with the reason; and those ignored: valid JSON that is
     not a trace, under a name that does not say it should be one (`looks_like_trace`)."""
@@ -99,7 +108,11 @@ def parse_windows(
     if progress:
         progress.begin(len(files), sum(file_size(f) for _, f in files))
     outcomes: Iterable[ParsedFile | Failed]
-    if workers > 1 and len(files) > 1:
+    if cluster is not None:
+        outcomes = dask_cluster.outcomes(
+            files, cluster, outcome, Failed, progress=progress, tally=_tally
+        )
+    elif workers > 1 and len(files) > 1:
         outcomes = parallel.outcomes(
             files, workers, outcome, Failed, progress=progress, tally=_tally
         )

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from commscope.collector.errors import CommscopeError, ConfigError, MergeError
+from commscope.collector.errors import ClusterError, CommscopeError, ConfigError, MergeError
 from commscope.collector.jsonstream import require_c_backend
 from commscope.collector.schema import MAX_BATCH_EVENTS, NODE_PATTERN, Inputs, Report
 from commscope.collector.stream import StreamSettings
@@ -41,6 +41,7 @@ from commscope.exporters import diff, jsonreport, text
 from commscope.exporters.files import write_reports
 from commscope.exporters.progress import TerminalProgress
 from commscope.pipeline import compare, parallel
+from commscope.pipeline.cluster import CONNECT_TIMEOUT_S, Cluster
 from commscope.pipeline.config import flags_only, parse_config, with_overrides
 from commscope.pipeline.merge import combine
 from commscope.pipeline.offline import analyse_jobs
@@ -103,6 +104,20 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="files parsed at once, each in its own process (default: the cores, "
         "%(default)s; 1: all in this process)",
+    )
+    report.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help="parse the files on a dask.distributed cluster (its scheduler, e.g. "
+        "tcp://scheduler:8786; the workers must see the files at the same paths; needs the "
+        "dask extra)",
+    )
+    report.add_argument(
+        "--dask-timeout",
+        type=float,
+        default=CONNECT_TIMEOUT_S,
+        metavar="S",
+        help="give up when the scheduler has not answered within S (default: %(default)s)",
     )
     report.set_defaults(run=_report)
     _collect_parser(commands)
@@ -322,7 +337,13 @@ def _report(args: argparse.Namespace) -> int:
         progress = TerminalProgress(sys.stderr)
     if args.jobs < 1:
         raise ConfigError(f"--jobs must be at least 1, got {args.jobs}")
-    reports = analyse_jobs(args.traces, options, progress, args.jobs)
+    try:
+        reports = analyse_jobs(
+            args.traces, options, progress, args.jobs, _cluster(args.dask, args.dask_timeout)
+        )
+    except ClusterError as exc:
+        print(f"commscope: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     inputs = reports[0].inputs
     if len(reports) == 1 and inputs.files == len(inputs.skipped):
         return _nothing_analysed(inputs)
@@ -338,6 +359,13 @@ def _report(args: argparse.Namespace) -> int:
     if skipped:
         return EXIT_SKIPPED
     return EXIT_JOBS if len(reports) > 1 else EXIT_OK
+
+
+def _cluster(address: str | None, timeout_s: float) -> Cluster | None:
+    if address is None:
+        return None
+    _positive(("--dask-timeout", timeout_s))
+    return Cluster(address, timeout_s)
 
 
 def _nothing_analysed(inputs: Inputs) -> int:
