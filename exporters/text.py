@@ -49,9 +49,12 @@ def render(report: Report) -> str:
         *_section("8. DIAGNOSIS", diagnosis_lines(report)),
         *_section("9. MODEL FLOPS UTILIZATION", utilization_lines(report)),
         *_section("10. GPU TIME BY KERNEL CATEGORY, IDLE TIME, MEMORY", kernel_lines(report)),
-        *_section("11. COLLECTIVES MATCHED ACROSS RANKS, CLOCK OFFSETS", matching_lines(report)),
-        *_section("12. ARRIVAL SKEW AND SLOW RANKS", skew_lines(report)),
-        *_section("13. NETWORK MODEL: α-β FIT", alpha_beta_lines(report)),
+        *_section(
+            "11. COLLECTIVES MATCHED ACROSS RANKS, CLOCK OFFSETS",
+            _within_shards(report, matching_lines(report)),
+        ),
+        *_section("12. ARRIVAL SKEW AND SLOW RANKS", _within_shards(report, skew_lines(report))),
+        *_section("13. NETWORK MODEL: α-β FIT", _within_shards(report, alpha_beta_lines(report))),
         *_section("14. TRACE HEALTH", health_lines(report)),
         *_section("15. INPUTS", _inputs(report)),
         *(_section("16. MERGED FROM SHARDS", _merged(report)) if report.merge else []),
@@ -377,6 +380,10 @@ def _merged(report: Report) -> Iterator[str]:
         yield f"Shard {number}: {shard.path}  (ranks {rank_list(shard.ranks)}, {windows})"
     yield ""
     yield from (f"{note}." for note in merge.notes)
-    for group, shards in merge.groups_across.items():
-        numbers = rank_list([shard + 1 for shard in shards])
-        yield f"  across shards, not analysed: group {group} (shards {numbers})"
+
+
+def _within_shards(report: Report, body: Iterator[str]) -> Iterator[str]:
+    """A cross-rank section's body, said to cover groups inside one shard in a merged report."""
+    if report.merge:
+        yield "Merged report: process groups inside one shard only (see 16. MERGED FROM SHARDS)"
+    yield from body

@@ -97,7 +97,9 @@ def combine(named: Sequence[tuple[str, Report]]) -> Report:
         world_size=reports[0].world_size,
         config=reports[0].config,
         windows=windows,
-        inputs=_inputs(r.inputs for r in reports),
+        inputs=_inputs(
+            [r.inputs for r in reports], [i for name in names for i in placed[name].values()]
+        ),
         diagnosis=diagnose(run),
         merge=info,
         **asdict(run),
@@ -358,23 +360,23 @@ def _notes(
 # ---------------------------------------------------------------- inputs and shards
 
 
-def _inputs(parts: Iterable[Inputs]) -> Inputs:
-    total = Inputs()
+def _inputs(parts: Sequence[Inputs], used: Sequence[Placed]) -> Inputs:
+    """The files analysed (each placed rank's window once, however many shards gave it) and
+    those the shards skipped or ignored; counts from the analysed files' own counters."""
+    skipped = sorted({s for part in parts for s in part.skipped}, key=lambda s: (s.path, s.reason))
     dropped: Counter[str] = Counter()
-    for part in parts:
-        total.files += part.files
-        total.skipped = [*total.skipped, *part.skipped]
-        total.bytes_read += part.bytes_read
-        total.events += part.events
-        dropped.update(part.dropped_events)
-        total.sizes_unknown += part.sizes_unknown
-        total.ignored = [*total.ignored, *part.ignored]
-        total.notes = [*total.notes, *part.notes]
-    total.skipped = sorted(set(total.skipped), key=lambda s: (s.path, s.reason))
-    total.ignored = sorted(set(total.ignored))
-    total.notes = sorted(set(total.notes))
-    total.dropped_events = dict(sorted(dropped.items()))
-    return total
+    for item in used:
+        dropped.update(item.facts.stats.dropped)
+    return Inputs(
+        files=len(used) + len({s.path for s in skipped}),
+        skipped=skipped,
+        bytes_read=sum(item.facts.stats.bytes_read for item in used),
+        events=sum(item.facts.stats.events for item in used),
+        dropped_events=dict(sorted(dropped.items())),
+        sizes_unknown=sum(item.facts.stats.sizes_unknown for item in used),
+        ignored=sorted({path for part in parts for path in part.ignored}),
+        notes=sorted({note for part in parts for note in part.notes}),
+    )
 
 
 def _shard(path: str, report: Report) -> Shard:

@@ -214,6 +214,15 @@ def test_a_rank_reported_twice_must_agree() -> None:
         combine([("a.json", report(files)), ("b.json", report([changed]))])
 
 
+def test_a_shard_given_twice_counts_once() -> None:
+    files = [parsed("w", r, two_rank_step(r), world_size=2) for r in (0, 1)]
+    a, b = report(files, [0]), report(files, [1])
+    once = combine([("a.json", a), ("b.json", b)])
+    twice = combine([("a.json", a), ("b.json", b), ("b2.json", b)])
+    assert doc(replace(twice, merge=None)) == doc(replace(once, merge=None))
+    assert twice.inputs.files == 2  # each rank's file once
+
+
 def test_an_older_schema_version_is_refused() -> None:
     files = [parsed("w", r, two_rank_step(r), world_size=2) for r in (0, 1)]
     old = replace(report(files, [1]), schema_version=3)
