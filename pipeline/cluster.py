@@ -1,9 +1,9 @@
 """Per-file work on a dask.distributed cluster (shell: a network client).
 
-`outcomes` runs `work(window, path)` for every file as a task on the cluster whose scheduler
-is at `address` (`commscope report DIR --dask tcp://host:8786`) and hands the results back in
-the files' order, so the report is the one a local run makes, byte for byte. The workers
-read the files themselves: they must see them at the same paths (a shared filesystem) and run
+`outcomes` runs the work of every file as a task on the cluster whose scheduler is at
+`address` (`commscope report DIR --dask tcp://host:8786`) and hands the results back in the
+files' order, so the report is the one a local run makes, byte for byte. The workers read the
+files themselves: they must see them at the same absolute paths (a shared filesystem) and run
 this version of commscope (checked before any task is sent). `distributed` is the optional
 `dask` extra, imported only here and only when asked for; when it is missing, the scheduler
 does not answer within the connect timeout, or a worker runs another commscope, the run stops
@@ -47,18 +47,20 @@ class Cluster:
 def outcomes(
     files: list[tuple[str, Path]],
     cluster: Cluster,
-    work: Callable[[str, Path], R],
+    work: Callable[..., R],
     failed: Callable[[str], R],
     *,
     progress: Progress | None = None,
     tally: Callable[[R], tuple[int, int]] | None = None,
 ) -> list[R]:
-    """`work` of every file on the cluster, in the files' order; `failed(KILLED)` for a file
-    whose task killed its workers. `tally(result)`: (bytes, events) for the progress display."""
+    """`work(window, absolute path, name=path)` of every file on the cluster, in the files'
+    order (a worker's working folder is its own: it is given the absolute path, the report
+    names the file as given); `failed(KILLED)` for a file whose task killed its workers.
+    `tally(result)`: (bytes, events) for the progress display."""
     distributed = _distributed()
     with _client(distributed, cluster.address, cluster.timeout_s) as client:
         _check_workers(client, cluster.address)
-        futures = [client.submit(work, w, p, pure=False) for w, p in files]
+        futures = [client.submit(work, w, p.absolute(), name=p, pure=False) for w, p in files]
         for future in distributed.as_completed(futures, loop=client.loop):
             if progress and future.status == "finished":
                 nbytes, events = tally(future.result()) if tally else (0, 0)

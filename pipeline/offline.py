@@ -47,22 +47,26 @@ class Progress(Protocol):
     def end(self) -> None: ...
 
 
-def parse_file(window: str, path: Path, progress: Progress | None = None) -> ParsedFile:
-    """One rank file → its per-window result; raises TraceError when it cannot be used."""
+def parse_file(
+    window: str, path: Path, progress: Progress | None = None, name: Path | None = None
+) -> ParsedFile:
+    """One rank file → its per-window result; raises TraceError when it cannot be used.
+    `name`: what the report calls the file at `path` (default: `path`)."""
+    shown = path if name is None else name
     accumulator = Accumulator()
     try:
         with open_trace(path) as stream:
-            reader = TraceReader(stream, str(path), progress.advance if progress else None)
+            reader = TraceReader(stream, str(shown), progress.advance if progress else None)
             for batch in reader.batches():
                 accumulator.add_all(batch)
     except OSError as exc:
-        raise TraceError(str(path), f"unreadable ({exc.strerror or exc})") from None
+        raise TraceError(str(shown), f"unreadable ({exc.strerror or exc})") from None
     return ParsedFile(
         window=window,
-        path=str(path),
-        name_rank=rank_from_name(path),
+        path=str(shown),
+        name_rank=rank_from_name(shown),
         meta=reader.meta,
-        result=accumulator.result([str(path)]),
+        result=accumulator.result([str(shown)]),
         stats=reader.stats,
     )
 
@@ -131,10 +135,12 @@ def parse_windows(
     return parsed, skipped, ignored
 
 
-def outcome(window: str, path: Path, progress: Progress | None = None) -> ParsedFile | Failed:
+def outcome(
+    window: str, path: Path, progress: Progress | None = None, name: Path | None = None
+) -> ParsedFile | Failed:
     """One file parsed, or why it cannot be used (never raises TraceError)."""
     try:
-        return parse_file(window, path, progress)
+        return parse_file(window, path, progress, name)
     except TraceError as exc:
         return Failed(exc.reason, isinstance(exc, NotATraceError))
 

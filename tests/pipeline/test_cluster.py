@@ -76,8 +76,9 @@ def test_the_report_made_on_a_cluster_is_the_local_one(run_dir: Path, scheduler:
 def test_the_command_on_a_cluster_writes_the_local_reports(
     run_dir: Path, scheduler: str, tmp_path: Path
 ) -> None:
+    relative = run_dir.relative_to(tmp_path)  # the workers' working folder is not this one
     for out, flags in (("local", ["--jobs", "1"]), ("remote", ["--dask", scheduler])):
-        result = commscope("report", run_dir, "--out", tmp_path / out, *flags, cwd=tmp_path)
+        result = commscope("report", relative, "--out", tmp_path / out, *flags, cwd=tmp_path)
         assert result.returncode == 3, result.stderr  # written, one input skipped
     (local,), (remote,) = (list((tmp_path / d).glob("*.json")) for d in ("local", "remote"))
     assert remote.read_bytes() == local.read_bytes()
