@@ -42,6 +42,16 @@ class NotATraceError(TraceError):
     should have been one (`looks_like_trace`)."""
 
 
+class MergeError(CommscopeError):
+    """Reports that `commscope merge` cannot combine: not one job, not one schema version or
+    set of options, or one rank's window reported twice with different numbers."""
+
+
+class ClusterError(CommscopeError):
+    """The Dask backend cannot be used: the extra is not installed, the scheduler does not
+    answer, or its workers run another commscope."""
+
+
 class RankConflictError(CommscopeError):
     """Two files claim the same rank in one window."""
 

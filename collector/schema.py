@@ -12,7 +12,9 @@ from typing import Annotated, Final, Literal, get_args
 
 import msgspec
 
-SCHEMA_VERSION: Final = 3
+# 4: each window carries `facts` (per-rank integer sums and bandwidth sketches), so that
+# `commscope merge` recomputes every figure over ranks exactly from shard reports.
+SCHEMA_VERSION: Final = 4
 PROTOCOL_VERSION: Final = 4  # 4: labels, sizes and counts bounded at decode
 # Persisted state (the collector's checkpoint, the aggregator's store). Version 1 carried no
 # version field; readers migrate it explicitly.
@@ -541,8 +543,23 @@ class Sections(msgspec.Struct, kw_only=True):
     health: Health = msgspec.field(default_factory=Health)
 
 
+class RankFacts(msgspec.Struct, kw_only=True):
+    """One rank's window as a JSON report carries it for `commscope merge`: the result's
+    integer sums (its call list, files and bandwidth samples left out: `pipeline.facts`), its
+    bandwidths as sketches per collective type (exact count, sum, min and max), and what trace
+    health reads of its file (`meta` without the pg_config lists; `pg_config`: it had some)."""
+
+    result: RankResult
+    algbw: dict[str, Sketch] = {}
+    busbw: dict[str, Sketch] = {}
+    meta: TraceMeta = TraceMeta()
+    pg_config: bool = False
+    stats: FileStats = msgspec.field(default_factory=FileStats)
+
+
 class Window(Sections, kw_only=True):
     name: str
+    facts: dict[str, RankFacts] = {}  # rank -> what `commscope merge` needs (schema 4 on)
 
 
 class RunConfig(msgspec.Struct, kw_only=True):
@@ -567,6 +584,26 @@ class RunConfig(msgspec.Struct, kw_only=True):
         return " ".join(x for x in (self.model, self.flavor) if x) or None
 
 
+class Shard(msgspec.Struct, kw_only=True):
+    """One report `commscope merge` combined: its file, and the ranks and windows it held."""
+
+    path: str
+    ranks: list[int] = []
+    windows: list[str] = []
+
+
+class MergeInfo(msgspec.Struct, kw_only=True):
+    """How a merged report was made. Figures per rank and over ranks are exact; the cross-rank
+    analysis (matching, clocks, skew, α-β) was made within each shard, so only the process
+    groups whose traced members all lie in one shard are kept (`groups_inside`: group ->
+    shard index); those across shards are not analysed (`groups_across`: group -> shards)."""
+
+    shards: list[Shard] = []
+    groups_inside: dict[str, int] = {}  # shard indices count from 0, in `shards` order
+    groups_across: dict[str, list[int]] = {}
+    notes: list[str] = []  # what each cross-rank section covers, in words
+
+
 class Report(Sections, kw_only=True):
     schema_version: int = SCHEMA_VERSION
     world_size: int | None = None
@@ -574,6 +611,7 @@ class Report(Sections, kw_only=True):
     windows: list[Window] = []
     inputs: Inputs = msgspec.field(default_factory=Inputs)
     diagnosis: Diagnosis = msgspec.field(default_factory=Diagnosis)
+    merge: MergeInfo | None = None  # set on a report `commscope merge` made of shard reports
 
 
 class StepTest(msgspec.Struct, kw_only=True):

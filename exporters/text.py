@@ -49,11 +49,15 @@ def render(report: Report) -> str:
         *_section("8. DIAGNOSIS", diagnosis_lines(report)),
         *_section("9. MODEL FLOPS UTILIZATION", utilization_lines(report)),
         *_section("10. GPU TIME BY KERNEL CATEGORY, IDLE TIME, MEMORY", kernel_lines(report)),
-        *_section("11. COLLECTIVES MATCHED ACROSS RANKS, CLOCK OFFSETS", matching_lines(report)),
-        *_section("12. ARRIVAL SKEW AND SLOW RANKS", skew_lines(report)),
-        *_section("13. NETWORK MODEL: α-β FIT", alpha_beta_lines(report)),
+        *_section(
+            "11. COLLECTIVES MATCHED ACROSS RANKS, CLOCK OFFSETS",
+            _within_shards(report, matching_lines(report)),
+        ),
+        *_section("12. ARRIVAL SKEW AND SLOW RANKS", _within_shards(report, skew_lines(report))),
+        *_section("13. NETWORK MODEL: α-β FIT", _within_shards(report, alpha_beta_lines(report))),
         *_section("14. TRACE HEALTH", health_lines(report)),
         *_section("15. INPUTS", _inputs(report)),
+        *(_section("16. MERGED FROM SHARDS", _merged(report)) if report.merge else []),
         RULE,
         "END OF REPORT",
         RULE,
@@ -96,6 +100,11 @@ def _header(report: Report) -> Iterator[str]:
     yield f"Ranks: {rank_list(report.ranks)}{missing}"
     yield from _warnings(config)
     yield from _job_header(report)
+    if report.merge:
+        yield (
+            f"Merged from {len(report.merge.shards)} shard reports: cross-rank sections cover "
+            "process groups inside one shard only (see 16. MERGED FROM SHARDS)"
+        )
 
 
 def _parallelism(config: RunConfig) -> Iterator[str]:
@@ -359,3 +368,22 @@ def _more_inputs(report: Report) -> Iterator[str]:
             this = "  <- this report" if job.number == i.job else ""
             files = f"{job.files} file" + ("s" if job.files != 1 else "")
             yield f"  job {job.number}: {job.description}; {files}{this}"
+
+
+def _merged(report: Report) -> Iterator[str]:
+    """Which shard gave which ranks, and what the cross-rank sections cover."""
+    merge = report.merge
+    if merge is None:
+        return
+    for number, shard in enumerate(merge.shards, 1):
+        windows = f"{len(shard.windows)} window(s)"
+        yield f"Shard {number}: {shard.path}  (ranks {rank_list(shard.ranks)}, {windows})"
+    yield ""
+    yield from (f"{note}." for note in merge.notes)
+
+
+def _within_shards(report: Report, body: Iterator[str]) -> Iterator[str]:
+    """A cross-rank section's body, said to cover groups inside one shard in a merged report."""
+    if report.merge:
+        yield "Merged report: process groups inside one shard only (see 16. MERGED FROM SHARDS)"
+    yield from body

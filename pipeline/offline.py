@@ -4,8 +4,8 @@ The same collector and pipeline code the live service runs, in one process: each
 streamed through `TraceReader` into its own `Accumulator`, so a file that turns out to be
 damaged is dropped whole (events read before the damage do not count) and the rest is
 reported. Progress goes to an optional observer. With `jobs` > 1 the per-file work runs in a
-pool of processes (`parallel`); the results are combined in the same order, so the report is
-the same as with one.
+pool of processes (`parallel`), or with a Dask scheduler's address on its cluster (`cluster`);
+the results are combined in the same order, so the report is the same as with one.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from commscope.collector.errors import NotATraceError, TraceError
 from commscope.collector.kineto import TraceReader
 from commscope.collector.names import looks_like_trace
 from commscope.collector.schema import Report, Skipped
+from commscope.pipeline import cluster as dask_cluster
 from commscope.pipeline import jobs, parallel
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report
@@ -46,22 +47,26 @@ class Progress(Protocol):
     def end(self) -> None: ...
 
 
-def parse_file(window: str, path: Path, progress: Progress | None = None) -> ParsedFile:
-    """One rank file → its per-window result; raises TraceError when it cannot be used."""
+def parse_file(
+    window: str, path: Path, progress: Progress | None = None, name: Path | None = None
+) -> ParsedFile:
+    """One rank file → its per-window result; raises TraceError when it cannot be used.
+    `name`: what the report calls the file at `path` (default: `path`)."""
+    shown = path if name is None else name
     accumulator = Accumulator()
     try:
         with open_trace(path) as stream:
-            reader = TraceReader(stream, str(path), progress.advance if progress else None)
+            reader = TraceReader(stream, str(shown), progress.advance if progress else None)
             for batch in reader.batches():
                 accumulator.add_all(batch)
     except OSError as exc:
-        raise TraceError(str(path), f"unreadable ({exc.strerror or exc})") from None
+        raise TraceError(str(shown), f"unreadable ({exc.strerror or exc})") from None
     return ParsedFile(
         window=window,
-        path=str(path),
-        name_rank=rank_from_name(path),
+        path=str(shown),
+        name_rank=rank_from_name(shown),
         meta=reader.meta,
-        result=accumulator.result([str(path)]),
+        result=accumulator.result([str(shown)]),
         stats=reader.stats,
     )
 
@@ -82,16 +87,24 @@ def analyse(
 
 
 def analyse_jobs(
-    root: Path, options: Options, progress: Progress | None = None, workers: int = 1
+    root: Path,
+    options: Options,
+    progress: Progress | None = None,
+    workers: int = 1,
+    cluster: dask_cluster.Cluster | None = None,
 ) -> list[Report]:
-    """One report per job under `root` (ConfigError if there is no trace)."""
+    """One report per job under `root` (ConfigError if there is no trace). `cluster`: a Dask
+    scheduler whose workers parse the files (`workers` is then unused)."""
     windows = find_windows(root)
-    parsed, skipped, ignored = parse_windows(windows, progress, workers)
+    parsed, skipped, ignored = parse_windows(windows, progress, workers, cluster)
     return jobs.reports([w.name for w in windows], parsed, skipped, options, ignored)
 
 
 def parse_windows(
-    windows: list[WindowFiles], progress: Progress | None = None, workers: int = 1
+    windows: list[WindowFiles],
+    progress: Progress | None = None,
+    workers: int = 1,
+    cluster: dask_cluster.Cluster | None = None,
 ) -> tuple[list[ParsedFile], list[Skipped], list[str]]:
     """The files parsed; those skipped, with the reason; and those ignored: valid JSON that is
     not a trace, under a name that does not say it should be one (`looks_like_trace`)."""
@@ -99,7 +112,11 @@ def parse_windows(
     if progress:
         progress.begin(len(files), sum(file_size(f) for _, f in files))
     outcomes: Iterable[ParsedFile | Failed]
-    if workers > 1 and len(files) > 1:
+    if cluster is not None:
+        outcomes = dask_cluster.outcomes(
+            files, cluster, outcome, Failed, progress=progress, tally=_tally
+        )
+    elif workers > 1 and len(files) > 1:
         outcomes = parallel.outcomes(
             files, workers, outcome, Failed, progress=progress, tally=_tally
         )
@@ -118,10 +135,12 @@ def parse_windows(
     return parsed, skipped, ignored
 
 
-def outcome(window: str, path: Path, progress: Progress | None = None) -> ParsedFile | Failed:
+def outcome(
+    window: str, path: Path, progress: Progress | None = None, name: Path | None = None
+) -> ParsedFile | Failed:
     """One file parsed, or why it cannot be used (never raises TraceError)."""
     try:
-        return parse_file(window, path, progress)
+        return parse_file(window, path, progress, name)
     except TraceError as exc:
         return Failed(exc.reason, isinstance(exc, NotATraceError))
 

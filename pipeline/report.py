@@ -24,7 +24,7 @@ from commscope.collector.schema import (
     TraceMeta,
     Window,
 )
-from commscope.pipeline import crossrank, health, ranks, skew
+from commscope.pipeline import crossrank, facts, health, ranks, skew
 from commscope.pipeline.accumulate import merge_results
 from commscope.pipeline.config import JobConfig, global_batch, resolve
 from commscope.pipeline.crossrank import CrossRank
@@ -130,7 +130,8 @@ def _window(name: str, items: dict[int, ParsedFile], context: Context, cross: Cr
     results = {rank: item.result for rank, item in items.items()}
     found = _with_cross(sections(results, context), cross, context)
     found.health = health.check(items.values(), found)
-    return Window(name=name, **asdict(found))
+    kept = {str(rank): facts.of(item.meta, item.stats, item.result) for rank, item in items.items()}
+    return Window(name=name, **asdict(found), facts=kept)
 
 
 def build_report(

@@ -8,13 +8,15 @@
                         --keys DIR --allow DIR
     commscope keys --out DIR --name NODE
     commscope diff A.json B.json [--fail-on-regression]
+    commscope merge A.json B.json [...] [-o OUT.json] [--json]
 
 Exit codes: 0 every input analysed; 3 report written but some inputs were skipped (listed in
 the report); 4 every input analysed, but they hold several jobs: one report per job;
 1 nothing could be done (bad flag value, config, no traces, every input skipped, not a report,
-broken install); 2 usage error; 5 `diff --fail-on-regression` and the step time got
-significantly worse; 6 `aggregate` wrote the final report, but files were lost (streams
-unfinished when the run ended, or a collector that never sent end-of-run).
+broken install); 2 usage error, or reports `merge` cannot combine; 5 `diff
+--fail-on-regression` and the step time got significantly worse; 6 `aggregate` wrote the
+final report, but files were lost (streams unfinished when the run ended, or a collector that
+never sent end-of-run).
 """
 
 from __future__ import annotations
@@ -31,16 +33,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from commscope.collector.errors import CommscopeError, ConfigError
+from commscope.collector.errors import ClusterError, CommscopeError, ConfigError, MergeError
 from commscope.collector.jsonstream import require_c_backend
 from commscope.collector.schema import MAX_BATCH_EVENTS, NODE_PATTERN, Inputs, Report
 from commscope.collector.stream import StreamSettings
-from commscope.exporters import diff, text
+from commscope.exporters import diff, jsonreport, text
 from commscope.exporters.files import write_reports
 from commscope.exporters.metricnames import SHARD_PATTERN
 from commscope.exporters.progress import TerminalProgress
 from commscope.pipeline import compare, parallel
+from commscope.pipeline.cluster import CONNECT_TIMEOUT_S, Cluster
 from commscope.pipeline.config import flags_only, parse_config, with_overrides
+from commscope.pipeline.merge import combine
 from commscope.pipeline.offline import analyse_jobs
 from commscope.pipeline.report import Options
 from commscope.service import curve
@@ -52,6 +56,7 @@ from msgspec.structs import replace
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
+EXIT_USAGE: Final = 2
 EXIT_SKIPPED: Final = 3
 EXIT_JOBS: Final = 4
 EXIT_REGRESSION: Final = 5
@@ -101,6 +106,20 @@ def _parser() -> argparse.ArgumentParser:
         help="files parsed at once, each in its own process (default: the cores, "
         "%(default)s; 1: all in this process)",
     )
+    report.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help="parse the files on a dask.distributed cluster (its scheduler, e.g. "
+        "tcp://scheduler:8786; the workers must see the files at the same paths; needs the "
+        "dask extra)",
+    )
+    report.add_argument(
+        "--dask-timeout",
+        type=float,
+        default=CONNECT_TIMEOUT_S,
+        metavar="S",
+        help="give up when the scheduler has not answered within S (default: %(default)s)",
+    )
     report.set_defaults(run=_report)
     _collect_parser(commands)
     _aggregate_parser(commands)
@@ -119,7 +138,51 @@ def _parser() -> argparse.ArgumentParser:
         help=f"exit {EXIT_REGRESSION} when B's step time is significantly worse than A's",
     )
     compare.set_defaults(run=_diff)
+    _merge_parser(commands)
     return parser
+
+
+def _merge_parser(commands: Any) -> None:
+    merge = commands.add_parser(
+        "merge",
+        help="combine shard reports (each aggregator's, or reports on subsets of the ranks)",
+        description="Combine the JSON reports of shards of one job into one report: figures "
+        "per rank and over ranks exactly; the cross-rank analysis for the process groups "
+        f"inside one shard only. Exit {EXIT_USAGE} with the reason when the reports cannot be "
+        "merged (not reports, different jobs or options, one rank reported differently).",
+    )
+    merge.add_argument("reports", type=Path, nargs="+", help="the shards' JSON reports")
+    merge.add_argument("-o", "--out", type=Path, help="also write the merged JSON report here")
+    merge.add_argument("--json", action="store_true", help="print JSON instead of text")
+    merge.set_defaults(run=_merge)
+
+
+def _merge(args: argparse.Namespace) -> int:
+    """Exit 2 with one line when the reports cannot be merged."""
+    try:
+        named = [(str(path), compare.load(_read(path), str(path))) for path in args.reports]
+        merged = combine(named)
+    except (ConfigError, MergeError) as exc:
+        print(f"commscope merge: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    document = jsonreport.render(merged)
+    if args.out is not None:
+        try:
+            args.out.write_bytes(document)
+        except OSError as exc:
+            raise ConfigError(f"{args.out}: cannot write ({exc.strerror or exc})") from None
+    if args.json:
+        sys.stdout.buffer.write(document)
+    else:
+        sys.stdout.write(text.render(merged))
+    return EXIT_OK
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
 def _job_options(parser: argparse.ArgumentParser) -> None:
@@ -283,7 +346,13 @@ def _report(args: argparse.Namespace) -> int:
         progress = TerminalProgress(sys.stderr)
     if args.jobs < 1:
         raise ConfigError(f"--jobs must be at least 1, got {args.jobs}")
-    reports = analyse_jobs(args.traces, options, progress, args.jobs)
+    try:
+        reports = analyse_jobs(
+            args.traces, options, progress, args.jobs, _cluster(args.dask, args.dask_timeout)
+        )
+    except ClusterError as exc:
+        print(f"commscope: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     inputs = reports[0].inputs
     if len(reports) == 1 and inputs.files == len(inputs.skipped):
         return _nothing_analysed(inputs)
@@ -299,6 +368,13 @@ def _report(args: argparse.Namespace) -> int:
     if skipped:
         return EXIT_SKIPPED
     return EXIT_JOBS if len(reports) > 1 else EXIT_OK
+
+
+def _cluster(address: str | None, timeout_s: float) -> Cluster | None:
+    if address is None:
+        return None
+    _positive(("--dask-timeout", timeout_s))
+    return Cluster(address, timeout_s)
 
 
 def _nothing_analysed(inputs: Inputs) -> int:

@@ -42,6 +42,8 @@ PURE = [
     "pipeline/sketch.py",
     "pipeline/report.py",
     "pipeline/stats.py",
+    "pipeline/facts.py",
+    "pipeline/merge.py",
     "exporters/crosstext.py",
     "exporters/diff.py",
     "exporters/jsonreport.py",
@@ -67,6 +69,8 @@ SHELL_ONLY = {
     "zmq",
     "prometheus_client",
     "logging",
+    "distributed",
+    "dask",
 }
 
 

@@ -23,6 +23,7 @@ from commscope.collector.schema import (
 from commscope.exporters import jsonreport, text
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.config import JobConfig
+from commscope.pipeline.merge import combine
 from commscope.pipeline.report import Options, ParsedFile, build_report
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -47,10 +48,10 @@ def events(rank: int, window: int) -> list[Event]:
     ]
 
 
-def report() -> Report:
+def report(ranks: tuple[int, ...] = (0, 1)) -> Report:
     files = []
     for window in (1, 2):
-        for rank in (0, 1):
+        for rank in ranks:
             accumulator = Accumulator()
             accumulator.add_all(events(rank, window))
             meta = TraceMeta(
@@ -95,3 +96,13 @@ def test_report_matches_golden(name: str, render) -> None:  # type: ignore[no-un
     if os.environ.get("COMMSCOPE_REGEN_GOLDEN"):
         path.write_bytes(produced)
     assert produced.decode() == path.read_text()
+
+
+def test_merged_report_matches_golden() -> None:
+    """The same run as two shards of one rank each, merged (`commscope merge`)."""
+    merged = combine([("shard_b.json", report((1,))), ("shard_a.json", report((0,)))])
+    produced = text.render(merged)
+    path = GOLDEN / "merged.txt"
+    if os.environ.get("COMMSCOPE_REGEN_GOLDEN"):
+        path.write_text(produced)
+    assert produced == path.read_text()

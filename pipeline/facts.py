@@ -1,0 +1,77 @@
+"""What a report keeps of each rank's window so that shard reports merge exactly (pure).
+
+`of(meta, stats, result)` is the `RankFacts` a window of the JSON report carries per rank:
+the result's integer sums without its call list, files and bandwidth samples (a window's
+samples grow with its calls; their sketches do not), the samples as sketches per collective
+type, and what trace health reads of the file. `result(facts)` gives back a `RankResult`
+whose tallies are `RunTally`s: `sections` over such results gives every figure the report
+gives, bit for bit, except the bandwidth quantiles, which then come from the sketches
+(within 1%, labelled); counts, sums, means, min and max stay exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from commscope.collector.schema import (
+    FileStats,
+    OpTally,
+    RankFacts,
+    RankResult,
+    RunTally,
+    TraceMeta,
+)
+from commscope.pipeline.accumulate import bandwidth_sketch
+from msgspec.structs import asdict, replace
+
+# A placeholder pg_config: trace health asks only whether a file had one.
+_SOME_PG_CONFIG = {"pg_config": [0]}
+
+
+def of(meta: TraceMeta, stats: FileStats, result: RankResult) -> RankFacts:
+    """The facts of one rank's window (its result's samples sketched)."""
+    ops = {kind: _bare(tally) for kind, tally in result.ops.items()}
+    return RankFacts(
+        result=replace(result, ops=ops, calls=[], files=[]),
+        algbw={kind: bandwidth_sketch(t, "algbw") for kind, t in result.ops.items()},
+        busbw={kind: bandwidth_sketch(t, "busbw") for kind, t in result.ops.items()},
+        meta=replace(meta, pg_ranks={}, pg_sizes={}),
+        pg_config=bool(meta.pg_ranks),
+        stats=stats,
+    )
+
+
+def _bare(tally: OpTally) -> OpTally:
+    """The tally without its samples (as an `OpTally`, whatever it was)."""
+    fields = asdict(tally)
+    fields.update(algbw_Bps=bytearray(), busbw_Bps=bytearray())
+    fields.pop("algbw_sketch", None)
+    fields.pop("busbw_sketch", None)
+    return OpTally(**fields)
+
+
+def result(facts: RankFacts) -> RankResult:
+    """The rank's result again, its tallies `RunTally`s holding the sketches."""
+    ops: dict[str, OpTally] = {
+        kind: RunTally(
+            **asdict(tally),
+            algbw_sketch=facts.algbw.get(kind, RunTally().algbw_sketch),
+            busbw_sketch=facts.busbw.get(kind, RunTally().busbw_sketch),
+        )
+        for kind, tally in facts.result.ops.items()
+    }
+    return replace(facts.result, ops=ops)
+
+
+@dataclass(frozen=True)
+class File:
+    """A rank's window as trace health reads it (`health.TraceFile`), rebuilt from facts."""
+
+    meta: TraceMeta
+    stats: FileStats
+    result: RankResult
+
+
+def file(facts: RankFacts) -> File:
+    meta = replace(facts.meta, pg_ranks=_SOME_PG_CONFIG) if facts.pg_config else facts.meta
+    return File(meta=meta, stats=facts.stats, result=result(facts))
