@@ -119,7 +119,7 @@ class Job:
     layers: int = 4
     steps: int = 2
     windows: int = 2
-    filler: int = 8
+    filler: int = 24
     gzip_every: int = 4
     jitter_us: int = 30
     seed: int = 0

@@ -1,0 +1,507 @@
+"""The live service at scale: a simulated TorchTitan-like job through real collectors and one
+aggregator on loopback, window by window.
+
+For each rank count R (default 64, 256, 1024): the job of `tests/simjob.py` (tp 8, pp 2 below
+256 ranks and 4 from there, FSDP over the rest; `--windows` windows of `--steps` steps and
+`--layers` layers a stage) is generated first into a staging folder (every file of every
+window: the generator's time is not the service's), 8 ranks a node. The default size, ~0.9 MB
+of JSON a rank and window, keeps 1,024 ranks x 2 windows within minutes here; what sets the
+aggregator's share is the trace bytes per event the collectors ship, ~2.8 KB with the default
+`--filler` 24, between the real traces of `../shared/traces` (V100 all-reduce job 1.7 KB,
+B200 7.7 KB): more filler, larger files, a smaller share. Then one `commscope
+aggregate --insecure` on 127.0.0.1 and one `commscope collect --insecure` per node, each
+watching its own node folder (`node<N>/`, as on a real node), all of them real processes,
+started in their own process groups. Every node's collector runs for the whole run, as it
+would beside a training job (1,024 ranks: 128 collector processes, ~50 MB each; a 2-core
+machine hosts them, they only take turns at the cores). Window by window, each node's
+`iteration_N/` is created and its files renamed into it (as Kineto renames its `.tmp`), and
+the bench polls the aggregator's /metrics until `commscope_windows_completed_total` counts the
+window. Measured per window:
+
+  collectors CPU, aggregator CPU   utime + stime (+ waited-for children) from /proc/<pid>/stat,
+                                   from before the first rename to when every process is quiet
+                                   again after the window completed (CPU use back to the idle
+                                   rate measured before the first window, heartbeats and all);
+                                   the ratio aggregator / collectors is the issue's figure;
+  window -> metrics (e2e)          wall time from the last file renamed into place to the
+                                   window complete in /metrics (polled every `--poll` s, so
+                                   within that): on this machine mostly the collectors parsing
+                                   the whole window on the cores there are;
+  aggregator's own latency         the gauge `commscope_aggregator_window_latency_seconds`
+                                   (from the last message it received to its metrics
+                                   published: heartbeats count as messages);
+  wire bytes                       `commscope_aggregator_received_bytes_total` (message
+                                   payloads; ZeroMQ framing not counted) against the trace
+                                   bytes as stored (some ranks gzip) and as JSON;
+  peak RSS                         VmHWM of the aggregator (read until it exits, final report
+                                   included) and of the collectors (the largest).
+
+The polls ask /metrics for only the families they read (`name[]=`): a scrape of every family
+of 1,024 ranks would cost the aggregator CPU that a Prometheus scrape every 15 s does not.
+After the last window the collectors get SIGTERM (end-of-run); the aggregator must then write
+its final report with every file of every window and no file skipped, else the run fails
+(exit 1). Every wait is bounded; every process is killed (its whole process group) on the way
+out, whatever happened.
+
+Run (from the repo root; ~15 min for all three sizes on 2 cores):
+    .venv/bin/python tests/bench/scale_bench.py
+    .venv/bin/python tests/bench/scale_bench.py --ranks 64 --windows 3 --keep /var/tmp/scale
+It is a script, not a test: nothing here asserts on timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing import Pool
+from pathlib import Path
+from typing import TypeVar
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from machineinfo import MB, cpu_and_python
+from simjob import Job, file_name, folder, write_trace
+
+T = TypeVar("T")
+COMMSCOPE = [sys.executable, "-m", "commscope.service.cli"]
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+WINDOWS_DONE = "commscope_windows_completed_total"
+LATENCY = "commscope_aggregator_window_latency_seconds"
+RECEIVED = "commscope_aggregator_received_bytes_total"
+UP = "commscope_collector_up"
+
+
+class BenchError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- processes
+
+
+@dataclass
+class Daemon:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def cpu_s(self) -> float:
+        """utime + stime + cutime + cstime of the process (0 once it is gone)."""
+        try:
+            text = Path(f"/proc/{self.popen.pid}/stat").read_text()
+        except OSError:
+            return 0.0
+        fields = text[text.rindex(")") + 2 :].split()
+        return sum(int(f) for f in fields[11:15]) / CLK_TCK
+
+    def hwm_mb(self) -> float | None:
+        try:
+            text = Path(f"/proc/{self.popen.pid}/status").read_text()
+        except OSError:
+            return None
+        line = next((ln for ln in text.splitlines() if ln.startswith("VmHWM:")), None)
+        return None if line is None else int(line.split()[1]) * 1024 / MB
+
+    def signal(self, sig: int) -> None:
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, sig)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.signal(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(10)
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+
+
+def start(name: str, args: list[str], logs: Path) -> Daemon:
+    log = logs / f"{name}.log"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with log.open("wb") as out:
+        popen = subprocess.Popen(
+            [*COMMSCOPE, *args], stdout=out, stderr=subprocess.STDOUT, env=env,
+            start_new_session=True,
+        )  # fmt: skip
+    return Daemon(name, popen, log)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_until(what: str, probe: Callable[[], T | None], timeout_s: float, every_s: float) -> T:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = probe()
+        if found is not None:
+            return found
+        time.sleep(every_s)
+    raise BenchError(f"timed out after {timeout_s:g} s waiting for {what}")
+
+
+def scrape(port: int, names: tuple[str, ...]) -> dict[str, list[float]]:
+    """The samples of `names` on the aggregator's /metrics (only those families asked for)."""
+    query = "&".join(f"name[]={n}" for n in names)
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics?{query}", timeout=10) as r:
+        text = r.read().decode()
+    found: dict[str, list[float]] = {n: [] for n in names}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+            if name in found:
+                found[name].append(float(line.rsplit(" ", 1)[1]))
+    return found
+
+
+def scrape_or_none(agg: Daemon, port: int, names: tuple[str, ...]) -> dict[str, list[float]] | None:
+    if agg.popen.poll() is not None:
+        raise BenchError(f"the aggregator exited {agg.popen.returncode}:\n{agg.tail()}")
+    try:
+        return scrape(port, names)
+    except OSError:
+        return None
+
+
+# ---------------------------------------------------------------- the job's files
+
+
+def _write(task: tuple[Job, int, int, Path]) -> tuple[int, int, int]:
+    job, window, rank, path = task
+    return (window, *write_trace(job, window, rank, path))
+
+
+def stage(job: Job, root: Path, per_node: int, workers: int) -> list[tuple[int, int]]:
+    """Every window's files under `root/<window>/node<N>/`: per window (bytes stored, bytes
+    of JSON)."""
+    tasks = [
+        (job, w, r, root / str(w) / f"node{r // per_node}" / file_name(job, r))
+        for w in range(job.windows)
+        for r in range(job.ranks)
+    ]
+    sizes = [(0, 0)] * job.windows
+    with Pool(workers) as pool:
+        for window, stored, plain in pool.imap_unordered(_write, tasks, chunksize=4):
+            sizes[window] = (sizes[window][0] + stored, sizes[window][1] + plain)
+    return sizes
+
+
+def publish(job: Job, staged: Path, root: Path, window: int, nodes: int) -> float:
+    """Each node's `iteration_N/`, then its files renamed into it; the time of the last."""
+    name = folder(job, window)
+    for node in range(nodes):
+        (root / f"node{node}" / name).mkdir()
+    for node in range(nodes):
+        for path in sorted((staged / str(window) / f"node{node}").iterdir()):
+            path.rename(root / f"node{node}" / name / path.name)
+    return time.monotonic()
+
+
+# ---------------------------------------------------------------- the service
+
+
+@dataclass
+class WindowRow:
+    stored: int  # trace bytes as written (some gzip)
+    plain: int  # trace bytes of JSON
+    agg_cpu_s: float
+    col_cpu_s: float
+    e2e_s: float
+    gauge_s: float | None
+    wire: int
+
+
+@dataclass
+class Service:
+    """One aggregator and a collector per node, over loopback; `close` kills what is left."""
+
+    tmp: Path
+    nodes: int
+    port: int = field(default_factory=free_port)
+    metrics: int = field(default_factory=free_port)
+    agg: Daemon | None = None
+    collectors: list[Daemon] = field(default_factory=list)
+
+    def start(self) -> None:
+        logs = self.tmp / "logs"
+        logs.mkdir()
+        endpoint = f"tcp://127.0.0.1:{self.port}"
+        self.agg = start("aggregate", [
+            "aggregate", "--listen", endpoint, "--insecure", "--metrics-port", str(self.metrics),
+            "--metrics-addr", "127.0.0.1", "--out", str(self.tmp / "out"), "--state",
+            str(self.tmp / "agg-state"), "--expect-nodes", str(self.nodes), "--linger", "0",
+            "--job", "sim",
+        ], logs)  # fmt: skip
+        wait_until("the aggregator's /metrics", lambda: self.scrape((WINDOWS_DONE,)), 60, 0.2)
+        for node in range(self.nodes):
+            watch = self.tmp / "job" / f"node{node}"
+            watch.mkdir(parents=True)
+            self.collectors.append(start(f"collect-node{node}", [
+                "collect", "--insecure", "--watch", str(watch), "--aggregator", endpoint,
+                "--node", f"node{node}", "--state", str(self.tmp / "col" / f"node{node}"),
+                "--job", "sim",
+            ], logs))  # fmt: skip
+        wait_until(f"{self.nodes} collectors up", self._all_up, 120 + 2 * self.nodes, 0.5)
+
+    def scrape(self, names: tuple[str, ...]) -> dict[str, list[float]] | None:
+        assert self.agg is not None
+        return scrape_or_none(self.agg, self.metrics, names)
+
+    def _all_up(self) -> bool | None:
+        for daemon in self.collectors:
+            if daemon.popen.poll() is not None:
+                raise BenchError(f"{daemon.name} exited:\n{daemon.tail()}")
+        got = self.scrape((UP,))
+        return True if got and sum(got[UP]) == self.nodes else None
+
+    def cpu(self) -> tuple[float, float]:
+        """(aggregator, all collectors) CPU seconds so far."""
+        assert self.agg is not None
+        return self.agg.cpu_s(), sum(d.cpu_s() for d in self.collectors)
+
+    def rate(self, seconds: float) -> float:
+        """CPU seconds a second of every daemon over the next `seconds`."""
+        before = sum(self.cpu())
+        time.sleep(seconds)
+        return (sum(self.cpu()) - before) / seconds
+
+    def settle(self, below: float, timeout_s: float) -> None:
+        """Until the daemons use less than `below` of a core together."""
+        wait_until(f"the daemons under {below:.2f} core", lambda: self.rate(1.0) < below or None,
+                   timeout_s, 0.0)  # fmt: skip
+
+    def close(self) -> None:
+        for daemon in [*self.collectors, *([self.agg] if self.agg else [])]:
+            daemon.kill()
+
+
+def complete(service: Service, count: int) -> tuple[float, dict[str, list[float]]] | None:
+    """(when, the scrape) once /metrics counts `count` completed windows."""
+    got = service.scrape((WINDOWS_DONE, LATENCY))
+    if got and got[WINDOWS_DONE] and got[WINDOWS_DONE][0] >= count:
+        return time.monotonic(), got
+    return None
+
+
+def received(service: Service) -> int:
+    got = wait_until("the received bytes", lambda: service.scrape((RECEIVED,)), 30, 0.2)
+    return int(sum(got[RECEIVED]))
+
+
+def run_window(
+    service: Service, job: Job, window: int, sizes: tuple[int, int], *, args: argparse.Namespace,
+    idle: float,
+) -> WindowRow:  # fmt: skip
+    """Publish the window's files, wait for it in /metrics, then for the daemons to be idle."""
+    (agg0, col0), wire0 = service.cpu(), received(service)
+    last = publish(job, service.tmp / "stage", service.tmp / "job", window, service.nodes)
+    seen, got = wait_until(
+        f"window {window} in /metrics",
+        lambda: complete(service, window + 1),
+        args.window_timeout,
+        args.poll,
+    )
+    service.settle(idle + 0.05, 300)
+    agg1, col1 = service.cpu()
+    gauge = got[LATENCY][0] if got[LATENCY] else None
+    wire = received(service) - wire0
+    return WindowRow(*sizes, agg1 - agg0, col1 - col0, seen - last, gauge, wire)
+
+
+@dataclass
+class Ending:
+    agg_hwm_mb: float
+    col_hwm_mb: float
+    report: dict[str, object]
+
+
+def finish(service: Service, job: Job, timeout_s: float) -> Ending:
+    """SIGTERM to the collectors (end-of-run); the aggregator's peak RSS until it exits; its
+    final report must hold every file of every window, none skipped."""
+    assert service.agg is not None
+    col_hwm = max(d.hwm_mb() or 0.0 for d in service.collectors)
+    for daemon in service.collectors:
+        daemon.signal(signal.SIGTERM)
+    agg_hwm, deadline = 0.0, time.monotonic() + timeout_s
+    while service.agg.popen.poll() is None and time.monotonic() < deadline:
+        agg_hwm = max(agg_hwm, service.agg.hwm_mb() or 0.0)
+        time.sleep(0.1)
+    code = service.agg.popen.poll()
+    if code != 0:
+        raise BenchError(f"the aggregator ended with {code}:\n{service.agg.tail()}")
+    reports = sorted((service.tmp / "out").glob("*.json"))
+    if len(reports) != 1:
+        raise BenchError(f"expected one final report, found {[p.name for p in reports]}")
+    report = json.loads(reports[0].read_text())
+    inputs = report["inputs"]
+    if inputs["files"] != job.ranks * job.windows or inputs["skipped"]:
+        raise BenchError(f"final report: {inputs['files']} files, skipped {inputs['skipped']}")
+    return Ending(agg_hwm, col_hwm, report)
+
+
+@dataclass
+class Run:
+    job: Job
+    nodes: int
+    generate_s: float
+    idle: float
+    rows: list[WindowRow]
+    ending: Ending
+
+
+def run_scale(ranks: int, args: argparse.Namespace) -> Run:
+    job = Job(
+        ranks, pp=2 if ranks < 256 else 4, layers=args.layers, steps=args.steps,
+        windows=args.windows, filler=args.filler, gpus_per_node=args.per_node,
+    )  # fmt: skip
+    nodes = ranks // args.per_node
+    tmp = Path(tempfile.mkdtemp(prefix=f"scale{ranks}-", dir=args.tmp))
+    print(f"  folder: {tmp}", flush=True)
+    service = Service(tmp, nodes)
+    try:
+        started = time.perf_counter()
+        sizes = stage(job, tmp / "stage", args.per_node, args.workers)
+        generated = time.perf_counter() - started
+        total = sum(s[0] for s in sizes), sum(s[1] for s in sizes)
+        print(f"{ranks} ranks ({nodes} nodes, dp {job.dp} x pp {job.pp} x tp {job.tp}): "
+              f"{job.windows} windows generated in {generated:.0f} s, total trace bytes "
+              f"{total[0]:,} as stored, {total[1]:,} of JSON", flush=True)  # fmt: skip
+        service.start()
+        service.settle(0.15, 300)
+        idle = service.rate(5.0)
+        rows = [
+            run_window(service, job, w, sizes[w], args=args, idle=idle) for w in range(job.windows)
+        ]
+        return Run(job, nodes, generated, idle, rows, finish(service, job, args.end_timeout))
+    finally:
+        service.close()
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- the tables
+
+
+def _mb(n: float) -> str:
+    return f"{n / MB:,.1f}"
+
+
+def _s(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def windows_table(runs: list[Run]) -> str:
+    lines = [
+        "| ranks | window | trace MB stored / JSON | collectors CPU s | aggregator CPU s "
+        "| aggregator / collectors | window → metrics s | aggregator's latency s | wire MB |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in runs:
+        for w, row in enumerate(run.rows):
+            lines.append(
+                f"| {run.job.ranks:,} | {folder(run.job, w)} | {_mb(row.stored)} / "
+                f"{_mb(row.plain)} | {row.col_cpu_s:.1f} | {row.agg_cpu_s:.2f} | "
+                f"{row.agg_cpu_s / row.col_cpu_s:.1%} | {row.e2e_s:.1f} | {_s(row.gauge_s)} "
+                f"| {_mb(row.wire)} |"
+            )
+    return "\n".join(lines)
+
+
+def summary_table(runs: list[Run]) -> str:
+    """One row per job: means over its windows; the CPU ratio pools them (Σ over Σ)."""
+    lines = [
+        "| ranks | collectors | trace MB per window (JSON) | collectors CPU s per window "
+        "| aggregator CPU s per window | aggregator / collectors CPU | window → metrics s "
+        "| aggregator peak RSS MB | wire MB per window | wire / trace JSON |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in runs:
+        n, rows = len(run.rows), run.rows
+        agg, col = sum(r.agg_cpu_s for r in rows), sum(r.col_cpu_s for r in rows)
+        plain, wire = sum(r.plain for r in rows), sum(r.wire for r in rows)
+        lines.append(
+            f"| {run.job.ranks:,} | {run.nodes} | {_mb(plain / n)} | {col / n:.1f} | "
+            f"{agg / n:.2f} | {agg / col:.1%} | {sum(r.e2e_s for r in rows) / n:.1f} | "
+            f"{run.ending.agg_hwm_mb:.0f} | {_mb(wire / n)} | {wire / plain:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def describe(runs: list[Run], args: argparse.Namespace) -> str:
+    job = runs[0].job
+    return (
+        f"job: {job.windows} windows x {job.steps} steps, {job.layers} layers a stage, filler "
+        f"{job.filler}, tp {job.tp}, {args.per_node} ranks a node (one collector each), every "
+        f"{job.gzip_every}th rank gzip; /metrics polled every {args.poll:g} s\n"
+        + "\n".join(
+            f"{r.job.ranks} ranks: generated in {r.generate_s:.0f} s; idle CPU of the daemons "
+            f"{r.idle:.3f} core; largest collector peak RSS {r.ending.col_hwm_mb:.0f} MB"
+            for r in runs
+        )
+    )
+
+
+def machine() -> str:
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False,
+        cwd=Path(__file__).resolve().parent,
+    ).stdout.strip()  # fmt: skip
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"{cpu_and_python()}; {now}; commit {commit}; load average {load}"
+
+
+# ---------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--ranks", default="64,256,1024", help="rank counts, comma-separated")
+    p.add_argument("--windows", type=int, default=2)
+    p.add_argument("--steps", type=int, default=2, help="ProfilerSteps a window")
+    p.add_argument("--layers", type=int, default=4, help="transformer blocks a stage")
+    p.add_argument("--filler", type=int, default=24, help="CPU spans a launch (file size)")
+    p.add_argument("--per-node", type=int, default=8, help="ranks a node (a collector each)")
+    p.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
+    p.add_argument("--poll", type=float, default=0.2, help="seconds between /metrics polls")
+    p.add_argument("--window-timeout", type=float, default=1800.0)
+    p.add_argument("--end-timeout", type=float, default=600.0)
+    p.add_argument("--tmp", default=None, help="where the job's folders go")
+    p.add_argument("--keep", action="store_true", help="keep the job's folders")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    print(machine(), flush=True)
+    runs: list[Run] = []
+    try:
+        for ranks in (int(r) for r in args.ranks.split(",")):
+            runs.append(run_scale(ranks, args))
+            print(windows_table(runs[-1:]), flush=True)
+    except BenchError as exc:
+        print(f"scale_bench: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if runs:
+            print(f"\n{describe(runs, args)}\n{machine()}\n\n{windows_table(runs)}\n")
+            print(summary_table(runs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
