@@ -8,21 +8,26 @@ window: the generator's time is not the service's), 8 ranks a node. The default 
 of JSON a rank and window, keeps 1,024 ranks x 2 windows within minutes here; what sets the
 aggregator's share is the trace bytes per event the collectors ship, ~2.8 KB with the default
 `--filler` 24, between the real traces of `../shared/traces` (V100 all-reduce job 1.7 KB,
-B200 7.7 KB): more filler, larger files, a smaller share. Then one `commscope
-aggregate --insecure` on 127.0.0.1 and one `commscope collect --insecure` per node, each
-watching its own node folder (`node<N>/`, as on a real node), all of them real processes,
-started in their own process groups. Every node's collector runs for the whole run, as it
-would beside a training job (1,024 ranks: 128 collector processes, ~50 MB each; a 2-core
-machine hosts them, they only take turns at the cores). Window by window, each node's
-`iteration_N/` is created and its files renamed into it (as Kineto renames its `.tmp`), and
-the bench polls the aggregator's /metrics until `commscope_windows_completed_total` counts the
-window. Measured per window:
+B200 7.7 KB): more filler, larger files, a smaller share.
+
+Then one `commscope aggregate --insecure` on 127.0.0.1 and one `commscope collect --insecure`
+per `--per-collector` ranks (default 8: one a node), each watching its own folder (`node<N>/`,
+as on a real node): real processes, each in its own process group, all running for the whole
+run as beside a training job. 1,024 ranks make 128 collectors (~50 MB each); this machine hosts
+them, but an idle collector takes ~1% of a core (its loop wakes every 20 ms), so 128 idle take
+more than one of the two cores. Window by window, each folder's `iteration_N/` is created and
+its files renamed into it (as Kineto renames its `.tmp`), and the bench polls the aggregator's
+/metrics until `commscope_windows_completed_total` counts the window. Measured per window:
 
   collectors CPU, aggregator CPU   utime + stime (+ waited-for children) from /proc/<pid>/stat,
-                                   from before the first rename to when every process is quiet
-                                   again after the window completed (CPU use back to the idle
-                                   rate measured before the first window, heartbeats and all);
-                                   the ratio aggregator / collectors is the issue's figure;
+                                   from before the first rename until the daemons are back to
+                                   their idle rate after the window completed, less that idle
+                                   rate (measured, once steady, before the first window) over
+                                   the same wall time: the CPU the window cost; the aggregator's
+                                   also less the bench's own /metrics polls (their number times
+                                   the CPU of one, measured over 100 idle polls). The ratio
+                                   aggregator / collectors is the issue's figure; what was
+                                   used in all is printed beside it;
   window -> metrics (e2e)          wall time from the last file renamed into place to the
                                    window complete in /metrics (polled every `--poll` s, so
                                    within that): on this machine mostly the collectors parsing
@@ -36,16 +41,16 @@ window. Measured per window:
   peak RSS                         VmHWM of the aggregator (read until it exits, final report
                                    included) and of the collectors (the largest).
 
-The polls ask /metrics for only the families they read (`name[]=`): a scrape of every family
-of 1,024 ranks would cost the aggregator CPU that a Prometheus scrape every 15 s does not.
-After the last window the collectors get SIGTERM (end-of-run); the aggregator must then write
-its final report with every file of every window and no file skipped, else the run fails
-(exit 1). Every wait is bounded; every process is killed (its whole process group) on the way
-out, whatever happened.
+The polls ask /metrics for only the families they read (`name[]=`); a Prometheus scraping
+every 15 s would not poll five times a second. After the last window the collectors get
+SIGTERM (end-of-run); the aggregator must then write its final report with every file of every
+window and no file skipped, else the run fails (exit 1). Every wait is bounded; every process
+is killed (its whole process group) on the way out, whatever happened (SIGTERM and SIGINT to
+the bench too).
 
 Run (from the repo root; ~15 min for all three sizes on 2 cores):
     .venv/bin/python tests/bench/scale_bench.py
-    .venv/bin/python tests/bench/scale_bench.py --ranks 64 --windows 3 --keep /var/tmp/scale
+    .venv/bin/python tests/bench/scale_bench.py --ranks 64 --windows 3 --tmp /var/tmp --keep
 It is a script, not a test: nothing here asserts on timings.
 """
 
@@ -223,6 +228,8 @@ class WindowRow:
     e2e_s: float
     gauge_s: float | None
     wire: int
+    polls: int  # /metrics requests the bench made meanwhile
+    seconds: float  # wall time between the two CPU readings
 
 
 @dataclass
@@ -235,6 +242,7 @@ class Service:
     metrics: int = field(default_factory=free_port)
     agg: Daemon | None = None
     collectors: list[Daemon] = field(default_factory=list)
+    scrapes: int = 0
 
     def start(self) -> None:
         logs = self.tmp / "logs"
@@ -259,7 +267,16 @@ class Service:
 
     def scrape(self, names: tuple[str, ...]) -> dict[str, list[float]] | None:
         assert self.agg is not None
+        self.scrapes += 1
         return scrape_or_none(self.agg, self.metrics, names)
+
+    def scrape_cost(self, count: int = 100) -> float:
+        """The aggregator's CPU seconds a poll (measured idle, over `count` polls)."""
+        assert self.agg is not None
+        before = self.agg.cpu_s()
+        for _ in range(count):
+            self.scrape((WINDOWS_DONE, LATENCY))
+        return (self.agg.cpu_s() - before) / count
 
     def _all_up(self) -> bool | None:
         for daemon in self.collectors:
@@ -273,16 +290,29 @@ class Service:
         assert self.agg is not None
         return self.agg.cpu_s(), sum(d.cpu_s() for d in self.collectors)
 
-    def rate(self, seconds: float) -> float:
-        """CPU seconds a second of every daemon over the next `seconds`."""
-        before = sum(self.cpu())
+    def rates(self, seconds: float) -> tuple[float, float]:
+        """(aggregator, collectors) CPU seconds a second over the next `seconds`."""
+        (agg0, col0), started = self.cpu(), time.monotonic()
         time.sleep(seconds)
-        return (sum(self.cpu()) - before) / seconds
+        (agg1, col1), took = self.cpu(), time.monotonic() - started
+        return (agg1 - agg0) / took, (col1 - col0) / took
 
-    def settle(self, below: float, timeout_s: float) -> None:
-        """Until the daemons use less than `below` of a core together."""
-        wait_until(f"the daemons under {below:.2f} core", lambda: self.rate(1.0) < below or None,
-                   timeout_s, 0.0)  # fmt: skip
+    def steady(self, timeout_s: float) -> None:
+        """Until two 2-second CPU rates of the daemons agree within 10% (+ 0.02 core)."""
+        last = [sum(self.rates(2.0))]
+
+        def agrees() -> bool | None:
+            rate = sum(self.rates(2.0))
+            close, last[0] = abs(rate - last[0]) <= 0.1 * last[0] + 0.02, rate
+            return close or None
+
+        wait_until("a steady idle CPU rate", agrees, timeout_s, 0.0)
+
+    def quiet(self, idle: tuple[float, float], timeout_s: float) -> None:
+        """Until the daemons are back to their idle CPU rate (within 20% + 0.05 core)."""
+        below = 1.2 * sum(idle) + 0.05
+        wait_until(f"the daemons under {below:.2f} core",
+                   lambda: sum(self.rates(1.0)) <= below or None, timeout_s, 0.0)  # fmt: skip
 
     def close(self) -> None:
         for daemon in [*self.collectors, *([self.agg] if self.agg else [])]:
@@ -304,10 +334,11 @@ def received(service: Service) -> int:
 
 def run_window(
     service: Service, job: Job, window: int, sizes: tuple[int, int], *, args: argparse.Namespace,
-    idle: float,
+    idle: tuple[float, float],
 ) -> WindowRow:  # fmt: skip
     """Publish the window's files, wait for it in /metrics, then for the daemons to be idle."""
-    (agg0, col0), wire0 = service.cpu(), received(service)
+    (agg0, col0), wire0, polls = service.cpu(), received(service), service.scrapes
+    started = time.monotonic()
     last = publish(job, service.tmp / "stage", service.tmp / "job", window, service.nodes)
     seen, got = wait_until(
         f"window {window} in /metrics",
@@ -315,11 +346,13 @@ def run_window(
         args.window_timeout,
         args.poll,
     )
-    service.settle(idle + 0.05, 300)
-    agg1, col1 = service.cpu()
+    service.quiet(idle, 300)
+    (agg1, col1), took = service.cpu(), time.monotonic() - started
     gauge = got[LATENCY][0] if got[LATENCY] else None
     wire = received(service) - wire0
-    return WindowRow(*sizes, agg1 - agg0, col1 - col0, seen - last, gauge, wire)
+    polls = service.scrapes - polls
+    cpu = (agg1 - agg0, col1 - col0)
+    return WindowRow(*sizes, *cpu, seen - last, gauge, wire, polls, took)
 
 
 @dataclass
@@ -358,7 +391,8 @@ class Run:
     job: Job
     nodes: int
     generate_s: float
-    idle: float
+    idle: tuple[float, float]  # (aggregator, collectors) CPU seconds a second, idle
+    poll_cpu_s: float  # the aggregator's CPU a /metrics poll
     rows: list[WindowRow]
     ending: Ending
 
@@ -368,25 +402,26 @@ def run_scale(ranks: int, args: argparse.Namespace) -> Run:
         ranks, pp=2 if ranks < 256 else 4, layers=args.layers, steps=args.steps,
         windows=args.windows, filler=args.filler, gpus_per_node=args.per_node,
     )  # fmt: skip
-    nodes = ranks // args.per_node
+    nodes = ranks // args.per_collector
     tmp = Path(tempfile.mkdtemp(prefix=f"scale{ranks}-", dir=args.tmp))
     print(f"  folder: {tmp}", flush=True)
     service = Service(tmp, nodes)
     try:
         started = time.perf_counter()
-        sizes = stage(job, tmp / "stage", args.per_node, args.workers)
+        sizes = stage(job, tmp / "stage", args.per_collector, args.workers)
         generated = time.perf_counter() - started
         total = sum(s[0] for s in sizes), sum(s[1] for s in sizes)
-        print(f"{ranks} ranks ({nodes} nodes, dp {job.dp} x pp {job.pp} x tp {job.tp}): "
+        print(f"{ranks} ranks ({nodes} collectors, dp {job.dp} x pp {job.pp} x tp {job.tp}): "
               f"{job.windows} windows generated in {generated:.0f} s, total trace bytes "
               f"{total[0]:,} as stored, {total[1]:,} of JSON", flush=True)  # fmt: skip
         service.start()
-        service.settle(0.15, 300)
-        idle = service.rate(5.0)
+        service.steady(300)
+        idle, poll_cpu = service.rates(5.0), service.scrape_cost()
         rows = [
             run_window(service, job, w, sizes[w], args=args, idle=idle) for w in range(job.windows)
         ]
-        return Run(job, nodes, generated, idle, rows, finish(service, job, args.end_timeout))
+        ending = finish(service, job, args.end_timeout)
+        return Run(job, nodes, generated, idle, poll_cpu, rows, ending)
     finally:
         service.close()
         if not args.keep:
@@ -404,19 +439,34 @@ def _s(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
+def polls_s(run: Run, row: WindowRow) -> float:
+    """The aggregator's CPU the bench's /metrics polls cost in the window (an estimate: the
+    polls times the cost of one, measured idle)."""
+    return row.polls * run.poll_cpu_s
+
+
+def net_cpu(run: Run, row: WindowRow) -> tuple[float, float]:
+    """(aggregator, collectors) CPU seconds the window cost: what they used meanwhile less
+    their idle rate over the same wall time (and, the aggregator, the bench's polls)."""
+    agg = row.agg_cpu_s - run.idle[0] * row.seconds - polls_s(run, row)
+    return agg, row.col_cpu_s - run.idle[1] * row.seconds
+
+
 def windows_table(runs: list[Run]) -> str:
     lines = [
-        "| ranks | window | trace MB stored / JSON | collectors CPU s | aggregator CPU s "
-        "| aggregator / collectors | window → metrics s | aggregator's latency s | wire MB |",
+        "| ranks | window | trace MB stored / JSON | collectors CPU s (used) | aggregator CPU "
+        "s (used) | aggregator / collectors | window → metrics s | aggregator's latency s "
+        "| wire MB |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
         for w, row in enumerate(run.rows):
+            agg, col = net_cpu(run, row)
             lines.append(
                 f"| {run.job.ranks:,} | {folder(run.job, w)} | {_mb(row.stored)} / "
-                f"{_mb(row.plain)} | {row.col_cpu_s:.1f} | {row.agg_cpu_s:.2f} | "
-                f"{row.agg_cpu_s / row.col_cpu_s:.1%} | {row.e2e_s:.1f} | {_s(row.gauge_s)} "
-                f"| {_mb(row.wire)} |"
+                f"{_mb(row.plain)} | {col:.1f} ({row.col_cpu_s:.1f}) | {agg:.2f} "
+                f"({row.agg_cpu_s:.2f}) | {agg / col:.1%} | {row.e2e_s:.1f} | "
+                f"{_s(row.gauge_s)} | {_mb(row.wire)} |"
             )
     return "\n".join(lines)
 
@@ -431,12 +481,13 @@ def summary_table(runs: list[Run]) -> str:
     ]
     for run in runs:
         n, rows = len(run.rows), run.rows
-        agg, col = sum(r.agg_cpu_s for r in rows), sum(r.col_cpu_s for r in rows)
+        agg = sum(net_cpu(run, r)[0] for r in rows)
+        col = sum(net_cpu(run, r)[1] for r in rows)
         plain, wire = sum(r.plain for r in rows), sum(r.wire for r in rows)
         lines.append(
             f"| {run.job.ranks:,} | {run.nodes} | {_mb(plain / n)} | {col / n:.1f} | "
             f"{agg / n:.2f} | {agg / col:.1%} | {sum(r.e2e_s for r in rows) / n:.1f} | "
-            f"{run.ending.agg_hwm_mb:.0f} | {_mb(wire / n)} | {wire / plain:.2f} |"
+            f"{run.ending.agg_hwm_mb:.0f} | {_mb(wire / n)} | {wire / plain:.2%} |"
         )
     return "\n".join(lines)
 
@@ -445,11 +496,14 @@ def describe(runs: list[Run], args: argparse.Namespace) -> str:
     job = runs[0].job
     return (
         f"job: {job.windows} windows x {job.steps} steps, {job.layers} layers a stage, filler "
-        f"{job.filler}, tp {job.tp}, {args.per_node} ranks a node (one collector each), every "
-        f"{job.gzip_every}th rank gzip; /metrics polled every {args.poll:g} s\n"
+        f"{job.filler}, tp {job.tp}, {args.per_node} ranks a node, {args.per_collector} a "
+        f"collector, every {job.gzip_every}th rank gzip; /metrics polled every {args.poll:g} s; "
+        "CPU: what the window cost, less the idle rate over the same time (and the polls)\n"
         + "\n".join(
-            f"{r.job.ranks} ranks: generated in {r.generate_s:.0f} s; idle CPU of the daemons "
-            f"{r.idle:.3f} core; largest collector peak RSS {r.ending.col_hwm_mb:.0f} MB"
+            f"{r.job.ranks} ranks: generated in {r.generate_s:.0f} s; idle: aggregator "
+            f"{r.idle[0]:.3f} core, collectors {r.idle[1]:.3f}; a /metrics poll "
+            f"{r.poll_cpu_s * 1e3:.1f} ms of the aggregator's CPU; largest collector peak RSS "
+            f"{r.ending.col_hwm_mb:.0f} MB"
             for r in runs
         )
     )
@@ -475,7 +529,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=2, help="ProfilerSteps a window")
     p.add_argument("--layers", type=int, default=4, help="transformer blocks a stage")
     p.add_argument("--filler", type=int, default=24, help="CPU spans a launch (file size)")
-    p.add_argument("--per-node", type=int, default=8, help="ranks a node (a collector each)")
+    p.add_argument("--per-node", type=int, default=8, help="ranks a node (a clock each)")
+    p.add_argument(
+        "--per-collector", type=int, default=8, help="ranks a collector watches (one folder)"
+    )
     p.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
     p.add_argument("--poll", type=float, default=0.2, help="seconds between /metrics polls")
     p.add_argument("--window-timeout", type=float, default=1800.0)
@@ -485,8 +542,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _interrupted(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)  # unwinds through every `finally`: the daemons are killed
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupted)
+    signal.signal(signal.SIGINT, _interrupted)  # even when started in the background
     print(machine(), flush=True)
     runs: list[Run] = []
     try:
