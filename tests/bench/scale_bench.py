@@ -11,13 +11,15 @@ aggregator's share is the trace bytes per event the collectors ship, ~2.8 KB wit
 B200 7.7 KB): more filler, larger files, a smaller share.
 
 Then one `commscope aggregate --insecure` on 127.0.0.1 and one `commscope collect --insecure`
-per `--per-collector` ranks (default 8: one a node), each watching its own folder (`node<N>/`,
-as on a real node): real processes, each in its own process group, all running for the whole
-run as beside a training job. 1,024 ranks make 128 collectors (~50 MB each); this machine hosts
-them, but an idle collector takes ~1% of a core (its loop wakes every 20 ms), so 128 idle take
-more than one of the two cores. Window by window, each folder's `iteration_N/` is created and
-its files renamed into it (as Kineto renames its `.tmp`), and the bench polls the aggregator's
-/metrics until `commscope_windows_completed_total` counts the window. Measured per window:
+per node (8 ranks), each watching its own folder (`node<N>/`, as on a real node): real
+processes, each in its own process group, all running for the whole run as beside a training
+job; but at most `--max-collectors` (32) of them: an idle collector takes 1-2% of a core (its
+loop wakes every 20 ms), and 128 of them (1,024 ranks) kept both cores of this machine busy
+while idle (load average 250), so from 512 ranks on a collector watches the files of several
+nodes (1,024 ranks: 32 collectors of 32 ranks, as when nodes write to a shared folder).
+Window by window, each folder's `iteration_N/` is created and its files renamed into it (as
+Kineto renames its `.tmp`), and the bench polls the aggregator's /metrics until
+`commscope_windows_completed_total` counts the window. Measured per window:
 
   collectors CPU, aggregator CPU   utime + stime (+ waited-for children) from /proc/<pid>/stat,
                                    from before the first rename until the daemons are back to
@@ -86,6 +88,7 @@ WINDOWS_DONE = "commscope_windows_completed_total"
 LATENCY = "commscope_aggregator_window_latency_seconds"
 RECEIVED = "commscope_aggregator_received_bytes_total"
 UP = "commscope_collector_up"
+DUPLICATES = "commscope_aggregator_duplicates_total"
 
 
 class BenchError(Exception):
@@ -228,6 +231,7 @@ class WindowRow:
     e2e_s: float
     gauge_s: float | None
     wire: int
+    duplicates: int  # records the aggregator received again (resent before their ack came)
     polls: int  # /metrics requests the bench made meanwhile
     seconds: float  # wall time between the two CPU readings
 
@@ -327,9 +331,10 @@ def complete(service: Service, count: int) -> tuple[float, dict[str, list[float]
     return None
 
 
-def received(service: Service) -> int:
-    got = wait_until("the received bytes", lambda: service.scrape((RECEIVED,)), 30, 0.2)
-    return int(sum(got[RECEIVED]))
+def counters(service: Service) -> tuple[int, int]:
+    """(bytes received, records received again) so far, from /metrics."""
+    got = wait_until("the counters", lambda: service.scrape((RECEIVED, DUPLICATES)), 30, 0.2)
+    return int(sum(got[RECEIVED])), int(sum(got[DUPLICATES]))
 
 
 def run_window(
@@ -337,7 +342,7 @@ def run_window(
     idle: tuple[float, float],
 ) -> WindowRow:  # fmt: skip
     """Publish the window's files, wait for it in /metrics, then for the daemons to be idle."""
-    (agg0, col0), wire0, polls = service.cpu(), received(service), service.scrapes
+    (agg0, col0), wire0, polls = service.cpu(), counters(service), service.scrapes
     started = time.monotonic()
     last = publish(job, service.tmp / "stage", service.tmp / "job", window, service.nodes)
     seen, got = wait_until(
@@ -349,10 +354,10 @@ def run_window(
     service.quiet(idle, 300)
     (agg1, col1), took = service.cpu(), time.monotonic() - started
     gauge = got[LATENCY][0] if got[LATENCY] else None
-    wire = received(service) - wire0
+    wire = tuple(b - a for a, b in zip(wire0, counters(service), strict=True))
     polls = service.scrapes - polls
     cpu = (agg1 - agg0, col1 - col0)
-    return WindowRow(*sizes, *cpu, seen - last, gauge, wire, polls, took)
+    return WindowRow(*sizes, *cpu, seen - last, gauge, *wire, polls, took)
 
 
 @dataclass
@@ -402,13 +407,14 @@ def run_scale(ranks: int, args: argparse.Namespace) -> Run:
         ranks, pp=2 if ranks < 256 else 4, layers=args.layers, steps=args.steps,
         windows=args.windows, filler=args.filler, gpus_per_node=args.per_node,
     )  # fmt: skip
-    nodes = ranks // args.per_collector
+    per_collector = max(args.per_node, -(-ranks // args.max_collectors))
+    nodes = ranks // per_collector
     tmp = Path(tempfile.mkdtemp(prefix=f"scale{ranks}-", dir=args.tmp))
     print(f"  folder: {tmp}", flush=True)
     service = Service(tmp, nodes)
     try:
         started = time.perf_counter()
-        sizes = stage(job, tmp / "stage", args.per_collector, args.workers)
+        sizes = stage(job, tmp / "stage", per_collector, args.workers)
         generated = time.perf_counter() - started
         total = sum(s[0] for s in sizes), sum(s[1] for s in sizes)
         print(f"{ranks} ranks ({nodes} collectors, dp {job.dp} x pp {job.pp} x tp {job.tp}): "
@@ -456,7 +462,7 @@ def windows_table(runs: list[Run]) -> str:
     lines = [
         "| ranks | window | trace MB stored / JSON | collectors CPU s (used) | aggregator CPU "
         "s (used) | aggregator / collectors | window → metrics s | aggregator's latency s "
-        "| wire MB |",
+        "| wire MB (records resent) |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
@@ -466,7 +472,7 @@ def windows_table(runs: list[Run]) -> str:
                 f"| {run.job.ranks:,} | {folder(run.job, w)} | {_mb(row.stored)} / "
                 f"{_mb(row.plain)} | {col:.1f} ({row.col_cpu_s:.1f}) | {agg:.2f} "
                 f"({row.agg_cpu_s:.2f}) | {agg / col:.1%} | {row.e2e_s:.1f} | "
-                f"{_s(row.gauge_s)} | {_mb(row.wire)} |"
+                f"{_s(row.gauge_s)} | {_mb(row.wire)} ({row.duplicates:,}) |"
             )
     return "\n".join(lines)
 
@@ -496,8 +502,9 @@ def describe(runs: list[Run], args: argparse.Namespace) -> str:
     job = runs[0].job
     return (
         f"job: {job.windows} windows x {job.steps} steps, {job.layers} layers a stage, filler "
-        f"{job.filler}, tp {job.tp}, {args.per_node} ranks a node, {args.per_collector} a "
-        f"collector, every {job.gzip_every}th rank gzip; /metrics polled every {args.poll:g} s; "
+        f"{job.filler}, tp {job.tp}, {args.per_node} ranks a node, at most "
+        f"{args.max_collectors} collectors, every {job.gzip_every}th rank gzip; /metrics polled "
+        f"every {args.poll:g} s; "
         "CPU: what the window cost, less the idle rate over the same time (and the polls)\n"
         + "\n".join(
             f"{r.job.ranks} ranks: generated in {r.generate_s:.0f} s; idle: aggregator "
@@ -530,9 +537,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--layers", type=int, default=4, help="transformer blocks a stage")
     p.add_argument("--filler", type=int, default=24, help="CPU spans a launch (file size)")
     p.add_argument("--per-node", type=int, default=8, help="ranks a node (a clock each)")
-    p.add_argument(
-        "--per-collector", type=int, default=8, help="ranks a collector watches (one folder)"
-    )
+    p.add_argument("--max-collectors", type=int, default=32, help="more nodes: a few a collector")
     p.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
     p.add_argument("--poll", type=float, default=0.2, help="seconds between /metrics polls")
     p.add_argument("--window-timeout", type=float, default=1800.0)
