@@ -193,11 +193,11 @@ def _write(task: tuple[Job, int, int, Path]) -> tuple[int, int, int]:
     return (window, *write_trace(job, window, rank, path))
 
 
-def stage(job: Job, root: Path, per_node: int, workers: int) -> list[tuple[int, int]]:
-    """Every window's files under `root/<window>/node<N>/`: per window (bytes stored, bytes
-    of JSON)."""
+def stage(job: Job, root: Path, per_folder: int, workers: int) -> list[tuple[int, int]]:
+    """Every window's files under `root/<window>/node<N>/` (`per_folder` ranks in each): per
+    window (bytes stored, bytes of JSON)."""
     tasks = [
-        (job, w, r, root / str(w) / f"node{r // per_node}" / file_name(job, r))
+        (job, w, r, root / str(w) / f"node{r // per_folder}" / file_name(job, r))
         for w in range(job.windows)
         for r in range(job.ranks)
     ]
@@ -238,7 +238,8 @@ class WindowRow:
 
 @dataclass
 class Service:
-    """One aggregator and a collector per node, over loopback; `close` kills what is left."""
+    """One aggregator and a collector per folder (`nodes` of them), over loopback; `close`
+    kills what is left."""
 
     tmp: Path
     nodes: int
