@@ -1,5 +1,5 @@
 """A simulated TorchTitan-like job: the Kineto traces of R ranks over W profiling windows (pure,
-but for `write_job`, which writes the files).
+but for `write_trace` and `write_job`, which write the files).
 
 Parallelism is laid out as TorchTitan's DeviceMesh lays it out, dims (pp, dp_shard, tp) with tp
 innermost: rank = (stage x dp + dp index) x tp + tp index. A TP group is `tp` consecutive ranks
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cache
@@ -561,4 +560,3 @@ if __name__ == "__main__":  # a quick look: python tests/simjob.py RANKS OUT
     out = Path(sys.argv[2])
     sizes = write_job(Job(int(sys.argv[1])), out)
     print(f"{out}: {sizes[0]:,} B stored, {sizes[1]:,} B of JSON", file=sys.stderr)
-    os.sync()
