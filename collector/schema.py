@@ -815,6 +815,7 @@ class AggregatorStats(msgspec.Struct, kw_only=True):
     log_bytes: int = 0
     window_latency_s: float | None = None
     refused: dict[str, int] = {}  # connections refused at the Curve handshake, by reason
+    received_bytes: int = 0  # message payloads as received, refused ones included
 
 
 # ---------------------------------------------------------------- collector state

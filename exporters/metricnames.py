@@ -241,6 +241,13 @@ FAMILIES: Final = (
     Family("commscope_aggregator_streams", "gauge", ("job", "state"), "trace streams, by state"),
     Family("commscope_aggregator_log_bytes", "gauge", _J, "write-ahead log of open streams, bytes"),
     Family(
+        "commscope_aggregator_received_bytes_total",
+        "counter",
+        _J,
+        "message payload bytes received from collectors, refused ones included (ZeroMQ framing "
+        "and routing ids not counted)",
+    ),
+    Family(
         "commscope_aggregator_window_latency_seconds",
         "gauge",
         _J,

@@ -213,6 +213,7 @@ def _aggregator(out: Families, snapshot: Snapshot) -> None:
     for state, count in snapshot.streams.items():
         out.add("commscope_aggregator_streams", (job, state), count)
     out.add("commscope_aggregator_log_bytes", (job,), stats.log_bytes)
+    out.add("commscope_aggregator_received_bytes_total", (job,), stats.received_bytes)
     out.add("commscope_aggregator_window_latency_seconds", (job,), stats.window_latency_s)
 
 

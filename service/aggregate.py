@@ -278,6 +278,7 @@ class Aggregator:
             self._reject("frames")
             return
         identity, payload = frames
+        self.stats.received_bytes += len(payload)
         if len(payload) > MAX_MESSAGE_BYTES:
             self._reject("too_large")
             return

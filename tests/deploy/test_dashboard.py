@@ -40,6 +40,7 @@ NOT_SHOWN = {
     "commscope_aggregator_acks_total": "pipeline bookkeeping (acknowledged records are shown)",
     "commscope_aggregator_streams": "pipeline bookkeeping",
     "commscope_aggregator_log_bytes": "pipeline bookkeeping",
+    "commscope_aggregator_received_bytes_total": "pipeline bookkeeping (scale benchmark)",
     "commscope_aggregator_window_latency_seconds": "pipeline bookkeeping",
     "commscope_collector_files_total": "pipeline bookkeeping",
     "commscope_collector_files_done_total": "pipeline bookkeeping",

@@ -653,3 +653,12 @@ def test_a_hello_of_another_protocol_is_refused_with_the_reason_whatever_its_fie
     ((_, answer),) = agg._replies
     why = f"protocol {PROTOCOL_VERSION - 1} not supported (this one: {PROTOCOL_VERSION})"
     assert answer == Reject(reason=why)
+
+
+def test_received_bytes_count_every_payload_refused_ones_too(agg: Aggregator) -> None:
+    hello = msgspec.msgpack.encode(Hello(protocol=PROTOCOL_VERSION, node=NODE, instance="i"))
+    agg.receive([NODE.encode(), hello], peer=NODE)
+    agg.receive([NODE.encode(), b"\xc1"], peer=NODE)  # 0xc1 is never msgpack: refused
+    agg.receive([b"one", b"frame", b"too many"])  # not [routing id, payload]: no payload
+    assert refusals(agg) == {"undecodable": 1, "frames": 1}
+    assert agg.stats.received_bytes == len(hello) + 1

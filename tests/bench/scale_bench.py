@@ -1,0 +1,576 @@
+"""The live service at scale: a simulated TorchTitan-like job through real collectors and one
+aggregator on loopback, window by window.
+
+For each rank count R (default 64, 256, 1024): the job of `tests/simjob.py` (tp 8, pp 2 below
+256 ranks and 4 from there, FSDP over the rest; `--windows` windows of `--steps` steps and
+`--layers` layers a stage) is generated first into a staging folder (every file of every
+window: the generator's time is not the service's), 8 ranks a node. The default size, ~0.9 MB
+of JSON a rank and window, keeps 1,024 ranks x 2 windows within minutes here; what sets the
+aggregator's share is the trace bytes per event the collectors ship, ~2.8 KB with the default
+`--filler` 24, between the real traces of `../shared/traces` (V100 all-reduce job 1.7 KB,
+B200 7.7 KB): more filler, larger files, a smaller share.
+
+Then one `commscope aggregate --insecure` on 127.0.0.1 and one `commscope collect --insecure`
+per node (8 ranks), each watching its own folder (`node<N>/`, as on a real node): real
+processes, each in its own process group, all running for the whole run as beside a training
+job; but at most `--max-collectors` (32) of them: an idle collector takes 1-2% of a core (its
+loop wakes every 20 ms), and 128 of them (1,024 ranks) kept both cores of this machine busy
+while idle (load average 250), so from 512 ranks on a collector watches the files of several
+nodes (1,024 ranks: 32 collectors of 32 ranks, as when nodes write to a shared folder).
+Window by window, each folder's `iteration_N/` is created and its files renamed into it (as
+Kineto renames its `.tmp`), and the bench polls the aggregator's /metrics until
+`commscope_windows_completed_total` counts the window. Measured per window:
+
+  collectors CPU, aggregator CPU   utime + stime (+ waited-for children) from /proc/<pid>/stat,
+                                   from before the first rename until the daemons are back to
+                                   their idle rate after the window completed, less that idle
+                                   rate (measured, once steady, before the first window) over
+                                   the same wall time: the CPU the window cost; the aggregator's
+                                   also less the bench's own /metrics polls (their number times
+                                   the CPU of one, measured over 100 idle polls). The ratio
+                                   aggregator / collectors is the issue's figure; what was
+                                   used in all is printed beside it;
+  window -> metrics (e2e)          wall time from the last file renamed into place to the
+                                   window complete in /metrics (polled every `--poll` s, so
+                                   within that): on this machine mostly the collectors parsing
+                                   the whole window on the cores there are;
+  aggregator's own latency         the gauge `commscope_aggregator_window_latency_seconds`
+                                   (from the last message it received to its metrics
+                                   published: heartbeats count as messages);
+  wire bytes                       `commscope_aggregator_received_bytes_total` (message
+                                   payloads; ZeroMQ framing not counted) against the trace
+                                   bytes as stored (some ranks gzip) and as JSON;
+  peak RSS                         VmHWM of the aggregator (read until it exits, final report
+                                   included) and of the collectors (the largest).
+
+The polls ask /metrics for only the families they read (`name[]=`); a Prometheus scraping
+every 15 s would not poll five times a second. After the last window the collectors get
+SIGTERM (end-of-run); the aggregator must then write its final report with every file of every
+window and no file skipped, else the run fails (exit 1). Every wait is bounded; every process
+is killed (its whole process group) on the way out, whatever happened (SIGTERM and SIGINT to
+the bench too).
+
+Run (from the repo root; ~15 min for all three sizes on 2 cores):
+    .venv/bin/python tests/bench/scale_bench.py
+    .venv/bin/python tests/bench/scale_bench.py --ranks 64 --windows 3 --tmp /var/tmp --keep
+It is a script, not a test: nothing here asserts on timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing import Pool
+from pathlib import Path
+from typing import TypeVar
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from machineinfo import MB, cpu_and_python
+from simjob import Job, file_name, folder, write_trace
+
+T = TypeVar("T")
+COMMSCOPE = [sys.executable, "-m", "commscope.service.cli"]
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+WINDOWS_DONE = "commscope_windows_completed_total"
+LATENCY = "commscope_aggregator_window_latency_seconds"
+RECEIVED = "commscope_aggregator_received_bytes_total"
+UP = "commscope_collector_up"
+DUPLICATES = "commscope_aggregator_duplicates_total"
+
+
+class BenchError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- processes
+
+
+@dataclass
+class Daemon:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def cpu_s(self) -> float:
+        """utime + stime + cutime + cstime of the process (0 once it is gone)."""
+        try:
+            text = Path(f"/proc/{self.popen.pid}/stat").read_text()
+        except OSError:
+            return 0.0
+        fields = text[text.rindex(")") + 2 :].split()
+        return sum(int(f) for f in fields[11:15]) / CLK_TCK
+
+    def hwm_mb(self) -> float | None:
+        try:
+            text = Path(f"/proc/{self.popen.pid}/status").read_text()
+        except OSError:
+            return None
+        line = next((ln for ln in text.splitlines() if ln.startswith("VmHWM:")), None)
+        return None if line is None else int(line.split()[1]) * 1024 / MB
+
+    def signal(self, sig: int) -> None:
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, sig)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.signal(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(10)
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+
+
+def start(name: str, args: list[str], logs: Path) -> Daemon:
+    log = logs / f"{name}.log"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with log.open("wb") as out:
+        popen = subprocess.Popen(
+            [*COMMSCOPE, *args], stdout=out, stderr=subprocess.STDOUT, env=env,
+            start_new_session=True,
+        )  # fmt: skip
+    return Daemon(name, popen, log)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_until(what: str, probe: Callable[[], T | None], timeout_s: float, every_s: float) -> T:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = probe()
+        if found is not None:
+            return found
+        time.sleep(every_s)
+    raise BenchError(f"timed out after {timeout_s:g} s waiting for {what}")
+
+
+def scrape(port: int, names: tuple[str, ...]) -> dict[str, list[float]]:
+    """The samples of `names` on the aggregator's /metrics (only those families asked for)."""
+    query = "&".join(f"name[]={n}" for n in names)
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics?{query}", timeout=10) as r:
+        text = r.read().decode()
+    found: dict[str, list[float]] = {n: [] for n in names}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+            if name in found:
+                found[name].append(float(line.rsplit(" ", 1)[1]))
+    return found
+
+
+def scrape_or_none(agg: Daemon, port: int, names: tuple[str, ...]) -> dict[str, list[float]] | None:
+    if agg.popen.poll() is not None:
+        raise BenchError(f"the aggregator exited {agg.popen.returncode}:\n{agg.tail()}")
+    try:
+        return scrape(port, names)
+    except OSError:
+        return None
+
+
+# ---------------------------------------------------------------- the job's files
+
+
+def _write(task: tuple[Job, int, int, Path]) -> tuple[int, int, int]:
+    job, window, rank, path = task
+    return (window, *write_trace(job, window, rank, path))
+
+
+def stage(job: Job, root: Path, per_folder: int, workers: int) -> list[tuple[int, int]]:
+    """Every window's files under `root/<window>/node<N>/` (`per_folder` ranks in each): per
+    window (bytes stored, bytes of JSON)."""
+    tasks = [
+        (job, w, r, root / str(w) / f"node{r // per_folder}" / file_name(job, r))
+        for w in range(job.windows)
+        for r in range(job.ranks)
+    ]
+    sizes = [(0, 0)] * job.windows
+    with Pool(workers) as pool:
+        for window, stored, plain in pool.imap_unordered(_write, tasks, chunksize=4):
+            sizes[window] = (sizes[window][0] + stored, sizes[window][1] + plain)
+    return sizes
+
+
+def publish(job: Job, staged: Path, root: Path, window: int, nodes: int) -> float:
+    """Each node's `iteration_N/`, then its files renamed into it; the time of the last."""
+    name = folder(job, window)
+    for node in range(nodes):
+        (root / f"node{node}" / name).mkdir()
+    for node in range(nodes):
+        for path in sorted((staged / str(window) / f"node{node}").iterdir()):
+            path.rename(root / f"node{node}" / name / path.name)
+    return time.monotonic()
+
+
+# ---------------------------------------------------------------- the service
+
+
+@dataclass
+class WindowRow:
+    stored: int  # trace bytes as written (some gzip)
+    plain: int  # trace bytes of JSON
+    agg_cpu_s: float
+    col_cpu_s: float
+    e2e_s: float
+    gauge_s: float | None
+    wire: int
+    duplicates: int  # records the aggregator received again (resent before their ack came)
+    polls: int  # /metrics requests the bench made meanwhile
+    seconds: float  # wall time between the two CPU readings
+
+
+@dataclass
+class Service:
+    """One aggregator and a collector per folder (`nodes` of them), over loopback; `close`
+    kills what is left."""
+
+    tmp: Path
+    nodes: int
+    port: int = field(default_factory=free_port)
+    metrics: int = field(default_factory=free_port)
+    agg: Daemon | None = None
+    collectors: list[Daemon] = field(default_factory=list)
+    scrapes: int = 0
+
+    def start(self) -> None:
+        logs = self.tmp / "logs"
+        logs.mkdir()
+        endpoint = f"tcp://127.0.0.1:{self.port}"
+        self.agg = start("aggregate", [
+            "aggregate", "--listen", endpoint, "--insecure", "--metrics-port", str(self.metrics),
+            "--metrics-addr", "127.0.0.1", "--out", str(self.tmp / "out"), "--state",
+            str(self.tmp / "agg-state"), "--expect-nodes", str(self.nodes), "--linger", "0",
+            "--job", "sim",
+        ], logs)  # fmt: skip
+        wait_until("the aggregator's /metrics", lambda: self.scrape((WINDOWS_DONE,)), 60, 0.2)
+        for node in range(self.nodes):
+            watch = self.tmp / "job" / f"node{node}"
+            watch.mkdir(parents=True)
+            self.collectors.append(start(f"collect-node{node}", [
+                "collect", "--insecure", "--watch", str(watch), "--aggregator", endpoint,
+                "--node", f"node{node}", "--state", str(self.tmp / "col" / f"node{node}"),
+                "--job", "sim",
+            ], logs))  # fmt: skip
+        wait_until(f"{self.nodes} collectors up", self._all_up, 120 + 2 * self.nodes, 0.5)
+
+    def scrape(self, names: tuple[str, ...]) -> dict[str, list[float]] | None:
+        assert self.agg is not None
+        self.scrapes += 1
+        return scrape_or_none(self.agg, self.metrics, names)
+
+    def scrape_cost(self, count: int = 100) -> float:
+        """The aggregator's CPU seconds a poll (measured idle, over `count` polls)."""
+        assert self.agg is not None
+        before = self.agg.cpu_s()
+        for _ in range(count):
+            self.scrape((WINDOWS_DONE, LATENCY))
+        return (self.agg.cpu_s() - before) / count
+
+    def _all_up(self) -> bool | None:
+        for daemon in self.collectors:
+            if daemon.popen.poll() is not None:
+                raise BenchError(f"{daemon.name} exited:\n{daemon.tail()}")
+        got = self.scrape((UP,))
+        return True if got and sum(got[UP]) == self.nodes else None
+
+    def cpu(self) -> tuple[float, float]:
+        """(aggregator, all collectors) CPU seconds so far."""
+        assert self.agg is not None
+        return self.agg.cpu_s(), sum(d.cpu_s() for d in self.collectors)
+
+    def rates(self, seconds: float) -> tuple[float, float]:
+        """(aggregator, collectors) CPU seconds a second over the next `seconds`."""
+        (agg0, col0), started = self.cpu(), time.monotonic()
+        time.sleep(seconds)
+        (agg1, col1), took = self.cpu(), time.monotonic() - started
+        return (agg1 - agg0) / took, (col1 - col0) / took
+
+    def steady(self, timeout_s: float) -> None:
+        """Until two 2-second CPU rates of the daemons agree within 10% (+ 0.02 core)."""
+        last = [sum(self.rates(2.0))]
+
+        def agrees() -> bool | None:
+            rate = sum(self.rates(2.0))
+            close, last[0] = abs(rate - last[0]) <= 0.1 * last[0] + 0.02, rate
+            return close or None
+
+        wait_until("a steady idle CPU rate", agrees, timeout_s, 0.0)
+
+    def quiet(self, idle: tuple[float, float], timeout_s: float) -> None:
+        """Until the daemons are back to their idle CPU rate (within 20% + 0.05 core)."""
+        below = 1.2 * sum(idle) + 0.05
+        wait_until(f"the daemons under {below:.2f} core",
+                   lambda: sum(self.rates(1.0)) <= below or None, timeout_s, 0.0)  # fmt: skip
+
+    def close(self) -> None:
+        for daemon in [*self.collectors, *([self.agg] if self.agg else [])]:
+            daemon.kill()
+
+
+def complete(service: Service, count: int) -> tuple[float, dict[str, list[float]]] | None:
+    """(when, the scrape) once /metrics counts `count` completed windows."""
+    got = service.scrape((WINDOWS_DONE, LATENCY))
+    if got and got[WINDOWS_DONE] and got[WINDOWS_DONE][0] >= count:
+        return time.monotonic(), got
+    return None
+
+
+def counters(service: Service) -> tuple[int, int]:
+    """(bytes received, records received again) so far, from /metrics."""
+    got = wait_until("the counters", lambda: service.scrape((RECEIVED, DUPLICATES)), 30, 0.2)
+    return int(sum(got[RECEIVED])), int(sum(got[DUPLICATES]))
+
+
+def run_window(
+    service: Service, job: Job, window: int, sizes: tuple[int, int], *, args: argparse.Namespace,
+    idle: tuple[float, float],
+) -> WindowRow:  # fmt: skip
+    """Publish the window's files, wait for it in /metrics, then for the daemons to be idle."""
+    (agg0, col0), wire0, polls = service.cpu(), counters(service), service.scrapes
+    started = time.monotonic()
+    last = publish(job, service.tmp / "stage", service.tmp / "job", window, service.nodes)
+    seen, got = wait_until(
+        f"window {window} in /metrics",
+        lambda: complete(service, window + 1),
+        args.window_timeout,
+        args.poll,
+    )
+    service.quiet(idle, 300)
+    (agg1, col1), took = service.cpu(), time.monotonic() - started
+    gauge = got[LATENCY][0] if got[LATENCY] else None
+    wire = tuple(b - a for a, b in zip(wire0, counters(service), strict=True))
+    polls = service.scrapes - polls
+    cpu = (agg1 - agg0, col1 - col0)
+    return WindowRow(*sizes, *cpu, seen - last, gauge, *wire, polls, took)
+
+
+@dataclass
+class Ending:
+    agg_hwm_mb: float
+    col_hwm_mb: float
+    report: dict[str, object]
+
+
+def finish(service: Service, job: Job, timeout_s: float) -> Ending:
+    """SIGTERM to the collectors (end-of-run); the aggregator's peak RSS until it exits; its
+    final report must hold every file of every window, none skipped."""
+    assert service.agg is not None
+    col_hwm = max(d.hwm_mb() or 0.0 for d in service.collectors)
+    for daemon in service.collectors:
+        daemon.signal(signal.SIGTERM)
+    agg_hwm, deadline = 0.0, time.monotonic() + timeout_s
+    while service.agg.popen.poll() is None and time.monotonic() < deadline:
+        agg_hwm = max(agg_hwm, service.agg.hwm_mb() or 0.0)
+        time.sleep(0.1)
+    code = service.agg.popen.poll()
+    if code != 0:
+        raise BenchError(f"the aggregator ended with {code}:\n{service.agg.tail()}")
+    reports = sorted((service.tmp / "out").glob("*.json"))
+    if len(reports) != 1:
+        raise BenchError(f"expected one final report, found {[p.name for p in reports]}")
+    report = json.loads(reports[0].read_text())
+    inputs = report["inputs"]
+    if inputs["files"] != job.ranks * job.windows or inputs["skipped"]:
+        raise BenchError(f"final report: {inputs['files']} files, skipped {inputs['skipped']}")
+    return Ending(agg_hwm, col_hwm, report)
+
+
+@dataclass
+class Run:
+    job: Job
+    nodes: int
+    generate_s: float
+    idle: tuple[float, float]  # (aggregator, collectors) CPU seconds a second, idle
+    poll_cpu_s: float  # the aggregator's CPU a /metrics poll
+    rows: list[WindowRow]
+    ending: Ending
+
+
+def run_scale(ranks: int, args: argparse.Namespace) -> Run:
+    job = Job(
+        ranks, pp=2 if ranks < 256 else 4, layers=args.layers, steps=args.steps,
+        windows=args.windows, filler=args.filler, gpus_per_node=args.per_node,
+    )  # fmt: skip
+    per_collector = max(args.per_node, -(-ranks // args.max_collectors))
+    nodes = ranks // per_collector
+    tmp = Path(tempfile.mkdtemp(prefix=f"scale{ranks}-", dir=args.tmp))
+    print(f"  folder: {tmp}", flush=True)
+    service = Service(tmp, nodes)
+    try:
+        started = time.perf_counter()
+        sizes = stage(job, tmp / "stage", per_collector, args.workers)
+        generated = time.perf_counter() - started
+        total = sum(s[0] for s in sizes), sum(s[1] for s in sizes)
+        print(f"{ranks} ranks ({nodes} collectors, dp {job.dp} x pp {job.pp} x tp {job.tp}): "
+              f"{job.windows} windows generated in {generated:.0f} s, total trace bytes "
+              f"{total[0]:,} as stored, {total[1]:,} of JSON", flush=True)  # fmt: skip
+        service.start()
+        service.steady(300)
+        idle, poll_cpu = service.rates(5.0), service.scrape_cost()
+        rows = [
+            run_window(service, job, w, sizes[w], args=args, idle=idle) for w in range(job.windows)
+        ]
+        ending = finish(service, job, args.end_timeout)
+        return Run(job, nodes, generated, idle, poll_cpu, rows, ending)
+    finally:
+        service.close()
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- the tables
+
+
+def _mb(n: float) -> str:
+    return f"{n / MB:,.1f}"
+
+
+def _s(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def polls_s(run: Run, row: WindowRow) -> float:
+    """The aggregator's CPU the bench's /metrics polls cost in the window (an estimate: the
+    polls times the cost of one, measured idle)."""
+    return row.polls * run.poll_cpu_s
+
+
+def net_cpu(run: Run, row: WindowRow) -> tuple[float, float]:
+    """(aggregator, collectors) CPU seconds the window cost: what they used meanwhile less
+    their idle rate over the same wall time (and, the aggregator, the bench's polls)."""
+    agg = row.agg_cpu_s - run.idle[0] * row.seconds - polls_s(run, row)
+    return agg, row.col_cpu_s - run.idle[1] * row.seconds
+
+
+def windows_table(runs: list[Run]) -> str:
+    lines = [
+        "| ranks | window | trace MB stored / JSON | collectors CPU s (used) | aggregator CPU "
+        "s (used) | aggregator / collectors | window → metrics s | aggregator's latency s "
+        "| wire MB (records resent) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in runs:
+        for w, row in enumerate(run.rows):
+            agg, col = net_cpu(run, row)
+            lines.append(
+                f"| {run.job.ranks:,} | {folder(run.job, w)} | {_mb(row.stored)} / "
+                f"{_mb(row.plain)} | {col:.1f} ({row.col_cpu_s:.1f}) | {agg:.2f} "
+                f"({row.agg_cpu_s:.2f}) | {agg / col:.1%} | {row.e2e_s:.1f} | "
+                f"{_s(row.gauge_s)} | {_mb(row.wire)} ({row.duplicates:,}) |"
+            )
+    return "\n".join(lines)
+
+
+def summary_table(runs: list[Run]) -> str:
+    """One row per job: means over its windows; the CPU ratio pools them (Σ over Σ)."""
+    lines = [
+        "| ranks | collectors | trace MB per window (JSON) | collectors CPU s per window "
+        "| aggregator CPU s per window | aggregator / collectors CPU | window → metrics s "
+        "| aggregator peak RSS MB | wire MB per window | wire / trace JSON |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in runs:
+        n, rows = len(run.rows), run.rows
+        agg = sum(net_cpu(run, r)[0] for r in rows)
+        col = sum(net_cpu(run, r)[1] for r in rows)
+        plain, wire = sum(r.plain for r in rows), sum(r.wire for r in rows)
+        lines.append(
+            f"| {run.job.ranks:,} | {run.nodes} | {_mb(plain / n)} | {col / n:.1f} | "
+            f"{agg / n:.2f} | {agg / col:.1%} | {sum(r.e2e_s for r in rows) / n:.1f} | "
+            f"{run.ending.agg_hwm_mb:.0f} | {_mb(wire / n)} | {wire / plain:.2%} |"
+        )
+    return "\n".join(lines)
+
+
+def describe(runs: list[Run], args: argparse.Namespace) -> str:
+    job = runs[0].job
+    return (
+        f"job: {job.windows} windows x {job.steps} steps, {job.layers} layers a stage, filler "
+        f"{job.filler}, tp {job.tp}, {args.per_node} ranks a node, at most "
+        f"{args.max_collectors} collectors, every {job.gzip_every}th rank gzip; /metrics polled "
+        f"every {args.poll:g} s; "
+        "CPU: what the window cost, less the idle rate over the same time (and the polls)\n"
+        + "\n".join(
+            f"{r.job.ranks} ranks: generated in {r.generate_s:.0f} s; idle: aggregator "
+            f"{r.idle[0]:.3f} core, collectors {r.idle[1]:.3f}; a /metrics poll "
+            f"{r.poll_cpu_s * 1e3:.1f} ms of the aggregator's CPU; largest collector peak RSS "
+            f"{r.ending.col_hwm_mb:.0f} MB"
+            for r in runs
+        )
+    )
+
+
+def machine() -> str:
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False,
+        cwd=Path(__file__).resolve().parent,
+    ).stdout.strip()  # fmt: skip
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"{cpu_and_python()}; {now}; commit {commit}; load average {load}"
+
+
+# ---------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--ranks", default="64,256,1024", help="rank counts, comma-separated")
+    p.add_argument("--windows", type=int, default=2)
+    p.add_argument("--steps", type=int, default=2, help="ProfilerSteps a window")
+    p.add_argument("--layers", type=int, default=4, help="transformer blocks a stage")
+    p.add_argument("--filler", type=int, default=24, help="CPU spans a launch (file size)")
+    p.add_argument("--per-node", type=int, default=8, help="ranks a node (a clock each)")
+    p.add_argument("--max-collectors", type=int, default=32, help="more nodes: a few a collector")
+    p.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
+    p.add_argument("--poll", type=float, default=0.2, help="seconds between /metrics polls")
+    p.add_argument("--window-timeout", type=float, default=1800.0)
+    p.add_argument("--end-timeout", type=float, default=600.0)
+    p.add_argument("--tmp", default=None, help="where the job's folders go")
+    p.add_argument("--keep", action="store_true", help="keep the job's folders")
+    return p.parse_args(argv)
+
+
+def _interrupted(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)  # unwinds through every `finally`: the daemons are killed
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupted)
+    signal.signal(signal.SIGINT, _interrupted)  # even when started in the background
+    print(machine(), flush=True)
+    runs: list[Run] = []
+    try:
+        for ranks in (int(r) for r in args.ranks.split(",")):
+            runs.append(run_scale(ranks, args))
+            print(windows_table(runs[-1:]), flush=True)
+    except BenchError as exc:
+        print(f"scale_bench: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if runs:
+            print(f"\n{describe(runs, args)}\n{machine()}\n\n{windows_table(runs)}\n")
+            print(summary_table(runs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
