@@ -78,9 +78,10 @@ class WindowCache:
     and metadata alone (they depend on nothing else, so a renamed window or a new context
     reuses them, and a file whose per-call list was dropped once they were known is never
     matched again while the window stays as it is); and each window's sections, reused while
-    its files and context are unchanged (under a new name when the window is renamed). Every read of exact bandwidth samples (a
-    window's sections found anew, a rank of one window in the run) happens inside `exact`:
-    the live aggregation gives back there the samples it shed (`Aggregation.shed`)."""
+    its files and context are unchanged (under its new name when the window is renamed).
+    Every read of exact bandwidth samples (a window's sections found anew, a rank of one
+    window in the run) happens inside `exact`: the live aggregation gives back there the
+    samples it shed (`Aggregation.shed`)."""
 
     def __init__(self, exact: Exact = _as_they_are) -> None:
         self.exact = exact
@@ -107,7 +108,7 @@ class WindowCache:
         if entry is not None and entry[0] == context and _same(entry[1], key):
             return entry[2]
         for other, (known_context, known_key, found) in self._sections.items():
-            if other != name and known_context == context and _same(known_key, key):
+            if other != name and known_context == context and _same_files(known_key, key):
                 return replace(found, name=name)
         return None
 
@@ -148,6 +149,14 @@ def _key(items: dict[int, ParsedFile]) -> tuple[object, ...]:
 
 def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
     return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
+
+
+def _same_files(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    """The same ranks with the very same results and metadata (by identity: never a deep
+    comparison of two windows' results)."""
+    return len(a) == len(b) and all(
+        x is y or (type(x) is int and x == y) for x, y in zip(a, b, strict=True)
+    )
 
 
 def _window(name: str, items: dict[int, ParsedFile], context: Context, cross: CrossRank) -> Window:
