@@ -283,10 +283,12 @@ def test_the_aggregator_sheds_samples_once_stored_and_a_restart_agrees(tmp_path:
 
 Apply = st.tuples(st.just("apply"), st.integers(1, 3), st.integers(0, WORLD - 1), st.integers(0, 1))
 Half = st.tuples(st.just("half"), st.integers(1, 3), st.integers(0, WORLD - 1), st.integers(0, 1))
+Whole = st.tuples(st.just("window"), st.integers(1, 3), st.integers(0, 1))  # every rank's file
 Steps = st.lists(
     st.one_of(
         Apply,
         Half,
+        Whole,
         st.tuples(st.just("report"), st.booleans()),
         st.just(("shed",)),
         st.just(("restart",)),
@@ -295,13 +297,14 @@ Steps = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(Steps)
 def test_any_sequence_gives_the_reports_of_an_aggregation_that_never_sheds(
     steps: list[tuple[object, ...]],
 ) -> None:
-    """Files applied whole or half (a rewrite when the variant differs: the old stream is
-    superseded), reports in two contexts, sheds and restarts, in any order."""
+    """Files applied whole or half, or a window's every file (a rewrite when the variant
+    differs: the old stream is superseded), reports in two contexts, sheds and restarts, in
+    any order."""
     pair = Pair()
     for step in steps:
         match step:
@@ -309,6 +312,9 @@ def test_any_sequence_gives_the_reports_of_an_aggregation_that_never_sheds(
                 pair.feed(records(window, rank, variant))
             case ("half", int(window), int(rank), int(variant)):
                 pair.feed(records(window, rank, variant)[:2])
+            case ("window", int(window), int(variant)):
+                for rank in range(WORLD):
+                    pair.feed(records(window, rank, variant))
             case ("report", bool(peak)):
                 pair.same(PEAK if peak else PLAIN)
             case ("shed",):
