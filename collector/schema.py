@@ -198,6 +198,17 @@ class RunTally(OpTally, kw_only=True):
     busbw_sketch: Sketch = msgspec.field(default_factory=Sketch)
 
 
+class ShedTally(OpTally, kw_only=True):
+    """A finished window's tally once the live aggregator has given up its samples
+    (`pipeline.aggregation.Aggregation.shed`), in memory only: the bandwidths kept as their
+    sketches, msgpack-encoded (`pipeline.sketch.pack`: a few bytes a bucket, however many
+    samples), for the whole-run figures; an exact figure reads the samples back from the store
+    first (the sample fields stay empty)."""
+
+    algbw_packed: bytes = b""
+    busbw_packed: bytes = b""
+
+
 class InSteps(msgspec.Struct, kw_only=True):
     """One rank's measures within S, the union of its profiled steps' spans (ns): every ratio
     against step time takes its numerator from here and |S| as its denominator."""

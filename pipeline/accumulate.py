@@ -13,6 +13,10 @@ It also keeps the window's collectives themselves (for matching across ranks), t
 per kernel category, the union and span of all GPU activity (idle time) and the memory peak.
 Ratios against step time need their numerators on the steps' span: `result()` also clips C,
 C ∩ P, P and all GPU activity to S, the union of the profiled steps' spans (`InSteps`).
+
+A finished window's tally may give up its samples for their sketches (`shed_samples`, a
+`ShedTally`): merged over windows it counts as its samples would, while a window's own exact
+figures need the samples back.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable
-from typing import Literal
+from typing import Final, Literal
 
 from commscope.collector.classify import bus_fraction
 from commscope.collector.schema import (
@@ -33,6 +37,7 @@ from commscope.collector.schema import (
     OpTally,
     RankResult,
     RunTally,
+    ShedTally,
     Sketch,
     Step,
 )
@@ -42,10 +47,12 @@ from commscope.pipeline.intervals import (
     intersection,
     intersection_measure,
 )
-from commscope.pipeline.sketch import merge, sketch_of
+from commscope.pipeline.sketch import merge, pack, sketch_of, unpack
 from commscope.pipeline.stats import add_sample, sample_values
 
 GPU, CPU, NONE = "gpu kernels", "cpu (gloo)", "none"
+SKETCHED: Final = (RunTally, ShedTally)  # tallies that keep sketches instead of samples
+_SUMS: Final = tuple(f for f in OpTally.__struct_fields__ if f not in ("algbw_Bps", "busbw_Bps"))
 
 
 class Accumulator:
@@ -289,9 +296,9 @@ def _highest(values: Iterable[int | None]) -> int | None:
 
 def pooled_ops(results: Iterable[RankResult], sketched: bool = False) -> dict[str, OpTally]:
     """The tallies of every result, type by type, in one: samples pooled, or sketches merged
-    (a `RunTally`) when asked or when one of the tallies already is one."""
+    (a `RunTally`) when asked or when one of the tallies keeps sketches (`SKETCHED`)."""
     results = list(results)
-    if any(isinstance(t, RunTally) for r in results for t in r.ops.values()):
+    if any(isinstance(t, SKETCHED) for r in results for t in r.ops.values()):
         sketched = True
     pooled: dict[str, OpTally] = {}
     for result in results:
@@ -318,7 +325,7 @@ def merge_tally(into: OpTally, other: OpTally) -> None:
     if isinstance(into, RunTally):
         into.algbw_sketch = merge(into.algbw_sketch, bandwidth_sketch(other, "algbw"))
         into.busbw_sketch = merge(into.busbw_sketch, bandwidth_sketch(other, "busbw"))
-    elif isinstance(other, RunTally):
+    elif isinstance(other, SKETCHED):
         raise TypeError("a sketched tally merges only into a RunTally (see pooled_ops)")
     else:
         into.algbw_Bps += other.algbw_Bps
@@ -329,4 +336,19 @@ def bandwidth_sketch(tally: OpTally, which: Literal["algbw", "busbw"]) -> Sketch
     """The tally's algbw or busbw values as a sketch (its own, or that of its samples)."""
     if isinstance(tally, RunTally):
         return tally.algbw_sketch if which == "algbw" else tally.busbw_sketch
+    if isinstance(tally, ShedTally):
+        return unpack(tally.algbw_packed if which == "algbw" else tally.busbw_packed)
     return sketch_of(sample_values(tally.algbw_Bps if which == "algbw" else tally.busbw_Bps))
+
+
+def shed_samples(tally: OpTally) -> ShedTally:
+    """A window's tally with its samples given up for their packed sketches (the sums and
+    counts as they were): what the whole run needs of it, in a few bytes a bucket."""
+    if isinstance(tally, ShedTally):
+        return tally
+    sums = {name: getattr(tally, name) for name in _SUMS}
+    return ShedTally(
+        **sums,
+        algbw_packed=pack(bandwidth_sketch(tally, "algbw")),
+        busbw_packed=pack(bandwidth_sketch(tally, "busbw")),
+    )

@@ -12,16 +12,22 @@ The report is `build_report` over the finished files, exactly as `commscope repo
 it; streams still open when the run ends are listed as skipped, never half-counted.
 
 Memory: a file's per-call list (`RankResult.calls`) is read only by the cross-rank matching of
-its window, and costs more than the rest of the result. Given a loader (the durable copy of a
-finished file), `shed()` drops the lists of every complete window once its cross-rank facts are
-cached; a report over a window whose files have changed since reloads them first; `restore()`
-matches the stored windows one at a time.
+its window, and its bandwidth samples (`OpTally.algbw_Bps`, `busbw_Bps`) only by its window's
+sections and, for a rank of one window, the run's; together they grow with the calls, where
+the rest of the result does not. Given a loader (the durable copy of a finished file),
+`shed()` drops the call lists of every complete window once its cross-rank facts are cached,
+and replaces its samples by their sketches (`ShedTally`: all the run needs of a rank of several
+windows) once its sections are; a report over a window whose files have changed since reloads
+its calls first, and every figure that reads exact samples reads them back from the store
+(`WindowCache.exact`); `restore()` matches the stored windows one at a time and keeps their
+samples as sketches from the start.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -30,14 +36,17 @@ from commscope.collector.names import looks_like_trace, window_names, window_ord
 from commscope.collector.schema import (
     Batch,
     FinishedFile,
+    OpTally,
+    RankResult,
     Record,
     Report,
+    ShedTally,
     Skipped,
     StreamEnd,
     StreamStart,
 )
 from commscope.pipeline import jobs
-from commscope.pipeline.accumulate import Accumulator
+from commscope.pipeline.accumulate import Accumulator, shed_samples
 from commscope.pipeline.report import Options, ParsedFile, WindowCache, build_report
 
 RETIRED_SEQ: Final = 2**62  # the position of a superseded stream: everything is behind it
@@ -73,12 +82,15 @@ class Aggregation:
         self.open: dict[str, OpenStream] = {}
         self.finished: dict[str, FinishedFile] = {}
         self.retired: set[str] = set()  # superseded streams: whatever comes of them is stale
-        self.cache = WindowCache()  # finished windows' sections, reused by every report
+        # finished windows' sections, reused by every report; exact samples read back there
+        self.cache = WindowCache(exact=self._exact)
         self._by_path: dict[tuple[str, str], str] = {}
         self._load = load  # a finished file as stored: without it no call list is dropped
         # folder -> (its finished streams when their call lists were dropped, those dropped)
         self._shed: dict[str, tuple[frozenset[str], set[str]]] = {}
         self._reported: dict[str, set[str]] = {}  # each folder's streams in the last report
+        self._kept: set[int] = set()  # results whose samples the last report's run figures read
+        self._streams: dict[int, str] = {}  # each result's stream, as of the last report
 
     def restore(self, finished: Iterable[FinishedFile], retired: Iterable[str] = ()) -> None:
         """Take back the stored finished files. Given a loader, each file's call list is
@@ -90,6 +102,7 @@ class Aggregation:
             self._by_path[(item.node, item.path)] = item.stream
             if self._load is not None:
                 self._drop_calls([item.stream])
+                self._shed_samples([item.stream])
         if self._load is not None:
             for folder, streams in self._folders().items():
                 self._prime(folder, streams)
@@ -189,6 +202,8 @@ class Aggregation:
         windows = sorted(set(names.values()), key=window_order)
         self._reported = self._used(chosen.files)
         self._reload_changed(self._reported)
+        self._kept = set()
+        self._streams = {id(f.result): f.stream for f in files if f.result is not None}
         report = build_report(
             windows, chosen.files, [*skipped, *chosen.skipped], options, cache=self.cache
         )
@@ -208,9 +223,11 @@ class Aggregation:
         return result is None or id(result) in results
 
     def shed(self) -> int:
-        """Drop the call lists of the files of every complete window unchanged since the last
-        report (which cached its cross-rank facts). Call it only once every finished file is
-        stored. The number of lists dropped."""
+        """Drop the call lists, and replace the bandwidth samples by their sketches, of the
+        files of every complete window unchanged since the last report (which cached its
+        cross-rank facts and sections); the samples that report's run figures read (a rank of
+        one window) stay, as the next report reads them too. Call it only once every finished
+        file is stored. The number of files that gave up either."""
         if self._load is None:
             return 0
         folders = self._folders()
@@ -222,8 +239,38 @@ class Aggregation:
             _, shed = self._shed.setdefault(folder, (frozenset(streams), set()))
             newly = self._drop_calls(streams - shed)
             shed |= newly
-            dropped += len(newly)
+            dropped += len(newly | self._shed_samples(streams))
         return dropped
+
+    def _shed_samples(self, streams: Iterable[str]) -> set[str]:
+        """Replace these files' samples by their sketches, in place (but those the last
+        report's run figures read); the streams that had samples."""
+        sketched = set()
+        for stream in streams:
+            result = self.finished[stream].result
+            if result is not None and id(result) not in self._kept and _has_samples(result):
+                result.ops = _sketched(result.ops)
+                sketched.add(stream)
+        return sketched
+
+    @contextmanager
+    def _exact(self, results: Sequence[RankResult], again: bool) -> Iterator[None]:
+        """The report reads these results' exact samples: those shed are read back from the
+        store, and shed again afterwards unless the next report reads them too (`again`)."""
+        given = [result for result in results if self._give_back(result)]
+        if again:
+            self._kept.update(map(id, results))
+        yield
+        if not again:
+            for result in given:
+                result.ops = _sketched(result.ops)
+
+    def _give_back(self, result: RankResult) -> bool:
+        """Read back a result's samples if they were shed; whether they were."""
+        if not any(isinstance(tally, ShedTally) for tally in result.ops.values()):
+            return False
+        result.ops = self._stored(self._streams[id(result)]).ops
+        return True
 
     def _drop_calls(self, streams: Iterable[str]) -> set[str]:
         """Empty these files' call lists, in place (the cache knows a result by its identity);
@@ -237,23 +284,32 @@ class Aggregation:
         return dropped
 
     def _reload_changed(self, folders: dict[str, set[str]]) -> None:
-        """Give back the call lists of every window whose files changed since they were
-        dropped (a file added, rewritten or gone): its cross-rank facts must be found anew."""
+        """Give back the call lists and samples of every window whose files changed since
+        they were dropped (a file added, rewritten or gone): its cross-rank facts and sections
+        must be found anew."""
         for folder, (streams, shed) in list(self._shed.items()):
             if folders.get(folder, set()) == streams:
                 continue
             del self._shed[folder]
             for stream in sorted(shed):
-                self._reload(stream)
+                self._reload(stream, samples=True)
 
-    def _reload(self, stream: str) -> None:
+    def _reload(self, stream: str, samples: bool = False) -> None:
         item = self.finished.get(stream)
         if item is None or item.result is None or self._load is None:
             return  # gone (superseded): nothing to match
-        stored = self._load(stream)
+        stored = self._stored(stream)
+        item.result.calls = stored.calls
+        if samples:
+            item.result.ops = stored.ops
+
+    def _stored(self, stream: str) -> RankResult:
+        """A finished file's result as stored."""
+        stored = self._load(stream) if self._load is not None else None
         if stored is None or stored.result is None:
-            raise LookupError(f"{item.path}: the stored result of stream {stream} is missing")
-        item.result.calls = stored.result.calls
+            path = self.finished[stream].path
+            raise LookupError(f"{path}: the stored result of stream {stream} is missing")
+        return stored.result
 
     def _folders(self) -> dict[str, set[str]]:
         """Each folder's finished streams."""
@@ -267,6 +323,15 @@ def _every_rank(seen: set[int], world: int) -> bool:
     """Whether `seen` holds every rank 0 … world-1 (never building that range: `world` is
     what a peer says)."""
     return world > 0 and sum(1 for rank in seen if 0 <= rank < world) == world
+
+
+def _has_samples(result: RankResult) -> bool:
+    return any(tally.algbw_Bps for tally in result.ops.values())
+
+
+def _sketched(ops: dict[str, OpTally]) -> dict[str, OpTally]:
+    """The tallies with samples given up for their sketches (`accumulate.shed_samples`)."""
+    return {kind: shed_samples(tally) if tally.algbw_Bps else tally for kind, tally in ops.items()}
 
 
 def _finish(stream: OpenStream, end: StreamEnd) -> FinishedFile:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from array import array
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -41,7 +42,8 @@ class RankInfo:
     pg_ranks: Mapping[str, Sequence[int]] = field(default_factory=dict)
 
 
-Points = dict[tuple[str, str], list[tuple[float, float]]]  # (group, type) -> (S·F, T s)
+# (group, type) -> the α-β points (S·F, T s) one after the other: 16 bytes an instance
+Points = dict[tuple[str, str], "array[float]"]
 
 
 @dataclass(frozen=True)
@@ -90,8 +92,20 @@ def pooled(windows: Sequence[CrossRank]) -> CrossRank:
         clocks=merge_clocks([w.clocks for w in windows]),
         arrivals=skew.pool([w.arrivals for w in windows]),
         instances=sum((w.instances for w in windows), Counter()),
-        points={k: [p for w in windows for p in w.points.get(k, [])] for k in _keys(windows)},
+        points={k: _joined(w.points.get(k) for w in windows) for k in _keys(windows)},
     )
+
+
+def _joined(parts: Iterable[array[float] | None]) -> array[float]:
+    joined = array("d")
+    for part in parts:
+        joined.extend(part or ())
+    return joined
+
+
+def _pairs(flat: array[float]) -> list[tuple[float, float]]:
+    """The α-β points of a `Points` entry as (S·F, T s) pairs."""
+    return list(zip(flat[::2], flat[1::2], strict=True))
 
 
 def _keys(windows: Sequence[CrossRank]) -> list[tuple[str, str]]:
@@ -153,7 +167,9 @@ def alpha_beta_points(arrivals: Sequence[skew.Arrival]) -> Points:
         factor = bus_factor(item.collective, item.group_size)
         if item.message_bytes is not None and factor is not None and item.fastest_ns > 0:
             key = (item.group, item.collective)
-            points.setdefault(key, []).append((item.message_bytes * factor, item.fastest_ns * 1e-9))
+            points.setdefault(key, array("d")).extend(
+                (item.message_bytes * factor, item.fastest_ns * 1e-9)
+            )
     return points
 
 
@@ -161,7 +177,7 @@ def alpha_beta(cross: CrossRank, peak_Bps: float | None) -> dict[str, dict[str, 
     """Per (process group, collective type): the α-β fit over wait-free durations."""
     table: dict[str, dict[str, AlphaBeta]] = {}
     for group, kind in sorted(cross.instances, key=lambda k: (group_order(k[0]), k[1])):
-        points = cross.points.get((group, kind), [])
+        points = _pairs(cross.points.get((group, kind), array("d")))
         line = alphabeta.fit(points)
         table.setdefault(group, {})[kind] = AlphaBeta(
             instances=cross.instances[(group, kind)],

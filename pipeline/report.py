@@ -10,7 +10,8 @@ The files are those of one job (`jobs` tells a folder's jobs apart); `ranks` pla
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 from commscope.collector.schema import (
@@ -62,15 +63,28 @@ def assign_ranks(
     return placement.placed, placement.skipped
 
 
+# `exact(results, again)`: the context in which a report reads these results' exact bandwidth
+# samples; `again`: the next report will read them too.
+Exact = Callable[[Sequence[RankResult], bool], AbstractContextManager[object]]
+
+
+def _as_they_are(results: Sequence[RankResult], again: bool) -> AbstractContextManager[object]:
+    return nullcontext()
+
+
 class WindowCache:
     """What the live aggregator's report reuses between refreshes, as a finished window does
     not change: each window's cross-rank facts, keyed by the identity of its files' results
     and metadata alone (they depend on nothing else, so a renamed window or a new context
     reuses them, and a file whose per-call list was dropped once they were known is never
     matched again while the window stays as it is); and each window's sections, reused while
-    its name, files and context are unchanged."""
+    its files and context are unchanged (under its new name when the window is renamed).
+    Every read of exact bandwidth samples (a window's sections found anew, a rank of one
+    window in the run) happens inside `exact`: the live aggregation gives back there the
+    samples it shed (`Aggregation.shed`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, exact: Exact = _as_they_are) -> None:
+        self.exact = exact
         self._sections: dict[str, tuple[Context, tuple[object, ...], Window]] = {}
         self._cross: dict[tuple[int, ...], tuple[tuple[object, ...], CrossRank]] = {}
         self._used: set[tuple[int, ...]] = set()
@@ -80,12 +94,23 @@ class WindowCache:
     ) -> tuple[Window, CrossRank]:
         key = _key(items)
         cross = self._cross_facts(items, key)
-        entry = self._sections.get(name)
-        if entry is not None and entry[0] == context and _same(entry[1], key):
-            return entry[2], cross
-        found = _window(name, items, context, cross)
+        found = self._known(name, context, key)
+        if found is None:
+            with self.exact([item.result for item in items.values()], False):
+                found = _window(name, items, context, cross)
         self._sections[name] = (context, key, found)
         return found, cross
+
+    def _known(self, name: str, context: Context, key: tuple[object, ...]) -> Window | None:
+        """The window's sections if known: under its name, or under another (the window was
+        renamed: only its name changes)."""
+        entry = self._sections.get(name)
+        if entry is not None and entry[0] == context and _same(entry[1], key):
+            return entry[2]
+        for other, (known_context, known_key, found) in self._sections.items():
+            if other != name and known_context == context and _same_files(known_key, key):
+                return replace(found, name=name)
+        return None
 
     def _cross_facts(self, items: dict[int, ParsedFile], key: tuple[object, ...]) -> CrossRank:
         """The window's cross-rank facts; `key` (which holds the very objects) keeps the ids
@@ -126,6 +151,14 @@ def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
     return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
 
 
+def _same_files(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    """The same ranks with the very same results and metadata (by identity: never a deep
+    comparison of two windows' results)."""
+    return len(a) == len(b) and all(
+        x is y or (type(x) is int and x == y) for x, y in zip(a, b, strict=True)
+    )
+
+
 def _window(name: str, items: dict[int, ParsedFile], context: Context, cross: CrossRank) -> Window:
     results = {rank: item.result for rank, item in items.items()}
     found = _with_cross(sections(results, context), cross, context)
@@ -155,12 +188,13 @@ def build_report(
     by_window: dict[str, dict[int, ParsedFile]] = {name: {} for name in windows}
     for (window, rank), item in sorted(placed.items()):
         by_window[window][rank] = item
-    window_list, crosses = _windows(by_window, context, cache or WindowCache())
+    cache = cache or WindowCache()
+    window_list, crosses = _windows(by_window, context, cache)
     per_rank: dict[int, list[RankResult]] = {}
     for items in by_window.values():
         for rank, item in items.items():
             per_rank.setdefault(rank, []).append(item.result)
-    merged = sections({rank: merge_results(rs) for rank, rs in per_rank.items()}, context)
+    merged = sections(_merged(per_rank, cache), context)
     run = _with_cross(merged, crossrank.pooled(crosses) if crosses else None, context)
     run.health = health.check(placed.values(), run)
     return Report(
@@ -185,6 +219,14 @@ def _windows(
             crosses.append(cross)
     cache.keep(by_window)
     return window_list, crosses
+
+
+def _merged(per_rank: dict[int, list[RankResult]], cache: WindowCache) -> dict[int, RankResult]:
+    """Each rank's windows merged. A rank of one window has its exact samples in the run, read
+    within `cache.exact` (every report reads them)."""
+    alone = [results[0] for results in per_rank.values() if len(results) == 1]
+    with cache.exact(alone, True):
+        return {rank: merge_results(results) for rank, results in per_rank.items()}
 
 
 def _infos(items: dict[int, ParsedFile]) -> dict[int, crossrank.RankInfo]:

@@ -29,6 +29,7 @@ from commscope.collector.schema import (
     RankSteps,
     RunTally,
     Sections,
+    ShedTally,
     Summary,
     Throughput,
     TrafficShare,
@@ -151,9 +152,12 @@ def tally_stats(tally: OpTally) -> CollectiveStats:
 
 
 def _bandwidths(tally: OpTally, which: Literal["algbw", "busbw"]) -> Summary:
-    """Exact from a window's samples; from the sketch over several windows (a `RunTally`)."""
+    """Exact from a window's samples; from the sketch over several windows (a `RunTally`).
+    A window's tally whose samples were shed cannot give exact figures: never guessed."""
     if isinstance(tally, RunTally):
         return sketch.summary(bandwidth_sketch(tally, which))
+    if isinstance(tally, ShedTally):
+        raise TypeError("a window's exact bandwidths asked of a tally whose samples were shed")
     return summarize(sample_values(tally.algbw_Bps if which == "algbw" else tally.busbw_Bps))
 
 

@@ -17,7 +17,8 @@ bucket's value (rank 0 and rank n-1 for the exact min and max), interpolated and
 the exact quantile, up to float rounding: each stand-in is within ALPHA of the value of its
 rank, and a convex combination of non-negative values keeps that bound. Memory is one counter
 per distinct bucket: at most log_γ(max / min) + 1 ≈ 50 per factor of 2.7 of the values' range
-(about 1,500 for bandwidths from 1 B/s to 1 TB/s), whatever the number of values.
+(about 1,500 for bandwidths from 1 B/s to 1 TB/s), whatever the number of values; `pack`
+keeps a sketch in a few bytes a bucket.
 """
 
 from __future__ import annotations
@@ -28,11 +29,14 @@ from collections.abc import Iterable
 from itertools import accumulate, chain
 from typing import Final
 
+import msgspec
 from commscope.collector.schema import Sketch, Summary
 
 ALPHA: Final = 0.01
 GAMMA: Final = (1 + ALPHA) / (1 - ALPHA)
 LOG_GAMMA: Final = math.log(GAMMA)
+_ENCODE: Final = msgspec.msgpack.Encoder().encode
+_DECODE: Final = msgspec.msgpack.Decoder(Sketch).decode
 
 
 def bucket(magnitude: float) -> int:
@@ -135,6 +139,16 @@ def summary(sketch: Sketch) -> Summary:
         p95=quantile(sketch, 0.95),
         relative_error=ALPHA,
     )
+
+
+def pack(sketch: Sketch) -> bytes:
+    """The sketch as msgpack (a few bytes a bucket): how a finished window keeps it."""
+    return _ENCODE(sketch)
+
+
+def unpack(packed: bytes) -> Sketch:
+    """A packed sketch as it was (an empty one for no bytes)."""
+    return _DECODE(packed) if packed else Sketch()
 
 
 def footprint_bytes(sketch: Sketch) -> int:

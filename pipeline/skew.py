@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from array import array
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -74,26 +75,66 @@ def arrival(instance: Instance, offsets: Mapping[int, float]) -> Arrival:
     )
 
 
+Draw = tuple[float, frozenset[int], int]  # (Σ wait ns, the members, the last arriver)
+
+
+class Draws:
+    """The instances with a last arriver, as `Draw`s, packed: 16 bytes each (a float64 and
+    two int32), each distinct member set kept once. A window's cross-rank facts are cached
+    for the whole run, so they are kept as small as they can be exactly."""
+
+    def __init__(self) -> None:
+        self._waits = array("d")
+        self._members = array("i")  # index into _sets
+        self._last = array("i")
+        self._sets: list[frozenset[int]] = []
+        self._index: dict[frozenset[int], int] = {}
+
+    def append(self, wait: float, members: frozenset[int], last: int) -> None:
+        self._waits.append(wait)
+        self._members.append(self._set(members))
+        self._last.append(last)
+
+    def extend(self, other: Draws) -> None:
+        renumbered = [self._set(members) for members in other._sets]
+        self._waits.extend(other._waits)
+        self._members.extend(renumbered[index] for index in other._members)
+        self._last.extend(other._last)
+
+    def _set(self, members: frozenset[int]) -> int:
+        index = self._index.setdefault(members, len(self._sets))
+        if index == len(self._sets):
+            self._sets.append(members)
+        return index
+
+    def __len__(self) -> int:
+        return len(self._waits)
+
+    def __iter__(self) -> Iterator[Draw]:
+        sets = self._sets
+        for wait, index, last in zip(self._waits, self._members, self._last, strict=True):
+            yield wait, sets[index], last
+
+
 @dataclass
 class Tally:
     """What the skew section needs of a set of arrivals, poolable across windows: per-rank
-    sums, per-collective skews, and per instance with a last arriver (Σ wait ns, its members,
-    the last arriver) for the chance tests. No per-member times are kept."""
+    sums, per-collective skews (float64 arrays: 8 bytes an instance), and per instance with a
+    last arriver a `Draw` for the chance tests. No per-member times are kept."""
 
     per_rank: dict[int, RankArrival] = field(default_factory=dict)
-    skews: dict[str, list[float]] = field(default_factory=dict)
+    skews: dict[str, array[float]] = field(default_factory=dict)
     waits: dict[str, float] = field(default_factory=dict)
     in_call: dict[str, float] = field(default_factory=dict)  # Σ waits within the calls
     call: dict[str, float] = field(default_factory=dict)  # Σ member call durations
-    draws: list[tuple[float, frozenset[int], int]] = field(default_factory=list)
+    draws: Draws = field(default_factory=Draws)
 
 
 def tally(arrivals: Sequence[Arrival]) -> Tally:
     found = Tally()
-    groups: dict[frozenset[int], frozenset[int]] = {}  # one object per distinct member set
     for item in arrivals:
         total = math.fsum(item.waits.values())
-        found.skews.setdefault(item.collective, []).append(item.skew_ns)
+        found.skews.setdefault(item.collective, array("d")).append(item.skew_ns)
         found.waits[item.collective] = found.waits.get(item.collective, 0.0) + total
         found.in_call[item.collective] = found.in_call.get(item.collective, 0.0) + item.in_call_ns
         found.call[item.collective] = found.call.get(item.collective, 0.0) + item.call_ns
@@ -107,8 +148,7 @@ def tally(arrivals: Sequence[Arrival]) -> Tally:
             last = found.per_rank[item.last]
             last.last += 1
             last.caused_wait_s += total * NS
-            members = frozenset(item.waits)
-            found.draws.append((total, groups.setdefault(members, members), item.last))
+            found.draws.append(total, frozenset(item.waits), item.last)
     return found
 
 
@@ -124,7 +164,7 @@ def pool(parts: Sequence[Tally]) -> Tally:
             into.caused_wait_s += entry.caused_wait_s
             into.waited_s += entry.waited_s
         for kind, skews in part.skews.items():
-            found.skews.setdefault(kind, []).extend(skews)
+            found.skews.setdefault(kind, array("d")).extend(skews)
             found.waits[kind] = found.waits.get(kind, 0.0) + part.waits[kind]
             found.in_call[kind] = found.in_call.get(kind, 0.0) + part.in_call.get(kind, 0.0)
             found.call[kind] = found.call.get(kind, 0.0) + part.call.get(kind, 0.0)
@@ -161,9 +201,7 @@ def section(found: Tally) -> Skew:
     )
 
 
-def slowest_rank(
-    draws: Sequence[tuple[float, frozenset[int], int]], ranks: Mapping[int, RankArrival]
-) -> tuple[int | None, str]:
+def slowest_rank(draws: Draws, ranks: Mapping[int, RankArrival]) -> tuple[int | None, str]:
     """(the rank, why) when the evidence is clear; (None, why not) otherwise."""
     total = math.fsum(r.caused_wait_s for r in ranks.values())
     if not draws or total <= 0:
@@ -183,9 +221,7 @@ def slowest_rank(
     return None, f"no clear slowest rank: {facts}"
 
 
-def chance_of(
-    draws: Sequence[tuple[float, frozenset[int], int]], rank: int, entry: RankArrival
-) -> float:
+def chance_of(draws: Draws, rank: int, entry: RankArrival) -> float:
     """The smaller of two chances, doubled (Bonferroni): arriving last that often, and
     collecting that much of the waiting, if each instance's last arriver were random."""
     times = [(wait, 1 / len(members)) for wait, members, _ in draws if rank in members]

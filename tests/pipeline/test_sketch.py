@@ -7,9 +7,9 @@ from collections import Counter
 
 import msgspec
 import pytest
-from commscope.collector.schema import CommOp, OpTally, RankResult, RunTally, Sketch
+from commscope.collector.schema import CommOp, OpTally, RankResult, RunTally, ShedTally, Sketch
 from commscope.pipeline import sketch
-from commscope.pipeline.accumulate import count_op, merge_results, merge_tally
+from commscope.pipeline.accumulate import count_op, merge_results, merge_tally, shed_samples
 from commscope.pipeline.sections import tally_stats
 from commscope.pipeline.stats import quantile, sample_values, summarize
 from hypothesis import given
@@ -161,3 +161,44 @@ def test_the_stored_window_result_is_unchanged_by_the_run_merge() -> None:
 def test_a_sketched_tally_never_merges_into_samples_silently() -> None:
     with pytest.raises(TypeError, match="RunTally"):
         merge_tally(OpTally(), RunTally())
+
+
+# ---------------------------------------------------------------- a window's samples shed
+
+
+def test_a_packed_sketch_is_the_sketch() -> None:
+    found = sketch.sketch_of([-2.0, 0.0, 0.1, 0.3, 1e12])
+    assert sketch.unpack(sketch.pack(found)) == found and sketch.unpack(b"") == Sketch()
+    # 1,000 values in 200 buckets (each a 1-3 byte index and a 1-byte count in msgpack), and
+    # the scalars and field names (under 200 bytes): not 8 bytes a value
+    spread = sketch.sketch_of([1e9 * sketch.GAMMA ** (i % 200 + 0.5) for i in range(1_000)])
+    assert len(spread.positive) == 200 and len(sketch.pack(spread)) < 200 * 4 + 200
+
+
+def test_a_shed_tally_keeps_the_sums_and_the_sketches_of_its_samples() -> None:
+    tally = _window(1_000, 2_000, 4_000).ops["AllReduce"]
+    shed = shed_samples(tally)
+    assert isinstance(shed, ShedTally) and shed.algbw_Bps == shed.busbw_Bps == bytearray()
+    sums = ("count", "sized_count", "message_bytes", "bus_parts", "time_ns", "group_sources")
+    assert [getattr(shed, f) for f in sums] == [getattr(tally, f) for f in sums]
+    assert sketch.unpack(shed.algbw_packed) == sketch.sketch_of(sample_values(tally.algbw_Bps))
+    assert sketch.unpack(shed.busbw_packed) == sketch.sketch_of(sample_values(tally.busbw_Bps))
+    assert shed_samples(shed) is shed
+
+
+def test_a_shed_window_merges_over_windows_as_its_samples_would() -> None:
+    windows = [_window(1_000, 2_000), _window(4_000), _window(8_000)]
+    shed = [RankResult(source=w.source, ops={"AllReduce": shed_samples(w.ops["AllReduce"])})
+            for w in windows]  # fmt: skip
+    expected = merge_results(windows)
+    for mixed in ([shed[0], windows[1], windows[2]], shed, [windows[0], shed[1], shed[2]]):
+        assert merge_results(mixed) == expected
+
+
+def test_exact_figures_are_never_asked_of_a_shed_tally() -> None:
+    """A window's own figures need its samples: a shed tally cannot give them (a defect of
+    the caller, which must read the samples back), never a silently empty summary."""
+    with pytest.raises(TypeError, match="shed"):
+        tally_stats(shed_samples(_window(1_000).ops["AllReduce"]))
+    with pytest.raises(TypeError, match="RunTally"):
+        merge_tally(OpTally(), ShedTally())

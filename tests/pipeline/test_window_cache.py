@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 
-from commscope.collector.schema import FileStats, TraceMeta
+import msgspec
+from commscope.collector.schema import FileStats, RankResult, TraceMeta
 from commscope.pipeline.report import Options, ParsedFile, WindowCache, build_report
 from crossrank_builder import Scenario, calls, results
 
@@ -66,3 +69,28 @@ def test_cross_rank_facts_of_windows_gone_are_forgotten() -> None:
     only_a = [p for p in parsed if p.window == "a"]
     build_report(["a"], only_a, [], Options(), cache=cache)
     assert len(cache._cross) == 1 and len(cache._sections) == 1
+
+
+def test_exact_samples_are_read_only_within_the_hook_and_a_rename_reads_none() -> None:
+    """`exact` sees each window's results when its sections are found (`again` False) and the
+    run's ranks of one window (`again` True: each report reads them); a renamed window's
+    sections are reused, reading nothing."""
+    seen: list[tuple[int, bool]] = []
+
+    @contextmanager
+    def exact(results: Sequence[RankResult], again: bool) -> Iterator[None]:
+        seen.append((len(results), again))
+        yield
+
+    cache, parsed = WindowCache(exact), files(seed=1)
+    first = build_report(["a", "b"], parsed, [], Options(), cache=cache)
+    assert seen == [(3, False), (3, False), (0, True)]  # 3 ranks a window, each in both
+    seen.clear()
+    renamed = [replace(p, window={"a": "x/a", "b": "x/b"}[p.window]) for p in parsed]
+    again = build_report(["x/a", "x/b"], renamed, [], Options(), cache=cache)
+    assert seen == [(0, True)] and [w.name for w in again.windows] == ["x/a", "x/b"]
+    for renamed_window, window in zip(again.windows, first.windows, strict=True):
+        assert msgspec.structs.replace(renamed_window, name=window.name) == window
+    seen.clear()
+    build_report(["x/a"], [p for p in renamed if p.window == "x/a"], [], Options(), cache=cache)
+    assert seen == [(3, True)]  # one window left: the run's figures are its exact ones
