@@ -1,11 +1,14 @@
 """One trace file as a stream of wire records (shell: reads the file, runs in a thread).
 
 `FileStream` fingerprints the file (its path and first 64 KiB: the stable stream id), then
-parses it as it is written (`open_followed`) and hands out `StreamStart`, `Batch`… and
-`StreamEnd` records, numbered from 0, through a bounded queue: when the queue is full it
-waits, so a collector whose aggregator is away holds a bounded amount. Records below `skip`
-were acknowledged before (a restart, a rewind): the file is parsed again from its start,
-which gives the same records, and those are not handed out again.
+parses it as it is written (`open_followed`) into a `Reducer` (the shell injects one:
+`pipeline.edge.Reduction`, which keeps interval unions, not events) and, once the document
+has ended, hands out `StreamStart`, the reducer's `Facts`… and `StreamEnd` records, numbered
+from 0, through a bounded queue: when the queue is full it waits, so a collector whose
+aggregator is away holds a bounded amount. A file cut short sends no facts: only its start
+and an end with the reason. Records below `skip` were acknowledged before (a restart, a
+rewind): the file is parsed again from its start, which gives the same records (the
+reduction of the same events is the same), and those are not handed out again.
 
 A document that ends early is not reported at once: while the file changed within `settle_s`
 the writer may be pausing, so it waits for the file to change and parses again. Only a file
@@ -19,17 +22,18 @@ import hashlib
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 from commscope.collector.discover import file_size, rank_from_name, relative_folder, root_name
 from commscope.collector.errors import TraceError
 from commscope.collector.follow import open_followed
 from commscope.collector.kineto import TraceReader
 from commscope.collector.schema import (
-    Batch,
+    Event,
+    Facts,
     FileStats,
     Record,
     StreamEnd,
@@ -59,6 +63,14 @@ class Item:
     path: str = ""
 
 
+class Reducer(Protocol):
+    """What a file's events are reduced to while it is read (a fresh one per parse)."""
+
+    def add_all(self, events: Iterable[Event]) -> None: ...
+
+    def facts(self, stream: str, first_seq: int) -> Iterator[Facts]: ...
+
+
 def fingerprint(path: Path, length: int = FINGERPRINT_BYTES) -> tuple[str, int]:
     """The stream id of `path` (its name and first `length` bytes) and how many bytes it
     covers; OSError if it cannot be read."""
@@ -80,6 +92,7 @@ class FileStream(threading.Thread):
         out: queue.Queue[Item],
         settings: StreamSettings,
         stopping: Callable[[], bool],
+        reducer: Callable[[], Reducer],
         fingerprint_bytes: int | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
@@ -88,6 +101,7 @@ class FileStream(threading.Thread):
         self.path, self.root, self.node = path, root, node
         self.skip, self.generation = skip, generation
         self.out, self.settings, self.stopping = out, settings, stopping
+        self.reducer = reducer
         self.fingerprint_bytes = (
             FINGERPRINT_BYTES if fingerprint_bytes is None else fingerprint_bytes
         )
@@ -143,11 +157,14 @@ class FileStream(threading.Thread):
                 sleep=self.sleep,
             ) as handle:
                 reader = TraceReader(handle, str(self.path))
+                reduction = self.reducer()
                 for events in reader.batches(settings.batch_events):
                     self.events += len(events)
-                    self._emit(Batch(stream=stream, seq=self.seq, events=events), 0)
+                    reduction.add_all(events)
         except OSError as exc:
             raise TraceError(str(self.path), f"unreadable ({exc.strerror or exc})") from None
+        for part in reduction.facts(stream, 1):  # the document has ended: nothing half-counted
+            self._emit(part, 0)
         return self._end(stream, reader.meta, reader.stats, None)
 
     def _end(self, stream: str, meta: TraceMeta, stats: FileStats, error: str | None) -> StreamEnd:
@@ -157,7 +174,7 @@ class FileStream(threading.Thread):
         )
 
     def _emit(self, record: Record, covered: int) -> None:
-        if isinstance(record, Batch):
+        if isinstance(record, Facts):
             self.seq += 1
         if record.seq < self.skip:
             return

@@ -1,13 +1,14 @@
 """The collector daemon (shell: the transport, a checkpoint file, one thread per file).
 
-It watches a folder for rank traces, streams each file (`FileStream`, a thread) and moves
-bytes between them, the `Session` (the pure protocol state: window, credit, backoff, rewind,
-checkpoint, end-of-run) and the `Transport` to the aggregator. The session keeps at most
-`credit` records unacknowledged: beyond that no record is taken, and the file threads wait,
-so memory stays bounded while the aggregator is away. The checkpoint — per file its stream
-id, the bytes its fingerprint covers, and how many records the aggregator has made durable —
-is rewritten (temp file, fsync, rename) only on acknowledgement, so a restart resumes where
-the aggregator stands: nothing is lost, and what it resends the aggregator recognises.
+It watches a folder for rank traces, reduces each file to its facts (`FileStream`, a thread,
+with the pipeline's `edge.Reduction`: the aggregator gets interval runs and calls, not events),
+and moves bytes between them, the `Session` (the pure protocol state: window, credit, backoff,
+rewind, checkpoint, end-of-run) and the `Transport` to the aggregator. The session keeps at
+most `credit` records unacknowledged: beyond that no record is taken, and the file threads
+wait, so memory stays bounded while the aggregator is away. The checkpoint — per file its
+stream id, the bytes its fingerprint covers, and how many records the aggregator has made
+durable — is rewritten (temp file, fsync, rename) only on acknowledgement, so a restart resumes
+where the aggregator stands: nothing is lost, and what it resends the aggregator recognises.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from commscope.collector.transport import Transport, ZmqTransport
 from commscope.collector.watch import Watcher
 from commscope.exporters.collectormetrics import CollectorMetrics
 from commscope.exporters.publish import serve
+from commscope.pipeline.edge import Reduction
 from commscope.service import curve
 
 log = logging.getLogger("commscope.collect")
@@ -279,6 +281,7 @@ class Collector:
             out=self.queue,
             settings=self.settings.stream,
             stopping=self.stopping.is_set,
+            reducer=Reduction,
             fingerprint_bytes=start.fingerprint_bytes,
         )
         self.workers[start.path] = worker

@@ -7,8 +7,10 @@ import gzip
 import queue
 from pathlib import Path
 
-from commscope.collector.schema import StreamEnd, StreamStart
+from commscope.collector.schema import Facts, GpuOp, StreamEnd, StreamStart
 from commscope.collector.stream import FileStream, Item, StreamSettings, fingerprint
+from commscope.pipeline.accumulate import Accumulator
+from commscope.pipeline.edge import Reduction, from_facts
 from kineto_builder import dist_head, kernel, trace
 
 
@@ -36,6 +38,7 @@ def stream(path: Path, clock: FakeClock, **kw: int | None) -> tuple[FileStream, 
         out=out,
         settings=StreamSettings(quiet_s=2.0, settle_s=300.0, poll_s=0.5),
         stopping=lambda: False,
+        reducer=Reduction,
         clock=clock,
         sleep=clock.sleep,
         **kw,  # type: ignore[arg-type]
@@ -95,3 +98,54 @@ def test_a_complete_gzip_document_is_emitted_without_any_quiet_wait(tmp_path: Pa
     end = items(out)[-1].record
     assert isinstance(end, StreamEnd) and end.error is None and end.stats.events == 1
     assert (clock.now, clock.slept) == (0.0, [])
+
+
+def test_a_complete_file_is_its_start_its_facts_and_its_end(tmp_path: Path) -> None:
+    """Two overlapping gemm kernels (1-3 µs and 2-5 µs): one Facts record holding the compute
+    union [1000, 5000) ns and 5000 ns of gemm time, the same result as the events give."""
+    path = tmp_path / "rank0_trace.json"
+    path.write_bytes(trace([kernel("gemm", 1, 2), kernel("gemm", 2, 3)], head=dist_head()))
+    worker, out = stream(path, FakeClock())
+    worker.run()
+    start, part, end = (item.record for item in items(out))
+    assert isinstance(start, StreamStart) and isinstance(part, Facts)
+    assert isinstance(end, StreamEnd) and (part.seq, end.seq, end.error) == (1, 2, None)
+    assert list(from_facts([part]).compute.runs()) == [(1000, 5000)]
+    assert part.kernel_ns == {"gemm": 5000}
+    events = Accumulator()
+    events.add_all([GpuOp("compute", 1000, 2000, "gemm"), GpuOp("compute", 2000, 3000, "gemm")])
+    assert from_facts([part]).result() == events.result()
+
+
+def test_a_resumed_stream_hands_out_only_the_records_not_acknowledged(tmp_path: Path) -> None:
+    path = tmp_path / "rank0_trace.json"
+    path.write_bytes(trace([kernel("gemm", 1, 2)], head=dist_head()))
+    worker, out = stream(path, FakeClock())
+    worker.skip = 2  # records 0 and 1 were acknowledged before
+    worker.run()
+    assert [type(item.record) for item in items(out)] == [StreamEnd]
+
+
+def test_a_file_still_being_written_sends_facts_only_of_its_whole_document(
+    tmp_path: Path,
+) -> None:
+    """The file holds its document up to the second kernel's name when the stream begins;
+    while the reader waits, the writer finishes it: the one Facts record covers both kernels,
+    nothing was sent of the half."""
+    path = tmp_path / "rank0_trace.json"
+    whole = trace([kernel("gemm", 1, 1), kernel("gemm", 10, 1)], head=dist_head())
+    path.write_bytes(whole[: whole.rindex(b'"gemm"')])
+    clock = FakeClock()
+
+    def finish(seconds: float) -> None:
+        clock.sleep(seconds)
+        path.write_bytes(whole)
+
+    worker, out = stream(path, clock)
+    worker.sleep = finish
+    worker.run()
+    records = [item.record for item in items(out)]
+    assert [type(r) for r in records] == [StreamStart, Facts, StreamEnd]
+    part, end = records[1], records[2]
+    assert isinstance(part, Facts) and part.kernel_ns == {"gemm": 2000}
+    assert isinstance(end, StreamEnd) and (end.seq, end.stats.events) == (2, 2)
