@@ -10,6 +10,12 @@ and an end with the reason. Records below `skip` were acknowledged before (a res
 rewind): the file is parsed again from its start, which gives the same records (the
 reduction of the same events is the same), and those are not handed out again.
 
+Given `whole` (the shell's pool of worker processes, `commscope collect --jobs`), a file is
+first reduced whole in a worker, from its start to its end as it is now: a file whose
+document has ended is done there, on another core, with the same records; one still being
+written (the worker finds it cut short) is read here as it grows, as without a pool, and so
+is every file when the worker fails (a dead worker: the file is not lost).
+
 A document that ends early is not reported at once: while the file changed within `settle_s`
 the writer may be pausing, so it waits for the file to change and parses again. Only a file
 quiet for `settle_s` (or any file once the collector stops) is reported truncated.
@@ -23,6 +29,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import BrokenExecutor, Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
@@ -63,6 +70,17 @@ class Item:
     path: str = ""
 
 
+@dataclass(frozen=True)
+class Reduced:
+    """A whole file reduced in a worker: its facts (records from 1), or why it cannot be."""
+
+    facts: list[Facts]
+    meta: TraceMeta
+    stats: FileStats
+    events: int
+    error: str | None = None
+
+
 class Reducer(Protocol):
     """What a file's events are reduced to while it is read (a fresh one per parse)."""
 
@@ -94,6 +112,7 @@ class FileStream(threading.Thread):
         stopping: Callable[[], bool],
         reducer: Callable[[], Reducer],
         fingerprint_bytes: int | None = None,
+        whole: Callable[[Path, str], Future[Reduced]] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -101,7 +120,7 @@ class FileStream(threading.Thread):
         self.path, self.root, self.node = path, root, node
         self.skip, self.generation = skip, generation
         self.out, self.settings, self.stopping = out, settings, stopping
-        self.reducer = reducer
+        self.reducer, self.whole = reducer, whole
         self.fingerprint_bytes = (
             FINGERPRINT_BYTES if fingerprint_bytes is None else fingerprint_bytes
         )
@@ -110,6 +129,7 @@ class FileStream(threading.Thread):
         self.seq = 0
         self.events = 0
         self.error: str | None = None
+        self.elsewhere = False  # reduced in a worker process
 
     def run(self) -> None:
         with contextlib.suppress(CancelledError):
@@ -124,6 +144,13 @@ class FileStream(threading.Thread):
             self.error = f"unreadable ({exc.strerror or exc})"
             return
         self._emit(self._start(stream), covered)
+        reduced = self._reduced_elsewhere(stream)
+        if reduced is not None:
+            self.seq, self.events, self.elsewhere = 1, reduced.events, True
+            for part in reduced.facts:
+                self._emit(part, 0)
+            self._emit(self._end(stream, reduced.meta, reduced.stats, reduced.error), covered)
+            return
         while True:
             try:
                 end = self._parse(stream)
@@ -166,6 +193,28 @@ class FileStream(threading.Thread):
         for part in reduction.facts(stream, 1):  # the document has ended: nothing half-counted
             self._emit(part, 0)
         return self._end(stream, reader.meta, reader.stats, None)
+
+    def _reduced_elsewhere(self, stream: str) -> Reduced | None:
+        """The file reduced whole by `whole`; None when there is no pool, when the file is
+        not whole yet (cut short, or empty: it is read here as it grows) or the worker
+        failed (it is read here)."""
+        if self.whole is None:
+            return None
+        try:
+            future = self.whole(self.path, stream)
+        except RuntimeError:  # the pool is shut down (the collector stops)
+            return None
+        while not self.cancelled.is_set():
+            try:
+                reduced = future.result(timeout=0.1)
+            except TimeoutError:
+                continue
+            except BrokenExecutor:  # a worker died (killed, out of memory): read it here
+                return None
+            retry = reduced.error is not None and reduced.error.startswith(_RETRYABLE)
+            return None if retry else reduced
+        future.cancel()
+        raise CancelledError
 
     def _end(self, stream: str, meta: TraceMeta, stats: FileStats, error: str | None) -> StreamEnd:
         size = file_size(self.path)

@@ -1,16 +1,20 @@
 """stream.py: a file's records, with the waits (quiet, settle) on an injected clock, so a
-writer's long pause is tested without sleeping."""
+writer's long pause is tested without sleeping; and a whole file reduced in a worker (the
+pool stood in for by futures made in this thread)."""
 
 from __future__ import annotations
 
 import gzip
 import queue
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from commscope.collector.schema import Facts, GpuOp, StreamEnd, StreamStart
-from commscope.collector.stream import FileStream, Item, StreamSettings, fingerprint
+from commscope.collector.stream import FileStream, Item, Reduced, StreamSettings, fingerprint
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.edge import Reduction, from_facts
+from commscope.service.collect import reduce_whole
 from kineto_builder import dist_head, kernel, trace
 
 
@@ -149,3 +153,62 @@ def test_a_file_still_being_written_sends_facts_only_of_its_whole_document(
     part, end = records[1], records[2]
     assert isinstance(part, Facts) and part.kernel_ns == {"gemm": 2000}
     assert isinstance(end, StreamEnd) and (end.seq, end.stats.events) == (2, 2)
+
+
+def done(result: Reduced | BaseException) -> Future[Reduced]:
+    future: Future[Reduced] = Future()
+    if isinstance(result, BaseException):
+        future.set_exception(result)
+    else:
+        future.set_result(result)
+    return future
+
+
+def in_a_worker(path: Path, stream: str) -> Future[Reduced]:
+    """What the collector's pool does, in this thread: `reduce_whole` of the file."""
+    return done(reduce_whole(str(path), stream, 4096))
+
+
+def test_a_whole_file_reduced_in_a_worker_gives_the_same_records(tmp_path: Path) -> None:
+    path = tmp_path / "rank0_trace.json"
+    path.write_bytes(trace([kernel("gemm", 1, 2), kernel("gemm", 2, 3)], head=dist_head()))
+    here, out_here = stream(path, FakeClock())
+    here.run()
+    there, out_there = stream(path, FakeClock())
+    there.whole = in_a_worker
+    there.run()
+    records = [item.record for item in items(out_there)]
+    assert records == [item.record for item in items(out_here)]
+    assert (there.elsewhere, here.elsewhere, there.events) == (True, False, 2)
+
+
+def test_a_file_the_worker_finds_cut_short_is_read_here_as_it_grows(tmp_path: Path) -> None:
+    """The worker reads the half written so far (truncated); the thread follows the file,
+    the writer finishes it while it waits: one Facts of both kernels, as without a worker."""
+    path = tmp_path / "rank0_trace.json"
+    whole = trace([kernel("gemm", 1, 1), kernel("gemm", 10, 1)], head=dist_head())
+    path.write_bytes(whole[: whole.rindex(b'"gemm"')])
+    clock = FakeClock()
+
+    def finish(seconds: float) -> None:
+        clock.sleep(seconds)
+        path.write_bytes(whole)
+
+    worker, out = stream(path, clock)
+    worker.whole, worker.sleep = in_a_worker, finish
+    worker.run()
+    records = [item.record for item in items(out)]
+    assert [type(r) for r in records] == [StreamStart, Facts, StreamEnd]
+    assert isinstance(records[1], Facts) and records[1].kernel_ns == {"gemm": 2000}
+    assert not worker.elsewhere
+
+
+def test_a_file_whose_worker_died_is_read_here(tmp_path: Path) -> None:
+    path = tmp_path / "rank0_trace.json"
+    path.write_bytes(trace([kernel("gemm", 1, 2)], head=dist_head()))
+    worker, out = stream(path, FakeClock())
+    worker.whole = lambda path, stream: done(BrokenProcessPool("killed"))
+    worker.run()
+    records = [item.record for item in items(out)]
+    assert [type(r) for r in records] == [StreamStart, Facts, StreamEnd]
+    assert not worker.elsewhere and records[2].error is None
