@@ -15,7 +15,7 @@ import msgspec
 # 4: each window carries `facts` (per-rank integer sums and bandwidth sketches), so that
 # `commscope merge` recomputes every figure over ranks exactly from shard reports.
 SCHEMA_VERSION: Final = 4
-PROTOCOL_VERSION: Final = 4  # 4: labels, sizes and counts bounded at decode
+PROTOCOL_VERSION: Final = 5  # 4: labels, sizes and counts bounded at decode; 5: `Facts`
 # Persisted state (the collector's checkpoint, the aggregator's store). Version 1 carried no
 # version field; readers migrate it explicitly.
 STATE_VERSION: Final = 2
@@ -658,7 +658,8 @@ class RunComparison(msgspec.Struct, kw_only=True):
 # ---------------------------------------------------------------- wire protocol
 #
 # Collector (DEALER, routing id = node) → aggregator (ROUTER). Each trace file is a stream of
-# records numbered from 0: one `StreamStart`, any number of `Batch`es, one `StreamEnd`. The
+# records numbered from 0: one `StreamStart`, the `Facts` the collector reduced the file to once
+# its document ended (protocol 5; protocol 4 sent every event in `Batch`es), one `StreamEnd`. The
 # aggregator applies record `seq` of a stream only when it is the next one expected (at most
 # once, in order), makes it durable, and acknowledges cumulatively with `Ack(next_seq)`;
 # the collector resends what is unacknowledged after a timeout (go-back-N). Every field a
@@ -687,6 +688,10 @@ class StreamStart(msgspec.Struct, frozen=True, kw_only=True, tag="start"):
 
 
 class Batch(msgspec.Struct, frozen=True, kw_only=True, tag="batch"):
+    """Protocol 4's record: a file's events as read. Protocol 5 ships `Facts` instead; the
+    aggregator refuses a Batch (reason "protocol"), and an aggregator's log holding one (kept
+    before an upgrade) replays only up to it: the collector is told to send the rest again."""
+
     stream: StreamId
     seq: Seq
     events: Annotated[list[Event], msgspec.Meta(max_length=MAX_BATCH_EVENTS)]
@@ -703,7 +708,39 @@ class StreamEnd(msgspec.Struct, frozen=True, kw_only=True, tag="end"):
     error: Text | None = None
 
 
-Record = StreamStart | Batch | StreamEnd
+# Where a GPU activity's time is summed (`RankResult.kernel_ns` keys).
+GpuTimeKey = Literal[
+    "gemm", "attention", "elementwise", "reduction", "other", "memcpy", "memset", "communication"
+]
+RunsName = Literal["compute", "gpu_comm", "cpu_comm", "copies"]
+MAX_FACT_ITEMS: Final = MAX_BATCH_EVENTS  # runs, threads, steps and calls in one `Facts`
+RUN_BYTES: Final = 16  # one run: start and end, little-endian int64
+Runs = Annotated[bytes, msgspec.Meta(max_length=MAX_FACT_ITEMS * RUN_BYTES)]
+ThreadRuns = Annotated[dict[int, Runs], msgspec.Meta(max_length=MAX_FACT_ITEMS)]
+
+
+class Facts(msgspec.Struct, frozen=True, kw_only=True, tag="facts"):
+    """Part of what one finished file comes to (protocol 5: the collector reduces the file,
+    `pipeline.edge`): interval unions as runs (disjoint, sorted, packed `RUN_BYTES` a run),
+    per thread the cpu_op time (`busy`) and the time inside collective calls (`call_time`),
+    the kept ProfilerSteps, the collectives themselves (their tallies follow from them), and
+    sums. A file's facts span as many records as the bound `MAX_FACT_ITEMS` needs; absorbed
+    in any split they give the same `RankResult` as the file's events."""
+
+    stream: StreamId
+    seq: Seq
+    runs: dict[RunsName, Runs] = {}
+    busy: ThreadRuns = {}
+    call_time: ThreadRuns = {}
+    steps: Annotated[list[Step], msgspec.Meta(max_length=MAX_FACT_ITEMS)] = []
+    calls: Annotated[list[CommOp], msgspec.Meta(max_length=MAX_FACT_ITEMS)] = []
+    kernel_ns: dict[GpuTimeKey, int] = {}
+    has_gpu: bool = False
+    memory_peak_bytes: int | None = None
+    memory_reserved_peak_bytes: int | None = None
+
+
+Record = StreamStart | Facts | StreamEnd
 
 
 class CollectorStats(msgspec.Struct, kw_only=True):
@@ -740,7 +777,7 @@ class EndOfRun(msgspec.Struct, frozen=True, kw_only=True, tag="end_of_run"):
     reason: Text = ""
 
 
-ToAggregator = Hello | StreamStart | Batch | StreamEnd | Heartbeat | EndOfRun
+ToAggregator = Hello | StreamStart | Batch | StreamEnd | Heartbeat | EndOfRun | Facts
 
 
 class Welcome(msgspec.Struct, frozen=True, kw_only=True, tag="welcome"):
@@ -773,7 +810,7 @@ class Head(msgspec.Struct, kw_only=True):
     """A message read without the rest of it: its kind, and a record's stream and seq. The
     aggregator decodes this first, and the whole message only when it will apply it."""
 
-    type: Literal["hello", "start", "batch", "end", "heartbeat", "end_of_run"]
+    type: Literal["hello", "start", "batch", "end", "heartbeat", "end_of_run", "facts"]
     stream: StreamId | None = None
     seq: Seq = 0
     protocol: int | None = None  # a Hello's: another version is refused before the rest

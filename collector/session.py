@@ -229,7 +229,10 @@ class Session:
         elif isinstance(reply, RunAck):
             self.run_acked = self.end_sent is not None
         elif isinstance(reply, Reject):
-            raise ProtocolError(f"the aggregator refused this collector: {reply.reason}")
+            raise ProtocolError(
+                f"the aggregator refused this collector (protocol {PROTOCOL_VERSION}): "
+                f"{reply.reason}"
+            )
 
     def _welcomed(self, instance: str) -> None:
         """An aggregator not heard before (restarted, or the first since this collector

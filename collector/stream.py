@@ -1,11 +1,20 @@
 """One trace file as a stream of wire records (shell: reads the file, runs in a thread).
 
 `FileStream` fingerprints the file (its path and first 64 KiB: the stable stream id), then
-parses it as it is written (`open_followed`) and hands out `StreamStart`, `Batch`… and
-`StreamEnd` records, numbered from 0, through a bounded queue: when the queue is full it
-waits, so a collector whose aggregator is away holds a bounded amount. Records below `skip`
-were acknowledged before (a restart, a rewind): the file is parsed again from its start,
-which gives the same records, and those are not handed out again.
+parses it as it is written (`open_followed`) into a `Reducer` (the shell injects one:
+`pipeline.edge.Reduction`, which keeps interval unions, not events) and, once the document
+has ended, hands out `StreamStart`, the reducer's `Facts`… and `StreamEnd` records, numbered
+from 0, through a bounded queue: when the queue is full it waits, so a collector whose
+aggregator is away holds a bounded amount. A file cut short sends no facts: only its start
+and an end with the reason. Records below `skip` were acknowledged before (a restart, a
+rewind): the file is parsed again from its start, which gives the same records (the
+reduction of the same events is the same), and those are not handed out again.
+
+Given `whole` (the shell's pool of worker processes, `commscope collect --jobs`), a file is
+first reduced whole in a worker, from its start to its end as it is now: a file whose
+document has ended is done there, on another core, with the same records; one still being
+written (the worker finds it cut short) is read here as it grows, as without a pool, and so
+is every file when the worker fails (a dead worker: the file is not lost).
 
 A document that ends early is not reported at once: while the file changed within `settle_s`
 the writer may be pausing, so it waits for the file to change and parses again. Only a file
@@ -19,17 +28,19 @@ import hashlib
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import BrokenExecutor, Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 from commscope.collector.discover import file_size, rank_from_name, relative_folder, root_name
 from commscope.collector.errors import TraceError
 from commscope.collector.follow import open_followed
 from commscope.collector.kineto import TraceReader
 from commscope.collector.schema import (
-    Batch,
+    Event,
+    Facts,
     FileStats,
     Record,
     StreamEnd,
@@ -59,6 +70,25 @@ class Item:
     path: str = ""
 
 
+@dataclass(frozen=True)
+class Reduced:
+    """A whole file reduced in a worker: its facts (records from 1), or why it cannot be."""
+
+    facts: list[Facts]
+    meta: TraceMeta
+    stats: FileStats
+    events: int
+    error: str | None = None
+
+
+class Reducer(Protocol):
+    """What a file's events are reduced to while it is read (a fresh one per parse)."""
+
+    def add_all(self, events: Iterable[Event]) -> None: ...
+
+    def facts(self, stream: str, first_seq: int) -> Iterator[Facts]: ...
+
+
 def fingerprint(path: Path, length: int = FINGERPRINT_BYTES) -> tuple[str, int]:
     """The stream id of `path` (its name and first `length` bytes) and how many bytes it
     covers; OSError if it cannot be read."""
@@ -80,7 +110,9 @@ class FileStream(threading.Thread):
         out: queue.Queue[Item],
         settings: StreamSettings,
         stopping: Callable[[], bool],
+        reducer: Callable[[], Reducer],
         fingerprint_bytes: int | None = None,
+        whole: Callable[[Path, str], Future[Reduced]] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -88,6 +120,7 @@ class FileStream(threading.Thread):
         self.path, self.root, self.node = path, root, node
         self.skip, self.generation = skip, generation
         self.out, self.settings, self.stopping = out, settings, stopping
+        self.reducer, self.whole = reducer, whole
         self.fingerprint_bytes = (
             FINGERPRINT_BYTES if fingerprint_bytes is None else fingerprint_bytes
         )
@@ -96,6 +129,7 @@ class FileStream(threading.Thread):
         self.seq = 0
         self.events = 0
         self.error: str | None = None
+        self.elsewhere = False  # reduced in a worker process
 
     def run(self) -> None:
         with contextlib.suppress(CancelledError):
@@ -110,6 +144,13 @@ class FileStream(threading.Thread):
             self.error = f"unreadable ({exc.strerror or exc})"
             return
         self._emit(self._start(stream), covered)
+        reduced = self._reduced_elsewhere(stream)
+        if reduced is not None:
+            self.seq, self.events, self.elsewhere = 1, reduced.events, True
+            for part in reduced.facts:
+                self._emit(part, 0)
+            self._emit(self._end(stream, reduced.meta, reduced.stats, reduced.error), covered)
+            return
         while True:
             try:
                 end = self._parse(stream)
@@ -143,12 +184,37 @@ class FileStream(threading.Thread):
                 sleep=self.sleep,
             ) as handle:
                 reader = TraceReader(handle, str(self.path))
+                reduction = self.reducer()
                 for events in reader.batches(settings.batch_events):
                     self.events += len(events)
-                    self._emit(Batch(stream=stream, seq=self.seq, events=events), 0)
+                    reduction.add_all(events)
         except OSError as exc:
             raise TraceError(str(self.path), f"unreadable ({exc.strerror or exc})") from None
+        for part in reduction.facts(stream, 1):  # the document has ended: nothing half-counted
+            self._emit(part, 0)
         return self._end(stream, reader.meta, reader.stats, None)
+
+    def _reduced_elsewhere(self, stream: str) -> Reduced | None:
+        """The file reduced whole by `whole`; None when there is no pool, when the file is
+        not whole yet (cut short, or empty: it is read here as it grows) or the worker
+        failed (it is read here)."""
+        if self.whole is None:
+            return None
+        try:
+            future = self.whole(self.path, stream)
+        except RuntimeError:  # the pool is shut down (the collector stops)
+            return None
+        while not self.cancelled.is_set():
+            try:
+                reduced = future.result(timeout=0.1)
+            except TimeoutError:
+                continue
+            except BrokenExecutor:  # a worker died (killed, out of memory): read it here
+                return None
+            retry = reduced.error is not None and reduced.error.startswith(_RETRYABLE)
+            return None if retry else reduced
+        future.cancel()
+        raise CancelledError
 
     def _end(self, stream: str, meta: TraceMeta, stats: FileStats, error: str | None) -> StreamEnd:
         size = file_size(self.path)
@@ -157,7 +223,7 @@ class FileStream(threading.Thread):
         )
 
     def _emit(self, record: Record, covered: int) -> None:
-        if isinstance(record, Batch):
+        if isinstance(record, Facts):
             self.seq += 1
         if record.seq < self.skip:
             return

@@ -46,6 +46,7 @@ from commscope.pipeline.intervals import (
     difference,
     intersection,
     intersection_measure,
+    union,
 )
 from commscope.pipeline.sketch import merge, pack, sketch_of, unpack
 from commscope.pipeline.stats import add_sample, sample_values
@@ -119,12 +120,20 @@ class Accumulator:
     def _comm(self, op: CommOp) -> None:
         end = op.start_ns + op.dur_ns
         if op.on_gpu:
-            self.has_gpu = True
-            union, tallies, calls = self.gpu_comm, self.gpu_ops, self.gpu_calls
+            self.gpu_comm.add(op.start_ns, end)
             self.kernel_ns["communication"] = self.kernel_ns.get("communication", 0) + op.dur_ns
         else:
-            union, tallies, calls = self.cpu_comm, self.cpu_ops, self.cpu_calls
-        union.add(op.start_ns, end)
+            self.cpu_comm.add(op.start_ns, end)
+        self.keep_call(op)
+
+    def keep_call(self, op: CommOp) -> None:
+        """Keep one collective and count it in its type's tally (not in the unions or the
+        GPU time: `_comm` adds those; edge facts carry them apart, `pipeline.edge`)."""
+        if op.on_gpu:
+            self.has_gpu = True
+            tallies, calls = self.gpu_ops, self.gpu_calls
+        else:
+            tallies, calls = self.cpu_ops, self.cpu_calls
         calls.append(op)
         tally = tallies.get(op.collective)
         if tally is None:
@@ -188,10 +197,7 @@ class Accumulator:
 
     def gpu_busy(self) -> IntervalSet:
         """The union of all GPU activity: compute, communication, memcpy and memset."""
-        busy = IntervalSet()
-        for part in (self.compute, self.gpu_comm, self.copies):
-            busy.update(part)
-        return busy
+        return union((self.compute, self.gpu_comm, self.copies))
 
     def _cpu_compute(self) -> IntervalSet:
         tid = self.training_thread()

@@ -1,12 +1,14 @@
 """The live aggregation (pure): wire records in, finished files and positions out.
 
-Each trace file arrives as a stream of records numbered from 0 (`StreamStart`, `Batch`es,
-`StreamEnd`). `verdict()` says what to do with a record: apply it (the next one expected),
-acknowledge it again (a duplicate), or leave it (ahead of a gap, or of a stream never
-started: the collector resends from the acknowledged position). `apply()` feeds one
-`Accumulator` per open stream; a stream's end turns it into a `FinishedFile`, the same
-result the offline run makes of the same file. One stream per (node, path): a new
-fingerprint for a path supersedes the old stream (the file was rewritten).
+Each trace file arrives as a stream of records numbered from 0 (`StreamStart`, the `Facts` its
+collector reduced it to, `StreamEnd`). `verdict()` says what to do with a record: apply it
+(the next one expected), acknowledge it again (a duplicate), or leave it (ahead of a gap, or
+of a stream never started: the collector resends from the acknowledged position). `apply()`
+absorbs the facts into one `Accumulator` per open stream (`pipeline.edge`: the interval
+structures are kept per (window, rank) here, and overlap computed from them); a stream's end
+turns it into a `FinishedFile`, the same result the offline run makes of the same file. One
+stream per (node, path): a new fingerprint for a path supersedes the old stream (the file was
+rewritten).
 
 The report is `build_report` over the finished files, exactly as `commscope report` builds
 it; streams still open when the run ends are listed as skipped, never half-counted.
@@ -34,7 +36,7 @@ from typing import Final
 from commscope.collector.errors import NOT_A_TRACE
 from commscope.collector.names import looks_like_trace, window_names, window_order
 from commscope.collector.schema import (
-    Batch,
+    Facts,
     FinishedFile,
     OpTally,
     RankResult,
@@ -47,6 +49,7 @@ from commscope.collector.schema import (
 )
 from commscope.pipeline import jobs
 from commscope.pipeline.accumulate import Accumulator, shed_samples
+from commscope.pipeline.edge import absorb
 from commscope.pipeline.report import Options, ParsedFile, WindowCache, build_report
 
 RETIRED_SEQ: Final = 2**62  # the position of a superseded stream: everything is behind it
@@ -62,13 +65,13 @@ class Verdict(enum.Enum):
 class OpenStream:
     start: StreamStart
     next_seq: int = 1
-    events: int = 0
     accumulator: Accumulator = field(default_factory=Accumulator)
 
 
 @dataclass(frozen=True)
 class Applied:
-    """What applying one record changed: a stream finished, streams superseded."""
+    """What applying one record changed: a stream finished (`events`: those its collector
+    read, when it is usable), streams superseded."""
 
     finished: FinishedFile | None = None
     superseded: tuple[str, ...] = ()
@@ -154,14 +157,14 @@ class Aggregation:
             return self._start(record)
         stream = self.open[record.stream]
         stream.next_seq += 1
-        if isinstance(record, Batch):
-            stream.accumulator.add_all(record.events)
-            stream.events += len(record.events)
-            return Applied(events=len(record.events))
+        if isinstance(record, Facts):
+            absorb(stream.accumulator, record)
+            return Applied()
         del self.open[record.stream]
         finished = _finish(stream, record)
         self.finished[record.stream] = finished
-        return Applied(finished=finished)
+        events = finished.stats.events if finished.result is not None else 0
+        return Applied(finished=finished, events=events)
 
     def _start(self, start: StreamStart) -> Applied:
         key = (start.node, start.path)
@@ -379,7 +382,6 @@ def _ignorable(item: FinishedFile) -> bool:
 
 def _unfinished(stream: OpenStream) -> Skipped:
     reason = (
-        f"unfinished when the run ended ({stream.events} events in "
-        f"{stream.next_seq} records received; the file never ended)"
+        f"unfinished when the run ended ({stream.next_seq} records received; the file never ended)"
     )
     return Skipped(stream.start.path, reason)

@@ -9,8 +9,9 @@ others wait in a small buffer that is sorted and merged into the tail of the run
 
 from __future__ import annotations
 
+import operator
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
 from typing import Final
 
@@ -50,6 +51,26 @@ class IntervalSet:
         for start, end in other.runs():
             self.add(start, end)
 
+    def add_runs(self, starts: array[int], ends: array[int]) -> None:
+        """Add runs given as two arrays: appended as they are when they are sorted, disjoint,
+        not touching and after every run kept (the runs of another set, in order), else one
+        by one. Either way the union is the same."""
+        touching = bool(starts) and bool(self._ends) and starts[0] <= self._ends[-1]
+        if self._pending or touching or not _canonical(starts, ends):
+            self._add_each(starts, ends)
+        else:
+            self._starts.extend(starts)
+            self._ends.extend(ends)
+
+    def _add_each(self, starts: array[int], ends: array[int]) -> None:
+        for start, end in zip(starts, ends, strict=True):
+            self.add(start, end)
+
+    def arrays(self) -> tuple[array[int], array[int]]:
+        """The runs' starts and ends (the set's own arrays: read them, do not change them)."""
+        self._flush()
+        return self._starts, self._ends
+
     def runs(self) -> Iterator[tuple[int, int]]:
         """The disjoint runs in time order."""
         self._flush()
@@ -88,6 +109,16 @@ class IntervalSet:
             self._ends.append(end)
 
 
+def _canonical(starts: array[int], ends: array[int]) -> bool:
+    """Whether the runs are as an IntervalSet keeps them: each non-empty, each ending before
+    the next starts (a gap between them), in time order."""
+    return (
+        len(starts) == len(ends)
+        and all(map(operator.lt, starts, ends))
+        and all(map(operator.lt, ends[:-1], starts[1:]))
+    )
+
+
 def merge_sorted(
     runs: Iterable[tuple[int, int]], batch: list[tuple[int, int]]
 ) -> list[tuple[int, int]]:
@@ -119,32 +150,75 @@ def _merge_by_start(
 
 
 def intersection_measure(a: IntervalSet, b: IntervalSet) -> int:
-    """|A ∩ B| by one sweep over both runs."""
+    """|A ∩ B|: each run of the set with fewer runs cuts the other's by bisection, and the
+    runs between the cuts are summed whole (`_within`)."""
+    small, large = (a, b) if len(a) <= len(b) else (b, a)
+    starts, ends = large.arrays()
     total = 0
-    ra, rb = a.runs(), b.runs()
-    x, y = next(ra, None), next(rb, None)
-    while x is not None and y is not None:
-        low, high = max(x[0], y[0]), min(x[1], y[1])
-        if high > low:
-            total += high - low
-        if x[1] <= y[1]:
-            x = next(ra, None)
-        else:
-            y = next(rb, None)
+    for start, end in small.runs():
+        first, last = _within(starts, ends, start, end)
+        if first < last:
+            total += sum(ends[first:last]) - sum(starts[first:last])
+            total -= max(0, start - starts[first]) + max(0, ends[last - 1] - end)
     return total
 
 
 def intersection(a: IntervalSet, b: IntervalSet) -> IntervalSet:
-    """A ∩ B, as a new IntervalSet (the sweep of `intersection_measure`, keeping the runs)."""
+    """A ∩ B, as a new IntervalSet (the cuts of `intersection_measure`, keeping the runs)."""
+    small, large = (a, b) if len(a) <= len(b) else (b, a)
+    starts, ends = large.arrays()
     result = IntervalSet()
-    ra, rb = a.runs(), b.runs()
-    x, y = next(ra, None), next(rb, None)
-    while x is not None and y is not None:
-        result.add(max(x[0], y[0]), min(x[1], y[1]))
-        if x[1] <= y[1]:
-            x = next(ra, None)
+    for start, end in small.runs():
+        first, last = _within(starts, ends, start, end)
+        if first < last:
+            cut_starts, cut_ends = starts[first:last], ends[first:last]
+            cut_starts[0] = max(cut_starts[0], start)
+            cut_ends[-1] = min(cut_ends[-1], end)
+            result.add_runs(cut_starts, cut_ends)
+    return result
+
+
+def _within(starts: array[int], ends: array[int], start: int, end: int) -> tuple[int, int]:
+    """The runs [first, last) of sorted disjoint runs that meet [start, end)."""
+    return bisect_right(ends, start), bisect_left(starts, end)
+
+
+def union(sets: Iterable[IntervalSet]) -> IntervalSet:
+    """The union of several sets: the runs of the smaller ones merged into the largest's, which
+    are copied between them a slice at a time (the work in Python goes by the smaller sets)."""
+    ordered = sorted(sets, key=len)
+    merged = _merge_into(ordered.pop(), IntervalSet()) if ordered else IntervalSet()  # a copy
+    for other in ordered:
+        merged = _merge_into(merged, other)
+    return merged
+
+
+def _merge_into(large: IntervalSet, small: IntervalSet) -> IntervalSet:
+    """A new set: `large` ∪ `small`, one step per run of `small`."""
+    starts, ends = large.arrays()
+    result = IntervalSet()
+    out_starts, out_ends = result._starts, result._ends
+    at, tail = 0, None  # tail: the end of the last run out
+    for low, high in small.runs():
+        first = bisect_left(ends, low, at)  # runs before `first` end before `low`
+        last = bisect_right(starts, high, first)  # runs from `last` on start after `high`
+        if first > at:
+            out_starts.extend(starts[at:first])
+            out_ends.extend(ends[at:first])
+            tail, at = ends[first - 1], first
+        start, end = low, high
+        if first < last:
+            start = starts[first] if starts[first] < low else low
+            end = ends[last - 1] if ends[last - 1] > high else high
+            at = last
+        if tail is not None and start <= tail:
+            out_ends[-1] = tail = end if end > tail else tail
         else:
-            y = next(rb, None)
+            out_starts.append(start)
+            out_ends.append(end)
+            tail = end
+    out_starts.extend(starts[at:])
+    out_ends.extend(ends[at:])
     return result
 
 

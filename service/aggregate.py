@@ -26,7 +26,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, get_args
@@ -41,6 +41,7 @@ from commscope.collector.schema import (
     Batch,
     CollectorStats,
     EndOfRun,
+    Facts,
     FinishedFile,
     Head,
     Heartbeat,
@@ -59,6 +60,7 @@ from commscope.exporters.files import write_reports
 from commscope.exporters.prometheus import STATS, Rolling, Snapshot, SnapshotCollector
 from commscope.exporters.publish import serve
 from commscope.pipeline.aggregation import Aggregation, Verdict
+from commscope.pipeline.edge import well_formed
 from commscope.pipeline.report import Options
 from commscope.pipeline.rolling import RollingBandwidth
 from commscope.pipeline.stats import sample_values
@@ -82,7 +84,7 @@ REJECT_REASONS: Final = (
     "too_large",  # over MAX_MESSAGE_BYTES
     "undecodable",  # not msgpack, or nested too deeply
     "invalid",  # msgpack, but not a message of this protocol (or a value out of bounds)
-    "protocol",  # a Hello of another protocol version
+    "protocol",  # a Hello of another protocol version, or a protocol-4 event Batch
     "unroutable",  # a reply to a peer gone
     "not_own_node",  # names another node than the peer's own
     "not_own_stream",  # a record for another node's stream
@@ -158,14 +160,28 @@ class Aggregator:
             if stream in self.aggregation.finished:  # crashed between done/ and the log's removal
                 self.store.forget(stream, keep_done=True)
                 continue
-            for frame in frames:  # read to the end: that mends a torn tail
-                record = self._logged(stream, frame)
-                if record is not None and self.aggregation.verdict(record) is Verdict.APPLY:
-                    self._apply(record, frame, log_it=False)
+            self._replay(stream, frames)
         log.info(
             "state recovered",
             extra={"finished": len(self.aggregation.finished), "open": len(self.aggregation.open)},
         )
+
+    def _replay(self, stream: str, frames: Iterator[bytes]) -> None:
+        """Apply a stream's log up to its first record this version refuses (a protocol-4
+        Batch, logged before an upgrade); the log is then cut there, so what follows (the
+        collector, told the position, sends it again) is logged after what was applied."""
+        applied: list[bytes] = []
+        refused = False
+        for frame in frames:  # read to the end: that mends a torn tail
+            record = None if refused else self._logged(stream, frame)
+            refused = refused or record is None
+            if record is not None and self.aggregation.verdict(record) is Verdict.APPLY:
+                self._apply(record, frame, log_it=False)
+                applied.append(frame)
+        if refused:
+            self.store.forget(stream)
+            for frame in applied:
+                self.store.append(stream, frame)
 
     def _logged(self, stream: str, frame: bytes) -> Record | None:
         """A logged record (None, logged, if it does not fit this version's schema: replay
@@ -296,17 +312,15 @@ class Aggregator:
     def _receive(self, identity: bytes, speaker: str, payload: bytes) -> None:
         head = self._head.decode(payload)
         kind = _KINDS[head.type]
-        if head.stream is not None and kind in ("StreamStart", "Batch", "StreamEnd"):
+        if kind == "Batch" or (kind == "Hello" and head.protocol != PROTOCOL_VERSION):
+            self._count(kind)
+            self._old_protocol(identity, speaker, head.protocol)
+            return
+        if head.stream is not None and kind in ("StreamStart", "Facts", "StreamEnd"):
             self._record(identity, speaker, head, payload)
             return
-        if kind == "Hello" and head.protocol != PROTOCOL_VERSION:  # whatever its other fields
-            self._count(kind)
-            self._reject("protocol")
-            reason = f"protocol {head.protocol} not supported (this one: {PROTOCOL_VERSION})"
-            self._replies.append((identity, Reject(reason=reason)))
-            return
         message = self._decoder.decode(payload)
-        if isinstance(message, StreamStart | Batch | StreamEnd):  # the head had no stream
+        if isinstance(message, StreamStart | Batch | Facts | StreamEnd):  # no stream in the head
             raise msgspec.ValidationError("a record without a stream")
         self._count(kind)
         if message.node != speaker:
@@ -320,6 +334,20 @@ class Aggregator:
             self.store.save_nodes(self.nodes)
             self._replies.append((identity, RunAck(node=message.node)))
             log.info("end of run", extra={"node": message.node})
+
+    def _old_protocol(self, identity: bytes, speaker: str, protocol: int | None) -> None:
+        """A Hello of another protocol version, or protocol 4's event `Batch` (whatever its
+        other fields): refused, counted ("protocol"), logged by the sparse rule, answered."""
+        theirs = "4 (event batches)" if protocol is None else str(protocol)
+        count = self.stats.rejected["protocol"] = self.stats.rejected.get("protocol", 0) + 1
+        if sparse(count):
+            log.warning(
+                "collector of another protocol refused",
+                extra={"node": speaker, "collector_protocol": theirs,
+                       "aggregator_protocol": PROTOCOL_VERSION, "count": count},
+            )  # fmt: skip
+        why = f"collector protocol {theirs}, aggregator protocol {PROTOCOL_VERSION}"
+        self._replies.append((identity, Reject(reason=f"{why}: run the same commscope on both")))
 
     def _count(self, kind: str) -> None:
         self.stats.messages[kind] = self.stats.messages.get(kind, 0) + 1
@@ -363,6 +391,8 @@ class Aggregator:
         verdict = self.aggregation.verdict_at(stream, head.seq, head.type == "start")
         if verdict is Verdict.APPLY:
             record = self._records.decode(payload)
+            if isinstance(record, Facts) and not well_formed(record):
+                raise msgspec.ValidationError("packed runs that are not whole runs")
             if isinstance(record, StreamStart) and not self._may_start(speaker, record):
                 return
             self._apply(record, payload, log_it=True)

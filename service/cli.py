@@ -246,6 +246,15 @@ def _collect_parser(commands: Any) -> None:
     collect.add_argument("--metrics-addr", default="0.0.0.0")
     collect.add_argument("--job", default="commscope", help="the job label of its metrics")
     collect.add_argument("--batch-events", type=int, default=4096, help=argparse.SUPPRESS)
+    collect.add_argument(
+        "--jobs",
+        type=int,
+        default=parallel.cores(),
+        metavar="N",
+        help="files whose document has ended are reduced in N worker processes, several at "
+        "once (default: the cores, %(default)s; 1: all in this process); a file still being "
+        "written is read here as it grows",
+    )
     _collect_keys(collect)
     collect.add_argument(
         "--once", action="store_true", help="send what is there, then end-of-run and exit"
@@ -422,6 +431,8 @@ def _collector_settings(args: argparse.Namespace) -> CollectorSettings:
     _positive(("--window", args.window), ("--poll-interval", args.poll_interval))
     _positive(("--settle", args.settle), ("--resend-after", args.resend_after))
     _positive(("--silence", args.silence))
+    if args.jobs < 1:
+        raise ConfigError(f"--jobs must be at least 1, got {args.jobs}")
     aggregator = endpoint("--aggregator", args.aggregator)
     keys = curve.client_keys(aggregator, args.keys, args.server_key, args.node, args.insecure)
     if not re.fullmatch(NODE_PATTERN, args.node):
@@ -450,6 +461,7 @@ def _collector_settings(args: argparse.Namespace) -> CollectorSettings:
         metrics_addr=args.metrics_addr,
         job=args.job,
         keys=keys,
+        jobs=args.jobs,
     )
 
 

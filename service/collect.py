@@ -1,23 +1,26 @@
 """The collector daemon (shell: the transport, a checkpoint file, one thread per file).
 
-It watches a folder for rank traces, streams each file (`FileStream`, a thread) and moves
-bytes between them, the `Session` (the pure protocol state: window, credit, backoff, rewind,
-checkpoint, end-of-run) and the `Transport` to the aggregator. The session keeps at most
-`credit` records unacknowledged: beyond that no record is taken, and the file threads wait,
-so memory stays bounded while the aggregator is away. The checkpoint — per file its stream
-id, the bytes its fingerprint covers, and how many records the aggregator has made durable —
-is rewritten (temp file, fsync, rename) only on acknowledgement, so a restart resumes where
-the aggregator stands: nothing is lost, and what it resends the aggregator recognises.
+It watches a folder for rank traces, reduces each file to its facts (`FileStream`, a thread,
+with the pipeline's `edge.Reduction`: the aggregator gets interval runs and calls, not events),
+and moves bytes between them, the `Session` (the pure protocol state: window, credit, backoff,
+rewind, checkpoint, end-of-run) and the `Transport` to the aggregator. The session keeps at
+most `credit` records unacknowledged: beyond that no record is taken, and the file threads
+wait, so memory stays bounded while the aggregator is away. The checkpoint — per file its
+stream id, the bytes its fingerprint covers, and how many records the aggregator has made
+durable — is rewritten (temp file, fsync, rename) only on acknowledgement, so a restart resumes
+where the aggregator stands: nothing is lost, and what it resends the aggregator recognises.
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import queue
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -27,14 +30,24 @@ from wsgiref.simple_server import WSGIServer
 import msgspec
 import zmq
 from commscope.collector.atomic import write_atomic
-from commscope.collector.errors import ConfigError, ProtocolError
-from commscope.collector.schema import CheckpointEntry, CollectorStats, DropReason, Heartbeat
+from commscope.collector.errors import ConfigError, ProtocolError, TraceError
+from commscope.collector.follow import open_followed
+from commscope.collector.kineto import TraceReader
+from commscope.collector.schema import (
+    CheckpointEntry,
+    CollectorStats,
+    DropReason,
+    FileStats,
+    Heartbeat,
+    TraceMeta,
+)
 from commscope.collector.session import Limits, Session, Start, load_checkpoint
-from commscope.collector.stream import FileStream, Item, StreamSettings, fingerprint
+from commscope.collector.stream import FileStream, Item, Reduced, StreamSettings, fingerprint
 from commscope.collector.transport import Transport, ZmqTransport
 from commscope.collector.watch import Watcher
 from commscope.exporters.collectormetrics import CollectorMetrics
 from commscope.exporters.publish import serve
+from commscope.pipeline.edge import Reduction
 from commscope.service import curve
 
 log = logging.getLogger("commscope.collect")
@@ -63,6 +76,7 @@ class CollectorSettings:
     job: str = "commscope"
     silence_s: float = 30.0  # no answer from the aggregator this long: warn, connected 0
     keys: curve.ClientKeys | None = None  # None: plain ZeroMQ (--insecure, loopback only)
+    jobs: int = 1  # worker processes reducing whole files (1: none, all in the file threads)
 
 
 class Collector:
@@ -96,6 +110,8 @@ class Collector:
         self._drain_deadline: float | None = None
         self.exporter = CollectorMetrics(settings.job, settings.node)
         self.link: curve.Link | None = None  # watches the handshakes (ZeroMQ only)
+        self.pool = _pool(settings.jobs)
+        self.in_workers = 0  # files reduced in a worker process
         self._handshakes = 0  # those greeted with a hello
 
     # ---------------------------------------------------------------- the loop
@@ -150,6 +166,8 @@ class Collector:
         self.stopping.set()
         for worker in self.workers.values():
             worker.cancelled.set()
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
 
     def _say_hello(self, watcher: Watcher) -> None:
         settings = self.settings
@@ -213,7 +231,7 @@ class Collector:
 
     def _over(self, transport: Transport, now: float) -> bool | None:
         if self.session.run_acked:
-            log.info("end of run acknowledged")
+            log.info("end of run acknowledged", extra={"files_in_workers": self.in_workers})
             return True
         if self._finished():
             payload = self.session.end_run(now, self._why())
@@ -279,10 +297,16 @@ class Collector:
             out=self.queue,
             settings=self.settings.stream,
             stopping=self.stopping.is_set,
+            reducer=Reduction,
             fingerprint_bytes=start.fingerprint_bytes,
+            whole=self._whole if self.pool is not None else None,
         )
         self.workers[start.path] = worker
         worker.start()
+
+    def _whole(self, path: Path, stream: str) -> Future[Reduced]:
+        assert self.pool is not None
+        return self.pool.submit(reduce_whole, str(path), stream, self.settings.stream.batch_events)
 
     def _retire(self, worker: FileStream) -> None:
         worker.cancelled.set()
@@ -294,6 +318,7 @@ class Collector:
                 continue
             del self.workers[key]
             self.events_done += worker.events
+            self.in_workers += worker.elsewhere
             if worker.error is not None:
                 self._drop("unreadable file", worker.error)
 
@@ -358,6 +383,33 @@ def _version() -> str:
 
 _INSTANCE: Final = uuid.uuid4().hex
 _VERSION: Final = _version()
+
+
+def _pool(jobs: int) -> ProcessPoolExecutor | None:
+    """Worker processes for whole files (forkserver: never a fork of this threaded process;
+    its server imports this module once for every worker), or none for `jobs` 1."""
+    if jobs <= 1:
+        return None
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    return ProcessPoolExecutor(jobs, mp_context=context)
+
+
+def reduce_whole(path: str, stream: str, batch_events: int) -> Reduced:
+    """A worker's task: the file as it is now, from its start to its end, reduced to its facts
+    (`TraceError`'s reason as a value: a file cut short is read again by its thread)."""
+    reduction, events = Reduction(), 0
+    try:
+        with open_followed(Path(path), idle_s=0.0) as handle:  # as the thread reads, not waiting
+            reader = TraceReader(handle, path)
+            for batch in reader.batches(batch_events):
+                events += len(batch)
+                reduction.add_all(batch)
+    except TraceError as exc:
+        return Reduced([], TraceMeta(), FileStats(), 0, exc.reason)
+    except OSError as exc:
+        return Reduced([], TraceMeta(), FileStats(), 0, f"unreadable ({exc.strerror or exc})")
+    return Reduced(list(reduction.facts(stream, 1)), reader.meta, reader.stats, events)
 
 
 def _load(path: Path) -> dict[str, CheckpointEntry]:

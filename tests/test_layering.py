@@ -27,6 +27,7 @@ PURE = [
     "pipeline/compare.py",
     "pipeline/crossrank.py",
     "pipeline/diagnosis.py",
+    "pipeline/edge.py",
     "pipeline/flops.py",
     "pipeline/health.py",
     "pipeline/matching.py",

@@ -2,8 +2,8 @@
 
 Inputs: the 8-rank DLRM traces (`/work/shared/traces/kineto/dlrm_8rank_v100`, ~0.9 MB of JSON
 per rank) and the 2-rank gloo sample (`samples/gloo_ddp_2rank`, two windows). Each file is
-parsed once, as the collector does, into wire records (`StreamStart`, `Batch`es of 4096
-events, `StreamEnd`) and msgpack-encoded: the bytes as they arrive. A run is replayed as
+parsed and reduced once, as the collector does, into wire records (`StreamStart`, its
+`Facts`, `StreamEnd`) and msgpack-encoded: the bytes as they arrive. A run is replayed as
 `--copies` copies, each under new stream ids and `iteration_N` folders (new windows).
 
 1. Apply throughput, one core, in-process (`time.process_time`, best of `--repeat`):
@@ -62,7 +62,6 @@ import msgspec
 from commscope.collector.discover import open_trace, rank_from_name
 from commscope.collector.kineto import BATCH_EVENTS, TraceReader
 from commscope.collector.schema import (
-    Batch,
     Event,
     FileStats,
     Record,
@@ -72,6 +71,7 @@ from commscope.collector.schema import (
     TraceMeta,
 )
 from commscope.pipeline.aggregation import Aggregation, Verdict
+from commscope.pipeline.edge import Reduction
 from commscope.service.aggregate import _DRAIN, Aggregator, AggregatorSettings
 from machineinfo import cpu_and_python
 from prometheus_client import CollectorRegistry
@@ -157,7 +157,10 @@ def records(trace: Trace, copy: int, root_name: str) -> list[Record]:
         root_name=root_name,
         name_rank=rank_from_name(trace.path),
     )
-    batches = [Batch(stream=stream, seq=i + 1, events=b) for i, b in enumerate(trace.batches)]
+    reduction = Reduction()  # as the collector does (protocol 5): facts, not events
+    for batch in trace.batches:
+        reduction.add_all(batch)
+    batches = list(reduction.facts(stream, 1))
     end = StreamEnd(
         stream=stream,
         seq=len(batches) + 1,

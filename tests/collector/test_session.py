@@ -31,8 +31,8 @@ from commscope.collector.discover import (
 from commscope.collector.kineto import TraceReader
 from commscope.collector.schema import (
     Ack,
-    Batch,
     Event,
+    Facts,
     FileStats,
     Record,
     RunAck,
@@ -45,6 +45,7 @@ from commscope.collector.session import Limits, Session, Start, load_checkpoint
 from commscope.collector.stream import FINGERPRINT_BYTES, fingerprint
 from commscope.collector.transport import MemoryTransport
 from commscope.exporters import jsonreport
+from commscope.pipeline.edge import Reduction, facts
 from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
 from commscope.service.aggregate import Aggregator, AggregatorSettings
@@ -53,7 +54,8 @@ from hypothesis import strategies as st
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "gloo_ddp_2rank"
 NODE = "node0"
-BATCH = 40  # events per Batch: each sample file gives 4 to 5 records
+BATCH = 40  # events per parse batch
+ITEMS = 40  # items per Facts record: each sample file gives 3 to 6 records
 LIMITS = Limits(window=4, resend_s=1.0, max_resend_s=8.0, heartbeat_s=5.0, silence_s=30.0)
 
 
@@ -87,8 +89,10 @@ def records(root: Path, path: Path, stream: str, complete: bool) -> list[Record]
     if not complete:
         return [start]
     batches, meta, stats = parsed(SAMPLE / path.relative_to(root))
-    out: list[Record] = [start]
-    out += [Batch(stream=stream, seq=i, events=list(b)) for i, b in enumerate(batches, 1)]
+    reduction = Reduction()
+    for batch in batches:
+        reduction.add_all(batch)
+    out: list[Record] = [start, *facts(reduction, stream, 1, limit=ITEMS)]
     end = StreamEnd(stream=stream, seq=len(out), meta=meta, stats=stats, size_bytes=file_size(path))
     return [*out, end]
 
@@ -336,7 +340,7 @@ def test_a_resumed_file_whose_id_changed_under_the_reader_starts_again_from_zero
     again = Node(world)
     again.discover()
     start = again.session.starts[0]
-    batch = Batch(stream="f" * 32, seq=1, events=[])
+    batch = Facts(stream="f" * 32, seq=1)
     assert again.session.take(str(path), start.generation, batch, 0, world.clock()) is None
     assert again.session.stats.dropped == {"file changed while resuming": 1}
     assert list(again.session.starts)[-1] == Start(str(path), 0, None, 2)
@@ -436,14 +440,14 @@ def _ack(stream: str, next_seq: int, done: bool = False, credit: int = 0) -> byt
 
 
 def _started(session: Session, path: str, count: int, now: float = 0.0) -> str:
-    """Take a StreamStart and `count - 1` batches of a new stream at `path`."""
+    """Take a StreamStart and `count - 1` facts of a new stream at `path`."""
     session.found(path, None)
     start = session.starts.popleft()
     stream = "b" * 32
     first = StreamStart(stream=stream, node=NODE, path=path, folder=".", root_name="r")
     assert session.take(path, start.generation, first, 10, now) is not None
     for seq in range(1, count):
-        record = Batch(stream=stream, seq=seq, events=[])
+        record = Facts(stream=stream, seq=seq)
         assert session.take(path, start.generation, record, 10, now) is not None
     return stream
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from array import array
 from pathlib import Path
 from typing import Any, get_args, get_type_hints
 
@@ -24,6 +25,7 @@ from commscope.collector.schema import (
     CommOp,
     CpuSpan,
     EndOfRun,
+    Facts,
     FileStats,
     FinishedFile,
     GpuOp,
@@ -46,6 +48,7 @@ from commscope.collector.schema import (
     TraceMeta,
     Welcome,
 )
+from commscope.pipeline.edge import pack
 
 GOLDEN = Path(__file__).parent / "golden" / "encodings.json"
 STREAM = "0123456789abcdef0123456789abcdef"
@@ -126,6 +129,22 @@ EXAMPLES: dict[str, tuple[Any, Any]] = {
     ),
     "StreamStart": (START, ToAggregator),
     "Batch": (Batch(stream=STREAM, seq=1, events=EVENTS), ToAggregator),
+    "Facts": (
+        Facts(
+            stream=STREAM,
+            seq=1,
+            runs={"compute": pack(array("q", [0]), array("q", [100]))},
+            busy={42: b""},
+            call_time={42: pack(array("q", [0]), array("q", [900]))},
+            steps=[Step(12, 0, 1000, 42)],
+            calls=[CALL],
+            kernel_ns={"gemm": 100, "memcpy": 5, "communication": 50},
+            has_gpu=True,
+            memory_peak_bytes=2**30,
+            memory_reserved_peak_bytes=2**31,
+        ),
+        ToAggregator,
+    ),
     "StreamEnd": (
         StreamEnd(stream=STREAM, seq=2, meta=META, stats=STATS, size_bytes=8192, error=None),
         ToAggregator,

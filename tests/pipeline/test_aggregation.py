@@ -1,9 +1,10 @@
 """The live aggregation: verdicts, positions, supersedes, windows, and the report it makes.
 
 Records are built the way `FileStream` builds them, without its thread: the trace is parsed
-with `TraceReader` and its events cut into batches of `size` events (any chunking is a valid
-stream). The offline run (`analyse`) is the oracle: the same files, delivered in any order,
-any number of times, must give the same JSON document.
+with `TraceReader`, its events reduced (`pipeline.edge.Reduction`) and the facts cut into
+records of at most `size` items (any split is a valid stream); a file cut short sends none.
+The offline run (`analyse`) is the oracle: the same files, delivered in any order, any number
+of times, must give the same JSON document.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import functools
 import hashlib
 import random
 import shutil
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +33,8 @@ from commscope.collector.discover import (
 from commscope.collector.errors import TraceError
 from commscope.collector.kineto import TraceReader
 from commscope.collector.schema import (
-    Batch,
     Event,
+    Facts,
     FileStats,
     FinishedFile,
     GpuOp,
@@ -45,6 +47,7 @@ from commscope.collector.schema import (
 from commscope.exporters import jsonreport
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.aggregation import RETIRED_SEQ, Aggregation, Applied, Verdict
+from commscope.pipeline.edge import Reduction, facts, pack
 from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
 from commscope.service.aggregate import Aggregator, AggregatorSettings
@@ -56,9 +59,7 @@ TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces" / "kineto"
 DLRM = TRACES / "dlrm_8rank_v100"
 NODE = "node0"
 SAMPLE_EVENTS = 158  # the events TraceReader yields for iteration_4/rank0
-UNFINISHED = (
-    "unfinished when the run ended ({} events in {} records received; the file never ended)"
-)
+UNFINISHED = "unfinished when the run ended ({} records received; the file never ended)"
 
 
 # ---------------------------------------------------------------- records of real files
@@ -94,7 +95,8 @@ def stream_id(node: str, path: Path, salt: str = "") -> str:
 def file_records(
     root: Path, path: Path, size: int, node: str = NODE, salt: str = ""
 ) -> list[Record]:
-    """StreamStart, a Batch per `size` events, StreamEnd: the records of one file."""
+    """StreamStart, the facts in records of `size` items (none if the file is cut short),
+    StreamEnd: the records of one file."""
     parsed = parse(path)
     stream = stream_id(node, path, salt)
     start = StreamStart(
@@ -105,11 +107,9 @@ def file_records(
         root_name=root_name(root),
         name_rank=rank_from_name(path),
     )
-    cuts = range(0, len(parsed.events), size)
-    batches = [
-        Batch(stream=stream, seq=seq, events=list(parsed.events[cut : cut + size]))
-        for seq, cut in enumerate(cuts, start=1)
-    ]
+    reduction = Reduction()
+    reduction.add_all(parsed.events)
+    batches = [] if parsed.error else list(facts(reduction, stream, 1, limit=size))
     end = StreamEnd(
         stream=stream,
         seq=len(batches) + 1,
@@ -164,9 +164,20 @@ needs_dlrm = pytest.mark.skipif(not DLRM.is_dir(), reason=f"{DLRM} not present")
 STREAM = "0123456789abcdef0123456789abcdef"
 START = StreamStart(stream=STREAM, node=NODE, path="/run/rank0.json", folder=".", root_name="run")
 EVENTS: list[Event] = [GpuOp("compute", 0, 100), GpuOp("compute", 50, 100), GpuOp("memcpy", 0, 7)]
-BATCH_1 = Batch(stream=STREAM, seq=1, events=EVENTS[:2])
-BATCH_2 = Batch(stream=STREAM, seq=2, events=EVENTS[2:])
-END = StreamEnd(stream=STREAM, seq=3, meta=TraceMeta(rank=0, world_size=1), size_bytes=123)
+# EVENTS' facts by hand: compute [0, 100) ∪ [50, 150) = [0, 150), 200 ns of kernels ("other":
+# no category); the memcpy [0, 7), 7 ns.
+BATCH_1 = Facts(
+    stream=STREAM, seq=1, runs={"compute": pack(array("q", [0]), array("q", [150]))},
+    kernel_ns={"other": 200}, has_gpu=True,
+)  # fmt: skip
+BATCH_2 = Facts(
+    stream=STREAM, seq=2, runs={"copies": pack(array("q", [0]), array("q", [7]))},
+    kernel_ns={"memcpy": 7},
+)  # fmt: skip
+END = StreamEnd(
+    stream=STREAM, seq=3, meta=TraceMeta(rank=0, world_size=1), size_bytes=123,
+    stats=FileStats(events=3),
+)  # fmt: skip
 
 
 def test_a_stream_start_is_applied_first() -> None:
@@ -175,7 +186,7 @@ def test_a_stream_start_is_applied_first() -> None:
 
 @pytest.mark.parametrize(
     "record",
-    [BATCH_1, Batch(stream=STREAM, seq=0, events=[]), END],
+    [BATCH_1, Facts(stream=STREAM, seq=0), END],
     ids=["batch-1", "batch-0", "end"],
 )
 def test_a_record_before_its_stream_start_is_ahead(record: Record) -> None:
@@ -200,7 +211,7 @@ def test_a_record_applied_before_is_a_duplicate() -> None:
 
 @pytest.mark.parametrize(
     "record",
-    [START, BATCH_1, BATCH_2, END, Batch(stream=STREAM, seq=9, events=EVENTS)],
+    [START, BATCH_1, BATCH_2, END, Facts(stream=STREAM, seq=9)],
     ids=["start", "batch-1", "batch-2", "end", "batch-9"],
 )
 def test_every_record_of_a_finished_stream_is_a_duplicate(record: Record) -> None:
@@ -218,7 +229,7 @@ def test_position_is_the_next_seq_expected_and_whether_the_stream_ended() -> Non
     assert positions == [(0, False), (1, False), (2, False), (3, False), (4, True)]
 
 
-def test_apply_tells_the_events_added_and_the_finished_file() -> None:
+def test_apply_tells_the_finished_file_and_its_events() -> None:
     aggregation = Aggregation()
     applied = apply_all(aggregation, [START, BATCH_1, BATCH_2, END])
     accumulator = Accumulator()
@@ -233,11 +244,11 @@ def test_apply_tells_the_events_added_and_the_finished_file() -> None:
         next_seq=4,
         size_bytes=123,
         meta=TraceMeta(rank=0, world_size=1),
-        stats=FileStats(),
+        stats=FileStats(events=3),
         result=accumulator.result(["/run/rank0.json"]),
         error=None,
     )
-    assert applied == [Applied(), Applied(events=2), Applied(events=1), Applied(finished=finished)]
+    assert applied == [Applied(), Applied(), Applied(), Applied(finished=finished, events=3)]
     assert aggregation.finished == {STREAM: finished}
     assert aggregation.open == {}
 
@@ -247,8 +258,8 @@ def test_apply_tells_the_events_added_and_the_finished_file() -> None:
 
 @pytest.mark.parametrize(
     ("root", "size"),
-    [(SAMPLE, 1), (SAMPLE, 10), pytest.param(DLRM, 64, marks=needs_dlrm)],
-    ids=["sample-1", "sample-10", "dlrm-64"],
+    [(SAMPLE, 2), (SAMPLE, 10), pytest.param(DLRM, 64, marks=needs_dlrm)],
+    ids=["sample-2", "sample-10", "dlrm-64"],
 )
 def test_live_report_equals_offline(root: Path, size: int) -> None:
     streams = run_records(root, size)
@@ -259,10 +270,21 @@ def test_live_report_equals_offline(root: Path, size: int) -> None:
 
 
 def test_the_sample_is_many_records_per_file() -> None:
-    # the batches above are small: 158 events of iteration_4/rank0 in 10-event batches
+    # the records above are small: 158 events of iteration_4/rank0 come to 156 runs (gloo
+    # 10, three threads' cpu_op time 12 + 112 + 12, one thread's call time 10), 2 steps and
+    # 10 calls, cut into records of at most 10 items (an entry of a set counts one)
     records = file_records(SAMPLE, SAMPLE / "iteration_4" / "rank0_trace.json.gz", 10)
     assert len(parse(SAMPLE / "iteration_4" / "rank0_trace.json.gz").events) == SAMPLE_EVENTS
-    assert len(records) == 1 + 16 + 1
+    parts = [record for record in records if isinstance(record, Facts)]
+    assert len(parts) == len(records) - 2 > 156 // 10
+    assert sum(len(runs) for part in parts for runs in packed(part)) == 156 * 16
+    assert (sum(len(p.steps) for p in parts), sum(len(p.calls) for p in parts)) == (2, 10)
+    assert max(len(packed(p)) + sum(len(r) for r in packed(p)) // 16 + len(p.steps)
+               + len(p.calls) for p in parts) == 10  # fmt: skip
+
+
+def packed(part: Facts) -> list[bytes]:
+    return [*part.runs.values(), *part.busy.values(), *part.call_time.values()]
 
 
 # ---------------------------------------------------------------- any delivery schedule
@@ -397,11 +419,11 @@ def test_an_errored_file_does_not_complete_its_window() -> None:
 def test_the_final_report_lists_open_streams_as_unfinished() -> None:
     streams = run_records(SAMPLE, 10)
     aggregation = Aggregation()
-    apply_all(aggregation, [*streams[0], *streams[1], *streams[2][:3]])  # start + 2 batches
+    apply_all(aggregation, [*streams[0], *streams[1], *streams[2][:3]])  # start + 2 facts
     expected = offline_document(SAMPLE / "iteration_4")
     open_path = str(SAMPLE / "iteration_8" / "rank0_trace.json.gz")
     expected["inputs"]["files"] = 3
-    expected["inputs"]["skipped"] = [{"path": open_path, "reason": UNFINISHED.format(20, 3)}]
+    expected["inputs"]["skipped"] = [{"path": open_path, "reason": UNFINISHED.format(3)}]
     assert live_document(aggregation, final=True) == expected
 
 
@@ -463,12 +485,13 @@ def test_a_truncated_file_is_skipped_as_offline(tmp_path: Path, make: Any) -> No
     assert document == offline(root)
 
 
-def test_events_read_before_the_damage_were_sent_and_do_not_count(tmp_path: Path) -> None:
+def test_a_file_cut_short_sends_no_facts_and_counts_nothing(tmp_path: Path) -> None:
     if not DLRM.is_dir():
         pytest.skip(f"{DLRM} not present")
     root, cut, _ = copy_truncated_json(tmp_path)
+    assert len(parse(cut).events) > 0  # events were read before the damage
     records = file_records(root, cut, 50)
-    assert sum(len(r.events) for r in records if isinstance(r, Batch)) > 0  # sent before the end
+    assert [type(r) for r in records] == [StreamStart, StreamEnd]
     aggregation = Aggregation()
     apply_all(aggregation, records)
     report = aggregation.report(Options(), final=True)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import itertools
 import random
+from array import array
 
 from commscope.pipeline.intervals import (
     IntervalSet,
     difference,
     intersection,
     intersection_measure,
+    union,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -87,3 +89,45 @@ def test_insertion_order_does_not_matter(spans: list[tuple[int, int]], rng: rand
     shuffled = spans[:]
     rng.shuffle(shuffled)
     assert list(IntervalSet(shuffled).runs()) == list(IntervalSet(spans).runs())
+
+
+@given(st.lists(intervals, max_size=4))
+@settings(max_examples=300, deadline=None)
+def test_union_of_sets_is_the_set_of_all_their_intervals(
+    groups: list[list[tuple[int, int]]],
+) -> None:
+    """Runs equal to adding every interval to one set (touching runs merged, as `add` does)."""
+    merged = union([IntervalSet(spans) for spans in groups])
+    assert list(merged.runs()) == list(IntervalSet(itertools.chain(*groups)).runs())
+
+
+def test_union_is_a_new_set() -> None:
+    only = IntervalSet([(0, 5)])
+    merged = union([only])
+    merged.add(10, 20)
+    assert list(only.runs()) == [(0, 5)]
+
+
+@given(intervals, intervals)
+@settings(max_examples=300, deadline=None)
+def test_intersection_runs_are_those_of_the_cells_both_cover(
+    a: list[tuple[int, int]], b: list[tuple[int, int]]
+) -> None:
+    """The runs themselves (not only their cells): as `add` would keep the common cells."""
+    common = sorted(cells(a) & cells(b))
+    assert list(intersection(IntervalSet(a), IntervalSet(b)).runs()) == list(
+        IntervalSet((t, t + 1) for t in common).runs()
+    )
+
+
+@given(intervals, intervals)
+@settings(max_examples=300, deadline=None)
+def test_add_runs_gives_the_runs_of_adding_each(
+    kept: list[tuple[int, int]], added: list[tuple[int, int]]
+) -> None:
+    """Canonical runs after the kept ones are appended; anything else is added one by one:
+    the same runs either way."""
+    for runs in (list(IntervalSet(added).runs()), added):
+        into = IntervalSet(kept)
+        into.add_runs(array("q", [s for s, _ in runs]), array("q", [e for _, e in runs]))
+        assert list(into.runs()) == list(IntervalSet([*kept, *added]).runs())

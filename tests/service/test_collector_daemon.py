@@ -13,7 +13,10 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import msgspec
 import pytest
+import zmq
+from commscope.collector.schema import PROTOCOL_VERSION, Reject
 from commscope.exporters.metricnames import COLLECTOR_FAMILIES, FAMILIES
 from service.harness import (
     Aggregate,
@@ -153,3 +156,32 @@ def _catches(pid: int, signum: int) -> bool:
     status = Path(f"/proc/{pid}/status").read_text()
     (mask,) = [line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")]
     return bool(int(mask, 16) >> (signum - 1) & 1)
+
+
+def test_an_aggregator_of_another_protocol_is_one_line_naming_both_and_exit_1(
+    tmp_path: Path,
+) -> None:
+    """A (stand-in) protocol-6 aggregator refuses the Hello as a real one does: the collector
+    says so in one line with both versions, and exits 1."""
+    context = zmq.Context()
+    router = context.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    why = f"collector protocol {PROTOCOL_VERSION}, aggregator protocol 6: run the same commscope"
+    args = collector_args(tmp_path / "w", f"tcp://127.0.0.1:{port}", "n1", tmp_path / "st")
+    collector = subprocess.Popen([*ENTRY, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert router.poll(60_000), "no hello within 60 s"
+        identity, _ = router.recv_multipart()
+        router.send_multipart([identity, msgspec.msgpack.encode(Reject(reason=why))])
+        _, err = collector.communicate(timeout=60)
+    finally:
+        collector.kill()
+        collector.wait(10)
+        router.close(0)
+        context.term()
+    assert collector.returncode == 1
+    assert err.decode().strip().splitlines() == [
+        f"commscope: error: the aggregator refused this collector (protocol {PROTOCOL_VERSION}): "
+        f"{why}"
+    ]

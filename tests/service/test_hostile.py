@@ -11,22 +11,25 @@ import shutil
 import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 import pytest
 import zmq
 from commscope.collector.schema import (
-    MAX_BATCH_EVENTS,
+    MAX_FACT_ITEMS,
     MAX_RANKS,
     PROTOCOL_VERSION,
+    RUN_BYTES,
     Ack,
     Batch,
     CollectorStats,
     CommOp,
     EndOfRun,
+    Facts,
     FileStats,
     GpuOp,
+    GpuTimeKey,
     Heartbeat,
     Hello,
     Record,
@@ -38,6 +41,7 @@ from commscope.collector.schema import (
     Welcome,
 )
 from commscope.exporters import jsonreport
+from commscope.pipeline.edge import Reduction
 from commscope.pipeline.report import Options
 from commscope.service.aggregate import MAX_MESSAGE_BYTES, Aggregator, AggregatorSettings
 from hypothesis import HealthCheck, given, settings
@@ -124,7 +128,8 @@ def test_a_wrong_protocol_version_is_refused(aggregate: Aggregate, peer: zmq.Soc
     answer = reply(peer)
     assert (
         isinstance(answer, Reject)
-        and f"protocol {PROTOCOL_VERSION + 7} not supported" in answer.reason
+        and f"collector protocol {PROTOCOL_VERSION + 7}, aggregator protocol {PROTOCOL_VERSION}"
+        in answer.reason
     )
     wait_for("the refusal counted", lambda: rejected(aggregate, "protocol") == 1)
 
@@ -137,8 +142,8 @@ def test_records_of_an_unknown_stream_get_position_zero_and_are_not_applied(
         msgspec.msgpack.encode(Hello(protocol=PROTOCOL_VERSION, node="mallory", instance="i"))
     )
     assert isinstance(reply(peer), Welcome)
-    batch = Batch(stream=STREAM, seq=3, events=[GpuOp("compute", 0, 10)])
-    peer.send(msgspec.msgpack.encode(batch))
+    part = Facts(stream=STREAM, seq=3, calls=[CommOp("AllReduce", 0, 10, 8, 2, True)])
+    peer.send(msgspec.msgpack.encode(part))
     assert reply(peer) == Ack(stream=STREAM, next_seq=0, done=False, credit=64)
     peer.send(msgspec.msgpack.encode(StreamEnd(stream=STREAM, seq=4)))
     assert reply(peer) == Ack(stream=STREAM, next_seq=0, done=False, credit=64)
@@ -181,13 +186,13 @@ def test_an_oversized_message_drops_the_peer_not_the_aggregator(
 NODE = "n1"
 LEGIT = "0123456789abcdef0123456789abcdef"
 FORGED = "fedcba9876543210fedcba9876543210"
+LEGIT_EVENTS = Reduction()
+LEGIT_EVENTS.add_all(
+    [GpuOp("compute", 0, 100), CommOp("AllReduce", 50, 100, 4096, 1, True, "0", 1)]
+)
 LEGIT_RUN: list[Record] = [
     StreamStart(stream=LEGIT, node=NODE, path="/run/w/rank0.json", folder="w", root_name="run"),
-    Batch(
-        stream=LEGIT,
-        seq=1,
-        events=[GpuOp("compute", 0, 100), CommOp("AllReduce", 50, 100, 4096, 1, True, "0", 1)],
-    ),
+    *LEGIT_EVENTS.facts(LEGIT, 1),  # one record
     StreamEnd(stream=LEGIT, seq=2, meta=TraceMeta(rank=0, world_size=1, backend="nccl")),
 ]
 
@@ -248,14 +253,12 @@ def test_a_hello_nested_a_thousand_deep_is_counted_not_raised(agg: Aggregator) -
     assert refusals(agg) == {"undecodable": 10}
 
 
-def batch_payload(events: int) -> bytes:
-    """A well-formed Batch of `events` GpuOps for a stream never started (built as bytes)."""
-    event = msgspec.msgpack.encode(GpuOp("compute", 2**40, 2**30, "gemm"))
-    head = map_payload({"type": "batch", "stream": FORGED, "seq": 7})
-    array = b"\xdd" + events.to_bytes(4, "big")
-    return (
-        bytes([head[0] + 1]) + head[1:] + msgspec.msgpack.encode("events") + array + event * events
-    )
+def facts_payload(calls: int) -> bytes:
+    """A well-formed Facts of `calls` CommOps for a stream never started (built as bytes)."""
+    call = msgspec.msgpack.encode(CommOp("AllReduce", 2**40, 2**30, None, None, True))
+    head = map_payload({"type": "facts", "stream": FORGED, "seq": 7})
+    array = b"\xdd" + calls.to_bytes(4, "big")
+    return bytes([head[0] + 1]) + head[1:] + msgspec.msgpack.encode("calls") + array + call * calls
 
 
 def peak_while(action: Callable[[], object]) -> int:
@@ -268,11 +271,11 @@ def peak_while(action: Callable[[], object]) -> int:
         tracemalloc.stop()
 
 
-def test_a_batch_of_an_unknown_stream_is_judged_on_its_head_not_decoded(agg: Aggregator) -> None:
-    """1.7 MB, 50,000 events (more than a Batch may hold): the head says it is ahead of its
+def test_facts_of_an_unknown_stream_are_judged_on_their_head_not_decoded(agg: Aggregator) -> None:
+    """1.3 MB, 50,000 calls (more than a Facts may hold): the head says it is ahead of its
     stream, so it is acknowledged at 0 and never decoded. Decoding it whole takes over 10 MB
     (measured the same way below), receiving it under 64 KB."""
-    payload = batch_payload(50_000)
+    payload = facts_payload(50_000)
     assert len(payload) < MAX_MESSAGE_BYTES
     whole = peak_while(lambda: msgspec.msgpack.decode(payload))
     peak = peak_while(lambda: agg.receive([NODE.encode(), payload], peer=NODE))
@@ -281,19 +284,36 @@ def test_a_batch_of_an_unknown_stream_is_judged_on_its_head_not_decoded(agg: Agg
 
 
 def test_a_message_over_the_size_limit_is_refused_before_any_decoding(agg: Aggregator) -> None:
-    """A well-formed 200 MB Batch (6.3 million events): refused on its length, nothing of it
+    """A well-formed 200 MB Facts (8 million calls): refused on its length, nothing of it
     decoded (a real socket never even delivers it: libzmq drops over twice the limit)."""
-    payload = batch_payload(6_300_000)
+    payload = facts_payload(8_000_000)
     assert len(payload) > 200 * 10**6
     peak = peak_while(lambda: agg.receive([NODE.encode(), payload]))
     assert peak < 64 * 2**10 and refusals(agg) == {"too_large": 1}
 
 
-def test_the_size_limit_holds_a_full_batch_of_the_largest_events() -> None:
-    """MAX_BATCH_EVENTS CommOps, each with a 256-character process group, fit the limit."""
+def test_the_size_limit_holds_the_largest_facts_a_collector_sends() -> None:
+    """MAX_FACT_ITEMS items, each as large as an item gets: a CommOp with a 256-character
+    process group (a run, a thread's entry or a step is smaller), fit the limit."""
     op = CommOp("ReduceScatter", 2**62, 2**62, 2**62, 2**24, True, "p" * 256, 2**62, "pg_config")
-    batch = Batch(stream=LEGIT, seq=2**62, events=[op] * MAX_BATCH_EVENTS)
-    assert len(msgspec.msgpack.encode(batch)) < MAX_MESSAGE_BYTES
+    kernel_ns: dict[Any, int] = dict.fromkeys(get_args(GpuTimeKey), 2**62)
+    part = Facts(stream=LEGIT, seq=2**62, calls=[op] * MAX_FACT_ITEMS, kernel_ns=kernel_ns)
+    assert len(msgspec.msgpack.encode(part)) < MAX_MESSAGE_BYTES
+
+
+def test_a_protocol_4_batch_is_refused_undecoded_with_both_versions(agg: Aggregator) -> None:
+    """An old collector streams events in Batches: refused on its head (its events never
+    decoded, whatever they are), counted, and answered with both protocol versions."""
+    for record in LEGIT_RUN[:1]:
+        send(agg, record)
+    send(agg, Batch(stream=LEGIT, seq=1, events=[GpuOp("compute", 0, 1)] * 10))
+    assert refusals(agg) == {"protocol": 1}
+    assert agg.aggregation.position(LEGIT) == (1, False)
+    ((_, answer),) = agg._replies
+    assert answer == Reject(
+        reason=f"collector protocol 4 (event batches), aggregator protocol {PROTOCOL_VERSION}: "
+        "run the same commscope on both"
+    )
 
 
 @pytest.mark.parametrize(
@@ -303,11 +323,13 @@ def test_the_size_limit_holds_a_full_batch_of_the_largest_events() -> None:
         StreamEnd(stream=LEGIT, seq=2, meta=TraceMeta(rank=10**12)),
         StreamEnd(stream=LEGIT, seq=2, meta=TraceMeta(pg_sizes={"0": 10**12})),
         StreamEnd(stream=LEGIT, seq=2, stats=FileStats(dropped={"invented": 1})),  # type: ignore[dict-item]
-        Batch(stream=LEGIT, seq=2, events=[CommOp("Evil", 0, 1, 8, 2, True)]),  # type: ignore[arg-type]
-        Batch(stream=LEGIT, seq=2, events=[GpuOp("compute", 0, 1, "invented")]),  # type: ignore[arg-type]
-        Batch(stream=LEGIT, seq=2, events=[GpuOp("rocket", 0, 1)]),  # type: ignore[arg-type]
-        Batch(stream=LEGIT, seq=2, events=[GpuOp("memcpy", 0, 1)] * (MAX_BATCH_EVENTS + 1)),
-        Batch(stream=LEGIT, seq=2, events=[CommOp("AllReduce", 0, 1, 8, 2, True, "a\nb")]),
+        Facts(stream=LEGIT, seq=2, calls=[CommOp("Evil", 0, 1, 8, 2, True)]),  # type: ignore[arg-type]
+        Facts(stream=LEGIT, seq=2, kernel_ns={"invented": 1}),  # type: ignore[dict-item]
+        Facts(stream=LEGIT, seq=2, runs={"rocket": b""}),  # type: ignore[dict-item]
+        Facts(stream=LEGIT, seq=2, calls=[CommOp("AllReduce", 0, 1, 8, 2, True)] * 4097),
+        Facts(stream=LEGIT, seq=2, calls=[CommOp("AllReduce", 0, 1, 8, 2, True, "a\nb")]),
+        Facts(stream=LEGIT, seq=2, runs={"compute": bytes(RUN_BYTES * (MAX_FACT_ITEMS + 1))}),
+        Facts(stream=LEGIT, seq=2, busy={1: bytes(RUN_BYTES + 1)}),
     ],
     ids=[
         "world-1e12",
@@ -315,10 +337,12 @@ def test_the_size_limit_holds_a_full_batch_of_the_largest_events() -> None:
         "group-1e12",
         "drop-reason",
         "collective",
-        "category",
-        "kind",
-        "batch-too-long",
+        "gpu-time",
+        "set-name",
+        "calls-too-many",
         "control-character",
+        "runs-too-many",
+        "runs-not-whole",
     ],
 )
 def test_values_out_of_bounds_are_refused_at_decode(agg: Aggregator, message: object) -> None:
@@ -348,8 +372,8 @@ def test_values_out_of_bounds_are_refused_at_decode(agg: Aggregator, message: ob
         {"type": "heartbeat", "node": "a b", "stats": {}},
         {"type": "heartbeat", "node": "n" * 254, "stats": {}},
         {"type": "hello", "protocol": PROTOCOL_VERSION, "node": NODE, "instance": "x" * 65},
-        {"type": "batch", "stream": LEGIT, "seq": 2**63, "events": []},
-        {"type": "batch", "stream": LEGIT, "seq": 2**62 + 1, "events": []},
+        {"type": "facts", "stream": LEGIT, "seq": 2**63},
+        {"type": "facts", "stream": LEGIT, "seq": 2**62 + 1},
     ],
     ids=[
         "name-rank",
@@ -374,10 +398,10 @@ def test_the_highest_rank_and_world_finish_a_report_without_building_the_world(
 ) -> None:
     """Rank 2^24-1 of a 2^24-rank world: the window is incomplete (one rank of 16M), found
     without a set of 16M ranks (peak under 1 MB), and the final report is written."""
-    start, batch, end = LEGIT_RUN
+    start, part, end = LEGIT_RUN
     for record in (
         start,
-        batch,
+        part,
         replace(end, meta=TraceMeta(rank=MAX_RANKS - 1, world_size=MAX_RANKS)),
     ):
         send(agg, record)
@@ -416,7 +440,7 @@ def test_a_stranger_beside_a_run_changes_nothing(tmp_path: Path) -> None:
         huge = CommOp("AllReduce", 0, 10, 100 * 10**12, 1, True, "0", 1)
         attacks: list[object] = [
             replace(LEGIT_RUN[0], stream=FORGED),  # n1's path under a new stream: retires n1's?
-            Batch(stream=LEGIT, seq=1, events=[huge]),  # 100 TB into n1's stream
+            Facts(stream=LEGIT, seq=1, calls=[huge]),  # 100 TB into n1's stream
             Heartbeat(node=NODE, stats=CollectorStats(files_seen=999)),
             EndOfRun(node=NODE),
             replace(LEGIT_RUN[0], node="mallory"),  # n1's stream id as mallory's
@@ -613,9 +637,15 @@ JSONISH = st.recursive(
     ),
     max_leaves=20,
 )
-KEYS = st.sampled_from(["type", "stream", "seq", "node", "events", "stats", "protocol", "meta"])
+KEYS = st.sampled_from(
+    ["type", "stream", "seq", "node", "events", "stats", "protocol", "meta", "calls", "runs"]
+)
 MESSAGES = st.fixed_dictionaries(
-    {"type": st.sampled_from(["hello", "start", "batch", "end", "heartbeat", "end_of_run", "x"])},
+    {
+        "type": st.sampled_from(
+            ["hello", "start", "batch", "facts", "end", "heartbeat", "end_of_run", "x"]
+        )
+    },
     optional={
         "stream": st.just(LEGIT) | st.text(max_size=4),
         "seq": JSONISH,
@@ -651,8 +681,41 @@ def test_a_hello_of_another_protocol_is_refused_with_the_reason_whatever_its_fie
     agg.receive([b"old", msgspec.msgpack.encode(old)])
     assert refusals(agg) == {"protocol": 1}
     ((_, answer),) = agg._replies
-    why = f"protocol {PROTOCOL_VERSION - 1} not supported (this one: {PROTOCOL_VERSION})"
-    assert answer == Reject(reason=why)
+    why = f"collector protocol {PROTOCOL_VERSION - 1}, aggregator protocol {PROTOCOL_VERSION}"
+    assert answer == Reject(reason=f"{why}: run the same commscope on both")
+
+
+def test_a_log_kept_before_the_upgrade_replays_up_to_its_first_batch(tmp_path: Path) -> None:
+    """A protocol-4 aggregator logged a stream's start and a Batch; after the upgrade the
+    start is applied, the Batch is not (position 1: the collector is told to send its facts
+    from record 1), and the log is cut after the start, so the facts then logged replay."""
+    first = capped(tmp_path)
+    first.store.append(LEGIT, msgspec.msgpack.encode(LEGIT_RUN[0]))
+    first.store.append(LEGIT, msgspec.msgpack.encode(Batch(stream=LEGIT, seq=1, events=[])))
+    first.store.close()
+    upgraded = capped(tmp_path)
+    assert upgraded.aggregation.position(LEGIT) == (1, False)
+    send(upgraded, LEGIT_RUN[1])
+    upgraded.commit()
+    upgraded.store.close()
+    again = capped(tmp_path)
+    try:
+        assert again.aggregation.position(LEGIT) == (2, False)
+        send(again, LEGIT_RUN[2])
+        assert report_of(again) == report_of_run(tmp_path / "alone")
+    finally:
+        again.store.close()
+
+
+def report_of_run(state: Path) -> dict[str, Any]:
+    """The report of LEGIT_RUN sent once to a fresh aggregator."""
+    alone = capped(state)
+    try:
+        for record in LEGIT_RUN:
+            send(alone, record)
+        return report_of(alone)
+    finally:
+        alone.store.close()
 
 
 def test_received_bytes_count_every_payload_refused_ones_too(agg: Aggregator) -> None:

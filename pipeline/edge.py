@@ -1,0 +1,180 @@
+"""Edge reduction (pure): one file's `Accumulator` as `Facts` records, and back.
+
+A collector feeds a finished file's events to an `Accumulator` (a `Reduction`), as the
+aggregator did, and ships its state instead of the events: every interval union as its
+disjoint runs (packed `RUN_BYTES` a run), per thread the cpu_op time and the time inside
+collective calls, the kept ProfilerSteps, the collectives (each type's tally follows from
+them, so the aggregator counts them itself and a peer cannot send tallies that disagree),
+the GPU time per category, the memory peaks and whether the rank used a GPU. The state is
+cut into records of at most `MAX_FACT_ITEMS` items (a run, a thread's entry, a step or a call
+each count one), so a record stays bounded however large the file. `absorb` adds one record
+to an accumulator: absorbing every record of a file gives exactly the `result()` its events
+give, in whatever split (`from_facts`).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Iterator
+from typing import Any, Final
+
+from commscope.collector.schema import (
+    MAX_FACT_ITEMS,
+    RUN_BYTES,
+    Facts,
+    RunsName,
+    Step,
+)
+from commscope.pipeline.accumulate import Accumulator
+from commscope.pipeline.intervals import IntervalSet
+
+_LITTLE: Final = array("q", [1]).tobytes()[0] == 1
+RUNS: Final[tuple[RunsName, ...]] = ("compute", "gpu_comm", "cpu_comm", "copies")
+
+
+class Reduction(Accumulator):
+    """An accumulator that gives its state as `Facts` (what the collector's file streams use)."""
+
+    def facts(self, stream: str, first_seq: int) -> Iterator[Facts]:
+        return facts(self, stream, first_seq)
+
+
+def facts(
+    acc: Accumulator, stream: str, first_seq: int, limit: int = MAX_FACT_ITEMS
+) -> Iterator[Facts]:
+    """The accumulator's state as records numbered from `first_seq` (at least one), each of
+    at most `limit` items (2 at least: a thread's entry and one of its runs)."""
+    if limit < 2:
+        raise ValueError(f"a record of facts holds 2 items at least, not {limit}")
+    for seq, fields in enumerate(_parts(acc, limit), start=first_seq):
+        yield Facts(stream=stream, seq=seq, **fields)
+
+
+def _parts(acc: Accumulator, limit: int) -> Iterator[dict[str, Any]]:
+    parts = _Parts(limit)
+    parts.fields.update(
+        kernel_ns=dict(acc.kernel_ns),
+        has_gpu=acc.has_gpu,
+        memory_peak_bytes=acc.memory_peak,
+        memory_reserved_peak_bytes=acc.reserved_peak,
+    )
+    for name in RUNS:
+        yield from parts.runs("runs", name, _sets(acc)[name])
+    for tid, busy in acc.busy.items():
+        yield from parts.runs("busy", tid, busy)
+    for tid, calls in acc.calls.items():
+        yield from parts.runs("call_time", tid, calls)
+    steps = [Step(step, start, duration, tid) for step, (duration, tid, start) in acc.steps.items()]
+    yield from parts.items("steps", steps)
+    yield from parts.items("calls", [*acc.gpu_calls, *acc.cpu_calls])
+    if parts.used or not parts.flushed:
+        yield parts.fields
+
+
+class _Parts:
+    """Fills records' fields up to `limit` items each; a full record is yielded."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.flushed = 0
+        self.fields: dict[str, Any] = {}
+
+    def _flush(self) -> dict[str, Any]:
+        full, self.fields, self.used = self.fields, {}, 0
+        self.flushed += 1
+        return full
+
+    def runs(self, key: str, name: object, runs: IntervalSet) -> Iterator[dict[str, Any]]:
+        """An entry (the set's name or thread) and its runs, over as many records as needed."""
+        starts, ends = runs.arrays()
+        at = 0
+        while True:
+            if self.used + 1 >= self.limit:
+                yield self._flush()
+            take = min(len(starts) - at, self.limit - self.used - 1)
+            self.fields.setdefault(key, {})[name] = pack(
+                starts[at : at + take], ends[at : at + take]
+            )
+            self.used += 1 + take
+            at += take
+            if at >= len(starts):
+                return
+
+    def items(self, key: str, values: list[Any]) -> Iterator[dict[str, Any]]:
+        at = 0
+        while at < len(values):
+            if self.used >= self.limit:
+                yield self._flush()
+            take = min(len(values) - at, self.limit - self.used)
+            self.fields.setdefault(key, []).extend(values[at : at + take])
+            self.used += take
+            at += take
+
+
+def _sets(acc: Accumulator) -> dict[RunsName, IntervalSet]:
+    return {
+        "compute": acc.compute,
+        "gpu_comm": acc.gpu_comm,
+        "cpu_comm": acc.cpu_comm,
+        "copies": acc.copies,
+    }
+
+
+def pack(starts: array[int], ends: array[int]) -> bytes:
+    """Runs as little-endian int64 pairs (start, end)."""
+    both = array("q", bytes(RUN_BYTES * len(starts)))
+    both[0::2] = starts
+    both[1::2] = ends
+    if not _LITTLE:
+        both.byteswap()
+    return both.tobytes()
+
+
+def unpack(data: bytes) -> tuple[array[int], array[int]]:
+    """The starts and ends of packed runs (`well_formed` says whether they can be read)."""
+    both = array("q")
+    both.frombytes(data)
+    if not _LITTLE:
+        both.byteswap()
+    return both[0::2], both[1::2]
+
+
+def well_formed(part: Facts) -> bool:
+    """Whether every packed field holds whole runs (what a peer sends is checked first)."""
+    packed = [*part.runs.values(), *part.busy.values(), *part.call_time.values()]
+    return all(len(data) % RUN_BYTES == 0 for data in packed)
+
+
+def absorb(acc: Accumulator, part: Facts) -> None:
+    """Add one record of a file's facts to `acc` (see the module docstring)."""
+    acc.has_gpu = acc.has_gpu or part.has_gpu
+    for key, ns in part.kernel_ns.items():
+        acc.kernel_ns[key] = acc.kernel_ns.get(key, 0) + ns
+    acc.memory_peak = _higher(acc.memory_peak, part.memory_peak_bytes)
+    acc.reserved_peak = _higher(acc.reserved_peak, part.memory_reserved_peak_bytes)
+    sets = _sets(acc)
+    for name, data in part.runs.items():
+        sets[name].add_runs(*unpack(data))
+    for into, threads in ((acc.busy, part.busy), (acc.calls, part.call_time)):
+        for tid, data in threads.items():
+            into.setdefault(tid, IntervalSet()).add_runs(*unpack(data))
+    for step in part.steps:
+        acc.add(step)
+    keep = acc.keep_call
+    for call in part.calls:
+        keep(call)
+
+
+def from_facts(parts: Iterable[Facts]) -> Accumulator:
+    """An accumulator holding every record of a file's facts."""
+    acc = Accumulator()
+    for part in parts:
+        absorb(acc, part)
+    return acc
+
+
+def _higher(kept: int | None, other: int | None) -> int | None:
+    if other is None:
+        return kept
+    return other if kept is None else max(kept, other)
