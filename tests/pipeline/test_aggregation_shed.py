@@ -17,7 +17,6 @@ from pathlib import Path
 
 import msgspec
 from commscope.collector.schema import (
-    Batch,
     CommOp,
     Event,
     FinishedFile,
@@ -31,7 +30,9 @@ from commscope.collector.schema import (
     TraceMeta,
 )
 from commscope.exporters import jsonreport, text
+from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.aggregation import Aggregation, Verdict
+from commscope.pipeline.edge import facts
 from commscope.pipeline.report import Options
 from commscope.service.aggregate import Aggregator, AggregatorSettings
 from hypothesis import given, settings
@@ -68,8 +69,11 @@ def records(window: int, rank: int, variant: int = 0) -> list[Record]:
         stream=stream, node=NODE, path=path, folder=folder, root_name="run", name_rank=rank
     )
     meta = TraceMeta(rank=rank, world_size=WORLD, gpu_name="NVIDIA H100")
-    end = StreamEnd(stream=stream, seq=2, meta=meta, size_bytes=1000)
-    return [start, Batch(stream=stream, seq=1, events=events(window, rank, variant)), end]
+    acc = Accumulator()
+    acc.add_all(events(window, rank, variant))
+    parts = list(facts(acc, stream, first_seq=1))  # what a collector sends of the file
+    end = StreamEnd(stream=stream, seq=1 + len(parts), meta=meta, size_bytes=1000)
+    return [start, *parts, end]
 
 
 class Stored:
