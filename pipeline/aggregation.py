@@ -81,7 +81,12 @@ class Applied:
 class Aggregation:
     """Every stream of a run, open or finished; see the module docstring."""
 
-    def __init__(self, load: Callable[[str], FinishedFile | None] | None = None) -> None:
+    def __init__(
+        self,
+        load: Callable[[str], FinishedFile | None] | None = None,
+        owned: frozenset[int] | None = None,
+    ) -> None:
+        self.owned = owned  # a shard's ranks (None: every rank of the job)
         self.open: dict[str, OpenStream] = {}
         self.finished: dict[str, FinishedFile] = {}
         self.retired: set[str] = set()  # superseded streams: whatever comes of them is stale
@@ -180,7 +185,8 @@ class Aggregation:
         return Applied(superseded=superseded)
 
     def complete_windows(self) -> list[str]:
-        """Folders whose every rank (0 … world-1) has a finished, usable file."""
+        """Folders whose every rank (0 … world-1, or each rank `owned` when set: a shard's)
+        has a finished, usable file."""
         ranks: dict[str, set[int]] = {}
         worlds: dict[str, int] = {}
         for item in self.finished.values():
@@ -190,7 +196,12 @@ class Aggregation:
             ranks.setdefault(item.folder, set()).add(rank)
             world = item.meta.world_size or 0
             worlds[item.folder] = max(worlds.get(item.folder, 0), world)
-        return sorted(f for f, seen in ranks.items() if _every_rank(seen, worlds[f]))
+        return sorted(f for f, seen in ranks.items() if self._whole(seen, worlds[f]))
+
+    def _whole(self, seen: set[int], world: int) -> bool:
+        if self.owned is None:
+            return _every_rank(seen, world)
+        return world > max(self.owned, default=-1) and self.owned <= seen
 
     def report(self, options: Options, final: bool = False) -> Report:
         """The report over the finished files; `final`: open streams are listed as skipped."""

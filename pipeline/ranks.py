@@ -47,6 +47,24 @@ class Placement(Generic[F]):
     notes: list[str] = field(default_factory=list)
 
 
+MAX_RANK: Final = 1 << 20  # a rank set's spec names no rank above this
+
+
+def rank_set(spec: str) -> frozenset[int]:
+    """The ranks of a spec such as `0-255,512-767` (ranges inclusive); ValueError with the
+    reason for anything else."""
+    found: set[int] = set()
+    for part in spec.split(","):
+        match = re.fullmatch(r"\s*(\d{1,7})\s*(?:-\s*(\d{1,7})\s*)?", part)
+        if match is None:
+            raise ValueError(f"{part.strip()!r} is not a rank or a range such as 0-255")
+        low, high = int(match[1]), int(match[2] or match[1])
+        if high < low or high > MAX_RANK:
+            raise ValueError(f"{part.strip()!r}: a range low-high with high below {MAX_RANK}")
+        found.update(range(low, high + 1))
+    return frozenset(found)
+
+
 def assign(files: Iterable[F]) -> Placement[F]:
     by_window: dict[str, list[F]] = {}
     for item in files:

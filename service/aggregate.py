@@ -119,6 +119,7 @@ class AggregatorSettings:
     max_nodes: int = 1024
     max_handles: int = 64  # open log files
     shard: str = ""  # --shard: the `shard` label of every metric ("": none)
+    ranks: frozenset[int] | None = None  # --ranks: a shard's ranks (None: the job's every rank)
 
 
 class Aggregator:
@@ -132,7 +133,7 @@ class Aggregator:
         )
         self.rolling = RollingBandwidth(settings.horizon_s)
         self.store = Store(settings.state, settings.max_handles)
-        self.aggregation = Aggregation(load=self.store.load)
+        self.aggregation = Aggregation(load=self.store.load, owned=settings.ranks)
         self.nodes = self.store.nodes()
         self.heartbeats: dict[str, tuple[CollectorStats, float]] = {}
         self._decoder = msgspec.msgpack.Decoder(ToAggregator)
@@ -150,6 +151,7 @@ class Aggregator:
         self.exporter = SnapshotCollector(Snapshot(job=settings.job, shard=settings.shard))
         self._published_at = -math.inf  # publish at the first tick
         self._last_message = clock()
+        self._last_record = self._last_message  # a record applied as received (not a heartbeat)
         self.socket: zmq.Socket[bytes] | None = None
         self.gate: curve.Gate | None = None
 
@@ -417,6 +419,8 @@ class Aggregator:
         return True
 
     def _apply(self, record: Record, payload: bytes, log_it: bool) -> None:
+        if log_it:
+            self._last_record = self.clock()
         if log_it and not isinstance(record, StreamEnd):
             self.store.append(record.stream, payload)
         applied = self.aggregation.apply(record)
@@ -478,7 +482,7 @@ class Aggregator:
             if not self._finished:  # every finished file is stored: call lists can go
                 self.aggregation.shed()
         if window_completed:
-            self.stats.window_latency_s = self.clock() - self._last_message
+            self.stats.window_latency_s = self.clock() - self._last_record
         self.stats.log_bytes = self.store.log_bytes()
         if self.gate is not None:
             self.stats.refused = self.gate.refused()

@@ -46,6 +46,7 @@ from commscope.pipeline.cluster import CONNECT_TIMEOUT_S, Cluster
 from commscope.pipeline.config import flags_only, parse_config, with_overrides
 from commscope.pipeline.merge import combine
 from commscope.pipeline.offline import analyse_jobs
+from commscope.pipeline.ranks import rank_set
 from commscope.pipeline.report import Options
 from commscope.service import curve
 from commscope.service.aggregate import Aggregator, AggregatorSettings
@@ -293,6 +294,13 @@ def _aggregate_parser(commands: Any) -> None:
         "`shard` label on every metric, so several aggregators' metrics meet in one "
         "Prometheus or VictoriaMetrics (default: none, no label)",
     )
+    aggregate.add_argument(
+        "--ranks",
+        default="",
+        metavar="SPEC",
+        help="a shard's ranks, e.g. 0-255 or 0-63,128-191: a window is complete here once "
+        "each of these has finished a file (default: every rank of the job, 0 … world-1)",
+    )
     aggregate.add_argument("--expect-nodes", type=int, default=0, metavar="N")
     aggregate.add_argument("--idle-timeout", type=float, metavar="S")
     aggregate.add_argument("--horizon", type=float, default=600.0, metavar="S")
@@ -513,6 +521,7 @@ def _aggregator_settings(args: argparse.Namespace) -> AggregatorSettings:
         refresh_s=args.refresh,
         keys=keys,
         shard=_shard(args.shard),
+        ranks=_ranks(args.ranks),
     )
 
 
@@ -520,6 +529,15 @@ def _shard(shard: str) -> str:
     if shard and not re.fullmatch(SHARD_PATTERN, shard):
         raise ConfigError(f"--shard {shard!r}: letters, digits and _.:@- only (63 at most)")
     return shard
+
+
+def _ranks(spec: str) -> frozenset[int] | None:
+    if not spec:
+        return None
+    try:
+        return rank_set(spec)
+    except ValueError as exc:
+        raise ConfigError(f"--ranks {spec!r}: {exc}") from None
 
 
 def _port(flag: str, port: int | None) -> None:

@@ -18,7 +18,10 @@
 # Shards (COMMSCOPE_SHARD_NODES=K, for jobs too large for one aggregator): the job's nodes in
 # blocks of K, in Slurm's order; each block's first node runs an aggregator for the block
 # (--shard s0, s1, ...; --expect-nodes the block's size) and the block's collectors point at
-# it. Their metrics meet in Prometheus and VictoriaMetrics (deploy/README.md).
+# it. Their metrics meet in Prometheus and VictoriaMetrics (deploy/README.md). With
+# COMMSCOPE_RANKS_PER_NODE=G as well, a block's aggregator owns ranks first*G … (first+K)*G-1
+# (--ranks: it completes a window once those have each a file), which holds when the job's
+# node ranks follow Slurm's node order (srun one task a GPU, or torchrun --node_rank=$SLURM_NODEID).
 # The epilog (epilog.sh) stops them; stopping the collector is what sends end-of-run.
 #
 # Keys (CurveZMQ), in $COMMSCOPE_KEYS_DIR (/etc/commscope/keys, where the units load them from):
@@ -72,6 +75,7 @@ fi
 : "${COMMSCOPE_ALLOW_DIR:=$COMMSCOPE_KEYS_DIR/allow}"  # shared: every node's public key
 : "${COMMSCOPE_MAKE_KEYS:=1}"                       # 0: never make a node's pair here
 : "${COMMSCOPE_SHARD_NODES:=0}"                     # K: an aggregator per K nodes; 0: one
+: "${COMMSCOPE_RANKS_PER_NODE:=0}"                  # G: a block's ranks (--ranks); 0: unknown
 
 log() {
     echo "commscope-prolog: $*" >&2
@@ -83,17 +87,22 @@ job_nodes() {
     scontrol show hostnames "${SLURM_JOB_NODELIST:-}"
 }
 
-# This node's block of the job's nodes (one a line in $2): "FIRST_NODE NODES SHARD", where
-# SHARD is empty when the whole job is one block (COMMSCOPE_SHARD_NODES=0).
+# This node's block of the job's nodes (one a line in $2): "FIRST_NODE NODES SHARD RANKS",
+# where SHARD is empty when the whole job is one block (COMMSCOPE_SHARD_NODES=0), and RANKS
+# (the block's ranks, LOW-HIGH) empty unless COMMSCOPE_RANKS_PER_NODE is set.
 block_of() {
-    local node="$1" size="$COMMSCOPE_SHARD_NODES" i first count
+    local node="$1" size="$COMMSCOPE_SHARD_NODES" per="$COMMSCOPE_RANKS_PER_NODE" i first count
     local -a all
     mapfile -t all <<<"$2"
     if [[ ! "$size" =~ ^[0-9]{1,6}$ ]]; then
         log "unusable COMMSCOPE_SHARD_NODES '$size' (nodes per aggregator; 0: one for the job)"
         return 1
     fi
-    size=$((10#$size))
+    if [[ ! "$per" =~ ^[0-9]{1,4}$ ]]; then
+        log "unusable COMMSCOPE_RANKS_PER_NODE '$per' (ranks on each node; 0: unknown)"
+        return 1
+    fi
+    size=$((10#$size)) per=$((10#$per))
     if ((size == 0)); then
         echo "${all[0]} ${#all[@]}"
         return 0
@@ -102,11 +111,17 @@ block_of() {
         [[ "${all[$i]}" == "$node" ]] || continue
         first=$((i / size * size))
         count=$((${#all[@]} - first < size ? ${#all[@]} - first : size))
-        echo "${all[$first]} $count s$((i / size))"
+        echo "${all[$first]} $count s$((i / size))$(block_ranks "$first" "$count" "$per")"
         return 0
     done
     log "node $node is not among the job's nodes: its shard is unknown"
     return 1
+}
+
+# " LOW-HIGH": the ranks of `count` nodes from node index `first`, `per` a node (none if 0).
+block_ranks() {
+    (($3 > 0)) && echo " $(($1 * $3))-$((($1 + $2) * $3 - 1))"
+    return 0
 }
 
 # Write the env file through a temporary file and a rename, so a unit never reads half of it.
@@ -164,14 +179,14 @@ main() {
         return 0
     fi
 
-    local nodes node block first count shard
+    local nodes node block first count shard ranks
     if ! nodes="$(job_nodes)" || [[ -z "$nodes" ]]; then
         log "job $job: cannot list the job's nodes (scontrol): commscope not started"
         return 1
     fi
     node="${SLURMD_NODENAME:-$(hostname -s)}"
     block="$(block_of "$node" "$nodes")" || return 1
-    read -r first count shard <<<"$block"
+    read -r first count shard ranks <<<"$block"
     local host="${COMMSCOPE_AGGREGATOR_HOST:-$first}"
     local name_re='^[A-Za-z0-9._-]+$'
     if [[ ! "$node" =~ $name_re || ! "$host" =~ $name_re ]]; then
@@ -204,7 +219,7 @@ main() {
         "COMMSCOPE_ALLOW_DIR=$COMMSCOPE_ALLOW_DIR" \
         "COMMSCOPE_LISTEN=tcp://0.0.0.0:$COMMSCOPE_PORT" \
         "COMMSCOPE_METRICS_PORT=$COMMSCOPE_METRICS_PORT" \
-        "COMMSCOPE_AGGREGATE_ARGS=\"--expect-nodes $count${shard:+ --shard $shard} --idle-timeout $COMMSCOPE_IDLE_TIMEOUT${COMMSCOPE_AGGREGATE_ARGS:+ $COMMSCOPE_AGGREGATE_ARGS}\""
+        "COMMSCOPE_AGGREGATE_ARGS=\"--expect-nodes $count${shard:+ --shard $shard}${ranks:+ --ranks $ranks} --idle-timeout $COMMSCOPE_IDLE_TIMEOUT${COMMSCOPE_AGGREGATE_ARGS:+ $COMMSCOPE_AGGREGATE_ARGS}\""
     then
         log "job $job: cannot write $COMMSCOPE_ENV_DIR/$job.env"
         return 1

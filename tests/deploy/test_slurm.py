@@ -288,6 +288,33 @@ def test_prolog_with_shards_runs_an_aggregator_per_block_of_nodes(
     assert node.calls() == [f"start commscope-{unit}@{JOB}.service" for unit in starts]
 
 
+@pytest.mark.parametrize(
+    ("here", "args"),
+    [  # five nodes in blocks of two, 8 ranks a node: s0 ranks 0-15, s1 16-31, s2 32-39
+        ("node001", "--expect-nodes 2 --shard s0 --ranks 0-15"),
+        ("node004", "--expect-nodes 2 --shard s1 --ranks 16-31"),
+        ("node005", "--expect-nodes 1 --shard s2 --ranks 32-39"),
+    ],
+)
+def test_prolog_with_shards_and_ranks_per_node_gives_each_block_its_ranks(
+    node: Node, here: str, args: str
+) -> None:
+    node.conf.write_text("COMMSCOPE_SHARD_NODES=2\nCOMMSCOPE_RANKS_PER_NODE=8\n")
+    nodes = "node001 node002 node003 node004 node005"
+    done = node.run(PROLOG, node.environment(STUB_NODES=nodes, SLURMD_NODENAME=here))
+    assert done.returncode == 0, done.stderr
+    env = env_file(node.env_dir / f"{JOB}.env")
+    assert env["COMMSCOPE_AGGREGATE_ARGS"] == f"{args} --idle-timeout 1800"
+
+
+def test_prolog_with_unusable_ranks_per_node_starts_nothing_and_exits_0(node: Node) -> None:
+    node.conf.write_text("COMMSCOPE_SHARD_NODES=2\nCOMMSCOPE_RANKS_PER_NODE=eight\n")
+    done = node.run(PROLOG, node.environment())
+    assert done.returncode == 0
+    assert node.calls() == []
+    assert "unusable COMMSCOPE_RANKS_PER_NODE 'eight'" in done.stderr
+
+
 @pytest.mark.parametrize("setting", ["-1", "two", "1234567"])
 def test_prolog_with_unusable_shard_nodes_starts_nothing_and_exits_0(
     node: Node, setting: str

@@ -38,6 +38,7 @@ from commscope.collector.schema import (
     FileStats,
     FinishedFile,
     GpuOp,
+    RankResult,
     Record,
     Skipped,
     StreamEnd,
@@ -787,3 +788,30 @@ def test_a_restore_matches_the_job_reported_when_the_other_job_grows_larger(
     ] == [1, 1]
     assert document == live_document(first) == jsonreport.to_document(analyse(root, Options()))
     assert live_document(restored(lean)) == document
+
+
+# ---------------------------------------------------------------- a shard's windows
+
+
+def finished_rank(folder: str, rank: int, world: int) -> FinishedFile:
+    meta = TraceMeta(rank=rank, world_size=world)
+    return FinishedFile(
+        stream=f"{folder}-{rank}", node="n", path=f"/run/{folder}/rank{rank}.json",
+        folder=folder, root_name="run", meta=meta, result=RankResult(source="none"),
+    )  # fmt: skip
+
+
+def test_a_shard_completes_a_window_once_its_own_ranks_have_each_a_file() -> None:
+    """World 8, the shard owns 4-7: window a has ranks 4-7 (complete here, though 0-3 are
+    another shard's), b has 4-6 (rank 7 missing), c has 4-7 of a world of 6 (rank 7 cannot
+    be in it: never complete). Without a rank set only a window of all 8 ranks is."""
+    shard = Aggregation(owned=frozenset(range(4, 8)))
+    whole = Aggregation()
+    files = [finished_rank("a", r, 8) for r in range(4, 8)]
+    files += [finished_rank("b", r, 8) for r in range(4, 7)]
+    files += [finished_rank("c", r, 6) for r in range(4, 8)]
+    files += [finished_rank("d", r, 8) for r in range(8)]
+    for aggregation in (shard, whole):
+        aggregation.finished = {f.stream: f for f in files}
+    assert shard.complete_windows() == ["a", "d"]
+    assert whole.complete_windows() == ["d"]

@@ -3,6 +3,7 @@ the one number that tells the names apart, else refused; every rank not from a t
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import pytest
@@ -133,3 +134,29 @@ def test_two_files_claiming_one_rank_are_both_skipped_naming_each_other() -> Non
         ("w/x.json", "rank 1 in window w is also claimed by w/y.json"),
         ("w/y.json", "rank 1 in window w is also claimed by w/x.json"),
     ]
+
+
+# ---------------------------------------------------------------- a shard's rank set
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [("3", {3}), ("0-3", {0, 1, 2, 3}), ("0-1, 6-7", {0, 1, 6, 7}), ("2-2,2", {2})],
+)
+def test_a_rank_set_spec_names_ranks_and_inclusive_ranges(spec: str, expected: set[int]) -> None:
+    assert ranks.rank_set(spec) == expected
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("", "'' is not a rank or a range such as 0-255"),
+        ("0-", "'0-' is not a rank or a range such as 0-255"),
+        ("a-b", "'a-b' is not a rank or a range such as 0-255"),
+        ("7-3", "'7-3': a range low-high with high below 1048576"),
+        ("0-9999999", "'0-9999999': a range low-high with high below 1048576"),
+    ],
+)
+def test_a_rank_set_spec_that_is_not_one_says_which_part(spec: str, says: str) -> None:
+    with pytest.raises(ValueError, match="^" + re.escape(says) + "$"):
+        ranks.rank_set(spec)

@@ -194,3 +194,11 @@ def test_a_shard_that_is_not_a_safe_label_value_is_one_line_and_exit_1(
     err = capsys.readouterr().err
     says = "letters, digits and _.:@- only (63 at most)"
     assert err == f"commscope: error: --shard {shard!r}: {says}\n"
+
+
+def test_ranks_that_are_not_a_rank_set_are_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert aggregate(tmp_path, f"tcp://127.0.0.1:{free_port()}", "--ranks=0-3,x") == 1
+    err = capsys.readouterr().err
+    assert err == "commscope: error: --ranks '0-3,x': 'x' is not a rank or a range such as 0-255\n"

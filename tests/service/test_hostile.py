@@ -725,3 +725,22 @@ def test_received_bytes_count_every_payload_refused_ones_too(agg: Aggregator) ->
     agg.receive([b"one", b"frame", b"too many"])  # not [routing id, payload]: no payload
     assert refusals(agg) == {"undecodable": 1, "frames": 1}
     assert agg.stats.received_bytes == len(hello) + 1
+
+
+def test_window_latency_runs_from_the_last_record_not_the_last_heartbeat(
+    agg: Aggregator,
+) -> None:
+    """The one-rank window's records arrive at t=1005; a heartbeat (any message: `_drain`
+    stamps each) at 1020; the window is published at 1021: 16 s after its last record."""
+    clock = agg.clock
+    assert isinstance(clock, Clock)
+    clock.now = 1005.0
+    for record in LEGIT_RUN:
+        send(agg, record)
+    agg.commit()
+    clock.now = 1020.0
+    agg._last_message = clock.now  # a heartbeat, as `_drain` stamps it
+    clock.now = 1021.0
+    agg._tick()
+    assert agg.completed == {"w"}
+    assert agg.stats.window_latency_s == 16.0

@@ -40,6 +40,7 @@ DASHBOARD = ROOT / "deploy" / "grafana" / "commscope.json"
 SHARDED_CONFIG = ROOT / "deploy" / "prometheus" / "prometheus-shards.yml"
 RANKS = sorted(DLRM.glob("worker*.json"))
 SHARDS = {"a": RANKS[:4], "b": RANKS[4:]}  # a node's collector per shard
+OWNED = {"a": "0-3", "b": "4-7"}  # each shard's ranks (--ranks)
 WINDOW = "dlrm"
 VICTORIA = "victoria-metrics"  # the Debian package's binary
 # For tokens/s and MFU (made-up sizes: DLRM has no TorchTitan config), as given to both shards.
@@ -90,7 +91,8 @@ def start_shard(procs: Processes, tmp_path: Path, shard: str) -> Aggregate:
     """Shard `shard`'s aggregator, and its node's collector run once over the node's files.
     The collector's end-of-run ends the aggregator's run; /metrics stays up (--linger)."""
     folder = tmp_path / f"shard-{shard}"
-    extra = ("--job", "dlrm", "--shard", shard, "--expect-nodes", "1", "--linger", "170", *JOB)
+    extra = ("--job", "dlrm", "--shard", shard, "--ranks", OWNED[shard], "--expect-nodes", "1")
+    extra += ("--linger", "170", *JOB)
     aggregate = Aggregate(procs, folder, free_port(), free_port(), extra)
     aggregate.start()
     watch = folder / "traces"
@@ -193,3 +195,13 @@ def test_the_rules_recorded_series_sum_over_shards(victoria: int) -> None:
     found = wait_for("the recorded series", lambda: promql(victoria, recorded) or None, 60)
     assert sorted(r["metric"]["collective"] for r in found) == ["AllReduce", "AllToAll"]
     assert all("shard" not in r["metric"] for r in found)
+
+
+ONE_EACH = {"a": 1.0, "b": 1.0}
+
+
+def test_each_shard_completes_the_window_of_its_own_ranks(victoria: int) -> None:
+    """Neither shard holds all 8 ranks, yet each completes the window (--ranks): its sections
+    and the latest-window gauges are served, and its call lists can be shed."""
+    query = 'commscope_windows_completed_total{job="dlrm"}'
+    wait_for("each shard's window complete", lambda: by_shard(victoria, query) == ONE_EACH, 60)
