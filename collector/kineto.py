@@ -29,13 +29,11 @@ from commscope.collector.errors import (
 )
 from commscope.collector.fastparse import fast_chunks
 from commscope.collector.jsonstream import Tap, trace_items
-from commscope.collector.normalize import Normalizer
+from commscope.collector.normalize import Normalizer, from_item
 from commscope.collector.schema import Event, FileStats, TraceMeta
 
 BATCH_EVENTS: Final = 4096
-_NOT_OBJECT: Final = "traceEvents item that is not an object"
 _END: Final = object()
-_ODD_CAT: Final = "event whose cat is not a string"
 # yajl's complaints that a mended value cures (NaN and Infinity are invalid chars to it): the
 # only errors, with Python's UnicodeDecodeError, worth reading a document again for.
 _MENDED: Final = "value beyond 64 bits, NaN or Infinity, or bytes not UTF-8 (mended)"
@@ -167,22 +165,16 @@ class TraceReader:
         return True
 
     def _parse(self, size: int) -> Iterator[list[Event]]:
+        """Batches of at least `size` events (but the last), each chunk's events whole."""
         normalizer = self._normalizer
-        out, handlers, unseen = normalizer.out, normalizer.handlers, normalizer.unseen
+        out = normalizer.out
         count = 0
         for chunk in self._chunks():
-            for raw in chunk:
-                count += 1
-                try:
-                    handler = handlers.get(raw.get("cat"), unseen)
-                except (AttributeError, TypeError):
-                    normalizer.drop(_NOT_OBJECT if type(raw) is not dict else _ODD_CAT)
-                    continue
-                if handler is not None:
-                    handler(raw)
-                if not count & 1023 and len(out) >= size:
-                    yield out[:]
-                    out.clear()
+            count += len(chunk)
+            normalizer.feed(chunk)
+            if len(out) >= size:
+                yield out[:]
+                out.clear()
         normalizer.set_top(self._tap.trailing())
         normalizer.finish()
         normalizer.stats.events = count
@@ -195,10 +187,14 @@ class TraceReader:
 
 
 def _lists(items: Iterator[Any]) -> Iterator[list[Any]]:
-    """ijson's items in lists: the first alone (the head is checked after it), then 1024."""
+    """ijson's items as RawEvents in lists: the first alone (the head is checked after it),
+    then the rest of the first 1024, then 1024 at a time."""
+    items = map(from_item, items)
     yield from ([item] for item in itertools.islice(items, 1))
-    while chunk := list(itertools.islice(items, 1024)):
+    size = 1023
+    while chunk := list(itertools.islice(items, size)):
         yield chunk
+        size = 1024
 
 
 def _beyond(on_chunk: Callable[[int], None] | None, reported: int) -> Callable[[int], None] | None:
