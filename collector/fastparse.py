@@ -39,13 +39,14 @@ MAX_PENDING_BYTES: Final = 16 * 1024 * 1024
 _WS: Final = b" \t\r\n"
 _OPENING: Final = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[[ \t\r]*\n([ \t]*)\{')
 _OPENING_BYTES: Final = 4096  # the most bytes from the key to the first `{` looked at
-# Number bytes marked: digits as 0, exponents as e, signs as +, the rest blank. Any number
-# token yajl cannot hold has 19 digits in a row or an exponent of 3 digits or more.
+# Number bytes marked: digits and `+` as 0, exponents as e, the rest blank. Any number token
+# yajl cannot hold has 19 digits in a row or a positive exponent of 3 digits or more (`e400`,
+# `E+400`: both read `e000`); a negative one only underflows, which yajl reads.
 _MARKS: Final = bytes(
-    ord("0") if 48 <= b <= 57 else ord("e") if b in b"eE" else ord("+") if b in b"+-" else 32
+    ord("0") if 48 <= b <= 57 or b == ord("+") else ord("e") if b in b"eE" else 32
     for b in range(256)
 )
-_SUSPECTS: Final = (b"0" * 19, b"e000", b"e+000")
+_SUSPECTS: Final = (b"0" * 19, b"e000")
 _NUMBER: Final = re.compile(rb"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _NUMBER_BYTES: Final = frozenset(b"0123456789.eE+-")
 _BEFORE_NUMBER: Final = frozenset(b":[, \t\r\n")

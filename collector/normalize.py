@@ -143,6 +143,25 @@ class MemoryArgs(msgspec.Struct, gc=False):
 _MEMORY_ARGS: Final = msgspec.json.Decoder(MemoryArgs)
 
 
+class LaunchArgs(msgspec.Struct, gc=False):
+    """The one arg of a kernel launch the normaliser reads."""
+
+    correlation: Any = None
+
+
+_LAUNCH_ARGS: Final = msgspec.json.Decoder(LaunchArgs)
+
+
+def launch_correlation(args: Any) -> Any:
+    """The `correlation` of a runtime call's args, raw bytes or a dict (None without one)."""
+    if type(args) is msgspec.Raw:
+        try:
+            return _LAUNCH_ARGS.decode(args).correlation if args else None
+        except msgspec.ValidationError:
+            return None  # args that are not an object
+    return args.get("correlation") if type(args) is dict else None
+
+
 class CommCall(msgspec.Struct, frozen=True, gc=False):
     """What one op of a collective says about its message: a kernel's args, a CPU-side
     call (record_param_comms, c10d::*, nccl:*, gloo:*). Only these few fields are kept, never
@@ -436,8 +455,7 @@ class Normalizer:
             return
         args = self._memory_args(raw)
         device, kind = args.device, args.kind
-        allocated = _bounded(_int(args.allocated), MAX_COUNT)
-        reserved = _bounded(_int(args.reserved), MAX_COUNT)
+        allocated, reserved = _count(args.allocated), _count(args.reserved)
         if type(device) is not int or type(kind) is not int or allocated is None:
             self.drop("[memory] event without Device Id/Type or Total Allocated")
             return
@@ -476,10 +494,10 @@ class Normalizer:
         try:
             if "aunch" not in raw.name:
                 return
-            correlation, tid, ts = event_args(raw.args)["correlation"], raw.tid, raw.ts
+            correlation, tid, ts = launch_correlation(raw.args), raw.tid, raw.ts
             if type(correlation) is not int or type(tid) is not int or not -MAX_US <= ts <= MAX_US:
                 return
-        except (KeyError, TypeError):
+        except TypeError:
             return  # a runtime call we cannot place is no launch we could use
         pending = self._pending.get(correlation)
         if pending is not None:
@@ -760,6 +778,11 @@ def merge_meta(first: TraceMeta, later: TraceMeta) -> TraceMeta:
 
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _count(value: object) -> int | None:
+    """`_bounded(_int(value), MAX_COUNT)` in one call (the hot `[memory]` path)."""
+    return value if type(value) is int and 0 <= value <= MAX_COUNT else None
 
 
 def _bounded(value: int | None, high: int, least: int = 0) -> int | None:
