@@ -15,6 +15,7 @@ whose kernel is pending is pinned to it.
 
 from __future__ import annotations
 
+import functools
 import re
 from array import array
 from bisect import bisect_right
@@ -314,7 +315,9 @@ class CallIndex:
             thread.sorted_starts = [starts[i] for i in thread.order]
         found = []
         earliest = ts_ns - self._longest[tid]
-        for i in reversed(thread.order[: bisect_right(thread.sorted_starts, ts_ns)]):
+        order = thread.order
+        for at in range(bisect_right(thread.sorted_starts, ts_ns) - 1, -1, -1):  # no copy
+            i = order[at]
             if thread.starts[i] < earliest:
                 break
             if thread.ends[i] >= ts_ns:
@@ -719,7 +722,17 @@ def _label(value: object) -> str | None:
     """A name a trace gives (a process group, a GPU): a short string or an integer."""
     if isinstance(value, bool) or not isinstance(value, str | int):
         return None
-    text = str(value).strip()
+    text = str(value)
+    return _known_label(text) if len(text) <= 2 * MAX_LABEL else _label_text(text)
+
+
+@functools.lru_cache(maxsize=4096)  # a trace repeats its few group names
+def _known_label(text: str) -> str | None:
+    return _label_text(text)
+
+
+def _label_text(text: str) -> str | None:
+    text = text.strip()
     return text if 0 < len(text) <= MAX_LABEL and _LABEL.match(text) else None
 
 
