@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 from commscope.collector.errors import LayoutMissError
 from commscope.collector.jsonguard import _unholdable
-from commscope.collector.jsonstream import HEAD_LIMIT_BYTES, Tap
+from commscope.collector.jsonstream import HEAD_LIMIT_BYTES, TAIL_BYTES, Tap, key_before
 from commscope.collector.normalize import RawEvent
 
 READ_BYTES: Final = 256 * 1024
@@ -74,7 +74,7 @@ def fast_chunks(tap: Tap, read_bytes: int = READ_BYTES) -> Iterator[list[FastEve
     Kineto's layout or holds anything only the ijson path reads right. `tap` must not have been
     read yet. The buffer always starts with `[`: a chunk is decoded as one JSON array, its
     last event's `,` turned into `]` for the call (one copy of each byte)."""
-    buf, indent = _first_event(tap, read_bytes)
+    buf, indent, near = _first_event(tap, read_bytes)
     sep = b"\n" + indent + b"},\n" + indent + b"{"
     while data := tap.read(read_bytes):
         buf += data
@@ -87,12 +87,16 @@ def fast_chunks(tap: Tap, read_bytes: int = READ_BYTES) -> Iterator[list[FastEve
             del buf[:comma]
         elif len(buf) > MAX_PENDING_BYTES:
             raise LayoutMissError(f"no event boundary in {MAX_PENDING_BYTES // 2**20} MB")
-    yield _last_events(bytes(buf), indent)
+    events, after, trailer = _last_events(bytes(buf), indent)
+    if near and after < TAIL_BYTES:  # what `tail_object` would find in the tap's tail
+        tap.trailer = trailer
+    yield events
 
 
-def _first_event(tap: Tap, read_bytes: int) -> tuple[bytearray, bytes]:
-    """The bytes read from the array's `[` on (blanks before the first event dropped), and
-    the events' indentation; LayoutMissError unless the array opens as Kineto writes it."""
+def _first_event(tap: Tap, read_bytes: int) -> tuple[bytearray, bytes, bool]:
+    """The bytes read from the array's `[` on (blanks before the first event dropped), the
+    events' indentation, and whether the `[` follows its key within 64 bytes (as the tail scan
+    of the ijson path requires); LayoutMissError unless the array opens as Kineto writes it."""
     buf = _read_head(tap, read_bytes)
     at = tap.head_at
     assert at is not None  # _read_head returns once the tap has the head
@@ -104,9 +108,10 @@ def _first_event(tap: Tap, read_bytes: int) -> tuple[bytearray, bytes]:
     if opening is None:
         raise LayoutMissError("traceEvents does not open with an event on its own line")
     indent = opening.group(1)  # before buf changes: a match reads its groups from buf
+    near = key_before(buf, buf.index(b"[", at))
     del buf[: opening.end() - 2]
     buf[0] = ord("[")  # buf now holds `[{` and the rest of the first event
-    return buf, indent
+    return buf, indent, near
 
 
 def _read_head(tap: Tap, read_bytes: int) -> bytearray:
@@ -131,29 +136,31 @@ def _check_head(head: bytes) -> None:
         raise LayoutMissError(f"head: {exc}") from None
 
 
-def _last_events(rest: bytes, indent: bytes) -> list[FastEvent]:
-    """The events after the last separator (`rest` starts with `[`), then a check of what
-    follows the array."""
+def _last_events(rest: bytes, indent: bytes) -> tuple[list[FastEvent], int, dict[str, Any]]:
+    """The events after the last separator (`rest` starts with `[`), the number of bytes
+    after the array's `]`, and the top-level keys they hold."""
     closing = re.compile(re.escape(b"\n" + indent + b"}") + rb"[ \t\r\n]*\]").search(rest)
     if closing is None:
         raise LayoutMissError("traceEvents does not close after an event on its own line")
     events = decode_events(rest[: closing.start() + len(indent) + 2] + b"]")
-    _check_tail(rest[closing.end() :])
-    return events
+    after = rest[closing.end() :]
+    return events, len(after), _trailer(after)
 
 
-def _check_tail(tail: bytes) -> None:
-    """LayoutMissError unless the bytes after `traceEvents` close the document as valid JSON."""
+def _trailer(tail: bytes) -> dict[str, Any]:
+    """The keys in the bytes after `traceEvents`; LayoutMissError unless they close the
+    document as valid JSON that yajl reads alike."""
     body = tail.lstrip(_WS)
     if body.startswith(b"}") and not body[1:].strip(_WS):
-        return
+        return {}
     if not body.startswith(b","):
         raise LayoutMissError("traceEvents is not followed by `,` or the document's end")
     check_numbers(body)
     try:
-        _DECODER.decode(b"{" + body[1:])
-    except msgspec.DecodeError as exc:
-        raise LayoutMissError(f"after traceEvents: {exc}") from None
+        trailer: dict[str, Any] = _DECODER.decode(b"{" + body[1:])
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise LayoutMissError(f"after traceEvents: {_short(exc)}") from None
+    return trailer
 
 
 def decode_events(chunk: bytes) -> list[FastEvent]:

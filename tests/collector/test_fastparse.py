@@ -17,7 +17,7 @@ from commscope.collector import fastparse
 from commscope.collector.errors import LayoutMissError, TraceError
 from commscope.collector.fastparse import fast_items
 from commscope.collector.follow import open_followed
-from commscope.collector.jsonstream import Tap, trace_items
+from commscope.collector.jsonstream import Tap, tail_object, trace_items
 from commscope.collector.kineto import TraceReader
 from commscope.collector.normalize import RawEvent, event_args, from_item
 from hypothesis import given, settings
@@ -146,7 +146,12 @@ _event = st.one_of(
     _kineto_event,
 )
 _tail = st.sampled_from(
-    [None, {"traceName": "t.json"}, {"traceName": "t", "displayTimeUnit": "ms", "x": [1, {}]}]
+    [
+        None,
+        {"traceName": "t.json"},
+        {"traceName": "t", "displayTimeUnit": "ms", "x": [1, {}]},
+        {"traceName": "t", "baseTimeNanoseconds": 1_700_000_000_000_000_000, "y": "]"},
+    ]
 )
 
 
@@ -364,6 +369,23 @@ def test_a_growing_file_reads_fast_as_a_whole_file_reads(
     _, slow, _ = both(doc)
     assert (events_read, reader.meta, reader.stats) == slow[:3]
     assert reader.parser == "fast", reader.fast_miss
+
+
+@settings(max_examples=60, deadline=None)
+@given(tail=_tail, events=st.integers(1, 3000), gap=st.sampled_from(["", " ", " " * 70]))
+def test_the_trailer_the_fast_path_reads_is_what_the_tail_scan_finds(
+    tail: dict[str, Any] | None, events: int, gap: str
+) -> None:
+    """The fast path hands the keys after the events to the tap, sparing the ijson path's scan
+    of the last 128 KB, only where that scan finds the same keys: the array's `[` within 64
+    bytes of its key (else the scan finds none)."""
+    doc = kineto_doc(_many(events), dist_head(), tail).replace(
+        b'"traceEvents": [', b'"traceEvents":' + gap.encode() + b"["
+    )
+    tap = Tap(io.BytesIO(doc))
+    assert len(list(fast_items(tap))) == events
+    assert tap.trailing() == tail_object(tap.tail)
+    assert (tap.trailer is not None) == (len(gap) < 50)
 
 
 def test_a_mended_value_keeps_its_dropped_count() -> None:
