@@ -20,6 +20,11 @@ beyond int64 (and -2**63), which yajl refuses and msgspec reads. So a miss is: n
 MAX_PENDING_BYTES (compact JSON, other writers), a head or tail not in that layout, a chunk
 msgspec refuses, text that is not UTF-8, and any number token yajl cannot hold (or a
 string holding text that looks like one: `jsonguard` mends those on the ijson path).
+
+The tap's guard (nesting depth, string length) still sees every byte here, though it costs
+about a quarter of this path: msgspec would read a document nested hundreds of levels deep
+(to Python's recursion limit, in a collector thread) that the ijson path refuses, and no
+cheaper pass over the bytes tells brackets inside strings from those outside.
 """
 
 from __future__ import annotations

@@ -167,16 +167,19 @@ class TraceReader:
         return True
 
     def _parse(self, size: int) -> Iterator[list[Event]]:
-        """Batches of at least `size` events (but the last), each chunk's events whole."""
+        """Batches of at least `size` events (but the last), cut only after a multiple of 1024
+        items: the same batches whatever the reads were (a stream parsed again after a pause
+        passes over the batches it handed by their number)."""
         normalizer = self._normalizer
         out = normalizer.out
         count = 0
         for chunk in self._chunks():
-            count += len(chunk)
-            normalizer.feed(chunk)
-            if len(out) >= size:
-                yield out[:]
-                out.clear()
+            for part in _at_multiples(chunk, count, 1024):
+                normalizer.feed(part)
+                count += len(part)
+                if not count & 1023 and len(out) >= size:
+                    yield out[:]
+                    out.clear()
         normalizer.set_top(self._tap.trailing())
         normalizer.finish()
         normalizer.stats.events = count
@@ -190,13 +193,21 @@ class TraceReader:
 
 def _lists(items: Iterator[Any]) -> Iterator[list[Any]]:
     """ijson's items as RawEvents in lists: the first alone (the head is checked after it),
-    then the rest of the first 1024, then 1024 at a time."""
+    then 1024."""
     items = map(from_item, items)
     yield from ([item] for item in itertools.islice(items, 1))
-    size = 1023
-    while chunk := list(itertools.islice(items, size)):
+    while chunk := list(itertools.islice(items, 1024)):
         yield chunk
-        size = 1024
+
+
+def _at_multiples(items: list[Any], before: int, step: int) -> Iterator[list[Any]]:
+    """`items` (which follow `before` others) cut where the running count is a multiple of
+    `step`; whole when no multiple falls inside."""
+    start = 0
+    while start < len(items):
+        stop = min(len(items), start + step - (before + start) % step)
+        yield items if (start, stop) == (0, len(items)) else items[start:stop]
+        start = stop
 
 
 def _beyond(on_chunk: Callable[[int], None] | None, reported: int) -> Callable[[int], None] | None:
