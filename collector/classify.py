@@ -6,6 +6,7 @@ which CPU ops are calls into a collective, and how a message size follows from o
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any, Final, TypeGuard
@@ -82,6 +83,15 @@ def dtype_bytes(dtype: object) -> int | None:
     """Size of one element of `dtype`, or None when the name is unknown or missing."""
     if not isinstance(dtype, str):
         return None
+    return _known_dtype(dtype) if len(dtype) <= _CACHED_NAME else _dtype_size(dtype)
+
+
+@functools.lru_cache(maxsize=1024)
+def _known_dtype(dtype: str) -> int | None:
+    return _dtype_size(dtype)
+
+
+def _dtype_size(dtype: str) -> int | None:
     name = dtype.strip().lower().removeprefix("c10::")
     if name.startswith("float8"):
         return 1
@@ -101,6 +111,18 @@ def is_comm_call(name: str) -> bool:
 
 def collective_type(name: str) -> CollectiveType:
     """Collective type of a `Collective name`, kernel name or annotation name."""
+    return _known_type(name) if len(name) <= _CACHED_NAME else _type_of(name)
+
+
+_CACHED_NAME: Final = 256  # names worked out once each (4096 of them, ~1 MB at most)
+
+
+@functools.lru_cache(maxsize=4096)
+def _known_type(name: str) -> CollectiveType:
+    return _type_of(name)
+
+
+def _type_of(name: str) -> CollectiveType:
     kernel = None if ":" in name else _KERNEL_PREFIX.match(name)
     if kernel:
         base = name[kernel.end() :].split("_", 1)[0].split("(", 1)[0]

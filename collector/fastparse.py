@@ -3,19 +3,28 @@
 Kineto writes `traceEvents` as one object per indented block: `  {` opens an event on its own
 line and `  },` + newline + `  {` separates two, at the indentation of the first event. A raw
 newline is never inside a JSON string, so that separator is found with a byte search, and all
-the events before the last separator of a read are decoded in one call by msgspec. Every byte
-still goes through the tap (head, tail, guard, byte count are those of the ijson path).
+the events before the last separator of a read are decoded in one call by msgspec, straight
+into `RawEvent`s: the fields the normaliser reads, `args` kept as raw bytes (every other key is
+skipped at C speed). Every byte still goes through the tap (head, tail, guard, byte count are
+those of the ijson path).
 
 Nothing is approximated: whatever this reader cannot prove it reads exactly as ijson's C
 backend does raises `LayoutMissError`, and the caller reads the document again with ijson,
 passing over the items already handed. msgspec refuses everything yajl refuses (measured: bad
-numbers, floats beyond a double, control bytes, bad escapes and UTF-8, trailing commas or
-bytes) and more (a lone surrogate escape, which yajl reads as "?"), and reads every value both
-accept alike (same types: int, or float as `use_float=True` gives), but for integers beyond
-int64 (and -2**63): yajl refuses them, msgspec reads them. So a miss is: no separator in
+numbers, control bytes, bad escapes, NaN and Infinity, trailing commas or bytes, even in the
+values it skips) and more (a lone surrogate escape, which yajl reads as "?"), and reads every
+value both accept alike (same types: int, or float as `use_float=True` gives). Three things it
+lets through in the values it skips or keeps raw, so they are looked for here: bytes that are
+not UTF-8 (a chunk that is not ASCII is checked whole), floats beyond a double, and integers
+beyond int64 (and -2**63), which yajl refuses and msgspec reads. So a miss is: no separator in
 MAX_PENDING_BYTES (compact JSON, other writers), a head or tail not in that layout, a chunk
-msgspec refuses, and any integer yajl cannot hold or any `NaN` / `Infinity`, even inside a
-string (`jsonguard` mends those on the ijson path).
+msgspec refuses, text that is not UTF-8, and any number token yajl cannot hold (or a
+string holding text that looks like one: `jsonguard` mends those on the ijson path).
+
+The tap's guard (nesting depth, string length) still sees every byte here, though it costs
+about a quarter of this path: msgspec would read a document nested hundreds of levels deep
+(to Python's recursion limit, in a collector thread) that the ijson path refuses, and no
+cheaper pass over the bytes tells brackets inside strings from those outside.
 """
 
 from __future__ import annotations
@@ -27,30 +36,72 @@ from typing import Any, Final
 import msgspec
 from commscope.collector.errors import LayoutMissError
 from commscope.collector.jsonguard import _unholdable
-from commscope.collector.jsonstream import HEAD_LIMIT_BYTES, Tap
+from commscope.collector.jsonstream import HEAD_LIMIT_BYTES, TAIL_BYTES, Tap, key_before
+from commscope.collector.normalize import RawEvent
 
 READ_BYTES: Final = 256 * 1024
 MAX_PENDING_BYTES: Final = 16 * 1024 * 1024
 _WS: Final = b" \t\r\n"
 _OPENING: Final = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[[ \t\r]*\n([ \t]*)\{')
-_DIGITS: Final = bytes(ord("0") if 48 <= b <= 57 else ord(" ") for b in range(256))
 _OPENING_BYTES: Final = 4096  # the most bytes from the key to the first `{` looked at
-_LONG: Final = b"0" * 19  # the digits of an integer that may not fit int64
+# Number bytes marked: digits and `+` as 0, exponents as e, the rest blank. Any number token
+# yajl cannot hold has 19 digits in a row or a positive exponent of 3 digits or more (`e400`,
+# `E+400`: both read `e000`); a negative one only underflows, which yajl reads.
+_MARKS: Final = bytes(
+    ord("0") if 48 <= b <= 57 or b == ord("+") else ord("e") if b in b"eE" else 32
+    for b in range(256)
+)
+_SUSPECTS: Final = (b"0" * 19, b"e000")
 _NUMBER: Final = re.compile(rb"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _NUMBER_BYTES: Final = frozenset(b"0123456789.eE+-")
+_BEFORE_NUMBER: Final = frozenset(b":[, \t\r\n")
+_AFTER_NUMBER: Final = frozenset(b",]} \t\r\n")
 _DECODER: Final = msgspec.json.Decoder()
 
 
-def fast_items(tap: Tap, read_bytes: int = READ_BYTES) -> Iterator[Any]:
-    """Every item of `traceEvents`, as ijson's items would give them (see `fast_chunks`)."""
+class FastEvent(RawEvent, gc=False):
+    """A RawEvent as msgspec decodes it: `args` stays raw bytes until a handler needs it."""
+
+    args: msgspec.Raw = msgspec.Raw()
+
+
+_EVENTS: Final = msgspec.json.Decoder(list[FastEvent])
+
+
+def fast_items(tap: Tap, read_bytes: int = READ_BYTES) -> Iterator[RawEvent]:
+    """Every item of `traceEvents` as a RawEvent (see `fast_chunks`)."""
     for chunk in fast_chunks(tap, read_bytes):
         yield from chunk
 
 
-def fast_chunks(tap: Tap, read_bytes: int = READ_BYTES) -> Iterator[list[Any]]:
-    """The items of `traceEvents` in lists, as ijson's items would give them; LayoutMissError
-    if the document is not Kineto's layout or holds anything only the ijson path reads right.
-    `tap` must not have been read yet."""
+def fast_chunks(tap: Tap, read_bytes: int = READ_BYTES) -> Iterator[list[FastEvent]]:
+    """The items of `traceEvents` as RawEvents in lists; LayoutMissError if the document is not
+    Kineto's layout or holds anything only the ijson path reads right. `tap` must not have been
+    read yet. The buffer always starts with `[`: a chunk is decoded as one JSON array, its
+    last event's `,` turned into `]` for the call (one copy of each byte)."""
+    buf, indent, near = _first_event(tap, read_bytes)
+    sep = b"\n" + indent + b"},\n" + indent + b"{"
+    while data := tap.read(read_bytes):
+        buf += data
+        cut = buf.rfind(sep)
+        if cut >= 0:
+            comma = cut + len(indent) + 2
+            buf[comma] = ord("]")
+            yield decode_events(bytes(memoryview(buf)[: comma + 1]))
+            buf[comma] = ord("[")
+            del buf[:comma]
+        elif len(buf) > MAX_PENDING_BYTES:
+            raise LayoutMissError(f"no event boundary in {MAX_PENDING_BYTES // 2**20} MB")
+    events, after, trailer = _last_events(bytes(buf), indent)
+    if near and after < TAIL_BYTES:  # what `tail_object` would find in the tap's tail
+        tap.trailer = trailer
+    yield events
+
+
+def _first_event(tap: Tap, read_bytes: int) -> tuple[bytearray, bytes, bool]:
+    """The bytes read from the array's `[` on (blanks before the first event dropped), the
+    events' indentation, and whether the `[` follows its key within 64 bytes (as the tail scan
+    of the ijson path requires); LayoutMissError unless the array opens as Kineto writes it."""
     buf = _read_head(tap, read_bytes)
     at = tap.head_at
     assert at is not None  # _read_head returns once the tap has the head
@@ -61,18 +112,11 @@ def fast_chunks(tap: Tap, read_bytes: int = READ_BYTES) -> Iterator[list[Any]]:
         opening = _OPENING.match(buf, at)
     if opening is None:
         raise LayoutMissError("traceEvents does not open with an event on its own line")
-    indent = opening.group(1)
-    del buf[: opening.end() - 1]  # buf now starts with the first event's `{`
-    sep = b"\n" + indent + b"},\n" + indent + b"{"
-    while data := tap.read(read_bytes):
-        buf += data
-        cut = buf.rfind(sep)
-        if cut >= 0:
-            yield decode_events(bytes(buf[: cut + len(indent) + 2]))
-            del buf[: cut + len(sep) - 1]
-        elif len(buf) > MAX_PENDING_BYTES:
-            raise LayoutMissError(f"no event boundary in {MAX_PENDING_BYTES // 2**20} MB")
-    yield _last_events(bytes(buf), indent)
+    indent = opening.group(1)  # before buf changes: a match reads its groups from buf
+    near = key_before(buf, buf.index(b"[", at))
+    del buf[: opening.end() - 2]
+    buf[0] = ord("[")  # buf now holds `[{` and the rest of the first event
+    return buf, indent, near
 
 
 def _read_head(tap: Tap, read_bytes: int) -> bytearray:
@@ -97,62 +141,74 @@ def _check_head(head: bytes) -> None:
         raise LayoutMissError(f"head: {exc}") from None
 
 
-def _last_events(rest: bytes, indent: bytes) -> list[Any]:
-    """The events after the last separator, then a check of what follows the array."""
+def _last_events(rest: bytes, indent: bytes) -> tuple[list[FastEvent], int, dict[str, Any]]:
+    """The events after the last separator (`rest` starts with `[`), the number of bytes
+    after the array's `]`, and the top-level keys they hold."""
     closing = re.compile(re.escape(b"\n" + indent + b"}") + rb"[ \t\r\n]*\]").search(rest)
     if closing is None:
         raise LayoutMissError("traceEvents does not close after an event on its own line")
-    events = decode_events(rest[: closing.start() + len(indent) + 2])
-    _check_tail(rest[closing.end() :])
-    return events
+    events = decode_events(rest[: closing.start() + len(indent) + 2] + b"]")
+    after = rest[closing.end() :]
+    return events, len(after), _trailer(after)
 
 
-def _check_tail(tail: bytes) -> None:
-    """LayoutMissError unless the bytes after `traceEvents` close the document as valid JSON."""
+def _trailer(tail: bytes) -> dict[str, Any]:
+    """The keys in the bytes after `traceEvents`; LayoutMissError unless they close the
+    document as valid JSON that yajl reads alike."""
     body = tail.lstrip(_WS)
     if body.startswith(b"}") and not body[1:].strip(_WS):
-        return
+        return {}
     if not body.startswith(b","):
         raise LayoutMissError("traceEvents is not followed by `,` or the document's end")
     check_numbers(body)
     try:
-        _DECODER.decode(b"{" + body[1:])
-    except msgspec.DecodeError as exc:
-        raise LayoutMissError(f"after traceEvents: {exc}") from None
+        trailer: dict[str, Any] = _DECODER.decode(b"{" + body[1:])
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise LayoutMissError(f"after traceEvents: {_short(exc)}") from None
+    return trailer
 
 
-def decode_events(chunk: bytes) -> list[Any]:
-    """The events of `chunk` (whole events joined by commas); LayoutMissError if msgspec refuses
+def decode_events(chunk: bytes) -> list[FastEvent]:
+    """The events of `chunk` (a JSON array of whole events); LayoutMissError if msgspec refuses
     it or it holds a value yajl reads otherwise."""
     check_numbers(chunk)
     try:
-        events: list[Any] = _DECODER.decode(b"[" + chunk + b"]")
-    except msgspec.DecodeError as exc:
-        raise LayoutMissError(f"events: {exc}") from None
+        if not chunk.isascii():
+            chunk.decode()  # what msgspec skips or keeps raw, it does not check is UTF-8
+        events: list[FastEvent] = _EVENTS.decode(chunk)
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise LayoutMissError(f"events: {_short(exc)}") from None
     return events
 
 
 def check_numbers(data: bytes) -> None:
-    """LayoutMissError if `data` may hold an integer yajl cannot hold, NaN or Infinity (see the
-    module docstring). Digits are found at C speed; only the rare runs of 19 digits or more are
-    looked at closely (floats beyond a double: msgspec refuses them)."""
-    if b"NaN" in data or b"Infinity" in data:
-        raise LayoutMissError("NaN or Infinity (mended on the ijson path)")
-    digits = data.translate(_DIGITS)
-    found = digits.find(_LONG)
-    while found >= 0:
-        found = digits.find(_LONG, _check_token(data, found))
+    """LayoutMissError if `data` may hold a number yajl cannot hold (see the module docstring).
+    Number bytes are marked at C speed; only the rare runs of 19 digits or exponents of 3
+    digits are looked at closely."""
+    marks = data.translate(_MARKS)
+    for suspect in _SUSPECTS:
+        found = marks.find(suspect)
+        while found >= 0:
+            found = marks.find(suspect, _check_token(data, found))
 
 
 def _check_token(data: bytes, at: int) -> int:
     """LayoutMissError if the token around `at` is a number yajl cannot hold; its end. A token
-    that is not a number lies inside a string (elsewhere msgspec refuses it): harmless."""
+    that is not a number, or not set apart as JSON sets a number, lies inside a string
+    (elsewhere msgspec refuses it): harmless."""
     start, end = at, at
     while start > 0 and data[start - 1] in _NUMBER_BYTES:
         start -= 1
     while end < len(data) and data[end] in _NUMBER_BYTES:
         end += 1
     token = data[start:end]
-    if _NUMBER.fullmatch(token) is not None and _unholdable(token):  # else not a number
+    apart = (start == 0 or data[start - 1] in _BEFORE_NUMBER) and (
+        end == len(data) or data[end] in _AFTER_NUMBER
+    )
+    if apart and _NUMBER.fullmatch(token) is not None and _unholdable(token):
         raise LayoutMissError("a number beyond int64 or a double (mended on the ijson path)")
     return end
+
+
+def _short(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:160]

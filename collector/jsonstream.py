@@ -67,6 +67,7 @@ class Tap:
         self._scan_from = 0
         self.head: dict[str, Any] | None = None
         self.head_at: int | None = None  # offset of the `"traceEvents"` key the head ends at
+        self.trailer: dict[str, Any] | None = None  # the keys after the events, if read already
         self._tail: deque[bytes] = deque()
         self._tail_bytes = 0
         self.bytes_read = 0
@@ -131,8 +132,9 @@ class Tap:
         self._head = bytearray()
 
     def trailing(self) -> dict[str, Any]:
-        """Top-level keys written after the `traceEvents` array (call after the parse)."""
-        return tail_object(self.tail)
+        """Top-level keys written after the `traceEvents` array (call after the parse): those
+        the reader set in `trailer`, else from the document's last TAIL_BYTES."""
+        return self.trailer if self.trailer is not None else tail_object(self.tail)
 
 
 def head_object(prefix: bytes) -> dict[str, Any] | None:
@@ -187,12 +189,17 @@ def array_end(tail: bytes) -> int | None:
         else:
             depth -= 1
             if depth == 1 and candidate is not None:
-                if byte == _OPEN_ARRAY and _KEY_BEFORE.search(tail, max(0, pos - 64), pos):
+                if byte == _OPEN_ARRAY and key_before(tail, pos):
                     return candidate
                 candidate = None
             if depth <= 0:
                 return None
     return candidate if depth >= 2 else None
+
+
+def key_before(data: bytes | bytearray, pos: int) -> bool:
+    """Whether the `[` at `pos` follows the `"traceEvents"` key within 64 bytes."""
+    return _KEY_BEFORE.search(data, max(0, pos - 64), pos) is not None
 
 
 def _escaped(data: bytes, pos: int) -> bool:

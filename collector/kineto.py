@@ -1,7 +1,9 @@
 """Stream a PyTorch profiler (Kineto) trace into batches of typed events (pure over a stream).
 
-`TraceReader(stream, path).batches()` parses the document once with ijson's C backend and
-yields lists of events as it goes; `meta` and `stats` are complete once it is exhausted. A
+`TraceReader(stream, path).batches()` parses the document once — Kineto's indented layout on a
+seekable stream by `fastparse` (msgspec, straight into RawEvents), anything else, or after a
+fast-path miss from the start again, with ijson's C backend — and yields lists of events as it
+goes (one normaliser reads both); `meta` and `stats` are complete once it is exhausted. A
 document that is truncated, corrupt or not a trace raises `TraceError` with a plain reason;
 the caller discards what it had read from that file.
 
@@ -29,13 +31,11 @@ from commscope.collector.errors import (
 )
 from commscope.collector.fastparse import fast_chunks
 from commscope.collector.jsonstream import Tap, trace_items
-from commscope.collector.normalize import Normalizer
+from commscope.collector.normalize import Normalizer, from_item
 from commscope.collector.schema import Event, FileStats, TraceMeta
 
 BATCH_EVENTS: Final = 4096
-_NOT_OBJECT: Final = "traceEvents item that is not an object"
 _END: Final = object()
-_ODD_CAT: Final = "event whose cat is not a string"
 # yajl's complaints that a mended value cures (NaN and Infinity are invalid chars to it): the
 # only errors, with Python's UnicodeDecodeError, worth reading a document again for.
 _MENDED: Final = "value beyond 64 bits, NaN or Infinity, or bytes not UTF-8 (mended)"
@@ -167,19 +167,16 @@ class TraceReader:
         return True
 
     def _parse(self, size: int) -> Iterator[list[Event]]:
+        """Batches of at least `size` events (but the last), cut only after a multiple of 1024
+        items: the same batches whatever the reads were (a stream parsed again after a pause
+        passes over the batches it handed by their number)."""
         normalizer = self._normalizer
-        out, handlers, unseen = normalizer.out, normalizer.handlers, normalizer.unseen
+        out = normalizer.out
         count = 0
         for chunk in self._chunks():
-            for raw in chunk:
-                count += 1
-                try:
-                    handler = handlers.get(raw.get("cat"), unseen)
-                except (AttributeError, TypeError):
-                    normalizer.drop(_NOT_OBJECT if type(raw) is not dict else _ODD_CAT)
-                    continue
-                if handler is not None:
-                    handler(raw)
+            for part in _at_multiples(chunk, count, 1024):
+                normalizer.feed(part)
+                count += len(part)
                 if not count & 1023 and len(out) >= size:
                     yield out[:]
                     out.clear()
@@ -195,10 +192,22 @@ class TraceReader:
 
 
 def _lists(items: Iterator[Any]) -> Iterator[list[Any]]:
-    """ijson's items in lists: the first alone (the head is checked after it), then 1024."""
+    """ijson's items as RawEvents in lists: the first alone (the head is checked after it),
+    then 1024."""
+    items = map(from_item, items)
     yield from ([item] for item in itertools.islice(items, 1))
     while chunk := list(itertools.islice(items, 1024)):
         yield chunk
+
+
+def _at_multiples(items: list[Any], before: int, step: int) -> Iterator[list[Any]]:
+    """`items` (which follow `before` others) cut where the running count is a multiple of
+    `step`; whole when no multiple falls inside."""
+    start = 0
+    while start < len(items):
+        stop = min(len(items), start + step - (before + start) % step)
+        yield items if (start, stop) == (0, len(items)) else items[start:stop]
+        start = stop
 
 
 def _beyond(on_chunk: Callable[[int], None] | None, reported: int) -> Callable[[int], None] | None:

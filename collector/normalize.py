@@ -1,7 +1,10 @@
 """Raw Kineto events of one file → typed commscope events (pure).
 
-`Normalizer.handlers` are the hot path: one dict lookup on `cat`, then a short handler. What it
-emits goes to `out` (the caller drains it in batches). Communication kernels whose args lack
+`Normalizer.feed` is the hot path: per event one dict lookup on `cat`, then a short handler.
+Events arrive as `RawEvent`s, the few fields a handler reads, from either parser: the fast path
+decodes them straight from JSON (`args` left as raw bytes, decoded only for the events that
+use them), the ijson path copies them from its dicts (`from_item`). What it emits goes to `out`
+(the caller drains it in batches). Communication kernels whose args lack
 the collective's name or size wait in `_pending` (bounded by the number of collectives); at
 `finish` each is resolved through its `correlation` to the launch, then to the innermost
 enclosing comm calls on the launching thread (record_param_comms args first, then `Input
@@ -12,6 +15,7 @@ whose kernel is pending is pinned to it.
 
 from __future__ import annotations
 
+import functools
 import re
 from array import array
 from bisect import bisect_right
@@ -50,16 +54,20 @@ from commscope.collector.schema import (
     TraceMeta,
 )
 
+_DECODER: Final = msgspec.json.Decoder()
 LAUNCH_MEMORY: Final = 1 << 16
 ROLE_MEMORY: Final = 1 << 14
 _BAD_SPAN: Final = "span without numeric ts/dur (or out of range)"
 _NOT_COMPLETE: Final = "kernel/op event that is not a complete span (ph != X)"
 _BAD_ARGS: Final = "args that are not an object"
+_NOT_OBJECT: Final = "traceEvents item that is not an object"
+_ODD_CAT: Final = "event whose cat is not a string"
 _LABEL: Final = re.compile(LABEL_PATTERN)
 _PLAIN, _CALL, _RECORDED_CALL = 0, 1, 2
 _BACKEND_PREFIXES: Final = (*BACKEND_CALL_PREFIXES, "record_param_comms")
 _CPU_DEVICE: Final = 0  # c10::DeviceType::CPU in `[memory]` events; GPUs are 1 (CUDA, HIP)
 _C10D_PREFIXES: Final = ("c10d::", "_c10d_functional")
+_UNSEEN: Final[Any] = object()
 _STEP = 3  # a role: `ProfilerStep#N` as a cpu op (PyTorch 1.8-1.10 traces)
 # Event categories by their lower-case name: today's Kineto names, PyTorch 1.8-1.10's
 # capitalised ones (`Kernel`, `Operator`, `Runtime`, `Memcpy`, `Memset`), other devices'.
@@ -88,6 +96,71 @@ _CATEGORY: Final = {
 MAX_US: Final = 2**62 / 1000
 MAX_NAME: Final = 4096
 MAX_COUNT: Final = 2**62
+
+
+class RawEvent(msgspec.Struct, gc=False):
+    """One traceEvents item as far as the handlers read it. A missing key is None: every
+    handler treats a missing key as it treats null (both fail the same type test). `args` is
+    the item's value as is (a dict from ijson), or `msgspec.Raw` bytes from the fast path,
+    which `event_args` decodes for the few events that use them."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    ts: Any = None
+    dur: Any = None
+    tid: Any = None
+    args: Any = None
+
+
+def from_item(item: Any) -> Any:
+    """The RawEvent of an item ijson parsed; an item that is not an object as it is (the
+    normaliser drops it)."""
+    if type(item) is not dict:
+        return item
+    get = item.get
+    return RawEvent(
+        get("ph"), get("cat"), get("name"), get("ts"), get("dur"), get("tid"), get("args")
+    )
+
+
+def event_args(value: Any) -> Any:
+    """An event's args as the JSON holds them (None when missing), decoding raw bytes."""
+    if type(value) is msgspec.Raw:
+        return _DECODER.decode(value) if value else None
+    return value
+
+
+class MemoryArgs(msgspec.Struct, gc=False):
+    """The args of a `[memory]` event that the normaliser reads (decoded alone from raw
+    bytes: the other keys are skipped)."""
+
+    device: Any = msgspec.field(default=None, name="Device Id")
+    kind: Any = msgspec.field(default=None, name="Device Type")
+    allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    reserved: Any = msgspec.field(default=None, name="Total Reserved")
+
+
+_MEMORY_ARGS: Final = msgspec.json.Decoder(MemoryArgs)
+
+
+class LaunchArgs(msgspec.Struct, gc=False):
+    """The one arg of a kernel launch the normaliser reads."""
+
+    correlation: Any = None
+
+
+_LAUNCH_ARGS: Final = msgspec.json.Decoder(LaunchArgs)
+
+
+def launch_correlation(args: Any) -> Any:
+    """The `correlation` of a runtime call's args, raw bytes or a dict (None without one)."""
+    if type(args) is msgspec.Raw:
+        try:
+            return _LAUNCH_ARGS.decode(args).correlation if args else None
+        except msgspec.ValidationError:
+            return None  # args that are not an object
+    return args.get("correlation") if type(args) is dict else None
 
 
 class CommCall(msgspec.Struct, frozen=True, gc=False):
@@ -242,7 +315,9 @@ class CallIndex:
             thread.sorted_starts = [starts[i] for i in thread.order]
         found = []
         earliest = ts_ns - self._longest[tid]
-        for i in reversed(thread.order[: bisect_right(thread.sorted_starts, ts_ns)]):
+        order = thread.order
+        for at in range(bisect_right(thread.sorted_starts, ts_ns) - 1, -1, -1):  # no copy
+            i = order[at]
             if thread.starts[i] < earliest:
                 break
             if thread.ends[i] >= ts_ns:
@@ -272,10 +347,10 @@ class Normalizer:
         self._busy = CpuRuns(comm_call=False)
         self._calling = CpuRuns(comm_call=True)
         self._roles: dict[str, int] = {}
-        self._categories: dict[str, KernelCategory] = {}
+        self._categories: dict[str, KernelCategory | None] = {}  # None: a comm kernel
         self._allocated: dict[int, int] = {}  # GPU device -> highest Total Allocated
         self._reserved: dict[int, int] = {}  # GPU device -> highest Total Reserved
-        self._kinds: dict[str, Callable[[dict[str, Any]], None]] = {
+        self._kinds: dict[str, Callable[[RawEvent], None]] = {
             "kernel": self._kernel,
             "gpu_memcpy": self._memcpy,
             "gpu_memset": self._memset,
@@ -285,13 +360,25 @@ class Normalizer:
             "cpu_instant_event": self._instant,
         }
         # Each `cat` value seen -> its handler, None for categories of no use (learnt).
-        self.handlers: dict[object, Callable[[dict[str, Any]], None] | None] = {
+        self.handlers: dict[object, Callable[[RawEvent], None] | None] = {
             cat: self._kinds[kind] for cat, kind in _CATEGORY.items()
         }
 
-    def unseen(self, raw: dict[str, Any]) -> None:
+    def feed(self, events: list[Any]) -> None:
+        """Handle `events` (RawEvents, and items that are not objects: dropped, counted)."""
+        handlers, unseen = self.handlers, self.unseen
+        for raw in events:
+            try:
+                handler = handlers.get(raw.cat, unseen)
+            except (AttributeError, TypeError):
+                self.drop(_ODD_CAT if isinstance(raw, RawEvent) else _NOT_OBJECT)
+                continue
+            if handler is not None:
+                handler(raw)
+
+    def unseen(self, raw: RawEvent) -> None:
         """An event of a category not seen before: learn its handler (remembered, bounded)."""
-        cat = raw.get("cat")
+        cat = raw.cat
         kind = _CATEGORY.get(cat.lower()) if isinstance(cat, str) else None
         found = self._kinds[kind] if kind is not None else None
         if len(self.handlers) < ROLE_MEMORY:
@@ -309,16 +396,16 @@ class Normalizer:
 
     # ------------------------------------------------------------------ handlers
 
-    def _span(self, raw: Mapping[str, Any]) -> tuple[int, int] | None:
-        if raw.get("ph") != "X":
+    def _span(self, raw: RawEvent) -> tuple[int, int] | None:
+        if raw.ph != "X":
             self.drop(_NOT_COMPLETE)
             return None
         try:
-            ts, dur = raw["ts"], raw["dur"]
+            ts, dur = raw.ts, raw.dur
             if not (-MAX_US <= ts <= MAX_US and 0 <= dur <= MAX_US):
                 raise ValueError
             return round(ts * 1000), round(dur * 1000)
-        except (KeyError, TypeError, ValueError):
+        except (TypeError, ValueError):
             self.drop(_BAD_SPAN)
             return None
 
@@ -327,21 +414,24 @@ class Normalizer:
         dropped = self.stats.dropped
         dropped[reason] = dropped.get(reason, 0) + count
 
-    def _args(self, raw: Mapping[str, Any]) -> Mapping[str, Any]:
-        args = raw.get("args")
+    def _args(self, raw: RawEvent) -> Mapping[str, Any]:
+        args = event_args(raw.args)
         if args is None or type(args) is dict:
             return args or {}
         self.drop(_BAD_ARGS)
         return {}
 
-    def _kernel(self, raw: dict[str, Any]) -> None:
+    def _kernel(self, raw: RawEvent) -> None:
         span = self._span(raw)
-        name = raw.get("name")
+        name = raw.name
         if span is None or not isinstance(name, str):
             return
         self.has_gpu = True
-        if not is_comm_kernel(name):
-            self.out.append(GpuOp("compute", span[0], span[1], self._category(name)))
+        category = self._categories.get(name, _UNSEEN)
+        if category is _UNSEEN:
+            category = self._category(name)
+        if category is not None:
+            self.out.append(GpuOp("compute", span[0], span[1], category))
             return
         self.stats.comm_kernels += 1
         args = self._args(raw)
@@ -355,22 +445,20 @@ class Normalizer:
         kernel.launch = self._launch(correlation)
         self._pending.setdefault(correlation, []).append(kernel)
 
-    def _category(self, name: str) -> KernelCategory:
-        category = self._categories.get(name)
-        if category is None:
-            category = kernel_category(name[:MAX_NAME])
-            if len(self._categories) < ROLE_MEMORY and len(name) <= MAX_NAME:
-                self._categories[name] = category
+    def _category(self, name: str) -> KernelCategory | None:
+        """A kernel's category; None for a communication kernel (remembered, bounded)."""
+        category = None if is_comm_kernel(name) else kernel_category(name[:MAX_NAME])
+        if len(self._categories) < ROLE_MEMORY and len(name) <= MAX_NAME:
+            self._categories[name] = category
         return category
 
-    def _instant(self, raw: dict[str, Any]) -> None:
+    def _instant(self, raw: RawEvent) -> None:
         """`[memory]` events: keep each GPU's highest allocated and reserved totals."""
-        if raw.get("name") != "[memory]":
+        if raw.name != "[memory]":
             return
-        args = self._args(raw)
-        device, kind = args.get("Device Id"), args.get("Device Type")
-        allocated = _bounded(_int(args.get("Total Allocated")), MAX_COUNT)
-        reserved = _bounded(_int(args.get("Total Reserved")), MAX_COUNT)
+        args = self._memory_args(raw)
+        device, kind = args.device, args.kind
+        allocated, reserved = _count(args.allocated), _count(args.reserved)
         if type(device) is not int or type(kind) is not int or allocated is None:
             self.drop("[memory] event without Device Id/Type or Total Allocated")
             return
@@ -380,26 +468,39 @@ class Normalizer:
         if reserved is not None:
             self._reserved[device] = max(reserved, self._reserved.get(device, reserved))
 
-    def _memcpy(self, raw: dict[str, Any]) -> None:
+    def _memory_args(self, raw: RawEvent) -> MemoryArgs:
+        """The args `_instant` reads: raw bytes decoded straight into MemoryArgs when they
+        hold an object, else through `_args` (which counts args that are not an object)."""
+        if type(raw.args) is msgspec.Raw and raw.args:
+            try:
+                return _MEMORY_ARGS.decode(raw.args)
+            except msgspec.ValidationError:
+                pass  # not an object: `_args` drops it
+        args = self._args(raw)
+        get = args.get
+        return MemoryArgs(get("Device Id"), get("Device Type"), get("Total Allocated"),
+                          get("Total Reserved"))  # fmt: skip
+
+    def _memcpy(self, raw: RawEvent) -> None:
         span = self._span(raw)
         if span is not None:
             self.has_gpu = True
             self.out.append(GpuOp("memcpy", span[0], span[1]))
 
-    def _memset(self, raw: dict[str, Any]) -> None:
+    def _memset(self, raw: RawEvent) -> None:
         span = self._span(raw)
         if span is not None:
             self.has_gpu = True
             self.out.append(GpuOp("memset", span[0], span[1]))
 
-    def _runtime(self, raw: dict[str, Any]) -> None:
+    def _runtime(self, raw: RawEvent) -> None:
         try:
-            if "aunch" not in raw["name"]:
+            if "aunch" not in raw.name:
                 return
-            correlation, tid, ts = raw["args"]["correlation"], raw["tid"], raw["ts"]
+            correlation, tid, ts = launch_correlation(raw.args), raw.tid, raw.ts
             if type(correlation) is not int or type(tid) is not int or not -MAX_US <= ts <= MAX_US:
                 return
-        except (KeyError, TypeError):
+        except TypeError:
             return  # a runtime call we cannot place is no launch we could use
         pending = self._pending.get(correlation)
         if pending is not None:
@@ -419,16 +520,16 @@ class Normalizer:
                 return launches.tid[correlation], round(ts * 1000)
         return None
 
-    def _cpu_op(self, raw: dict[str, Any]) -> None:
+    def _cpu_op(self, raw: RawEvent) -> None:
         try:
-            name, tid, ts, dur = raw["name"], raw["tid"], raw["ts"], raw["dur"]
+            name, tid, ts, dur = raw.name, raw.tid, raw.ts, raw.dur
             end = ts + dur
             role = self._roles.get(name)
             if role is None:
                 role = self._role(name)
             if not (0 <= dur <= MAX_US and -MAX_US <= ts <= MAX_US) or type(tid) is not int:
                 raise ValueError
-        except (KeyError, TypeError, ValueError):
+        except (TypeError, ValueError):
             self.drop(_BAD_SPAN)
             return
         if role == _STEP:
@@ -457,8 +558,8 @@ class Normalizer:
             self._roles[name] = role
         return role
 
-    def _annotation(self, raw: dict[str, Any]) -> None:
-        name = raw.get("name")
+    def _annotation(self, raw: RawEvent) -> None:
+        name = raw.name
         if not isinstance(name, str):
             return
         if name.startswith("ProfilerStep#"):
@@ -466,12 +567,12 @@ class Normalizer:
         elif name.startswith("gloo:"):
             self._gloo(raw, name)
         elif name.startswith(BACKEND_CALL_PREFIXES):
-            span, tid = self._span(raw), raw.get("tid")
+            span, tid = self._span(raw), raw.tid
             if span is not None and type(tid) is int:
                 self._calls.add(tid, comm_call(name, span[0], sum(span), self._args(raw)))
 
-    def _step(self, raw: dict[str, Any], name: str) -> None:
-        span, tid = self._span(raw), raw.get("tid")
+    def _step(self, raw: RawEvent, name: str) -> None:
+        span, tid = self._span(raw), raw.tid
         number = name.removeprefix("ProfilerStep#")
         if span is None or type(tid) is not int:
             return
@@ -480,7 +581,7 @@ class Normalizer:
             return
         self.out.append(Step(int(number), span[0], span[1], tid))
 
-    def _gloo(self, raw: dict[str, Any], name: str) -> None:
+    def _gloo(self, raw: RawEvent, name: str) -> None:
         span = self._span(raw)
         if span is None:
             return
@@ -621,7 +722,17 @@ def _label(value: object) -> str | None:
     """A name a trace gives (a process group, a GPU): a short string or an integer."""
     if isinstance(value, bool) or not isinstance(value, str | int):
         return None
-    text = str(value).strip()
+    text = str(value)
+    return _known_label(text) if len(text) <= 2 * MAX_LABEL else _label_text(text)
+
+
+@functools.lru_cache(maxsize=4096)  # a trace repeats its few group names
+def _known_label(text: str) -> str | None:
+    return _label_text(text)
+
+
+def _label_text(text: str) -> str | None:
+    text = text.strip()
     return text if 0 < len(text) <= MAX_LABEL and _LABEL.match(text) else None
 
 
@@ -680,6 +791,11 @@ def merge_meta(first: TraceMeta, later: TraceMeta) -> TraceMeta:
 
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _count(value: object) -> int | None:
+    """`_bounded(_int(value), MAX_COUNT)` in one call (the hot `[memory]` path)."""
+    return value if type(value) is int and 0 <= value <= MAX_COUNT else None
 
 
 def _bounded(value: int | None, high: int, least: int = 0) -> int | None:

@@ -1,10 +1,9 @@
 """Parse speed and peak memory of commscope's Kineto reader, against bare ijson and json.load.
 
-What it measures: for synthetic Kineto-shaped traces of about 50 MB, 500 MB and 2 GB (the
-trace of a DDP training job on 8 H100s, generated here by streaming writes with a fixed seed),
-each parse method runs alone in a fresh child process (`--child`, this same script) that
-reports the CPU time (`time.process_time`, robust on a shared machine) and the wall time of
-the parse, and its peak RSS. Each (size, method) runs `--repeat` times; the
+What it measures: for Kineto traces of about 50 MB, 500 MB and 2 GB, each parse method runs
+alone in a fresh child process (`--child`, this same script) that reports the CPU time
+(`time.process_time`, robust on a shared machine) and the wall time of the parse, and its
+peak RSS. Each (size, method) runs `--repeat` times; the
 table shows the best CPU and wall times and the largest peak RSS, and each method's
 CPU-time speed relative to bare ijson's in the same run. Methods:
 
@@ -15,19 +14,30 @@ CPU-time speed relative to bare ijson's in the same run. Methods:
   json.load  the stdlib loading the whole document, under an address-space limit
              (`--as-limit-gb`, also applied to the other children): "exceeded N GB" when hit.
 
+Inputs (`--input`): `real` (the default) scales the largest real trace of ../shared/traces
+(kineto/single_rank/v100_allreduce_216k_events_rank1.json.gz, 53.7 MB, Kineto's own layout): its
+header, then its events written again and again, each copy 2 s later (`ts`) with its own
+kernel-launch correlation ids, cut at an event boundary to the size, then its trailer.
+`synthetic` is the trace of a DDP training job on 8 H100s, generated here by streaming writes
+with a fixed seed.
+
 Peak RSS is the child's VmHWM (/proc/self/status). `ru_maxrss` is printed by the child too but
 not used: Linux carries the parent's high-water mark over fork/vfork+exec into it, so it never
 reads below the parent's RSS (here the generator's).
 
 The commscope child also reports what the reader emitted; the script fails (exit 1) unless
 its event count, CommOp count (= NCCL kernels written), GpuOp and Step counts and the trace's
-metadata match what the generator wrote. 1 MB = 10^6 bytes everywhere. Inputs live in a temp
-dir that is deleted at the end (one input on disk at a time) unless `--keep DIR` is given.
+metadata match what the generator wrote (synthetic input), or, on a scaled real trace, unless
+the fast path gives exactly what the ijson path gives (events, CommOps, GpuOps, Steps, CpuSpans,
+dropped and unknown-size counts, metadata) and bare ijson counts the same items. 1 MB = 10^6
+bytes everywhere. Inputs live in a temp dir that is deleted at the end (one input on disk at
+a time) unless `--keep DIR` is given.
 
 Run (from the repo root):
     .venv/bin/python tests/bench/parse_bench.py                  # 50 MB, 500 MB, 2 GB
     .venv/bin/python tests/bench/parse_bench.py --quick          # 50 MB only
     .venv/bin/python tests/bench/parse_bench.py --sizes 50,500 --repeat 3 --keep /tmp/traces
+    .venv/bin/python tests/bench/parse_bench.py --input synthetic --quick
 It is a script, not a test: nothing here asserts on timings.
 """
 
@@ -35,10 +45,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gzip
 import importlib
 import itertools
 import json
 import random
+import re
 import resource
 import shutil
 import subprocess
@@ -383,6 +395,7 @@ class GenInfo:
     gpu_ops: int = 0  # compute kernels, memcpys and memsets
     counts: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
+    scaled_from: str = ""  # a real trace written again to size: checked against the ijson path
 
     @property
     def events(self) -> int:
@@ -737,6 +750,44 @@ def generate(path: Path, target_mb: int, seed: int) -> GenInfo:
     return info
 
 
+REAL_TRACE = Path("../shared/traces/kineto/single_rank/v100_allreduce_216k_events_rank1.json.gz")
+_EVENT_SEP = b"\n  },\n  {"  # Kineto's separator between two events at the indent it uses
+_SHIFTED = re.compile(rb'("ts": |"correlation": )(\d+)')
+TS_STEP_US, CORRELATION_STEP = 2_000_000, 10_000_000  # the trace spans 1.83 s, ids < 10^6
+
+
+def shifted(region: bytes, copy: int) -> bytes:
+    """Copy number `copy` of the events: later in time, with launch ids of its own."""
+
+    def shift(match: re.Match[bytes]) -> bytes:
+        step = TS_STEP_US if match.group(1).startswith(b'"ts"') else CORRELATION_STEP
+        return match.group(1) + str(int(match.group(2)) + copy * step).encode()
+
+    return _SHIFTED.sub(shift, region) if copy else region
+
+
+def scale_real(path: Path, target_mb: int, source: Path = REAL_TRACE) -> GenInfo:
+    """Write `source`'s header, its events again and again cut at an event boundary to about
+    `target_mb` MB, then its trailer (see the module docstring)."""
+    started = time.perf_counter()
+    doc = gzip.decompress(source.read_bytes())
+    first = doc.index(b"\n  {", doc.index(b'"traceEvents"')) + 1
+    last = doc.rindex(b"\n  }") + 4  # the last event's `}` (the document's own is unindented)
+    head, region, tail = doc[:first], doc[first:last], doc[last:]
+    copies, rest = divmod(target_mb * MB - len(head) - len(tail), len(region) + 2)
+    cut = region.rfind(_EVENT_SEP, 0, rest)
+    pieces = [region] * copies + ([region[: cut + 4]] if cut > 0 else [])
+    with path.open("wb") as out:
+        out.write(head)
+        for number, piece in enumerate(pieces or [region]):
+            out.write(b",\n" + shifted(piece, number) if number else piece)
+        out.write(tail)
+    info = GenInfo(path, bytes=path.stat().st_size, scaled_from=source.name)
+    info.seconds = time.perf_counter() - started
+    info.counts["copies"] = copies
+    return info
+
+
 # ---------------------------------------------------------------- the child: one parse
 
 
@@ -876,11 +927,12 @@ def check(result: dict[str, Any], info: GenInfo) -> None:
     """Raise BenchError unless the parse saw what the generator wrote."""
     if "exceeded_gb" in result:
         return
+    if info.scaled_from:
+        _check_parser(result)
+        return
     expected = {"events": info.events}
     if result["method"].startswith("commscope"):
-        want_parser = "fast" if result["method"] == "commscope" else "ijson"
-        if result["parser"] != want_parser:
-            raise BenchError(f"{result['method']} read by the {result['parser']} path")
+        _check_parser(result)
         expected |= {"comm_ops": info.nccl_kernels, "gpu_ops": info.gpu_ops, "steps": info.steps}
         want_meta = {"rank": 0, "world_size": WORLD, "base_time_ns": BASE_TIME_NS}
         want_meta |= {"gpu_name": "NVIDIA H100 80GB HBM3", "nccl_version": "2.21.5"}
@@ -895,18 +947,47 @@ def check(result: dict[str, Any], info: GenInfo) -> None:
             )
 
 
+def _check_parser(result: dict[str, Any]) -> None:
+    """Raise BenchError unless a commscope child read the events by the path it names."""
+    if not result["method"].startswith("commscope"):
+        return
+    want = "fast" if result["method"] == "commscope" else "ijson"
+    if result["parser"] != want:
+        raise BenchError(f"{result['method']} read by the {result['parser']} path")
+
+
+SAME_BOTH_WAYS = ("events", "comm_ops", "gpu_ops", "steps", "cpu_spans", "dropped")
+SAME_BOTH_WAYS += ("sizes_unknown", "meta")
+
+
+def check_same(results: dict[str, dict[str, Any]]) -> None:
+    """Raise BenchError unless the fast path gave what the ijson path gave, and bare ijson
+    counted as many items (one round of children on the same input)."""
+    fast, slow = results.get("commscope"), results.get("commscope-ijson")
+    if fast is None or slow is None or "exceeded_gb" in fast or "exceeded_gb" in slow:
+        return
+    for key in SAME_BOTH_WAYS:
+        if fast[key] != slow[key]:
+            raise BenchError(f"fast path {key} = {fast[key]!r}, ijson path {slow[key]!r}")
+    bare = results.get("ijson", {}).get("events", slow["events"])
+    if bare != slow["events"]:
+        raise BenchError(f"bare ijson read {bare} items, commscope {slow['events']}")
+
+
 def bench_size(info: GenInfo, repeat: int, limit_gb: float) -> list[Row]:
     """Every method `repeat` times, round-robin; best CPU and wall time, largest RSS."""
     rows = {m: Row(info.bytes / MB, m) for m in METHODS}
     for _ in range(repeat):
+        results: dict[str, dict[str, Any]] = {}
         for method, row in rows.items():
             if row.exceeded_gb is not None:
                 continue
-            result = run_child(method, info.path, limit_gb)
+            result = results[method] = run_child(method, info.path, limit_gb)
             check(result, info)
             _merge(row, result)
             note = _note(result)
             print(f"    {method:<10} {note}", flush=True)
+        check_same(results)
     return list(rows.values())
 
 
@@ -986,6 +1067,11 @@ def machine() -> str:
 
 
 def describe(info: GenInfo) -> str:
+    if info.scaled_from:
+        return (
+            f"  wrote {info.bytes / MB:.1f} MB in {info.seconds:.1f}s: {info.scaled_from}'s "
+            f"events {info.counts['copies']} times over, then cut at an event boundary"
+        )
     mix = ", ".join(f"{cat} {100 * n / info.events:.1f}%" for cat, n in info.counts.most_common())
     return (
         f"  generated {info.bytes / MB:.1f} MB in {info.seconds:.1f}s: {info.steps} steps, "
@@ -998,13 +1084,17 @@ def bench(args: argparse.Namespace) -> int:
     sizes = [DEFAULT_SIZES_MB[0]] if args.quick else args.sizes
     print(machine(), flush=True)
     print(f"sizes {sizes} MB, repeat {args.repeat}, address-space limit {args.as_limit_gb:g} GB")
+    print(f"input: {args.input}" + (f" ({REAL_TRACE.name} scaled)" if args.input == "real" else ""))
     workdir = Path(args.keep or tempfile.mkdtemp(prefix="commscope-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     rows: list[Row] = []
     try:
         for size in sizes:
             started = time.perf_counter()
-            info = generate(workdir / f"kineto_{size}MB.json", size, args.seed)
+            path = workdir / f"kineto_{args.input}_{size}MB.json"
+            info = (
+                scale_real(path, size) if args.input == "real" else generate(path, size, args.seed)
+            )
             print(describe(info), flush=True)
             if abs(info.bytes - size * MB) > 0.05 * size * MB:
                 raise BenchError(f"{info.path.name} is {info.bytes / MB:.1f} MB, not {size} MB ±5%")
@@ -1035,6 +1125,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="input sizes in MB, comma-separated (default 50,500,2000)",
     )
     parser.add_argument("--quick", action="store_true", help="50 MB only")
+    parser.add_argument(
+        "--input",
+        choices=("real", "synthetic"),
+        default="real",
+        help="a real trace scaled to size (default), or the synthetic DDP trace",
+    )
     parser.add_argument("--repeat", type=int, default=2, help="runs per (size, method)")
     parser.add_argument("--keep", metavar="DIR", help="write the inputs to DIR and keep them")
     parser.add_argument("--seed", type=int, default=SEED, help=argparse.SUPPRESS)

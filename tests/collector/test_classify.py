@@ -161,6 +161,16 @@ def test_unknown_or_missing_dtype_has_no_size(dtype: object) -> None:
     assert dtype_bytes(dtype) is None
 
 
+def test_a_long_name_is_worked_out_as_a_short_one() -> None:
+    """Names of up to 256 characters are worked out once and remembered; longer ones every
+    time (the memory stays bounded): the answer is the same either way."""
+    short = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+    long = short + "_x" * 200  # 439 characters
+    assert collective_type(short) == collective_type(short) == "AllReduce"
+    assert collective_type(long) == "AllReduce"
+    assert dtype_bytes(" " * 300 + "c10::BFloat16") == dtype_bytes("c10::BFloat16") == 2
+
+
 # ------------------------------------------------------------------ is_comm_kernel / is_comm_call
 
 

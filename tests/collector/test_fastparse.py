@@ -1,6 +1,8 @@
 """fastparse.py: Kineto's indented layout read by msgspec gives exactly what the ijson path
 gives (events, metadata, stats, dropped counts), and every document it cannot prove that for
-is read by ijson (`TraceReader.parser` says which path read the events)."""
+is read by ijson (`TraceReader.parser` says which path read the events). The fast path decodes
+straight into RawEvents (args kept raw until a handler needs them); the ijson path copies its
+dicts into RawEvents: the same normaliser reads both."""
 
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ import pytest
 from commscope.collector import fastparse
 from commscope.collector.errors import LayoutMissError, TraceError
 from commscope.collector.fastparse import fast_items
-from commscope.collector.jsonstream import Tap, trace_items
+from commscope.collector.follow import open_followed
+from commscope.collector.jsonstream import Tap, tail_object, trace_items
 from commscope.collector.kineto import TraceReader
+from commscope.collector.normalize import RawEvent, event_args, from_item
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kineto_builder import ChunkedReader, annotation, cpu_op, dist_head, kernel, launch, trace
@@ -87,7 +91,7 @@ def both(doc: bytes, size: int = 1 << 20, gz: bool = False) -> tuple[Any, Any, T
 
 # ------------------------------------------------------------------ random layouts and values
 
-_text = st.text(st.characters(blacklist_characters="NI", blacklist_categories=("Cs",)), max_size=8)
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
 _scalar = st.one_of(
     st.none(),
     st.booleans(),
@@ -100,15 +104,54 @@ _value = st.recursive(
 )
 _time = st.one_of(st.integers(0, 10**6), st.floats(0, 1e6, allow_nan=False))
 _args = st.none() | st.dictionaries(_text, _value, max_size=3)
+# Names, categories and args keys the handlers act on, so that every handler (and every
+# lazily decoded args) is reached, with values of every type, and keys missing or null.
+_NAMES = ["ncclDevKernel_AllReduce_Sum_f32_RING_LL", "ncclKernel_SendRecv", "nccl:all_reduce",
+          "record_param_comms", "c10d::allgather_", "gloo:all_reduce", "ProfilerStep#3",
+          "[memory]", "cudaLaunchKernel", "aten::mm", "aten::wait", "sm80_xmma_gemm"]  # fmt: skip
+_CATS = ["kernel", "Kernel", "cpu_op", "Operator", "user_annotation", "cuda_runtime",
+         "cpu_instant_event", "gpu_memcpy", "Memset", "ac2g", "python_function"]  # fmt: skip
+_ARG_KEYS = ["Collective name", "In msg nelems", "Out msg nelems", "dtype", "Group size",
+             "Process Group Name", "Seq", "correlation", "Input Dims", "Input type",
+             "Device Id", "Device Type", "Total Allocated", "Total Reserved"]  # fmt: skip
+_arg_value = st.one_of(
+    st.integers(-2, 40),
+    st.sampled_from(["allreduce", "allgather", "Float", "c10::BFloat16", "0", "pg"]),
+    st.lists(st.lists(st.integers(0, 4), max_size=3), max_size=2),
+    st.lists(st.sampled_from(["float", "c10::Half"]), max_size=2),
+    _value,
+)
+_known_args = st.dictionaries(st.sampled_from(_ARG_KEYS) | _text, _arg_value, max_size=6)
+_field = st.one_of(_time, st.none(), _text, st.lists(st.integers(0, 3), max_size=2))
+_kineto_event = st.fixed_dictionaries(
+    {},
+    optional={
+        "ph": st.sampled_from(["X", "i", "s"]) | _scalar,
+        "cat": st.sampled_from(_CATS) | _scalar | st.lists(st.integers(0, 9), max_size=1),
+        "name": st.sampled_from(_NAMES) | _scalar,
+        "pid": st.integers(0, 3),
+        "tid": st.integers(0, 3) | _text,
+        "ts": _field,
+        "dur": _field,
+        "args": _known_args | _args | st.lists(st.integers(0, 9), max_size=2) | _text,
+    },
+).filter(bool)  # Kineto writes no {}
 _event = st.one_of(
     st.builds(kernel, _text, _time, _time, _args),
     st.builds(cpu_op, _text, _time, _time, st.integers(0, 3), _args),
     st.builds(annotation, _text, _time, _time, st.integers(0, 3), _args),
     st.builds(launch, st.integers(0, 50), _time, st.integers(0, 3)),
-    st.dictionaries(_text, _value, min_size=1, max_size=4),  # Kineto writes no {}
+    st.dictionaries(_text, _value, min_size=1, max_size=4),
+    _kineto_event,
+    _kineto_event,
 )
 _tail = st.sampled_from(
-    [None, {"traceName": "t.json"}, {"traceName": "t", "displayTimeUnit": "ms", "x": [1, {}]}]
+    [
+        None,
+        {"traceName": "t.json"},
+        {"traceName": "t", "displayTimeUnit": "ms", "x": [1, {}]},
+        {"traceName": "t", "baseTimeNanoseconds": 1_700_000_000_000_000_000, "y": "]"},
+    ]
 )
 
 
@@ -141,14 +184,26 @@ def test_random_kineto_layouts_read_as_the_ijson_path_reads_them(
     assert reader.parser == "fast", reader.fast_miss  # NaN/Infinity and big ints not generated
 
 
+def _fields(event: RawEvent) -> tuple[Any, ...]:
+    return (event.ph, event.cat, event.name, event.ts, event.dur, event.tid, event_args(event.args))
+
+
 @settings(max_examples=150, deadline=None)
-@given(values=st.lists(st.dictionaries(_text, _value), min_size=1, max_size=20))
-def test_raw_items_are_the_values_ijson_gives(values: list[Any]) -> None:
-    """Same types too (1 and 1.0 differ in repr): ijson's use_float=True reads, per value."""
+@given(values=st.lists(st.dictionaries(_text, _value) | _kineto_event, min_size=1, max_size=20))
+def test_raw_events_hold_the_values_ijson_gives(values: list[Any]) -> None:
+    """Same types too (1 and 1.0 differ in repr): ijson's use_float=True reads, per value;
+    args decoded from their raw bytes are the dict ijson builds."""
     doc = kineto_doc(values)
-    fast = list(fast_items(Tap(io.BytesIO(doc)), read_bytes=97))
-    slow = list(trace_items(Tap(io.BytesIO(doc))))
+    fast = [_fields(e) for e in fast_items(Tap(io.BytesIO(doc)), read_bytes=97)]
+    slow = [_fields(from_item(item)) for item in trace_items(Tap(io.BytesIO(doc)))]
     assert repr(fast) == repr(slow)
+
+
+def test_args_stay_raw_bytes_until_a_handler_decodes_them() -> None:
+    doc = kineto_doc([kernel("k", 1, 2, {"a": [1, 2]}), kernel("k", 3, 4)])
+    first, second = fast_items(Tap(io.BytesIO(doc)))
+    assert (bytes(first.args), event_args(first.args)) == (b'{"a": [1, 2]}', {"a": [1, 2]})
+    assert (bytes(second.args), event_args(second.args)) == (b"", None)  # no args: None
 
 
 # ------------------------------------------------------------------ real traces
@@ -203,7 +258,9 @@ def _many(n: int) -> list[Any]:
     [
         ({"name": "\ud800"}, "events"),  # lone surrogate: ijson gives "?", msgspec refuses
         ({"args": {"Comms Id": U64_COMMS_ID}}, "beyond int64"),  # mended on the ijson path
-        ({"args": {"x": 1e308, "y": "NaN"}}, "NaN"),  # the word NaN: a miss even in a string
+        ({"args": {"x": float("nan")}}, "invalid character"),  # bare NaN: mended by ijson's path
+        ({"pid": float("inf")}, "invalid character"),  # in a key the fast path skips
+        ({"args": {"x": 1e308 * 10}}, "invalid character"),  # json.dumps writes Infinity
     ],
 )
 def test_an_odd_value_mid_file_falls_back_and_gives_the_ijson_result(
@@ -215,6 +272,134 @@ def test_an_odd_value_mid_file_falls_back_and_gives_the_ijson_result(
     assert fast == slow
     assert reader.parser == "ijson"
     assert reason in reader.fast_miss
+
+
+def _with_raw(events: list[Any], placeholder: str, raw: bytes) -> bytes:
+    """A Kineto document with the string `"placeholder"` replaced by `raw` bytes."""
+    return kineto_doc(events, dist_head()).replace(json.dumps(placeholder).encode(), raw)
+
+
+@pytest.mark.parametrize(
+    ("where", "raw", "reason"),
+    [
+        ({"pid": "@"}, b"1e400", "beyond int64 or a double"),  # a key the fast path skips
+        ({"args": {"Bytes": "@"}}, b"-2.5E+309", "beyond int64 or a double"),  # raw args
+        ({"args": {"Bytes": "@"}}, b"17976931348623159e292", "beyond int64 or a double"),
+        ({"args": {"x": "@"}}, b'"caf\xe9"', "events"),  # Latin-1, not UTF-8: msgspec skips it
+    ],
+)
+def test_what_msgspec_skips_unchecked_is_looked_for(
+    where: dict[str, Any], raw: bytes, reason: str
+) -> None:
+    """msgspec neither checks UTF-8 nor overflows floats in values it skips or keeps raw: the
+    fast path looks for them itself, and the ijson path mends them (one value dropped)."""
+    events = [*_many(100), kernel("odd", 4000, 1) | where, *_many(5)]
+    fast, slow, reader = both(_with_raw(events, "@", raw), size=512)
+    assert fast == slow
+    assert len(fast[0]) == 106
+    assert sum(fast[2].dropped.values()) == 1
+    assert (reader.parser, reason in reader.fast_miss) == ("ijson", True), reader.fast_miss
+
+
+@pytest.mark.parametrize(
+    "text", ["0x7f4e913a", "run 1e999x", "1e400 words", "9" * 25 + "a", "a 1e400 b"]
+)
+def test_number_like_text_inside_strings_reads_fast(text: str) -> None:
+    """A string holding digits and exponents that are no number token (not set apart by `:`
+    `,` `[` or blanks on both sides) is no miss. "a 1e400 b" is: set apart by blanks, it
+    reads as a number token; a miss costs a second read, never a wrong event."""
+    events = [*_many(10), kernel(text, 200, 1, {"Label": text})]
+    fast, slow, reader = both(kineto_doc(events, dist_head()), size=512)
+    assert fast == slow
+    want = "ijson" if text == "a 1e400 b" else "fast"
+    assert reader.parser == want, reader.fast_miss
+
+
+def test_a_document_nested_too_deeply_fails_alike_on_both_paths() -> None:
+    """The tap's guard sees every byte on both paths: the same limit, the same reason."""
+    deep: Any = 1
+    for _ in range(80):
+        deep = [deep]
+    doc = kineto_doc([*_many(50), kernel("deep", 600, 1, {"x": deep})], dist_head())
+    reasons = []
+    for fast in (True, False):
+        with pytest.raises(TraceError) as caught:
+            list(
+                TraceReader(SeekableChunks(io.BytesIO(doc), 1 << 20), "x.json", fast=fast).batches()
+            )
+        reasons.append(caught.value.reason)
+    assert reasons[0] == reasons[1]
+    assert "nested deeper than 64" in reasons[0]
+
+
+class FakeTime:
+    """A clock that moves only when slept on; each sleep appends the next piece to `path`."""
+
+    def __init__(self, path: Path, pieces: list[bytes]) -> None:
+        self.now, self.path, self.pieces = 0.0, path, pieces
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        if self.pieces:
+            with self.path.open("ab") as out:
+                out.write(self.pieces.pop(0))
+
+
+@settings(max_examples=40, deadline=None)
+@given(cuts=st.lists(st.integers(0, 10**6), max_size=10), gz=st.booleans())
+def test_a_growing_file_reads_fast_as_a_whole_file_reads(
+    tmp_path_factory: pytest.TempPathFactory, cuts: list[int], gz: bool
+) -> None:
+    """The file is written in pieces cut anywhere (mid-event, mid-separator) while it is
+    followed; the fast path reads it, and gives what the ijson path gives on the whole file."""
+    events = [*_many(60), launch(3, 5, 1), kernel("ncclKernel_AllReduce", 9, 2, {"correlation": 3})]
+    doc = kineto_doc(events, dist_head(), {"traceName": "t"})
+    data = gzip.compress(doc) if gz else doc
+    points = sorted({c % len(data) for c in cuts})
+    pieces = [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
+    path = tmp_path_factory.mktemp("grow") / "t.json"
+    path.write_bytes(pieces[0])
+    fake = FakeTime(path, pieces[1:])
+    with open_followed(path, idle_s=30.0, poll_s=0.25, clock=fake.clock, sleep=fake.sleep) as f:
+        reader = TraceReader(f, str(path))
+        events_read = [e for batch in reader.batches(16) for e in batch]
+    _, slow, _ = both(doc)
+    assert (events_read, reader.meta, reader.stats) == slow[:3]
+    assert reader.parser == "fast", reader.fast_miss
+
+
+@settings(max_examples=60, deadline=None)
+@given(tail=_tail, events=st.integers(1, 3000), gap=st.sampled_from(["", " ", " " * 70]))
+def test_the_trailer_the_fast_path_reads_is_what_the_tail_scan_finds(
+    tail: dict[str, Any] | None, events: int, gap: str
+) -> None:
+    """The fast path hands the keys after the events to the tap, sparing the ijson path's scan
+    of the last 128 KB, only where that scan finds the same keys: the array's `[` within 64
+    bytes of its key (else the scan finds none)."""
+    doc = kineto_doc(_many(events), dist_head(), tail).replace(
+        b'"traceEvents": [', b'"traceEvents":' + gap.encode() + b"["
+    )
+    tap = Tap(io.BytesIO(doc))
+    assert len(list(fast_items(tap))) == events
+    assert tap.trailing() == tail_object(tap.tail)
+    assert (tap.trailer is not None) == (len(gap) < 50)
+
+
+def test_batches_are_the_same_whatever_the_reads_and_the_path() -> None:
+    """A stream parsed again (after a pause, a rewind) passes over the batches it handed by
+    their number: they must not depend on how the reads fell. Cut after multiples of 1024
+    items once `size` events wait: 5000 kernels in batches of 1000 -> 1024, 1024, 1024, 1024
+    and the last 904."""
+    doc = kineto_doc(_many(5000), dist_head())
+    cuts = []
+    for fast, size in [(True, 300), (True, 70_000), (True, 1 << 20), (False, 4096)]:
+        reader = TraceReader(SeekableChunks(io.BytesIO(doc), size), "x.json", fast=fast)
+        cuts.append([len(batch) for batch in reader.batches(1000)])
+        assert reader.parser == ("fast" if fast else "ijson")
+    assert cuts == [[1024, 1024, 1024, 1024, 904]] * 4
 
 
 def test_a_mended_value_keeps_its_dropped_count() -> None:
