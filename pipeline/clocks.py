@@ -6,22 +6,23 @@ ends of matched instances tell the offsets: end(rank, instance) = centre(instanc
 offset(rank) + noise. Two stages. (1) Per member set (the instances whose traced members are
 the same ranks, in practice one process group), a median polish: the centre of an instance is
 the median of its members' aligned ends, a member's offset moves by the median of its
-residuals, until nothing moves. This gives the members' offsets relative to each other,
-robust to ends delayed for reasons other than the clock, and a noise scale from the set's
-final residuals (1.4826 x MAD, corrected for the fitted centres and offsets, floored at
-`SCALE_FLOOR_NS`; a set with no residual freedom takes the pooled scale of the others).
-(2) One weighted least-squares fit of every rank's offset to all sets' relative offsets,
-each weighted by its precision (instances / (pi/2 x scale^2), the variance of a median),
-so a set of many same-clock instances says exactly what it knows (its members' differences)
-and never outvotes the one set that links two hosts. Solved by preconditioned conjugate
-gradients on the normal equations (a weighted graph Laplacian: linear in the memberships per
-iteration), reweighted by Huber's rule against sets that disagree with the rest (IRLS).
-Offsets are relative to the lowest rank of each connected set of ranks (ranks linked by
-shared instances). The uncertainty of a rank is the standard error of its offset minus the
-reference's under the fit's weights (independent noise per end, a normal-like core), times
-the fit's Birge ratio when the sets disagree more than their scales say; it is computed by
-re-solving the fit for `DRAWS` seeded random noise vectors (about 11% relative error).
-Ranks on one host come out equal within it.
+residuals, until nothing moves. This gives the members' offsets relative to each other, robust
+to ends delayed for reasons other than the clock. The set's noise scale (one end's sigma) is
+0.7413 x the median |double difference| of neighbouring members at neighbouring instances
+(free of offsets and centres), floored at `SCALE_FLOOR_NS`; a set of one instance takes the
+median scale of the others. (2) One weighted least-squares fit of every rank's offset to all
+sets' relative offsets, each weighted by its precision, instances / (pi/2 x scale^2) (the
+variance of a median), so a set of many same-clock instances says only what it knows (its
+members' differences) and never outvotes the few instances that link two hosts. Solved by
+conjugate gradients preconditioned by the diagonal, on the normal equations (a weighted graph
+Laplacian, one pass over the memberships per iteration), reweighted by Huber's rule against
+sets that disagree with the rest (IRLS). Offsets are relative to the lowest rank of each
+connected set of ranks (ranks linked by shared instances). A rank's uncertainty is the
+standard error of its offset minus its reference's under the fit's weights (independent noise
+per end, normal in its core, the Huber weights taken as fixed), times the fit's Birge ratio
+when the sets disagree more than their scales say: exact for at most `DRAWS` ranks, else the
+spread of re-fits under `DRAWS` seeded random draws (relative error about 11%). None when no
+residual says how noisy the ends are. Ranks on one host come out equal within it.
 """
 
 from __future__ import annotations
@@ -241,6 +242,8 @@ def fit(found: Sequence[Link], size: int) -> tuple[list[float], Weights]:
     (their robust spread, at least 1, as the unit) until the weights settle."""
     base = [[precision(link)] * len(link.members) for link in found]
     weights = base
+    if not found:
+        return [0.0] * size, weights
     x = solve(found, weights, right_side(found, weights, size))
     for _ in range(MAX_REWEIGHTS):
         errors = misfits(found, weights, x)
@@ -284,9 +287,27 @@ def birge(found: Sequence[Link], weights: Weights, x: Sequence[float], groups: i
 
 
 def spreads(found: Sequence[Link], weights: Weights, reference: Sequence[int]) -> list[float]:
-    """Each index's standard error against its reference: the spread of re-fitted offsets
-    when each shift is redrawn with its fitted variance (seeded: the same input, the same
-    figures)."""
+    """Each index's standard error against its reference under the fit's weights:
+    sqrt(u' L+ u), u = e_rank - e_reference, exactly (a solve per rank) for at most `DRAWS`
+    ranks, else estimated by re-fits under random shifts."""
+    if len(reference) <= DRAWS:
+        size = len(reference)
+        return [_exact(found, weights, size, i, ref) for i, ref in enumerate(reference)]
+    return _drawn(found, weights, reference)
+
+
+def _exact(found: Sequence[Link], weights: Weights, size: int, index: int, reference: int) -> float:
+    if index == reference:
+        return 0.0
+    u = [0.0] * size
+    u[index], u[reference] = 1.0, -1.0
+    y = solve(found, weights, u)
+    return math.sqrt(max(0.0, y[index] - y[reference]))
+
+
+def _drawn(found: Sequence[Link], weights: Weights, reference: Sequence[int]) -> list[float]:
+    """The spread of re-fitted offsets when each shift is redrawn with its fitted variance
+    (seeded: the same input, the same figures; relative error 1/sqrt(2 x DRAWS))."""
     draw = random.Random(len(reference)).gauss
     total = [0.0] * len(reference)
     for _ in range(DRAWS):
