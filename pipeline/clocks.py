@@ -76,7 +76,8 @@ Found = dict[int, tuple[float, float | None, int]]  # rank -> (offset ns, uncert
 @dataclass
 class Link:
     """One member set's evidence: its members' offsets relative to each other (`shifts`),
-    over `instances` instances, with the noise scale of one end and its residual freedom."""
+    over `instances` instances, the noise scale of one end, and `dof` the double differences
+    that scale rests on (0: none, the scale is borrowed)."""
 
     members: tuple[int, ...]  # indices into the ranks
     shifts: list[float]
