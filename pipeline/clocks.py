@@ -2,19 +2,38 @@
 
 Ranks on different hosts read different clocks. A collective ends at nearly the same instant
 on every member (whoever arrived first waits for the last, then all finish together), so the
-ends of matched instances tell the offsets. Each rank's offset is found by alternating
-medians: the centre of an instance is the median of its members' aligned ends, a rank's
-offset moves by the median of its residuals, until nothing moves. Offsets are relative to the
-lowest rank of each connected set of ranks (ranks linked by shared instances); ranks on one
-host come out equal within their uncertainty, the standard error of a median,
-1.2533 x 1.4826 x MAD / sqrt(n), of the rank's final residuals.
+ends of matched instances tell the offsets: end(rank, instance) = centre(instance) +
+offset(rank) + noise. Two stages. (1) Per member set (the instances whose traced members are
+the same ranks, in practice one process group), a median polish: the centre of an instance is
+the median of its members' aligned ends, a member's offset moves by the median of its
+residuals, until nothing moves. This gives the members' offsets relative to each other, robust
+to ends delayed for reasons other than the clock. The set's noise scale (one end's sigma) is
+0.7413 x the median |double difference| of neighbouring members at neighbouring instances
+(free of offsets and centres), floored at `SCALE_FLOOR_NS`; a set of one instance takes the
+median scale of the others. (2) One weighted least-squares fit of every rank's offset to all
+sets' relative offsets, each weighted by its precision, instances / (pi/2 x scale^2) (the
+variance of a median), so a set of many same-clock instances says only what it knows (its
+members' differences) and never outvotes the few instances that link two hosts. Solved by
+conjugate gradients preconditioned by the diagonal, on the normal equations (a weighted graph
+Laplacian, one pass over the memberships per iteration), reweighted by Huber's rule against
+sets that disagree with the rest (IRLS). Offsets are relative to the lowest rank of each
+connected set of ranks (ranks linked by shared instances). A rank's uncertainty is the
+standard error of its offset minus its reference's under the fit's weights (independent noise
+per end, normal in its core, the Huber weights taken as fixed), times the fit's Birge ratio
+when the sets disagree more than their scales say: exact for at most `DRAWS` ranks, else the
+spread of re-fits under `DRAWS` seeded random draws (relative error about 11%). None when no
+residual says how noisy the ends are. Ranks on one host come out equal within it.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
+import random
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from commscope.collector.schema import ClockOffset, Clocks
@@ -23,9 +42,18 @@ from commscope.pipeline.stats import mad
 
 MAX_ROUNDS: Final = 50
 SETTLED_NS: Final = 0.5
-METHOD: Final = "median alignment of matched collectives' end times; relative to the lowest rank"
+SCALE_FLOOR_NS: Final = 100.0  # noise scale of one end: below this, timestamps are not believed
+HUBER_K: Final = 1.345
+MAX_REWEIGHTS: Final = 20
+DRAWS: Final = 40  # noise draws for the standard errors: relative error 1/sqrt(2 x DRAWS)
+METHOD: Final = (
+    "per process group median polish of matched collectives' end times, combined by "
+    "precision-weighted least squares (Huber); relative to the lowest rank"
+)
 NO_MATCH: Final = "no collective matched across ranks"
-_MEDIAN_SE: Final = 1.2533 * 1.4826  # standard error of a median from the MAD (normal noise)
+_MEDIAN_VAR: Final = math.pi / 2  # a median's variance over a mean's (normal noise)
+_NORMAL_MAD: Final = 1.4826
+_HALF_IQR: Final = 1 / (2 * 0.6745)  # sigma from the median |N(0, 4 sigma^2)|
 
 YEAR_2000_NS: Final = 946_684_800 * 10**9
 
@@ -45,26 +73,256 @@ def epoch_ns(base_time_ns: int | None, trace_ns: int | None) -> int | None:
 Found = dict[int, tuple[float, float | None, int]]  # rank -> (offset ns, uncertainty, samples)
 
 
-def estimate(samples: Sequence[Ends]) -> tuple[dict[int, float], dict[int, list[float]]]:
-    """(offset per rank, its residuals), offsets not yet referred to any rank."""
-    offsets = {rank: 0.0 for ends in samples for rank in ends}
+@dataclass
+class Link:
+    """One member set's evidence: its members' offsets relative to each other (`shifts`),
+    over `instances` instances, the noise scale of one end, and `dof` the double differences
+    that scale rests on (0: none, the scale is borrowed)."""
+
+    members: tuple[int, ...]  # indices into the ranks
+    shifts: list[float]
+    instances: int
+    scale: float
+    dof: int
+
+
+# ---------------------------------------------------------------- stage 1: per member set
+
+
+def polish(rows: Sequence[Sequence[int]]) -> list[float]:
+    """Median polish of instances (rows) x members (columns): the members' offsets, centred
+    on their mean."""
+    shifts = [0.0] * len(rows[0])
     for _ in range(MAX_ROUNDS):
-        shifts = {r: statistics.median(v) for r, v in _residuals(samples, offsets).items()}
-        for rank, shift in shifts.items():
-            offsets[rank] += shift
-        if all(abs(s) < SETTLED_NS for s in shifts.values()):
+        residuals = _polish_residuals(rows, shifts)
+        moves = [statistics.median(column) for column in zip(*residuals, strict=True)]
+        shifts = [s + m for s, m in zip(shifts, moves, strict=True)]
+        if all(abs(m) < SETTLED_NS for m in moves):
             break
-    return offsets, _residuals(samples, offsets)
+    mean = math.fsum(shifts) / len(shifts)
+    return [s - mean for s in shifts]
 
 
-def _residuals(samples: Sequence[Ends], offsets: Mapping[int, float]) -> dict[int, list[float]]:
-    residuals: dict[int, list[float]] = {}
+def _polish_residuals(rows: Sequence[Sequence[int]], shifts: Sequence[float]) -> list[list[float]]:
+    found = []
+    for row in rows:
+        aligned = [end - s for end, s in zip(row, shifts, strict=True)]
+        centre = statistics.median(aligned)
+        found.append([a - centre for a in aligned])
+    return found
+
+
+def links(samples: Sequence[Ends], index: dict[int, int]) -> list[Link]:
+    """One link per member set of two or more ranks."""
+    by_set: dict[tuple[int, ...], list[Ends]] = {}
     for ends in samples:
-        aligned = {rank: end - offsets[rank] for rank, end in ends.items()}
-        centre = statistics.median(aligned.values())
-        for rank, value in aligned.items():
-            residuals.setdefault(rank, []).append(value - centre)
-    return residuals
+        if len(ends) > 1:
+            by_set.setdefault(tuple(sorted(ends)), []).append(ends)
+    found = []
+    for ranks, group in by_set.items():
+        rows = [_anchored(ends, ranks) for ends in group]
+        scale, dof = noise(rows)
+        shifts = polish(rows)
+        found.append(Link(tuple(index[r] for r in ranks), shifts, len(rows), scale, dof))
+    _pool_scales(found)
+    return found
+
+
+def noise(rows: Sequence[Sequence[int]]) -> tuple[float, int]:
+    """(The noise scale of one end, the number of values it rests on): each double difference
+    of neighbouring members at neighbouring instances, (a_i - b_i) - (a_i+1 - b_i+1), is free
+    of both offsets and centres, with 4x one end's variance; 0.7413 x their median absolute
+    value estimates a normal sigma (robust: a delayed end spoils at most 4 of them)."""
+    values = [
+        abs(a - b - c + d)
+        for row, later in itertools.pairwise(rows)
+        for (a, c), (b, d) in itertools.pairwise(zip(row, later, strict=True))
+    ]
+    return (_HALF_IQR * statistics.median(values), len(values)) if values else (0.0, 0)
+
+
+def _anchored(ends: Ends, ranks: Sequence[int]) -> list[int]:
+    """The ends less their earliest (exact integers: epoch ns lose ns as floats)."""
+    first = min(ends.values())
+    return [ends[r] - first for r in ranks]
+
+
+def _pool_scales(found: Sequence[Link]) -> None:
+    """Floor every scale; a set with no residual freedom takes the median of the others'
+    (the floor when no set has any: the fit's weights then rest on the instance counts)."""
+    known = [link.scale for link in found if link.dof]
+    pooled = max(statistics.median(known), SCALE_FLOOR_NS) if known else SCALE_FLOOR_NS
+    for link in found:
+        link.scale = max(link.scale, SCALE_FLOOR_NS) if link.dof else pooled
+
+
+# ---------------------------------------------------------------- stage 2: the joint fit
+
+
+Weights = list[list[float]]  # per link, per member
+
+
+def precision(link: Link) -> float:
+    """The inverse variance of a member's shift in `link` (a median over its instances)."""
+    return link.instances / (_MEDIAN_VAR * link.scale**2)
+
+
+def laplacian(found: Sequence[Link], weights: Weights, x: Sequence[float]) -> list[float]:
+    """L x: per link, each member's weight times its distance from the link's weighted mean."""
+    out = [0.0] * len(x)
+    for link, w in zip(found, weights, strict=True):
+        _centred(out, link.members, w, [x[i] for i in link.members])
+    return out
+
+
+def right_side(found: Sequence[Link], weights: Weights, size: int) -> list[float]:
+    """The normal equations' right side: L applied to each link's own shifts."""
+    out = [0.0] * size
+    for link, w in zip(found, weights, strict=True):
+        _centred(out, link.members, w, link.shifts)
+    return out
+
+
+def _centred(
+    out: list[float], members: Sequence[int], w: Sequence[float], values: Sequence[float]
+) -> None:
+    """out[member] += its weight x (its value - the weighted mean of the values)."""
+    centre = sum(map(operator.mul, w, values)) / sum(w)
+    for i, wi, v in zip(members, w, values, strict=True):
+        out[i] += wi * (v - centre)
+
+
+def diagonal(found: Sequence[Link], weights: Weights, size: int) -> list[float]:
+    out = [0.0] * size
+    for link, w in zip(found, weights, strict=True):
+        total = math.fsum(w)
+        for i, wi in zip(link.members, w, strict=True):
+            out[i] += wi * (1 - wi / total)
+    return out
+
+
+def solve(found: Sequence[Link], weights: Weights, b: Sequence[float]) -> list[float]:
+    """x with L x = b (b sums to 0 over each connected set), by conjugate gradients
+    preconditioned by L's diagonal; x is defined up to a constant per connected set."""
+    inverse = [1 / d if d > 0 else 0.0 for d in diagonal(found, weights, len(b))]
+    x = [0.0] * len(b)
+    r = list(b)
+    z = [a * c for a, c in zip(inverse, r, strict=True)]
+    p, rz = list(z), _dot(r, z)
+    limit = 1e-24 * _dot(b, b)
+    for _ in range(10 * len(b) + 100):
+        if _dot(r, r) <= limit or rz == 0:
+            break
+        q = laplacian(found, weights, p)
+        step = rz / _dot(p, q)
+        x = [a + step * c for a, c in zip(x, p, strict=True)]
+        r = [a - step * c for a, c in zip(r, q, strict=True)]
+        z = [a * c for a, c in zip(inverse, r, strict=True)]
+        rz, previous = _dot(r, z), rz
+        p = [a + rz / previous * c for a, c in zip(z, p, strict=True)]
+    return x
+
+
+def _dot(a: Sequence[float], b: Sequence[float]) -> float:
+    return float(sum(map(operator.mul, a, b)))
+
+
+def misfits(found: Sequence[Link], weights: Weights, x: Sequence[float]) -> list[list[float]]:
+    """Each member's shift minus its fitted one, in units of its standard error."""
+    out = []
+    for link, w in zip(found, weights, strict=True):
+        errors = [d - x[i] for i, d in zip(link.members, link.shifts, strict=True)]
+        centre = math.fsum(a * b for a, b in zip(w, errors, strict=True)) / math.fsum(w)
+        root = math.sqrt(precision(link))
+        out.append([(e - centre) * root for e in errors])
+    return out
+
+
+def fit(found: Sequence[Link], size: int) -> tuple[list[float], Weights]:
+    """Offsets by IRLS: least squares reweighted by Huber's rule on standardized misfits
+    (their robust spread, at least 1, as the unit) until the weights settle."""
+    base = [[precision(link)] * len(link.members) for link in found]
+    weights = base
+    if not found:
+        return [0.0] * size, weights
+    x = solve(found, weights, right_side(found, weights, size))
+    for _ in range(MAX_REWEIGHTS):
+        errors = misfits(found, weights, x)
+        unit = max(1.0, _NORMAL_MAD * mad((abs(e) for row in errors for e in row), 0.0))
+        new = [
+            [w * min(1.0, HUBER_K * unit / abs(e)) if e else w for w, e in zip(ws, es, strict=True)]
+            for ws, es in zip(base, errors, strict=True)
+        ]
+        settled = _settled(new, weights)
+        weights = new
+        x = solve(found, weights, right_side(found, weights, size))
+        if settled:
+            break
+    return x, weights
+
+
+def _settled(new: Weights, old: Weights) -> bool:
+    return all(
+        abs(a - b) <= 1e-3 * b
+        for u, v in zip(new, old, strict=True)
+        for a, b in zip(u, v, strict=True)
+    )
+
+
+# ---------------------------------------------------------------- uncertainty
+
+
+def birge(found: Sequence[Link], weights: Weights, x: Sequence[float], groups: int) -> float | None:
+    """sqrt(chi^2 / dof) of the final fit, at least 1; when the fit has nothing left over,
+    1 if some set measured its own noise, else None (no residual says how noisy the ends are)."""
+    errors = misfits(found, weights, x)
+    chi2 = math.fsum(
+        e * e * w / precision(link)
+        for link, ws, es in zip(found, weights, errors, strict=True)
+        for w, e in zip(ws, es, strict=True)
+    )
+    dof = sum(len(link.members) - 1 for link in found) - (len(x) - groups)
+    if dof > 0:
+        return math.sqrt(max(1.0, chi2 / dof))
+    return 1.0 if any(link.dof for link in found) else None
+
+
+def spreads(found: Sequence[Link], weights: Weights, reference: Sequence[int]) -> list[float]:
+    """Each index's standard error against its reference under the fit's weights:
+    sqrt(u' L+ u), u = e_rank - e_reference, exactly (a solve per rank) for at most `DRAWS`
+    ranks, else estimated by re-fits under random shifts."""
+    if len(reference) <= DRAWS:
+        size = len(reference)
+        return [_exact(found, weights, size, i, ref) for i, ref in enumerate(reference)]
+    return _drawn(found, weights, reference)
+
+
+def _exact(found: Sequence[Link], weights: Weights, size: int, index: int, reference: int) -> float:
+    if index == reference:
+        return 0.0
+    u = [0.0] * size
+    u[index], u[reference] = 1.0, -1.0
+    y = solve(found, weights, u)
+    return math.sqrt(max(0.0, y[index] - y[reference]))
+
+
+def _drawn(found: Sequence[Link], weights: Weights, reference: Sequence[int]) -> list[float]:
+    """The spread of re-fitted offsets when each shift is redrawn with its fitted variance
+    (seeded: the same input, the same figures; relative error 1/sqrt(2 x DRAWS))."""
+    draw = random.Random(len(reference)).gauss
+    total = [0.0] * len(reference)
+    for _ in range(DRAWS):
+        noisy = [
+            Link(link.members, [draw(0.0, 1 / math.sqrt(w)) for w in ws], link.instances, 1, 0)
+            for link, ws in zip(found, weights, strict=True)
+        ]
+        x = solve(noisy, weights, right_side(noisy, weights, len(reference)))
+        for i, ref in enumerate(reference):
+            total[i] += (x[i] - x[ref]) ** 2
+    return [math.sqrt(t / DRAWS) for t in total]
+
+
+# ---------------------------------------------------------------- the whole
 
 
 def components(samples: Sequence[Ends]) -> dict[int, int]:
@@ -79,6 +337,7 @@ def components(samples: Sequence[Ends]) -> dict[int, int]:
 
     for ends in samples:
         first, *rest = sorted(ends)
+        find(first)
         for other in rest:
             low, high = sorted((find(first), find(other)))
             parent[high] = low
@@ -88,22 +347,27 @@ def components(samples: Sequence[Ends]) -> dict[int, int]:
 def offsets(instances: Sequence[Instance]) -> Found:
     """Per rank with evidence: (offset ns to subtract from its times, uncertainty, samples)."""
     samples = [instance.ends() for instance in instances]
-    found, residuals = estimate(samples)
+    ranks = sorted({rank for ends in samples for rank in ends})
+    index = {rank: i for i, rank in enumerate(ranks)}
     reference = components(samples)
+    refs = [index[reference[rank]] for rank in ranks]
+    counts = [0] * len(ranks)
+    for ends in samples:
+        for rank in ends:
+            counts[index[rank]] += 1
+    found = links(samples, index)
+    x, weights = fit(found, len(ranks))
+    factor = birge(found, weights, x, len(set(refs)))
+    errors = spreads(found, weights, refs)
+    linked = {i for link in found for i in link.members}
     return {
         rank: (
-            found[rank] - found[reference[rank]],
-            uncertainty(residuals[rank]),
-            len(residuals[rank]),
+            x[i] - x[refs[i]],
+            errors[i] * factor if i in linked and factor is not None else None,
+            counts[i],
         )
-        for rank in sorted(found)
+        for i, rank in enumerate(ranks)
     }
-
-
-def uncertainty(residuals: Sequence[float]) -> float | None:
-    if len(residuals) < 2:
-        return None
-    return _MEDIAN_SE * mad(residuals, statistics.median(residuals)) / math.sqrt(len(residuals))
 
 
 def clocks(found: Found) -> Clocks:
