@@ -11,7 +11,9 @@ gives, bit for bit, except the bandwidth quantiles, which then come from the ske
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from commscope.collector.schema import (
     FileStats,
@@ -24,17 +26,21 @@ from commscope.collector.schema import (
 from commscope.pipeline.accumulate import bandwidth_sketch
 from msgspec.structs import asdict, replace
 
+K = TypeVar("K", int, str)
+
 # A placeholder pg_config: trace health asks only whether a file had one.
 _SOME_PG_CONFIG = {"pg_config": [0]}
 
 
 def of(meta: TraceMeta, stats: FileStats, result: RankResult) -> RankFacts:
     """The facts of one rank's window (its result's samples sketched)."""
-    ops = {kind: _bare(tally) for kind, tally in result.ops.items()}
+    ops = {kind: _bare(result.ops[kind]) for kind in sorted(result.ops)}
+    plain = replace(result, ops=ops, calls=[], files=[])
+    plain = replace(plain, steps=_by_key(result.steps), kernel_ns=_by_key(result.kernel_ns))
     return RankFacts(
-        result=replace(result, ops=ops, calls=[], files=[]),
-        algbw={kind: bandwidth_sketch(t, "algbw") for kind, t in result.ops.items()},
-        busbw={kind: bandwidth_sketch(t, "busbw") for kind, t in result.ops.items()},
+        result=plain,
+        algbw={kind: bandwidth_sketch(result.ops[kind], "algbw") for kind in ops},
+        busbw={kind: bandwidth_sketch(result.ops[kind], "busbw") for kind in ops},
         meta=replace(meta, pg_ranks={}, pg_sizes={}),
         pg_config=bool(meta.pg_ranks),
         stats=stats,
@@ -47,7 +53,13 @@ def _bare(tally: OpTally) -> OpTally:
     fields.update(algbw_Bps=bytearray(), busbw_Bps=bytearray())
     fields.pop("algbw_sketch", None)
     fields.pop("busbw_sketch", None)
+    fields.update(bus_parts=_by_key(tally.bus_parts), group_sources=_by_key(tally.group_sources))
     return OpTally(**fields)
+
+
+def _by_key(found: Mapping[K, int]) -> dict[K, int]:
+    """A dict in key order: the facts are written whatever order the events came in."""
+    return dict(sorted(found.items()))
 
 
 def result(facts: RankFacts) -> RankResult:
