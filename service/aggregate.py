@@ -4,8 +4,11 @@ One loop: receive what collectors send, validate it (a malformed or hostile mess
 counted and answered or dropped, never raised), apply each record at most once through the
 pure `Aggregation`, make it durable (`Store`), then acknowledge. Finished files feed the
 rolling busbw statistics; the report over finished files is published to Prometheus when a
-window completes (at once) and otherwise every `refresh_s`. The run ends when every
-collector has sent end-of-run, on `stop` (SIGTERM), or after `idle_timeout_s` of silence;
+window completes (at once) and otherwise every `refresh_s`, or less often when building it
+takes long (a large job): at most `REBUILD_SHARE` of the time goes to building reports
+mid-window, so the loop keeps acknowledging (a loop busy for seconds makes collectors resend).
+The run ends when every collector has sent end-of-run, on `stop` (SIGTERM), or after
+`idle_timeout_s` of silence;
 the final text and JSON reports are the ones `commscope report` writes for the same files.
 `lost` then names what never finished (streams still open, collectors that never sent
 end-of-run); /metrics stays up `linger_s` longer so the last figures are scraped.
@@ -79,6 +82,7 @@ log = logging.getLogger("commscope.aggregate")
 MAX_MESSAGE_BYTES: Final = 2 * 2**20
 RECEIVE_QUEUE: Final = 128
 _DRAIN: Final = 512  # messages handled between two syncs
+REBUILD_SHARE: Final = 0.1  # of the time, at most, building reports before a window completes
 REJECT_REASONS: Final = (
     "frames",  # not [routing id, payload]
     "too_large",  # over MAX_MESSAGE_BYTES
@@ -150,6 +154,7 @@ class Aggregator:
         self._dirty = True
         self.exporter = SnapshotCollector(Snapshot(job=settings.job, shard=settings.shard))
         self._published_at = -math.inf  # publish at the first tick
+        self._rebuild_after = -math.inf  # no mid-window report before (see `_may_rebuild`)
         self._last_message = clock()
         self._last_record = self._last_message  # a record applied as received (not a heartbeat)
         self.socket: zmq.Socket[bytes] | None = None
@@ -476,8 +481,11 @@ class Aggregator:
             self.publish(window_completed=bool(fresh))
 
     def publish(self, window_completed: bool = False) -> None:
-        if self._dirty or self._report is None:
+        if self._report is None or (self._dirty and (window_completed or self._may_rebuild())):
+            began = self.clock()
             self._report = self.aggregation.report(self.settings.options)
+            cost = self.clock() - began
+            self._rebuild_after = self.clock() + cost * (1 - REBUILD_SHARE) / REBUILD_SHARE
             self._dirty = False
             if not self._finished:  # every finished file is stored: call lists can go
                 self.aggregation.shed()
@@ -488,6 +496,11 @@ class Aggregator:
             self.stats.refused = self.gate.refused()
         self.exporter.show(self.snapshot(self._report))
         self._published_at = self.clock()
+
+    def _may_rebuild(self) -> bool:
+        """A mid-window report only once the last one's cost is paid back: it took `cost`,
+        so the next waits `cost` x (1 - share) / share (`REBUILD_SHARE`)."""
+        return self.clock() >= self._rebuild_after
 
     def snapshot(self, report: Report) -> Snapshot:
         now = self.clock()

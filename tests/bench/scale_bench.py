@@ -21,7 +21,8 @@ Window by window, each folder's `iteration_N/` is created and its files renamed 
 Kineto renames its `.tmp`), and the bench polls the aggregator's /metrics until
 `commscope_windows_completed_total` counts the window. Measured per window:
 
-  collectors CPU, aggregator CPU   utime + stime (+ waited-for children) from /proc/<pid>/stat,
+  collectors CPU, aggregator CPU   utime + stime (+ waited-for children) from /proc/*/stat, of
+                                   each daemon's process group (a collector's file workers too),
                                    from before the first rename until the daemons are back to
                                    their idle rate after the window completed, less that idle
                                    rate (measured, once steady, before the first window) over
@@ -71,7 +72,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing import Pool
 from pathlib import Path
@@ -105,13 +106,10 @@ class Daemon:
     log: Path
 
     def cpu_s(self) -> float:
-        """utime + stime + cutime + cstime of the process (0 once it is gone)."""
-        try:
-            text = Path(f"/proc/{self.popen.pid}/stat").read_text()
-        except OSError:
-            return 0.0
-        fields = text[text.rindex(")") + 2 :].split()
-        return sum(int(f) for f in fields[11:15]) / CLK_TCK
+        """utime + stime + cutime + cstime of every process of the daemon's group (it leads a
+        session of its own): the collector's file workers (`--jobs`) are children of a
+        forkserver, not of the collector, so the collector's own figures would miss them."""
+        return sum(group_cpu(self.popen.pid)) / CLK_TCK
 
     def hwm_mb(self) -> float | None:
         try:
@@ -133,6 +131,18 @@ class Daemon:
 
     def tail(self) -> str:
         return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+
+
+def group_cpu(group: int) -> Iterator[int]:
+    """Each live process of process group `group`: its CPU ticks, waited-for children's too."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # gone meanwhile
+        fields = text[text.rindex(")") + 2 :].split()
+        if int(fields[2]) == group:
+            yield sum(int(f) for f in fields[11:15])
 
 
 def start(name: str, args: list[str], logs: Path) -> Daemon:

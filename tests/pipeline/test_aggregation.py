@@ -40,6 +40,7 @@ from commscope.collector.schema import (
     GpuOp,
     RankResult,
     Record,
+    Report,
     Skipped,
     StreamEnd,
     StreamStart,
@@ -653,7 +654,7 @@ def test_the_aggregator_drops_call_lists_once_stored_and_a_restart_agrees(tmp_pa
         kept = {s: f.result.calls for s, f in aggregator.aggregation.finished.items() if f.result}
         assert len(kept) == 4 and all(kept.values())
         aggregator.commit()
-        aggregator.publish()
+        aggregator._tick()  # stored, and the windows complete: published at once
         report = aggregator._report
         for stream, calls in kept.items():
             assert aggregator.aggregation.finished[stream].result.calls == []  # type: ignore[union-attr]
@@ -815,3 +816,43 @@ def test_a_shard_completes_a_window_once_its_own_ranks_have_each_a_file() -> Non
         aggregation.finished = {f.stream: f for f in files}
     assert shard.complete_windows() == ["a", "d"]
     assert whole.complete_windows() == ["d"]
+
+
+class StepClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_reports_mid_window_wait_out_ten_times_their_cost(tmp_path: Path) -> None:
+    """A report that takes 2 s (the fake clock moves while it is built) is built again mid-
+    window only 18 s after it ended (2 s is then 10% of the time, `REBUILD_SHARE`); a window
+    completing is published at once; the counters are published every time."""
+    settings = AggregatorSettings(
+        listen="tcp://127.0.0.1:0", out=tmp_path / "out", state=tmp_path / "state"
+    )
+    clock = StepClock()
+    aggregator = Aggregator(settings, clock=clock)
+    built: list[float] = []
+    real = aggregator.aggregation.report
+
+    def slow(options: Options, final: bool = False) -> Report:
+        built.append(clock.now)
+        clock.now += 2.0
+        return real(options, final)
+
+    aggregator.aggregation.report = slow  # type: ignore[method-assign]
+    try:
+        aggregator.publish()  # the first: built (1000 to 1002), the next not before 1020
+        steps = ((1010.0, False), (1019.9, False), (1020.0, False), (1030.0, True), (1049.9, False))
+        for now, completed in steps:
+            clock.now = now
+            aggregator._dirty = True  # a file finished
+            aggregator.publish(window_completed=completed)
+            assert aggregator._published_at == clock.now  # the counters, every time
+        # 1020 = 1002 + 18; 1030: a window completed; 1049.9 is before 1032 + 18
+        assert built == [1000.0, 1020.0, 1030.0]
+    finally:
+        aggregator.store.close()
