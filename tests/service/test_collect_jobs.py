@@ -15,6 +15,7 @@ from service.harness import (
     free_port,
     normalised,
     offline,
+    wait_for,
 )
 
 pytestmark = pytest.mark.timeout(180)
@@ -44,3 +45,53 @@ def test_whole_files_are_reduced_in_workers_with_the_offline_report(
     assert server.wait(60) == 0, server.tail()
     assert files_in_workers(collector.lines()) == in_workers
     assert normalised(aggregate.report()) == normalised(offline(watch))
+
+
+def children(pid: int) -> set[int]:
+    """The live processes whose parent is `pid`."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        if int(text[text.rindex(")") + 2 :].split()[1]) == pid:
+            found.add(int(stat.parent.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists() and "State:\tZ" not in _status(pid)
+
+
+def _status(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return ""
+
+
+@pytest.mark.skipif(not DLRM.is_dir(), reason=f"{DLRM} not present")
+def test_a_collector_killed_leaves_no_worker_or_forkserver_behind(
+    procs: Processes, tmp_path: Path
+) -> None:
+    """SIGKILL (no cleanup runs in the collector): its forkserver and file workers end too,
+    within a bounded wait, instead of waiting for ever on a parent that is gone."""
+    watch = tmp_path / "traces"
+    shutil.copytree(DLRM, watch)
+    port = free_port()  # no aggregator: the collector reduces the files and waits to send them
+    args = collector_args(watch, f"tcp://127.0.0.1:{port}", "n1", tmp_path / "st")
+    collector = procs.start("collector", *args, "--jobs", "2")
+    pid = collector.popen.pid
+    workers = wait_for("the forkserver's workers", lambda: _workers(pid), 60)
+    collector.kill()
+    left = {pid for pid in workers if alive(pid)}
+    wait_for("the workers and forkserver to end", lambda: not any(map(alive, left)) or None, 30)
+
+
+def _workers(collector: int) -> set[int] | None:
+    """The collector's forkserver and its workers, once both workers are up."""
+    for server in children(collector):
+        if len(workers := children(server)) == 2:
+            return {server, *workers}
+    return None
