@@ -19,21 +19,17 @@ from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, TypeVar
 
 from commscope.collector.errors import ClusterError
 from commscope.collector.schema import SCHEMA_VERSION
+from commscope.pipeline.parallel import Progress, tell_done
 
 CONNECT_TIMEOUT_S: Final = 10.0
 KILLED: Final = "the parsing task killed its Dask workers (out of memory?)"
 EXTRA: Final = "pip install 'commscope[dask]'"
 
 R = TypeVar("R")
-
-
-class Progress(Protocol):
-    def advance(self, nbytes: int) -> None: ...
-    def file_done(self, events: int) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -62,10 +58,8 @@ def outcomes(
         _check_workers(client, cluster.address)
         futures = [client.submit(work, w, p.absolute(), name=p, pure=False) for w, p in files]
         for future in distributed.as_completed(futures, loop=client.loop):
-            if progress and future.status == "finished":
-                nbytes, events = tally(future.result()) if tally else (0, 0)
-                progress.advance(nbytes)
-                progress.file_done(events)
+            if future.status == "finished":
+                tell_done(progress, tally, future.result())
         return [_result(distributed, future, failed) for future in futures]
 
 

@@ -27,8 +27,20 @@ R = TypeVar("R")
 
 
 class Progress(Protocol):
+    """What the per-file runners (this pool, `pipeline.cluster`) tell as files finish."""
+
     def advance(self, nbytes: int) -> None: ...
     def file_done(self, events: int) -> None: ...
+
+
+def tell_done(
+    progress: Progress | None, tally: Callable[[R], tuple[int, int]] | None, result: R
+) -> None:
+    """One file finished with `result`: its bytes and events (`tally`) to the display."""
+    if progress:
+        nbytes, events = tally(result) if tally else (0, 0)
+        progress.advance(nbytes)
+        progress.file_done(events)
 
 
 def cores() -> int:
@@ -74,14 +86,8 @@ class _Batch(Generic[R]):
             pending = {pool.submit(self.work, *self.files[index]): index for index in indices}
             for future in _finished(pending):
                 self.results[pending[future]] = result = future.result()
-                self._done(result)
+                tell_done(self.progress, self.tally, result)
         return [index for index in indices if index not in self.results]
-
-    def _done(self, result: R) -> None:
-        if self.progress:
-            nbytes, events = self.tally(result) if self.tally else (0, 0)
-            self.progress.advance(nbytes)
-            self.progress.file_done(events)
 
 
 def _finished(pending: dict[Future[R], int]) -> Iterator[Future[R]]:
