@@ -275,8 +275,8 @@ def merge_results(results: Iterable[RankResult]) -> RankResult:
         kernel_ns=dict(sorted(kernel_ns.items())),
         gpu_busy_ns=sum(r.gpu_busy_ns for r in results),
         gpu_span_ns=sum(r.gpu_span_ns for r in results),
-        memory_peak_bytes=_highest(r.memory_peak_bytes for r in results),
-        memory_reserved_peak_bytes=_highest(r.memory_reserved_peak_bytes for r in results),
+        memory_peak_bytes=highest(r.memory_peak_bytes for r in results),
+        memory_reserved_peak_bytes=highest(r.memory_reserved_peak_bytes for r in results),
         in_steps=merge_in_steps([r.in_steps for r in results]),
         ungrouped_calls=sum(r.ungrouped_calls for r in results),
     )
@@ -296,7 +296,7 @@ def merge_in_steps(parts: Iterable[InSteps | None]) -> InSteps | None:
     return total
 
 
-def _highest(values: Iterable[int | None]) -> int | None:
+def highest(values: Iterable[int | None]) -> int | None:
     return max((v for v in values if v is not None), default=None)
 
 

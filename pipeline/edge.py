@@ -25,7 +25,7 @@ from commscope.collector.schema import (
     RunsName,
     Step,
 )
-from commscope.pipeline.accumulate import Accumulator
+from commscope.pipeline.accumulate import Accumulator, highest
 from commscope.pipeline.intervals import IntervalSet
 
 _LITTLE: Final = array("q", [1]).tobytes()[0] == 1
@@ -151,8 +151,8 @@ def absorb(acc: Accumulator, part: Facts) -> None:
     acc.has_gpu = acc.has_gpu or part.has_gpu
     for key, ns in part.kernel_ns.items():
         acc.kernel_ns[key] = acc.kernel_ns.get(key, 0) + ns
-    acc.memory_peak = _higher(acc.memory_peak, part.memory_peak_bytes)
-    acc.reserved_peak = _higher(acc.reserved_peak, part.memory_reserved_peak_bytes)
+    acc.memory_peak = highest((acc.memory_peak, part.memory_peak_bytes))
+    acc.reserved_peak = highest((acc.reserved_peak, part.memory_reserved_peak_bytes))
     sets = _sets(acc)
     for name, data in part.runs.items():
         sets[name].add_runs(*unpack(data))
@@ -172,9 +172,3 @@ def from_facts(parts: Iterable[Facts]) -> Accumulator:
     for part in parts:
         absorb(acc, part)
     return acc
-
-
-def _higher(kept: int | None, other: int | None) -> int | None:
-    if other is None:
-        return kept
-    return other if kept is None else max(kept, other)
