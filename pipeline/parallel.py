@@ -11,8 +11,14 @@ process dies again is reported failed, with that reason, instead of stopping the
 
 from __future__ import annotations
 
+import contextlib
+import io
 import multiprocessing
 import os
+import select
+import signal
+import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -82,8 +88,10 @@ class _Batch(Generic[R]):
 
     def run(self, indices: list[int], workers: int) -> list[int]:
         """Run `indices` in one pool into `results`; the indices lost to a broken pool."""
-        with ProcessPoolExecutor(min(workers, len(indices)), mp_context=_context()) as pool:
-            pending = {pool.submit(self.work, *self.files[index]): index for index in indices}
+        with pool(min(workers, len(indices)), PRELOAD) as workers_pool:
+            pending = {
+                workers_pool.submit(self.work, *self.files[index]): index for index in indices
+            }
             for future in _finished(pending):
                 self.results[pending[future]] = result = future.result()
                 tell_done(self.progress, self.tally, result)
@@ -97,10 +105,49 @@ def _finished(pending: dict[Future[R], int]) -> Iterator[Future[R]]:
             yield future
 
 
-def _context() -> multiprocessing.context.BaseContext:
-    """Forkserver, its server importing the work's module once for every worker."""
+def pool(workers: int, preload: str) -> ProcessPoolExecutor:
+    """Worker processes: forkserver (its server importing `preload` once for every worker;
+    never a plain fork of a process that may hold threads) where the platform has it, else
+    spawn. Each worker ends itself, and its forkserver, once this process is gone: one killed
+    with SIGKILL (the OOM killer, kill -9) would otherwise leave them running for ever."""
+    return ProcessPoolExecutor(
+        workers, mp_context=_context(preload), initializer=_outlive_not, initargs=(os.getpid(),)
+    )
+
+
+def _context(preload: str) -> multiprocessing.context.BaseContext:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")  # pragma: no cover - not on Linux
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([PRELOAD])
+    context.set_forkserver_preload([preload])
     return context
+
+
+def _outlive_not(owner: int) -> None:
+    """A worker's start: a thread that ends the worker once `owner` is gone (and the worker's
+    parent with it, when that is a forkserver rather than the owner itself)."""
+    parent = os.getppid()
+    threading.Thread(target=_watch_owner, args=(owner, parent), daemon=True).start()
+
+
+def _watch_owner(owner: int, parent: int) -> None:
+    try:
+        with io.FileIO(os.pidfd_open(owner), closefd=True) as handle:
+            select.select([handle], [], [])  # readable once the owner has exited
+    except OSError:  # no pidfd (Linux < 5.3): ask every second
+        while _alive(owner):
+            time.sleep(1.0)
+    if parent != owner and os.getppid() == parent:  # never a process that adopted us
+        with contextlib.suppress(OSError):
+            os.kill(parent, signal.SIGTERM)  # the forkserver: it would wait for ever
+    os._exit(0)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process of that number: alive
+    return True

@@ -13,14 +13,8 @@ where the aggregator stands: nothing is lost, and what it resends the aggregator
 
 from __future__ import annotations
 
-import contextlib
-import io
 import logging
-import multiprocessing
-import os
 import queue
-import select
-import signal
 import threading
 import time
 import uuid
@@ -52,6 +46,7 @@ from commscope.collector.transport import Transport, ZmqTransport
 from commscope.collector.watch import Watcher
 from commscope.exporters.collectormetrics import CollectorMetrics
 from commscope.exporters.publish import serve
+from commscope.pipeline import parallel
 from commscope.pipeline.edge import Reduction
 from commscope.service import curve
 
@@ -395,44 +390,7 @@ def _pool(jobs: int) -> ProcessPoolExecutor | None:
     its server imports this module once for every worker), or none for `jobs` 1."""
     if jobs <= 1:
         return None
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])
-    return ProcessPoolExecutor(
-        jobs, mp_context=context, initializer=_outlive_not, initargs=(os.getpid(),)
-    )
-
-
-def _outlive_not(owner: int) -> None:
-    """A worker's start: a thread that ends the worker, and its forkserver, once the collector
-    `owner` is gone. A collector killed with SIGKILL (the OOM killer, a kill -9) leaves its
-    forkserver and workers running for ever otherwise: they wait on a parent that is gone."""
-    threading.Thread(target=_watch_owner, args=(owner,), daemon=True).start()
-
-
-def _watch_owner(owner: int) -> None:
-    try:
-        with open_pidfd(owner) as handle:
-            select.select([handle], [], [])  # readable once the owner has exited
-    except OSError:  # no pidfd (Linux < 5.3): ask every second
-        while _alive(owner):
-            time.sleep(1.0)
-    with contextlib.suppress(OSError):
-        os.kill(os.getppid(), signal.SIGTERM)  # the forkserver: it would wait on for ever
-    os._exit(0)
-
-
-def open_pidfd(pid: int) -> io.FileIO:
-    return io.FileIO(os.pidfd_open(pid), closefd=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return parallel.pool(jobs, __name__)
 
 
 def reduce_whole(path: str, stream: str, batch_events: int) -> Reduced:
