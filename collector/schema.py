@@ -27,6 +27,9 @@ GpuKind = Literal["compute", "memcpy", "memset"]
 # Where a collective's group size n came from (DESIGN.md rulings, in order of preference).
 GroupSource = Literal["Group size arg", "pg_config", "tensor shapes", "world size"]
 GROUP_SOURCES: Final[tuple[GroupSource, ...]] = get_args(GroupSource)
+# The format a rank's events were read from: PyTorch profiler (Kineto) JSON, an Nsight Systems
+# SQLite export, or NCCL Inspector JSONL.
+Source = Literal["kineto", "nsys", "inspector"]
 
 CollectiveType = Literal[
     "AllReduce",
@@ -88,6 +91,7 @@ class TraceMeta(msgspec.Struct, frozen=True, kw_only=True):
         dict[Label, Annotated[list[Rank], msgspec.Meta(max_length=MAX_RANKS)]],
         msgspec.Meta(max_length=MAX_GROUPS),
     ] = {}
+    source: Source = "kineto"
 
 
 class GpuOp(msgspec.Struct, frozen=True, gc=False, tag="gpu", array_like=True):
