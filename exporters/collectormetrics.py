@@ -1,16 +1,16 @@
 """A collector's own Prometheus metrics (pure, but for the lock of `publish.Published`).
 
-The collector daemon publishes its counters (`CollectorStats`) and whether its aggregator
-answers; `CollectorMetrics.collect()` yields the families of `metricnames.COLLECTOR_FAMILIES`
-for the latest publication, and `describe()` names them all up front, so a collector's
-/metrics never shows the aggregator's families.
+The collector daemon publishes its counters (`CollectorStats`), whether its aggregator
+answers, and `commscope_build_info`; `CollectorMetrics.collect()` yields the families of
+`metricnames.COLLECTOR_FAMILIES` for the latest publication, and `describe()` names them all
+up front, so a collector's /metrics never shows the aggregator's families.
 """
 
 from __future__ import annotations
 
 from commscope.collector.schema import CollectorStats
 from commscope.exporters.metricnames import COLLECTOR_FAMILIES
-from commscope.exporters.publish import Published, family
+from commscope.exporters.publish import BUILD, Published, scalar
 from prometheus_client.core import Metric
 
 
@@ -33,10 +33,11 @@ def counter_samples(stats: CollectorStats) -> dict[str, float]:
 
 def collector_families(job: str, node: str, stats: CollectorStats, connected: bool) -> list[Metric]:
     """Every collector family for one collector (`dropped` only with a reason to show)."""
-    made = {spec.name: family(spec) for spec in COLLECTOR_FAMILIES}
+    made = {spec.name: scalar(spec) for spec in COLLECTOR_FAMILIES}
     values = {**counter_samples(stats), "commscope_collector_connected": float(connected)}
     for name, value in values.items():
         made[name].add_metric([job, node], value)
+    made["commscope_build_info"].add_metric([job, *BUILD], 1.0)
     for reason, count in sorted(stats.dropped.items()):
         made["commscope_collector_dropped_total"].add_metric([job, node, reason], count)
     return [family for family in made.values() if family.samples]

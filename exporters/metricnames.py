@@ -2,9 +2,11 @@
 
 One table, read by the `/metrics` collector, the deploy checks and the Grafana dashboard test.
 Names follow Prometheus conventions: prefix `commscope_`, base units, counters end `_total`.
-Labels are bounded: `job`, `rank`, `collective`, `node` (a collector), `stat`, small fixed
-`reason`/`kind`/`state`/`category` sets, and `process_group` for at most `MAX_GROUPS` groups
-(those with the most matched collectives); never file names, kernel names or message sizes.
+Labels are bounded: `job`, `rank` (at most `--max-rank-series` ranks), `collective`, `node`
+(a collector), `stat`, small fixed `reason`/`kind`/`state`/`category` sets, and
+`process_group` for at most `MAX_GROUPS` groups (those with the most matched collectives);
+never file names, kernel names or message sizes. The one histogram (per-op busbw) carries
+`job` and `collective` only: no rank x collective x bucket product.
 An aggregator run with `--shard NAME` adds `shard` (`SHARD_LABEL`) to every family it serves.
 """
 
@@ -20,10 +22,21 @@ SHARD_PATTERN: Final = "^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,62}$"
 
 
 class Family(NamedTuple):
-    name: str  # as exposed (counters with their `_total`)
-    kind: str  # "gauge" | "counter"
-    labels: tuple[str, ...]
+    name: str  # as exposed (counters with their `_total`; histograms without `_bucket`)
+    kind: str  # "gauge" | "counter" | "histogram"
+    labels: tuple[str, ...]  # a histogram's `le` is not listed
     help: str
+
+
+# Upper bounds (bytes/s) of the per-op busbw histogram: 10 MB/s (a CPU gloo run) to 1 TB/s
+# (NVLink), 1-2.5-5 steps per decade in GB/s. Fixed, so every aggregator and shard has the
+# same buckets and `sum by (le)` adds them up.
+BUSBW_BUCKETS: Final = (
+    1e7, 1e8, 2.5e8, 5e8, 1e9, 2.5e9, 5e9, 1e10, 2.5e10, 5e10, 1e11, 2.5e11, 5e11, 1e12,
+)  # fmt: skip
+# The per-rank series an aggregator exports by default (`--max-rank-series`): beyond it the
+# lowest-numbered ranks keep theirs (and the slowest rank), the rest are folded (counted).
+MAX_RANK_SERIES: Final = 1024
 
 
 _J: Final = ("job",)
@@ -89,6 +102,20 @@ FAMILIES: Final = (
         "per-op busbw over the rolling horizon: stat p50, p95 (log-bucket estimates) or mean",
     ),
     Family(
+        "commscope_collective_op_busbw_bytes_per_second",
+        "histogram",
+        _JC,
+        "per-op busbw (S·F / duration) of sized collectives, all ranks, finished windows since "
+        "the aggregator started (no rank label: aggregate with sum by (le, collective))",
+    ),
+    Family(
+        "commscope_link_peak_bytes_per_second",
+        "gauge",
+        _J,
+        "the link's peak bandwidth per direction (--peak-bandwidth or the GPU's table entry), "
+        "the ceiling busbw is compared with",
+    ),
+    Family(
         "commscope_collective_busbw_samples",
         "gauge",
         _JC,
@@ -134,10 +161,11 @@ FAMILIES: Final = (
         "time the rank waited for the last arriver of matched collectives",
     ),
     Family(
-        "commscope_slowest_rank",
+        "commscope_rank_slowest",
         "gauge",
-        _J,
-        "the rank that makes the others wait, when the evidence is clear (absent otherwise)",
+        _JR,
+        "1 for the rank that makes the others wait, when the evidence is clear; 0 for every "
+        "other rank with matched collectives",
     ),
     Family(
         "commscope_matched_collectives_total",
@@ -197,6 +225,13 @@ FAMILIES: Final = (
     ),
     Family("commscope_windows_completed_total", "counter", _J, "windows with every rank ended"),
     Family("commscope_ranks", "gauge", _J, "ranks seen in finished files"),
+    Family(
+        "commscope_ranks_folded",
+        "gauge",
+        _J,
+        "ranks whose per-rank series are not exported (beyond --max-rank-series); job-wide "
+        "figures still count them",
+    ),
     Family("commscope_inputs_skipped_total", "counter", _J, "trace files skipped whole"),
     Family(
         "commscope_events_dropped_total",
@@ -205,6 +240,12 @@ FAMILIES: Final = (
         "malformed trace events dropped, by reason",
     ),
     # ---- the aggregator itself
+    Family(
+        "commscope_build_info",
+        "gauge",
+        ("job", "version", "python", "protocol"),
+        "always 1: the commscope version, Python version and wire protocol serving /metrics",
+    ),
     Family(
         "commscope_aggregator_messages_total",
         "counter",
@@ -285,7 +326,9 @@ COLLECTOR_CONNECTED: Final = Family(
     _JN,
     "1 while this collector's aggregator answers, 0 after --silence seconds without an answer",
 )
+BUILD_INFO: Final = next(f for f in FAMILIES if f.name == "commscope_build_info")
 COLLECTOR_FAMILIES: Final = (
+    BUILD_INFO,
     *(f for f in FAMILIES if f.name.startswith("commscope_collector_") and f.name != _UP),
     COLLECTOR_CONNECTED,
 )

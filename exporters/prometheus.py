@@ -2,16 +2,22 @@
 `SnapshotCollector`, a `publish.Published`).
 
 The aggregator publishes a `Snapshot` (the report over finished files, the rolling busbw
-quantiles, its own and its collectors' counters); `families()` turns it into metric families
-named in `metricnames.FAMILIES`; `SnapshotCollector.collect()` yields those of the latest
-snapshot, so a scrape never computes anything nor waits for the aggregator's loop.
+quantiles, the per-op busbw histogram, its own and its collectors' counters); `families()`
+turns it into metric families named in `metricnames.FAMILIES`; `SnapshotCollector.collect()`
+yields those of the latest snapshot, so a scrape never computes anything nor waits for the
+aggregator's loop. With more ranks than `Snapshot.max_rank_series`, only the lowest-numbered
+ranks (and the slowest) get per-rank series; `commscope_ranks_folded` counts the others.
+`BusbwHistogram` counts per-op busbw into the fixed `BUSBW_BUCKETS` as windows finish.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from itertools import accumulate
+from typing import Final, NamedTuple
 
 from commscope.collector.schema import (
     AggregatorStats,
@@ -21,9 +27,17 @@ from commscope.collector.schema import (
     Window,
 )
 from commscope.exporters.collectormetrics import counter_samples
-from commscope.exporters.metricnames import FAMILIES, MAX_GROUPS, SHARD_LABEL, Family
-from commscope.exporters.publish import Published, family
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from commscope.exporters.metricnames import (
+    BUSBW_BUCKETS,
+    FAMILIES,
+    MAX_GROUPS,
+    MAX_RANK_SERIES,
+    SHARD_LABEL,
+    Family,
+)
+from commscope.exporters.publish import BUILD, AnyFamily, Published, family
+from prometheus_client.core import HistogramMetricFamily, Metric
+from prometheus_client.utils import floatToGoString
 
 STATS: Final = {"p50": 0.5, "p95": 0.95}
 SKEW_STATS: Final = (("p50", "median"), ("p95", "p95"), ("max", "max"))
@@ -36,6 +50,38 @@ class Rolling:
     stats: Mapping[str, float | None]  # "p50", "p95", "mean"
 
 
+class Buckets(NamedTuple):
+    """One collective's histogram: counts of values <= each of `BUSBW_BUCKETS`, then the
+    count of all (+Inf), and their sum."""
+
+    cumulative: tuple[int, ...]
+    total: float
+
+
+class BusbwHistogram:
+    """Per-op busbw counted into `BUSBW_BUCKETS` per collective type, since creation (values
+    not finite or not positive are left out, as the rolling quantiles leave them out)."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, list[int]] = {}
+        self._sums: dict[str, float] = {}
+
+    def add(self, kind: str, values: Iterable[float]) -> None:
+        counts = self._counts.setdefault(kind, [0] * (len(BUSBW_BUCKETS) + 1))
+        total = 0.0
+        for value in values:
+            if math.isfinite(value) and value > 0:
+                counts[bisect_left(BUSBW_BUCKETS, value)] += 1  # first bound >= value: le
+                total += value
+        self._sums[kind] = self._sums.get(kind, 0.0) + total
+
+    def snapshot(self) -> dict[str, Buckets]:
+        return {
+            kind: Buckets(tuple(accumulate(counts)), self._sums[kind])
+            for kind, counts in sorted(self._counts.items())
+        }
+
+
 @dataclass(frozen=True)
 class Snapshot:
     job: str
@@ -46,23 +92,48 @@ class Snapshot:
     streams: Mapping[str, int] = field(default_factory=dict)  # state -> count
     collectors: Mapping[str, tuple[CollectorStats, bool]] = field(default_factory=dict)
     shard: str = ""  # the aggregator's --shard: a `shard` label on every sample ("": none)
+    busbw_histogram: Mapping[str, Buckets] = field(default_factory=dict)
+    max_rank_series: int = MAX_RANK_SERIES  # ranks with per-rank series at most (0: no cap)
 
 
 class Families:
     """Metric families by exposed name, filled sample by sample; with a `shard`, every
-    sample carries it as its last label."""
+    sample carries it as its last label; with `keep`, a sample with a `rank` label outside
+    it is left out."""
 
-    def __init__(self, shard: str = "") -> None:
-        self._made: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
+    def __init__(self, shard: str = "", keep: frozenset[str] | None = None) -> None:
+        self._made: dict[str, AnyFamily] = {}
         self._shard = (shard,) if shard else ()
+        self._keep = keep
 
     def add(self, name: str, labels: tuple[str, ...], value: float | None) -> None:
-        if value is None:
+        if value is None or not self._kept(name, labels):
             return
+        made = self._family(name)
+        assert not isinstance(made, HistogramMetricFamily)
+        made.add_metric([*labels, *self._shard], value)
+
+    def histogram(self, name: str, labels: tuple[str, ...], buckets: Buckets) -> None:
+        """A histogram sample: cumulative counts per bound of `BUSBW_BUCKETS`, then +Inf."""
+        made = self._family(name)
+        assert isinstance(made, HistogramMetricFamily)
+        bounds = [*(floatToGoString(b) for b in BUSBW_BUCKETS), "+Inf"]
+        pairs = [(le, float(n)) for le, n in zip(bounds, buckets.cumulative, strict=True)]
+        made.add_metric([*labels, *self._shard], pairs, buckets.total)
+
+    def _kept(self, name: str, labels: tuple[str, ...]) -> bool:
+        spec = _BY_NAME[name]
+        return (
+            self._keep is None
+            or "rank" not in spec.labels
+            or (labels[spec.labels.index("rank")] in self._keep)
+        )
+
+    def _family(self, name: str) -> AnyFamily:
         made = self._made.get(name)
         if made is None:
             made = self._made[name] = family(self._spec(name))
-        made.add_metric([*labels, *self._shard], value)
+        return made
 
     def _spec(self, name: str) -> Family:
         spec = _BY_NAME[name]
@@ -72,8 +143,25 @@ class Families:
         return [self._made[f.name] for f in FAMILIES if f.name in self._made]
 
 
+def kept_ranks(report: Report, cap: int) -> frozenset[str] | None:
+    """The ranks with per-rank series under a cap of `cap` (None: all of them): the `cap`
+    lowest-numbered, the slowest rank in place of the last when it is not among them."""
+    ranks = sorted(set(report.ranks))
+    if cap <= 0 or len(ranks) <= cap:
+        return None
+    kept = ranks[:cap]
+    slowest = report.skew.slowest_rank
+    if slowest is not None and slowest not in kept:
+        kept[-1] = slowest
+    return frozenset(str(rank) for rank in kept)
+
+
 def families(snapshot: Snapshot) -> list[Metric]:
-    out = Families(snapshot.shard)
+    keep = kept_ranks(snapshot.report, snapshot.max_rank_series)
+    out = Families(snapshot.shard, keep)
+    out.add("commscope_build_info", (snapshot.job, *BUILD), 1.0)
+    folded = 0 if keep is None else len(set(snapshot.report.ranks)) - len(keep)
+    out.add("commscope_ranks_folded", (snapshot.job,), folded)
     _ranks(out, snapshot)
     _latest(out, snapshot)
     _collectives(out, snapshot)
@@ -123,6 +211,10 @@ def _collectives(out: Families, snapshot: Snapshot) -> None:
         for stat, value in rolling.stats.items():
             labels = (job, kind, stat)
             out.add("commscope_collective_busbw_bytes_per_second", labels, value)
+    for kind, buckets in snapshot.busbw_histogram.items():
+        out.histogram("commscope_collective_op_busbw_bytes_per_second", (job, kind), buckets)
+    peak = snapshot.report.network.peak_bandwidth_Bps
+    out.add("commscope_link_peak_bytes_per_second", (job,), peak)
 
 
 def _run(out: Families, snapshot: Snapshot) -> None:
@@ -148,7 +240,9 @@ def _cross_rank(out: Families, snapshot: Snapshot) -> None:
         out.add("commscope_late_arrivals_total", (job, rank), arrival.last)
         out.add("commscope_caused_wait_seconds_total", (job, rank), arrival.caused_wait_s)
         out.add("commscope_waited_seconds_total", (job, rank), arrival.waited_s)
-    out.add("commscope_slowest_rank", (job,), report.skew.slowest_rank)
+    slowest = report.skew.slowest_rank
+    for rank in report.skew.per_rank:
+        out.add("commscope_rank_slowest", (job, rank), float(rank == str(slowest)))
     out.add("commscope_matched_collectives_total", (job,), report.matching.instances)
     out.add("commscope_collective_desyncs_total", (job,), report.matching.desync_count)
     for rank, window in latest_windows(report.windows).items():

@@ -5,24 +5,57 @@ collector's over its own counters — naming every family it may serve in `descr
 registry refuses a duplicate name and one daemon's /metrics never shows another's families.
 `publish()` swaps in families already computed: a scrape never computes nor waits. `serve`
 puts /metrics on a background thread. `family` makes an empty family from its table entry.
+`BUILD` holds the `commscope_build_info` labels, read once at import (the package's metadata).
 """
 
 from __future__ import annotations
 
+import platform
 import threading
 from collections.abc import Iterable, Iterator
+from importlib.metadata import PackageNotFoundError, version
+from typing import Final
 from wsgiref.simple_server import WSGIServer
 
+from commscope.collector.schema import PROTOCOL_VERSION
 from commscope.exporters.metricnames import Family
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
+AnyFamily = GaugeMetricFamily | CounterMetricFamily | HistogramMetricFamily
 
-def family(spec: Family) -> GaugeMetricFamily | CounterMetricFamily:
+
+def _version() -> str:
+    try:
+        return version("commscope")
+    except PackageNotFoundError:  # run from a source tree without installing
+        return "unknown"
+
+
+# version, python, protocol: the labels of commscope_build_info after `job`
+BUILD: Final = (_version(), platform.python_version(), str(PROTOCOL_VERSION))
+
+
+def family(spec: Family) -> AnyFamily:
     if spec.kind == "counter":
         return CounterMetricFamily(spec.name.removesuffix("_total"), spec.help, labels=spec.labels)
+    if spec.kind == "histogram":
+        return HistogramMetricFamily(spec.name, spec.help, labels=spec.labels)
     return GaugeMetricFamily(spec.name, spec.help, labels=spec.labels)
+
+
+def scalar(spec: Family) -> GaugeMetricFamily | CounterMetricFamily:
+    """The empty family of a gauge or counter (one value a sample)."""
+    made = family(spec)
+    if isinstance(made, HistogramMetricFamily):
+        raise TypeError(f"{spec.name} is a histogram")
+    return made
 
 
 class Published(Collector):

@@ -60,7 +60,14 @@ from commscope.collector.schema import (
     Welcome,
 )
 from commscope.exporters.files import write_reports
-from commscope.exporters.prometheus import STATS, Rolling, Snapshot, SnapshotCollector
+from commscope.exporters.metricnames import MAX_RANK_SERIES
+from commscope.exporters.prometheus import (
+    STATS,
+    BusbwHistogram,
+    Rolling,
+    Snapshot,
+    SnapshotCollector,
+)
 from commscope.exporters.publish import serve
 from commscope.pipeline.aggregation import Aggregation, Verdict
 from commscope.pipeline.edge import well_formed
@@ -124,6 +131,7 @@ class AggregatorSettings:
     max_handles: int = 64  # open log files
     shard: str = ""  # --shard: the `shard` label of every metric ("": none)
     ranks: frozenset[int] | None = None  # --ranks: a shard's ranks (None: the job's every rank)
+    max_rank_series: int = MAX_RANK_SERIES  # --max-rank-series (0: no cap)
 
 
 class Aggregator:
@@ -136,6 +144,7 @@ class Aggregator:
             refused=dict.fromkeys(curve.REFUSED_REASONS, 0),
         )
         self.rolling = RollingBandwidth(settings.horizon_s)
+        self.busbw_histogram = BusbwHistogram()
         self.store = Store(settings.state, settings.max_handles)
         self.aggregation = Aggregation(load=self.store.load, owned=settings.ranks)
         self.nodes = self.store.nodes()
@@ -445,7 +454,9 @@ class Aggregator:
             self.store.finish(item)
             if item.result is not None:
                 for kind, tally in item.result.ops.items():
-                    self.rolling.add(kind, sample_values(tally.busbw_Bps), now)
+                    values = sample_values(tally.busbw_Bps)
+                    self.rolling.add(kind, values, now)
+                    self.busbw_histogram.add(kind, values)
             self._dirty = True
         self._finished.clear()
 
@@ -534,6 +545,8 @@ class Aggregator:
             },
             collectors=collectors,
             shard=self.settings.shard,
+            busbw_histogram=self.busbw_histogram.snapshot(),
+            max_rank_series=self.settings.max_rank_series,
         )
 
     def _over(self) -> bool:

@@ -39,7 +39,7 @@ from commscope.collector.schema import MAX_BATCH_EVENTS, NODE_PATTERN, Inputs, R
 from commscope.collector.stream import StreamSettings
 from commscope.exporters import diff, jsonreport, text
 from commscope.exporters.files import write_reports
-from commscope.exporters.metricnames import SHARD_PATTERN
+from commscope.exporters.metricnames import MAX_RANK_SERIES, SHARD_PATTERN
 from commscope.exporters.progress import TerminalProgress
 from commscope.pipeline import compare, parallel
 from commscope.pipeline.cluster import CONNECT_TIMEOUT_S, Cluster
@@ -317,6 +317,16 @@ def _aggregate_parser(commands: Any) -> None:
     aggregate.add_argument(
         "--max-streams", type=int, default=4096, metavar="N", help="files open at once, in all"
     )
+    aggregate.add_argument(
+        "--max-rank-series",
+        type=int,
+        default=MAX_RANK_SERIES,
+        metavar="N",
+        help="per-rank Prometheus series for N ranks at most: beyond, only the N "
+        "lowest-numbered ranks (the slowest in place of the last) keep theirs and "
+        "commscope_ranks_folded counts the rest; job-wide series still cover every rank; "
+        "0: no cap (default: %(default)s)",
+    )
     _job_options(aggregate)
     aggregate.set_defaults(run=_aggregate)
 
@@ -522,7 +532,14 @@ def _aggregator_settings(args: argparse.Namespace) -> AggregatorSettings:
         keys=keys,
         shard=_shard(args.shard),
         ranks=_ranks(args.ranks),
+        max_rank_series=_at_least_0("--max-rank-series", args.max_rank_series),
     )
+
+
+def _at_least_0(name: str, value: int) -> int:
+    if value < 0:
+        raise ConfigError(f"{name} must be 0 or more, got {value}")
+    return value
 
 
 def _shard(shard: str) -> str:

@@ -32,6 +32,9 @@ FLAGS = {
         "--once",
         "--keys",
         "--server-key",
+        "--metrics-port",
+        "--metrics-addr",
+        "--job",
     },
     "aggregate": {
         "--listen",
@@ -47,6 +50,7 @@ FLAGS = {
         "--keys",
         "--allow",
         "--shard",
+        "--max-rank-series",
     },
 }
 REQUIRED = {

@@ -1,9 +1,13 @@
 """The Kubernetes manifests: the collector is a native sidecar that sees the trainer's traces
-and reaches the aggregator's Service."""
+and reaches the aggregator's Service; the aggregator is a Kustomize base named per job by an
+overlay. Checks on the aggregator read the overlay as `kubectl kustomize` renders it; the rules
+of that rendering the files rely on are also checked in Python, without kubectl."""
 
 from __future__ import annotations
 
+import functools
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -14,19 +18,35 @@ from deploycheck import DEPLOY, FLAGS, REQUIRED, require_tool
 
 K8S = DEPLOY / "kubernetes"
 TRAINING = K8S / "training-pod.yaml"
-AGGREGATOR = K8S / "aggregator.yaml"
+BASE = K8S / "base"
+BASE_AGGREGATOR = BASE / "aggregator.yaml"
+OVERLAY = K8S / "overlays" / "llama3-8b"
+JOB = "llama3-8b"
+JOB_LABEL = "commscope.dev/job"
 
 
 def documents(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
 
 
-def one(path: Path, kind: str, name_prefix: str = "") -> dict[str, Any]:
-    (doc,) = [
-        d
-        for d in documents(path)
-        if d["kind"] == kind and d["metadata"]["name"].startswith(name_prefix)
-    ]
+def kustomize(folder: Path) -> list[dict[str, Any]]:
+    done = kubectl("kustomize", str(folder))
+    assert done.returncode == 0, done.stderr
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+@functools.cache
+def _rendered() -> tuple[dict[str, Any], ...]:
+    return tuple(kustomize(OVERLAY))
+
+
+def aggregator_docs() -> list[dict[str, Any]]:
+    """The example overlay's objects, as `kubectl kustomize` renders them."""
+    return list(_rendered())
+
+
+def one(kind: str) -> dict[str, Any]:
+    (doc,) = [d for d in aggregator_docs() if d["kind"] == kind]
     return doc
 
 
@@ -132,7 +152,7 @@ def test_collector_keys_come_from_a_secret_readable_by_its_group_only() -> None:
 
 
 def test_aggregator_keys_come_from_a_secret_and_the_allow_list_from_a_configmap() -> None:
-    (workload,) = [d for d in documents(AGGREGATOR) if d["kind"] == "Job"]
+    workload = one("Job")
     spec = pod_spec(workload)
     (agg,) = spec["containers"]
     args = argv(agg)
@@ -141,11 +161,11 @@ def test_aggregator_keys_come_from_a_secret_and_the_allow_list_from_a_configmap(
 
 
 def test_the_documented_kubectl_commands_make_what_the_manifests_mount() -> None:
-    text = AGGREGATOR.read_text(encoding="utf-8")
+    text = BASE_AGGREGATOR.read_text(encoding="utf-8")
     made = set(re.findall(r"create (?:secret generic|configmap) ([\w-]+)", text))
     mounted = set()
-    for path in (TRAINING, AGGREGATOR):
-        for doc in documents(path):
+    for docs in (documents(TRAINING), aggregator_docs()):
+        for doc in docs:
             if doc["kind"] == "Job":
                 for v in pod_spec(doc)["volumes"]:
                     ref = v.get("secret", {}).get("secretName") or v.get("configMap", {}).get(
@@ -168,7 +188,7 @@ def test_collector_state_is_on_a_volume() -> None:
 
 
 def test_collector_reaches_the_aggregator_service_on_5555() -> None:
-    service = one(AGGREGATOR, "Service")
+    service = one("Service")
     name, namespace = service["metadata"]["name"], service["metadata"]["namespace"]
     endpoint = flag(argv(collector()), "--aggregator")
     assert endpoint.startswith("tcp://")
@@ -188,7 +208,7 @@ def test_sidecar_has_time_to_drain() -> None:
 
 
 def test_service_exposes_zmq_and_metrics_and_is_scraped() -> None:
-    service = one(AGGREGATOR, "Service")
+    service = one("Service")
     assert {p["port"] for p in service["spec"]["ports"]} == {5555, 9464}
     notes = service["metadata"]["annotations"]
     assert notes["prometheus.io/scrape"] == "true"
@@ -196,8 +216,8 @@ def test_service_exposes_zmq_and_metrics_and_is_scraped() -> None:
 
 
 def test_service_selects_the_aggregator_pod_and_its_ports() -> None:
-    service = one(AGGREGATOR, "Service")
-    (workload,) = [d for d in documents(AGGREGATOR) if d["kind"] in {"Job", "Deployment"}]
+    service = one("Service")
+    workload = one("Job")
     template = workload["spec"]["template"]
     assert service["spec"]["selector"].items() <= template["metadata"]["labels"].items()
     ports = {p["name"]: p["containerPort"] for p in template["spec"]["containers"][0]["ports"]}
@@ -206,8 +226,7 @@ def test_service_selects_the_aggregator_pod_and_its_ports() -> None:
 
 
 def test_aggregator_listens_serves_metrics_and_keeps_state_on_volumes() -> None:
-    (workload,) = [d for d in documents(AGGREGATOR) if d["kind"] in {"Job", "Deployment"}]
-    spec = pod_spec(workload)
+    spec = pod_spec(one("Job"))
     (agg,) = spec["containers"]
     args = argv(agg)
     assert args[:2] == ["commscope", "aggregate"]
@@ -221,15 +240,22 @@ def test_aggregator_listens_serves_metrics_and_keeps_state_on_volumes() -> None:
 
 
 def test_aggregator_expects_as_many_nodes_as_the_training_job_has_pods() -> None:
-    (agg_job,) = [d for d in documents(AGGREGATOR) if d["kind"] == "Job"]
     (train_job,) = [d for d in documents(TRAINING) if d["kind"] == "Job"]
-    args = argv(pod_spec(agg_job)["containers"][0])
-    assert int(flag(args, "--expect-nodes")) == train_job["spec"]["parallelism"]
+    args = argv(pod_spec(one("Job"))["containers"][0])
+    assert flag(args, "--expect-nodes") == "$(COMMSCOPE_EXPECT_NODES)"
+    assert int(job_settings()["EXPECT_NODES"]) == train_job["spec"]["parallelism"]
+
+
+def job_settings() -> dict[str, str]:
+    """The rendered `commscope-job` ConfigMap's data (the aggregator's env reads it)."""
+    (config,) = [d for d in aggregator_docs() if d["kind"] == "ConfigMap"]
+    data: dict[str, str] = config["data"]
+    return data
 
 
 def test_volumes_referenced_by_mounts_exist() -> None:
-    for path in (TRAINING, AGGREGATOR):
-        for doc in documents(path):
+    for docs in (documents(TRAINING), aggregator_docs()):
+        for doc in docs:
             if doc["kind"] not in {"Job", "Pod", "Deployment"}:
                 continue
             spec = pod_spec(doc)
@@ -248,10 +274,145 @@ def kubectl(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("path", [TRAINING, AGGREGATOR], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [TRAINING, BASE_AGGREGATOR], ids=lambda p: p.name)
 def test_kubectl_reads_every_object_offline(path: Path) -> None:
     """`--local` decodes each object without a server. (No schema validation: `kubectl apply
     --dry-run=client` still asks an API server for discovery, so it cannot run here.)"""
     done = kubectl("label", "--local", "-f", str(path), "commscope-check=1", "-o", "name")
     assert done.returncode == 0, done.stderr
     assert len(done.stdout.split()) == len(documents(path))
+
+
+def pod_specs() -> list[tuple[str, dict[str, Any]]]:
+    train = [d for d in documents(TRAINING) if d["kind"] == "Job"]
+    return [(d["metadata"]["name"], pod_spec(d)) for d in [*train, one("Job")]]
+
+
+def test_every_pod_runs_under_runtime_default_seccomp_without_an_api_token() -> None:
+    for name, spec in pod_specs():
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, name
+        assert spec["automountServiceAccountToken"] is False, name
+
+
+def _liveness(c: dict[str, Any]) -> None:
+    """A liveness probe on /metrics, at the port its --metrics-port serves."""
+    probe = c["livenessProbe"]["httpGet"]
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert probe["path"] == "/metrics"
+    assert str(ports[probe["port"]]) == flag(argv(c), "--metrics-port")
+    # failing for longer than a slow report rebuild: periodSeconds x failureThreshold >= 60
+    assert c["livenessProbe"]["periodSeconds"] * c["livenessProbe"]["failureThreshold"] >= 60
+
+
+def test_aggregator_and_collector_have_a_liveness_probe_on_their_metrics() -> None:
+    _liveness(pod_spec(one("Job"))["containers"][0])
+    _liveness(collector())
+
+
+def test_the_service_monitor_scrapes_this_job_s_service_with_its_labels_kept() -> None:
+    monitor, service = one("ServiceMonitor"), one("Service")
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+    assert selector[JOB_LABEL] == JOB  # never another job's aggregator in the namespace
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+    assert endpoint["path"] == "/metrics" and endpoint["honorLabels"] is True
+
+
+def test_the_overlay_names_every_object_for_its_job_and_selects_only_them() -> None:
+    for doc in aggregator_docs():
+        meta = doc["metadata"]
+        assert f"-{JOB}" in meta["name"] and meta["namespace"] == "training", meta
+        assert meta["labels"][JOB_LABEL] == JOB, meta["name"]
+    assert one("Service")["spec"]["selector"][JOB_LABEL] == JOB
+    template = one("Job")["spec"]["template"]["metadata"]["labels"]
+    assert template[JOB_LABEL] == JOB
+    assert job_settings()["JOB"] == JOB
+    assert "[model]" in job_settings()["job.toml"]  # the overlay's config, not the base's
+
+
+def test_two_jobs_overlays_share_no_name_and_no_selector(tmp_path: Path) -> None:
+    """A second job's overlay, made from the example by changing the name only."""
+    shutil.copytree(BASE, tmp_path / "base")  # kustomize takes a relative base only
+    other = tmp_path / "overlays" / "gpt-2"
+    other.mkdir(parents=True)
+    text = (OVERLAY / "kustomization.yaml").read_text(encoding="utf-8").replace(JOB, "gpt-2")
+    (other / "kustomization.yaml").write_text(text, encoding="utf-8")
+    (other / "llama3_8b.toml").write_text("[model]\nname = 'gpt2'\n", encoding="utf-8")
+    second = kustomize(other)
+    names = {(d["kind"], d["metadata"]["name"]) for d in aggregator_docs()}
+    assert names.isdisjoint({(d["kind"], d["metadata"]["name"]) for d in second})
+    (service,) = [d for d in second if d["kind"] == "Service"]
+    assert service["spec"]["selector"][JOB_LABEL] == "gpt-2"
+
+
+# ---- the rendering rules the files rely on, checked without kubectl
+
+
+def overlay() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((OVERLAY / "kustomization.yaml").read_text())
+    return loaded
+
+
+def base_job() -> dict[str, Any]:
+    (job,) = [d for d in documents(BASE_AGGREGATOR) if d["kind"] == "Job"]
+    return job
+
+
+def test_the_base_names_no_job_and_reads_its_settings_from_the_generated_configmap() -> None:
+    """Kustomize suffixes names and rewrites configMapKeyRef / volume references to the
+    generated ConfigMap: the base must name no job itself, only read `commscope-job`."""
+    assert JOB not in yaml.safe_dump(documents(BASE_AGGREGATOR))
+    spec = pod_spec(base_job())
+    (agg,) = spec["containers"]
+    args = argv(agg)
+    assert flag(args, "--job") == "$(COMMSCOPE_JOB)"
+    refs = {e["name"]: e["valueFrom"]["configMapKeyRef"] for e in agg["env"]}
+    assert refs == {
+        "COMMSCOPE_JOB": {"name": "commscope-job", "key": "JOB"},
+        "COMMSCOPE_EXPECT_NODES": {"name": "commscope-job", "key": "EXPECT_NODES"},
+    }
+    (config,) = [v for v in spec["volumes"] if v["name"] == "config"]
+    assert config["configMap"]["name"] == "commscope-job"
+    assert flag(args, "--config") == f"{mount_of(agg, 'config')}/job.toml"
+
+
+def test_the_overlay_s_suffix_label_and_settings_name_one_job() -> None:
+    o = overlay()
+    assert o["nameSuffix"] == f"-{JOB}" and o["resources"] == ["../../base"]
+    (labels,) = o["labels"]
+    assert labels == {"pairs": {JOB_LABEL: JOB}, "includeSelectors": True}
+    (generated,) = o["configMapGenerator"]
+    assert generated["name"] == "commscope-job" and generated["behavior"] == "merge"
+    assert f"JOB={JOB}" in generated["literals"]
+    (train_job,) = [d for d in documents(TRAINING) if d["kind"] == "Job"]
+    expect = next(v for v in generated["literals"] if v.startswith("EXPECT_NODES="))
+    assert int(expect.split("=", 1)[1].split()[0]) == train_job["spec"]["completions"]
+    # the collectors point at the suffixed Service, name their job and their nodes after it
+    args = argv(collector())
+    host = flag(args, "--aggregator").removeprefix("tcp://").split(".")[0]
+    assert host == f"commscope-aggregator{o['nameSuffix']}"
+    assert flag(args, "--job") == JOB and flag(args, "--node").startswith(f"{JOB}-")
+
+
+def _pointer(doc: Any, path: str) -> Any:
+    for raw in path.strip("/").split("/"):
+        part = raw.replace("~1", "/").replace("~0", "~")
+        doc = doc[int(part)] if isinstance(doc, list) else doc[part]
+    return doc
+
+
+def test_the_overlay_s_patches_replace_what_they_mean_to() -> None:
+    """The JSON patches address volumes by index: each must land on the key Secret and the
+    allow-list of the base, and name this job's (the kubectl commands make those)."""
+    (keys_patch,) = [p for p in overlay()["patches"] if p["target"]["kind"] == "Job"]
+    operations = yaml.safe_load(keys_patch["patch"])
+    base = base_job()
+    replaced = {_pointer(base, op["path"]): op["value"] for op in operations}
+    assert replaced == {
+        "commscope-aggregator-keys": f"commscope-aggregator-keys-{JOB}",
+        "commscope-allow": f"commscope-allow-{JOB}",
+    }
+    made = set(re.findall(r"create (?:secret generic|configmap) ([\w-]+)",
+                          BASE_AGGREGATOR.read_text(encoding="utf-8")))  # fmt: skip
+    assert set(replaced.values()) <= made

@@ -106,11 +106,15 @@ def test_scrape_config_keeps_commscopes_job_label() -> None:
     assert scrape["static_configs"] == [{"targets": ["127.0.0.1:9464"]}]
 
 
+# The one rule on a series commscope does not export: Prometheus' own `up` of the scrape job.
+UP_RULE = "CommscopeAggregatorDown"
+
+
 @pytest.mark.parametrize("rule", rules(), ids=lambda r: r.get("alert") or r["record"])
 def test_rule_names_only_exported_or_recorded_series(rule: dict[str, Any]) -> None:
     expr = rule["expr"]
     names, recorded = commscope_names(expr), recorded_names(expr)
-    assert names or recorded, expr
+    assert names or recorded or rule.get("alert") == UP_RULE, expr
     assert names <= NAMES, f"not exported: {sorted(names - NAMES)}"
     assert recorded <= set(records()), f"never recorded: {sorted(recorded - set(records()))}"
     assert not misused_counters(expr), expr
@@ -147,3 +151,39 @@ def test_rule_tests_feed_only_exported_series() -> None:
     for test in rule_tests():
         for series in test["input_series"]:
             assert commscope_names(series["series"]) <= NAMES, series["series"]
+
+
+def readme_anchors() -> set[str]:
+    """The anchors of deploy/README.md's headings, as Markdown renderers make them: lower
+    case, punctuation but `-` and `_` dropped, spaces turned into `-`."""
+    text = (DEPLOY / "README.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^#+ (.+)$", text, flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+@pytest.mark.parametrize("alert", alerts())
+def test_every_alert_links_its_runbook_section_in_the_repository(alert: str) -> None:
+    (rule,) = [r for r in rules() if r.get("alert") == alert]
+    url = rule["annotations"]["runbook_url"]
+    path, _, anchor = url.partition("#")
+    assert (DEPLOY.parent / path).is_file() and path == "deploy/README.md", url
+    assert anchor == alert.lower() and anchor in readme_anchors(), url
+
+
+def test_the_aggregator_down_alert_watches_every_scrape_job_of_the_deploy_files() -> None:
+    """`up{job=~"commscope-aggregator.*"}`: the scrape jobs of both configs (the Slurm prolog's
+    file_sd targets are read by prometheus.yml's) and the Kubernetes ServiceMonitor's (its job
+    label is the Service's name)."""
+    (rule,) = [r for r in rules() if r.get("alert") == UP_RULE]
+    pattern = re.search(r'up\{job=~"([^"]+)"\}', rule["expr"])
+    assert pattern is not None and rule["expr"].strip().endswith("== 0")
+    jobs = [
+        scrape["job_name"]
+        for config in ("prometheus.yml", "prometheus-shards.yml")
+        for scrape in load(PROM / config)["scrape_configs"]
+    ]
+    base = (DEPLOY / "kubernetes" / "base" / "aggregator.yaml").read_text(encoding="utf-8")
+    # the overlays suffix the Service's name with the job's: the prefix is the base's name
+    services = [d["metadata"]["name"] for d in yaml.safe_load_all(base) if d["kind"] == "Service"]
+    assert jobs and all(re.fullmatch(pattern.group(1), job) for job in jobs)
+    assert services == ["commscope-aggregator"] and re.fullmatch(pattern.group(1), services[0])

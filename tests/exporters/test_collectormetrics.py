@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 
-from commscope.collector.schema import CollectorStats
+from commscope.collector.schema import PROTOCOL_VERSION, CollectorStats
 from commscope.exporters.collectormetrics import CollectorMetrics
 from commscope.exporters.metricnames import COLLECTOR_FAMILIES
 from prometheus_client import CollectorRegistry, generate_latest
@@ -26,7 +26,8 @@ def served(metrics: CollectorMetrics) -> str:
 def test_describe_names_exactly_the_collector_families() -> None:
     names = [m.name for m in CollectorMetrics("j", "n").describe()]
     assert names == [f.name.removesuffix("_total") for f in COLLECTOR_FAMILIES]
-    assert all(n.startswith("commscope_collector_") for n in names)
+    assert names[0] == "commscope_build_info"
+    assert all(n.startswith("commscope_collector_") for n in names[1:])
     assert "commscope_collector_up" not in names  # the aggregator's view of a collector
 
 
@@ -38,6 +39,7 @@ def test_what_is_published_is_served() -> None:
     metrics.show(STATS, connected=True)
     text = served(metrics)
     assert 'commscope_collector_connected{job="j",node="n"} 1.0' in text
+    assert f'commscope_build_info{{job="j",protocol="{PROTOCOL_VERSION}",' in text
     assert 'commscope_collector_batches_sent_total{job="j",node="n"} 10.0' in text
     assert 'commscope_collector_lag_seconds{job="j",node="n"} 1.5' in text
     reason = 'reason="malformed reply from the aggregator"'

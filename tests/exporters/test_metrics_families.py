@@ -4,6 +4,7 @@ aggregator (`--shard NAME`) serves the same samples, each with a `shard` label."
 
 from __future__ import annotations
 
+import math
 import subprocess
 
 import pytest
@@ -19,7 +20,15 @@ from commscope.collector.schema import (
     TraceMeta,
 )
 from commscope.exporters.metricnames import FAMILIES, MAX_GROUPS, SHARD_LABEL
-from commscope.exporters.prometheus import Rolling, Snapshot, families
+from commscope.exporters.prometheus import (
+    Buckets,
+    BusbwHistogram,
+    Rolling,
+    Snapshot,
+    families,
+    kept_ranks,
+)
+from commscope.exporters.publish import BUILD
 from commscope.pipeline.config import JobConfig
 from commscope.pipeline.report import Options, ParsedFile, build_report
 from crossrank_builder import Scenario, calls, results
@@ -74,6 +83,7 @@ def snapshot(shard: str = "") -> Snapshot:
         streams={"finished": 4},
         collectors={"n1": (node, True)},
         shard=shard,
+        busbw_histogram={"AllReduce": Buckets((1,) * 14 + (2,), 2e12 + 5e6)},
     )
 
 
@@ -86,7 +96,9 @@ def exposition(shard: str = "") -> str:
 def test_every_family_is_served_and_promtool_accepts_them() -> None:
     text = exposition()
     missing = [
-        f.name for f in FAMILIES if f"\n{f.name}{{" not in text and f"\n{f.name} " not in text
+        f.name
+        for f in FAMILIES
+        if not any(f"\n{f.name}{end}" in text for end in ("{", " ", "_bucket{"))
     ]
     # counters with nothing to count yet are absent: the events-dropped family needs dropped events
     assert missing == ["commscope_events_dropped_total"]
@@ -97,7 +109,10 @@ def test_every_family_is_served_and_promtool_accepts_them() -> None:
 
 def test_cross_rank_families_carry_the_report_numbers() -> None:
     text, found = exposition(), report()
-    assert f'commscope_slowest_rank{{job="llama"}} {float(SLOW)}' in text
+    # the slowest rank is a label on a 0/1 gauge, every other rank with arrivals at 0
+    for rank in range(4):
+        flag = 1.0 if rank == SLOW else 0.0
+        assert f'commscope_rank_slowest{{job="llama",rank="{rank}"}} {flag}' in text
     late = found.skew.per_rank[str(SLOW)].last
     assert f'commscope_late_arrivals_total{{job="llama",rank="{SLOW}"}} {float(late)}' in text
     beta = found.alpha_beta["0"]["AllReduce"].beta_Bps
@@ -169,7 +184,8 @@ def samples(shard: str) -> list[tuple[str, dict[str, str], float]]:
 
 def test_a_shard_labels_every_sample_and_changes_nothing_else() -> None:
     plain, sharded = samples(""), samples("rack-7")
-    assert len({name for name, _, _ in plain}) == len(FAMILIES) - 1  # all but events dropped
+    # all but events dropped; the histogram serves three names (_bucket, _sum, _count)
+    assert len({name for name, _, _ in plain}) == len(FAMILIES) - 1 + 2
     assert all(SHARD_LABEL not in labels for _, labels, _ in plain)
     assert sharded == [
         (name, {**labels, "shard": "rack-7"}, value) for name, labels, value in plain
@@ -184,3 +200,75 @@ def test_the_sharded_exposition_passes_promtool() -> None:
     checked = subprocess.run([require_tool("promtool"), "check", "metrics"], input=text.encode(),
                              capture_output=True, timeout=30, check=False)  # fmt: skip
     assert checked.returncode == 0, checked.stdout.decode() + checked.stderr.decode()
+
+
+def test_build_info_and_link_peak_are_served() -> None:
+    text = exposition()
+    version, python, protocol = BUILD
+    labels = f'job="llama",protocol="{protocol}",python="{python}",version="{version}"'
+    assert f"commscope_build_info{{{labels}}} 1.0" in text
+    # H100: the GPU table's 450 GB/s per direction (the report's peak_bandwidth_Bps)
+    assert 'commscope_link_peak_bytes_per_second{job="llama"} 4.5e+11' in text
+
+
+def test_the_busbw_histogram_counts_each_value_under_the_first_bound_at_or_above_it() -> None:
+    histogram = BusbwHistogram()
+    histogram.add("AllReduce", [5e6, 1e7, 3e9])
+    histogram.add("AllReduce", [2e12, math.nan, 0.0, -1.0])  # the last three are left out
+    (buckets,) = histogram.snapshot().values()
+    # 5e6 and 1e7 are <= 1e7 (le is inclusive); 3e9 first fits under 5e9 (the 7th bound);
+    # 2e12 is above 1e12: only +Inf holds it
+    assert buckets.cumulative == (2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 4)
+    assert buckets.total == 5e6 + 1e7 + 3e9 + 2e12
+
+
+def test_the_histogram_is_served_with_fixed_bounds_and_no_rank() -> None:
+    text = exposition()
+    name = "commscope_collective_op_busbw_bytes_per_second"
+    assert f'{name}_bucket{{collective="AllReduce",job="llama",le="1e+07"}} 1.0' in text
+    assert f'{name}_bucket{{collective="AllReduce",job="llama",le="1e+12"}} 1.0' in text
+    assert f'{name}_bucket{{collective="AllReduce",job="llama",le="+Inf"}} 2.0' in text
+    assert f'{name}_count{{collective="AllReduce",job="llama"}} 2.0' in text
+    assert all("rank=" not in line for line in text.splitlines() if line.startswith(name))
+
+
+def _ranked(snap: Snapshot) -> dict[str, set[str]]:
+    """Per family, the rank label values it serves."""
+    out: dict[str, set[str]] = {}
+    for metric in families(snap):
+        for s in metric.samples:
+            if "rank" in s.labels:
+                out.setdefault(metric.name, set()).add(s.labels["rank"])
+    return out
+
+
+def _folded(snap: Snapshot) -> float:
+    (metric,) = [m for m in families(snap) if m.name == "commscope_ranks_folded"]
+    return metric.samples[0].value
+
+
+def test_a_rank_cap_keeps_the_lowest_ranks_and_the_slowest_and_counts_the_rest() -> None:
+    whole = snapshot()
+    capped = Snapshot(job=whole.job, report=whole.report, max_rank_series=2)
+    # 4 ranks, cap 2: ranks 0 and 1, then the slowest (2) takes the last place: {0, 2}
+    assert kept_ranks(whole.report, 2) == {"0", str(SLOW)}
+    served = _ranked(capped)
+    assert served and all(ranks == {"0", str(SLOW)} for ranks in served.values())
+    assert _folded(capped) == 2  # ranks 1 and 3
+    # job-wide families (no rank label) are the same with or without the cap
+    uncapped = Snapshot(job=whole.job, report=whole.report, max_rank_series=0)
+
+    def job_wide(snap: Snapshot) -> list[object]:
+        skip = {*served, "commscope_ranks_folded"}
+        return [m.samples for m in families(snap) if m.name not in skip]
+
+    assert job_wide(capped) == job_wide(uncapped) != []
+
+
+def test_no_rank_is_folded_at_or_under_the_cap_or_without_one() -> None:
+    whole = snapshot()
+    for cap in (0, 4, 1024):
+        snap = Snapshot(job=whole.job, report=whole.report, max_rank_series=cap)
+        assert kept_ranks(whole.report, cap) is None
+        assert _folded(snap) == 0
+        assert all(ranks == {"0", "1", "2", "3"} for ranks in _ranked(snap).values())

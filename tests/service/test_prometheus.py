@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "gloo_ddp_2rank"
 CONFIG = ROOT / "samples" / "mlp_ddp.toml"
 # Served only when there is something to say: no dropped events in the sample; it is a CPU
-# (gloo) run: no GPU time, memory or MFU; its collectives all have one size (no α-β fit) and
-# no rank is clearly the slowest. tests/exporters/test_metrics_families.py serves them all.
+# (gloo) run: no GPU time, memory, MFU or link peak; its collectives all have one size (no α-β
+# fit). tests/exporters/test_metrics_families.py serves them all.
 CONDITIONAL = {
     "commscope_events_dropped_total",
     "commscope_collector_dropped_total",
@@ -44,7 +44,7 @@ CONDITIONAL = {
     "commscope_alpha_seconds",
     "commscope_beta_bytes_per_second",
     "commscope_alpha_beta_groups_omitted",
-    "commscope_slowest_rank",
+    "commscope_link_peak_bytes_per_second",
 }
 
 
@@ -116,6 +116,10 @@ def test_a_real_prometheus_scrapes_overlap_skew_and_caused_wait(
     assert promql_value(port, run_skew) == pytest.approx(expected["run skew"], rel=1e-12)
     waits = 'commscope_caused_wait_seconds_total{job="mlp",rank="1"}'
     assert promql_value(port, waits) == pytest.approx(expected["caused wait"], rel=1e-12)
+    # the histogram counts every sized op of every rank once: the report's sized_count
+    ops = 'sum(commscope_collective_op_busbw_bytes_per_second_count{job="mlp"})'
+    assert promql_value(port, ops) == expected["sized ops"]
+    assert promql_value(port, 'sum(commscope_build_info{job="mlp"})') == 1.0
 
 
 def _expected_overlap(tmp_path: Path) -> dict[str, float]:
@@ -128,6 +132,7 @@ def _expected_overlap(tmp_path: Path) -> dict[str, float]:
         "skew": latest["skew"]["per_collective"]["AllReduce"]["skew_s"]["max"],
         "run skew": report["skew"]["per_collective"]["AllReduce"]["skew_s"]["max"],
         "caused wait": report["skew"]["per_rank"]["1"]["caused_wait_s"],
+        "sized ops": sum(c["sized_count"] for c in report["collectives"]["all_ranks"].values()),
     }
 
 
@@ -139,3 +144,32 @@ def _with_collector(aggregate: Aggregate) -> str | None:
 def _windows(aggregate: Aggregate) -> float | None:
     text = aggregate.metrics_text() or ""
     return sample_value(text, "commscope_windows_completed_total", job="mlp")
+
+
+def test_a_rank_cap_of_one_keeps_one_rank_s_series_and_counts_the_other(
+    procs: Processes, tmp_path: Path
+) -> None:
+    """The 2-rank sample under --max-rank-series 1 (a second node expected, so the aggregator
+    keeps serving): one rank keeps its per-rank series (rank
+    0, or the slowest when one is named), the other is counted as folded."""
+    extra = ("--job", "mlp", "--expect-nodes", "2", "--max-rank-series", "1")
+    aggregate = Aggregate(procs, tmp_path, free_port(), free_port(), extra)
+    aggregate.start()
+    watch = tmp_path / "traces"
+    shutil.copytree(SAMPLE, watch)
+    args = collector_args(watch, aggregate.endpoint, "n1", tmp_path / "st", "--once")
+    assert procs.start("collector", *args).wait(60) == 0
+    text = wait_for("both windows", lambda: _windows_done(aggregate))
+    assert sample_value(text, "commscope_ranks", job="mlp") == 2.0
+    assert sample_value(text, "commscope_ranks_folded", job="mlp") == 1.0
+    ranks = {
+        line.split('rank="')[1].split('"')[0]
+        for line in text.splitlines()
+        if line.startswith("commscope_") and 'rank="' in line
+    }
+    assert len(ranks) == 1 and ranks <= {"0", "1"}
+
+
+def _windows_done(aggregate: Aggregate) -> str | None:
+    text = aggregate.metrics_text() or ""
+    return text if 'commscope_windows_completed_total{job="mlp"} 2.0' in text else None
