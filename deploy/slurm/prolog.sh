@@ -10,11 +10,23 @@
 #   1. creates the node-local trace folder $COMMSCOPE_TRACE_ROOT/J (owned by U, mode 0700);
 #      the training job must write its profiler traces there (TorchTitan:
 #      --job.dump_folder and --profiling.save_traces_folder so that iteration_N/ lands in it);
+#      (the TaskProlog, task_prolog.sh, exports it to the job's tasks as COMMSCOPE_TRACE_DIR);
 #   2. writes /etc/commscope/J.env (see deploy/systemd/example.env): the watch folder, the
-#      aggregator endpoint tcp://FIRST_NODE:5555, the node name, and for the aggregator
+#      aggregator endpoint tcp://FIRST_NODE:PORT, the node name, and for the aggregator
 #      --expect-nodes (the number of nodes of the job) and --idle-timeout;
 #   3. on the first node of the job (the first name of `scontrol show hostnames`), starts
-#      commscope-aggregator@J; on every node, starts commscope-collector@J.
+#      commscope-aggregator@J and writes a Prometheus file_sd target file for its /metrics
+#      ($COMMSCOPE_FILE_SD_DIR/J.json, J-SHARD.json with shards: put the folder where
+#      Prometheus reads it, e.g. a shared filesystem; the epilog removes it); on every node, starts
+#      commscope-collector@J.
+# Ports are per job, so two jobs whose first node is the same never collide: the ZeroMQ port
+# is COMMSCOPE_PORT_BASE + J mod COMMSCOPE_PORT_RANGE and /metrics the same offset from
+# COMMSCOPE_METRICS_PORT_BASE (job 4242: 24242 and 34242). Every node computes the same port
+# from the job id alone, with no shared file to wait for; two jobs collide only if both run
+# with the same first node and ids equal modulo the range (10000), and then the second
+# aggregator is not started (its port is in use: logged). A fixed COMMSCOPE_PORT /
+# COMMSCOPE_METRICS_PORT overrides it (with COMMSCOPE_AGGREGATOR_HOST, the central
+# aggregator's port: 5555 unless set).
 # Shards (COMMSCOPE_SHARD_NODES=K, for jobs too large for one aggregator): the job's nodes in
 # blocks of K, in Slurm's order; each block's first node runs an aggregator for the block
 # (--shard s0, s1, ...; --expect-nodes the block's size) and the block's collectors point at
@@ -64,8 +76,12 @@ fi
 : "${COMMSCOPE_ENV_DIR:=/etc/commscope}"            # where the units read JOBID.env
 : "${COMMSCOPE_TRACE_ROOT:=/var/tmp/commscope}"     # node-local; the job writes to ROOT/JOBID
 : "${COMMSCOPE_AGGREGATOR_HOST:=}"                  # empty: the job's first node runs it
-: "${COMMSCOPE_PORT:=5555}"                         # aggregator ZeroMQ port
-: "${COMMSCOPE_METRICS_PORT:=9464}"                 # aggregator /metrics port
+: "${COMMSCOPE_PORT:=}"                             # fixed ZeroMQ port; empty: per job
+: "${COMMSCOPE_METRICS_PORT:=}"                     # fixed /metrics port; empty: per job
+: "${COMMSCOPE_PORT_BASE:=20000}"                   # per-job ZeroMQ port: BASE + J mod RANGE
+: "${COMMSCOPE_METRICS_PORT_BASE:=30000}"           # per-job /metrics port: BASE + J mod RANGE
+: "${COMMSCOPE_PORT_RANGE:=10000}"
+: "${COMMSCOPE_FILE_SD_DIR:=/var/lib/commscope/file_sd}"  # Prometheus file_sd_configs reads it
 : "${COMMSCOPE_IDLE_TIMEOUT:=1800}"                 # aggregator backstop, seconds
 : "${COMMSCOPE_COLLECT_ARGS:=}"                     # e.g. "--poll" on NFS/Lustre
 : "${COMMSCOPE_AGGREGATE_ARGS:=}"                   # e.g. "--config /etc/commscope/x.toml"
@@ -80,6 +96,42 @@ fi
 log() {
     echo "commscope-prolog: $*" >&2
     logger -t commscope-prolog -- "$*" 2>/dev/null || true
+}
+
+# The port of job $1: $2 when set (fixed), else base $3 + job mod COMMSCOPE_PORT_RANGE.
+job_port() {
+    local job="$1" fixed="$2" base="$3" range="$COMMSCOPE_PORT_RANGE" port
+    if [[ -n "$fixed" ]]; then
+        port="$fixed"
+    elif [[ "$base" =~ ^[0-9]{1,5}$ && "$range" =~ ^[0-9]{1,5}$ ]] && ((10#$range > 0)); then
+        port=$((10#$base + 10#$job % 10#$range))
+    else
+        log "unusable port base '$base' or range '$range'"
+        return 1
+    fi
+    if [[ ! "$port" =~ ^[0-9]{1,5}$ ]] || ((10#$port < 1 || 10#$port > 65535)); then
+        log "job $job: port '$port' is not a number in 1..65535"
+        return 1
+    fi
+    echo "$((10#$port))"
+}
+
+# Whether something on this node already listens on TCP port $1 (another job's aggregator).
+port_in_use() {
+    # shellcheck disable=SC2016  # $1 is the inner bash's argument, expanded there
+    timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null
+}
+
+# Prometheus file_sd: this node's aggregator /metrics as a target, written through a rename.
+write_file_sd() {
+    local file="$1" target="$2" job="$3" tmp
+    mkdir -p "$COMMSCOPE_FILE_SD_DIR" || return 1
+    tmp="$(mktemp "${file}.XXXXXX")" || return 1
+    if ! printf '[{"targets": ["%s"], "labels": {"slurm_job_id": "%s"}}]\n' "$target" "$job" \
+        >"$tmp" || ! chmod 0644 "$tmp" || ! mv -f "$tmp" "$file"; then
+        rm -f "$tmp"
+        return 1
+    fi
 }
 
 # The nodes of the job, one a line, in Slurm's order.
@@ -171,10 +223,31 @@ start_unit() {
     fi
 }
 
+# On a block's first node: the job's aggregator, unless its ports are taken, and its file_sd.
+start_aggregator() {
+    local job="$1" node="$2" port="$3" metrics_port="$4" sd="$COMMSCOPE_FILE_SD_DIR/$1${5:+-$5}.json" p
+    if [[ ! -f "$COMMSCOPE_KEYS_DIR/aggregator.key_secret" ]]; then
+        log "job $job: no $COMMSCOPE_KEYS_DIR/aggregator.key_secret: aggregator not started"
+        return 1
+    fi
+    for p in "$port" "$metrics_port"; do
+        if port_in_use "$p"; then
+            log "job $job: port $p is in use on $node (another job's aggregator?):" \
+                "aggregator not started; set COMMSCOPE_PORT_BASE or COMMSCOPE_PORT_RANGE"
+            return 1
+        fi
+    done
+    start_unit "commscope-aggregator@$job.service" || return 1
+    if ! write_file_sd "$sd" "$node:$metrics_port" "$job"; then
+        log "job $job: cannot write $sd (Prometheus file_sd)"
+        return 1
+    fi
+}
+
 main() {
     [[ "$COMMSCOPE_ENABLE" == 1 ]] || return 0
     local job="${SLURM_JOB_ID:-}" user="${SLURM_JOB_USER:-}"
-    if [[ ! "$job" =~ ^[0-9]+$ ]]; then
+    if [[ ! "$job" =~ ^[0-9]{1,18}$ ]]; then
         log "no usable SLURM_JOB_ID ('$job'): nothing to do"
         return 0
     fi
@@ -193,6 +266,11 @@ main() {
         log "job $job: unusable node name '$node' or aggregator host '$host'"
         return 1
     fi
+    local port metrics_port
+    [[ -n "$COMMSCOPE_AGGREGATOR_HOST" && -z "$COMMSCOPE_PORT" ]] && COMMSCOPE_PORT=5555
+    port="$(job_port "$job" "$COMMSCOPE_PORT" "$COMMSCOPE_PORT_BASE")" || return 1
+    metrics_port="$(job_port "$job" "$COMMSCOPE_METRICS_PORT" "$COMMSCOPE_METRICS_PORT_BASE")" \
+        || return 1
 
     local watch="$COMMSCOPE_TRACE_ROOT/$job"
     if ! mkdir -p "$watch" || ! chmod 0700 "$watch" \
@@ -212,13 +290,13 @@ main() {
     if ! write_env "$COMMSCOPE_ENV_DIR/$job.env" \
         "# written by the commscope Slurm prolog for job $job; removed by the epilog" \
         "COMMSCOPE_WATCH_DIR=$watch" \
-        "COMMSCOPE_AGGREGATOR=tcp://$host:$COMMSCOPE_PORT" \
+        "COMMSCOPE_AGGREGATOR=tcp://$host:$port" \
         "COMMSCOPE_NODE=$node" \
         "COMMSCOPE_COLLECT_ARGS=\"$COMMSCOPE_COLLECT_ARGS\"" \
         "COMMSCOPE_SERVER_KEY=$COMMSCOPE_KEYS_DIR/aggregator.key" \
         "COMMSCOPE_ALLOW_DIR=$COMMSCOPE_ALLOW_DIR" \
-        "COMMSCOPE_LISTEN=tcp://0.0.0.0:$COMMSCOPE_PORT" \
-        "COMMSCOPE_METRICS_PORT=$COMMSCOPE_METRICS_PORT" \
+        "COMMSCOPE_LISTEN=tcp://0.0.0.0:$port" \
+        "COMMSCOPE_METRICS_PORT=$metrics_port" \
         "COMMSCOPE_AGGREGATE_ARGS=\"--expect-nodes $count${shard:+ --shard $shard}${ranks:+ --ranks $ranks} --idle-timeout $COMMSCOPE_IDLE_TIMEOUT${COMMSCOPE_AGGREGATE_ARGS:+ $COMMSCOPE_AGGREGATE_ARGS}\""
     then
         log "job $job: cannot write $COMMSCOPE_ENV_DIR/$job.env"
@@ -228,15 +306,10 @@ main() {
     local status=0
     # The aggregator first, so the collectors' first connection finds it (they retry anyway).
     if [[ -z "$COMMSCOPE_AGGREGATOR_HOST" && "$node" == "$first" ]]; then
-        if [[ -f "$COMMSCOPE_KEYS_DIR/aggregator.key_secret" ]]; then
-            start_unit "commscope-aggregator@$job.service" || status=1
-        else
-            log "job $job: no $COMMSCOPE_KEYS_DIR/aggregator.key_secret: aggregator not started"
-            status=1
-        fi
+        start_aggregator "$job" "$node" "$port" "$metrics_port" "$shard" || status=1
     fi
     start_unit "commscope-collector@$job.service" || status=1
-    [[ $status == 0 ]] && log "job $job: collector started on $node, aggregator tcp://$host:$COMMSCOPE_PORT"
+    [[ $status == 0 ]] && log "job $job: collector started on $node, aggregator tcp://$host:$port"
     return "$status"
 }
 

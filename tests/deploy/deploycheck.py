@@ -35,6 +35,7 @@ FLAGS = {
         "--metrics-port",
         "--metrics-addr",
         "--job",
+        "--jobs",
     },
     "aggregate": {
         "--listen",

@@ -106,6 +106,14 @@ def test_scrape_config_keeps_commscopes_job_label() -> None:
     assert scrape["static_configs"] == [{"targets": ["127.0.0.1:9464"]}]
 
 
+def test_scrape_config_reads_the_target_files_the_slurm_prolog_writes() -> None:
+    (scrape,) = load(PROM / "prometheus.yml")["scrape_configs"]
+    (sd,) = scrape["file_sd_configs"]
+    prolog = (DEPLOY / "slurm" / "prolog.sh").read_text(encoding="utf-8")
+    default = re.search(r"COMMSCOPE_FILE_SD_DIR:=([^}]+)\}", prolog)
+    assert default is not None and sd["files"] == [f"{default.group(1)}/*.json"]
+
+
 # The one rule on a series commscope does not export: Prometheus' own `up` of the scrape job.
 UP_RULE = "CommscopeAggregatorDown"
 

@@ -1,4 +1,5 @@
-"""The Slurm prolog and epilog, run against stub `systemctl`/`scontrol`/`logger` commands.
+"""The Slurm prolog, epilog and TaskProlog, run against stub `systemctl`/`scontrol`/`logger`/
+`runuser` commands.
 
 Both run with a clean environment, as slurmd runs them; the stubs come first on PATH, so the
 real systemctl of the machine running the tests is never called.
@@ -7,8 +8,10 @@ real systemctl of the machine running the tests is never called.
 from __future__ import annotations
 
 import getpass
+import json
 import os
 import shlex
+import socket
 import stat
 import subprocess
 import sys
@@ -23,7 +26,11 @@ from deploycheck import DEPLOY, FLAGS, env_file, require_tool
 SLURM = DEPLOY / "slurm"
 PROLOG = SLURM / "prolog.sh"
 EPILOG = SLURM / "epilog.sh"
+TASK_PROLOG = SLURM / "task_prolog.sh"
+SCRIPTS = [PROLOG, EPILOG, TASK_PROLOG]
 JOB = "4242"
+# Per-job ports by default: 20000 + 4242 mod 10000 (ZeroMQ), 30000 + the same (/metrics).
+PORT, METRICS_PORT = 24242, 34242
 
 # systemctl: logs its arguments; exits $STUB_SYSTEMCTL_RC; `is-active UNIT` succeeds while
 # $STUB_DIR/active/UNIT holds a number above 0, counting it down; $STUB_HANG makes it hang.
@@ -49,6 +56,12 @@ exit 0
 """
 LOGGER = """#!/bin/bash
 echo "logger $*" >>"$STUB_DIR/calls"
+"""
+# runuser -u USER -- COMMAND...: logged, then COMMAND run as the caller (the test's user).
+RUNUSER = """#!/bin/bash
+echo "runuser $1 $2" >>"$STUB_DIR/calls"
+shift 3
+exec "$@"
 """
 # commscope: the real CLI (`commscope keys` makes a real pair), its calls logged.
 COMMSCOPE = f"""#!/bin/bash
@@ -87,6 +100,19 @@ class Node:
     def conf(self) -> Path:
         return self.root / "slurm.conf"
 
+    @property
+    def file_sd(self) -> Path:
+        return self.root / "file_sd"
+
+    @property
+    def reports(self) -> Path:
+        """The aggregator unit's report folders (/var/lib/commscope-reports)."""
+        return self.root / "commscope-reports"
+
+    @property
+    def user_reports(self) -> Path:
+        return self.root / "shared" / getpass.getuser()
+
     def calls(self, command: str = "systemctl") -> list[str]:
         if not self.calls_file.exists():
             return []
@@ -108,6 +134,9 @@ class Node:
             "COMMSCOPE_BIN": str(self.root / "bin" / "commscope"),
             "COMMSCOPE_KEYS_DIR": str(self.keys),
             "COMMSCOPE_ALLOW_DIR": str(self.allow),
+            "COMMSCOPE_FILE_SD_DIR": str(self.file_sd),
+            "COMMSCOPE_REPORTS_DIR": str(self.reports),
+            "COMMSCOPE_REPORT_DEST": f"{self.root}/shared/%u/commscope-%j",
         }
         env.update(extra)
         return env
@@ -134,7 +163,8 @@ class Node:
 def node(tmp_path: Path) -> Node:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    stubs = {"systemctl": SYSTEMCTL, "scontrol": SCONTROL, "logger": LOGGER, "commscope": COMMSCOPE}
+    stubs = {"systemctl": SYSTEMCTL, "scontrol": SCONTROL, "logger": LOGGER, "commscope": COMMSCOPE,
+             "runuser": RUNUSER}  # fmt: skip
     for name, text in stubs.items():
         stub = bin_dir / name
         stub.write_text(text)
@@ -149,25 +179,25 @@ def node(tmp_path: Path) -> Node:
 # ---- both scripts
 
 
-@pytest.mark.parametrize("script", [PROLOG, EPILOG], ids=lambda p: p.name)
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 def test_script_parses(script: Path) -> None:
     done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.parametrize("script", [PROLOG, EPILOG], ids=lambda p: p.name)
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 def test_script_is_shellcheck_clean(script: Path) -> None:
     shellcheck = require_tool("shellcheck")
     done = subprocess.run([shellcheck, str(script)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout
 
 
-@pytest.mark.parametrize("script", [PROLOG, EPILOG], ids=lambda p: p.name)
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 def test_script_is_executable(script: Path) -> None:
     assert os.access(script, os.X_OK)
 
 
-@pytest.mark.parametrize("script", [PROLOG, EPILOG], ids=lambda p: p.name)
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 @pytest.mark.parametrize(
     "conf",
     ["exit 3", "false", "COMMSCOPE_AGGREGATOR_WAIT=abc; COMMSCOPE_IDLE_TIMEOUT=$nope"],
@@ -189,7 +219,7 @@ def test_unusable_job_id_does_nothing(node: Node, script: Path, job: str) -> Non
     assert not node.env_dir.exists()
 
 
-@pytest.mark.parametrize("script", [PROLOG, EPILOG], ids=lambda p: p.name)
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 def test_empty_environment_exits_0(node: Node, script: Path) -> None:
     done = node.run(
         script, {"PATH": f"{node.root / 'bin'}:/usr/bin:/bin", "STUB_DIR": str(node.root)}
@@ -206,11 +236,11 @@ def test_prolog_on_the_first_node_writes_the_env_file_and_starts_both(node: Node
     watch = node.trace_root / JOB
     assert env_file(node.env_dir / f"{JOB}.env") == {
         "COMMSCOPE_WATCH_DIR": str(watch),
-        "COMMSCOPE_AGGREGATOR": "tcp://node001:5555",
+        "COMMSCOPE_AGGREGATOR": f"tcp://node001:{PORT}",
         "COMMSCOPE_NODE": "node001",
         "COMMSCOPE_COLLECT_ARGS": "",
-        "COMMSCOPE_LISTEN": "tcp://0.0.0.0:5555",
-        "COMMSCOPE_METRICS_PORT": "9464",
+        "COMMSCOPE_LISTEN": f"tcp://0.0.0.0:{PORT}",
+        "COMMSCOPE_METRICS_PORT": str(METRICS_PORT),
         "COMMSCOPE_AGGREGATE_ARGS": "--expect-nodes 3 --idle-timeout 1800",
         "COMMSCOPE_SERVER_KEY": str(node.keys / "aggregator.key"),
         "COMMSCOPE_ALLOW_DIR": str(node.allow),
@@ -228,8 +258,10 @@ def test_prolog_on_another_node_starts_only_the_collector(node: Node) -> None:
     done = node.run(PROLOG, node.environment(SLURMD_NODENAME="node003"))
     assert done.returncode == 0, done.stderr
     env = env_file(node.env_dir / f"{JOB}.env")
-    assert (env["COMMSCOPE_NODE"], env["COMMSCOPE_AGGREGATOR"]) == ("node003", "tcp://node001:5555")
+    assert env["COMMSCOPE_NODE"] == "node003"
+    assert env["COMMSCOPE_AGGREGATOR"] == f"tcp://node001:{PORT}"
     assert node.calls() == [f"start commscope-collector@{JOB}.service"]
+    assert not node.file_sd.exists()  # only the aggregator's node has a target to publish
 
 
 def test_prolog_site_settings_reach_the_env_file(node: Node) -> None:
@@ -283,7 +315,7 @@ def test_prolog_with_shards_runs_an_aggregator_per_block_of_nodes(
     done = node.run(PROLOG, node.environment(STUB_NODES=nodes, SLURMD_NODENAME=here))
     assert done.returncode == 0, done.stderr
     env = env_file(node.env_dir / f"{JOB}.env")
-    assert env["COMMSCOPE_AGGREGATOR"] == f"tcp://{aggregator}:5555"
+    assert env["COMMSCOPE_AGGREGATOR"] == f"tcp://{aggregator}:{PORT}"
     assert env["COMMSCOPE_AGGREGATE_ARGS"] == f"{args} --idle-timeout 1800"
     assert node.calls() == [f"start commscope-{unit}@{JOB}.service" for unit in starts]
 
@@ -451,3 +483,135 @@ def test_prolog_told_not_to_make_keys_starts_nothing_without_a_pair(node: Node) 
     done = node.run(PROLOG, node.environment())
     assert node.calls() == [] and node.calls("commscope") == []
     assert "COMMSCOPE_MAKE_KEYS=0" in done.stderr
+
+
+# ---- per-job ports, file_sd, reports, TaskProlog
+
+
+@pytest.mark.parametrize(("job", "port"), [("4243", 24243), ("14242", 24242), ("9999", 29999)])
+def test_ports_are_the_job_s_own(node: Node, job: str, port: int) -> None:
+    """20000 + id mod 10000: jobs 4242 and 4243 on one first node never share a port."""
+    node.run(PROLOG, node.environment(SLURM_JOB_ID=job))
+    env = env_file(node.env_dir / f"{job}.env")
+    assert env["COMMSCOPE_LISTEN"] == f"tcp://0.0.0.0:{port}"
+    assert env["COMMSCOPE_METRICS_PORT"] == str(port + 10000)
+
+
+def test_every_node_of_a_job_computes_the_same_port(node: Node) -> None:
+    for here in ("node001", "node002", "node003"):
+        node.run(PROLOG, node.environment(SLURMD_NODENAME=here))
+        env = env_file(node.env_dir / f"{JOB}.env")
+        assert env["COMMSCOPE_AGGREGATOR"] == f"tcp://node001:{PORT}"
+
+
+def test_a_port_in_use_keeps_the_aggregator_from_starting_not_the_collector(node: Node) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        # base + 4242 mod range = busy: the job's ZeroMQ port is the one taken
+        node.conf.write_text(f"COMMSCOPE_PORT_BASE={busy - 4242}\n")
+        done = node.run(PROLOG, node.environment())
+    assert done.returncode == 0
+    assert node.calls() == [f"start commscope-collector@{JOB}.service"]
+    assert f"port {busy} is in use on node001" in done.stderr
+    assert not node.file_sd.exists()
+
+
+def test_unusable_port_settings_start_nothing(node: Node) -> None:
+    node.conf.write_text("COMMSCOPE_PORT_BASE=62000\n")  # 62000 + 4242 = 66242 > 65535
+    done = node.run(PROLOG, node.environment())
+    assert done.returncode == 0 and node.calls() == []
+    assert "port '66242' is not a number in 1..65535" in done.stderr
+
+
+def test_the_aggregator_s_node_publishes_a_file_sd_target(node: Node) -> None:
+    done = node.run(PROLOG, node.environment())
+    assert done.returncode == 0, done.stderr
+    targets = json.loads((node.file_sd / f"{JOB}.json").read_text())
+    assert targets == [{"targets": [f"node001:{METRICS_PORT}"], "labels": {"slurm_job_id": JOB}}]
+
+
+def test_each_shard_s_aggregator_publishes_its_own_target(node: Node) -> None:
+    node.conf.write_text("COMMSCOPE_SHARD_NODES=2\n")
+    nodes = "node001 node002 node003 node004 node005"
+    node.run(PROLOG, node.environment(STUB_NODES=nodes, SLURMD_NODENAME="node003"))
+    (target,) = json.loads((node.file_sd / f"{JOB}-s1.json").read_text())
+    assert target["targets"] == [f"node003:{METRICS_PORT}"]
+
+
+def _finished_aggregator(node: Node, shard: str = "") -> None:
+    """What the aggregator's node holds after the run: its reports and its env file."""
+    (node.reports / JOB).mkdir(parents=True)
+    (node.reports / JOB / "report.txt").write_text("the report\n")
+    node.env_dir.mkdir()
+    args = f"--expect-nodes 2{f' --shard {shard}' if shard else ''} --idle-timeout 1800"
+    (node.env_dir / f"{JOB}.env").write_text(f'COMMSCOPE_AGGREGATE_ARGS="{args}"\n')
+    node.file_sd.mkdir()
+    (node.file_sd / f"{JOB}{f'-{shard}' if shard else ''}.json").write_text("[]\n")
+    (node.file_sd / "4243.json").write_text("[]\n")  # another job's: left alone
+
+
+@pytest.mark.parametrize("shard", ["", "s1"])
+def test_epilog_copies_the_reports_as_the_user_and_removes_the_target(
+    node: Node, shard: str
+) -> None:
+    _finished_aggregator(node, shard)
+    done = node.run(EPILOG, fast(node))
+    assert done.returncode == 0, done.stderr
+    dest = (
+        node.user_reports / f"commscope-{JOB}" / shard
+        if shard
+        else node.user_reports / f"commscope-{JOB}"
+    )
+    assert (dest / "report.txt").read_text() == "the report\n"
+    assert node.calls("runuser") == [f"-u {getpass.getuser()}"]
+    assert sorted(p.name for p in node.file_sd.iterdir()) == ["4243.json"]
+
+
+def test_epilog_leaves_the_reports_in_place_when_told_to(node: Node) -> None:
+    _finished_aggregator(node)
+    done = node.run(EPILOG, fast(node, COMMSCOPE_REPORT_DEST=""))
+    assert done.returncode == 0
+    assert node.calls("runuser") == [] and "reports left in" in done.stderr
+    assert (node.reports / JOB / "report.txt").exists()
+
+
+def test_epilog_says_so_when_the_copy_fails(node: Node) -> None:
+    _finished_aggregator(node)
+    (node.root / "shared").write_text("a file where the folder should be\n")
+    done = node.run(EPILOG, fast(node))
+    assert done.returncode == 0
+    assert "cannot copy the reports" in done.stderr
+
+
+def test_task_prolog_exports_the_trace_folder_and_the_report_folder(node: Node) -> None:
+    node.run(PROLOG, node.environment())  # makes the trace folder
+    done = node.run(TASK_PROLOG, node.environment())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"export COMMSCOPE_TRACE_DIR={node.trace_root / JOB}",
+        f"export COMMSCOPE_REPORT_DIR={node.user_reports / f'commscope-{JOB}'}",
+    ]
+
+
+def test_task_prolog_and_epilog_name_the_same_report_folder(node: Node) -> None:
+    """`%h` (the home) as well: both expand COMMSCOPE_REPORT_DEST the same way."""
+    node.run(PROLOG, node.environment())
+    template = "%h/x/%u/%j"
+    done = node.run(TASK_PROLOG, node.environment(COMMSCOPE_REPORT_DEST=template))
+    home = os.path.expanduser(f"~{getpass.getuser()}")
+    expected = f"{home}/x/{getpass.getuser()}/{JOB}"
+    assert f"export COMMSCOPE_REPORT_DIR={expected}" in done.stdout.splitlines()
+    # the epilog's copy goes there too (the stub runuser shows the destination it was given)
+    _stub_copy = node.root / "bin" / "runuser"
+    _stub_copy.write_text('#!/bin/bash\necho "runuser $*" >>"$STUB_DIR/calls"\n')
+    (node.reports / JOB).mkdir(parents=True)
+    node.run(EPILOG, fast(node, COMMSCOPE_REPORT_DEST=template))
+    (call,) = node.calls("runuser")
+    assert f" _ {expected} {node.reports / JOB}" in call
+
+
+def test_task_prolog_says_nothing_for_a_job_commscope_does_not_watch(node: Node) -> None:
+    done = node.run(TASK_PROLOG, node.environment())
+    assert done.returncode == 0 and done.stdout == ""

@@ -119,6 +119,31 @@ def test_collector_hardening_leaves_trace_folders_readable() -> None:
     assert not [k for k, _ in directives(COLLECTOR, "Service") if k == "DynamicUser"]
 
 
+def size_bytes(value: str) -> int:
+    match = re.fullmatch(r"(\d+)([KMG]?)", value)
+    assert match, value
+    return int(match[1]) * 1024 ** " KMG".index(match[2] or " ")
+
+
+def test_the_collector_s_memory_is_capped_above_what_its_workers_need() -> None:
+    """MemoryMax (the hard cap) above MemoryHigh (throttling), and room under MemoryHigh for
+    the default --jobs workers at 256 MiB each (a 2 GB trace peaks near 200 MB) plus the
+    main process."""
+    high, top = (
+        size_bytes(setting(COLLECTOR, "MemoryHigh")),
+        size_bytes(setting(COLLECTOR, "MemoryMax")),
+    )
+    assert 0 < high < top
+    argv = exec_start(COLLECTOR)
+    assert argv[argv.index("--jobs") + 1] == "${COMMSCOPE_COLLECT_JOBS}"
+    defaults = dict(
+        v.partition("=")[::2] for k, v in directives(COLLECTOR, "Service") if k == "Environment"
+    )
+    jobs = int(defaults["COMMSCOPE_COLLECT_JOBS"])
+    assert high >= (jobs + 1) * 256 * 2**20
+    assert env_file(SYSTEMD / "example.env")["COMMSCOPE_COLLECT_JOBS"] == str(jobs)
+
+
 def epilog_default(name: str) -> int:
     match = re.search(
         rf'^: "\${{{name}:=(\d+)}}"', (DEPLOY / "slurm" / "epilog.sh").read_text(), re.M
