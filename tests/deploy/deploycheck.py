@@ -12,7 +12,7 @@ import shlex
 from collections import Counter
 from pathlib import Path
 
-from commscope.exporters.metricnames import FAMILIES, NAMES, SHARD_LABEL
+from commscope.exporters.metricnames import FAMILIES, SHARD_LABEL
 from tools import require_tool
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,9 +59,17 @@ REQUIRED = {
     "collect": {"--watch", "--aggregator", "--node", "--state", "--keys", "--server-key"},
     "aggregate": {"--listen", "--metrics-port", "--out", "--state", "--keys", "--allow"},
 }
-KIND = {f.name: f.kind for f in FAMILIES}
+# A histogram is queried as its series: `_bucket` (with `le`), `_sum` and `_count`, all counters.
+HISTOGRAM_SERIES = {"_bucket": ("le",), "_sum": (), "_count": ()}
+SERIES = {
+    f"{f.name}{end}": (f, extra)
+    for f in FAMILIES
+    for end, extra in (HISTOGRAM_SERIES.items() if f.kind == "histogram" else [("", ())])
+}
+NAMES = frozenset(SERIES)
+KIND = {name: "counter" if f.kind == "histogram" else f.kind for name, (f, _) in SERIES.items()}
 # A sharded aggregator (`--shard`) adds the shard label to every family.
-LABELS = {f.name: {*f.labels, SHARD_LABEL} for f in FAMILIES}
+LABELS = {name: {*f.labels, *extra, SHARD_LABEL} for name, (f, extra) in SERIES.items()}
 
 # PromQL identifiers: metric names, recorded names (with colons), functions, labels, keywords.
 _IDENT = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")

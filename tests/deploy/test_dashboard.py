@@ -13,6 +13,7 @@ import pytest
 import yaml
 from deploycheck import (
     DEPLOY,
+    KIND,
     LABELS,
     NAMES,
     commscope_names,
@@ -31,7 +32,8 @@ SELECTOR = re.compile(r"\b(commscope_[a-z_]+)\s*\{([^}]*)\}")
 NOT_SHOWN = {
     "commscope_run_comm_compute_overlap_ratio": "the latest window's overlap is shown",
     "commscope_run_arrival_skew_seconds": "the latest window's skew is shown",
-    "commscope_comm_seconds_total": "exposed communication is shown instead of all of it",
+    "commscope_collective_op_busbw_bytes_per_second_sum": "the histogram's quantiles are shown",
+    "commscope_collective_op_busbw_bytes_per_second_count": "collectives per second are shown",
     "commscope_collective_message_bytes_total": "bus bytes (S·F) are shown, not S",
     "commscope_collective_busbw_samples": "the sample count behind the busbw quantiles",
     "commscope_aggregator_messages_total": "pipeline bookkeeping",
@@ -55,16 +57,18 @@ ROWS = {
         "Windows completed (time range)",
         "Ranks",
         "Exposed communication share (job)",
-        "Communication–compute overlap per rank",
-        "Exposed communication per rank",
+        "Overlap per window and rank",
+        "Exposed communication share per rank",
         "Iteration time per rank",
         "Bus bandwidth per rank",
+        "Bus bandwidth per rank against the link peak",
     ],
     "Collectives": [
         "busbw per collective (rolling p50, p95, mean)",
         "Collective traffic (bus bytes) rate",
-        "Time in collectives",
+        "Collective time by type (share of all collective time)",
         "Collectives per second",
+        "busbw per collective (histogram p50, p95) and the link peak",
     ],
     "Cross-rank": [
         "Slowest rank",
@@ -73,8 +77,8 @@ ROWS = {
         "α-β fits not shown (process groups)",
         "Arrival skew per collective (p50, p95, max)",
         "Clock offset per rank",
-        "Wait caused per rank",
-        "Wait suffered per rank",
+        "Share of the waiting each rank caused",
+        "Share of communication time spent waiting, per rank",
         "Late arrivals per rank (time range)",
         "α (latency) per process group and collective",
         "β (bandwidth) per process group and collective",
@@ -93,8 +97,26 @@ ROWS = {
         "Collector sends and resends",
         "Aggregator duplicates and rejects",
         "Dropped and skipped",
+        "commscope version",
+        "Ranks without per-rank series",
     ],
 }
+# Panels naming a rank in their legend that must not follow the rank variable: the verdict is
+# the job's, whatever ranks are picked.
+WHOLE_JOB = {"Slowest rank"}
+# Panels with a bad side, the value where red starts, and whether higher is worse.
+RED = {
+    "Exposed communication share (job)": (0.3, True),
+    "Exposed communication share per rank": (0.3, True),
+    "Overlap per window and rank": (0.3, False),
+    "Share of communication time spent waiting, per rank": (0.5, True),
+    "GPU idle ratio per rank": (0.5, True),
+    "Collector lag": (120, True),
+    "Collectors up": (1, False),
+    "Collective desyncs (time range)": (1, True),
+}
+# Grafana's own variables.
+BUILTIN = {"__rate_interval", "__range", "__interval"}
 # A panel showing one gauge as it is uses the unit its name ends in.
 UNITS = (
     ("_ratio", "percentunit"),
@@ -226,7 +248,7 @@ def test_panels_do_not_overlap_and_fit_the_grid(dashboard: dict[str, Any]) -> No
 
 def test_every_query_names_only_exported_metrics(dashboard: dict[str, Any]) -> None:
     queries = exprs(dashboard) + [
-        variable_query(variable(dashboard, name)) for name in ("job", "rank")
+        variable_query(variable(dashboard, name)) for name in ("job", "rank", "collective")
     ]
     for expr in queries:
         names = commscope_names(expr)
@@ -268,9 +290,10 @@ def test_per_rank_series_follow_the_rank_variable(dashboard: dict[str, Any]) -> 
     """A series drawn per rank selects only the ranks picked in the `rank` variable."""
     for panel in query_panels(dashboard):
         for target in panel["targets"]:
-            if "{{rank}}" not in target.get("legendFormat", ""):
+            if "{{rank}}" not in target.get("legendFormat", "") or panel["title"] in WHOLE_JOB:
                 continue
-            for name, matchers in SELECTOR.findall(target["expr"]):
+            # a job-wide denominator (`... group_left sum by (job) (...)`) covers every rank
+            for name, matchers in SELECTOR.findall(target["expr"].split("group_left")[0]):
                 if "rank" in LABELS[name]:
                     assert RANK_FILTER in matchers, (panel["title"], target["expr"])
 
@@ -314,12 +337,14 @@ def test_desyncs_turn_red_when_there_is_any(dashboard: dict[str, Any]) -> None:
 
 
 def test_slowest_rank_shows_only_the_current_verdict(dashboard: dict[str, Any]) -> None:
-    """An instant query: the last value over a range would name a rank no longer clear."""
-    (panel,) = panels_showing(dashboard, "commscope_slowest_rank")
+    """An instant query: the last value over a range would name a rank no longer clear. The
+    rank is a label of the 0/1 gauge, shown by name, for the whole job."""
+    (panel,) = panels_showing(dashboard, "commscope_rank_slowest")
     (target,) = panel["targets"]
     assert (target["instant"], target["range"]) == (True, False)
+    assert target["expr"] == 'commscope_rank_slowest{job=~"$job"} == 1'
+    assert "{{rank}}" in target["legendFormat"] and panel["options"]["textMode"] == "name"
     assert panel["fieldConfig"]["defaults"]["noValue"]
-    assert "absent" in panel["description"]
 
 
 def test_alpha_and_beta_are_drawn_per_process_group_and_collective(
@@ -331,22 +356,124 @@ def test_alpha_and_beta_are_drawn_per_process_group_and_collective(
         assert target["legendFormat"] == "{{process_group}} {{collective}} {{shard}}"
 
 
+# The run's counters: they grow once per finished window (the pipeline's own move all the time).
+RUN_COUNTERS = {
+    n for n in NAMES if KIND[n] == "counter" and not n.startswith(("commscope_collector_",
+                                                                   "commscope_aggregator_"))
+}  # fmt: skip
+
+
 def test_run_counters_are_rated_over_a_window_update(dashboard: dict[str, Any]) -> None:
-    """The new analysis counters grow once per finished window: rates span 10m, as the rules."""
-    for metric in (
-        "commscope_caused_wait_seconds_total",
-        "commscope_waited_seconds_total",
-        "commscope_gpu_time_seconds_total",
-    ):
-        for expr in exprs(dashboard):
-            if metric in commscope_names(expr):
-                assert "[$__rate_interval]" not in expr and "[10m]" in expr, expr
+    """They grow once per finished window: rates span the `window` variable (default 10m, as
+    the rules), never $__rate_interval, which reads zero between two windows."""
+    window = variable(dashboard, "window")
+    assert window["current"]["value"] == "10m" and window["query"].split(",")[0] == "10m"
+    for expr in exprs(dashboard):
+        for name in commscope_names(expr) & RUN_COUNTERS:
+            ranges = re.findall(rf"{name}\b[^\[]*\[([^\]]+)\]", expr)
+            assert ranges and set(ranges) <= {"$window", "$__range"}, expr
+
+
+def test_every_panel_has_a_unit_and_seconds_rates_are_fractions(dashboard: dict[str, Any]) -> None:
+    """A rate of a `_seconds_total` counter is seconds per second: shown as a fraction (%)."""
+    for panel in query_panels(dashboard):
+        unit = panel["fieldConfig"]["defaults"].get("unit")
+        assert unit, panel["title"]
+        if any(
+            re.search(r"rate\(commscope_\w+_seconds_total", t["expr"]) for t in panel["targets"]
+        ):
+            assert unit == "percentunit", panel["title"]
+            assert "s/s" in panel["description"] or "share" in panel["title"].lower(), panel[
+                "title"
+            ]
+
+
+@pytest.mark.parametrize(("title", "red"), RED.items(), ids=list(RED))
+def test_thresholds_turn_red_where_a_value_is_bad(
+    dashboard: dict[str, Any], title: str, red: tuple[float, bool]
+) -> None:
+    (panel,) = [p for p in query_panels(dashboard) if p["title"] == title]
+    steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    value, higher_is_worse = red
+    if higher_is_worse:
+        assert steps[-1] == {"color": "red", "value": value}
+        assert steps[0]["color"] == "green"
+    else:
+        assert steps[0] == {"color": "red", "value": None}
+        assert steps[1]["value"] == value and steps[-1]["color"] == "green"
+    if panel["type"] == "timeseries":
+        assert panel["fieldConfig"]["defaults"]["custom"]["thresholdsStyle"]["mode"] != "off"
+
+
+def _used_variables(dashboard: dict[str, Any]) -> set[str]:
+    texts = [
+        *exprs(dashboard),
+        json.dumps(dashboard["links"]),
+        json.dumps(dashboard["annotations"]),
+    ]
+    texts += [variable_query(v) for v in dashboard["templating"]["list"] if v["type"] == "query"]
+    texts += [json.dumps(p["datasource"]) for p in query_panels(dashboard)]
+    return {m for text in texts for m in re.findall(r"\$\{?(\w+)\}?", text)}
+
+
+def test_every_variable_is_defined_and_used(dashboard: dict[str, Any]) -> None:
+    defined = {v["name"] for v in dashboard["templating"]["list"]}
+    used = _used_variables(dashboard)
+    assert used - BUILTIN <= defined, used - BUILTIN - defined
+    assert defined <= used, defined - used
+
+
+def test_the_collective_variable_filters_every_per_collective_panel(
+    dashboard: dict[str, Any],
+) -> None:
+    var = variable(dashboard, "collective")
+    assert (
+        variable_query(var)
+        == 'label_values(commscope_collective_ops_total{job=~"$job"}, collective)'
+    )
+    assert var["multi"] and var["includeAll"] and var["allValue"] == ".*"
+    for panel in query_panels(dashboard):
+        for target in panel["targets"]:
+            if "{{collective}}" in target.get("legendFormat", ""):
+                assert 'collective=~"$collective"' in target["expr"], panel["title"]
+
+
+def test_windows_are_annotated_when_they_complete(dashboard: dict[str, Any]) -> None:
+    (note,) = [a for a in dashboard["annotations"]["list"] if a.get("name") == "Window completed"]
+    assert note["enable"] and note["datasource"]["uid"] == DS_VAR
+    assert commscope_names(note["expr"]) == {"commscope_windows_completed_total"}
+    assert 'job=~"$job"' in note["expr"] and not misused_counters(note["expr"])
+
+
+def test_the_dashboard_links_the_job_s_report(dashboard: dict[str, Any]) -> None:
+    (link,) = dashboard["links"]
+    assert link["url"] == "${report_url}/${job}/" and link["targetBlank"]
+    assert variable(dashboard, "report_url")["type"] == "textbox"
+
+
+def test_busbw_is_drawn_against_the_link_peak(dashboard: dict[str, Any]) -> None:
+    """Per rank as a fraction of the peak; per collective, the histogram's quantiles (summed
+    over shards by `le` first, so they are the job's) beside the peak."""
+    peak = "commscope_link_peak_bytes_per_second"
+    panels = panels_showing(dashboard, peak)
+    assert {p["title"] for p in panels} == {
+        "Bus bandwidth per rank against the link peak",
+        "busbw per collective (histogram p50, p95) and the link peak",
+    }
+    for panel in panels:
+        text = " ".join(t["expr"] for t in panel["targets"])
+        if panel["fieldConfig"]["defaults"]["unit"] == "percentunit":
+            assert f"group_left max by (job) ({peak}" in text
+        else:
+            assert text.count("histogram_quantile(") == 2
+            assert text.count("sum by (le, collective) (rate(") == 2
 
 
 def test_every_query_is_valid_promql(dashboard: dict[str, Any], tmp_path: Path) -> None:
     """promtool parses each query, with Grafana's variables replaced by values."""
     promtool = require_tool("promtool")
-    values = {"$__rate_interval": "1m", "$__range": "1h", "$job": ".*", "$rank": ".*"}
+    values = {"$__rate_interval": "1m", "$__range": "1h", "$window": "10m", "$job": ".*",
+              "$rank": ".*", "$collective": ".*"}  # fmt: skip
     lines = ["groups:", "  - name: dashboard", "    rules:"]
     for i, expr in enumerate(exprs(dashboard)):
         query = expr
