@@ -37,7 +37,6 @@ from commscope.exporters.metricnames import (
 )
 from commscope.exporters.publish import BUILD, AnyFamily, Published, family
 from prometheus_client.core import HistogramMetricFamily, Metric
-from prometheus_client.utils import floatToGoString
 
 STATS: Final = {"p50": 0.5, "p95": 0.95}
 SKEW_STATS: Final = (("p50", "median"), ("p95", "p95"), ("max", "max"))
@@ -117,7 +116,7 @@ class Families:
         """A histogram sample: cumulative counts per bound of `BUSBW_BUCKETS`, then +Inf."""
         made = self._family(name)
         assert isinstance(made, HistogramMetricFamily)
-        bounds = [*(floatToGoString(b) for b in BUSBW_BUCKETS), "+Inf"]
+        bounds = [*(f"{b:g}" for b in BUSBW_BUCKETS), "+Inf"]  # 1e+07, as Go's clients write it
         pairs = [(le, float(n)) for le, n in zip(bounds, buckets.cumulative, strict=True)]
         made.add_metric([*labels, *self._shard], pairs, buckets.total)
 
