@@ -3,6 +3,7 @@ job-wide panels that combine several aggregators' shards into the job's figure."
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from commscope.exporters.metricnames import BUSBW_BUCKETS
 from deploycheck import (
     DEPLOY,
     KIND,
@@ -529,6 +531,48 @@ def test_job_wide_panels_combine_shards_into_the_jobs_figure(
             {"labels": f'dashboard:panel{i}{{job="{job}"}}', "value": value}
             for job, value in zip("jk", want, strict=True)]}
         for i, want in enumerate(JOB_WIDE.values())
+    ]  # fmt: skip
+    (tmp_path / "rules.yml").write_text(json.dumps({"groups": [{"name": "d", "rules": rules}]}))
+    unit = {"interval": "1m", "input_series": series, "promql_expr_test": cases}
+    test = {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": [unit]}
+    (tmp_path / "test.yml").write_text(json.dumps(test))
+    done = subprocess.run([require_tool("promtool"), "test", "rules", "test.yml"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _bucket_series(shard: str, low: float) -> list[dict[str, str]]:
+    """10 ops a minute of one shard, all in the bucket whose lower bound is `low`."""
+    name = "commscope_collective_op_busbw_bytes_per_second_bucket"
+    bounds = [*(f"{b:g}" for b in BUSBW_BUCKETS), "+Inf"]
+    return [
+        {"series": f'{name}{{job="j", collective="AllReduce", shard="{shard}", le="{le}"}}',
+         "values": "0+10x20" if le == "+Inf" or float(le) > low else "0x20"}
+        for le in bounds
+    ]  # fmt: skip
+
+
+def test_the_histogram_quantiles_combine_shards_into_the_job_s(
+    dashboard: dict[str, Any], tmp_path: Path
+) -> None:
+    """Shard a's ops all in (5e9, 1e10], shard b's in (1e10, 2.5e10], as many: the job's
+    median is the top of a's bucket, 5e9 + 5e9 x 10/10 = 1e10, and its p95 (rank 19 of 20)
+    1e10 + 1.5e10 x 9/10 = 2.35e10, interpolated in b's bucket (neither shard's own figure:
+    a's p95 is 9.75e9, b's median 1.75e10)."""
+    (panel,) = [
+        p
+        for p in query_panels(dashboard)
+        if p["title"].startswith("busbw per collective (histogram")
+    ]
+    values = {"$job": ".*", "$collective": ".*", "$window": "10m"}
+    p50, p95, _ = (functools.reduce(lambda e, kv: e.replace(*kv), values.items(), t["expr"])
+                   for t in panel["targets"])  # fmt: skip
+    rules = [{"record": "dashboard:p50", "expr": p50}, {"record": "dashboard:p95", "expr": p95}]
+    series = _bucket_series("a", 5e9) + _bucket_series("b", 1e10)
+    cases = [
+        {"expr": f"dashboard:{name}", "eval_time": "15m",
+         "exp_samples": [{"labels": f'dashboard:{name}{{collective="AllReduce"}}', "value": value}]}
+        for name, value in (("p50", 1e10), ("p95", 2.35e10))
     ]  # fmt: skip
     (tmp_path / "rules.yml").write_text(json.dumps({"groups": [{"name": "d", "rules": rules}]}))
     unit = {"interval": "1m", "input_series": series, "promql_expr_test": cases}
