@@ -334,6 +334,7 @@ def test_the_overlay_names_every_object_for_its_job_and_selects_only_them() -> N
 def test_two_jobs_overlays_share_no_name_and_no_selector(tmp_path: Path) -> None:
     """A second job's overlay, made from the example by changing the name only."""
     shutil.copytree(BASE, tmp_path / "base")  # kustomize takes a relative base only
+    shutil.copytree(K8S / "components", tmp_path / "components")
     other = tmp_path / "overlays" / "gpt-2"
     other.mkdir(parents=True)
     text = (OVERLAY / "kustomization.yaml").read_text(encoding="utf-8").replace(JOB, "gpt-2")
@@ -416,3 +417,19 @@ def test_the_overlay_s_patches_replace_what_they_mean_to() -> None:
     made = set(re.findall(r"create (?:secret generic|configmap) ([\w-]+)",
                           BASE_AGGREGATOR.read_text(encoding="utf-8")))  # fmt: skip
     assert set(replaced.values()) <= made
+
+
+def test_without_the_operator_the_overlay_renders_without_a_service_monitor(
+    tmp_path: Path,
+) -> None:
+    """The ServiceMonitor is a component: an overlay without it needs no Operator CRD."""
+    shutil.copytree(K8S / "base", tmp_path / "base")
+    shutil.copytree(K8S / "components", tmp_path / "components")
+    plain = tmp_path / "overlays" / JOB
+    shutil.copytree(OVERLAY, plain)
+    text = (plain / "kustomization.yaml").read_text(encoding="utf-8")
+    text = re.sub(r"components:\n  - \S+.*\n", "", text)
+    (plain / "kustomization.yaml").write_text(text, encoding="utf-8")
+    kinds = sorted(d["kind"] for d in kustomize(plain))
+    assert kinds == ["ConfigMap", "Job", "PersistentVolumeClaim", "Service"]
+    assert "ServiceMonitor" not in {d["kind"] for d in documents(BASE_AGGREGATOR)}
