@@ -17,8 +17,8 @@
 #   3. on the first node of the job (the first name of `scontrol show hostnames`), starts
 #      commscope-aggregator@J and writes a Prometheus file_sd target file for its /metrics
 #      ($COMMSCOPE_FILE_SD_DIR/J.json, J-SHARD.json with shards: put the folder where
-#      Prometheus reads it, e.g. a shared filesystem; the epilog removes it); on every node, starts
-#      commscope-collector@J.
+#      Prometheus reads it, e.g. a shared filesystem; the epilog removes it); on every node,
+#      starts commscope-collector@J.
 # Ports are per job, so two jobs whose first node is the same never collide: the ZeroMQ port
 # is COMMSCOPE_PORT_BASE + J mod COMMSCOPE_PORT_RANGE and /metrics the same offset from
 # COMMSCOPE_METRICS_PORT_BASE (job 4242: 24242 and 34242). Every node computes the same port
