@@ -12,6 +12,7 @@ import pytest
 from commscope.exporters.metricnames import FAMILIES
 from commscope.pipeline.config import parse_config
 from commscope.pipeline.report import Options
+from commscope.service.cli import main
 from service.harness import (
     Aggregate,
     Processes,
@@ -173,3 +174,13 @@ def test_a_rank_cap_of_one_keeps_one_rank_s_series_and_counts_the_other(
 def _windows_done(aggregate: Aggregate) -> str | None:
     text = aggregate.metrics_text() or ""
     return text if 'commscope_windows_completed_total{job="mlp"} 2.0' in text else None
+
+
+def test_a_negative_rank_cap_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["aggregate", "--listen", f"tcp://127.0.0.1:{free_port()}", "--out", str(tmp_path),
+            "--insecure", "--max-rank-series", "-1"]  # fmt: skip
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err == "commscope: error: --max-rank-series must be 0 or more, got -1\n"
