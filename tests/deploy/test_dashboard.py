@@ -472,12 +472,14 @@ def test_busbw_is_drawn_against_the_link_peak(dashboard: dict[str, Any]) -> None
 
 
 def test_every_query_is_valid_promql(dashboard: dict[str, Any], tmp_path: Path) -> None:
-    """promtool parses each query, with Grafana's variables replaced by values."""
+    """promtool parses each query (the annotations' too), with Grafana's variables replaced
+    by values."""
     promtool = require_tool("promtool")
     values = {"$__rate_interval": "1m", "$__range": "1h", "$window": "10m", "$job": ".*",
               "$rank": ".*", "$collective": ".*"}  # fmt: skip
     lines = ["groups:", "  - name: dashboard", "    rules:"]
-    for i, expr in enumerate(exprs(dashboard)):
+    notes = [a["expr"] for a in dashboard["annotations"]["list"] if "expr" in a]
+    for i, expr in enumerate(exprs(dashboard) + notes):
         query = expr
         for var, value in values.items():
             query = query.replace(var, value)
