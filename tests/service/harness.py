@@ -26,7 +26,11 @@ from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
 
 T = TypeVar("T")
-COMMSCOPE = [sys.executable, "-m", "commscope.service.cli"]
+COMMSCOPE = [
+    sys.executable,
+    "-m",
+    "commscope.service.main",
+]  # the entry point: its stop signals are caught first
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "traces" / "kineto"
 DLRM = SHARED / "dlrm_8rank_v100"
 

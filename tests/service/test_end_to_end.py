@@ -152,6 +152,10 @@ def test_collector_killed_mid_file_resumes_without_double_counting(
                 "256",
             )
             collectors["node-b"] = procs.start("node-b", *args)
+            # SIGTERM is the end of its run only once Python runs: before that it kills it
+            wait_for(
+                "the restarted collector", lambda: _said(collectors["node-b"], "collector starting")
+            )
     assert killed
     end_run(collectors)
     report = report_after_end(aggregate, server)
@@ -248,3 +252,7 @@ def _aggregator_counter(aggregate: Aggregate, server: object) -> float | None:
     except OSError:
         return None
     return sample_value(text or "", "commscope_aggregator_events_total")
+
+
+def _said(proc: object, message: str) -> bool:
+    return any(line.get("msg") == message for line in proc.lines())  # type: ignore[attr-defined]
