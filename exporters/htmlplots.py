@@ -23,6 +23,7 @@ from commscope.exporters.textfmt import ms, pct
 MAX_RANKS: Final = 64
 MAX_WINDOWS: Final = 24
 MAX_PANELS: Final = 6
+MAX_STEP_RINGS: Final = 100  # steps drawn per rank (evenly thinned beyond)
 OVERLAP_TITLE: Final = "Overlap: share of each rank's communication hidden behind compute"
 EXPOSED_TITLE: Final = "Exposed communication: time no compute hid, per rank"
 WIDTH: Final = 900
@@ -169,7 +170,8 @@ PANEL: Final = (440, 330)  # width, height; the plot area leaves room for a 2-ro
 
 def bandwidth_panels(report: Report) -> str:
     fits = [(g, k, f) for g, kinds in report.alpha_beta.items() for k, f in kinds.items()]
-    plotted = sorted((x for x in fits if x[2].points), key=lambda x: -(x[2].bus_bytes or 0.0))
+    drawable = [x for x in fits if bandwidth_points(x[2])]
+    plotted = sorted(drawable, key=lambda x: -(x[2].bus_bytes or 0.0))
     if not plotted:
         return note(
             "No collective was matched across ranks with known sizes: the busbw of each "
@@ -212,46 +214,46 @@ def _log_span(values: Sequence[float]) -> tuple[float, float]:
 def bandwidth_panel(group: str, kind: str, fit: AlphaBeta, peak: float | None) -> str:
     points = bandwidth_points(fit)
     x_lo, x_hi = _log_span([x for x, _ in points])
-    xs = [x_lo * (x_hi / x_lo) ** (i / 63) for i in range(64)]
-    curve = fit_curve(fit, xs)
+    curve = fit_curve(fit, [x_lo * (x_hi / x_lo) ** (i / 63) for i in range(64)])
     y_lo, y_hi = _log_span(
         [y for _, y in points] + [y for _, y in curve] + ([peak] if peak else [])
     )
-    frame = Frame(72, 56, PANEL[0] - 90, PANEL[1] - 140)
+    frame = Frame(86, 56, PANEL[0] - 102, PANEL[1] - 140)
     sx = Scale(x_lo, x_hi, frame.left, frame.right, log=True)
     sy = Scale(y_lo, y_hi, frame.bottom, frame.top, log=True)
     size_unit = "message size (log)" if fit.bus_factor else "bus bytes S·F (log; F varies)"
-    body = _panel_title(f"{kind}, group {group}", _fit_words(fit))
+    thinned = f"; {len(fit.points)} of {fit.points_total} shown" if (
+        fit.points_total > len(fit.points)) else ""  # fmt: skip
+    body = _panel_title(f"{kind}, group {group}", _fit_words(fit) + thinned)
     body += svg.y_axis(frame, sy, svg.log_ticks(y_lo, y_hi), _bps, "busbw (log)")
     body += svg.x_axis(frame, sx, svg.log_ticks(x_lo, x_hi), _bytes, size_unit)
     body += [
         svg.circle(sx(x), sy(y), 3.5, svg.BLUE, title=f"{svg.si(x, 'B')}: {svg.si(y, 'B/s')}")
         for x, y in points
     ]
+    marks, legend = _fit_and_peak(frame, (sx, sy), curve, peak)
+    body += marks + svg.legend(legend, frame.left, frame.bottom + 58, frame.width)
+    return svg.document(PANEL[0], PANEL[1], f"busbw against size, {kind} {group}", body)
+
+
+def _fit_and_peak(
+    frame: Frame,
+    scales: tuple[Scale, Scale],
+    curve: Sequence[tuple[float, float]],
+    peak: float | None,
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """The α-β line and the dashed link peak, with their legend entries."""
+    (sx, sy), marks = scales, []
     legend = [("instance (fastest member)", svg.BLUE)]
     if curve:
-        body.append(svg.polyline([(sx(x), sy(y)) for x, y in curve], svg.ORANGE))
+        marks.append(svg.polyline([(sx(x), sy(y)) for x, y in curve], svg.ORANGE))
         legend.append(("α-β fit", svg.ORANGE))
     if peak:
-        body.append(
-            svg.line(
-                frame.left,
-                sy(peak),
-                frame.right,
-                sy(peak),
-                svg.INK,
-                stroke_dasharray="6 4",
-                stroke_width=1.5,
-            )
-        )
+        y = sy(peak)
+        dashed = svg.line(frame.left, y, frame.right, y, svg.INK, stroke_dasharray="6 4")
+        marks.append(dashed)
         legend.append((f"link peak {svg.si(peak, 'B/s')}", svg.INK))
-    body += svg.legend(legend, frame.left, frame.bottom + 58, frame.width)
-    shown = (
-        f"{len(fit.points)} of {fit.points_total} instances"
-        if fit.points_total > len(fit.points)
-        else ""
-    )
-    return svg.document(PANEL[0], PANEL[1], f"busbw against size, {kind} {group} {shown}", body)
+    return marks, legend
 
 
 def _fit_words(fit: AlphaBeta) -> str:
@@ -301,7 +303,7 @@ def skew_panels(report: Report) -> str:
 
 
 def skew_panel(kind: str, found: SkewInstances, slowest: int | None) -> str:
-    frame = Frame(72, 56, PANEL[0] - 90, PANEL[1] - 140)
+    frame = Frame(86, 56, PANEL[0] - 102, PANEL[1] - 140)
     top = svg.nice_top(max(found.skew_s, default=0.0))
     sx = Scale(0.5, max(len(found.skew_s), 1) + 0.5, frame.left, frame.right)
     sy = Scale(0.0, top, frame.bottom, frame.top)
@@ -342,40 +344,28 @@ def _count(value: float) -> str:
 
 
 def kernel_bars(report: Report) -> str:
-    per_rank = {r: k for r, k in report.kernels.per_rank.items() if k.time_s}
+    per_rank = {r: k.time_s for r, k in report.kernels.per_rank.items() if k.time_s}
     if not per_rank:
         return note("No GPU activity in the traces: no GPU time to break down.")
     ranks = _ranks(list(per_rank))
     shown = ranks[:MAX_RANKS]
-    categories = [c for c in CATEGORY_COLOURS if any(c in per_rank[str(r)].time_s for r in shown)]
-    top = svg.nice_top(max(math.fsum(per_rank[str(r)].time_s.values()) for r in shown))
+    categories = [c for c in CATEGORY_COLOURS if any(c in per_rank[str(r)] for r in shown)]
+    top = svg.nice_top(max(math.fsum(per_rank[str(r)].values()) for r in shown))
     height = 22 if len(shown) <= 24 else 11
-    frame = Frame(80, 60, WIDTH - 110, height * len(shown))
+    frame = Frame(80, 76, WIDTH - 110, height * len(shown))
     sx = Scale(0.0, top, frame.left, frame.right)
-    body = [
-        svg.text(
-            frame.left,
-            18,
-            "GPU time by kernel category (Σ kernel durations: streams may overlap)",
-            font_size=svg.FONT + 2,
-            font_weight="bold",
-        )
-    ]
-    body += svg.legend([(c, CATEGORY_COLOURS[c]) for c in categories], frame.left, 42, frame.width)
+    body = _panel_title(
+        "GPU time per rank", "Σ kernel durations per category (streams may overlap)"
+    )
+    body += svg.legend([(c, CATEGORY_COLOURS[c]) for c in categories], frame.left, 58, frame.width)
+    body += [svg.line(sx(v), frame.top, sx(v), frame.bottom, "#dddddd") for v in svg.ticks(0, top)]
+    font = svg.FONT if height > 12 else 9
     for i, rank in enumerate(shown):
         y = frame.top + i * height
         body.append(
-            svg.text(
-                frame.left - 8,
-                y + height / 2 + 4,
-                f"rank {rank}",
-                "end",
-                font_size=svg.FONT if height > 12 else 9,
-            )
+            svg.text(frame.left - 8, y + height / 2 + 4, f"rank {rank}", "end", font_size=font)
         )
-        body += _stack(per_rank[str(rank)].time_s, categories, sx, (y + 2, height - 4), rank)
-    for value in svg.ticks(0.0, top, 5):
-        body.append(svg.line(sx(value), frame.top, sx(value), frame.bottom, "#dddddd"))
+        body += _stack(per_rank[str(rank)], categories, sx, (y + 2, height - 4), rank)
     body += svg.x_axis(frame, sx, svg.ticks(0.0, top, 5), svg.seconds, "GPU time per rank")
     return svg.document(WIDTH, int(frame.bottom + 48), "GPU time by kernel category", body) + (
         capped("ranks", len(shown), len(ranks))
@@ -426,27 +416,51 @@ def step_plot(report: Report) -> str:
     sy = Scale(0.0, top, frame.bottom, frame.top)
     body = _panel_title(
         "Step time per rank",
-        "ProfilerStep durations: the line spans min to max, the dot is the mean",
+        "ProfilerStep durations: each step a ring, the line from min to max, the dot the mean",
     )
     body += svg.y_axis(frame, sy, svg.ticks(0.0, top, 5), svg.seconds, "step time")
     every = max(1, math.ceil(len(shown) / 32))
     labels = [float(i) for i in range(0, len(shown), every)]
     body += svg.x_axis(frame, sx, labels, lambda i: str(shown[int(i)]), "rank")
+    samples = step_samples(report)
     for i, rank in enumerate(shown):
+        body += _rings(sx(i) - 10, sy, samples.get(str(rank), []), rank)
         body += _whisker(sx(i), sy, steps[str(rank)], rank, rank in marked)
-    mean = report.throughput.iteration_time_s
-    legend = [("rank", svg.BLUE)]
-    if marked & set(shown):
-        legend.append(("step-time straggler", svg.VERMILLION))
-    if mean is not None:
-        body.append(
-            svg.line(frame.left, sy(mean), frame.right, sy(mean), svg.INK, stroke_dasharray="6 4")
-        )
-        legend.append((f"iteration time {ms(mean)} (mean over ranks)", svg.INK))
-    body += svg.legend(legend, frame.left, frame.bottom + 52, frame.width)
+    body += _step_legend(report, frame, sy, straggler=bool(marked & set(shown)))
     return svg.document(WIDTH, int(frame.bottom + 64), "step time per rank", body) + (
         capped("ranks", len(shown), len(ranks))
     )
+
+
+def step_samples(report: Report) -> dict[str, list[float]]:
+    """Each rank's step durations (s), window after window, from the windows' `facts`."""
+    found: dict[str, list[float]] = {}
+    for window in report.windows:
+        for rank, kept in window.facts.items():
+            found.setdefault(rank, []).extend(ns * 1e-9 for ns in kept.result.steps.values())
+    return found
+
+
+def _rings(x: float, sy: Scale, durations: Sequence[float], rank: int) -> list[str]:
+    kept = durations[:: max(1, math.ceil(len(durations) / MAX_STEP_RINGS))]
+    return [
+        f'<circle cx="{x:.1f}" cy="{sy(d):.1f}" r="3" fill="none" stroke="{svg.GREY}">'
+        f"{svg.tip(f'rank {rank}: a step of {ms(d)}')}</circle>"
+        for d in kept
+    ]
+
+
+def _step_legend(report: Report, frame: Frame, sy: Scale, *, straggler: bool) -> list[str]:
+    legend = [("rank (mean, min to max)", svg.BLUE), ("one step", svg.GREY)]
+    if straggler:
+        legend.append(("step-time straggler", svg.VERMILLION))
+    mean, out = report.throughput.iteration_time_s, []
+    if mean is not None:
+        out.append(
+            svg.line(frame.left, sy(mean), frame.right, sy(mean), svg.INK, stroke_dasharray="6 4")
+        )
+        legend.append((f"iteration time {ms(mean)} (mean over ranks)", svg.INK))
+    return out + svg.legend(legend, frame.left, frame.bottom + 52, frame.width)
 
 
 def _whisker(x: float, sy: Scale, found: RankSteps, rank: int, mark: bool) -> list[str]:

@@ -91,7 +91,8 @@ def nice_top(value: float, count: int = 5) -> float:
 
 def log_ticks(lo: float, hi: float) -> list[float]:
     """Round values within [lo, hi] (0 < lo < hi) for a log axis: the powers of ten, or 1, 2
-    and 5 times them when fewer than three powers of ten fall inside."""
+    and 5 times them when fewer than three powers of ten fall inside, or linear round values
+    when fewer than two of those do."""
     first = math.floor(math.log10(lo))
     last = math.ceil(math.log10(hi))
     decades = [10.0**k for k in range(first, last + 1)]
@@ -99,7 +100,8 @@ def log_ticks(lo: float, hi: float) -> list[float]:
     if len(inside) >= 3:
         return inside
     steps = [_clean(m * d) for d in decades for m in (1, 2, 5)]
-    return [v for v in steps if lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9)]
+    found = [v for v in steps if lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9)]
+    return found if len(found) >= 2 else [v for v in ticks(lo, hi, 4) if v > 0]
 
 
 def _clean(value: float) -> float:
@@ -232,8 +234,8 @@ def y_axis(
         out.append(text(frame.left - 6, y + 4, label(value), "end", font_size=FONT))
     middle = frame.top + frame.height / 2
     out.append(
-        f'<text x="14" y="{middle:.1f}" text-anchor="middle" font-size="{FONT + 1}" '
-        f'transform="rotate(-90 14 {middle:.1f})">{esc(title)}</text>'
+        f'<text x="12" y="{middle:.1f}" text-anchor="middle" font-size="{FONT + 1}" '
+        f'transform="rotate(-90 12 {middle:.1f})">{esc(title)}</text>'
     )
     return out
 

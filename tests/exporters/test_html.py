@@ -12,8 +12,10 @@ from commscope.collector.schema import (
     Kernels,
     Network,
     Overlap,
+    RankFacts,
     RankKernels,
     RankOverlap,
+    RankResult,
     RankSteps,
     Report,
     RunConfig,
@@ -182,3 +184,34 @@ def test_a_report_without_data_explains_every_empty_plot() -> None:
         "No ProfilerStep spans",
     ):
         assert svg.esc(why) in page
+
+
+def test_each_step_of_each_window_is_drawn_beside_its_ranks_summary() -> None:
+    found = report()
+    steps = {1: 19_000_000, 2: 21_000_000}  # ns: the rank's min and max
+    kept = {"0": RankFacts(result=RankResult(source="gpu kernels", steps=steps))}
+    found.windows = [Window(name="a", facts=kept), Window(name="b", facts=kept)]
+    assert htmlplots.step_samples(found) == {"0": [0.019, 0.021, 0.019, 0.021]}
+    drawn = htmlplots.step_plot(found)
+    assert drawn.count("rank 0: a step of 19.00 ms") == 2 and "rank 1: a step" not in drawn
+
+
+def test_the_header_tells_unnamed_gpus_from_no_gpu() -> None:
+    found = report()
+    found.config.gpu_name = None
+    assert "GPU model not named in the traces" in html.render(found)
+    for entry in found.overlap.per_rank.values():
+        entry.source = "cpu (gloo)"
+    assert "no GPU in the traces" in html.render(found)
+
+
+def test_a_fit_without_a_positive_size_draws_no_panel() -> None:
+    found = report()
+    found.alpha_beta = {"0": {"AllReduce": AlphaBeta(instances=1, sizes=1, points=[(0.0, 1e-5)])}}
+    assert svg.esc("needs the members' wait-free durations") in htmlplots.bandwidth_panels(found)
+
+
+def test_thinned_points_say_how_many_are_shown() -> None:
+    one = fit()
+    one.points_total = 500
+    assert "; 3 of 500 shown" in htmlplots.bandwidth_panel("0", "AllReduce", one, None)

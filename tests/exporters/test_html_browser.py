@@ -21,7 +21,10 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 import pytest
+from commscope.collector.schema import Report
+from commscope.exporters import html
 from tools import require_tool
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -173,6 +176,9 @@ def report_page(traces: Path, out: Path) -> Path:
     assert done.returncode == 0, done.stderr[-3000:]
     (page,) = out.glob("*.html")
     assert f"commscope: wrote {page}" in done.stdout
+    # the page is drawn from the report document: the JSON report gives the very same page
+    document = msgspec.json.decode(page.with_suffix(".json").read_bytes(), type=Report)
+    assert html.render(document) == page.read_text(encoding="utf-8")
     return page
 
 

@@ -34,6 +34,7 @@ def test_log_ticks_are_powers_of_ten_or_one_two_five_when_the_span_is_narrow() -
     assert svg.log_ticks(1.0, 1e4) == [1.0, 10.0, 100.0, 1000.0, 10000.0]
     assert svg.log_ticks(150.0, 600.0) == [200.0, 500.0]  # no power of ten inside
     assert svg.log_ticks(8.0, 1200.0) == [10.0, 100.0, 1000.0]
+    assert svg.log_ticks(11.0, 19.0) == [12.0, 14.0, 16.0, 18.0]  # none of 1-2-5: linear
 
 
 def test_scales_map_linear_and_log_ranges_onto_pixels() -> None:
