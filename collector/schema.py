@@ -468,8 +468,8 @@ class AlphaBeta(msgspec.Struct, kw_only=True):
     na_reason: str | None = None
     bus_bytes: float | None = None  # Σ S·F over the instances of known size (one member's)
     # The fitted points (S·F bytes, wait-free seconds), at most `crossrank.PLOT_POINTS` evenly
-    # thinned of `points_total`, for the HTML report's plot; kept for the whole run's largest
-    # fits only (`crossrank.PLOT_FITS` by bus bytes), windows leave them empty.
+    # thinned of `points_total`, for the HTML report's plot; kept on the whole run's fit of most
+    # bus bytes of each collective type (`crossrank.PLOT_FITS` types at most), windows none.
     points: list[tuple[float, float]] = []
     points_total: int = 0
     bus_factor: float | None = None  # F of every point (S = S·F / F); None when they differ

@@ -12,6 +12,7 @@ a sentence instead of drawing empty axes.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
@@ -169,22 +170,25 @@ PANEL: Final = (440, 330)  # width, height; the plot area leaves room for a 2-ro
 
 
 def bandwidth_panels(report: Report) -> str:
+    """One panel per collective type: its fit of most bus bytes (the one the report keeps the
+    points of), most bus bytes first."""
     fits = [(g, k, f) for g, kinds in report.alpha_beta.items() for k, f in kinds.items()]
     drawable = [x for x in fits if bandwidth_points(x[2])]
-    plotted = sorted(drawable, key=lambda x: -(x[2].bus_bytes or 0.0))
+    plotted = sorted(drawable, key=lambda x: -(x[2].bus_bytes or 0.0))[:MAX_PANELS]
     if not plotted:
         return note(
             "No collective was matched across ranks with known sizes: the busbw of each "
             "instance against its size needs the members' wait-free durations."
         )
     peak = report.network.peak_bandwidth_Bps
-    panels = [bandwidth_panel(g, k, f, peak) for g, k, f in plotted[:MAX_PANELS]]
-    return (
-        '<div class="panels">'
-        + "".join(panels)
-        + "</div>"
-        + capped("α-β fits (most bus bytes first)", len(panels), len(fits))
-    )
+    groups = Counter(kind for _, kind, _ in fits)
+    panels = [bandwidth_panel(g, k, f, peak, groups[k]) for g, k, f in plotted]
+    more = (
+        note(f"{len(fits)} α-β fits in all (the text report lists them): each panel shows its "
+             "collective's group of most bus bytes.")
+        if len(fits) > len(panels) else ""
+    )  # fmt: skip
+    return '<div class="panels">' + "".join(panels) + "</div>" + more
 
 
 def bandwidth_points(fit: AlphaBeta) -> list[tuple[float, float]]:
@@ -211,7 +215,9 @@ def _log_span(values: Sequence[float]) -> tuple[float, float]:
     return (lo / 2, hi * 2) if hi <= lo * 1.01 else (lo / 1.3, hi * 1.3)
 
 
-def bandwidth_panel(group: str, kind: str, fit: AlphaBeta, peak: float | None) -> str:
+def bandwidth_panel(
+    group: str, kind: str, fit: AlphaBeta, peak: float | None, groups: int = 1
+) -> str:
     points = bandwidth_points(fit)
     x_lo, x_hi = _log_span([x for x, _ in points])
     curve = fit_curve(fit, [x_lo * (x_hi / x_lo) ** (i / 63) for i in range(64)])
@@ -224,7 +230,8 @@ def bandwidth_panel(group: str, kind: str, fit: AlphaBeta, peak: float | None) -
     size_unit = "message size (log)" if fit.bus_factor else "bus bytes S·F (log; F varies)"
     thinned = f"; {len(fit.points)} of {fit.points_total} shown" if (
         fit.points_total > len(fit.points)) else ""  # fmt: skip
-    body = _panel_title(f"{kind}, group {group}", _fit_words(fit) + thinned)
+    largest = f" (largest of {groups} groups)" if groups > 1 else ""
+    body = _panel_title(f"{kind}, group {group}{largest}", _fit_words(fit) + thinned)
     body += svg.y_axis(frame, sy, svg.log_ticks(y_lo, y_hi), _bps, "busbw (log)")
     body += svg.x_axis(frame, sx, svg.log_ticks(x_lo, x_hi), _bytes, size_unit)
     body += [
@@ -308,8 +315,8 @@ def skew_panel(kind: str, found: SkewInstances, slowest: int | None) -> str:
     sx = Scale(0.5, max(len(found.skew_s), 1) + 0.5, frame.left, frame.right)
     sy = Scale(0.0, top, frame.bottom, frame.top)
     thinned = (
-        f"; every {found.total / len(found.skew_s):.3g}th of {found.total} shown"
-        if (found.total > len(found.skew_s))
+        f"; {len(found.skew_s)} of {found.total}, evenly spaced"
+        if found.total > len(found.skew_s)
         else ""
     )
     body = _panel_title(f"{kind}: {found.total} matched instances", f"in time order{thinned}")
@@ -360,11 +367,12 @@ def kernel_bars(report: Report) -> str:
     body += svg.legend([(c, CATEGORY_COLOURS[c]) for c in categories], frame.left, 58, frame.width)
     body += [svg.line(sx(v), frame.top, sx(v), frame.bottom, "#dddddd") for v in svg.ticks(0, top)]
     font = svg.FONT if height > 12 else 9
+    every = max(1, math.ceil(len(shown) / 32))
     for i, rank in enumerate(shown):
         y = frame.top + i * height
-        body.append(
-            svg.text(frame.left - 8, y + height / 2 + 4, f"rank {rank}", "end", font_size=font)
-        )
+        if i % every == 0:
+            at = (frame.left - 8, y + height / 2 + 4)
+            body.append(svg.text(*at, f"rank {rank}", "end", font_size=font))
         body += _stack(per_rank[str(rank)], categories, sx, (y + 2, height - 4), rank)
     body += svg.x_axis(frame, sx, svg.ticks(0.0, top, 5), svg.seconds, "GPU time per rank")
     return svg.document(WIDTH, int(frame.bottom + 48), "GPU time by kernel category", body) + (

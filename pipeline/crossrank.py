@@ -33,7 +33,7 @@ from commscope.pipeline.stats import ratio, thin_indices
 
 RUN_CLOCKS: Final = "median over windows of each window's offset (applied per window)"
 # Bounds of what the whole run's report carries for the HTML report's plots: points per α-β fit
-# and per collective type's skew series, and fits with their points (the most bus bytes first).
+# and per collective type's skew series, and collective types whose largest fit has its points.
 PLOT_POINTS: Final = 200
 PLOT_FITS: Final = 6
 
@@ -204,10 +204,13 @@ def bus_factors(arrivals: Sequence[skew.Arrival]) -> dict[tuple[str, str], float
 def with_points(
     table: dict[str, dict[str, AlphaBeta]], cross: CrossRank
 ) -> dict[str, dict[str, AlphaBeta]]:
-    """`table` with the points of its PLOT_FITS fits of most bus bytes (PLOT_POINTS each)."""
+    """`table` with points (PLOT_POINTS at most) on each collective type's fit of most bus
+    bytes, for the PLOT_FITS types of most bus bytes: one plot per type, its main group."""
     fits = [(g, k, fit) for g, kinds in table.items() for k, fit in kinds.items()]
     fits.sort(key=lambda item: -(item[2].bus_bytes or 0.0))
-    for group, kind, fit in fits[:PLOT_FITS]:
+    largest = list({kind: (group, fit) for group, kind, fit in reversed(fits)}.items())
+    largest.sort(key=lambda item: -(item[1][1].bus_bytes or 0.0))
+    for kind, (group, fit) in largest[:PLOT_FITS]:
         points = _pairs(cross.points.get((group, kind), array("d")))
         factor = cross.factors.get((group, kind), math.nan)
         fit.points = [points[i] for i in thin_indices(len(points), PLOT_POINTS)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from commscope.collector.schema import AlphaBeta, CommOp, SkewInstances
+from commscope.collector.schema import COLLECTIVE_TYPES, AlphaBeta, CommOp, SkewInstances
 from commscope.pipeline import crossrank, skew
 from commscope.pipeline.stats import thin_indices
 from crossrank_builder import results
@@ -65,16 +65,21 @@ def test_alpha_beta_points_are_the_fit_points_with_the_bus_factor() -> None:
     assert fit.points == [(1000.0, 700 * 1e-9), (4000.0, 1000 * 1e-9), (16000.0, 900 * 1e-9)]
 
 
-def test_points_are_kept_for_the_fits_of_most_bus_bytes_only() -> None:
+def test_points_are_kept_on_each_types_largest_fit_for_the_largest_types() -> None:
     cross = window(two_ranks())
+    kinds = COLLECTIVE_TYPES[: crossrank.PLOT_FITS + 1]
+    # bus bytes 10 x (type's index) + group: group "2" is each type's largest, type 0 the least
     table = {
-        str(i): {"AllReduce": AlphaBeta(instances=1, sizes=1, bus_bytes=float(i))}
-        for i in range(crossrank.PLOT_FITS + 2)
+        str(g): {
+            k: AlphaBeta(instances=1, sizes=1, bus_bytes=10.0 * i + g) for i, k in enumerate(kinds)
+        }
+        for g in range(3)
     }
-    cross.points.update({(g, "AllReduce"): cross.points[("0", "AllReduce")] for g in table})
+    some = cross.points[("0", "AllReduce")]
+    cross.points.update({(g, k): some for g in table for k in kinds})
     kept = crossrank.with_points(table, cross)
-    with_points = sorted(int(g) for g, kinds in kept.items() if kinds["AllReduce"].points)
-    assert with_points == list(range(2, crossrank.PLOT_FITS + 2))  # the largest six
+    plotted = [(g, k) for g, fits in kept.items() for k, fit in fits.items() if fit.points]
+    assert sorted(plotted) == [("2", k) for k in sorted(kinds[1:])]
 
 
 @pytest.mark.parametrize(("sizes", "expected"), [((2, 2), 0.5), ((2, 4), math.nan)])
