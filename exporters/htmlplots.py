@@ -248,18 +248,18 @@ def _fit_and_peak(
     scales: tuple[Scale, Scale],
     curve: Sequence[tuple[float, float]],
     peak: float | None,
-) -> tuple[list[str], list[tuple[str, str]]]:
+) -> tuple[list[str], list[svg.Key]]:
     """The α-β line and the dashed link peak, with their legend entries."""
     (sx, sy), marks = scales, []
-    legend = [("instance (fastest member)", svg.BLUE)]
+    legend: list[svg.Key] = [("instance (fastest member)", svg.BLUE, "dot")]
     if curve:
         marks.append(svg.polyline([(sx(x), sy(y)) for x, y in curve], svg.ORANGE))
-        legend.append(("α-β fit", svg.ORANGE))
+        legend.append(("α-β fit", svg.ORANGE, "line"))
     if peak:
         y = sy(peak)
         dashed = svg.line(frame.left, y, frame.right, y, svg.INK, stroke_dasharray="6 4")
         marks.append(dashed)
-        legend.append((f"link peak {svg.si(peak, 'B/s')}", svg.INK))
+        legend.append((f"link peak {svg.si(peak, 'B/s')}", svg.INK, "dash"))
     return marks, legend
 
 
@@ -336,9 +336,9 @@ def skew_panel(kind: str, found: SkewInstances, slowest: int | None) -> str:
                 stroke=svg.INK if mark else "",
             )
         )
-    legend = [("another rank (or none) arrived last", svg.SKY)]
+    legend: list[svg.Key] = [("another rank (or none) arrived last", svg.SKY, "dot")]
     if slowest is not None:
-        legend.insert(0, (f"rank {slowest} (slowest) arrived last", svg.VERMILLION))
+        legend.insert(0, (f"rank {slowest} (slowest) arrived last", svg.VERMILLION, "dot"))
     body += svg.legend(legend, frame.left, frame.bottom + 58, frame.width)
     return svg.document(PANEL[0], PANEL[1], f"arrival skew per instance, {kind}", body)
 
@@ -459,15 +459,18 @@ def _rings(x: float, sy: Scale, durations: Sequence[float], rank: int) -> list[s
 
 
 def _step_legend(report: Report, frame: Frame, sy: Scale, *, straggler: bool) -> list[str]:
-    legend = [("rank (mean, min to max)", svg.BLUE), ("one step", svg.GREY)]
+    legend: list[svg.Key] = [
+        ("rank (mean, min to max)", svg.BLUE, "dot"),
+        ("one step", svg.GREY, "ring"),
+    ]
     if straggler:
-        legend.append(("step-time straggler", svg.VERMILLION))
+        legend.append(("step-time straggler", svg.VERMILLION, "dot"))
     mean, out = report.throughput.iteration_time_s, []
     if mean is not None:
         out.append(
             svg.line(frame.left, sy(mean), frame.right, sy(mean), svg.INK, stroke_dasharray="6 4")
         )
-        legend.append((f"iteration time {ms(mean)} (mean over ranks)", svg.INK))
+        legend.append((f"iteration time {ms(mean)} (mean over ranks)", svg.INK, "dash"))
     return out + svg.legend(legend, frame.left, frame.bottom + 52, frame.width)
 
 

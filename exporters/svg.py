@@ -253,14 +253,30 @@ def x_axis(
     return out
 
 
-def legend(items: Sequence[tuple[str, str]], x: float, y: float, width: float) -> list[str]:
-    """Swatches and labels (label, colour) left to right, wrapping within `width`."""
+Key = tuple[str, str] | tuple[str, str, str]  # (label, colour[, mark]): a legend entry
+
+
+def legend(items: Sequence[Key], x: float, y: float, width: float) -> list[str]:
+    """Marks and labels left to right, wrapping within `width`. An entry's mark is how the
+    plot draws it: "box" (the default), "dot", "ring", "line" or "dash"."""
     out, cx, cy = [], x, y
-    for label, colour in items:
+    for label, colour, *mark in items:
         size = 22 + 7 * len(label)
         if cx + size > x + width and cx > x:
             cx, cy = x, cy + 18
-        out.append(rect(cx, cy - 10, 12, 12, colour))
+        out.append(swatch(cx, cy - 4, colour, mark[0] if mark else "box"))
         out.append(text(cx + 16, cy, label, font_size=FONT))
         cx += size + 10
     return out
+
+
+def swatch(x: float, y: float, colour: str, mark: str) -> str:
+    """A legend's mark 12 px wide, centred on height `y`."""
+    if mark == "dot":
+        return circle(x + 6, y, 4, colour)
+    if mark == "ring":
+        return f'<circle cx="{x + 6:.1f}" cy="{y:.1f}" r="3.5" fill="none" stroke="{colour}"/>'
+    if mark in {"line", "dash"}:
+        dash = {"stroke_dasharray": "4 2"} if mark == "dash" else {}
+        return line(x, y, x + 12, y, colour, stroke_width=2, **dash)
+    return rect(x, y - 6, 12, 12, colour)

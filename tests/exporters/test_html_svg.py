@@ -92,3 +92,11 @@ def test_legend_wraps_items_that_do_not_fit_the_width() -> None:
     drawn = svg.legend([("aaaaaaaaaa", svg.BLUE), ("bbbbbbbbbb", svg.ORANGE)], 0, 20, 120)
     # each item takes 22 + 7 x 10 = 92 px: the second starts a new row, 18 px lower
     assert 'y="10.0"' in drawn[0] and 'y="28.0"' in drawn[2]
+
+
+def test_legend_marks_draw_as_the_plot_draws_the_entry() -> None:
+    drawn = svg.legend(
+        [("a", svg.BLUE, "dot"), ("b", svg.INK, "dash"), ("c", svg.GREY)], 0, 20, 900
+    )
+    assert drawn[0].startswith("<circle") and 'stroke-dasharray="4 2"' in drawn[2]
+    assert drawn[4].startswith("<rect")  # the default: a box
