@@ -1,9 +1,10 @@
 """The HTML report's five plots, each from the report document to an inline SVG (pure).
 
 Overlap and exposed communication per window and rank (heat maps), busbw against message size
-per α-β fit (log-log, with the fitted line and the link peak), arrival skew per instance with
-the slowest rank's arrivals highlighted, GPU time by kernel category per rank (stacked bars),
-and step times per rank (min-max with the mean). Every figure is read from the `Report` as
+per collective type (log-log, its group of most bus bytes, with the α-β line and the link
+peak), arrival skew per instance with the slowest rank's arrivals highlighted, GPU time by
+kernel category per rank (stacked bars), and step times per rank (each step, min to max and
+the mean). Every figure is read from the `Report` as
 the JSON report carries it; a plot that would be too large shows the first `MAX_RANKS` ranks,
 `MAX_WINDOWS` windows or `MAX_PANELS` panels and says so. A plot without data says why in
 a sentence instead of drawing empty axes.
@@ -356,7 +357,8 @@ def kernel_bars(report: Report) -> str:
         return note("No GPU activity in the traces: no GPU time to break down.")
     ranks = _ranks(list(per_rank))
     shown = ranks[:MAX_RANKS]
-    categories = [c for c in CATEGORY_COLOURS if any(c in per_rank[str(r)] for r in shown)]
+    keys = {c for r in shown for c in per_rank[str(r)]}
+    categories = [c for c in CATEGORY_COLOURS if c in keys] + sorted(keys - set(CATEGORY_COLOURS))
     top = svg.nice_top(max(math.fsum(per_rank[str(r)].values()) for r in shown))
     height = 22 if len(shown) <= 24 else 11
     frame = Frame(80, 76, WIDTH - 110, height * len(shown))
@@ -364,7 +366,8 @@ def kernel_bars(report: Report) -> str:
     body = _panel_title(
         "GPU time per rank", "Σ kernel durations per category (streams may overlap)"
     )
-    body += svg.legend([(c, CATEGORY_COLOURS[c]) for c in categories], frame.left, 58, frame.width)
+    swatches = [(c, CATEGORY_COLOURS.get(c, svg.GREY)) for c in categories]
+    body += svg.legend(swatches, frame.left, 58, frame.width)
     body += [svg.line(sx(v), frame.top, sx(v), frame.bottom, "#dddddd") for v in svg.ticks(0, top)]
     font = svg.FONT if height > 12 else 9
     every = max(1, math.ceil(len(shown) / 32))
@@ -400,7 +403,7 @@ def _stack(
                     y,
                     sx(start + value) - sx(start),
                     h,
-                    CATEGORY_COLOURS[category],
+                    CATEGORY_COLOURS.get(category, svg.GREY),
                     title=about,
                 )
             )

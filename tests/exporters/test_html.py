@@ -215,3 +215,10 @@ def test_thinned_points_say_how_many_are_shown() -> None:
     one = fit()
     one.points_total = 500
     assert "; 3 of 500 shown" in htmlplots.bandwidth_panel("0", "AllReduce", one, None)
+
+
+def test_a_gpu_time_key_without_a_colour_is_drawn_grey_not_dropped() -> None:
+    found = report()
+    found.kernels.per_rank["0"].time_s["future"] = 1e-3
+    drawn = htmlplots.kernel_bars(found)
+    assert ">future</text>" in drawn and "rank 0, future: 1 ms" in drawn
