@@ -111,8 +111,9 @@ def heatmap(
     body += _rank_labels(frame, ranks, width)
     for i, (name, per_rank) in enumerate(rows):
         y = frame.top + i * height
-        label = name if len(name) <= 20 else name[:19] + "…"
-        body.append(svg.text(frame.left - 8, y + height / 2 + 4, label, "end", font_size=svg.FONT))
+        cut = name if len(name) <= 20 else name[:19] + "…"
+        label = svg.text(frame.left - 8, y + height / 2 + 4, cut, "end", font_size=svg.FONT)
+        body.append(label.replace("</text>", svg.tip(name) + "</text>"))
         for j, rank in enumerate(ranks):
             at = (frame.left + j * width, y, width, height)
             body += _cell(at, f"{name}, rank {rank}", per_rank.get(str(rank)), cell, top)

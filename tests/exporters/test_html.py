@@ -222,3 +222,9 @@ def test_a_gpu_time_key_without_a_colour_is_drawn_grey_not_dropped() -> None:
     found.kernels.per_rank["0"].time_s["future"] = 1e-3
     drawn = htmlplots.kernel_bars(found)
     assert ">future</text>" in drawn and "rank 0, future: 1 ms" in drawn
+
+
+def test_a_long_window_name_is_cut_with_the_whole_name_as_its_tooltip() -> None:
+    name = "iteration_" + "9" * 30
+    drawn = htmlplots.overlap_maps(report(name=name))
+    assert ">iteration_999999999…<title>" + name + "</title></text>" in drawn
