@@ -427,11 +427,22 @@ class RankArrival(msgspec.Struct, kw_only=True):
     waited_s: float = 0.0
 
 
+class SkewInstances(msgspec.Struct, kw_only=True):
+    """One collective type's matched instances in time order (window after window), for the
+    HTML report's plot: each one's arrival skew and last arriver (None: none arrived last).
+    At most `pipeline.crossrank.PLOT_POINTS`, evenly thinned; `total` counts them all."""
+
+    skew_s: list[float] = []
+    last: list[int | None] = []
+    total: int = 0
+
+
 class Skew(msgspec.Struct, kw_only=True):
     per_collective: dict[str, CollectiveSkew] = {}
     per_rank: dict[str, RankArrival] = {}
     slowest_rank: int | None = None
     evidence: str = ""
+    instances: dict[str, SkewInstances] = {}  # the whole run's only (windows leave it empty)
 
 
 class Stragglers(msgspec.Struct, kw_only=True):
@@ -456,6 +467,12 @@ class AlphaBeta(msgspec.Struct, kw_only=True):
     latency_bound: float | None = None  # share of the fitted points with S_bus < α·β
     na_reason: str | None = None
     bus_bytes: float | None = None  # Σ S·F over the instances of known size (one member's)
+    # The fitted points (S·F bytes, wait-free seconds), at most `crossrank.PLOT_POINTS` evenly
+    # thinned of `points_total`, for the HTML report's plot; kept on the whole run's fit of most
+    # bus bytes of each collective type (`crossrank.PLOT_FITS` types at most), windows none.
+    points: list[tuple[float, float]] = []
+    points_total: int = 0
+    bus_factor: float | None = None  # F of every point (S = S·F / F); None when they differ
 
 
 class Finding(msgspec.Struct, kw_only=True):

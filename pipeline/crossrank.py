@@ -29,9 +29,13 @@ from commscope.collector.schema import (
 from commscope.pipeline import alphabeta, skew
 from commscope.pipeline.clocks import NO_MATCH, Found, clocks, offsets
 from commscope.pipeline.matching import MAX_DESYNCS, Matched, group_order, match
-from commscope.pipeline.stats import ratio
+from commscope.pipeline.stats import ratio, thin_indices
 
 RUN_CLOCKS: Final = "median over windows of each window's offset (applied per window)"
+# Bounds of what the whole run's report carries for the HTML report's plots: points per α-β fit
+# and per collective type's skew series, and collective types whose largest fit has its points.
+PLOT_POINTS: Final = 200
+PLOT_FITS: Final = 6
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,8 @@ class CrossRank:
     arrivals: skew.Tally
     instances: Counter[tuple[str, str]]  # (group, type) -> matched instances
     points: Points  # the α-β samples: each instance's fastest member
+    # (group, type) -> F of every α-β point, NaN when they differ (S = S·F / F for the plot)
+    factors: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
 def aligned(
@@ -80,6 +86,7 @@ def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> 
         arrivals=skew.tally(arrivals),
         instances=Counter((item.group, item.collective) for item in arrivals),
         points=alpha_beta_points(arrivals),
+        factors=bus_factors(arrivals),
     )
 
 
@@ -93,7 +100,18 @@ def pooled(windows: Sequence[CrossRank]) -> CrossRank:
         arrivals=skew.pool([w.arrivals for w in windows]),
         instances=sum((w.instances for w in windows), Counter()),
         points={k: _joined(w.points.get(k) for w in windows) for k in _keys(windows)},
+        factors=_common_factors([w.factors for w in windows]),
     )
+
+
+def _common_factors(
+    parts: Iterable[Mapping[tuple[str, str], float]],
+) -> dict[tuple[str, str], float]:
+    found: dict[tuple[str, str], float] = {}
+    for part in parts:
+        for key, factor in part.items():
+            found[key] = factor if found.get(key, factor) == factor else math.nan
+    return found
 
 
 def _joined(parts: Iterable[array[float] | None]) -> array[float]:
@@ -171,6 +189,34 @@ def alpha_beta_points(arrivals: Sequence[skew.Arrival]) -> Points:
                 (item.message_bytes * factor, item.fastest_ns * 1e-9)
             )
     return points
+
+
+def bus_factors(arrivals: Sequence[skew.Arrival]) -> dict[tuple[str, str], float]:
+    """F per (group, type) over the instances `alpha_beta_points` keeps, NaN when they differ."""
+    parts = []
+    for item in arrivals:
+        factor = bus_factor(item.collective, item.group_size)
+        if item.message_bytes is not None and factor is not None and item.fastest_ns > 0:
+            parts.append({(item.group, item.collective): factor})
+    return _common_factors(parts)
+
+
+def with_points(
+    table: dict[str, dict[str, AlphaBeta]], cross: CrossRank
+) -> dict[str, dict[str, AlphaBeta]]:
+    """`table` with points (PLOT_POINTS at most) on each collective type's fit of most bus
+    bytes, for the PLOT_FITS types of most bus bytes: one plot per type, its main group."""
+    fits = [(g, k, fit) for g, kinds in table.items() for k, fit in kinds.items()]
+    fits.sort(key=lambda item: -(item[2].bus_bytes or 0.0))
+    largest = list({kind: (group, fit) for group, kind, fit in reversed(fits)}.items())
+    largest.sort(key=lambda item: -(item[1][1].bus_bytes or 0.0))
+    for kind, (group, fit) in largest[:PLOT_FITS]:
+        points = _pairs(cross.points.get((group, kind), array("d")))
+        factor = cross.factors.get((group, kind), math.nan)
+        fit.points = [points[i] for i in thin_indices(len(points), PLOT_POINTS)]
+        fit.points_total = len(points)
+        fit.bus_factor = None if math.isnan(factor) else factor
+    return table
 
 
 def alpha_beta(cross: CrossRank, peak_Bps: float | None) -> dict[str, dict[str, AlphaBeta]]:

@@ -195,7 +195,7 @@ def build_report(
         for rank, item in items.items():
             per_rank.setdefault(rank, []).append(item.result)
     merged = sections(_merged(per_rank, cache), context)
-    run = _with_cross(merged, crossrank.pooled(crosses) if crosses else None, context)
+    run = _with_cross(merged, crossrank.pooled(crosses) if crosses else None, context, plots=True)
     run.health = health.check(placed.values(), run)
     return Report(
         world_size=world,
@@ -239,15 +239,20 @@ def _infos(items: dict[int, ParsedFile]) -> dict[int, crossrank.RankInfo]:
     }
 
 
-def _with_cross(found: Sections, cross: crossrank.CrossRank | None, context: Context) -> Sections:
+def _with_cross(
+    found: Sections, cross: crossrank.CrossRank | None, context: Context, plots: bool = False
+) -> Sections:
+    """`found` with the cross-rank sections; `plots`: with the points the HTML report plots
+    (the whole run's only, bounded by `crossrank.PLOT_POINTS` and `PLOT_FITS`)."""
     if cross is None:
         return found
+    fits = crossrank.alpha_beta(cross, context.peak_Bps)
     return replace(
         found,
         matching=cross.matching,
         clocks=cross.clocks,
-        skew=skew.section(cross.arrivals),
-        alpha_beta=crossrank.alpha_beta(cross, context.peak_Bps),
+        skew=skew.section(cross.arrivals, crossrank.PLOT_POINTS if plots else 0),
+        alpha_beta=crossrank.with_points(fits, cross) if plots else fits,
     )
 
 

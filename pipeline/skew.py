@@ -24,9 +24,15 @@ from dataclasses import dataclass, field
 from typing import Final
 
 import msgspec
-from commscope.collector.schema import CollectiveSkew, RankArrival, Skew, Stragglers
+from commscope.collector.schema import (
+    CollectiveSkew,
+    RankArrival,
+    Skew,
+    SkewInstances,
+    Stragglers,
+)
 from commscope.pipeline.matching import Instance
-from commscope.pipeline.stats import mad, summarize
+from commscope.pipeline.stats import mad, summarize, thin_indices
 
 CLEAR_P: Final = 0.05
 RESOLUTION: Final = 1000
@@ -128,6 +134,7 @@ class Tally:
     in_call: dict[str, float] = field(default_factory=dict)  # Σ waits within the calls
     call: dict[str, float] = field(default_factory=dict)  # Σ member call durations
     draws: Draws = field(default_factory=Draws)
+    lasts: dict[str, array[int]] = field(default_factory=dict)  # beside `skews`: -1 for none
 
 
 def tally(arrivals: Sequence[Arrival]) -> Tally:
@@ -135,6 +142,8 @@ def tally(arrivals: Sequence[Arrival]) -> Tally:
     for item in arrivals:
         total = math.fsum(item.waits.values())
         found.skews.setdefault(item.collective, array("d")).append(item.skew_ns)
+        arrived_last = -1 if item.last is None else item.last
+        found.lasts.setdefault(item.collective, array("i")).append(arrived_last)
         found.waits[item.collective] = found.waits.get(item.collective, 0.0) + total
         found.in_call[item.collective] = found.in_call.get(item.collective, 0.0) + item.in_call_ns
         found.call[item.collective] = found.call.get(item.collective, 0.0) + item.call_ns
@@ -165,6 +174,7 @@ def pool(parts: Sequence[Tally]) -> Tally:
             into.waited_s += entry.waited_s
         for kind, skews in part.skews.items():
             found.skews.setdefault(kind, array("d")).extend(skews)
+            found.lasts.setdefault(kind, array("i")).extend(part.lasts.get(kind, ()))
             found.waits[kind] = found.waits.get(kind, 0.0) + part.waits[kind]
             found.in_call[kind] = found.in_call.get(kind, 0.0) + part.in_call.get(kind, 0.0)
             found.call[kind] = found.call.get(kind, 0.0) + part.call.get(kind, 0.0)
@@ -176,7 +186,8 @@ def skew(arrivals: Sequence[Arrival]) -> Skew:
     return section(tally(arrivals))
 
 
-def section(found: Tally) -> Skew:
+def section(found: Tally, plot_points: int = 0) -> Skew:
+    """The skew section; with `plot_points`, each collective's instances (at most that many)."""
     per_rank = {
         rank: msgspec.structs.replace(
             entry, last_share=entry.last / entry.instances if entry.instances else None
@@ -198,7 +209,22 @@ def section(found: Tally) -> Skew:
         per_rank={str(r): a for r, a in per_rank.items()},
         slowest_rank=slowest,
         evidence=evidence,
+        instances=instances(found, plot_points) if plot_points else {},
     )
+
+
+def instances(found: Tally, cap: int) -> dict[str, SkewInstances]:
+    """Per collective type, at most `cap` of its instances (evenly thinned, in order)."""
+    series = {}
+    for kind, skews in sorted(found.skews.items()):
+        lasts = found.lasts.get(kind, array("i"))
+        kept = thin_indices(len(skews), cap)
+        series[kind] = SkewInstances(
+            skew_s=[skews[i] * NS for i in kept],
+            last=[lasts[i] if i < len(lasts) and lasts[i] >= 0 else None for i in kept],
+            total=len(skews),
+        )
+    return series
 
 
 def slowest_rank(draws: Draws, ranks: Mapping[int, RankArrival]) -> tuple[int | None, str]:

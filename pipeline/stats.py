@@ -71,3 +71,11 @@ def mean(values: Sequence[float | None]) -> float | None:
     """Mean of the known values (None when none is known)."""
     known = [v for v in values if v is not None]
     return math.fsum(known) / len(known) if known else None
+
+
+def thin_indices(count: int, cap: int) -> range | list[int]:
+    """At most `cap` indices of `count` items, evenly spaced, in order, the first included:
+    i·count // cap for i < cap (strictly increasing as count > cap); all when count ≤ cap."""
+    if count <= cap:
+        return range(count)
+    return [i * count // cap for i in range(cap)]

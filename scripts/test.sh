@@ -2,7 +2,8 @@
 # Set up (first run only) and run every check: ruff, mypy --strict, and the test suite
 # (including a real torchrun gloo job, so torch 2.13.0 CPU is installed here, and a real
 # Prometheus server remote-writing into a real VictoriaMetrics: Debian's prometheus,
-# victoria-metrics and shellcheck are installed when running as root).
+# victoria-metrics and shellcheck, and chromium for the HTML report, are installed when
+# running as root).
 source "$(dirname "$0")/env.sh" test
 if ! command -v promtool >/dev/null || ! command -v shellcheck >/dev/null \
   || ! command -v victoria-metrics >/dev/null; then
@@ -12,6 +13,13 @@ if ! command -v promtool >/dev/null || ! command -v shellcheck >/dev/null \
       --no-install-recommends prometheus victoria-metrics shellcheck) > .venv/apt.log 2>&1 \
       || { cat .venv/apt.log >&2; exit 1; }
   fi
+fi
+# Debian's chromium: the HTML report's browser test (tests/exporters/test_html_browser.py).
+if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "installing Debian package: chromium" >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    --no-install-recommends chromium) > .venv/apt-chromium.log 2>&1 \
+    || { cat .venv/apt-chromium.log >&2; exit 1; }
 fi
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   .venv/bin/python -m pip install --quiet torch==2.13.0

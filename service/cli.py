@@ -389,7 +389,7 @@ def _report(args: argparse.Namespace) -> int:
         if args.print:
             sys.stdout.write(text.render(report))
         _summary_line(report)
-        print(f"commscope: wrote {paths[0]}\ncommscope: wrote {paths[1]}")
+        print("\n".join(f"commscope: wrote {path}" for path in paths))
     skipped = list(dict.fromkeys(s for r in reports for s in r.inputs.skipped))
     _input_lines(replace(inputs, skipped=skipped))
     if skipped:

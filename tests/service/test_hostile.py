@@ -410,7 +410,7 @@ def test_the_highest_rank_and_world_finish_a_report_without_building_the_world(
     assert peak_while(lambda: complete.extend(agg.aggregation.complete_windows())) < 2**20
     assert complete == []
     report = agg._final()
-    assert report.ranks == [MAX_RANKS - 1] and len(list((tmp_path / "out").iterdir())) == 2
+    assert report.ranks == [MAX_RANKS - 1] and len(list((tmp_path / "out").iterdir())) == 3
 
 
 def test_replays_are_duplicates_and_change_nothing(agg: Aggregator, tmp_path: Path) -> None:

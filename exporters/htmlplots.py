@@ -1,0 +1,488 @@
+"""The HTML report's five plots, each from the report document to an inline SVG (pure).
+
+Overlap and exposed communication per window and rank (heat maps), busbw against message size
+per collective type (log-log, its group of most bus bytes, with the α-β line and the link
+peak), arrival skew per instance with the slowest rank's arrivals highlighted, GPU time by
+kernel category per rank (stacked bars), and step times per rank (each step, min to max and
+the mean). Every figure is read from the `Report` as
+the JSON report carries it; a plot that would be too large shows the first `MAX_RANKS` ranks,
+`MAX_WINDOWS` windows or `MAX_PANELS` panels and says so. A plot without data says why in
+a sentence instead of drawing empty axes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final
+
+from commscope.collector.schema import AlphaBeta, RankOverlap, RankSteps, Report, SkewInstances
+from commscope.exporters import svg
+from commscope.exporters.svg import Frame, Scale
+from commscope.exporters.textfmt import ms, pct
+
+MAX_RANKS: Final = 64
+MAX_WINDOWS: Final = 24
+MAX_PANELS: Final = 6
+MAX_STEP_RINGS: Final = 100  # steps drawn per rank (evenly thinned beyond)
+OVERLAP_TITLE: Final = "Overlap: share of each rank's communication hidden behind compute"
+EXPOSED_TITLE: Final = "Exposed communication: time no compute hid, per rank"
+WIDTH: Final = 900
+CATEGORY_COLOURS: Final = {
+    "gemm": svg.BLUE,
+    "attention": svg.ORANGE,
+    "elementwise": svg.GREEN,
+    "reduction": svg.PURPLE,
+    "other": svg.GREY,
+    "memcpy": svg.SKY,
+    "memset": svg.YELLOW,
+    "communication": svg.VERMILLION,
+}
+
+
+def note(sentence: str) -> str:
+    return f'<p class="note">{svg.esc(sentence)}</p>'
+
+
+def _ranks(keys: Sequence[str]) -> list[int]:
+    return sorted(int(k) for k in keys)
+
+
+def capped(what: str, shown: int, total: int) -> str:
+    """A sentence saying a plot shows `shown` of `total` (empty when it shows them all)."""
+    return note(f"Showing the first {shown} of {total} {what}.") if total > shown else ""
+
+
+# ---------------------------------------------------------------- overlap heat maps
+
+Rows = list[tuple[str, Mapping[str, RankOverlap]]]
+
+
+def overlap_rows(report: Report) -> Rows:
+    """(name, per-rank overlap) per window (the first MAX_WINDOWS), then the whole run when
+    there are several windows."""
+    rows: Rows = [(w.name, w.overlap.per_rank) for w in report.windows[:MAX_WINDOWS]]
+    if len(report.windows) != 1:
+        rows.append(("whole run", report.overlap.per_rank))
+    return rows
+
+
+def overlap_maps(report: Report) -> str:
+    ranks = _ranks(list(report.overlap.per_rank))
+    if not ranks:
+        return note("No rank has communication or compute time: nothing to plot.")
+    rows, shown = overlap_rows(report), ranks[:MAX_RANKS]
+    exposed_top = max((o.exposed_comm_time_s for _, per in rows for o in per.values()), default=0.0)
+    return (
+        heatmap(rows, shown, _ratio, 1.0, tick=svg.percent, title=OVERLAP_TITLE)
+        + heatmap(rows, shown, _exposed, exposed_top, tick=svg.seconds, title=EXPOSED_TITLE)
+        + capped("ranks", len(shown), len(ranks))
+        + capped("windows", MAX_WINDOWS, len(report.windows))
+    )
+
+
+def _ratio(o: RankOverlap) -> tuple[float | None, str]:
+    return o.ratio, pct(o.ratio)
+
+
+def _exposed(o: RankOverlap) -> tuple[float | None, str]:
+    return o.exposed_comm_time_s, ms(o.exposed_comm_time_s)
+
+
+Cell = Callable[[RankOverlap], tuple[float | None, str]]
+
+
+def heatmap(
+    rows: Rows,
+    ranks: Sequence[int],
+    cell: Cell,
+    top: float,
+    *,
+    tick: Callable[[float], str],
+    title: str,
+) -> str:
+    """One row per window, one column per rank, colour = value / top, the value written in
+    the cell when it fits; a colour bar from 0 to `top` beneath."""
+    width = min(90.0, (WIDTH - 180) / max(len(ranks), 1))
+    height = 26 if len(rows) <= 12 else 16
+    frame = Frame(150, 44, width * len(ranks), height * len(rows))
+    body = [svg.text(frame.left, 18, title, font_size=svg.FONT + 2, font_weight="bold")]
+    body += _rank_labels(frame, ranks, width)
+    for i, (name, per_rank) in enumerate(rows):
+        y = frame.top + i * height
+        cut = name if len(name) <= 20 else name[:19] + "…"
+        label = svg.text(frame.left - 8, y + height / 2 + 4, cut, "end", font_size=svg.FONT)
+        body.append(label.replace("</text>", svg.tip(name) + "</text>"))
+        for j, rank in enumerate(ranks):
+            at = (frame.left + j * width, y, width, height)
+            body += _cell(at, f"{name}, rank {rank}", per_rank.get(str(rank)), cell, top)
+    body += _colour_bar(frame.left, frame.bottom + 14, 320, top, tick)
+    return svg.document(WIDTH, int(frame.bottom + 58), title, body)
+
+
+def _rank_labels(frame: Frame, ranks: Sequence[int], width: float) -> list[str]:
+    every = max(1, math.ceil(28 / width))
+    out = [svg.text(frame.left - 8, frame.top - 8, "rank", "end", font_size=svg.FONT)]
+    for j, rank in enumerate(ranks):
+        if j % every == 0:
+            x = frame.left + (j + 0.5) * width
+            out.append(svg.text(x, frame.top - 8, str(rank), "middle", font_size=svg.FONT))
+    return out
+
+
+def _cell(
+    at: tuple[float, float, float, float],
+    where: str,
+    found: RankOverlap | None,
+    cell: Cell,
+    top: float,
+) -> list[str]:
+    x, y, w, h = at
+    if found is None:
+        return [svg.rect(x, y, w - 1, h - 1, "#eeeeee", title=f"{where}: no trace")]
+    value, shown = cell(found)
+    fill = "#eeeeee" if value is None else svg.viridis(value / top if top > 0 else 0.0)
+    about = f"{where}: overlap {pct(found.ratio)}, exposed {ms(found.exposed_comm_time_s)}"
+    out = [svg.rect(x, y, w - 1, h - 1, fill, title=about)]
+    if w >= 6.5 * len(shown) + 6 and h >= 16:
+        ink = svg.ink_on(fill)
+        out.append(svg.text(x + w / 2, y + h / 2 + 4, shown, "middle", font_size=11, fill=ink))
+    return out
+
+
+def _colour_bar(
+    x: float, y: float, width: float, top: float, tick: Callable[[float], str]
+) -> list[str]:
+    steps = 32
+    out = [
+        svg.rect(x + i * width / steps, y, width / steps + 0.5, 10, svg.viridis(i / (steps - 1)))
+        for i in range(steps)
+    ]
+    for value in svg.ticks(0.0, top, 4) if top > 0 else [0.0]:
+        tx = x + (value / top if top > 0 else 0) * width
+        out.append(svg.line(tx, y + 10, tx, y + 14, svg.INK))
+        out.append(svg.text(tx, y + 27, tick(value), "middle", font_size=svg.FONT - 1))
+    return out
+
+
+# ---------------------------------------------------------------- busbw against message size
+
+PANEL: Final = (440, 330)  # width, height; the plot area leaves room for a 2-row legend
+
+
+def bandwidth_panels(report: Report) -> str:
+    """One panel per collective type: its fit of most bus bytes (the one the report keeps the
+    points of), most bus bytes first."""
+    fits = [(g, k, f) for g, kinds in report.alpha_beta.items() for k, f in kinds.items()]
+    drawable = [x for x in fits if bandwidth_points(x[2])]
+    plotted = sorted(drawable, key=lambda x: -(x[2].bus_bytes or 0.0))[:MAX_PANELS]
+    if not plotted:
+        return note(
+            "No collective was matched across ranks with known sizes: the busbw of each "
+            "instance against its size needs the members' wait-free durations."
+        )
+    peak = report.network.peak_bandwidth_Bps
+    groups = Counter(kind for _, kind, _ in fits)
+    panels = [bandwidth_panel(g, k, f, peak, groups[k]) for g, k, f in plotted]
+    more = (
+        note(f"{len(fits)} α-β fits in all (the text report lists them): each panel shows its "
+             "collective's group of most bus bytes.")
+        if len(fits) > len(panels) else ""
+    )  # fmt: skip
+    return '<div class="panels">' + "".join(panels) + "</div>" + more
+
+
+def bandwidth_points(fit: AlphaBeta) -> list[tuple[float, float]]:
+    """(message bytes S, busbw B/s) per plotted instance: S = S·F / F (S·F when F varies)."""
+    factor = fit.bus_factor or 1.0
+    return [(bus / factor, bus / t) for bus, t in fit.points if bus > 0 and t > 0]
+
+
+def fit_curve(fit: AlphaBeta, xs: Sequence[float]) -> list[tuple[float, float]]:
+    """The fitted busbw S·F / (α + S·F / β) at message sizes `xs`, where it is positive."""
+    if fit.alpha_s is None or fit.beta_Bps is None:
+        return []
+    factor = fit.bus_factor or 1.0
+    out = []
+    for x in xs:
+        seconds = fit.alpha_s + x * factor / fit.beta_Bps
+        if seconds > 0:
+            out.append((x, x * factor / seconds))
+    return out
+
+
+def _log_span(values: Sequence[float]) -> tuple[float, float]:
+    lo, hi = min(values), max(values)
+    return (lo / 2, hi * 2) if hi <= lo * 1.01 else (lo / 1.3, hi * 1.3)
+
+
+def bandwidth_panel(
+    group: str, kind: str, fit: AlphaBeta, peak: float | None, groups: int = 1
+) -> str:
+    points = bandwidth_points(fit)
+    x_lo, x_hi = _log_span([x for x, _ in points])
+    curve = fit_curve(fit, [x_lo * (x_hi / x_lo) ** (i / 63) for i in range(64)])
+    y_lo, y_hi = _log_span(
+        [y for _, y in points] + [y for _, y in curve] + ([peak] if peak else [])
+    )
+    frame = Frame(86, 56, PANEL[0] - 102, PANEL[1] - 140)
+    sx = Scale(x_lo, x_hi, frame.left, frame.right, log=True)
+    sy = Scale(y_lo, y_hi, frame.bottom, frame.top, log=True)
+    size_unit = "message size (log)" if fit.bus_factor else "bus bytes S·F (log; F varies)"
+    thinned = f"; {len(fit.points)} of {fit.points_total} shown" if (
+        fit.points_total > len(fit.points)) else ""  # fmt: skip
+    largest = f" (largest of {groups} groups)" if groups > 1 else ""
+    body = _panel_title(f"{kind}, group {group}{largest}", _fit_words(fit) + thinned)
+    body += svg.y_axis(frame, sy, svg.log_ticks(y_lo, y_hi), _bps, "busbw (log)")
+    body += svg.x_axis(frame, sx, svg.log_ticks(x_lo, x_hi), _bytes, size_unit)
+    body += [
+        svg.circle(sx(x), sy(y), 3.5, svg.BLUE, title=f"{svg.si(x, 'B')}: {svg.si(y, 'B/s')}")
+        for x, y in points
+    ]
+    marks, legend = _fit_and_peak(frame, (sx, sy), curve, peak)
+    body += marks + svg.legend(legend, frame.left, frame.bottom + 58, frame.width)
+    return svg.document(PANEL[0], PANEL[1], f"busbw against size, {kind} {group}", body)
+
+
+def _fit_and_peak(
+    frame: Frame,
+    scales: tuple[Scale, Scale],
+    curve: Sequence[tuple[float, float]],
+    peak: float | None,
+) -> tuple[list[str], list[svg.Key]]:
+    """The α-β line and the dashed link peak, with their legend entries."""
+    (sx, sy), marks = scales, []
+    legend: list[svg.Key] = [("instance (fastest member)", svg.BLUE, "dot")]
+    if curve:
+        marks.append(svg.polyline([(sx(x), sy(y)) for x, y in curve], svg.ORANGE))
+        legend.append(("α-β fit", svg.ORANGE, "line"))
+    if peak:
+        y = sy(peak)
+        dashed = svg.line(frame.left, y, frame.right, y, svg.INK, stroke_dasharray="6 4")
+        marks.append(dashed)
+        legend.append((f"link peak {svg.si(peak, 'B/s')}", svg.INK, "dash"))
+    return marks, legend
+
+
+def _fit_words(fit: AlphaBeta) -> str:
+    if fit.alpha_s is None or fit.beta_Bps is None:
+        return f"no α-β fit: {fit.na_reason or 'n/a'}"
+    r2 = "n/a" if fit.r2 is None else f"{fit.r2:.3f}"
+    return f"α {svg.seconds(fit.alpha_s)}, β {svg.si(fit.beta_Bps, 'B/s')}, R² {r2}"
+
+
+def _panel_title(title: str, subtitle: str) -> list[str]:
+    return [
+        svg.text(10, 18, title, font_size=svg.FONT + 2, font_weight="bold"),
+        svg.text(10, 36, subtitle, font_size=svg.FONT),
+    ]
+
+
+def _bps(value: float) -> str:
+    return svg.si(value, "B/s")
+
+
+def _bytes(value: float) -> str:
+    return svg.si(value, "B")
+
+
+# ---------------------------------------------------------------- arrival skew per instance
+
+
+def skew_panels(report: Report) -> str:
+    series = report.skew.instances
+    if not series:
+        return note("No collective was matched across ranks: arrival skew needs two ranks' calls.")
+    slowest = report.skew.slowest_rank
+    kinds = sorted(series, key=lambda k: -series[k].total)
+    panels = [skew_panel(kind, series[kind], slowest) for kind in kinds[:MAX_PANELS]]
+    who = (
+        f"Rank {slowest} is named the slowest: {report.skew.evidence}"
+        if slowest is not None
+        else f"No rank is named the slowest: {report.skew.evidence}"
+    )
+    return (
+        note(who)
+        + '<div class="panels">'
+        + "".join(panels)
+        + "</div>"
+        + capped("collective types", len(panels), len(series))
+    )
+
+
+def skew_panel(kind: str, found: SkewInstances, slowest: int | None) -> str:
+    frame = Frame(86, 56, PANEL[0] - 102, PANEL[1] - 140)
+    top = svg.nice_top(max(found.skew_s, default=0.0))
+    sx = Scale(0.5, max(len(found.skew_s), 1) + 0.5, frame.left, frame.right)
+    sy = Scale(0.0, top, frame.bottom, frame.top)
+    thinned = (
+        f"; {len(found.skew_s)} of {found.total}, evenly spaced"
+        if found.total > len(found.skew_s)
+        else ""
+    )
+    body = _panel_title(f"{kind}: {found.total} matched instances", f"in time order{thinned}")
+    body += svg.y_axis(frame, sy, svg.ticks(0.0, top, 4), svg.seconds, "arrival skew")
+    positions = svg.ticks(1.0, float(len(found.skew_s)), 5)
+    body += svg.x_axis(frame, sx, [p for p in positions if p == int(p)], _count, "instance")
+    for i, (skew, last) in enumerate(zip(found.skew_s, found.last, strict=True), start=1):
+        mark = slowest is not None and last == slowest
+        who = "no last arriver" if last is None else f"rank {last} arrived last"
+        body.append(
+            svg.circle(
+                sx(i),
+                sy(skew),
+                4.5 if mark else 3,
+                svg.VERMILLION if mark else svg.SKY,
+                title=f"instance {i}: skew {svg.seconds(skew)}, {who}",
+                stroke=svg.INK if mark else "",
+            )
+        )
+    legend: list[svg.Key] = [("another rank (or none) arrived last", svg.SKY, "dot")]
+    if slowest is not None:
+        legend.insert(0, (f"rank {slowest} (slowest) arrived last", svg.VERMILLION, "dot"))
+    body += svg.legend(legend, frame.left, frame.bottom + 58, frame.width)
+    return svg.document(PANEL[0], PANEL[1], f"arrival skew per instance, {kind}", body)
+
+
+def _count(value: float) -> str:
+    return f"{value:g}"
+
+
+# ---------------------------------------------------------------- GPU time by kernel category
+
+
+def kernel_bars(report: Report) -> str:
+    per_rank = {r: k.time_s for r, k in report.kernels.per_rank.items() if k.time_s}
+    if not per_rank:
+        return note("No GPU activity in the traces: no GPU time to break down.")
+    ranks = _ranks(list(per_rank))
+    shown = ranks[:MAX_RANKS]
+    keys = {c for r in shown for c in per_rank[str(r)]}
+    categories = [c for c in CATEGORY_COLOURS if c in keys] + sorted(keys - set(CATEGORY_COLOURS))
+    top = svg.nice_top(max(math.fsum(per_rank[str(r)].values()) for r in shown))
+    height = 22 if len(shown) <= 24 else 11
+    frame = Frame(80, 76, WIDTH - 110, height * len(shown))
+    sx = Scale(0.0, top, frame.left, frame.right)
+    body = _panel_title(
+        "GPU time per rank", "Σ kernel durations per category (streams may overlap)"
+    )
+    swatches = [(c, CATEGORY_COLOURS.get(c, svg.GREY)) for c in categories]
+    body += svg.legend(swatches, frame.left, 58, frame.width)
+    body += [svg.line(sx(v), frame.top, sx(v), frame.bottom, "#dddddd") for v in svg.ticks(0, top)]
+    font = svg.FONT if height > 12 else 9
+    every = max(1, math.ceil(len(shown) / 32))
+    for i, rank in enumerate(shown):
+        y = frame.top + i * height
+        if i % every == 0:
+            at = (frame.left - 8, y + height / 2 + 4)
+            body.append(svg.text(*at, f"rank {rank}", "end", font_size=font))
+        body += _stack(per_rank[str(rank)], categories, sx, (y + 2, height - 4), rank)
+    body += svg.x_axis(frame, sx, svg.ticks(0.0, top, 5), svg.seconds, "GPU time per rank")
+    return svg.document(WIDTH, int(frame.bottom + 48), "GPU time by kernel category", body) + (
+        capped("ranks", len(shown), len(ranks))
+    )
+
+
+def _stack(
+    times: Mapping[str, float],
+    categories: Sequence[str],
+    sx: Scale,
+    band: tuple[float, float],
+    rank: int,
+) -> list[str]:
+    (y, h), out, start = band, [], 0.0
+    total = math.fsum(times.values())
+    for category in categories:
+        value = times.get(category, 0.0)
+        if value > 0:
+            share = f" ({value / total:.1%} of the rank's GPU time)" if total else ""
+            about = f"rank {rank}, {category}: {svg.seconds(value)}{share}"
+            out.append(
+                svg.rect(
+                    sx(start),
+                    y,
+                    sx(start + value) - sx(start),
+                    h,
+                    CATEGORY_COLOURS.get(category, svg.GREY),
+                    title=about,
+                )
+            )
+            start += value
+    return out
+
+
+# ---------------------------------------------------------------- step times per rank
+
+
+def step_plot(report: Report) -> str:
+    steps = {r: s for r, s in report.steps.items() if s.count and s.mean_s is not None}
+    if not steps:
+        return note("No ProfilerStep spans in the traces: no step times to plot.")
+    ranks = _ranks(list(steps))
+    shown = ranks[:MAX_RANKS]
+    marked = set(report.stragglers.flagged)
+    top = svg.nice_top(max(steps[str(r)].max_s or 0.0 for r in shown))
+    frame = Frame(80, 56, WIDTH - 110, 260)
+    sx = Scale(-0.5, len(shown) - 0.5, frame.left, frame.right)
+    sy = Scale(0.0, top, frame.bottom, frame.top)
+    body = _panel_title(
+        "Step time per rank",
+        "ProfilerStep durations: each step a ring, the line from min to max, the dot the mean",
+    )
+    body += svg.y_axis(frame, sy, svg.ticks(0.0, top, 5), svg.seconds, "step time")
+    every = max(1, math.ceil(len(shown) / 32))
+    labels = [float(i) for i in range(0, len(shown), every)]
+    body += svg.x_axis(frame, sx, labels, lambda i: str(shown[int(i)]), "rank")
+    samples = step_samples(report)
+    for i, rank in enumerate(shown):
+        body += _rings(sx(i) - 10, sy, samples.get(str(rank), []), rank)
+        body += _whisker(sx(i), sy, steps[str(rank)], rank, rank in marked)
+    body += _step_legend(report, frame, sy, straggler=bool(marked & set(shown)))
+    return svg.document(WIDTH, int(frame.bottom + 64), "step time per rank", body) + (
+        capped("ranks", len(shown), len(ranks))
+    )
+
+
+def step_samples(report: Report) -> dict[str, list[float]]:
+    """Each rank's step durations (s), window after window, from the windows' `facts`."""
+    found: dict[str, list[float]] = {}
+    for window in report.windows:
+        for rank, kept in window.facts.items():
+            found.setdefault(rank, []).extend(ns * 1e-9 for ns in kept.result.steps.values())
+    return found
+
+
+def _rings(x: float, sy: Scale, durations: Sequence[float], rank: int) -> list[str]:
+    kept = durations[:: max(1, math.ceil(len(durations) / MAX_STEP_RINGS))]
+    return [
+        f'<circle cx="{x:.1f}" cy="{sy(d):.1f}" r="3" fill="none" stroke="{svg.GREY}">'
+        f"{svg.tip(f'rank {rank}: a step of {ms(d)}')}</circle>"
+        for d in kept
+    ]
+
+
+def _step_legend(report: Report, frame: Frame, sy: Scale, *, straggler: bool) -> list[str]:
+    legend: list[svg.Key] = [
+        ("rank (mean, min to max)", svg.BLUE, "dot"),
+        ("one step", svg.GREY, "ring"),
+    ]
+    if straggler:
+        legend.append(("step-time straggler", svg.VERMILLION, "dot"))
+    mean, out = report.throughput.iteration_time_s, []
+    if mean is not None:
+        out.append(
+            svg.line(frame.left, sy(mean), frame.right, sy(mean), svg.INK, stroke_dasharray="6 4")
+        )
+        legend.append((f"iteration time {ms(mean)} (mean over ranks)", svg.INK, "dash"))
+    return out + svg.legend(legend, frame.left, frame.bottom + 52, frame.width)
+
+
+def _whisker(x: float, sy: Scale, found: RankSteps, rank: int, mark: bool) -> list[str]:
+    colour = svg.VERMILLION if mark else svg.BLUE
+    lo, hi, mean = found.min_s or 0.0, found.max_s or 0.0, found.mean_s or 0.0
+    about = f"rank {rank}: {found.count} steps, mean {ms(mean)}, min {ms(lo)}, max {ms(hi)}"
+    return [
+        svg.line(x, sy(lo), x, sy(hi), colour, stroke_width=3),
+        svg.circle(x, sy(mean), 5, colour, title=about, stroke="#ffffff"),
+    ]

@@ -1,0 +1,230 @@
+"""The HTML report: names stay text, the page needs nothing from a network, the plots show
+the report's own numbers, large jobs are capped (and say so), missing data is explained."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+
+from commscope.collector.schema import (
+    AlphaBeta,
+    Kernels,
+    Network,
+    Overlap,
+    RankFacts,
+    RankKernels,
+    RankOverlap,
+    RankResult,
+    RankSteps,
+    Report,
+    RunConfig,
+    Skew,
+    SkewInstances,
+    Stragglers,
+    Throughput,
+    Window,
+)
+from commscope.exporters import html, htmlplots, svg, text
+
+NASTY = "<b>&\"pg'</b>"
+TAGS = {"html", "head", "meta", "link", "title", "style", "body", "h1", "h2", "p", "b", "div",
+        "ul", "li", "svg", "text", "rect", "circle", "line", "polyline", "details", "summary",
+        "pre"}  # fmt: skip
+
+
+def overlap(ratio: float, exposed_s: float) -> RankOverlap:
+    return RankOverlap(
+        ratio=ratio,
+        comm_time_s=0.01,
+        overlapped_time_s=0.01 * ratio,
+        exposed_comm_time_s=exposed_s,
+        compute_time_s=0.02,
+        source="gpu kernels",
+    )
+
+
+def fit() -> AlphaBeta:
+    """α 10 µs, β 10 GB/s, F 1: points at 1 kB, 1 MB, 100 MB taking α + S / β."""
+    sizes = (1e3, 1e6, 1e8)
+    return AlphaBeta(
+        instances=3,
+        sizes=3,
+        alpha_s=1e-5,
+        beta_Bps=1e10,
+        r2=0.99,
+        points=[(s, 1e-5 + s / 1e10) for s in sizes],
+        points_total=3,
+        bus_factor=1.0,
+        bus_bytes=sum(sizes),
+    )
+
+
+def report(name: str = NASTY, ranks: int = 2) -> Report:
+    ranks_ = range(ranks)
+    per_rank = {
+        str(r): overlap(0.25 * (r % 4 + 1), 0.0075 - 0.0025 * (r % 2)) for r in range(ranks)
+    }
+    return Report(
+        ranks=list(range(ranks)),
+        world_size=ranks,
+        config=RunConfig(model=name, gpu_name="NVIDIA H100", backend="nccl"),
+        overlap=Overlap(mean=0.375, per_rank=per_rank),
+        windows=[Window(name=name, ranks=list(range(ranks)), overlap=Overlap(per_rank=per_rank))],
+        alpha_beta={name: {"AllReduce": fit()}},
+        network=Network(peak_bandwidth_Bps=5e10),
+        skew=Skew(
+            slowest_rank=1,
+            evidence="rank 1 arrived last at 2 of 3",
+            instances={"AllReduce": SkewInstances(skew_s=[1e-4, 2e-4, 0.0], last=[1, 0, None])},
+        ),
+        kernels=Kernels(per_rank={"0": RankKernels(time_s={"gemm": 4e-3, "communication": 2e-3})}),
+        steps={str(r): RankSteps(count=2, mean_s=0.02, min_s=0.019, max_s=0.021) for r in ranks_},
+        stragglers=Stragglers(flagged=[1]),
+        throughput=Throughput(iterations=2, iteration_time_s=0.02),
+    )
+
+
+class Page(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: set[str] = set()
+        self.data: list[str] = []
+        self.attrs: list[tuple[str, str | None]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        self.attrs += attrs
+
+    def handle_data(self, data: str) -> None:
+        self.data.append(data)
+
+
+def parsed(page: str) -> Page:
+    found = Page()
+    found.feed(page)
+    return found
+
+
+def test_names_with_markup_stay_text() -> None:
+    page = parsed(html.render(report()))
+    assert page.tags <= TAGS  # the name's <b> never became an element
+    assert sum(NASTY in data for data in page.data) >= 3  # title, heading, window row, panel
+
+
+def test_every_plot_is_well_formed_svg() -> None:
+    page = html.render(report())
+    drawn = re.findall(r"<svg .*?</svg>", page, flags=re.S)
+    assert len(drawn) == 6  # two heat maps, one α-β panel, one skew panel, kernels, steps
+    for one in drawn:
+        ET.fromstring(one)  # raises on a stray < or &
+
+
+def test_the_page_asks_nothing_of_a_network() -> None:
+    page = html.render(report())
+    links = [value for name, value in parsed(page).attrs if name in {"href", "src"}]
+    assert links == ["data:,"]  # the favicon link, which stops the browser asking for one
+    assert "<script" not in page and "url(" not in page and "@import" not in page
+    assert set(re.findall(r"https?://[^\"' ]+", page)) == {"http://www.w3.org/2000/svg"}
+
+
+def test_heat_map_cells_carry_the_text_reports_numbers() -> None:
+    maps = htmlplots.overlap_maps(report())
+    # rank 0: 25% overlap, 7.5 ms exposed; rank 1: 50%, 5 ms (text report: pct, ms)
+    for shown in ("25.00%", "50.00%", "7.50 ms", "5.00 ms"):
+        assert f">{shown}</text>" in maps
+
+
+def test_the_text_report_is_on_the_page_whole() -> None:
+    found = report()
+    assert svg.esc(text.render(found)) in html.render(found)
+
+
+def test_bandwidth_points_and_fit_are_busbw_against_message_size() -> None:
+    one = fit()
+    # busbw = S·F / T: at 1 MB, T = 10 µs + 100 µs
+    assert htmlplots.bandwidth_points(one)[1] == (1e6, 1e6 / (1e-5 + 1e6 / 1e10))
+    twice = AlphaBeta(instances=1, sizes=1, points=one.points, bus_factor=2.0)
+    assert htmlplots.bandwidth_points(twice)[0][0] == 500.0  # S = S·F / F
+    assert htmlplots.fit_curve(one, [1e6]) == [(1e6, 1e6 / (1e-5 + 1e6 / 1e10))]
+
+
+def test_fit_curve_leaves_out_sizes_where_a_negative_alpha_gives_no_time() -> None:
+    negative = AlphaBeta(instances=3, sizes=3, alpha_s=-1e-5, beta_Bps=1e10, bus_factor=1.0)
+    # T = -10 µs + S / 10 GB/s is positive above S = 100 kB only
+    assert [x for x, _ in htmlplots.fit_curve(negative, [1e4, 1e5, 1e6])] == [1e6]
+
+
+def test_the_slowest_ranks_arrivals_are_highlighted() -> None:
+    drawn = htmlplots.skew_panels(report())
+    assert drawn.count(f'fill="{svg.VERMILLION}"') == 2  # one instance, and its legend swatch
+    assert "rank 1 (slowest) arrived last" in drawn
+
+
+def test_step_plot_marks_the_flagged_straggler_and_the_iteration_time() -> None:
+    drawn = htmlplots.step_plot(report())
+    assert drawn.count(f'stroke="{svg.VERMILLION}"') == 1  # rank 1's min-max line
+    assert "iteration time 20.00 ms (mean over ranks)" in drawn
+
+
+def test_a_large_job_is_capped_and_says_so() -> None:
+    page = html.render(report(ranks=100))
+    assert page.count(f"Showing the first {htmlplots.MAX_RANKS} of 100 ranks.") == 2  # maps, steps
+    plots = page.split("<details>")[0]  # the text report after it lists every rank
+    assert "rank 99" not in plots and "rank 63" in plots  # the cap holds in every plot
+
+
+def test_a_report_without_data_explains_every_empty_plot() -> None:
+    page = html.render(Report())
+    for why in (
+        "nothing to plot",
+        "needs the members' wait-free durations",
+        "arrival skew needs two ranks' calls",
+        "No GPU activity in the traces",
+        "No ProfilerStep spans",
+    ):
+        assert svg.esc(why) in page
+
+
+def test_each_step_of_each_window_is_drawn_beside_its_ranks_summary() -> None:
+    found = report()
+    steps = {1: 19_000_000, 2: 21_000_000}  # ns: the rank's min and max
+    kept = {"0": RankFacts(result=RankResult(source="gpu kernels", steps=steps))}
+    found.windows = [Window(name="a", facts=kept), Window(name="b", facts=kept)]
+    assert htmlplots.step_samples(found) == {"0": [0.019, 0.021, 0.019, 0.021]}
+    drawn = htmlplots.step_plot(found)
+    assert drawn.count("rank 0: a step of 19.00 ms") == 2 and "rank 1: a step" not in drawn
+
+
+def test_the_header_tells_unnamed_gpus_from_no_gpu() -> None:
+    found = report()
+    found.config.gpu_name = None
+    assert "GPU model not named in the traces" in html.render(found)
+    for entry in found.overlap.per_rank.values():
+        entry.source = "cpu (gloo)"
+    assert "no GPU in the traces" in html.render(found)
+
+
+def test_a_fit_without_a_positive_size_draws_no_panel() -> None:
+    found = report()
+    found.alpha_beta = {"0": {"AllReduce": AlphaBeta(instances=1, sizes=1, points=[(0.0, 1e-5)])}}
+    assert svg.esc("needs the members' wait-free durations") in htmlplots.bandwidth_panels(found)
+
+
+def test_thinned_points_say_how_many_are_shown() -> None:
+    one = fit()
+    one.points_total = 500
+    assert "; 3 of 500 shown" in htmlplots.bandwidth_panel("0", "AllReduce", one, None)
+
+
+def test_a_gpu_time_key_without_a_colour_is_drawn_grey_not_dropped() -> None:
+    found = report()
+    found.kernels.per_rank["0"].time_s["future"] = 1e-3
+    drawn = htmlplots.kernel_bars(found)
+    assert ">future</text>" in drawn and "rank 0, future: 1 ms" in drawn
+
+
+def test_a_long_window_name_is_cut_with_the_whole_name_as_its_tooltip() -> None:
+    name = "iteration_" + "9" * 30
+    drawn = htmlplots.overlap_maps(report(name=name))
+    assert ">iteration_999999999…<title>" + name + "</title></text>" in drawn

@@ -1,0 +1,102 @@
+"""The SVG primitives of the HTML report: scales, ticks, unit labels, colours, escaping."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+from commscope.exporters import svg
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "count", "expected"),
+    [
+        (0.0, 10.0, 5, [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]),  # raw step 2 -> 2
+        (0.0, 1.0, 4, [0.0, 0.25, 0.5, 0.75, 1.0]),  # raw 0.25 -> 2.5 x 0.1
+        (0.0, 7.3, 5, [0.0, 2.0, 4.0, 6.0]),  # raw 1.46 -> 2; last tick ≤ hi
+        (0.15, 0.62, 5, [0.2, 0.3, 0.4, 0.5, 0.6]),  # raw 0.094 -> 0.1, first ≥ lo
+        (3e-6, 3e-6, 5, [3e-6]),  # an empty range: its one value
+    ],
+)
+def test_ticks_are_round_values_within_the_range(
+    lo: float, hi: float, count: int, expected: list[float]
+) -> None:
+    assert svg.ticks(lo, hi, count) == expected
+
+
+def test_nice_top_is_the_first_round_tick_at_or_above_the_value() -> None:
+    assert svg.nice_top(7.3) == 8.0  # ticks 0, 2, 4, 6 and one step more
+    assert svg.nice_top(6.0) == 6.0
+    assert svg.nice_top(0.0) == 1.0  # nothing to show: a unit axis
+
+
+def test_log_ticks_are_powers_of_ten_or_one_two_five_when_the_span_is_narrow() -> None:
+    assert svg.log_ticks(1.0, 1e4) == [1.0, 10.0, 100.0, 1000.0, 10000.0]
+    assert svg.log_ticks(150.0, 600.0) == [200.0, 500.0]  # no power of ten inside
+    assert svg.log_ticks(8.0, 1200.0) == [10.0, 100.0, 1000.0]
+    assert svg.log_ticks(11.0, 19.0) == [12.0, 14.0, 16.0, 18.0]  # none of 1-2-5: linear
+
+
+def test_scales_map_linear_and_log_ranges_onto_pixels() -> None:
+    assert svg.Scale(0.0, 10.0, 100.0, 200.0)(5.0) == 150.0
+    assert svg.Scale(0.0, 10.0, 300.0, 100.0)(10.0) == 100.0  # a y axis grows upwards
+    assert svg.Scale(1.0, 100.0, 0.0, 200.0, log=True)(10.0) == 100.0  # a decade of two
+    assert svg.Scale(5.0, 5.0, 0.0, 200.0)(5.0) == 100.0  # an empty range: the middle
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "expected"),
+    [
+        (2.5e9, "B/s", "2.5 GB/s"),
+        (999.0, "B", "999 B"),
+        (1000.0, "B", "1 kB"),
+        (0.0, "B", "0 B"),
+        (123456789.0, "B", "123.5 MB"),  # four significant digits at most
+    ],
+)
+def test_si_labels_use_decimal_prefixes(value: float, unit: str, expected: str) -> None:
+    assert svg.si(value, unit) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(0.0123, "12.3 ms"), (2e-6, "2 µs"), (1.5, "1.5 s"), (4e-10, "0.4 ns"), (0.0, "0 s")],
+)
+def test_seconds_pick_the_unit_that_reads(value: float, expected: str) -> None:
+    assert svg.seconds(value) == expected
+
+
+def test_viridis_runs_from_its_first_to_its_last_colour_and_ink_contrasts() -> None:
+    assert svg.viridis(0.0) == "#440154" and svg.viridis(1.0) == "#fde725"
+    assert svg.viridis(-1.0) == "#440154" and svg.viridis(2.0) == "#fde725"  # clamped
+    # 0.5 is 4.5 of 9 steps: halfway from (38, 130, 142) to (31, 158, 137) is (34.5, 144,
+    # 139.5), rounded half to even: (34, 144, 140)
+    assert svg.viridis(0.5) == "#22908c"
+    assert svg.ink_on("#440154") == "#ffffff" and svg.ink_on("#fde725") == "#000000"
+
+
+def test_text_with_markup_stays_text_in_well_formed_svg() -> None:
+    name = '<script>alert("x")</script> & co'
+    drawn = svg.document(
+        100, 50, name, [svg.text(0, 10, name), svg.rect(0, 0, 5, 5, "#000", title=name)]
+    )
+    root = ET.fromstring(drawn)
+    namespace = "{http://www.w3.org/2000/svg}"
+    assert root.get("aria-label") == name
+    assert root.find(f"{namespace}text").text == name  # type: ignore[union-attr]
+    assert root.find(f"{namespace}rect/{namespace}title").text == name  # type: ignore[union-attr]
+    assert root.find(f".//{namespace}script") is None
+
+
+def test_legend_wraps_items_that_do_not_fit_the_width() -> None:
+    drawn = svg.legend([("aaaaaaaaaa", svg.BLUE), ("bbbbbbbbbb", svg.ORANGE)], 0, 20, 120)
+    # each item takes 22 + 7 x 10 = 92 px: the second starts a new row, 18 px lower
+    assert 'y="10.0"' in drawn[0] and 'y="28.0"' in drawn[2]
+
+
+def test_legend_marks_draw_as_the_plot_draws_the_entry() -> None:
+    drawn = svg.legend(
+        [("a", svg.BLUE, "dot"), ("b", svg.INK, "dash"), ("c", svg.GREY)], 0, 20, 900
+    )
+    assert drawn[0].startswith("<circle") and 'stroke-dasharray="4 2"' in drawn[2]
+    assert drawn[4].startswith("<rect")  # the default: a box
