@@ -25,7 +25,9 @@ KERNEL_CATEGORIES: Final[tuple[KernelCategory, ...]] = get_args(KernelCategory)
 GpuKind = Literal["compute", "memcpy", "memset"]
 
 # Where a collective's group size n came from (DESIGN.md rulings, in order of preference).
-GroupSource = Literal["Group size arg", "pg_config", "tensor shapes", "world size"]
+GroupSource = Literal[
+    "Group size arg", "pg_config", "tensor shapes", "world size", "NCCL communicator"
+]  # the last: the rank count of an NCCL NVTX payload's communicator (Nsight Systems)
 GROUP_SOURCES: Final[tuple[GroupSource, ...]] = get_args(GroupSource)
 # The format a rank's events were read from: PyTorch profiler (Kineto) JSON, an Nsight Systems
 # SQLite export, or NCCL Inspector JSONL.
@@ -517,6 +519,7 @@ class Inputs(msgspec.Struct, kw_only=True):
     notes: list[str] = []  # what was read where the traces did not say (ranks from names)
     job: int | None = None  # the job this report covers, when the files hold several
     jobs: list[JobInfo] = []  # every job the files hold, when they hold several
+    sources: dict[str, str] = {}  # each file used -> the format it was read from (`Source`)
 
 
 class HealthIssue(msgspec.Struct, kw_only=True):

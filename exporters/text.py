@@ -98,6 +98,7 @@ def _header(report: Report) -> Iterator[str]:
     if report.world_size is not None and len(report.ranks) < report.world_size:
         missing = f"  ({len(report.ranks)} of {report.world_size} ranks have traces)"
     yield f"Ranks: {rank_list(report.ranks)}{missing}"
+    yield from _source_header(report)
     yield from _warnings(config)
     yield from _job_header(report)
     if report.merge:
@@ -332,7 +333,34 @@ def _inputs(report: Report) -> Iterator[str]:
         yield "Skipped:"
         for s in i.skipped:
             yield f"  {s.path}: {s.reason}"
+    yield from _source_lines(report)
     yield from _more_inputs(report)
+
+
+_SOURCE_NAMES = {
+    "kineto": "PyTorch profiler (Kineto) traces",
+    "nsys": "Nsight Systems SQLite exports",
+    "inspector": "NCCL Inspector logs",
+}
+
+
+def _source_header(report: Report) -> Iterator[str]:
+    """Which formats the report's files were read from (every section comes from them)."""
+    counts: dict[str, int] = {}
+    for source in report.inputs.sources.values():
+        counts[source] = counts.get(source, 0) + 1
+    if counts:
+        parts = (f"{_SOURCE_NAMES.get(s, s)} ({n} file{'s' * (n != 1)})" for s, n in counts.items())
+        yield f"Source: {', '.join(sorted(parts))}"
+
+
+def _source_lines(report: Report) -> Iterator[str]:
+    """Each file's format, listed when any is not a Kineto trace."""
+    sources = report.inputs.sources
+    if set(sources.values()) - {"kineto"}:
+        yield ""
+        yield "Files by source:"
+        yield from (f"  {source}: {path}" for path, source in sources.items())
 
 
 def _job_header(report: Report) -> Iterator[str]:
