@@ -519,7 +519,9 @@ class Inputs(msgspec.Struct, kw_only=True):
     notes: list[str] = []  # what was read where the traces did not say (ranks from names)
     job: int | None = None  # the job this report covers, when the files hold several
     jobs: list[JobInfo] = []  # every job the files hold, when they hold several
-    sources: dict[str, str] = {}  # each file used -> the format it was read from (`Source`)
+    # the format each rank's window was read from (`Source`) -> how many (window, rank) pairs;
+    # which ones: `windows[].facts[rank].meta.source`
+    sources: dict[str, int] = {}
 
 
 class HealthIssue(msgspec.Struct, kw_only=True):

@@ -345,22 +345,25 @@ _SOURCE_NAMES = {
 
 
 def _source_header(report: Report) -> Iterator[str]:
-    """Which formats the report's files were read from (every section comes from them)."""
-    counts: dict[str, int] = {}
-    for source in report.inputs.sources.values():
-        counts[source] = counts.get(source, 0) + 1
-    if counts:
-        parts = (f"{_SOURCE_NAMES.get(s, s)} ({n} file{'s' * (n != 1)})" for s, n in counts.items())
-        yield f"Source: {', '.join(sorted(parts))}"
+    """Which formats the ranks' windows were read from (every section comes from them)."""
+    sources = report.inputs.sources
+    if sources:
+        parts = (f"{_SOURCE_NAMES.get(s, s)} ({n} (window, rank) pair{'s' * (n != 1)})"
+                 for s, n in sources.items())  # fmt: skip
+        yield f"Source: {', '.join(parts)}"
 
 
 def _source_lines(report: Report) -> Iterator[str]:
-    """Each file's format, listed when any is not a Kineto trace."""
-    sources = report.inputs.sources
-    if set(sources.values()) - {"kineto"}:
+    """Each window's ranks by the format they were read from, when any is not Kineto."""
+    if set(report.inputs.sources) - {"kineto"}:
         yield ""
-        yield "Files by source:"
-        yield from (f"  {source}: {path}" for path, source in sources.items())
+        yield "Sources by window:"
+        for window in report.windows:
+            by_source: dict[str, list[int]] = {}
+            for rank, facts in sorted(window.facts.items(), key=lambda kv: int(kv[0])):
+                by_source.setdefault(facts.meta.source, []).append(int(rank))
+            found = "; ".join(f"{s}: ranks {rank_list(r)}" for s, r in by_source.items())
+            yield f"  {window.name}: {found}"
 
 
 def _job_header(report: Report) -> Iterator[str]:

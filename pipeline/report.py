@@ -351,9 +351,9 @@ def _inputs(
     )
 
 
-def _sources(used: Sequence[ParsedFile]) -> dict[str, str]:
-    """Each file used and the format it was read from (`TraceMeta.source`)."""
-    return {p.path: p.meta.source for p in sorted(used, key=lambda p: p.path)}
+def _sources(used: Sequence[ParsedFile]) -> dict[str, int]:
+    """How many (window, rank) results each format gave (`TraceMeta.source`)."""
+    return dict(sorted(Counter(p.meta.source for p in used).items()))
 
 
 def _most_common(values: Iterable[str | None]) -> str | None:

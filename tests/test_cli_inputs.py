@@ -182,8 +182,10 @@ def test_the_real_nsys_export_gives_its_readmes_facts(tmp_path: Path) -> None:
         "AllToAll": 64,
         "Other": 2,
     }
-    assert set(doc["inputs"]["sources"].values()) == {"nsys"}
-    assert "Source: Nsight Systems SQLite exports (1 file)" in text
+    assert doc["inputs"]["sources"] == {"nsys": 2}
+    assert [f["meta"]["source"] for f in doc["windows"][0]["facts"].values()] == ["nsys", "nsys"]
+    assert "Source: Nsight Systems SQLite exports (2 (window, rank) pairs)" in text
+    assert "Sources by window:\n  nsys: nsys: ranks 0-1" in text
     assert (
         "ranks assumed from the order of the processes' CUDA devices: pid 144 (GPU 0) rank 0"
         in text
@@ -211,13 +213,12 @@ def test_an_nsys_export_beside_kineto_windows_is_a_window_of_the_same_job(tmp_pa
     (text, doc), (_, parallel_doc) = outputs
     assert doc == parallel_doc  # the same report whatever the runner
     assert [w["name"] for w in doc["windows"]] == ["iteration_10", "nsys"]
-    assert doc["inputs"]["sources"] == {
-        "run/iteration_10/rank0_trace.json": "kineto",
-        "run/iteration_10/rank1_trace.json": "kineto",
-        "run/nsys/job.sqlite": "nsys",
-    }
-    assert "Files by source:\n  kineto: run/iteration_10/rank0_trace.json" in text
-    assert "  nsys: run/nsys/job.sqlite" in text
+    assert doc["inputs"]["sources"] == {"kineto": 2, "nsys": 2}
+    assert (
+        "Source: PyTorch profiler (Kineto) traces (2 (window, rank) pairs), "
+        "Nsight Systems SQLite exports (2 (window, rank) pairs)"
+    ) in text
+    assert "Sources by window:\n  iteration_10: kineto: ranks 0-1\n  nsys: nsys: ranks 0-1" in text
 
 
 def test_a_damaged_export_beside_a_good_one_is_skipped_and_exits_3(tmp_path: Path) -> None:
