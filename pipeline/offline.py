@@ -14,7 +14,8 @@ the results are combined in the same order, so the report is the same as with on
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from itertools import accumulate
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -34,6 +35,7 @@ from commscope.pipeline import cluster as dask_cluster
 from commscope.pipeline import jobs, parallel
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report
+from msgspec.structs import replace as struct_replace
 
 
 @dataclass(frozen=True)
@@ -193,7 +195,33 @@ def parse_windows(
             skipped.append(Skipped(str(path), result.reason))
     if progress:
         progress.end()
-    return parsed, skipped, ignored
+    return node_major(parsed), skipped, ignored
+
+
+def node_major(parsed: list[ParsedFile]) -> list[ParsedFile]:
+    """Several Nsight Systems exports of one window whose ranks were assumed (no NCCL rank in
+    them, each numbered from 0): each export's ranks follow the previous one's, in name order
+    (one export per node), said in their notes."""
+    files: dict[str, dict[str, int]] = {}  # window -> path -> ranks it holds
+    for item in parsed:
+        if item.meta.source == "nsys" and item.note:
+            counts = files.setdefault(item.window, {})
+            counts[item.path] = counts.get(item.path, 0) + 1
+    shift: dict[tuple[str, str], int] = {}
+    for window, counts in files.items():
+        if len(counts) > 1:
+            starts = accumulate(counts[path] for path in sorted(counts))
+            shift |= {(window, p): n for p, n in zip(sorted(counts), (0, *starts), strict=False)}
+    return [_shifted(item, shift[key]) if (key := (item.window, item.path)) in shift and item.note
+            else item for item in parsed]  # fmt: skip
+
+
+def _shifted(item: ParsedFile, offset: int) -> ParsedFile:
+    rank = (item.meta.rank or 0) + offset
+    note = (
+        f"{item.note}; ranks numbered on across its window's exports in name order: from {offset}"
+    )
+    return replace(item, meta=struct_replace(item.meta, rank=rank), note=note)
 
 
 def outcome(

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from commscope.collector.discover import find_windows
 from commscope.collector.errors import TraceError
 from commscope.collector.schema import CommOp, Step
-from commscope.pipeline.offline import EXPORT_FIRST, Failed, outcome, read_nsys
+from commscope.pipeline.offline import EXPORT_FIRST, Failed, outcome, parse_windows, read_nsys
 from commscope.pipeline.report import ParsedFile
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -189,6 +190,22 @@ def test_the_file_counts_its_bytes_once(tmp_path: Path) -> None:
     path = two_ranks().write(tmp_path / "run.sqlite")
     first, second = read_nsys("w", path)
     assert (first.stats.bytes_read, second.stats.bytes_read) == (path.stat().st_size, 0)
+
+
+def test_exports_of_several_nodes_without_nccl_ranks_are_numbered_on_in_name_order(
+    tmp_path: Path,
+) -> None:
+    for node in ("node1", "node0"):
+        two_ranks(payloads=False).write(tmp_path / "job" / f"{node}.sqlite")
+    parsed, skipped, _ = parse_windows(find_windows(tmp_path / "job"))
+    assert skipped == []
+    assert [(Path(p.path).name, p.meta.rank) for p in parsed] == [
+        ("node0.sqlite", 0), ("node0.sqlite", 1), ("node1.sqlite", 2), ("node1.sqlite", 3)
+    ]  # fmt: skip
+    assert parsed[2].note is not None
+    assert parsed[2].note.endswith(
+        "; ranks numbered on across its window's exports in name order: from 2"
+    )
 
 
 # ---------------------------------------------------------------- bad files
