@@ -28,6 +28,7 @@ process per GPU). What the tables give, as the Kineto normaliser makes it (`norm
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
 from collections.abc import Iterable, Mapping, Sequence
@@ -284,7 +285,7 @@ def kernel_event(
     """A kernel as an event; `calls`: the ranges enclosing its launch, innermost first (None
     when its launch is not in the export)."""
     if not is_comm_kernel(name):
-        return GpuOp("compute", start_ns, end_ns - start_ns, kernel_category(name[:MAX_NAME]))
+        return GpuOp("compute", start_ns, end_ns - start_ns, _category(name[:MAX_NAME]))
     tally.comm_kernels += 1
     tally.no_launch += calls is None
     primary = CommCall(name[:MAX_NAME], start_ns, end_ns)
@@ -296,6 +297,9 @@ def kernel_event(
     kind = _collective(primary, found, api)
     return CommOp(kind, start_ns, end_ns - start_ns, size, group, True,
                   api.pg if api else None, None, source)  # fmt: skip
+
+
+_category: Final = functools.lru_cache(maxsize=4096)(kernel_category)  # a run's few names
 
 
 def _collective(primary: CommCall, calls: list[CommCall], api: CommCall | None) -> CollectiveType:
