@@ -148,6 +148,8 @@ def decode_payload(blob: object, schemas: Schemas) -> dict[str, int]:
     if not isinstance(blob, bytes) or len(blob) < PAYLOAD_HEADER:
         return {}
     (schema,) = struct.unpack_from("<Q", blob, 8)
+    if schema not in schemas:  # the id's upper half may be flags (not seen so far)
+        (schema,) = struct.unpack_from("<I", blob, 8)
     fields = {}
     for name, kind, offset in schemas.get(schema, ()):
         layout = _INT_TYPES.get(kind)

@@ -122,3 +122,9 @@ def test_ranks_by_device_order_when_a_payload_rank_is_missing() -> None:
 def test_the_time_base_is_the_session_start_on_both_clocks() -> None:
     assert nsys.base_time_ns(1_000_000, 300) == 999_700
     assert nsys.base_time_ns(None, 300) is None
+
+
+def test_a_payload_whose_schema_id_has_its_upper_half_set_still_decodes() -> None:
+    flagged = bytearray(blob(INIT, comm=9, ranks=2, rank=1))
+    flagged[12:16] = b"\x01\x00\x00\x00"  # bytes 12-15: reserved beside the 32-bit schema id
+    assert nsys.decode_payload(bytes(flagged), SCHEMAS)["Rank"] == 1
