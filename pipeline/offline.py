@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from itertools import accumulate
 from pathlib import Path
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from commscope.collector.discover import (
     WindowFiles,
@@ -29,13 +29,15 @@ from commscope.collector.discover import (
 from commscope.collector.errors import NotATraceError, TraceError
 from commscope.collector.kineto import TraceReader
 from commscope.collector.names import input_kind, looks_like_trace
-from commscope.collector.nsysdb import Export
 from commscope.collector.schema import Report, Skipped
 from commscope.pipeline import cluster as dask_cluster
 from commscope.pipeline import jobs, parallel
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report
 from msgspec.structs import replace as struct_replace
+
+if TYPE_CHECKING:
+    from commscope.collector import nsysdb
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,9 @@ def read_nsys(
 ) -> Parsed:
     """One rank per profiled process of an Nsight Systems export (`nsysdb`); the file's
     bytes count once, with its first rank."""
+    # imported here: the daemons import this module through the CLI and never read exports
+    from commscope.collector.nsysdb import Export  # noqa: PLC0415
+
     shown = str(path if name is None else name)
     export = Export(path, shown)
     accumulators: dict[int, Accumulator] = {}
@@ -112,7 +117,7 @@ def read_nsys(
 
 
 def _ranked(
-    window: str, shown: str, export: Export, accumulators: dict[int, Accumulator], pid: int
+    window: str, shown: str, export: nsysdb.Export, accumulators: dict[int, Accumulator], pid: int
 ) -> ParsedFile:
     result = accumulators.get(pid, Accumulator()).result([shown])
     meta, stats = export.meta[pid], export.stats[pid]
