@@ -268,3 +268,29 @@ def test_read_nsys_raises_trace_error_only(tmp_path: Path) -> None:
     (tmp_path / "x.sqlite").write_bytes(b"")
     with pytest.raises(TraceError):
         read_nsys("w", tmp_path / "x.sqlite")
+
+
+kernels = st.lists(
+    st.tuples(st.sampled_from([1, 2]), st.integers(0, 1000), st.integers(0, 60), st.booleans()),
+    max_size=30,
+)
+
+
+@settings(max_examples=20, deadline=None)
+@given(rows=kernels)
+def test_generated_kernel_tables_give_the_brute_force_unions(
+    tmp_path_factory: pytest.TempPathFactory, rows: list[tuple[int, int, int, bool]]
+) -> None:
+    """Each process's |C|, |P| and |C ∩ P| equal those counted ns by ns (the oracle)."""
+    export = Export()
+    export.kernel(1, 0, 0, 0, GEMM)  # both processes run a kernel: two ranks, always
+    export.kernel(2, 1, 0, 0, GEMM)
+    for pid, start, dur, comm in rows:
+        export.kernel(pid, pid - 1, start, start + dur, SENDRECV if comm else GEMM)
+    path = export.write(tmp_path_factory.mktemp("gen") / "gen.sqlite", seed=len(rows))
+    for item in read(path):
+        pid = (item.meta.rank or 0) + 1  # no payloads: ranks in device order, device = pid - 1
+        comm = {t for p, s, d, c in rows if p == pid and c for t in range(s, s + d)}
+        compute = {t for p, s, d, c in rows if p == pid and not c for t in range(s, s + d)}
+        found = (item.result.comm_ns, item.result.compute_ns, item.result.overlap_ns)
+        assert found == (len(comm), len(compute), len(comm & compute))
