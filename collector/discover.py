@@ -1,9 +1,11 @@
 """Finding trace files on disk and opening them (shell: filesystem).
 
 A window is a folder holding rank files: TorchTitan's `iteration_N/rankK_trace.json[.gz]`, or
-any folder of `*.json[.gz]` traces (`tensorboard_trace_handler` names). Given a run folder,
-every sub-folder holding traces is a window, in iteration order; given a window, it is the
-only one. `*.tmp` files (Kineto renames them when done) and other names are not traces.
+any folder of `*.json[.gz]` traces (`tensorboard_trace_handler` names) or Nsight Systems
+exports (`*.sqlite`; a `*.nsys-rep` is listed so that the report says to export it first).
+Given a run folder, every sub-folder holding traces is a window, in iteration order; given a
+window, it is the only one. `*.tmp` files (Kineto renames them when done) and other names are
+not traces.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import IO, Final, cast
 
 from commscope.collector.errors import ConfigError
 from commscope.collector.names import (
+    input_kind,
     is_trace_file_name,
     rank_in_name,
     window_names,
@@ -34,6 +37,11 @@ def is_trace_name(path: Path) -> bool:
     return is_trace_file_name(path.name)
 
 
+def is_input_name(path: Path) -> bool:
+    """A Kineto trace, or an Nsight Systems export or report (`offline` reads them)."""
+    return input_kind(path.name) is not None
+
+
 def rank_from_name(path: Path) -> int | None:
     """`rank7`, `rank-7`, `rank_7`, `worker7` in the file name, else None."""
     return rank_in_name(path.name)
@@ -48,11 +56,11 @@ def find_windows(root: Path) -> list[WindowFiles]:
     folders = [root, *sorted(p for p in root.rglob("*") if p.is_dir())]
     found = []
     for folder in folders:
-        files = tuple(sorted(p for p in folder.iterdir() if p.is_file() and is_trace_name(p)))
+        files = tuple(sorted(p for p in folder.iterdir() if p.is_file() and is_input_name(p)))
         if files:
             found.append((folder, files))
     if not found:
-        raise ConfigError(f"{root}: no trace files (*.json, *.json.gz) found")
+        raise ConfigError(f"{root}: no trace files (*.json, *.json.gz, nsys *.sqlite) found")
     names = window_names(root_name(root), [relative_folder(root, f) for f, _ in found])
     windows = [WindowFiles(name, files) for name, (_, files) in zip(names, found, strict=True)]
     return sorted(windows, key=lambda w: window_order(w.name))

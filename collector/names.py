@@ -13,12 +13,25 @@ from typing import Final
 from commscope.collector.schema import MAX_RANKS
 
 _TRACE_SUFFIXES: Final = (".json", ".json.gz")
+# Inputs by kind: Kineto traces; Nsight Systems SQLite exports; Nsight Systems reports, which
+# must be exported first (`nsys export --type sqlite`).
+_KINDS: Final = (
+    (_TRACE_SUFFIXES, "kineto"),
+    ((".sqlite",), "nsys"),
+    ((".nsys-rep", ".qdrep"), "nsys-rep"),
+)
 _RANK_IN_NAME: Final = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 _ITERATION: Final = re.compile(r"iteration_(\d+)$")
 
 
 def is_trace_file_name(name: str) -> bool:
     return name.endswith(_TRACE_SUFFIXES)
+
+
+def input_kind(name: str) -> str | None:
+    """What reads a file of this name (`kineto`, `nsys`; `nsys-rep`: a report to export
+    first), None for a name that is no input."""
+    return next((kind for suffixes, kind in _KINDS if name.endswith(suffixes)), None)
 
 
 def rank_in_name(name: str) -> int | None:

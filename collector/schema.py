@@ -25,7 +25,9 @@ KERNEL_CATEGORIES: Final[tuple[KernelCategory, ...]] = get_args(KernelCategory)
 GpuKind = Literal["compute", "memcpy", "memset"]
 
 # Where a collective's group size n came from (DESIGN.md rulings, in order of preference).
-GroupSource = Literal["Group size arg", "pg_config", "tensor shapes", "world size"]
+GroupSource = Literal[
+    "Group size arg", "pg_config", "tensor shapes", "world size", "NCCL communicator"
+]  # the last: the rank count of an NCCL NVTX payload's communicator (Nsight Systems)
 GROUP_SOURCES: Final[tuple[GroupSource, ...]] = get_args(GroupSource)
 # The format a rank's events were read from: PyTorch profiler (Kineto) JSON, an Nsight Systems
 # SQLite export, or NCCL Inspector JSONL.
@@ -534,6 +536,9 @@ class Inputs(msgspec.Struct, kw_only=True):
     notes: list[str] = []  # what was read where the traces did not say (ranks from names)
     job: int | None = None  # the job this report covers, when the files hold several
     jobs: list[JobInfo] = []  # every job the files hold, when they hold several
+    # the format each rank's window was read from (`Source`) -> how many (window, rank) pairs;
+    # which ones: `windows[].facts[rank].meta.source`
+    sources: dict[str, int] = {}
 
 
 class HealthIssue(msgspec.Struct, kw_only=True):

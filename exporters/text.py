@@ -98,6 +98,7 @@ def _header(report: Report) -> Iterator[str]:
     if report.world_size is not None and len(report.ranks) < report.world_size:
         missing = f"  ({len(report.ranks)} of {report.world_size} ranks have traces)"
     yield f"Ranks: {rank_list(report.ranks)}{missing}"
+    yield from _source_header(report)
     yield from _warnings(config)
     yield from _job_header(report)
     if report.merge:
@@ -332,7 +333,37 @@ def _inputs(report: Report) -> Iterator[str]:
         yield "Skipped:"
         for s in i.skipped:
             yield f"  {s.path}: {s.reason}"
+    yield from _source_lines(report)
     yield from _more_inputs(report)
+
+
+_SOURCE_NAMES = {
+    "kineto": "PyTorch profiler (Kineto) traces",
+    "nsys": "Nsight Systems SQLite exports",
+    "inspector": "NCCL Inspector logs",
+}
+
+
+def _source_header(report: Report) -> Iterator[str]:
+    """Which formats the ranks' windows were read from (every section comes from them)."""
+    sources = report.inputs.sources
+    if sources:
+        parts = (f"{_SOURCE_NAMES.get(s, s)} ({n} (window, rank) pair{'s' * (n != 1)})"
+                 for s, n in sources.items())  # fmt: skip
+        yield f"Source: {', '.join(parts)}"
+
+
+def _source_lines(report: Report) -> Iterator[str]:
+    """Each window's ranks by the format they were read from, when any is not Kineto."""
+    if set(report.inputs.sources) - {"kineto"}:
+        yield ""
+        yield "Sources by window:"
+        for window in report.windows:
+            by_source: dict[str, list[int]] = {}
+            for rank, facts in sorted(window.facts.items(), key=lambda kv: int(kv[0])):
+                by_source.setdefault(facts.meta.source, []).append(int(rank))
+            found = "; ".join(f"{s}: ranks {rank_list(r)}" for s, r in by_source.items())
+            yield f"  {window.name}: {found}"
 
 
 def _job_header(report: Report) -> Iterator[str]:

@@ -376,6 +376,7 @@ def _inputs(parts: Sequence[Inputs], used: Sequence[Placed]) -> Inputs:
         sizes_unknown=sum(item.facts.stats.sizes_unknown for item in used),
         ignored=sorted({path for part in parts for path in part.ignored}),
         notes=sorted({note for part in parts for note in part.notes}),
+        sources=dict(sorted(Counter(item.facts.meta.source for item in used).items())),
     )
 
 

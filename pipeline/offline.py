@@ -3,17 +3,21 @@
 The same collector and pipeline code the live service runs, in one process: each file is
 streamed through `TraceReader` into its own `Accumulator`, so a file that turns out to be
 damaged is dropped whole (events read before the damage do not count) and the rest is
-reported. Progress goes to an optional observer. With `jobs` > 1 the per-file work runs in a
+reported. A file's kind (its name: `names.input_kind`) picks its reader: a Kineto trace is one
+rank, an Nsight Systems export one rank per profiled process (`read_nsys`); a reader gives
+every rank it found (`Parsed`), the runners pass them on whatever the reader. Progress goes to
+an optional observer. With `jobs` > 1 the per-file work runs in a
 pool of processes (`parallel`), or with a Dask scheduler's address on its cluster (`cluster`);
 the results are combined in the same order, so the report is the same as with one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from itertools import accumulate
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from commscope.collector.discover import (
     WindowFiles,
@@ -24,12 +28,16 @@ from commscope.collector.discover import (
 )
 from commscope.collector.errors import NotATraceError, TraceError
 from commscope.collector.kineto import TraceReader
-from commscope.collector.names import looks_like_trace
+from commscope.collector.names import input_kind, looks_like_trace
 from commscope.collector.schema import Report, Skipped
 from commscope.pipeline import cluster as dask_cluster
 from commscope.pipeline import jobs, parallel
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report
+from msgspec.structs import replace as struct_replace
+
+if TYPE_CHECKING:
+    from commscope.collector import nsysdb
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,14 @@ class Failed:
 class Progress(parallel.Progress, Protocol):
     def begin(self, files: int, total_bytes: int) -> None: ...
     def end(self) -> None: ...
+
+
+Parsed = tuple[ParsedFile, ...]  # the ranks one file holds (a Kineto trace: one)
+Reader = Callable[[str, Path, "Progress | None", "Path | None"], Parsed]
+EXPORT_FIRST: Final = (
+    "an Nsight Systems report, not an export: run `nsys export --type sqlite FILE` and give "
+    "the .sqlite"
+)
 
 
 def parse_file(
@@ -67,6 +83,58 @@ def parse_file(
         result=accumulator.result([str(shown)]),
         stats=reader.stats,
     )
+
+
+def read_kineto(
+    window: str, path: Path, progress: Progress | None = None, name: Path | None = None
+) -> Parsed:
+    return (parse_file(window, path, progress, name),)
+
+
+def read_nsys(
+    window: str, path: Path, progress: Progress | None = None, name: Path | None = None
+) -> Parsed:
+    """One rank per profiled process of an Nsight Systems export (`nsysdb`); the file's
+    bytes count once, with its first rank."""
+    # imported here: the daemons import this module through the CLI and never read exports
+    from commscope.collector.nsysdb import Export  # noqa: PLC0415
+
+    shown = str(path if name is None else name)
+    export = Export(path, shown)
+    accumulators: dict[int, Accumulator] = {}
+    try:
+        for pid, batch in export.read():
+            accumulators.setdefault(pid, Accumulator()).add_all(batch)
+    finally:
+        export.close()
+    size = file_size(path)
+    if progress:
+        progress.advance(size)
+    order = sorted(export.meta, key=lambda pid: export.ranks[pid])
+    for pid in order[:1]:
+        export.stats[pid].bytes_read = size
+    return tuple(_ranked(window, shown, export, accumulators, pid) for pid in order)
+
+
+def _ranked(
+    window: str, shown: str, export: nsysdb.Export, accumulators: dict[int, Accumulator], pid: int
+) -> ParsedFile:
+    result = accumulators.get(pid, Accumulator()).result([shown])
+    meta, stats = export.meta[pid], export.stats[pid]
+    return ParsedFile(window, shown, None, meta, result, stats, export.note)
+
+
+def _not_exported(
+    window: str, path: Path, progress: Progress | None = None, name: Path | None = None
+) -> Parsed:
+    raise TraceError(str(path if name is None else name), EXPORT_FIRST)
+
+
+READERS: Final[dict[str, Reader]] = {
+    "kineto": read_kineto,
+    "nsys": read_nsys,
+    "nsys-rep": _not_exported,
+}
 
 
 def analyse(
@@ -109,7 +177,7 @@ def parse_windows(
     files = [(w.name, f) for w in windows for f in w.files]
     if progress:
         progress.begin(len(files), sum(file_size(f) for _, f in files))
-    outcomes: Iterable[ParsedFile | Failed]
+    outcomes: Iterable[Parsed | Failed]
     if cluster is not None:
         outcomes = dask_cluster.outcomes(
             files, cluster, outcome, Failed, progress=progress, tally=_tally
@@ -120,38 +188,67 @@ def parse_windows(
         )
     else:
         outcomes = (_observed(window, path, progress) for window, path in files)
-    parsed, skipped, ignored = [], [], []
+    parsed: list[ParsedFile] = []
+    skipped: list[Skipped] = []
+    ignored: list[str] = []
     for (_, path), result in zip(files, outcomes, strict=True):
-        if isinstance(result, ParsedFile):
-            parsed.append(result)
+        if isinstance(result, tuple):
+            parsed.extend(result)
         elif result.not_a_trace and not looks_like_trace(str(path)):
             ignored.append(str(path))
         else:
             skipped.append(Skipped(str(path), result.reason))
     if progress:
         progress.end()
-    return parsed, skipped, ignored
+    return node_major(parsed), skipped, ignored
+
+
+def node_major(parsed: list[ParsedFile]) -> list[ParsedFile]:
+    """Several Nsight Systems exports of one window whose ranks were assumed (no NCCL rank in
+    them, each numbered from 0): each export's ranks follow the previous one's, in name order
+    (one export per node), said in their notes."""
+    files: dict[str, dict[str, int]] = {}  # window -> path -> ranks it holds
+    for item in parsed:
+        if item.meta.source == "nsys" and item.note:
+            counts = files.setdefault(item.window, {})
+            counts[item.path] = counts.get(item.path, 0) + 1
+    shift: dict[tuple[str, str], int] = {}
+    for window, counts in files.items():
+        if len(counts) > 1:
+            starts = accumulate(counts[path] for path in sorted(counts))
+            shift |= {(window, p): n for p, n in zip(sorted(counts), (0, *starts), strict=False)}
+    return [_shifted(item, shift[key]) if (key := (item.window, item.path)) in shift and item.note
+            else item for item in parsed]  # fmt: skip
+
+
+def _shifted(item: ParsedFile, offset: int) -> ParsedFile:
+    rank = (item.meta.rank or 0) + offset
+    note = (
+        f"{item.note}; ranks numbered on across its window's exports in name order: from {offset}"
+    )
+    return replace(item, meta=struct_replace(item.meta, rank=rank), note=note)
 
 
 def outcome(
     window: str, path: Path, progress: Progress | None = None, name: Path | None = None
-) -> ParsedFile | Failed:
-    """One file parsed, or why it cannot be used (never raises TraceError)."""
+) -> Parsed | Failed:
+    """One file's ranks, read by the reader of its kind, or why it cannot be used (never
+    raises TraceError)."""
     try:
-        return parse_file(window, path, progress, name)
+        return READERS[input_kind(path.name) or "kineto"](window, path, progress, name)
     except TraceError as exc:
         return Failed(exc.reason, isinstance(exc, NotATraceError))
 
 
-def _tally(result: ParsedFile | Failed) -> tuple[int, int]:
+def _tally(result: Parsed | Failed) -> tuple[int, int]:
     """Bytes and events read, for the progress display (none for a file that failed)."""
-    if isinstance(result, ParsedFile):
-        return result.stats.bytes_read, result.stats.events
+    if isinstance(result, tuple):
+        return sum(p.stats.bytes_read for p in result), sum(p.stats.events for p in result)
     return 0, 0
 
 
-def _observed(window: str, path: Path, progress: Progress | None) -> ParsedFile | Failed:
+def _observed(window: str, path: Path, progress: Progress | None) -> Parsed | Failed:
     result = outcome(window, path, progress)
     if progress:
-        progress.file_done(result.stats.events if isinstance(result, ParsedFile) else 0)
+        progress.file_done(_tally(result)[1])
     return result

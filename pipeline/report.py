@@ -43,6 +43,7 @@ class ParsedFile:
     meta: TraceMeta
     result: RankResult
     stats: FileStats
+    note: str | None = None  # how the reader placed it where the file did not say (nsys ranks)
 
 
 @dataclass(frozen=True)
@@ -350,8 +351,14 @@ def _inputs(
         events=sum(p.stats.events for p in used),
         dropped_events=dict(sorted(dropped.items())),
         sizes_unknown=sum(p.stats.sizes_unknown for p in used),
-        notes=list(notes),
+        notes=[*notes, *dict.fromkeys(f"{p.path}: {p.note}" for p in used if p.note)],
+        sources=_sources(used),
     )
+
+
+def _sources(used: Sequence[ParsedFile]) -> dict[str, int]:
+    """How many (window, rank) results each format gave (`TraceMeta.source`)."""
+    return dict(sorted(Counter(p.meta.source for p in used).items()))
 
 
 def _most_common(values: Iterable[str | None]) -> str | None:

@@ -157,3 +157,89 @@ def test_traces_without_ranks_and_with_process_ids_in_their_names_are_refused(
     result = run(folder, "--out", tmp_path / "out", cwd=tmp_path)
     assert result.returncode == 1
     assert "(4242, 4250) are not ranks below the world size 2" in result.stderr
+
+
+# ---------------------------------------------------------------- Nsight Systems exports
+
+NSYS_EXPORT = Path(__file__).resolve().parents[1] / "../shared/traces/nsys/h100x2_alltoall.sqlite"
+
+
+def test_the_real_nsys_export_gives_its_readmes_facts(tmp_path: Path) -> None:
+    """../shared/traces/nsys (README): 2 ranks, all-to-all as SendRecv kernels on the compute
+    stream, so overlap 0; NCCL kernel time 17.2 ms vs 8.2 ms (rank 1 waits less)."""
+    result = run(NSYS_EXPORT.resolve(), "--out", tmp_path / "out", "--print", cwd=tmp_path)
+    print(result.stdout)
+    assert result.returncode == 0, result.stderr
+    text, doc = reports(tmp_path / "out")
+    assert doc["ranks"] == [0, 1]
+    per_rank = doc["overlap"]["per_rank"]
+    assert [per_rank[r]["ratio"] for r in ("0", "1")] == [0.0, 0.0]
+    # Σ of each process's ncclDevKernel_SendRecv durations (sqlite3: 17172652 and 8229100 ns)
+    assert [round(per_rank[r]["comm_time_s"] * 1e9) for r in ("0", "1")] == [17172652, 8229100]
+    # 32 calls inside PyTorch's nccl:all_to_all; the first kernel of each was launched
+    # before the export's window, so its call is unknown (Other)
+    assert {k: v["count"] for k, v in doc["collectives"]["all_ranks"].items()} == {
+        "AllToAll": 64,
+        "Other": 2,
+    }
+    assert doc["inputs"]["sources"] == {"nsys": 2}
+    assert [f["meta"]["source"] for f in doc["windows"][0]["facts"].values()] == ["nsys", "nsys"]
+    assert "Source: Nsight Systems SQLite exports (2 (window, rank) pairs)" in text
+    assert "Sources by window:\n  nsys: nsys: ranks 0-1" in text
+    assert (
+        "ranks assumed from the order of the processes' CUDA devices: pid 144 (GPU 0) rank 0"
+        in text
+    )
+    assert "  rank 0: 0.00%  [gpu kernels]" in text
+
+
+def test_an_nsys_export_beside_kineto_windows_is_a_window_of_the_same_job(tmp_path: Path) -> None:
+    from nsys_builder import INIT, Export, blob
+
+    root = tmp_path / "run"
+    for rank in (0, 1):
+        write(root / "iteration_10" / f"rank{rank}_trace.json", rank_trace(rank, 2))
+    export = Export(gpus={0: GPU, 1: GPU})
+    for pid, device in ((10, 0), (11, 1)):
+        init = blob(INIT, comm=1, ranks=2, rank=device)
+        export.nvtx(pid, 1, 0, 5, "ncclCommInitRank", payload=init)
+        export.kernel(pid, device, 10, 20, "ampere_sgemm_128x64_tn")
+    export.write(root / "nsys" / "job.sqlite")
+    outputs = []
+    for jobs in ("1", "2"):
+        result = run("run", "--out", tmp_path / jobs, "--jobs", jobs, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        outputs.append(reports(tmp_path / jobs))
+    (text, doc), (_, parallel_doc) = outputs
+    assert doc == parallel_doc  # the same report whatever the runner
+    assert [w["name"] for w in doc["windows"]] == ["iteration_10", "nsys"]
+    assert doc["inputs"]["sources"] == {"kineto": 2, "nsys": 2}
+    assert (
+        "Source: PyTorch profiler (Kineto) traces (2 (window, rank) pairs), "
+        "Nsight Systems SQLite exports (2 (window, rank) pairs)"
+    ) in text
+    assert "Sources by window:\n  iteration_10: kineto: ranks 0-1\n  nsys: nsys: ranks 0-1" in text
+
+
+def test_a_damaged_export_beside_a_good_one_is_skipped_and_exits_3(tmp_path: Path) -> None:
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    (folder / "node1.sqlite").write_bytes(NSYS_EXPORT.read_bytes())
+    (folder / "node2.sqlite").write_bytes(b"SQLite format 3\x00" + b"\x07" * 2000)
+    (folder / "node3.nsys-rep").write_bytes(b"\x00" * 100)
+    result = run(folder, "--out", tmp_path / "out", cwd=tmp_path)
+    assert result.returncode == 3, result.stderr
+    assert "Traceback" not in result.stderr
+    assert (
+        f"commscope: skipped {folder / 'node2.sqlite'}: corrupt SQLite database (" in result.stderr
+    )
+    assert (
+        f"commscope: skipped {folder / 'node3.nsys-rep'}: an Nsight Systems report, not an "
+        "export: run `nsys export --type sqlite FILE` and give the .sqlite"
+    ) in result.stderr
+    _, doc = reports(tmp_path / "out")
+    assert doc["ranks"] == [0, 1]
+    assert [s["path"] for s in doc["inputs"]["skipped"]] == [
+        str(folder / "node2.sqlite"),
+        str(folder / "node3.nsys-rep"),
+    ]

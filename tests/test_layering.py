@@ -19,6 +19,7 @@ PURE = [
     "collector/kineto.py",
     "collector/names.py",
     "collector/normalize.py",
+    "collector/nsys.py",
     "collector/schema.py",
     "collector/session.py",
     "pipeline/accumulate.py",

@@ -1,0 +1,313 @@
+"""Reading an Nsight Systems SQLite export with cursors (shell: sqlite3, the file system).
+
+`Export(path)` checks the file (an SQLite database holding an nsys export's kernel table and
+`StringIds`), reads the small tables whole (processes, payload schemas, the session start)
+and the NCCL/PyTorch NVTX ranges and launches of communication kernels (bounded by the number
+of collective calls, as the Kineto reader's call index is), then streams the kernel, memcpy
+and memset tables row by row into per-process batches (`batches`). Rows may come in any
+order: accumulation is order-free, and NVTX ranges are sorted per thread where order matters.
+The mapping itself is `nsys` (pure). A file that cannot be read raises TraceError with the
+reason; nothing here raises anything else for a bad file.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+from commscope.collector import nsys
+from commscope.collector.errors import TraceError
+from commscope.collector.normalize import CallIndex, CommCall
+from commscope.collector.schema import MAX_LABEL, Event, FileStats, Step, TraceMeta
+from msgspec.structs import replace
+
+BATCH: Final = 4096
+SQLITE_MAGIC: Final = b"SQLite format 3\x00"
+_BAD_SPAN: Final = "span without numeric ts/dur (or out of range)"
+_COMM_NAMES: Final = " OR ".join(f"s.value LIKE '{p}%'" for p in ("nccl", "rccl", "hccl", "xccl"))
+_NVTX_NAMES: Final = (
+    "name LIKE 'nccl%' OR name LIKE 'c10d::%' OR name LIKE '_c10d_functional%' OR name LIKE "
+    "'record_param_comms%' OR name LIKE 'gloo:%' OR name LIKE 'ProfilerStep#%' OR name LIKE "
+    "'%step%' OR name LIKE 'iteration%'"
+)
+
+
+class Export:
+    """One export's processes as ranks, their metadata, and their events in batches."""
+
+    def __init__(self, path: Path, shown: str) -> None:
+        self.path, self.shown = path, shown
+        self._db = _connect(path, shown)
+        try:
+            self._tables = self._names()
+            self._kernels = self._kernel_table()
+            self._name = self._name_column()
+            self._processes = self._find_processes()
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise TraceError(shown, f"corrupt SQLite database ({exc})") from None
+        self.stats = {p.global_pid: FileStats() for p in self._processes}
+        self.ranks: dict[int, int] = {}
+        self.note: str | None = None
+        self.meta: dict[int, TraceMeta] = {}
+
+    def close(self) -> None:
+        self._db.close()
+
+    def read(self) -> Iterator[tuple[int, list[Event]]]:
+        """(process, events) batches of every rank; `ranks`, `meta`, `stats` are set once
+        the calls are read (before the first batch)."""
+        try:
+            yield from self._read()
+        except sqlite3.Error as exc:
+            raise TraceError(self.shown, f"corrupt SQLite database ({exc})") from None
+
+    # ------------------------------------------------------------ the file and its tables
+
+    def _names(self) -> set[str]:
+        rows = self._db.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')")
+        return {name for (name,) in rows}
+
+    def _kernel_table(self) -> str:
+        table = nsys.pick_table(self._tables, nsys.KERNEL_TABLES)
+        if table is None or "StringIds" not in self._tables:
+            missing = "StringIds" if table is not None else "CUPTI_ACTIVITY_KIND_KERNEL"
+            raise TraceError(
+                self.shown,
+                f"an SQLite database but not an Nsight Systems export with CUDA kernels "
+                f"(no {missing} table; export with `nsys export --type sqlite` from a report "
+                "profiled with `-t cuda`)",
+            )
+        return table
+
+    def _columns(self, table: str) -> set[str]:
+        return {row[1] for row in self._db.execute(f"PRAGMA table_info('{table}')")}
+
+    def _name_column(self) -> str:
+        columns = self._columns(self._kernels)
+        missing = {"start", "end", "deviceId"} - columns
+        name = next((c for c in nsys.NAME_COLUMNS if c in columns), None)
+        if missing or name is None:
+            lacks = ", ".join(sorted(missing) or ["a kernel name column"])
+            raise TraceError(self.shown, f"{self._kernels} has no {lacks}")
+        self._pid = "globalPid" if "globalPid" in columns else "deviceId"
+        self._correlation = "correlationId" if "correlationId" in columns else "NULL"
+        return name
+
+    def _find_processes(self) -> list[nsys.Process]:
+        devices: dict[int, list[int]] = {}
+        query = f"SELECT DISTINCT {self._pid}, deviceId FROM {self._kernels}"
+        for pid, device in self._db.execute(query):
+            if isinstance(pid, int) and isinstance(device, int):
+                devices.setdefault(pid, []).append(device)
+        if not devices:
+            raise TraceError(self.shown, f"no GPU kernels in the export ({self._kernels} empty)")
+        return [nsys.Process(pid, tuple(sorted(d))) for pid, d in sorted(devices.items())]
+
+    # ------------------------------------------------------------ reading
+
+    def _read(self) -> Iterator[tuple[int, list[Event]]]:
+        pids = {p.global_pid for p in self._processes}
+        calls, steps = self._ranges(pids)
+        index = _index(calls, {p.global_pid: p.comms for p in self._processes})
+        launches = self._launches(pids)
+        self._set_ranks()
+        yield from self._kernel_batches(index, launches)
+        for table, kind in ((nsys.MEMCPY_TABLE, "memcpy"), (nsys.MEMSET_TABLE, "memset")):
+            found = nsys.pick_table(self._tables, (table,))
+            if found is not None:
+                yield from self._copies(found, kind)
+        for pid, kept in steps.items():
+            yield pid, list(kept)
+
+    def _set_ranks(self) -> None:
+        self.ranks, self.note = nsys.ranks_of(self._processes)
+        world = nsys.world_of(self._processes)
+        base = self._base_time()
+        for process in self._processes:
+            self.meta[process.global_pid] = TraceMeta(
+                rank=self.ranks[process.global_pid],
+                world_size=world,
+                gpu_name=self._gpu_name(process.devices),
+                base_time_ns=base,
+                source="nsys",
+            )
+
+    def _ranges(
+        self, pids: set[int]
+    ) -> tuple[dict[int, list[nsys.ApiCall | tuple[int, CommCall]]], dict[int, list[Step]]]:
+        """NCCL API calls and PyTorch comm calls per process, and the steps."""
+        calls: dict[int, list[nsys.ApiCall | tuple[int, CommCall]]] = {p: [] for p in pids}
+        steps: dict[int, list[Step]] = {}
+        if nsys.NVTX_TABLE not in self._tables:
+            return calls, steps
+        comms = {p.global_pid: p.comms for p in self._processes}
+        schemas = self._schemas()
+        for start, end, tid, text, blob in self._db.execute(self._nvtx_query()):
+            if not (_ints(start, end, tid) and end >= start and isinstance(text, str)):
+                continue
+            pid, name = nsys.global_pid(tid), nsys.call_name(text)
+            if nsys.is_nccl_api(name):
+                payload = nsys.decode_payload(blob, schemas)
+                if pid in comms and name.startswith("ncclCommInit"):
+                    comms[pid].add(payload)
+                calls.get(pid, []).append(nsys.ApiCall(tid, start, end, name, payload))
+            elif nsys.is_pytorch_call(name):
+                calls.get(pid, []).append((tid, CommCall(name, start, end)))
+            elif (step := nsys.step_event(name, start, end, tid)) is not None and pid in pids:
+                steps.setdefault(pid, []).append(step)
+        return calls, steps
+
+    def _nvtx_query(self) -> str:
+        columns = self._columns(nsys.NVTX_TABLE)
+        blob = "e.binaryData" if "binaryData" in columns else "NULL"
+        named = "COALESCE(e.text, s.value)" if "textId" in columns else "e.text"
+        join = "LEFT JOIN StringIds s ON s.id = e.textId" if "textId" in columns else ""
+        return (
+            f"SELECT * FROM (SELECT e.start, e.end, e.globalTid, {named} AS name, {blob} "
+            f"FROM {nsys.NVTX_TABLE} e {join}) WHERE {_NVTX_NAMES}"
+        )
+
+    def _schemas(self) -> nsys.Schemas:
+        if "NVTX_PAYLOAD_SCHEMA_ENTRIES" not in self._tables:
+            return {}
+        query = 'SELECT schemaId, name, "type", "offset" FROM NVTX_PAYLOAD_SCHEMA_ENTRIES'
+        return nsys.schemas_from(self._db.execute(query))
+
+    def _launches(self, pids: set[int]) -> dict[tuple[int, int], tuple[int, int]]:
+        """(process, correlation) -> (thread, time) of the launches of communication kernels."""
+        runtime = nsys.pick_table(self._tables, (nsys.RUNTIME_TABLE,))
+        if runtime is None or self._correlation == "NULL" or self._pid != "globalPid":
+            return {}
+        query = (
+            f"SELECT r.correlationId, r.globalTid, r.start FROM {runtime} r WHERE r.correlationId "
+            f"IN (SELECT k.correlationId FROM {self._kernels} k JOIN StringIds s "
+            f"ON s.id = k.{self._name} WHERE {_COMM_NAMES})"
+        )
+        found = {}
+        for correlation, tid, start in self._db.execute(query):
+            if _ints(correlation, tid, start) and nsys.global_pid(tid) in pids:
+                found[nsys.global_pid(tid), correlation] = (tid, start)
+        return found
+
+    def _kernel_batches(
+        self, index: dict[int, CallIndex], launches: dict[tuple[int, int], tuple[int, int]]
+    ) -> Iterator[tuple[int, list[Event]]]:
+        query = (
+            f"SELECT k.{self._pid}, k.start, k.end, k.{self._correlation}, s.value "
+            f"FROM {self._kernels} k LEFT JOIN StringIds s ON s.id = k.{self._name}"
+        )
+        tallies = {pid: nsys.Tally() for pid in self.stats}
+        worlds = {pid: meta.world_size for pid, meta in self.meta.items()}
+        batches: dict[int, list[Event]] = {}
+        for pid, start, end, correlation, name in self._db.execute(query):
+            if pid not in tallies or not self._span(pid, start, end) or not isinstance(name, str):
+                continue
+            launch = launches.get((pid, correlation)) if isinstance(correlation, int) else None
+            calls = nsys.enclosing(index[pid], launch)
+            event = nsys.kernel_event(
+                name, start, end, calls, world=worlds[pid], tally=tallies[pid]
+            )
+            yield from _add(batches, pid, event)
+        yield from batches.items()
+        for pid, tally in tallies.items():
+            stats = self.stats[pid]
+            stats.comm_kernels, stats.no_launch = tally.comm_kernels, tally.no_launch
+            stats.sizes_unknown = tally.sizes_unknown
+        self._set_backend()
+
+    def _set_backend(self) -> None:
+        for pid, meta in self.meta.items():
+            if self.stats[pid].comm_kernels and meta.backend is None:
+                self.meta[pid] = replace(meta, backend="nccl")
+
+    def _copies(self, table: str, kind: str) -> Iterator[tuple[int, list[Event]]]:
+        columns = self._columns(table)
+        pid = "globalPid" if "globalPid" in columns else "deviceId"
+        if not {"start", "end", pid} <= columns:
+            return
+        batches: dict[int, list[Event]] = {}
+        for owner, start, end in self._db.execute(f"SELECT {pid}, start, end FROM {table}"):
+            if owner in self.stats and self._span(owner, start, end):
+                yield from _add(batches, owner, nsys.gpu_op(kind, start, end))
+        yield from batches.items()
+
+    def _span(self, pid: int, start: object, end: object) -> bool:
+        stats = self.stats[pid]
+        stats.events += 1
+        if type(start) is int and type(end) is int and end - start >= 0 and abs(start) < 2**62:
+            return True
+        stats.dropped[_BAD_SPAN] = stats.dropped.get(_BAD_SPAN, 0) + 1
+        return False
+
+    def _base_time(self) -> int | None:
+        if "TARGET_INFO_SESSION_START_TIME" not in self._tables:
+            return None
+        query = "SELECT utcEpochNs, systemClockNs FROM TARGET_INFO_SESSION_START_TIME"
+        row = self._db.execute(query).fetchone()
+        return nsys.base_time_ns(*row) if row else None
+
+    def _gpu_name(self, devices: tuple[int, ...]) -> str | None:
+        """The name of the process's lowest CUDA device in TARGET_INFO_GPU, when there."""
+        if "TARGET_INFO_GPU" not in self._tables or not devices:
+            return None
+        columns = self._columns("TARGET_INFO_GPU")
+        key = "cudaId" if "cudaId" in columns else "id" if "id" in columns else None
+        if key is None or "name" not in columns:
+            return None
+        query = f"SELECT name FROM TARGET_INFO_GPU WHERE {key} = ?"
+        row = self._db.execute(query, (devices[0],)).fetchone()
+        name = row[0].strip() if row and isinstance(row[0], str) else ""
+        return name[:MAX_LABEL] or None
+
+
+def _connect(path: Path, shown: str) -> sqlite3.Connection:
+    try:
+        with path.open("rb") as raw:
+            head = raw.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise TraceError(shown, f"unreadable ({exc.strerror or exc})") from None
+    if head != SQLITE_MAGIC:
+        raise TraceError(shown, "not an SQLite database (no SQLite header): not an nsys export")
+    uri = path.absolute().as_uri() + "?mode=ro&immutable=1"
+    try:
+        return sqlite3.connect(uri, uri=True)
+    except sqlite3.Error as exc:
+        raise TraceError(shown, f"unreadable SQLite database ({exc})") from None
+
+
+def _index(
+    calls: dict[int, list[nsys.ApiCall | tuple[int, CommCall]]], comms: dict[int, nsys.Comms]
+) -> dict[int, CallIndex]:
+    """Per process: the launching calls (NCCL API, grouped) and PyTorch's comm calls, by
+    thread."""
+    found = {}
+    for pid, items in calls.items():
+        index = CallIndex()
+        api = [c for c in items if isinstance(c, nsys.ApiCall)]
+        by_thread: dict[int, list[nsys.ApiCall]] = {}
+        for call in api:
+            by_thread.setdefault(call.tid, []).append(call)
+        for thread in by_thread.values():
+            for tid, launcher in nsys.launchers(thread, comms[pid]):
+                index.add(tid, launcher)
+        for item in items:
+            if isinstance(item, tuple):
+                index.add(*item)
+        found[pid] = index
+    return found
+
+
+def _add(
+    batches: dict[int, list[Event]], pid: int, event: Event
+) -> Iterator[tuple[int, list[Event]]]:
+    batch = batches.setdefault(pid, [])
+    batch.append(event)
+    if len(batch) >= BATCH:
+        yield pid, batches.pop(pid)
+
+
+def _ints(*values: object) -> bool:
+    return all(type(v) is int for v in values)

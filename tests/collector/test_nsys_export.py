@@ -1,0 +1,296 @@
+"""Reading Nsight Systems SQLite exports (`collector/nsysdb.py` through the offline reader):
+hand-made exports (`nsys_builder`) in the real export's layout and in older ones, rows in any
+order, NCCL payloads present or absent, several processes as ranks, and bad files named with
+their reason, never a traceback."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import msgspec
+import pytest
+from commscope.collector.discover import find_windows
+from commscope.collector.errors import TraceError
+from commscope.collector.schema import CommOp, Step
+from commscope.pipeline.offline import EXPORT_FIRST, Failed, outcome, parse_windows, read_nsys
+from commscope.pipeline.report import ParsedFile
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from nsys_builder import COLL, INIT, P2P, SESSION_CLOCK_NS, SESSION_UTC_NS, Export, blob
+
+GEMM = "void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8>"
+ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+SENDRECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
+H100 = "NVIDIA H100 80GB HBM3"
+COMM = 0xABC
+PG = "nccl:0000000000000abc"
+
+
+def two_ranks(payloads: bool = True) -> Export:
+    """pid 200 on GPU 0 and pid 300 on GPU 1; NCCL says pid 300 is rank 0 and pid 200 rank 1
+    (the reverse of the device order). Each: a GEMM at [100, 300], an AllReduce of 1 MB
+    launched at 150 inside `ncclAllReduce` [140, 160] and run at [200, 400]."""
+    export = Export(gpus={0: H100, 1: H100})
+    for pid, device, rank in ((200, 0, 1), (300, 1, 0)):
+        init = blob(INIT, comm=COMM, ranks=2, rank=rank) if payloads else None
+        export.nvtx(pid, 1, 10, 20, "ncclCommInitRank", payload=init)
+        export.kernel(pid, device, 100, 300, GEMM)
+        size = blob(COLL, comm=COMM, size=1_000_000) if payloads else None
+        export.nvtx(pid, 1, 140, 160, "ncclAllReduce", payload=size)
+        export.launched(pid, 1, 150, corr=7, kernel=(device, 200, 400, ALLREDUCE))
+    return export
+
+
+def read(path: Path) -> tuple[ParsedFile, ...]:
+    found = outcome("w", path)
+    assert isinstance(found, tuple), found
+    return found
+
+
+def test_each_process_is_a_rank_with_its_nccl_rank_size_and_communicator(tmp_path: Path) -> None:
+    first, second = read(two_ranks().write(tmp_path / "run.sqlite"))
+    assert (first.meta.rank, second.meta.rank) == (0, 1)
+    assert first.note is None
+    # pid 300 is rank 0: its events are on GPU 1, but the same times as rank 1's
+    expected = CommOp("AllReduce", 200, 200, 1_000_000, 2, True, PG, None, "NCCL communicator")
+    assert first.result.calls == [expected] == second.result.calls
+    # comm [200, 400] under compute [100, 300]: 100 of 200 ns overlapped
+    assert (first.result.comm_ns, first.result.overlap_ns, first.result.compute_ns) == (
+        200,
+        100,
+        200,
+    )
+
+
+def test_the_metadata_says_nsys_the_world_gpu_and_time_base(tmp_path: Path) -> None:
+    (meta, _) = (p.meta for p in read(two_ranks().write(tmp_path / "run.sqlite")))
+    assert meta.source == "nsys"
+    assert (meta.world_size, meta.backend, meta.gpu_name) == (2, "nccl", H100)
+    assert meta.base_time_ns == SESSION_UTC_NS - SESSION_CLOCK_NS
+
+
+def test_without_payloads_ranks_follow_the_devices_and_sizes_stay_unknown(tmp_path: Path) -> None:
+    first, second = read(two_ranks(payloads=False).write(tmp_path / "run.sqlite"))
+    assert [p.meta.rank for p in (first, second)] == [0, 1]
+    assert first.note == (
+        "no NCCL rank in the export (NVTX payloads not exported): ranks assumed from the order "
+        "of the processes' CUDA devices: pid 200 (GPU 0) rank 0, pid 300 (GPU 1) rank 1"
+    )
+    assert first.result.calls == [CommOp("AllReduce", 200, 200, None, None, True)]
+    assert (first.stats.sizes_unknown, first.meta.world_size) == (1, None)
+
+
+def all_to_all(pytorch: bool) -> Export:
+    """One rank of two: a group of two sends (300 and 500 bytes) and two receives whose
+    `ncclGroupEnd` [120, 150] launches one SendRecv kernel at 130; optionally inside PyTorch's
+    `nccl:all_to_all` range [100, 200]."""
+    export = Export()
+    export.nvtx(1, 1, 10, 20, "ncclCommInitRank", payload=blob(INIT, comm=COMM, ranks=2, rank=0))
+    if pytorch:
+        export.nvtx(1, 1, 100, 200, "nccl:all_to_all, op_id = 5")
+    export.nvtx(1, 1, 110, 111, "ncclGroupStart")
+    for at, name, size in ((112, "ncclSend", 300), (114, "ncclRecv", 300), (116, "ncclSend", 500)):
+        export.nvtx(1, 1, at, at + 1, name, payload=blob(P2P, comm=COMM, size=size, peer=0))
+    export.nvtx(1, 1, 118, 119, "ncclRecv", payload=blob(P2P, comm=COMM, size=500, peer=1))
+    export.nvtx(1, 1, 120, 150, "ncclGroupEnd")
+    export.launched(1, 1, 130, corr=3, kernel=(0, 160, 260, SENDRECV))
+    return export
+
+
+def test_pytorchs_all_to_all_around_a_group_of_sends_is_an_all_to_all_of_their_sum(
+    tmp_path: Path,
+) -> None:
+    (rank,) = read(all_to_all(pytorch=True).write(tmp_path / "a.sqlite"))
+    # S = 300 + 500 bytes sent (the receives are the other side of the same traffic)
+    assert rank.result.calls == [
+        CommOp("AllToAll", 160, 100, 800, 2, True, PG, None, "NCCL communicator")
+    ]
+
+
+def test_a_group_of_sends_and_receives_alone_is_point_to_point(tmp_path: Path) -> None:
+    (rank,) = read(all_to_all(pytorch=False).write(tmp_path / "a.sqlite"))
+    assert rank.result.calls[0].collective == "SendRecv"
+    assert rank.result.calls[0].message_bytes == 800
+
+
+def test_an_all_gathers_payload_is_the_shard_so_s_is_shard_times_ranks(tmp_path: Path) -> None:
+    export = Export()
+    export.nvtx(1, 1, 10, 20, "ncclCommInitRank", payload=blob(INIT, comm=COMM, ranks=4, rank=0))
+    export.nvtx(1, 1, 100, 200, "ncclAllGather", payload=blob(COLL, comm=COMM, size=64))
+    export.launched(1, 1, 150, corr=1, kernel=(0, 300, 400, "ncclDevKernel_AllGather_RING_LL"))
+    (rank,) = read(export.write(tmp_path / "ag.sqlite"))
+    assert (rank.result.calls[0].message_bytes, rank.result.calls[0].group_size) == (256, 4)
+
+
+def test_a_comm_kernel_whose_launch_is_not_in_the_export_is_of_unknown_type(
+    tmp_path: Path,
+) -> None:
+    export = Export()
+    export.kernel(1, 0, 0, 50, SENDRECV, corr=99)  # launched before the export's window
+    (rank,) = read(export.write(tmp_path / "cut.sqlite"))
+    assert rank.result.calls == [CommOp("Other", 0, 50, None, None, True)]
+    assert (rank.stats.comm_kernels, rank.stats.no_launch) == (1, 1)
+
+
+def test_profiler_steps_memcpy_and_memset(tmp_path: Path) -> None:
+    export = Export()
+    export.kernel(1, 0, 100, 200, GEMM)
+    export.nvtx(1, 7, 0, 1000, "ProfilerStep#3")
+    export.nvtx(1, 7, 1000, 1500, "train_step 4")
+    export.copy("memcpy", 1, 0, 300, 340)
+    export.copy("memset", 1, 0, 400, 405)
+    (rank,) = read(export.write(tmp_path / "s.sqlite"))
+    assert rank.result.steps == {3: 1000, 4: 500}
+    kernel_ns = rank.result.kernel_ns
+    assert (kernel_ns["gemm"], kernel_ns["memcpy"], kernel_ns["memset"]) == (100, 40, 5)
+
+
+def test_a_step_is_a_step_event_on_its_thread() -> None:
+    from commscope.collector.nsys import step_event
+
+    assert step_event("ProfilerStep#3", 0, 1000, (1 << 48) + (5 << 24) + 7) == Step(3, 0, 1000, 7)
+
+
+def older(kernel_table: str) -> Export:
+    """No payloads, names in `shortName` only, NVTX text only: PyTorch's `nccl:all_reduce`
+    around the launch names the collective."""
+    export = Export(kernel_table=kernel_table, older=True, session=False)
+    export.kernel(1, 0, 0, 100, "ampere_sgemm_128x64_tn")
+    export.nvtx(1, 1, 40, 60, "nccl:all_reduce")
+    export.launched(1, 1, 50, corr=2, kernel=(0, 50, 150, "ncclKernel_AllReduce_RING_LL_Sum_float"))
+    return export
+
+
+@pytest.mark.parametrize(
+    "table", ["CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL", "CUPTI_ACTIVITY_KIND_KERNEL_V3"]
+)
+def test_older_and_versioned_kernel_tables_are_read(tmp_path: Path, table: str) -> None:
+    (rank,) = read(older(table).write(tmp_path / "old.sqlite"))
+    assert rank.result.calls == [CommOp("AllReduce", 50, 100, None, None, True)]
+    assert (rank.result.overlap_ns, rank.meta.base_time_ns) == (50, None)
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_rows_in_any_order_give_the_same_ranks(
+    tmp_path_factory: pytest.TempPathFactory, seed: int
+) -> None:
+    folder = tmp_path_factory.mktemp("order")
+    export = two_ranks()
+    export.nvtx(200, 1, 0, 1000, "ProfilerStep#1")
+    ordered = read(export.write(folder / "ordered.sqlite"))
+    shuffled = read(export.write(folder / "shuffled.sqlite", seed=seed))
+    assert [msgspec.json.encode(p.result) for p in ordered] == [
+        msgspec.json.encode(p.result).replace(b"shuffled", b"ordered") for p in shuffled
+    ]
+
+
+def test_the_file_counts_its_bytes_once(tmp_path: Path) -> None:
+    path = two_ranks().write(tmp_path / "run.sqlite")
+    first, second = read_nsys("w", path)
+    assert (first.stats.bytes_read, second.stats.bytes_read) == (path.stat().st_size, 0)
+
+
+def test_exports_of_several_nodes_without_nccl_ranks_are_numbered_on_in_name_order(
+    tmp_path: Path,
+) -> None:
+    for node in ("node1", "node0"):
+        two_ranks(payloads=False).write(tmp_path / "job" / f"{node}.sqlite")
+    parsed, skipped, _ = parse_windows(find_windows(tmp_path / "job"))
+    assert skipped == []
+    assert [(Path(p.path).name, p.meta.rank) for p in parsed] == [
+        ("node0.sqlite", 0), ("node0.sqlite", 1), ("node1.sqlite", 2), ("node1.sqlite", 3)
+    ]  # fmt: skip
+    assert parsed[2].note is not None
+    assert parsed[2].note.endswith(
+        "; ranks numbered on across its window's exports in name order: from 2"
+    )
+
+
+# ---------------------------------------------------------------- bad files
+
+
+def reason(path: Path) -> str:
+    found = outcome("w", path)
+    assert isinstance(found, Failed), found
+    return found.reason
+
+
+def test_a_file_that_is_not_sqlite_is_skipped_with_the_reason(tmp_path: Path) -> None:
+    (tmp_path / "x.sqlite").write_bytes(b"not a database at all")
+    assert reason(tmp_path / "x.sqlite") == (
+        "not an SQLite database (no SQLite header): not an nsys export"
+    )
+
+
+def test_a_corrupt_database_is_skipped_with_the_reason(tmp_path: Path) -> None:
+    (tmp_path / "x.sqlite").write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)
+    assert reason(tmp_path / "x.sqlite").startswith("corrupt SQLite database (")
+
+
+def test_a_truncated_export_is_skipped_with_the_reason(tmp_path: Path) -> None:
+    export = two_ranks()
+    for n in range(2000):  # enough rows to span several pages
+        export.kernel(200, 0, 1000 + n, 1001 + n, GEMM)
+    path = export.write(tmp_path / "cut.sqlite")
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    assert reason(path).startswith("corrupt SQLite database (")
+
+
+def test_an_sqlite_database_that_is_no_nsys_export_is_skipped(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "optuna.sqlite") as db:
+        db.execute("CREATE TABLE studies (id INTEGER)")
+    assert reason(tmp_path / "optuna.sqlite").startswith(
+        "an SQLite database but not an Nsight Systems export with CUDA kernels "
+        "(no CUPTI_ACTIVITY_KIND_KERNEL table"
+    )
+
+
+def test_an_export_without_string_ids_is_skipped(tmp_path: Path) -> None:
+    path = two_ranks().write(tmp_path / "run.sqlite")
+    with sqlite3.connect(path) as db:
+        db.execute("DROP TABLE StringIds")
+    assert "(no StringIds table;" in reason(path)
+
+
+def test_an_export_without_kernels_is_skipped(tmp_path: Path) -> None:
+    path = Export().write(tmp_path / "cpu.sqlite")
+    assert reason(path) == "no GPU kernels in the export (CUPTI_ACTIVITY_KIND_KERNEL empty)"
+
+
+def test_an_nsys_report_says_to_export_it(tmp_path: Path) -> None:
+    (tmp_path / "run.nsys-rep").write_bytes(b"\x00" * 10)
+    assert reason(tmp_path / "run.nsys-rep") == EXPORT_FIRST
+
+
+def test_read_nsys_raises_trace_error_only(tmp_path: Path) -> None:
+    (tmp_path / "x.sqlite").write_bytes(b"")
+    with pytest.raises(TraceError):
+        read_nsys("w", tmp_path / "x.sqlite")
+
+
+kernels = st.lists(
+    st.tuples(st.sampled_from([1, 2]), st.integers(0, 1000), st.integers(0, 60), st.booleans()),
+    max_size=30,
+)
+
+
+@settings(max_examples=20, deadline=None)
+@given(rows=kernels)
+def test_generated_kernel_tables_give_the_brute_force_unions(
+    tmp_path_factory: pytest.TempPathFactory, rows: list[tuple[int, int, int, bool]]
+) -> None:
+    """Each process's |C|, |P| and |C ∩ P| equal those counted ns by ns (the oracle)."""
+    export = Export()
+    export.kernel(1, 0, 0, 0, GEMM)  # both processes run a kernel: two ranks, always
+    export.kernel(2, 1, 0, 0, GEMM)
+    for pid, start, dur, comm in rows:
+        export.kernel(pid, pid - 1, start, start + dur, SENDRECV if comm else GEMM)
+    path = export.write(tmp_path_factory.mktemp("gen") / "gen.sqlite", seed=len(rows))
+    for item in read(path):
+        pid = (item.meta.rank or 0) + 1  # no payloads: ranks in device order, device = pid - 1
+        comm = {t for p, s, d, c in rows if p == pid and c for t in range(s, s + d)}
+        compute = {t for p, s, d, c in rows if p == pid and not c for t in range(s, s + d)}
+        found = (item.result.comm_ns, item.result.compute_ns, item.result.overlap_ns)
+        assert found == (len(comm), len(compute), len(comm & compute))
