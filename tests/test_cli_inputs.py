@@ -131,7 +131,7 @@ def test_a_lone_trace_without_a_rank_is_analysed_as_rank_0(tmp_path: Path) -> No
     note = f"{path}: no distributedInfo.rank, the only file of its window: taken as rank 0"
     assert doc["inputs"]["notes"] == [note]
     assert f"Notes:\n  {note}" in text
-    assert "Ranks not all from the traces: see the notes in 14. INPUTS" in text
+    assert "Ranks not all from the traces: see the notes in 15. INPUTS" in text
 
 
 def test_traces_without_ranks_take_them_from_their_names(tmp_path: Path) -> None:
