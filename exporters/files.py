@@ -1,13 +1,19 @@
-"""Writing the text and JSON reports side by side (shell: files, the clock)."""
+"""Writing the text and JSON reports side by side, stamped with who wrote them, when and
+from what (shell: files, the clock, the installed version)."""
 
 from __future__ import annotations
 
+import os
+import tempfile
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
 
 from commscope.collector.errors import ConfigError
-from commscope.collector.schema import Report
+from commscope.collector.schema import Provenance, Report
 from commscope.exporters import jsonreport, naming, text
+from msgspec.structs import replace
 
 
 def write_reports(
@@ -26,3 +32,42 @@ def write_reports(
     text_path.write_text(text.render(report), encoding="utf-8")
     json_path.write_bytes(jsonreport.render(report))
     return text_path, json_path
+
+
+def version() -> str:
+    """The installed commscope's version ("unknown" when run from a tree not installed)."""
+    try:
+        return metadata.version("commscope")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def stamped(report: Report, inputs: Sequence[str], command: Sequence[str], now: datetime) -> Report:
+    """`report` with its provenance: this version, `now` in UTC, the inputs and command line."""
+    when = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    found = Provenance(
+        tool_version=version(), generated_utc=when, inputs=list(inputs), command=list(command)
+    )
+    return replace(report, provenance=found)
+
+
+def check_folder(out: Path) -> None:
+    """ConfigError at once when `out` cannot be made or written into (before a long run)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".commscope-probe-", dir=out)
+    except OSError as exc:
+        why = "not a folder" if out.exists() and not out.is_dir() else exc.strerror or exc
+        raise ConfigError(f"{out}: cannot write reports there ({why})") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def check_file(path: Path) -> None:
+    """ConfigError at once when the file `path` could not be written (its folder is missing or
+    not writable, or it is a folder)."""
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a folder, not a file")
+    folder = path.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise ConfigError(f"{path}: cannot write there ({folder} is missing or not writable)")

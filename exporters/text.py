@@ -11,6 +11,7 @@ GB = 1e9 B); "n/a" always says why.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Iterator
 
 from commscope.collector.schema import (
@@ -75,6 +76,37 @@ def render(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
+def summary_line(report: Report) -> str:
+    """The console's one line: what was read, the verdict, the slowest rank, the overlap."""
+    inputs = report.inputs
+    job = ""
+    if inputs.job is not None:
+        job = (
+            f"job {inputs.job} of {len(inputs.jobs)} ({inputs.jobs[inputs.job - 1].description}): "
+        )
+    slowest = report.skew.slowest_rank
+    return (
+        f"commscope: {job}{inputs.files - len(inputs.skipped)} of {inputs.files} files, "
+        f"{_count(len(report.windows), 'window')}, {_count(len(report.ranks), 'rank')}. "
+        f"Verdict: {report.diagnosis.verdict}. "
+        f"Slowest rank: {'none named' if slowest is None else slowest}. "
+        f"Overlap: mean {pct(report.overlap.mean)}{_lowest(report)}."
+    )
+
+
+def _lowest(report: Report) -> str:
+    """`, lowest 0.56% (rank 4)` when two ranks or more have an overlap."""
+    ratios = [(r.ratio, rank) for rank, r in report.overlap.per_rank.items() if r.ratio is not None]
+    if len(ratios) < 2:
+        return ""
+    ratio, rank = min(ratios, key=lambda pair: pair[0])
+    return f", lowest {pct(ratio)} (rank {rank})"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")
+
+
 def _section(title: str, body: Iterator[str]) -> list[str]:
     return ["", RULE, title, RULE, *body]
 
@@ -108,12 +140,21 @@ def _header(report: Report) -> Iterator[str]:
     yield f"Ranks: {rank_list(report.ranks)}{missing}"
     yield from _warnings(config)
     yield from _job_header(report)
+    yield from _provenance(report)
     yield UNITS_NOTE
     if report.merge:
         yield (
             f"Merged from {len(report.merge.shards)} shard reports: cross-rank sections cover "
             "process groups inside one shard only (see 16. MERGED FROM SHARDS)"
         )
+
+
+def _provenance(report: Report) -> Iterator[str]:
+    found = report.provenance
+    if found is not None:
+        yield f"Generated: {found.generated_utc} by commscope {found.tool_version}"
+        if found.command:
+            yield f"Command: {shlex.join(found.command)}"
 
 
 def on_gpu(report: Report) -> bool:

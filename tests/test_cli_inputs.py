@@ -28,8 +28,8 @@ def test_three_jobs_in_one_folder_are_reported_apart_and_exit_4(tmp_path: Path) 
     assert "Traceback" not in result.stderr
     stems = sorted((p.stem for p in (tmp_path / "out").glob("*.json")), key=lambda s: s[-4:])
     assert [s.split("_", 2)[2] for s in stems] == [
-        "mixed_gpu16_job1of3",
-        "mixed_gpu8_job2of3",
+        "mixed_gpu3of16_job1of3",  # the GPUs traced, of the job's world
+        "mixed_gpu2of8_job2of3",
         "mixed_gpu2_job3of3",
     ]
     docs = [json.loads((tmp_path / "out" / f"{s}.json").read_text()) for s in stems]
