@@ -196,7 +196,8 @@ def _throughput(report: Report) -> Iterator[str]:
     t = report.throughput
     why = t.na_reason
     yield f"Tokens per Second: {na(num(t.tokens_per_second), why)}"
-    yield f"Tokens per Second per GPU: {na(num(t.tokens_per_second_per_gpu), why)}"
+    device = "GPU" if on_gpu(report) else "rank"  # a CPU (gloo) run has no GPU to count
+    yield f"Tokens per Second per {device}: {na(num(t.tokens_per_second_per_gpu), why)}"
     yield f"Samples per Second: {na(num(t.samples_per_second), why)}"
     yield (
         f"Time per Iteration: {na(duration(t.iteration_time_s), why)}"

@@ -92,7 +92,8 @@ def pct(value: float | None) -> str:
 
 
 def num(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f}"
+    """A plain figure (tokens/s, a t statistic): two decimals, thousands separated."""
+    return "n/a" if value is None else f"{value:,.2f}"
 
 
 def na(value: str, reason: str | None) -> str:
