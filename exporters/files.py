@@ -4,7 +4,6 @@ from what (shell: files, the clock, the installed version)."""
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib import metadata
@@ -52,15 +51,13 @@ def stamped(report: Report, inputs: Sequence[str], command: Sequence[str], now: 
 
 
 def check_folder(out: Path) -> None:
-    """ConfigError at once when `out` cannot be made or written into (before a long run)."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".commscope-probe-", dir=out)
-    except OSError as exc:
-        why = "not a folder" if out.exists() and not out.is_dir() else exc.strerror or exc
-        raise ConfigError(f"{out}: cannot write reports there ({why})") from None
-    os.close(fd)
-    os.unlink(probe)
+    """ConfigError at once when the report folder `out` could not be made or written into
+    (before a long run; nothing is created here)."""
+    existing = next(p for p in (out, *out.parents) if p.exists())
+    if not existing.is_dir():
+        raise ConfigError(f"{out}: cannot write reports there ({existing} is not a folder)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{out}: cannot write reports there ({existing} is not writable)")
 
 
 def check_file(path: Path) -> None:

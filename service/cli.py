@@ -26,6 +26,7 @@ import decimal
 import json
 import logging
 import re
+import shlex
 import signal
 import sys
 import threading
@@ -87,6 +88,13 @@ def _parser() -> argparse.ArgumentParser:
         description="Where a distributed training run's time goes: compute vs communication.",
     )
     parser.add_argument("--version", action="version", version=f"commscope {files.version()}")
+    parser.add_argument(
+        "--print-completion",
+        choices=("bash",),
+        action=_Completion,
+        help="print a bash completion script and exit: "
+        "`source <(commscope --print-completion bash)`",
+    )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     report = commands.add_parser(
         "report",
@@ -152,6 +160,59 @@ def _parser() -> argparse.ArgumentParser:
     compare.set_defaults(run=_diff)
     _merge_parser(commands)
     return parser
+
+
+class _Completion(argparse.Action):
+    """Prints the completion script of the parser it belongs to, then exits."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        sys.stdout.write(bash_completion(parser))
+        parser.exit()
+
+
+def bash_completion(parser: argparse.ArgumentParser) -> str:
+    """A bash completion function for `commscope`: its commands, then each one's visible
+    options; anything else completes as a path."""
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    top = [*commands.choices, *_visible(parser)]
+    cases = "".join(
+        f"    {name}) opts={shlex.quote(' '.join(_visible(sub)))} ;;\n"
+        for name, sub in commands.choices.items()
+    )
+    return (
+        "_commscope() {\n"
+        '  local cur="${COMP_WORDS[COMP_CWORD]}" opts=""\n'
+        '  if [ "$COMP_CWORD" -eq 1 ]; then\n'
+        f'    mapfile -t COMPREPLY < <(compgen -W {shlex.quote(" ".join(top))} -- "$cur")\n'
+        "    return\n"
+        "  fi\n"
+        '  case "${COMP_WORDS[1]}" in\n'
+        f"{cases}"
+        "  esac\n"
+        '  if [[ "$cur" == -* ]]; then\n'
+        '    mapfile -t COMPREPLY < <(compgen -W "$opts" -- "$cur")\n'
+        "  else\n"
+        '    mapfile -t COMPREPLY < <(compgen -f -- "$cur")\n'
+        "  fi\n"
+        "}\n"
+        "complete -o filenames -F _commscope commscope\n"
+    )
+
+
+def _visible(parser: argparse.ArgumentParser) -> list[str]:
+    """The option strings --help shows (hidden old names left out)."""
+    return [
+        flag
+        for action in parser._actions
+        if action.help != argparse.SUPPRESS
+        for flag in action.option_strings
+    ]
 
 
 def _merge_parser(commands: Any) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -152,3 +154,39 @@ def test_merge_checks_its_output_file_before_reading_reports(tmp_path: Path) -> 
     result = commscope("merge", "missing.json", "-o", tmp_path, cwd=tmp_path)  # a folder
     assert result.returncode == 1
     assert result.stderr == f"commscope: error: {tmp_path}: is a folder, not a file\n"
+
+
+def complete(script: str, *words: str) -> list[str]:
+    """What bash completes for `words` (the last one being typed) with the script loaded."""
+    line = " ".join(shlex.quote(w) for w in words)
+    program = (
+        f"{script}\nCOMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; _commscope\n"
+        'printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    done = subprocess.run(
+        ["bash", "--norc", "-c", program], capture_output=True, text=True, timeout=60, check=True
+    )
+    return done.stdout.split()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash not installed")
+def test_bash_completion_offers_commands_then_their_options(tmp_path: Path) -> None:
+    script = commscope("--print-completion", "bash", cwd=tmp_path).stdout
+    assert complete(script, "commscope", "re") == ["report"]
+    assert complete(script, "commscope", "collect", "--ma") == ["--max-unacked"]
+    assert complete(script, "commscope", "collect", "--qui") == []  # an old name: not offered
+    assert complete(script, "commscope", "report", "--form") == ["--format"]
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
+def test_the_completion_script_passes_shellcheck(tmp_path: Path) -> None:
+    script = tmp_path / "commscope.bash"
+    script.write_text(commscope("--print-completion", "bash", cwd=tmp_path).stdout)
+    checked = subprocess.run(
+        ["shellcheck", "--shell=bash", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout
