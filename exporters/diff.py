@@ -48,6 +48,8 @@ def change(a: float | None, b: float | None, points: bool) -> str:
         return "n/a"
     if points:
         return f"{(b - a) * 100:+.2f} pp"
+    if a and b / a >= 10:  # ten times or more: a factor reads better than +24531.4%
+        return f"x{b / a:,.0f}"
     return f"{(b - a) / a:+.1%}" if a else "n/a"
 
 

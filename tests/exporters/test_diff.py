@@ -93,6 +93,9 @@ def test_unknown_figures_are_na_not_zero() -> None:
     assert diff.change(None, 1.0, points=False) == "n/a"
     assert diff.change(0.0, 1.0, points=False) == "n/a"
     assert diff.change(0.5, 0.25, points=True) == "-25.00 pp"
+    # 4.06 MB/s → 999 MB/s: x246, not +24506.4%; just under ten times stays a percentage
+    assert diff.change(4.06e6, 999e6, points=False) == "x246"
+    assert diff.change(1.0, 9.99, points=False) == "+899.0%"
 
 
 def test_a_report_written_before_the_cross_rank_keys_still_loads() -> None:
