@@ -641,6 +641,16 @@ class MergeInfo(msgspec.Struct, kw_only=True):
     notes: list[str] = []  # what each cross-rank section covers, in words
 
 
+class Provenance(msgspec.Struct, kw_only=True):
+    """Who wrote a report, when and from what; set by the shell that writes it (None on a
+    report built in process). Left out when a live report is compared with an offline one."""
+
+    tool_version: str  # commscope's version, e.g. "0.1.0"
+    generated_utc: str  # ISO 8601 in UTC, e.g. "2026-11-24T12:00:05Z"
+    inputs: list[str] = []  # the paths given, absolute; [] for the live aggregator
+    command: list[str] = []  # the command line, program first
+
+
 class Report(Sections, kw_only=True):
     schema_version: int = SCHEMA_VERSION
     world_size: int | None = None
@@ -649,6 +659,7 @@ class Report(Sections, kw_only=True):
     inputs: Inputs = msgspec.field(default_factory=Inputs)
     diagnosis: Diagnosis = msgspec.field(default_factory=Diagnosis)
     merge: MergeInfo | None = None  # set on a report `commscope merge` made of shard reports
+    provenance: Provenance | None = None  # version, time, inputs and command line (the shell's)
 
 
 class StepTest(msgspec.Struct, kw_only=True):

@@ -2,8 +2,8 @@
 the cross-rank analysis (matching, clocks, arrival skew), the α-β network model and the
 trace health.
 
-Each number carries its unit and definition; "n/a" says why. Times in ms or µs, bandwidth in
-GB/s (1e9 B/s), FLOP/s in TFLOP/s (1e12).
+Each number carries its unit and definition; "n/a" says why. Every number goes through
+`textfmt` (units that scale: µs/ms/s, MB/s/GB/s, GFLOP, TFLOP/s).
 """
 
 from __future__ import annotations
@@ -11,7 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from commscope.collector.schema import Clocks, Matching, Report
-from commscope.exporters.textfmt import gbps, ms, na, pct, rank_list, row
+from commscope.exporters.textfmt import (
+    duration,
+    flop_rate,
+    flops,
+    na,
+    pct,
+    rank_list,
+    rate,
+    row,
+    size,
+)
 
 _FIGURES = (
     ("exposed_comm_fraction", "exposed communication / step time"),
@@ -48,13 +58,10 @@ def diagnosis_lines(report: Report) -> Iterator[str]:
 def utilization_lines(report: Report) -> Iterator[str]:
     u = report.utilization
     yield "MFU = tokens/s per GPU x FLOPs per token / GPU peak FLOP/s; HFU counts recomputation"
-    fpt = f"{u.flops_per_token:.4g}" if u.flops_per_token is not None else "n/a"
-    yield f"FLOPs per Token: {fpt}  ({u.flops_source})"
-    peak = f"{u.peak_flops / 1e12:.1f} TFLOP/s" if u.peak_flops is not None else "n/a"
-    yield f"GPU Peak: {peak}  ({u.peak_source})"
-    achieved = u.model_flops_per_second_per_gpu
-    rate = f"{achieved / 1e12:.2f} TFLOP/s" if achieved is not None else "n/a"
-    yield f"Model FLOP/s per GPU: {na(rate, u.na_reason)}"
+    yield f"FLOPs per Token: {flops(u.flops_per_token)}  ({u.flops_source})"
+    yield f"GPU Peak: {flop_rate(u.peak_flops)}  ({u.peak_source})"
+    achieved = flop_rate(u.model_flops_per_second_per_gpu)
+    yield f"Model FLOP/s per GPU: {na(achieved, u.na_reason)}"
     yield f"MFU: {na(pct(u.mfu), u.na_reason)}"
     factor = f"  (x{u.hfu_factor:.3f}: {u.hfu_reason})" if u.hfu is not None else ""
     yield f"HFU: {na(pct(u.hfu), u.na_reason or u.hfu_reason)}{factor}"
@@ -75,7 +82,7 @@ def kernel_lines(report: Report) -> Iterator[str]:
     yield ""
     yield row(["category", "time", "share"], _KERNEL_WIDTHS)
     for category, seconds in k.time_s.items():
-        yield row([category, ms(seconds), pct(k.share.get(category))], _KERNEL_WIDTHS)
+        yield row([category, duration(seconds), pct(k.share.get(category))], _KERNEL_WIDTHS)
     yield ""
     yield "Idle = GPU active span (first start to last end) - union of all GPU activity"
     yield f"Mean Idle: {pct(k.idle_ratio_mean)}"
@@ -83,13 +90,10 @@ def kernel_lines(report: Report) -> Iterator[str]:
     head = ["rank", "busy", "span", "idle", "idle", "mem peak", "reserved"]
     yield row(head, _RANK_WIDTHS)
     for rank, r in k.per_rank.items():
-        cells = [rank, ms(r.busy_s), ms(r.span_s), ms(r.idle_s), pct(r.idle_ratio),
-                 _bytes(r.memory_peak_bytes), _bytes(r.memory_reserved_peak_bytes)]  # fmt: skip
+        times = (r.busy_s, r.span_s, r.idle_s)
+        cells = [rank, *map(duration, times), pct(r.idle_ratio),
+                 size(r.memory_peak_bytes), size(r.memory_reserved_peak_bytes)]  # fmt: skip
         yield row(cells, _RANK_WIDTHS)
-
-
-def _bytes(value: int | None) -> str:
-    return "n/a" if value is None else f"{value / 1e9:.2f} GB"
 
 
 _GROUP_WIDTHS = [12, 14, 14, 5, 9, 7, 9]
@@ -123,8 +127,15 @@ def _desyncs(m: Matching) -> Iterator[str]:
     yield ""
     yield f"Desyncs (members disagree; first {len(m.desyncs)} of {m.desync_count}):"
     for d in m.desyncs:
-        calls = ", ".join(f"rank {rank}: {call}" for rank, call in d.calls.items())
+        calls = ", ".join(f"rank {rank}: {_sized(call)}" for rank, call in d.calls.items())
         yield f"  group {d.process_group} {d.key} {d.position}: {calls}"
+
+
+def _sized(call: str) -> str:
+    """A desync's call as the JSON keeps it (`AllReduce 107822144 B`), its size scaled."""
+    kind, _, rest = call.partition(" ")
+    count, _, unit = rest.partition(" ")
+    return f"{kind} {size(int(count))}" if count.isdigit() and unit == "B" else call
 
 
 def _clocks(c: Clocks) -> Iterator[str]:
@@ -135,8 +146,7 @@ def _clocks(c: Clocks) -> Iterator[str]:
     widths = [6, 12, 12, 8]
     yield row(["rank", "offset", "± (1 s.e.)", "samples"], widths)
     for rank, o in c.per_rank.items():
-        spread = f"{o.uncertainty_s * 1e6:.2f} µs" if o.uncertainty_s is not None else "n/a"
-        cells = [rank, f"{o.offset_s * 1e6:.2f} µs", spread, str(o.samples)]
+        cells = [rank, duration(o.offset_s), duration(o.uncertainty_s), str(o.samples)]
         yield row(cells, widths)
 
 
@@ -155,15 +165,15 @@ def skew_lines(report: Report) -> Iterator[str]:
         yield row(["collective", "instances", "skew med", "skew p95", "skew max", "waiting"],
                   _SKEW_WIDTHS)  # fmt: skip
         for kind, k in s.per_collective.items():
-            cells = [kind, str(k.instances), ms(k.skew_s.median), ms(k.skew_s.p95),
-                     ms(k.skew_s.max), ms(k.wait_s)]  # fmt: skip
+            cells = [kind, str(k.instances), duration(k.skew_s.median), duration(k.skew_s.p95),
+                     duration(k.skew_s.max), duration(k.wait_s)]  # fmt: skip
             yield row(cells, _SKEW_WIDTHS)
         yield ""
         head = ["rank", "last", "expected", "share", "caused wait", "waited"]
         yield row(head, _ARRIVAL_WIDTHS)
         for rank, a in s.per_rank.items():
-            cells = [rank, f"{a.last}/{a.instances}", f"{a.expected_last:.1f}",
-                     pct(a.last_share), ms(a.caused_wait_s), ms(a.waited_s)]  # fmt: skip
+            cells = [rank, f"{a.last}/{a.instances}", f"{a.expected_last:.1f}", pct(a.last_share),
+                     duration(a.caused_wait_s), duration(a.waited_s)]  # fmt: skip
             yield row(cells, _ARRIVAL_WIDTHS)
     yield ""
     slowest = f"rank {s.slowest_rank}" if s.slowest_rank is not None else "none named"
@@ -184,7 +194,7 @@ def alpha_beta_lines(report: Report) -> Iterator[str]:
     yield "fastest member (the one that did not wait); β is comparable to busbw;"
     yield "below knee: share of the instances with S·F < α·β (latency-bound)"
     peak = report.network.peak_bandwidth_Bps
-    yield f"Link Peak: {gbps(peak)}"
+    yield f"Link Peak: {rate(peak)}"
     if not report.alpha_beta:
         yield "No collective matched across ranks: nothing to fit."
         return
@@ -194,9 +204,9 @@ def alpha_beta_lines(report: Report) -> Iterator[str]:
     reasons = []
     for group, kinds in report.alpha_beta.items():
         for kind, f in kinds.items():
-            alpha = f"{f.alpha_s * 1e6:.2f} µs" if f.alpha_s is not None else "n/a"
+            alpha = duration(f.alpha_s)
             r2 = f"{f.r2:.3f}" if f.r2 is not None else "n/a"
-            cells = [group, kind, str(f.instances), str(f.sizes), alpha, gbps(f.beta_Bps), r2,
+            cells = [group, kind, str(f.instances), str(f.sizes), alpha, rate(f.beta_Bps), r2,
                      pct(f.peak_ratio), pct(f.latency_bound)]  # fmt: skip
             yield row(cells, _FIT_WIDTHS)
             if f.na_reason:

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterator
 from typing import Final
 
 from commscope.collector.schema import SCHEMA_VERSION, Report, RunComparison, StepTest
-from commscope.exporters.textfmt import gbps, ms, num, pct, row
+from commscope.exporters import text
+from commscope.exporters.textfmt import duration, num, p_value, pct, rate, row
 
 _WIDTHS: Final = [34, 16, 16, 10]
 
@@ -30,15 +31,15 @@ def _skew(r: Report) -> float | None:
 
 # (label, value, format, change as percentage points rather than relative)
 _ROWS: Final[tuple[tuple[str, Getter, Callable[[float | None], str], bool], ...]] = (
-    ("Time per iteration", lambda r: r.throughput.iteration_time_s, ms, False),
+    ("Time per iteration", lambda r: r.throughput.iteration_time_s, duration, False),
     ("Tokens per second", lambda r: r.throughput.tokens_per_second, num, False),
     ("MFU", lambda r: r.utilization.mfu, pct, True),
     ("Average overlap", lambda r: r.overlap.mean, pct, True),
     ("Exposed comm / step time", _exposed, pct, True),
-    ("Average bus bandwidth", lambda r: r.network.mean_bus_bandwidth_Bps, gbps, False),
+    ("Average bus bandwidth", lambda r: r.network.mean_bus_bandwidth_Bps, rate, False),
     ("Bandwidth utilization", lambda r: r.network.utilization, pct, True),
     ("GPU idle / active span", lambda r: r.kernels.idle_ratio_mean, pct, True),
-    ("Arrival skew p95 (worst type)", _skew, ms, False),
+    ("Arrival skew p95 (worst type)", _skew, duration, False),
 )
 
 
@@ -47,6 +48,8 @@ def change(a: float | None, b: float | None, points: bool) -> str:
         return "n/a"
     if points:
         return f"{(b - a) * 100:+.2f} pp"
+    if a and b / a >= 10:  # ten times or more: a factor reads better than +24531.4%
+        return f"x{b / a:,.0f}"
     return f"{(b - a) / a:+.1%}" if a else "n/a"
 
 
@@ -71,7 +74,7 @@ def _lines(
     yield row(["busbw median per collective", "A", "B", "change"], _WIDTHS)
     for kind in sorted(set(a.collectives.all_ranks) | set(b.collectives.all_ranks)):
         va, vb = (_busbw(r, kind) for r in (a, b))
-        yield row([kind, gbps(va), gbps(vb), change(va, vb, False)], _WIDTHS)
+        yield row([kind, rate(va), rate(vb), change(va, vb, False)], _WIDTHS)
     yield ""
     yield f"Verdict: {a.diagnosis.verdict} → {b.diagnosis.verdict}"
     slow_a, slow_b = (_slowest(r) for r in (a, b))
@@ -93,9 +96,9 @@ def step_significance(test: StepTest) -> str:
     verdict = "a significant change" if test.significant else "not significant"
     moved = f"{test.change:+.1%}" if test.change is not None else "n/a"
     return (
-        f"{ms(test.mean_a_s)} → {ms(test.mean_b_s)} ({moved}), Welch's t = {num(test.t)}, "
-        f"p = {test.p_value:.2g} over {test.steps[0]} and {test.steps[1]} steps: {verdict} "
-        f"at {test.alpha:g}"
+        f"{duration(test.mean_a_s)} → {duration(test.mean_b_s)} ({moved}), "
+        f"Welch's t = {num(test.t)}, {p_value(test.p_value)} over {test.steps[0]} and "
+        f"{test.steps[1]} steps: {verdict} at {test.alpha:g}"
     )
 
 
@@ -122,9 +125,8 @@ def relation_lines(a: Report, b: Report, comparison: RunComparison) -> Iterator[
 
 def _setup(r: Report) -> str:
     world = f"{r.world_size} ranks" if r.world_size is not None else "world size unknown"
-    device = r.config.gpu_name or "no GPU in the traces"
-    device += f", {r.config.backend}" if r.config.backend else ""
-    return f"{world} ({device}), model {r.config.model_name or 'n/a'}"
+    about = ", ".join(x for x in (text.device(r), r.config.backend) if x)
+    return f"{world} ({about}), model {r.config.model_name or 'n/a'}"
 
 
 def regression(test: StepTest) -> str:
@@ -134,6 +136,6 @@ def regression(test: StepTest) -> str:
     what = "significantly worse" if test.worse else "not significantly worse"
     moved = f" ({test.change:+.1%})" if test.change is not None else ""
     return (
-        f"step time {what}: {ms(test.mean_a_s)} → {ms(test.mean_b_s)}{moved}, "
-        f"p = {test.p_value:.2g} (Welch's t, significant below {test.alpha:g})"
+        f"step time {what}: {duration(test.mean_a_s)} → {duration(test.mean_b_s)}{moved}, "
+        f"{p_value(test.p_value)} (Welch's t, significant below {test.alpha:g})"
     )

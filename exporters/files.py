@@ -1,13 +1,18 @@
-"""Writing the text, JSON and HTML reports side by side (shell: files, the clock)."""
+"""Writing the text, JSON and HTML reports side by side, stamped with who wrote them, when
+and from what (shell: files, the clock, the installed version)."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
 
 from commscope.collector.errors import ConfigError
-from commscope.collector.schema import Report
+from commscope.collector.schema import Provenance, Report
 from commscope.exporters import html, jsonreport, naming, text
+from msgspec.structs import replace
 
 
 def write_reports(
@@ -28,3 +33,40 @@ def write_reports(
     html_path = out / f"{stem}.html"
     html_path.write_text(html.render(report), encoding="utf-8")
     return text_path, json_path, html_path
+
+
+def version() -> str:
+    """The installed commscope's version ("unknown" when run from a tree not installed)."""
+    try:
+        return metadata.version("commscope")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def stamped(report: Report, inputs: Sequence[str], command: Sequence[str], now: datetime) -> Report:
+    """`report` with its provenance: this version, `now` in UTC, the inputs and command line."""
+    when = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    found = Provenance(
+        tool_version=version(), generated_utc=when, inputs=list(inputs), command=list(command)
+    )
+    return replace(report, provenance=found)
+
+
+def check_folder(out: Path) -> None:
+    """ConfigError at once when the report folder `out` could not be made or written into
+    (before a long run; nothing is created here)."""
+    existing = next(p for p in (out, *out.parents) if p.exists())
+    if not existing.is_dir():
+        raise ConfigError(f"{out}: cannot write reports there ({existing} is not a folder)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{out}: cannot write reports there ({existing} is not writable)")
+
+
+def check_file(path: Path) -> None:
+    """ConfigError at once when the file `path` could not be written (its folder is missing or
+    not writable, or it is a folder)."""
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a folder, not a file")
+    folder = path.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise ConfigError(f"{path}: cannot write there ({folder} is missing or not writable)")

@@ -15,7 +15,7 @@ from typing import Final
 from commscope.collector.schema import Report
 from commscope.exporters import htmlplots, text
 from commscope.exporters.svg import esc
-from commscope.exporters.textfmt import gbps, ms, pct
+from commscope.exporters.textfmt import duration, pct, rate
 
 STYLE: Final = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
@@ -119,10 +119,10 @@ def cards(report: Report) -> list[tuple[str, str]]:
     slowest = report.skew.slowest_rank
     exposed = [o.exposed_comm_time_s for o in report.overlap.per_rank.values()]
     return [
-        (ms(report.throughput.iteration_time_s), "iteration time (mean over ranks)"),
+        (duration(report.throughput.iteration_time_s), "iteration time (mean over ranks)"),
         (pct(report.overlap.mean), "overlap (mean over ranks)"),
-        (ms(max(exposed)) if exposed else "n/a", "exposed communication (worst rank)"),
-        (gbps(report.network.mean_bus_bandwidth_Bps), "bus bandwidth (mean over ranks)"),
+        (duration(max(exposed)) if exposed else "n/a", "exposed communication (worst rank)"),
+        (rate(report.network.mean_bus_bandwidth_Bps), "bus bandwidth (mean over ranks)"),
         ("none named" if slowest is None else f"rank {slowest}", "slowest rank"),
     ]
 

@@ -20,7 +20,7 @@ from typing import Final
 from commscope.collector.schema import AlphaBeta, RankOverlap, RankSteps, Report, SkewInstances
 from commscope.exporters import svg
 from commscope.exporters.svg import Frame, Scale
-from commscope.exporters.textfmt import ms, pct
+from commscope.exporters.textfmt import duration, pct
 
 MAX_RANKS: Final = 64
 MAX_WINDOWS: Final = 24
@@ -87,7 +87,7 @@ def _ratio(o: RankOverlap) -> tuple[float | None, str]:
 
 
 def _exposed(o: RankOverlap) -> tuple[float | None, str]:
-    return o.exposed_comm_time_s, ms(o.exposed_comm_time_s)
+    return o.exposed_comm_time_s, duration(o.exposed_comm_time_s)
 
 
 Cell = Callable[[RankOverlap], tuple[float | None, str]]
@@ -143,7 +143,7 @@ def _cell(
         return [svg.rect(x, y, w - 1, h - 1, "#eeeeee", title=f"{where}: no trace")]
     value, shown = cell(found)
     fill = "#eeeeee" if value is None else svg.viridis(value / top if top > 0 else 0.0)
-    about = f"{where}: overlap {pct(found.ratio)}, exposed {ms(found.exposed_comm_time_s)}"
+    about = f"{where}: overlap {pct(found.ratio)}, exposed {duration(found.exposed_comm_time_s)}"
     out = [svg.rect(x, y, w - 1, h - 1, fill, title=about)]
     if w >= 6.5 * len(shown) + 6 and h >= 16:
         ink = svg.ink_on(fill)
@@ -457,7 +457,7 @@ def _rings(x: float, sy: Scale, durations: Sequence[float], rank: int) -> list[s
     kept = durations[:: max(1, math.ceil(len(durations) / MAX_STEP_RINGS))]
     return [
         f'<circle cx="{x:.1f}" cy="{sy(d):.1f}" r="3" fill="none" stroke="{svg.GREY}">'
-        f"{svg.tip(f'rank {rank}: a step of {ms(d)}')}</circle>"
+        f"{svg.tip(f'rank {rank}: a step of {duration(d)}')}</circle>"
         for d in kept
     ]
 
@@ -474,14 +474,15 @@ def _step_legend(report: Report, frame: Frame, sy: Scale, *, straggler: bool) ->
         out.append(
             svg.line(frame.left, sy(mean), frame.right, sy(mean), svg.INK, stroke_dasharray="6 4")
         )
-        legend.append((f"iteration time {ms(mean)} (mean over ranks)", svg.INK, "dash"))
+        legend.append((f"iteration time {duration(mean)} (mean over ranks)", svg.INK, "dash"))
     return out + svg.legend(legend, frame.left, frame.bottom + 52, frame.width)
 
 
 def _whisker(x: float, sy: Scale, found: RankSteps, rank: int, mark: bool) -> list[str]:
     colour = svg.VERMILLION if mark else svg.BLUE
     lo, hi, mean = found.min_s or 0.0, found.max_s or 0.0, found.mean_s or 0.0
-    about = f"rank {rank}: {found.count} steps, mean {ms(mean)}, min {ms(lo)}, max {ms(hi)}"
+    spread = f"min {duration(lo)}, max {duration(hi)}"
+    about = f"rank {rank}: {found.count} steps, mean {duration(mean)}, {spread}"
     return [
         svg.line(x, sy(lo), x, sy(hi), colour, stroke_width=3),
         svg.circle(x, sy(mean), 5, colour, title=about, stroke="#ffffff"),

@@ -1,13 +1,15 @@
 """A one-line progress display for long runs (shell: writes to a terminal).
 
-Shows files done, MB parsed and events, redrawn at most every 0.2 s; on a stream that is not
-a terminal it writes nothing at all.
+Shows files done, bytes parsed (scaled: KB, MB, GB) and events, redrawn at most every 0.2 s;
+on a stream that is not a terminal it writes nothing at all.
 """
 
 from __future__ import annotations
 
 import time
 from typing import TextIO
+
+from commscope.exporters.textfmt import size
 
 
 class TerminalProgress:
@@ -17,6 +19,7 @@ class TerminalProgress:
         self._files = self._done = 0
         self._total_bytes = self._bytes = self._events = 0
         self._last = 0.0
+        self._width = 0  # the longest line drawn: a shorter one is padded over it
 
     def begin(self, files: int, total_bytes: int) -> None:
         self._files, self._total_bytes = files, total_bytes
@@ -40,8 +43,9 @@ class TerminalProgress:
 
     def _draw(self) -> None:
         line = (
-            f"\rcommscope: files {self._done}/{self._files} · "
-            f"{self._bytes / 1e6:,.1f} MB parsed · {self._events:,} events"
+            f"commscope: files {self._done}/{self._files} · "
+            f"{size(self._bytes)} parsed · {self._events:,} events"
         )
-        self._stream.write(line)
+        self._width = max(self._width, len(line))
+        self._stream.write("\r" + line.ljust(self._width))
         self._stream.flush()

@@ -5,12 +5,13 @@ COMMUNICATION-COMPUTATION OVERLAP, NETWORK LOAD, TRAFFIC DISTRIBUTION — then w
 adds: exposed communication, algbw and busbw side by side, the per-window table, the
 diagnosis, MFU, GPU time by kernel category, the cross-rank analysis (matching, clocks,
 arrival skew, α-β fits), what the traces lack (trace health), and the inputs that were
-skipped and why. GB = 1e9 B,
-GB/s = 1e9 B/s; "n/a" always says why.
+skipped and why. Every number goes through `textfmt` (units that scale, decimal:
+GB = 1e9 B); "n/a" always says why.
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Iterator
 
 from commscope.collector.schema import (
@@ -29,7 +30,17 @@ from commscope.exporters.crosstext import (
     skew_lines,
     utilization_lines,
 )
-from commscope.exporters.textfmt import gb, gbps, giga, ms, na, num, pct, rank_list, row
+from commscope.exporters.textfmt import (
+    UNITS_NOTE,
+    duration,
+    na,
+    num,
+    pct,
+    rank_list,
+    rate,
+    row,
+    size,
+)
 
 RULE = "=" * 80
 THIN = "-" * 80
@@ -65,6 +76,37 @@ def render(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
+def summary_line(report: Report) -> str:
+    """The console's one line: what was read, the verdict, the slowest rank, the overlap."""
+    inputs = report.inputs
+    job = ""
+    if inputs.job is not None:
+        job = (
+            f"job {inputs.job} of {len(inputs.jobs)} ({inputs.jobs[inputs.job - 1].description}): "
+        )
+    slowest = report.skew.slowest_rank
+    return (
+        f"commscope: {job}{inputs.files - len(inputs.skipped)} of {inputs.files} files, "
+        f"{_count(len(report.windows), 'window')}, {_count(len(report.ranks), 'rank')}. "
+        f"Verdict: {report.diagnosis.verdict}. "
+        f"Slowest rank: {'none named' if slowest is None else slowest}. "
+        f"Overlap: mean {pct(report.overlap.mean)}{_lowest(report)}."
+    )
+
+
+def _lowest(report: Report) -> str:
+    """`, lowest 0.56% (rank 4)` when two ranks or more have an overlap."""
+    ratios = [(r.ratio, rank) for rank, r in report.overlap.per_rank.items() if r.ratio is not None]
+    if len(ratios) < 2:
+        return ""
+    ratio, rank = min(ratios, key=lambda pair: pair[0])
+    return f", lowest {pct(ratio)} (rank {rank})"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")
+
+
 def _section(title: str, body: Iterator[str]) -> list[str]:
     return ["", RULE, title, RULE, *body]
 
@@ -79,10 +121,8 @@ def _header(report: Report) -> Iterator[str]:
     yield RULE
     yield ""
     world = report.world_size if report.world_size is not None else "n/a"
-    on_gpu = bool(report.kernels.per_rank)  # ranks with GPU activity
-    devices = "GPUs" if on_gpu or config.gpu_name else "ranks"
-    device = config.gpu_name or ("GPU unnamed in the traces" if on_gpu else "no GPU in the traces")
-    about = ", ".join(x for x in (device, config.backend) if x)
+    devices = "GPUs" if on_gpu(report) else "ranks"
+    about = ", ".join(x for x in (device(report), config.backend) if x)
     yield f"Configuration: {world} {devices} ({about}), {report.throughput.iterations} iterations"
     model = " ".join(x for x in (config.model, config.flavor) if x)
     unknown = "n/a (not in the config)" if config.config_path else "n/a (no --config)"
@@ -101,11 +141,33 @@ def _header(report: Report) -> Iterator[str]:
     yield from _source_header(report)
     yield from _warnings(config)
     yield from _job_header(report)
+    yield from _provenance(report)
+    yield UNITS_NOTE
     if report.merge:
         yield (
             f"Merged from {len(report.merge.shards)} shard reports: cross-rank sections cover "
             "process groups inside one shard only (see 16. MERGED FROM SHARDS)"
         )
+
+
+def _provenance(report: Report) -> Iterator[str]:
+    found = report.provenance
+    if found is not None:
+        yield f"Generated: {found.generated_utc} by commscope {found.tool_version}"
+        if found.command:
+            yield f"Command: {shlex.join(found.command)}"
+
+
+def on_gpu(report: Report) -> bool:
+    """The traces show a GPU: a GPU name, or GPU activity on some rank."""
+    return bool(report.config.gpu_name or report.kernels.per_rank)
+
+
+def device(report: Report) -> str:
+    """The GPU's name; "no GPU in the traces" only when they show none."""
+    if report.config.gpu_name:
+        return report.config.gpu_name
+    return "GPU unnamed in the traces" if on_gpu(report) else "no GPU in the traces"
 
 
 def _parallelism(config: RunConfig) -> Iterator[str]:
@@ -135,10 +197,11 @@ def _throughput(report: Report) -> Iterator[str]:
     t = report.throughput
     why = t.na_reason
     yield f"Tokens per Second: {na(num(t.tokens_per_second), why)}"
-    yield f"Tokens per Second per GPU: {na(num(t.tokens_per_second_per_gpu), why)}"
+    device = "GPU" if on_gpu(report) else "rank"  # a CPU (gloo) run has no GPU to count
+    yield f"Tokens per Second per {device}: {na(num(t.tokens_per_second_per_gpu), why)}"
     yield f"Samples per Second: {na(num(t.samples_per_second), why)}"
     yield (
-        f"Time per Iteration: {na(ms(t.iteration_time_s), why)}"
+        f"Time per Iteration: {na(duration(t.iteration_time_s), why)}"
         "  (per rank Σ ProfilerStep time / steps, mean over ranks)"
     )
     yield f"Profiled Iterations: {t.iterations}  (distinct ProfilerStep numbers, max over ranks)"
@@ -160,21 +223,21 @@ def _overlap(report: Report) -> Iterator[str]:
 def _network(report: Report) -> Iterator[str]:
     n = report.network
     yield "Bus bandwidth = Σ bus bytes / Σ op time over ops of known size (nccl-tests busbw)"
-    yield f"Average Bus Bandwidth: {gbps(n.mean_bus_bandwidth_Bps)}"
-    peak = gbps(n.peak_bandwidth_Bps)
+    yield f"Average Bus Bandwidth: {rate(n.mean_bus_bandwidth_Bps)}"
+    peak = rate(n.peak_bandwidth_Bps)
     yield f"Peak Bandwidth (per direction): {peak if peak != 'n/a' else f'n/a ({n.peak_source})'}"
     if n.peak_bandwidth_Bps is not None:
         yield f"  source: {n.peak_source}"
     yield f"Bandwidth Utilization: {pct(n.utilization)}"
-    yield f"Total Traffic: {gb(n.total_bus_bytes)}  (Σ bus bytes over ranks)"
+    yield f"Total Traffic: {size(n.total_bus_bytes)}  (Σ bus bytes over ranks)"
     yield ""
     yield "Per-Rank Network Stats:"
     for rank, r in n.per_rank.items():
         yield ""
         yield f"  rank {rank}:"
-        yield f"    Bus Bandwidth: {gbps(r.bus_bandwidth_Bps)}"
-        yield f"    Simple Bandwidth: {gbps(r.simple_bandwidth_Bps)}  (Σ message bytes / comm time)"
-        yield f"    Total Bytes: {gb(r.message_bytes)} message, {gb(r.bus_bytes)} bus"
+        yield f"    Bus Bandwidth: {rate(r.bus_bandwidth_Bps)}"
+        yield f"    Simple Bandwidth: {rate(r.simple_bandwidth_Bps)}  (Σ message bytes / comm time)"
+        yield f"    Total Bytes: {size(r.message_bytes)} message, {size(r.bus_bytes)} bus"
         yield f"    Communication Operations: {r.ops}"
         yield ""
         yield "    Collective Breakdown:"
@@ -185,8 +248,8 @@ def _network(report: Report) -> Iterator[str]:
 def _breakdown(kind: str, s: CollectiveStats) -> Iterator[str]:
     yield f"      {kind}:"
     yield f"        Count: {s.count} ({s.sized_count} of known size)"
-    yield f"        Time: {ms(s.time_s)}"
-    yield f"        Data Transferred: {gb(s.message_bytes)} message, {gb(s.bus_bytes)} bus"
+    yield f"        Time: {duration(s.time_s)}"
+    yield f"        Data Transferred: {size(s.message_bytes)} message, {size(s.bus_bytes)} bus"
     yield f"        algbw Avg/Median/Min/Max/p95: {_summary(s.algbw_Bps)}"
     yield f"        busbw Avg/Median/Min/Max/p95: {_summary(s.busbw_Bps)}"
 
@@ -195,7 +258,7 @@ def _summary(s: Summary) -> str:
     if s.mean is None:
         return "n/a (no op of known size)"
     values = (s.mean, s.median, s.min, s.max, s.p95)
-    text = " / ".join(giga(v) for v in values if v is not None) + " GB/s"
+    text = " / ".join(rate(v) for v in values if v is not None)
     if s.relative_error is not None:
         text += f"  (~ median, p95: sketched, within {s.relative_error:.0%})"
     return text
@@ -223,9 +286,9 @@ def _traffic(report: Report) -> Iterator[str]:
         yield ""
         yield f"{kind}:"
         yield f"  Count: {t.count}"
-        yield f"  Total Traffic: {gb(t.bus_bytes)}"
+        yield f"  Total Traffic: {size(t.bus_bytes)}"
         yield f"  Percent of Total Traffic: {pct(t.share)}"
-        yield f"  Average Time: {ms(t.mean_time_s)}"
+        yield f"  Average Time: {duration(t.mean_time_s)}"
 
 
 def _exposed(report: Report) -> Iterator[str]:
@@ -235,7 +298,7 @@ def _exposed(report: Report) -> Iterator[str]:
     yield row(["rank", "comm", "overlapped", "exposed", "compute"], widths)
     for rank, r in report.overlap.per_rank.items():
         times = (r.comm_time_s, r.overlapped_time_s, r.exposed_comm_time_s, r.compute_time_s)
-        yield row([rank, *map(ms, times)], widths)
+        yield row([rank, *map(duration, times)], widths)
     yield from _in_steps(report)
 
 
@@ -253,7 +316,7 @@ def _in_steps(report: Report) -> Iterator[str]:
     for rank, s in report.steps.items():
         times = (s.span_s, s.comm_s, s.exposed_comm_s, s.compute_s, s.gpu_busy_s,
                  s.comm_outside_s, s.compute_outside_s)  # fmt: skip
-        yield row([rank, *map(ms, times)], _STEP_WIDTHS)
+        yield row([rank, *map(duration, times)], _STEP_WIDTHS)
 
 
 def _bandwidth(report: Report) -> Iterator[str]:
@@ -267,11 +330,11 @@ def _bandwidth(report: Report) -> Iterator[str]:
             kind,
             str(s.count),
             str(s.sized_count),
-            gb(s.message_bytes),
-            gb(s.bus_bytes),
-            _approx(gbps(s.algbw_Bps.median), s.algbw_Bps),
-            _approx(gbps(s.busbw_Bps.median), s.busbw_Bps),
-            _approx(gbps(s.busbw_Bps.p95), s.busbw_Bps),
+            size(s.message_bytes),
+            size(s.bus_bytes),
+            _approx(rate(s.algbw_Bps.median), s.algbw_Bps),
+            _approx(rate(s.busbw_Bps.median), s.busbw_Bps),
+            _approx(rate(s.busbw_Bps.p95), s.busbw_Bps),
         ]
         yield row(cells, widths)
     yield from _sketch_note(report.collectives.all_ranks.values())
@@ -310,9 +373,9 @@ def _window_row(name: str, s: Sections) -> str:
         name,
         str(len(s.ranks)),
         pct(s.overlap.mean),
-        ms(mean_exposed),
-        gbps(s.network.mean_bus_bandwidth_Bps),
-        ms(s.throughput.iteration_time_s),
+        duration(mean_exposed),
+        rate(s.network.mean_bus_bandwidth_Bps),
+        duration(s.throughput.iteration_time_s),
     ]
     return row(cells, _WINDOW_WIDTHS)
 
@@ -321,7 +384,7 @@ def _inputs(report: Report) -> Iterator[str]:
     i = report.inputs
     analysed = i.files - len(i.skipped)
     yield f"Files: {i.files} ({analysed} analysed, {len(i.skipped)} skipped)"
-    yield f"Read: {i.bytes_read / 1e6:.1f} MB, {i.events:,} events"
+    yield f"Read: {size(i.bytes_read)}, {i.events:,} events"
     yield (
         f"Collectives of unknown size: {i.sizes_unknown}"
         "  (neither args, record_param_comms nor Input Dims gave one)"
@@ -370,9 +433,9 @@ def _job_header(report: Report) -> Iterator[str]:
     i = report.inputs
     if i.job is not None:
         about = i.jobs[i.job - 1].description
-        yield f"Job: {i.job} of {len(i.jobs)} in these files ({about}); see 14. INPUTS"
+        yield f"Job: {i.job} of {len(i.jobs)} in these files ({about}); see 15. INPUTS"
     if i.notes:
-        yield "Ranks not all from the traces: see the notes in 14. INPUTS"
+        yield "Ranks not all from the traces: see the notes in 15. INPUTS"
 
 
 def _more_inputs(report: Report) -> Iterator[str]:

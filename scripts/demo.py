@@ -105,7 +105,7 @@ def main() -> int:
                 node,
                 "--state",
                 str(work / node / "state"),
-                "--quiet",
+                "--file-idle",
                 "0.5",
                 "--heartbeat",
                 "0.5",

@@ -31,6 +31,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, get_args
 
@@ -59,7 +60,7 @@ from commscope.collector.schema import (
     ToCollector,
     Welcome,
 )
-from commscope.exporters.files import write_reports
+from commscope.exporters.files import stamped, write_reports
 from commscope.exporters.metricnames import MAX_RANK_SERIES
 from commscope.exporters.prometheus import (
     STATS,
@@ -132,6 +133,7 @@ class AggregatorSettings:
     shard: str = ""  # --shard: the `shard` label of every metric ("": none)
     ranks: frozenset[int] | None = None  # --ranks: a shard's ranks (None: the job's every rank)
     max_rank_series: int = MAX_RANK_SERIES  # --max-rank-series (0: no cap)
+    command: tuple[str, ...] = ()  # the command line, for the JSON report's provenance
 
 
 class Aggregator:
@@ -588,7 +590,8 @@ class Aggregator:
             log.warning("files lost", extra={"count": len(self.lost), "lost": self.lost[:20]})
         report = self.aggregation.report(self.settings.options, final=True)
         self.exporter.show(self.snapshot(report))
-        paths = write_reports(report, self.settings.out, self._fallback_name())
+        final = stamped(report, (), self.settings.command, datetime.now(UTC))
+        paths = write_reports(final, self.settings.out, self._fallback_name())
         for path in paths:
             log.info("report written", extra={"path": str(path)})
         return report

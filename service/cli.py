@@ -23,21 +23,23 @@ from __future__ import annotations
 
 import argparse
 import decimal
+import json
 import logging
 import re
+import shlex
 import signal
 import sys
 import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TextIO
 
 from commscope.collector.errors import ClusterError, CommscopeError, ConfigError, MergeError
 from commscope.collector.jsonstream import require_c_backend
 from commscope.collector.schema import MAX_BATCH_EVENTS, NODE_PATTERN, Inputs, Report
 from commscope.collector.stream import StreamSettings
-from commscope.exporters import diff, jsonreport, text
+from commscope.exporters import diff, files, jsonreport, text
 from commscope.exporters.files import write_reports
 from commscope.exporters.metricnames import MAX_RANK_SERIES, SHARD_PATTERN
 from commscope.exporters.progress import TerminalProgress
@@ -68,8 +70,10 @@ MAX_DIGITS: Final = 18  # integer options above 10^18 are refused, not built dig
 
 def main(argv: Sequence[str] | None = None, stop: threading.Event | None = None) -> int:
     """`stop`: set by signals caught before this module loaded (service/main.py)."""
-    args = _parser().parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(given)
     args.stop = stop
+    args.command = ["commscope", *given]
     try:
         require_c_backend()
         return int(args.run(args))
@@ -82,6 +86,14 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="commscope",
         description="Where a distributed training run's time goes: compute vs communication.",
+    )
+    parser.add_argument("--version", action="version", version=f"commscope {files.version()}")
+    parser.add_argument(
+        "--print-completion",
+        choices=("bash",),
+        action=_Completion,
+        help="print a bash completion script and exit: "
+        "`source <(commscope --print-completion bash)`",
     )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     report = commands.add_parser(
@@ -97,11 +109,18 @@ def _parser() -> argparse.ArgumentParser:
         help="report folder (default: %(default)s)",
     )
     _job_options(report)
-    report.add_argument("--print", action="store_true", help="also print the text report")
+    report.add_argument(
+        "--format",
+        choices=("text", "json"),
+        help="also print the report to stdout in this format; with json, stdout is the JSON "
+        "alone (a list of reports when the files hold several jobs) and the summary goes to "
+        "stderr (default: print only the summary line)",
+    )
+    report.add_argument("--print", action="store_true", help="the same as --format text")
     report.add_argument("--no-progress", action="store_true", help="no progress line")
     report.add_argument(
         "--jobs",
-        type=int,
+        type=count,
         default=parallel.cores(),
         metavar="N",
         help="files parsed at once, each in its own process (default: the cores, "
@@ -112,7 +131,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ADDRESS",
         help="parse the files on a dask.distributed cluster (its scheduler, e.g. "
         "tcp://scheduler:8786; the workers must see the files at the same paths; needs the "
-        "dask extra)",
+        "dask extra) (default: none: local processes, see --jobs)",
     )
     report.add_argument(
         "--dask-timeout",
@@ -143,6 +162,59 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Completion(argparse.Action):
+    """Prints the completion script of the parser it belongs to, then exits."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        sys.stdout.write(bash_completion(parser))
+        parser.exit()
+
+
+def bash_completion(parser: argparse.ArgumentParser) -> str:
+    """A bash completion function for `commscope`: its commands, then each one's visible
+    options; anything else completes as a path."""
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    top = [*commands.choices, *_visible(parser)]
+    cases = "".join(
+        f"    {name}) opts={shlex.quote(' '.join(_visible(sub)))} ;;\n"
+        for name, sub in commands.choices.items()
+    )
+    return (
+        "_commscope() {\n"
+        '  local cur="${COMP_WORDS[COMP_CWORD]}" opts=""\n'
+        '  if [ "$COMP_CWORD" -eq 1 ]; then\n'
+        f'    mapfile -t COMPREPLY < <(compgen -W {shlex.quote(" ".join(top))} -- "$cur")\n'
+        "    return\n"
+        "  fi\n"
+        '  case "${COMP_WORDS[1]}" in\n'
+        f"{cases}"
+        "  esac\n"
+        '  if [[ "$cur" == -* ]]; then\n'
+        '    mapfile -t COMPREPLY < <(compgen -W "$opts" -- "$cur")\n'
+        "  else\n"
+        '    mapfile -t COMPREPLY < <(compgen -f -- "$cur")\n'
+        "  fi\n"
+        "}\n"
+        "complete -o filenames -F _commscope commscope\n"
+    )
+
+
+def _visible(parser: argparse.ArgumentParser) -> list[str]:
+    """The option strings --help shows (hidden old names left out)."""
+    return [
+        flag
+        for action in parser._actions
+        if action.help != argparse.SUPPRESS
+        for flag in action.option_strings
+    ]
+
+
 def _merge_parser(commands: Any) -> None:
     merge = commands.add_parser(
         "merge",
@@ -153,26 +225,38 @@ def _merge_parser(commands: Any) -> None:
         "merged (not reports, different jobs or options, one rank reported differently).",
     )
     merge.add_argument("reports", type=Path, nargs="+", help="the shards' JSON reports")
-    merge.add_argument("-o", "--out", type=Path, help="also write the merged JSON report here")
-    merge.add_argument("--json", action="store_true", help="print JSON instead of text")
+    merge.add_argument(
+        "-o", "--out", type=Path, help="also write the merged JSON report here (default: none)"
+    )
+    merge.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="print the merged report as text or JSON (default: %(default)s)",
+    )
+    merge.add_argument("--json", action="store_true", help="the same as --format json")
     merge.set_defaults(run=_merge)
 
 
 def _merge(args: argparse.Namespace) -> int:
     """Exit 2 with one line when the reports cannot be merged."""
+    if args.out is not None:
+        files.check_file(args.out)
     try:
         named = [(str(path), compare.load(_read(path), str(path))) for path in args.reports]
         merged = combine(named)
     except (ConfigError, MergeError) as exc:
         print(f"commscope merge: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    inputs = [str(path.resolve()) for path in args.reports]
+    merged = files.stamped(merged, inputs, args.command, datetime.now(UTC))
     document = jsonreport.render(merged)
     if args.out is not None:
         try:
             args.out.write_bytes(document)
         except OSError as exc:
             raise ConfigError(f"{args.out}: cannot write ({exc.strerror or exc})") from None
-    if args.json:
+    if args.json or args.format == "json":
         sys.stdout.buffer.write(document)
     else:
         sys.stdout.write(text.render(merged))
@@ -187,20 +271,46 @@ def _read(path: Path) -> bytes:
 
 
 def _job_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, help="TorchTitan job config (.toml or .json)")
-    parser.add_argument("--batch-size", metavar="N", help="local batch size (overrides the config)")
-    parser.add_argument("--seq-len", metavar="N", help="sequence length (overrides the config)")
     parser.add_argument(
-        "--peak-bandwidth", type=float, metavar="GBPS", help="link peak per direction, GB/s"
+        "--config",
+        type=Path,
+        help="TorchTitan job config (.toml or .json) (default: none: throughput and MFU n/a "
+        "unless the flags below give what they need)",
     )
     parser.add_argument(
-        "--flops-per-token", type=float, metavar="F", help="model FLOPs per token (for MFU)"
+        "--batch-size",
+        metavar="N",
+        help="local batch size, overrides the config (default: the config's)",
     )
     parser.add_argument(
-        "--params", metavar="N", help="parameters without the embedding (for MFU), e.g. 7.5e9"
+        "--seq-len",
+        metavar="N",
+        help="sequence length, overrides the config (default: the config's)",
     )
     parser.add_argument(
-        "--peak-tflops", type=float, metavar="T", help="GPU peak dense TFLOP/s (for MFU)"
+        "--peak-bandwidth",
+        type=float,
+        metavar="GBPS",
+        help="link peak per direction, GB/s (default: from the GPU name, e.g. H100 450)",
+    )
+    parser.add_argument(
+        "--flops-per-token",
+        type=float,
+        metavar="F",
+        help="model FLOPs per token, for MFU (default: 6·N + 12·L·D·T from the config's model "
+        "or --params)",
+    )
+    parser.add_argument(
+        "--params",
+        metavar="N",
+        help="parameters without the embedding, for MFU, e.g. 7.5e9 (default: from the "
+        "config's model)",
+    )
+    parser.add_argument(
+        "--peak-tflops",
+        type=float,
+        metavar="T",
+        help="GPU peak dense TFLOP/s, for MFU (default: from the GPU name, e.g. H100 989)",
     )
 
 
@@ -216,40 +326,53 @@ def _collect_parser(commands: Any) -> None:
     collect.add_argument("--node", required=True, help="this node's name (unique in the job)")
     collect.add_argument("--state", type=Path, required=True, help="checkpoint folder")
     collect.add_argument("--poll", action="store_true", help="poll (network filesystems)")
-    collect.add_argument("--poll-interval", type=float, default=2.0, metavar="S")
     collect.add_argument(
-        "--quiet",
+        "--poll-interval",
         type=float,
         default=2.0,
         metavar="S",
-        help="a file not growing for S is at its end (a trace whose JSON or gzip stream has "
-        "ended is not waited for)",
+        help="with --poll: look for changes every S seconds (default: %(default)s)",
     )
+    collect.add_argument(
+        "--file-idle",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="a file not growing for S seconds is at its end (a trace whose JSON or gzip "
+        "stream has ended is not waited for) (default: %(default)s)",
+    )
+    _deprecated(collect, "--quiet", "--file-idle", float)
     collect.add_argument(
         "--settle",
         type=float,
         default=300.0,
         metavar="S",
-        help="a document still unfinished S after its last change is reported truncated",
+        help="a document still unfinished S seconds after its last change is reported "
+        "truncated (default: %(default)s)",
     )
-    collect.add_argument("--window", type=int, default=64, help="max unacknowledged records")
-    collect.add_argument("--resend-after", type=float, default=2.0, metavar="S")
-    collect.add_argument("--heartbeat", type=float, default=5.0, metavar="S")
-    collect.add_argument("--drain", type=float, default=60.0, metavar="S")
     collect.add_argument(
-        "--silence",
-        type=float,
-        default=30.0,
-        metavar="S",
-        help="warn (and report connected 0) when the aggregator has not answered for S",
+        "--max-unacked",
+        type=count,
+        default=64,
+        metavar="N",
+        help="records sent and not yet acknowledged, at most; then reading pauses "
+        "(default: %(default)s)",
     )
-    collect.add_argument("--metrics-port", type=int, help="serve this collector's own /metrics")
-    collect.add_argument("--metrics-addr", default="0.0.0.0")
-    collect.add_argument("--job", default="commscope", help="the job label of its metrics")
-    collect.add_argument("--batch-events", type=int, default=4096, help=argparse.SUPPRESS)
+    _deprecated(collect, "--window", "--max-unacked", count)
+    _collect_timing(collect)
+    collect.add_argument(
+        "--metrics-port", type=int, help="serve this collector's own /metrics (default: none)"
+    )
+    collect.add_argument(
+        "--metrics-addr", default="0.0.0.0", help="address of /metrics (default: %(default)s)"
+    )
+    collect.add_argument(
+        "--job", default="commscope", help="the job label of its metrics (default: %(default)s)"
+    )
+    collect.add_argument("--batch-events", type=count, default=4096, help=argparse.SUPPRESS)
     collect.add_argument(
         "--jobs",
-        type=int,
+        type=count,
         default=parallel.cores(),
         metavar="N",
         help="files whose document has ended are reduced in N worker processes, several at "
@@ -263,6 +386,46 @@ def _collect_parser(commands: Any) -> None:
     collect.set_defaults(run=_collect)
 
 
+def _collect_timing(collect: argparse.ArgumentParser) -> None:
+    for flag, default, what in (
+        ("--resend-after", 2.0, "resend a record not acknowledged within S seconds"),
+        ("--heartbeat", 5.0, "tell the aggregator every S seconds that this collector lives"),
+        ("--drain", 60.0, "after SIGTERM, exit within S seconds even if the last files or "
+         "end-of-run are not acknowledged"),
+        ("--silence", 30.0, "warn (and report connected 0) when the aggregator has not "
+         "answered for S seconds"),
+    ):  # fmt: skip
+        collect.add_argument(
+            flag, type=float, default=default, metavar="S", help=f"{what} (default: %(default)s)"
+        )
+
+
+def _deprecated(parser: argparse.ArgumentParser, old: str, new: str, kind: Any) -> None:
+    """`old`, hidden from --help, still accepted for `new`, with a warning on stderr."""
+    parser.add_argument(
+        old,
+        type=kind,
+        dest=new.lstrip("-").replace("-", "_"),
+        action=_Renamed,
+        help=argparse.SUPPRESS,
+    )
+
+
+class _Renamed(argparse.Action):
+    """An option's old name: stores into the new one's place and says so once."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        new = "--" + self.dest.replace("_", "-")
+        print(f"commscope: warning: {option_string} is deprecated, use {new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
 def _aggregate_parser(commands: Any) -> None:
     aggregate = commands.add_parser(
         "aggregate",
@@ -274,7 +437,12 @@ def _aggregate_parser(commands: Any) -> None:
         "(streams unfinished, or a collector that never sent end-of-run).",
     )
     aggregate.add_argument("--listen", required=True, help="e.g. tcp://0.0.0.0:5555")
-    aggregate.add_argument("--out", type=Path, default=Path("trace_analysis"))
+    aggregate.add_argument(
+        "--out",
+        type=Path,
+        default=Path("trace_analysis"),
+        help="report folder, written at the end of the run (default: %(default)s)",
+    )
     aggregate.add_argument("--state", type=Path, help="durable state folder (default: OUT/state)")
     aggregate.add_argument(
         "--linger",
@@ -283,8 +451,12 @@ def _aggregate_parser(commands: Any) -> None:
         metavar="S",
         help="keep /metrics up S seconds after the run (default: %(default)s)",
     )
-    aggregate.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics here")
-    aggregate.add_argument("--metrics-addr", default="0.0.0.0")
+    aggregate.add_argument(
+        "--metrics-port", type=int, help="serve Prometheus /metrics here (default: none)"
+    )
+    aggregate.add_argument(
+        "--metrics-addr", default="0.0.0.0", help="address of /metrics (default: %(default)s)"
+    )
     aggregate.add_argument("--job", default=None, help="the job label (default: model name)")
     aggregate.add_argument(
         "--shard",
@@ -301,21 +473,33 @@ def _aggregate_parser(commands: Any) -> None:
         help="a shard's ranks, e.g. 0-255 or 0-63,128-191: a window is complete here once "
         "each of these has finished a file (default: every rank of the job, 0 … world-1)",
     )
-    aggregate.add_argument("--expect-nodes", type=int, default=0, metavar="N")
-    aggregate.add_argument("--idle-timeout", type=float, metavar="S")
-    aggregate.add_argument("--horizon", type=float, default=600.0, metavar="S")
-    aggregate.add_argument("--refresh", type=float, default=5.0, metavar="S")
-    aggregate.add_argument("--credit", type=int, default=64, help="records in flight per file")
-    aggregate.add_argument("--keys", type=Path, metavar="DIR", help="the aggregator's key pair")
+    _aggregate_run_options(aggregate)
     aggregate.add_argument(
-        "--allow", type=Path, metavar="DIR", help="the collectors' public keys (NODE.key files)"
+        "--keys",
+        type=Path,
+        metavar="DIR",
+        help="the aggregator's key pair (default: none: --insecure is then required)",
+    )
+    aggregate.add_argument(
+        "--allow",
+        type=Path,
+        metavar="DIR",
+        help="the collectors' public keys, NODE.key files (default: none: needs --insecure)",
     )
     _insecure_option(aggregate)
     aggregate.add_argument(
-        "--max-nodes", type=int, default=1024, metavar="N", help="collectors (node names) at most"
+        "--max-nodes",
+        type=count,
+        default=1024,
+        metavar="N",
+        help="collectors (node names) at most (default: %(default)s)",
     )
     aggregate.add_argument(
-        "--max-streams", type=int, default=4096, metavar="N", help="files open at once, in all"
+        "--max-streams",
+        type=count,
+        default=4096,
+        metavar="N",
+        help="files open at once, in all (default: %(default)s)",
     )
     aggregate.add_argument(
         "--max-rank-series",
@@ -331,10 +515,58 @@ def _aggregate_parser(commands: Any) -> None:
     aggregate.set_defaults(run=_aggregate)
 
 
+def _aggregate_run_options(aggregate: argparse.ArgumentParser) -> None:
+    aggregate.add_argument(
+        "--expect-nodes",
+        type=count,
+        default=0,
+        metavar="N",
+        help="the run ends only once N collectors have sent end-of-run (default: %(default)s: "
+        "once every collector seen has, and none is still sending)",
+    )
+    aggregate.add_argument(
+        "--idle-timeout",
+        type=float,
+        metavar="S",
+        help="end the run after S seconds without a message from any collector (default: never)",
+    )
+    aggregate.add_argument(
+        "--horizon",
+        type=float,
+        default=600.0,
+        metavar="S",
+        help="the rolling busbw statistics on /metrics cover the last S seconds "
+        "(default: %(default)s)",
+    )
+    aggregate.add_argument(
+        "--refresh",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="mid-window, publish the report's figures to /metrics every S seconds (a "
+        "completed window at once) (default: %(default)s)",
+    )
+    aggregate.add_argument(
+        "--credit",
+        type=count,
+        default=64,
+        metavar="N",
+        help="records in flight per file (default: %(default)s)",
+    )
+
+
 def _collect_keys(collect: argparse.ArgumentParser) -> None:
-    collect.add_argument("--keys", type=Path, metavar="DIR", help="this collector's key pair")
     collect.add_argument(
-        "--server-key", type=Path, metavar="FILE", help="the aggregator's public key (NAME.key)"
+        "--keys",
+        type=Path,
+        metavar="DIR",
+        help="this collector's key pair (default: none: --insecure is then required)",
+    )
+    collect.add_argument(
+        "--server-key",
+        type=Path,
+        metavar="FILE",
+        help="the aggregator's public key, NAME.key (default: none: needs --insecure)",
     )
     _insecure_option(collect)
 
@@ -368,6 +600,7 @@ def _keys(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     options = _options(args)
+    files.check_folder(args.out)  # before the long work, not after it
     progress = None
     if not args.no_progress and sys.stderr.isatty():
         progress = TerminalProgress(sys.stderr)
@@ -384,12 +617,17 @@ def _report(args: argparse.Namespace) -> int:
     if len(reports) == 1 and inputs.files == len(inputs.skipped):
         return _nothing_analysed(inputs)
     now = datetime.now(UTC)
+    source = [str(args.traces.resolve())]
+    reports = [files.stamped(r, source, args.command, now) for r in reports]
+    console = sys.stderr if args.format == "json" else sys.stdout  # stdout: the JSON alone
     for report in reports:
         paths = write_reports(report, args.out, args.traces.resolve().name, now)
-        if args.print:
+        if args.print or args.format == "text":
             sys.stdout.write(text.render(report))
-        _summary_line(report)
-        print("\n".join(f"commscope: wrote {path}" for path in paths))
+        _summary_line(report, console)
+        print("\n".join(f"commscope: wrote {path}" for path in paths), file=console)
+    if args.format == "json":
+        _print_json(reports)
     skipped = list(dict.fromkeys(s for r in reports for s in r.inputs.skipped))
     _input_lines(replace(inputs, skipped=skipped))
     if skipped:
@@ -446,7 +684,7 @@ def _collect(args: argparse.Namespace) -> int:
 
 def _collector_settings(args: argparse.Namespace) -> CollectorSettings:
     """The collector's settings from its flags, each checked (ConfigError: one line)."""
-    _positive(("--window", args.window), ("--poll-interval", args.poll_interval))
+    _positive(("--max-unacked", args.max_unacked), ("--poll-interval", args.poll_interval))
     _positive(("--settle", args.settle), ("--resend-after", args.resend_after))
     _positive(("--silence", args.silence))
     if args.jobs < 1:
@@ -465,11 +703,11 @@ def _collector_settings(args: argparse.Namespace) -> CollectorSettings:
         node=args.node,
         state=args.state,
         stream=StreamSettings(
-            quiet_s=args.quiet, settle_s=args.settle, batch_events=args.batch_events
+            quiet_s=args.file_idle, settle_s=args.settle, batch_events=args.batch_events
         ),
         use_inotify=not args.poll,
         poll_s=args.poll_interval,
-        window=args.window,
+        window=args.max_unacked,
         resend_s=args.resend_after,
         heartbeat_s=args.heartbeat,
         once=args.once,
@@ -509,6 +747,7 @@ def _aggregator_settings(args: argparse.Namespace) -> AggregatorSettings:
     endpoint("--listen", args.listen, bind=True)
     keys = curve.server_keys(args.listen, args.keys, args.allow, args.insecure)
     _port("--metrics-port", args.metrics_port)
+    files.check_folder(args.out)  # the report is written at the end: fail now, not then
     if not args.linger >= 0:
         raise ConfigError(f"--linger must be 0 or more, got {args.linger}")
     job = args.job or (options.config.model if options.config and options.config.model else None)
@@ -533,6 +772,7 @@ def _aggregator_settings(args: argparse.Namespace) -> AggregatorSettings:
         shard=_shard(args.shard),
         ranks=_ranks(args.ranks),
         max_rank_series=_at_least_0("--max-rank-series", args.max_rank_series),
+        command=tuple(args.command),
     )
 
 
@@ -615,14 +855,32 @@ def _whole(flag: str, text: str | None) -> int | None:
     if text is None:
         return None
     try:
-        value = decimal.Decimal(text)
+        return whole_number(text)
+    except ValueError as exc:
+        raise ConfigError(f"{flag} {exc}") from None
+
+
+def whole_number(text: str) -> int:
+    """`8`, `1_000`, `8e9`, `7.5e9` as the integer they are; ValueError when not exactly one
+    (`7.5`, `1e-3`, `nan`) or above 10^18."""
+    try:
+        value = decimal.Decimal(text.strip())
     except decimal.InvalidOperation:
         value = decimal.Decimal("NaN")
     if not value.is_finite() or value != value.to_integral_value():
-        raise ConfigError(f"{flag} must be a whole number, got {text!r}")
+        raise ValueError(f"must be a whole number, got {text!r}")
     if value.adjusted() >= MAX_DIGITS:
-        raise ConfigError(f"{flag} is too large: {text}")
+        raise ValueError(f"is too large: {text}")
     return int(value)
+
+
+def count(text: str) -> int:
+    """An argparse type for a count (`--jobs 8`, `--max-streams 4e3`): a usage error when the
+    text is not a whole number."""
+    try:
+        return whole_number(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _input_lines(inputs: Inputs) -> None:
@@ -638,25 +896,21 @@ def _input_lines(inputs: Inputs) -> None:
         )
 
 
-def _summary_line(report: Report) -> None:
-    print(_summary(report), flush=True)
+def _print_json(reports: list[Report]) -> None:
+    """One report's JSON document, or a list of them (one per job)."""
+    documents = [jsonreport.to_document(r) for r in reports]
+    whole = documents[0] if len(documents) == 1 else documents
+    sys.stdout.write(json.dumps(whole, indent=2) + "\n")
+
+
+def _summary_line(report: Report, stream: TextIO) -> None:
+    print(_summary(report), file=stream, flush=True)
     for warning in report.config.warnings:
         print(f"commscope: warning: {warning}", file=sys.stderr, flush=True)
 
 
 def _summary(report: Report) -> str:
-    overlap = report.overlap
-    mean = f"{overlap.mean * 100:.2f}%" if overlap.mean is not None else "n/a"
-    inputs = report.inputs
-    job = ""
-    if inputs.job is not None:
-        job = (
-            f"job {inputs.job} of {len(inputs.jobs)} ({inputs.jobs[inputs.job - 1].description}): "
-        )
-    return (
-        f"commscope: {job}{inputs.files - len(inputs.skipped)} of {inputs.files} files, "
-        f"{len(report.windows)} window(s), {len(report.ranks)} rank(s); mean overlap {mean}"
-    )
+    return text.summary_line(report)
 
 
 if __name__ == "__main__":

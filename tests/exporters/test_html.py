@@ -164,7 +164,7 @@ def test_the_slowest_ranks_arrivals_are_highlighted() -> None:
 def test_step_plot_marks_the_flagged_straggler_and_the_iteration_time() -> None:
     drawn = htmlplots.step_plot(report())
     assert drawn.count(f'stroke="{svg.VERMILLION}"') == 1  # rank 1's min-max line
-    assert "iteration time 20.00 ms (mean over ranks)" in drawn
+    assert "iteration time 20.0 ms (mean over ranks)" in drawn
 
 
 def test_a_large_job_is_capped_and_says_so() -> None:
@@ -193,7 +193,7 @@ def test_each_step_of_each_window_is_drawn_beside_its_ranks_summary() -> None:
     found.windows = [Window(name="a", facts=kept), Window(name="b", facts=kept)]
     assert htmlplots.step_samples(found) == {"0": [0.019, 0.021, 0.019, 0.021]}
     drawn = htmlplots.step_plot(found)
-    assert drawn.count("rank 0: a step of 19.00 ms") == 2 and "rank 1: a step" not in drawn
+    assert drawn.count("rank 0: a step of 19.0 ms") == 2 and "rank 1: a step" not in drawn
 
 
 def test_the_header_tells_unnamed_gpus_from_no_gpu() -> None:

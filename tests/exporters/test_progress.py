@@ -21,7 +21,18 @@ def test_progress_line_counts_files_bytes_and_events() -> None:
     progress.file_done(1234)
     progress.end()
     last = stream.getvalue().rstrip("\n").split("\r")[-1]
-    assert last == "commscope: files 1/2 · 1.5 MB parsed · 1,234 events"
+    assert last == "commscope: files 1/2 · 1.50 MB parsed · 1,234 events"
+
+
+def test_a_shorter_line_is_padded_over_the_longer_one() -> None:
+    stream = io.StringIO()
+    progress = TerminalProgress(stream, interval_s=0)
+    progress.begin(1, 200_000_000)
+    progress.advance(99_900_000)  # "99.9 MB", then "150 MB": one character shorter
+    progress.advance(50_000_000)
+    drawn = stream.getvalue().split("\r")[1:]
+    assert drawn[1] == "commscope: files 0/1 · 150 MB parsed · 0 events "
+    assert len(drawn[1]) == len(drawn[0])
 
 
 @pytest.mark.skipif(shutil.which("script") is None, reason="util-linux `script` gives a real tty")

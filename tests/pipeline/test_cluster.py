@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -81,7 +82,11 @@ def test_the_command_on_a_cluster_writes_the_local_reports(
         result = commscope("report", relative, "--out", tmp_path / out, *flags, cwd=tmp_path)
         assert result.returncode == 3, result.stderr  # written, one input skipped
     (local,), (remote,) = (list((tmp_path / d).glob("*.json")) for d in ("local", "remote"))
-    assert remote.read_bytes() == local.read_bytes()
+    # equal but for who wrote them when with which command line (`--dask` against `--jobs`)
+    found = [json.loads(path.read_bytes()) for path in (local, remote)]
+    commands = [document.pop("provenance")["command"] for document in found]
+    assert found[0] == found[1]
+    assert commands[1][-2:] == ["--dask", scheduler]
 
 
 def commscope(

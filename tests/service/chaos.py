@@ -38,6 +38,7 @@ from typing import Any
 from service.harness import (
     COMMSCOPE,
     DLRM,
+    RUN_SPECIFIC,
     Proc,
     Processes,
     collector_args,
@@ -164,8 +165,9 @@ def _trigger(rng: random.Random, moment: str, writes: tuple[Write, ...]) -> str:
 
 
 def comparable(document: dict[str, Any], roots: tuple[Path, ...]) -> dict[str, Any]:
-    """The report without what is specific to this run: the absolute roots of its paths."""
-    text = json.dumps(document)
+    """The report without what is specific to this run: the absolute roots of its paths, and
+    who wrote it when with what command line (`RUN_SPECIFIC`)."""
+    text = json.dumps({k: v for k, v in document.items() if k not in RUN_SPECIFIC})
     for root in roots:
         text = text.replace(str(root) + "/", "")
     return json.loads(text)  # type: ignore[no-any-return]
@@ -351,7 +353,12 @@ class Round:
             self.endpoint,
             name,
             self.folder / f"state-{name}",
-            *("--batch-events", str(self.tuning.batch_events), "--window", str(self.tuning.window)),
+            *(
+                "--batch-events",
+                str(self.tuning.batch_events),
+                "--max-unacked",
+                str(self.tuning.window),
+            ),
             *(*metrics, "--drain", str(DRAIN_S)),
         )
 

@@ -123,6 +123,31 @@ def test_every_collector_ended_exits_0(tmp_path: Path, capsys: pytest.CaptureFix
     assert "files lost" not in capsys.readouterr().out
 
 
+def test_the_final_json_report_carries_the_version_time_and_command_line(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path / "state")
+    store.save_nodes({"n1": True})  # a run already over: it ends at once
+    store.close()
+    listen = f"tcp://127.0.0.1:{free_port()}"
+    assert aggregate(tmp_path, listen) == 0
+    (written,) = tmp_path.glob("*.json")
+    found = json.loads(written.read_text())["provenance"]
+    assert found["tool_version"] and found["generated_utc"].endswith("Z")
+    assert found["inputs"] == []  # the live aggregator's inputs are its collectors' streams
+    assert found["command"] == ["commscope", "aggregate", "--listen", listen, "--out",
+                                str(tmp_path), "--linger", "0", "--insecure"]  # fmt: skip
+
+
+def test_an_out_folder_that_cannot_be_written_is_one_line_and_exit_1_at_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a-file").write_text("in the way")
+    out = tmp_path / "a-file" / "reports"
+    assert aggregate(out, f"tcp://127.0.0.1:{free_port()}") == 1
+    assert capsys.readouterr().err.startswith(f"commscope: error: {out}: cannot write reports")
+
+
 def test_the_start_log_names_the_shard(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store = Store(tmp_path / "state")
     store.save_nodes({"n1": True})  # a run already over: it ends at once

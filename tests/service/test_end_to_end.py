@@ -177,7 +177,7 @@ def test_collector_memory_stays_bounded_while_the_aggregator_is_away(
             tmp_path / f"state-{node}",
             "--batch-events",
             "256",
-            "--window",
+            "--max-unacked",
             str(window),
             "--metrics-port",
             str(ports[node]),
