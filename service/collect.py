@@ -210,8 +210,8 @@ class Collector:
         if stop.is_set() and not self.stopping.is_set():
             self._begin_drain(now)
         self._receive(transport, wait_s, now)
-        if not self.stopping.is_set():
-            self._discover(watcher.poll(0))
+        if not self.stopping.is_set() or not self._scanned:  # the first scan resumes the
+            self._discover(watcher.poll(0))  # files a checkpoint holds open: never skipped
         self._reap()
         self._start_workers()
         self._pump(transport, now)

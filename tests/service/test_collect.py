@@ -128,6 +128,33 @@ def test_a_collector_killed_while_a_gzip_file_is_written_in_place_loses_nothing(
     assert rig.report() == offline(rig.watch)
 
 
+def test_a_collector_stopped_before_its_first_turn_still_finishes_the_file_it_resumes(
+    rig: Rig,
+) -> None:
+    """SIGTERM while a restarted collector starts: its checkpoint holds a stream open at the
+    aggregator, so it reads that file to its end before its end-of-run (it used to skip the
+    first scan when stopping, end its run at once and leave the aggregator waiting)."""
+    shutil.copytree(SAMPLE / "iteration_4", rig.watch / "iteration_4")
+    target = rig.watch / "iteration_4" / "rank0_trace.json.gz"
+    data = target.read_bytes()
+    target.write_bytes(data[:5000])  # still being written when the collector is killed
+    collector, watcher = rig.collector()
+    entry = lambda: collector.session.files.get(str(target))  # noqa: E731
+    rig.turns(collector, watcher, lambda: entry() is not None and entry().acked >= 1)  # type: ignore[union-attr]
+    collector.close()  # killed
+    watcher.close()
+    target.write_bytes(data)
+
+    again, watcher = rig.collector()
+    try:
+        assert rig.turns(again, watcher, lambda: False, stop=True) is True
+    finally:
+        again.close()
+        watcher.close()
+    assert again.session.files[str(target)].done
+    assert rig.report() == offline(rig.watch)
+
+
 def test_a_kernel_lasting_1e300_us_costs_its_event_not_the_collector(rig: Rig) -> None:
     """The trace of issue 10 that killed the collector on every restart: the reader drops the
     span (counted), the file's stream ends normally, and the collector ends its run."""
