@@ -11,17 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from commscope.collector.schema import Clocks, Matching, Report
-from commscope.exporters.textfmt import (
-    duration,
-    flop_rate,
-    flops,
-    na,
-    pct,
-    rank_list,
-    rate,
-    row,
-    size,
-)
+from commscope.collector.units import duration, flop_rate, flops, rate, size
+from commscope.exporters.textfmt import na, pct, rank_list, row
 
 _FIGURES = (
     ("exposed_comm_fraction", "exposed communication / step time"),

@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterator
 from typing import Final
 
 from commscope.collector.schema import SCHEMA_VERSION, Report, RunComparison, StepTest
+from commscope.collector.units import duration, p_value, rate
 from commscope.exporters import text
-from commscope.exporters.textfmt import duration, num, p_value, pct, rate, row
+from commscope.exporters.textfmt import num, pct, row
 
 _WIDTHS: Final = [34, 16, 16, 10]
 

@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from typing import Final
 
 from commscope.collector.schema import Report
+from commscope.collector.units import duration, rate
 from commscope.exporters import htmlplots, text
 from commscope.exporters.svg import esc
-from commscope.exporters.textfmt import duration, pct, rate
+from commscope.exporters.textfmt import pct
 
 STYLE: Final = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;

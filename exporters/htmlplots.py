@@ -18,9 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from commscope.collector.schema import AlphaBeta, RankOverlap, RankSteps, Report, SkewInstances
+from commscope.collector.units import duration
 from commscope.exporters import svg
 from commscope.exporters.svg import Frame, Scale
-from commscope.exporters.textfmt import duration, pct
+from commscope.exporters.textfmt import pct
 
 MAX_RANKS: Final = 64
 MAX_WINDOWS: Final = 24

@@ -21,6 +21,7 @@ from commscope.collector.schema import (
     Sections,
     Summary,
 )
+from commscope.collector.units import UNITS_NOTE, duration, rate, size
 from commscope.exporters.crosstext import (
     alpha_beta_lines,
     diagnosis_lines,
@@ -30,17 +31,7 @@ from commscope.exporters.crosstext import (
     skew_lines,
     utilization_lines,
 )
-from commscope.exporters.textfmt import (
-    UNITS_NOTE,
-    duration,
-    na,
-    num,
-    pct,
-    rank_list,
-    rate,
-    row,
-    size,
-)
+from commscope.exporters.textfmt import na, num, pct, rank_list, row
 
 RULE = "=" * 80
 THIN = "-" * 80

@@ -26,6 +26,7 @@ from commscope.collector.schema import (
     Finding,
     Sections,
 )
+from commscope.collector.units import duration, rate, size
 from commscope.pipeline.stats import mean, ratio
 
 COMM_BOUND: Final = 0.20  # exposed communication / step time
@@ -129,7 +130,7 @@ def too_little(run: Sections) -> str | None:
     per_rank = math.fsum(known) / len(known)
     if per_rank < MIN_STEP_S:
         return (
-            f"{per_rank * 1e6:.3g} µs of profiled step time per rank, "
+            f"{duration(per_rank)} of profiled step time per rank, "
             f"under the {MIN_STEP_S * 1e3:g} ms minimum"
         )
     return None
@@ -195,7 +196,7 @@ def _overlap_advice(run: Sections, evidence: list[str]) -> str:
     if per_step > DDP_FIRST_BUCKET:
         return advice + ", DDP bucket_cap_mb so gradient all-reduces start during backward"
     evidence.append(
-        f"all-reduce traffic is {per_step / 1e6:.3g} MB per step (mean over ranks), within "
+        f"all-reduce traffic is {size(per_step)} per step (mean over ranks), within "
         "DDP's first bucket (1 MiB): bucket_cap_mb cannot split it, so no bucket advice"
     )
     return advice
@@ -244,8 +245,8 @@ def _fit_evidence(group: str, kind: str, fit: AlphaBeta, steps: int) -> tuple[st
         return None
     knee = fit.alpha_s * fit.beta_Bps
     line = (
-        f"{kind} on group {group}: α = {fit.alpha_s * 1e6:.3g} µs, "
-        f"β = {fit.beta_Bps / 1e9:.3g} GB/s: messages below {_mb(knee)} are latency-bound"
+        f"{kind} on group {group}: α = {duration(fit.alpha_s)}, "
+        f"β = {rate(fit.beta_Bps)}: messages below {size(knee)} are latency-bound"
     )
     if fit.latency_bound is not None:
         line += f" ({_pct(fit.latency_bound)} of its instances)"
@@ -253,7 +254,7 @@ def _fit_evidence(group: str, kind: str, fit: AlphaBeta, steps: int) -> tuple[st
     if why_not is not None:
         return (f"{line}; {why_not}",)
     advice = (
-        f"bucket {kind} messages above {_mb(knee)} (group {group}) so that bandwidth, not "
+        f"bucket {kind} messages above {size(knee)} (group {group}) so that bandwidth, not "
         "latency, dominates"
     )
     return line, advice
@@ -273,14 +274,10 @@ def _no_bucketing(fit: AlphaBeta, knee: float, steps: int) -> str | None:
     per_step = fit.bus_bytes / steps
     if per_step <= knee:
         return (
-            f"its traffic is {_mb(per_step)} per step, below the knee: bucketing cannot lift "
+            f"its traffic is {size(per_step)} per step, below the knee: bucketing cannot lift "
             "messages above it"
         )
     return None
-
-
-def _mb(value: float) -> str:
-    return f"{value / 1e6:.3g} MB"
 
 
 def _wait_free_utilization(run: Sections) -> tuple[float | None, str]:
@@ -410,9 +407,9 @@ def left_out(run: Sections) -> list[str]:
         comm = math.fsum(o.comm_time_s for o in run.overlap.per_rank.values())
         compute = math.fsum(o.compute_time_s for o in run.overlap.per_rank.values())
         lines.append(
-            f"outside the profiled steps (summed over ranks): {comm_out * 1e3:.3g} ms of "
-            f"communication ({_pct(ratio(comm_out, comm))} of it) and {compute_out * 1e3:.3g} "
-            f"ms of compute ({_pct(ratio(compute_out, compute))} of it)"
+            f"outside the profiled steps (summed over ranks): {duration(comm_out)} of "
+            f"communication ({_pct(ratio(comm_out, comm))} of it) and {duration(compute_out)} "
+            f"of compute ({_pct(ratio(compute_out, compute))} of it)"
         )
     bare = [rank for rank, steps in run.steps.items() if not steps.count]
     if bare and len(bare) < len(run.steps):

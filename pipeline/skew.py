@@ -31,6 +31,7 @@ from commscope.collector.schema import (
     SkewInstances,
     Stragglers,
 )
+from commscope.collector.units import duration, p_value
 from commscope.pipeline.matching import Instance
 from commscope.pipeline.stats import mad, summarize, thin_indices
 
@@ -239,8 +240,8 @@ def slowest_rank(draws: Draws, ranks: Mapping[int, RankArrival]) -> tuple[int | 
     facts = (
         f"rank {rank} arrived last at {entry.last} of {entry.instances} matched collectives "
         f"({entry.expected_last:.1f} expected by chance) and caused {share:.0%} of all "
-        f"waiting ({entry.caused_wait_s * 1e3:.3g} ms of {total * 1e3:.3g} ms); "
-        f"p = {min(1.0, p):.2g} that chance does this to one of {len(ranks)} ranks"
+        f"waiting ({duration(entry.caused_wait_s)} of {duration(total)}); "
+        f"{p_value(p)} that chance does this to one of {len(ranks)} ranks"
     )
     if share >= CLEAR_SHARE and entry.last >= MIN_LAST and p <= CLEAR_P:
         return rank, facts
@@ -325,11 +326,11 @@ def _straggler_text(
         worst = max(sorted(steps), key=lambda r: steps[r])
         return (
             f"no step-time straggler: the slowest, rank {worst}, takes "
-            f"{steps[worst] * 1e3:.3g} ms against a median of {median * 1e3:.3g} ms "
+            f"{duration(steps[worst])} against a median of {duration(median)} "
             f"(robust z {robust[str(worst)]:.1f})"
         )
     return "; ".join(
-        f"rank {r}: {steps[r] * 1e3:.3g} ms per step against a median of {median * 1e3:.3g} ms "
+        f"rank {r}: {duration(steps[r])} per step against a median of {duration(median)} "
         f"(+{steps[r] / median - 1:.0%}, robust z {robust[str(r)]:.1f})"
         for r in flagged
     )

@@ -21,6 +21,7 @@ PURE = [
     "collector/normalize.py",
     "collector/nsys.py",
     "collector/schema.py",
+    "collector/units.py",
     "collector/session.py",
     "pipeline/accumulate.py",
     "pipeline/alphabeta.py",

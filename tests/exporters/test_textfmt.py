@@ -8,7 +8,7 @@ import re
 from decimal import Decimal
 
 import pytest
-from commscope.exporters.textfmt import (
+from commscope.collector.units import (
     BYTES,
     FLOPS,
     RATES,

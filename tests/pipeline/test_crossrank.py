@@ -253,7 +253,7 @@ def test_a_step_time_straggler_is_flagged_by_robust_z() -> None:
     assert found.flagged == [4]
     assert found.z["4"] == pytest.approx(2.0)
     assert found.robust_z["4"] == pytest.approx(0.003 / (1.2533 * 0.0006))
-    assert found.evidence.startswith("rank 4: 13 ms per step against a median of 10 ms (+30%")
+    assert found.evidence.startswith("rank 4: 13.0 ms per step against a median of 10.0 ms (+30%")
 
 
 def test_steps_of_two_ranks_cannot_show_a_straggler() -> None:

@@ -167,7 +167,9 @@ def fitted(sections: Sections, **fit: object) -> Finding:
     return finding
 
 
-KNEE_LINE = "AllReduce on group 0: α = 20 µs, β = 50 GB/s: messages below 1 MB are latency-bound"
+KNEE_LINE = (
+    "AllReduce on group 0: α = 20.0 µs, β = 50.0 GB/s: messages below 1.00 MB are latency-bound"
+)
 
 
 def test_a_tight_fit_with_traffic_above_the_knee_advises_bucketing() -> None:
@@ -180,7 +182,7 @@ def test_a_tight_fit_with_traffic_above_the_knee_advises_bucketing() -> None:
         "(β of the AllReduce fit on group 0, R² 0.97: no waiting)"
     ) in finding.evidence
     assert finding.suggestions[-1] == (
-        "bucket AllReduce messages above 1 MB (group 0) so that bandwidth, not latency, dominates"
+        "bucket AllReduce messages above 1.00 MB (group 0) so that bandwidth, not latency, dominates"
     )
 
 
@@ -190,8 +192,8 @@ def test_a_tight_fit_with_traffic_above_the_knee_advises_bucketing() -> None:
         (0.5, 0.4, 10e6, "a loose fit (R² 0.50), so no advice from it"),
         (None, 0.4, 10e6, "a loose fit (R² n/a), so no advice from it"),
         (0.97, 0.1, 10e6, "under 25% of its instances below the knee: no bucketing advice"),
-        # the 6.8k-parameter job: 54.4 kB over 2 steps is 0.0272 MB per step, under the knee
-        (0.97, 0.4, 54_400, "its traffic is 0.0272 MB per step, below the knee: bucketing "
+        # the 6.8k-parameter job: 54.4 kB over 2 steps is 27.2 KB per step, under the knee
+        (0.97, 0.4, 54_400, "its traffic is 27.2 KB per step, below the knee: bucketing "
                             "cannot lift messages above it"),
         (0.97, 0.4, None, "its traffic per profiled step is unknown, so no bucketing advice"),
     ],
@@ -225,7 +227,7 @@ def test_no_ddp_bucket_advice_when_a_steps_all_reduce_fits_the_first_bucket() ->
     (finding,) = diagnose(sections).findings
     assert not any("bucket_cap_mb so" in s for s in finding.suggestions)
     assert (
-        "all-reduce traffic is 0.0272 MB per step (mean over ranks), within DDP's first "
+        "all-reduce traffic is 27.2 KB per step (mean over ranks), within DDP's first "
         "bucket (1 MiB): bucket_cap_mb cannot split it, so no bucket advice"
     ) in finding.evidence
 

@@ -63,8 +63,8 @@ def test_gloo_spans_outside_the_one_step_are_left_out_of_the_step_figures() -> N
     assert figures["compute_fraction"] == pytest.approx(0.5)
     # 19 of the 20.5 ms of communication lie outside the step: 92.7% of it
     assert report.diagnosis.left_out == [
-        "outside the profiled steps (summed over ranks): 19 ms of communication (92.7% of it) "
-        "and 0 ms of compute (0.0% of it)"
+        "outside the profiled steps (summed over ranks): 19.0 ms of communication (92.7% of it) "
+        "and 0 s of compute (0.0% of it)"
     ]
 
 
@@ -96,8 +96,8 @@ def test_gpu_kernels_past_the_last_step_are_left_out_of_the_step_figures() -> No
     assert figures["exposed_comm_fraction"] == pytest.approx(1 / 20)
     assert figures["gpu_busy_fraction"] == pytest.approx(17.5 / 20)
     assert report.diagnosis.left_out == [
-        "outside the profiled steps (summed over ranks): 1 ms of communication (50.0% of it) "
-        "and 7.5 ms of compute (31.2% of it)"
+        "outside the profiled steps (summed over ranks): 1.00 ms of communication (50.0% of it) "
+        "and 7.50 ms of compute (31.2% of it)"
     ]
 
 
