@@ -182,7 +182,8 @@ def test_a_tight_fit_with_traffic_above_the_knee_advises_bucketing() -> None:
         "(β of the AllReduce fit on group 0, R² 0.97: no waiting)"
     ) in finding.evidence
     assert finding.suggestions[-1] == (
-        "bucket AllReduce messages above 1.00 MB (group 0) so that bandwidth, not latency, dominates"
+        "bucket AllReduce messages above 1.00 MB (group 0) so that bandwidth, not latency, "
+        "dominates"
     )
 
 
