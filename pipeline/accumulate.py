@@ -256,9 +256,12 @@ def bus_bytes(tally: OpTally) -> float:
 def merge_results(results: Iterable[RankResult]) -> RankResult:
     """One rank over several windows: every numerator and denominator summed. Over more than
     one window the bandwidth samples are not concatenated but sketched (`pipeline.sketch`):
-    the run keeps one bounded sketch per type where the windows keep their exact samples."""
+    the run keeps one bounded sketch per type where the windows keep their exact samples.
+    Merging is a left fold: the merge of windows 1 … k (k ≥ 2) merged with window k+1 is the
+    merge of windows 1 … k+1, field for field (sketches merge exactly, a merged source is
+    split back into its parts)."""
     results = list(results)
-    known = sorted({r.source for r in results if r.source != NONE})
+    known = sorted({part for r in results for part in r.source.split(" + ")} - {NONE})
     steps: dict[int, int] = {}
     kernel_ns: Counter[str] = Counter()
     for result in results:

@@ -813,7 +813,7 @@ def test_a_shard_completes_a_window_once_its_own_ranks_have_each_a_file() -> Non
     files += [finished_rank("c", r, 6) for r in range(4, 8)]
     files += [finished_rank("d", r, 8) for r in range(8)]
     for aggregation in (shard, whole):
-        aggregation.finished = {f.stream: f for f in files}
+        aggregation.restore(files)
     assert shard.complete_windows() == ["a", "d"]
     assert whole.complete_windows() == ["d"]
 
@@ -856,3 +856,20 @@ def test_reports_mid_window_wait_out_ten_times_their_cost(tmp_path: Path) -> Non
         assert built == [1000.0, 1020.0, 1030.0]
     finally:
         aggregator.store.close()
+
+
+def test_a_window_is_complete_no_more_once_a_rank_of_it_is_superseded_by_a_file_cut_short() -> None:
+    """Ranks 0 and 1 of a world of 2 finish (complete); rank 1's path then starts again as a
+    new stream that ends in an error: that rank has no usable file, so the window is not
+    complete, and once a usable rewrite of it finishes it is complete again."""
+    aggregation = Aggregation()
+    aggregation.restore([finished_rank("a", 0, 2), finished_rank("a", 1, 2)])
+    assert aggregation.complete_windows() == ["a"]
+    again = StreamStart(stream="a-1b", node="n", path="/run/a/rank1.json", folder="a",
+                        root_name="run")  # fmt: skip
+    aggregation.apply(again)
+    assert aggregation.complete_windows() == []
+    aggregation.apply(StreamEnd(stream="a-1b", seq=1, error="cut short"))
+    assert aggregation.complete_windows() == []
+    aggregation.restore([finished_rank("a", 1, 2)])  # a usable file of rank 1 again
+    assert aggregation.complete_windows() == ["a"]
