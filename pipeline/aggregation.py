@@ -79,6 +79,18 @@ class Applied:
     events: int = 0
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A report as set out by `Aggregation.prepare`: its windows, the job's files chosen,
+    the files skipped and those ignored."""
+
+    windows: list[str]
+    chosen: jobs.Chosen
+    skipped: list[Skipped]
+    ignored: list[str]
+    options: Options
+
+
 class Aggregation:
     """Every stream of a run, open or finished; see the module docstring."""
 
@@ -202,6 +214,12 @@ class Aggregation:
 
     def report(self, options: Options, final: bool = False) -> Report:
         """The report over the finished files; `final`: open streams are listed as skipped."""
+        return self.build(self.prepare(options, final))
+
+    def prepare(self, options: Options, final: bool = False) -> Prepared:
+        """What the report is built from, as things stand: `build` reads only that, the cache
+        and the store, so records may be applied meanwhile (from another thread too; but
+        `shed`, `restore` and another report wait until the build is over)."""
         files = sorted(self.finished.values(), key=lambda f: f.path)
         names = _names(files)
         chosen = jobs.largest(sorted(_parsed(files, names), key=_file_order))
@@ -215,10 +233,15 @@ class Aggregation:
         self._reload_changed(self._reported)
         self._kept = set()
         self._streams = {id(f.result): f.stream for f in files if f.result is not None}
+        return Prepared(windows, chosen, [*skipped, *chosen.skipped], ignored, options)
+
+    def build(self, prepared: Prepared) -> Report:
+        """The report `prepare` set out (see there)."""
+        chosen = prepared.chosen
         report = build_report(
-            windows, chosen.files, [*skipped, *chosen.skipped], options, cache=self.cache
+            prepared.windows, chosen.files, prepared.skipped, prepared.options, cache=self.cache
         )
-        return jobs.labelled(report, chosen, ignored)
+        return jobs.labelled(report, chosen, prepared.ignored)
 
     def _used(self, chosen: Iterable[ParsedFile]) -> dict[str, set[str]]:
         """Each folder's streams a report over `chosen` uses: its files of the job reported,
