@@ -524,9 +524,12 @@ class Aggregator:
         self._completes = len(self.completed)
         return self.aggregation.prepare(self.settings.options)
 
-    def _built(self, report: Report) -> None:
-        """Show a report built: the next mid-window one waits out its cost (`_may_rebuild`)."""
+    def _built(self, report: Report, cpu_s: float | None = None) -> None:
+        """Show a report built: the next mid-window one waits out its cost (`_may_rebuild`).
+        Each is logged with its time (and the CPU of its thread when built beside the loop)."""
         cost = self.clock() - self._began
+        extra = {"seconds": round(cost, 3), "window_completed": self._completing}
+        log.info("report built", extra={**extra, "cpu_s": cpu_s} if cpu_s is not None else extra)
         self._rebuild_after = self.clock() + cost * (1 - REBUILD_SHARE) / REBUILD_SHARE
         self._report, self._windows_shown = report, self._completes
         if self._completing:
@@ -547,7 +550,7 @@ class Aggregator:
         if build.error is not None:
             raise build.error
         if build.report is not None:
-            self._built(build.report)
+            self._built(build.report, build.cpu_s)
 
     def _wait_build(self) -> None:
         """Let a report being built beside the loop end (the run is over)."""
@@ -655,9 +658,12 @@ class ReportBuild(threading.Thread):
         self.prepared = prepared
         self.report: Report | None = None
         self.error: Exception | None = None
+        self.cpu_s = 0.0
 
     def run(self) -> None:
+        began = time.thread_time()
         try:
             self.report = self.aggregation.build(self.prepared)
         except Exception as exc:  # handed to the loop: raised there, or the report set out again
             self.error = exc
+        self.cpu_s = round(time.thread_time() - began, 3)
