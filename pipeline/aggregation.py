@@ -290,21 +290,22 @@ class Aggregation:
     @contextmanager
     def _exact(self, results: Sequence[RankResult], again: bool) -> Iterator[None]:
         """The report reads these results' exact samples: those shed are read back from the
-        store, and shed again afterwards unless the next report reads them too (`again`)."""
-        given = [result for result in results if self._give_back(result)]
+        store, and shed again afterwards (their sketches as they were) unless the next report
+        reads them too (`again`)."""
+        given = [(result, shed) for result in results if (shed := self._give_back(result))]
         if again:
             self._kept.update(map(id, results))
         yield
         if not again:
-            for result in given:
-                result.ops = _sketched(result.ops)
+            for result, shed in given:
+                result.ops = shed
 
-    def _give_back(self, result: RankResult) -> bool:
-        """Read back a result's samples if they were shed; whether they were."""
+    def _give_back(self, result: RankResult) -> dict[str, OpTally] | None:
+        """Read back a result's samples if they were shed; its shed tallies (None: not shed)."""
         if not any(isinstance(tally, ShedTally) for tally in result.ops.values()):
-            return False
-        result.ops = self._stored(self._streams[id(result)]).ops
-        return True
+            return None
+        shed, result.ops = result.ops, self._stored(self._streams[id(result)]).ops
+        return shed
 
     def _drop_calls(self, streams: Iterable[str]) -> set[str]:
         """Empty these files' call lists, in place (the cache knows a result by its identity);
