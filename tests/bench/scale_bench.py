@@ -1,14 +1,16 @@
 """The live service at scale: a simulated TorchTitan-like job through real collectors and one
 aggregator on loopback, window by window.
 
-For each rank count R (default 64, 256, 1024): the job of `tests/simjob.py` (tp 8, pp 2 below
-256 ranks and 4 from there, FSDP over the rest; `--windows` windows of `--steps` steps and
-`--layers` layers a stage) is generated first into a staging folder (every file of every
-window: the generator's time is not the service's), 8 ranks a node. The default size, ~0.9 MB
-of JSON a rank and window, keeps 1,024 ranks x 2 windows within minutes here; what sets the
-aggregator's share is the trace bytes per event the collectors ship, ~2.8 KB with the default
-`--filler` 24, between the real traces of `../shared/traces` (V100 all-reduce job 1.7 KB,
-B200 7.7 KB): more filler, larger files, a smaller share.
+For each rank count R (default 64, 256, 1024) and each `--filler` size: the job of
+`tests/simjob.py` (tp 8, pp 2 below 256 ranks and 4 from there, FSDP over the rest; `--windows`
+windows of `--steps` steps and `--layers` layers a stage) is generated first into a staging
+folder (every file of every window: the generator's time is not the service's), 8 ranks a
+node. The aggregator's cost follows the collectives and the ranks; the collectors' follows
+the bytes. What sets the share is therefore the trace bytes a collective: the default
+`--filler` 48 gives 110 events (27 KB of JSON) a collective, as the densest real training
+trace of `../shared/traces` in collectives (V100 all-reduce job: 107 events, 27 KB; the others
+411 to 3,321 events), ~1.7 MB a rank and window: a conservative size that keeps 1,024 ranks x
+2 windows runnable here. More filler, larger files, a smaller share (README "Scale").
 
 Then one `commscope aggregate --insecure` on 127.0.0.1 and one `commscope collect --insecure`
 per node (8 ranks), each watching its own folder (`node<N>/`, as on a real node): real
