@@ -6,7 +6,9 @@ pure `Aggregation`, make it durable (`Store`), then acknowledge. Finished files 
 rolling busbw statistics; the report over finished files is published to Prometheus when a
 window completes (at once) and otherwise every `refresh_s`, or less often when building it
 takes long (a large job): at most `REBUILD_SHARE` of the time goes to building reports
-mid-window, so the loop keeps acknowledging (a loop busy for seconds makes collectors resend).
+mid-window. Within `run` a report is built on a thread beside the loop (`ReportBuild`), from
+what `Aggregation.prepare` set out, so the loop keeps applying, storing and acknowledging (a
+loop busy for seconds makes collectors resend).
 The run ends when every collector has sent end-of-run, on `stop` (SIGTERM), or after
 `idle_timeout_s` of silence;
 the final text and JSON reports are the ones `commscope report` writes for the same files.
