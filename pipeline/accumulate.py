@@ -48,7 +48,7 @@ from commscope.pipeline.intervals import (
     intersection_measure,
     union,
 )
-from commscope.pipeline.sketch import merge, pack, sketch_of, unpack
+from commscope.pipeline.sketch import merge, merge_all, pack, sketch_of, unpack
 from commscope.pipeline.stats import add_sample, sample_values
 
 GPU, CPU, NONE = "gpu kernels", "cpu (gloo)", "none"
@@ -256,9 +256,12 @@ def bus_bytes(tally: OpTally) -> float:
 def merge_results(results: Iterable[RankResult]) -> RankResult:
     """One rank over several windows: every numerator and denominator summed. Over more than
     one window the bandwidth samples are not concatenated but sketched (`pipeline.sketch`):
-    the run keeps one bounded sketch per type where the windows keep their exact samples."""
+    the run keeps one bounded sketch per type where the windows keep their exact samples.
+    Merging is a left fold: the merge of windows 1 … k (k ≥ 2) merged with window k+1 is the
+    merge of windows 1 … k+1, field for field (sketches merge exactly, a merged source is
+    split back into its parts)."""
     results = list(results)
-    known = sorted({r.source for r in results if r.source != NONE})
+    known = sorted({part for r in results for part in r.source.split(" + ")} - {NONE})
     steps: dict[int, int] = {}
     kernel_ns: Counter[str] = Counter()
     for result in results:
@@ -300,23 +303,55 @@ def highest(values: Iterable[int | None]) -> int | None:
     return max((v for v in values if v is not None), default=None)
 
 
-def pooled_ops(results: Iterable[RankResult], sketched: bool = False) -> dict[str, OpTally]:
+def pooled_ops(
+    results: Iterable[RankResult], sketched: bool = False, samples: bool = True
+) -> dict[str, OpTally]:
     """The tallies of every result, type by type, in one: samples pooled, or sketches merged
-    (a `RunTally`) when asked or when one of the tallies keeps sketches (`SKETCHED`)."""
+    (a `RunTally`) when asked or when one of the tallies keeps sketches (`SKETCHED`); or,
+    without `samples`, the counts and sums alone (an `OpTally` without samples)."""
     results = list(results)
     if any(isinstance(t, SKETCHED) for r in results for t in r.ops.values()):
         sketched = True
     pooled: dict[str, OpTally] = {}
+    parts: dict[str, list[OpTally]] = {}
     for result in results:
         for kind, tally in result.ops.items():
-            into = pooled.setdefault(kind, RunTally() if sketched else OpTally())
-            merge_tally(into, tally)
+            into = pooled.setdefault(kind, RunTally() if sketched and samples else OpTally())
+            add_sums(into, tally)
+            if samples and not sketched:
+                into.algbw_Bps += tally.algbw_Bps
+                into.busbw_Bps += tally.busbw_Bps
+            elif samples:
+                parts.setdefault(kind, []).append(tally)
+    for kind, tallies in parts.items():
+        _merge_sketches(pooled[kind], tallies)
     return dict(sorted(pooled.items()))
+
+
+def _merge_sketches(into: OpTally, tallies: list[OpTally]) -> None:
+    """Into a `RunTally`, the sketches of these tallies merged (as `merge_tally` one by one)."""
+    if not isinstance(into, RunTally):
+        raise TypeError("sketches merge only into a RunTally")
+    into.algbw_sketch = merge_all(bandwidth_sketch(t, "algbw") for t in tallies)
+    into.busbw_sketch = merge_all(bandwidth_sketch(t, "busbw") for t in tallies)
 
 
 def merge_tally(into: OpTally, other: OpTally) -> None:
     """Add `other` to `into` (`other` unchanged): samples concatenated, or, into a `RunTally`,
     sketched and merged."""
+    add_sums(into, other)
+    if isinstance(into, RunTally):
+        into.algbw_sketch = merge(into.algbw_sketch, bandwidth_sketch(other, "algbw"))
+        into.busbw_sketch = merge(into.busbw_sketch, bandwidth_sketch(other, "busbw"))
+    elif isinstance(other, SKETCHED):
+        raise TypeError("a sketched tally merges only into a RunTally (see pooled_ops)")
+    else:
+        into.algbw_Bps += other.algbw_Bps
+        into.busbw_Bps += other.busbw_Bps
+
+
+def add_sums(into: OpTally, other: OpTally) -> None:
+    """Add `other`'s counts and sums to `into`'s (the samples and sketches aside)."""
     into.count += other.count
     into.sized_count += other.sized_count
     into.message_bytes += other.message_bytes
@@ -328,14 +363,6 @@ def merge_tally(into: OpTally, other: OpTally) -> None:
     into.sized_time_ns += other.sized_time_ns
     for source, count in other.group_sources.items():
         into.group_sources[source] = into.group_sources.get(source, 0) + count
-    if isinstance(into, RunTally):
-        into.algbw_sketch = merge(into.algbw_sketch, bandwidth_sketch(other, "algbw"))
-        into.busbw_sketch = merge(into.busbw_sketch, bandwidth_sketch(other, "busbw"))
-    elif isinstance(other, SKETCHED):
-        raise TypeError("a sketched tally merges only into a RunTally (see pooled_ops)")
-    else:
-        into.algbw_Bps += other.algbw_Bps
-        into.busbw_Bps += other.busbw_Bps
 
 
 def bandwidth_sketch(tally: OpTally, which: Literal["algbw", "busbw"]) -> Sketch:

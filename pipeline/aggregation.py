@@ -28,7 +28,8 @@ samples as sketches from the start.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence, Set
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Final
@@ -78,6 +79,18 @@ class Applied:
     events: int = 0
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A report as set out by `Aggregation.prepare`: its windows, the job's files chosen,
+    the files skipped and those ignored."""
+
+    windows: list[str]
+    chosen: jobs.Chosen
+    skipped: list[Skipped]
+    ignored: list[str]
+    options: Options
+
+
 class Aggregation:
     """Every stream of a run, open or finished; see the module docstring."""
 
@@ -99,6 +112,7 @@ class Aggregation:
         self._reported: dict[str, set[str]] = {}  # each folder's streams in the last report
         self._kept: set[int] = set()  # results whose samples the last report's run figures read
         self._streams: dict[int, str] = {}  # each result's stream, as of the last report
+        self._windows = _Windows()  # each folder's ranks, kept as files finish and go
 
     def restore(self, finished: Iterable[FinishedFile], retired: Iterable[str] = ()) -> None:
         """Take back the stored finished files. Given a loader, each file's call list is
@@ -106,7 +120,7 @@ class Aggregation:
         never holds more than one window's calls."""
         self.retired.update(retired)
         for item in finished:
-            self.finished[item.stream] = item
+            self._add(item)
             self._by_path[(item.node, item.path)] = item.stream
             if self._load is not None:
                 self._drop_calls([item.stream])
@@ -167,7 +181,7 @@ class Aggregation:
             return Applied()
         del self.open[record.stream]
         finished = _finish(stream, record)
-        self.finished[record.stream] = finished
+        self._add(finished)
         events = finished.stats.events if finished.result is not None else 0
         return Applied(finished=finished, events=events)
 
@@ -177,34 +191,35 @@ class Aggregation:
         superseded: tuple[str, ...] = ()
         if old is not None and old != start.stream:
             self.open.pop(old, None)
-            self.finished.pop(old, None)
+            gone = self.finished.pop(old, None)
+            if gone is not None:
+                self._windows.remove(gone)
             self.retired.add(old)
             superseded = (old,)
         self._by_path[key] = start.stream
         self.open[start.stream] = OpenStream(start)
         return Applied(superseded=superseded)
 
+    def _add(self, item: FinishedFile) -> None:
+        old = self.finished.get(item.stream)
+        if old is not None:
+            self._windows.remove(old)
+        self.finished[item.stream] = item
+        self._windows.add(item)
+
     def complete_windows(self) -> list[str]:
         """Folders whose every rank (0 … world-1, or each rank `owned` when set: a shard's)
-        has a finished, usable file."""
-        ranks: dict[str, set[int]] = {}
-        worlds: dict[str, int] = {}
-        for item in self.finished.values():
-            rank = item.meta.rank if item.meta.rank is not None else item.name_rank
-            if item.result is None or rank is None:
-                continue
-            ranks.setdefault(item.folder, set()).add(rank)
-            world = item.meta.world_size or 0
-            worlds[item.folder] = max(worlds.get(item.folder, 0), world)
-        return sorted(f for f, seen in ranks.items() if self._whole(seen, worlds[f]))
-
-    def _whole(self, seen: set[int], world: int) -> bool:
-        if self.owned is None:
-            return _every_rank(seen, world)
-        return world > max(self.owned, default=-1) and self.owned <= seen
+        has a finished, usable file (judged anew only for the folders whose files changed)."""
+        return self._windows.complete(self.owned)
 
     def report(self, options: Options, final: bool = False) -> Report:
         """The report over the finished files; `final`: open streams are listed as skipped."""
+        return self.build(self.prepare(options, final))
+
+    def prepare(self, options: Options, final: bool = False) -> Prepared:
+        """What the report is built from, as things stand: `build` reads only that, the cache
+        and the store, so records may be applied meanwhile (from another thread too; but
+        `shed`, `restore` and another report wait until the build is over)."""
         files = sorted(self.finished.values(), key=lambda f: f.path)
         names = _names(files)
         chosen = jobs.largest(sorted(_parsed(files, names), key=_file_order))
@@ -218,10 +233,15 @@ class Aggregation:
         self._reload_changed(self._reported)
         self._kept = set()
         self._streams = {id(f.result): f.stream for f in files if f.result is not None}
+        return Prepared(windows, chosen, [*skipped, *chosen.skipped], ignored, options)
+
+    def build(self, prepared: Prepared) -> Report:
+        """The report `prepare` set out (see there)."""
+        chosen = prepared.chosen
         report = build_report(
-            windows, chosen.files, [*skipped, *chosen.skipped], options, cache=self.cache
+            prepared.windows, chosen.files, prepared.skipped, prepared.options, cache=self.cache
         )
-        return jobs.labelled(report, chosen, ignored)
+        return jobs.labelled(report, chosen, prepared.ignored)
 
     def _used(self, chosen: Iterable[ParsedFile]) -> dict[str, set[str]]:
         """Each folder's streams a report over `chosen` uses: its files of the job reported,
@@ -270,21 +290,22 @@ class Aggregation:
     @contextmanager
     def _exact(self, results: Sequence[RankResult], again: bool) -> Iterator[None]:
         """The report reads these results' exact samples: those shed are read back from the
-        store, and shed again afterwards unless the next report reads them too (`again`)."""
-        given = [result for result in results if self._give_back(result)]
+        store, and shed again afterwards (their sketches as they were) unless the next report
+        reads them too (`again`)."""
+        given = [(result, shed) for result in results if (shed := self._give_back(result))]
         if again:
             self._kept.update(map(id, results))
         yield
         if not again:
-            for result in given:
-                result.ops = _sketched(result.ops)
+            for result, shed in given:
+                result.ops = shed
 
-    def _give_back(self, result: RankResult) -> bool:
-        """Read back a result's samples if they were shed; whether they were."""
+    def _give_back(self, result: RankResult) -> dict[str, OpTally] | None:
+        """Read back a result's samples if they were shed; its shed tallies (None: not shed)."""
         if not any(isinstance(tally, ShedTally) for tally in result.ops.values()):
-            return False
-        result.ops = self._stored(self._streams[id(result)]).ops
-        return True
+            return None
+        shed, result.ops = result.ops, self._stored(self._streams[id(result)]).ops
+        return shed
 
     def _drop_calls(self, streams: Iterable[str]) -> set[str]:
         """Empty these files' call lists, in place (the cache knows a result by its identity);
@@ -333,7 +354,45 @@ class Aggregation:
         return found
 
 
-def _every_rank(seen: set[int], world: int) -> bool:
+class _Windows:
+    """Each folder's ranks with a finished, usable file and the world sizes they state
+    (counted, as files finish and are superseded), and which folders are complete."""
+
+    def __init__(self) -> None:
+        self.ranks: dict[str, Counter[int]] = {}
+        self.worlds: dict[str, Counter[int]] = {}
+        self.whole: dict[str, bool] = {}
+        self.changed: set[str] = set()
+
+    def add(self, item: FinishedFile, by: int = 1) -> None:
+        rank = item.meta.rank if item.meta.rank is not None else item.name_rank
+        if item.result is None or rank is None:
+            return
+        for counts, key in ((self.ranks, rank), (self.worlds, item.meta.world_size or 0)):
+            found = counts.setdefault(item.folder, Counter())
+            found[key] += by
+            if found[key] <= 0:
+                del found[key]
+        self.changed.add(item.folder)
+
+    def remove(self, item: FinishedFile) -> None:
+        self.add(item, by=-1)
+
+    def complete(self, owned: frozenset[int] | None) -> list[str]:
+        for folder in self.changed:
+            seen, worlds = self.ranks[folder], self.worlds[folder]
+            self.whole[folder] = bool(seen) and _whole(seen.keys(), max(worlds), owned)
+        self.changed.clear()
+        return sorted(folder for folder, whole in self.whole.items() if whole)
+
+
+def _whole(seen: Set[int], world: int, owned: frozenset[int] | None) -> bool:
+    if owned is None:
+        return _every_rank(seen, world)
+    return world > max(owned, default=-1) and owned <= seen
+
+
+def _every_rank(seen: Set[int], world: int) -> bool:
     """Whether `seen` holds every rank 0 … world-1 (never building that range: `world` is
     what a peer says)."""
     return world > 0 and sum(1 for rank in seen if 0 <= rank < world) == world

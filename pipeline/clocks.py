@@ -167,11 +167,15 @@ def precision(link: Link) -> float:
     return link.instances / (_MEDIAN_VAR * link.scale**2)
 
 
-def laplacian(found: Sequence[Link], weights: Weights, x: Sequence[float]) -> list[float]:
-    """L x: per link, each member's weight times its distance from the link's weighted mean."""
+def laplacian(
+    found: Sequence[Link], weights: Weights, x: Sequence[float], totals: Sequence[float] = ()
+) -> list[float]:
+    """L x: per link, each member's weight times its distance from the link's weighted mean
+    (`totals`: each link's sum of weights, when known)."""
     out = [0.0] * len(x)
-    for link, w in zip(found, weights, strict=True):
-        _centred(out, link.members, w, [x[i] for i in link.members])
+    totals = totals or [sum(w) for w in weights]
+    for link, w, total in zip(found, weights, totals, strict=True):
+        _centred(out, link.members, w, [x[i] for i in link.members], total)
     return out
 
 
@@ -179,15 +183,20 @@ def right_side(found: Sequence[Link], weights: Weights, size: int) -> list[float
     """The normal equations' right side: L applied to each link's own shifts."""
     out = [0.0] * size
     for link, w in zip(found, weights, strict=True):
-        _centred(out, link.members, w, link.shifts)
+        _centred(out, link.members, w, link.shifts, sum(w))
     return out
 
 
 def _centred(
-    out: list[float], members: Sequence[int], w: Sequence[float], values: Sequence[float]
+    out: list[float],
+    members: Sequence[int],
+    w: Sequence[float],
+    values: Sequence[float],
+    total: float,
 ) -> None:
-    """out[member] += its weight x (its value - the weighted mean of the values)."""
-    centre = sum(map(operator.mul, w, values)) / sum(w)
+    """out[member] += its weight x (its value - the weighted mean of the values; `total`:
+    the sum of the weights)."""
+    centre = sum(map(operator.mul, w, values)) / total
     for i, wi, v in zip(members, w, values, strict=True):
         out[i] += wi * (v - centre)
 
@@ -210,10 +219,11 @@ def solve(found: Sequence[Link], weights: Weights, b: Sequence[float]) -> list[f
     z = [a * c for a, c in zip(inverse, r, strict=True)]
     p, rz = list(z), _dot(r, z)
     limit = 1e-24 * _dot(b, b)
+    totals = [sum(w) for w in weights]
     for _ in range(10 * len(b) + 100):
         if _dot(r, r) <= limit or rz == 0:
             break
-        q = laplacian(found, weights, p)
+        q = laplacian(found, weights, p, totals)
         step = rz / _dot(p, q)
         x = [a + step * c for a, c in zip(x, p, strict=True)]
         r = [a - step * c for a, c in zip(r, q, strict=True)]
@@ -311,10 +321,11 @@ def _drawn(found: Sequence[Link], weights: Weights, reference: Sequence[int]) ->
     (seeded: the same input, the same figures; relative error 1/sqrt(2 x DRAWS))."""
     draw = random.Random(len(reference)).gauss
     total = [0.0] * len(reference)
+    sigmas = [[1 / math.sqrt(w) for w in ws] for ws in weights]
     for _ in range(DRAWS):
         noisy = [
-            Link(link.members, [draw(0.0, 1 / math.sqrt(w)) for w in ws], link.instances, 1, 0)
-            for link, ws in zip(found, weights, strict=True)
+            Link(link.members, [draw(0.0, s) for s in ss], link.instances, 1, 0)
+            for link, ss in zip(found, sigmas, strict=True)
         ]
         x = solve(noisy, weights, right_side(noisy, weights, len(reference)))
         for i, ref in enumerate(reference):

@@ -3,7 +3,8 @@
 A collector feeds a finished file's events to an `Accumulator` (a `Reduction`), as the
 aggregator did, and ships its state instead of the events: every interval union as its
 disjoint runs (packed `RUN_BYTES` a run), per thread the cpu_op time and the time inside
-collective calls, the kept ProfilerSteps, the collectives (each type's tally follows from
+collective calls (of a rank with GPU activity, only their bounds: `shipped`), the kept
+ProfilerSteps, the collectives (each type's tally follows from
 them, so the aggregator counts them itself and a peer cannot send tallies that disagree),
 the GPU time per category, the memory peaks and whether the rank used a GPU. The state is
 cut into records of at most `MAX_FACT_ITEMS` items (a run, a thread's entry, a step or a call
@@ -61,9 +62,9 @@ def _parts(acc: Accumulator, limit: int) -> Iterator[dict[str, Any]]:
     for name in RUNS:
         yield from parts.runs("runs", name, _sets(acc)[name])
     for tid, busy in acc.busy.items():
-        yield from parts.runs("busy", tid, busy)
+        yield from parts.runs("busy", tid, shipped(busy, acc.has_gpu))
     for tid, calls in acc.calls.items():
-        yield from parts.runs("call_time", tid, calls)
+        yield from parts.runs("call_time", tid, shipped(calls, acc.has_gpu))
     steps = [Step(step, start, duration, tid) for step, (duration, tid, start) in acc.steps.items()]
     yield from parts.items("steps", steps)
     yield from parts.items("calls", [*acc.gpu_calls, *acc.cpu_calls])
@@ -110,6 +111,15 @@ class _Parts:
             self.fields.setdefault(key, []).extend(values[at : at + take])
             self.used += take
             at += take
+
+
+def shipped(runs: IntervalSet, has_gpu: bool) -> IntervalSet:
+    """A thread's cpu_op or call runs as shipped. Of a rank with GPU activity they give only
+    the rank's time range (compute is then GPU kernels, never cpu_op time), so they go as one
+    run from their first start to their last end: a rank's CPU spans, most of a trace's
+    events, cost the wire and the aggregator one run a thread, however many there are."""
+    bounds = runs.bounds() if has_gpu else None
+    return IntervalSet([bounds]) if bounds is not None else runs
 
 
 def _sets(acc: Accumulator) -> dict[RunsName, IntervalSet]:

@@ -89,6 +89,9 @@ class WindowCache:
         self._sections: dict[str, tuple[Context, tuple[object, ...], Window]] = {}
         self._cross: dict[tuple[int, ...], tuple[tuple[object, ...], CrossRank]] = {}
         self._used: set[tuple[int, ...]] = set()
+        # each rank's windows merged, keyed by the identity of its results in window order
+        self._runs: dict[tuple[int, ...], tuple[tuple[RankResult, ...], RankResult]] = {}
+        self._runs_used: set[tuple[int, ...]] = set()
 
     def window(
         self, name: str, items: dict[int, ParsedFile], context: Context
@@ -126,6 +129,24 @@ class WindowCache:
         self._cross[ids] = (key, found)
         return found
 
+    def merged(self, results: Sequence[RankResult]) -> RankResult:
+        """A rank's windows merged (`merge_results`): a rank whose earlier windows were merged
+        for an earlier report folds only its last window into them (a window completes once,
+        so the run's figures cost one window's merge a report, not every window's)."""
+        key = tuple(map(id, results))
+        self._runs_used.add(key)
+        entry = self._runs.get(key)
+        if entry is not None:
+            return entry[1]
+        prior = self._runs.get(key[:-1]) if len(key) > 2 else None
+        if prior is not None:
+            self._runs_used.add(key[:-1])
+            found = merge_results([prior[1], results[-1]])
+        else:
+            found = merge_results(results)
+        self._runs[key] = (tuple(results), found)
+        return found
+
     def prime(self, parsed: Sequence[ParsedFile]) -> None:
         """Find one window's cross-rank facts now, from its files, as a report would (kept
         until the report after next, like those a report uses)."""
@@ -141,6 +162,8 @@ class WindowCache:
         self._sections = {k: v for k, v in self._sections.items() if k in wanted}
         self._cross = {k: v for k, v in self._cross.items() if k in self._used}
         self._used = set()
+        self._runs = {k: v for k, v in self._runs.items() if k in self._runs_used}
+        self._runs_used = set()
 
 
 def _key(items: dict[int, ParsedFile]) -> tuple[object, ...]:
@@ -227,7 +250,10 @@ def _merged(per_rank: dict[int, list[RankResult]], cache: WindowCache) -> dict[i
     within `cache.exact` (every report reads them)."""
     alone = [results[0] for results in per_rank.values() if len(results) == 1]
     with cache.exact(alone, True):
-        return {rank: merge_results(results) for rank, results in per_rank.items()}
+        return {
+            rank: merge_results(results) if len(results) == 1 else cache.merged(results)
+            for rank, results in per_rank.items()
+        }
 
 
 def _infos(items: dict[int, ParsedFile]) -> dict[int, crossrank.RankInfo]:

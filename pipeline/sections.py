@@ -195,7 +195,7 @@ def rank_network(result: RankResult) -> RankNetwork:
 
 def traffic(results: Mapping[int, RankResult]) -> dict[str, TrafficShare]:
     """Per collective type over all ranks: count, bus bytes, share of all bus bytes."""
-    totals = pooled_ops(results.values())
+    totals = pooled_ops(results.values(), samples=False)
     sums = {kind: bus_bytes(t) for kind, t in totals.items()}
     everything = math.fsum(sums.values())
     return {

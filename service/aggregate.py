@@ -6,7 +6,9 @@ pure `Aggregation`, make it durable (`Store`), then acknowledge. Finished files 
 rolling busbw statistics; the report over finished files is published to Prometheus when a
 window completes (at once) and otherwise every `refresh_s`, or less often when building it
 takes long (a large job): at most `REBUILD_SHARE` of the time goes to building reports
-mid-window, so the loop keeps acknowledging (a loop busy for seconds makes collectors resend).
+mid-window. Within `run` a report is built on a thread beside the loop (`ReportBuild`), from
+what `Aggregation.prepare` set out, so the loop keeps applying, storing and acknowledging (a
+loop busy for seconds makes collectors resend).
 The run ends when every collector has sent end-of-run, on `stop` (SIGTERM), or after
 `idle_timeout_s` of silence;
 the final text and JSON reports are the ones `commscope report` writes for the same files.
@@ -70,7 +72,7 @@ from commscope.exporters.prometheus import (
     SnapshotCollector,
 )
 from commscope.exporters.publish import serve
-from commscope.pipeline.aggregation import Aggregation, Verdict
+from commscope.pipeline.aggregation import Aggregation, Prepared, Verdict
 from commscope.pipeline.edge import well_formed
 from commscope.pipeline.report import Options
 from commscope.pipeline.rolling import RollingBandwidth
@@ -163,6 +165,13 @@ class Aggregator:
         self.completed = set(self.aggregation.complete_windows())
         self._report: Report | None = None
         self._dirty = True
+        self._background = False  # set by `run`: reports are built beside the loop
+        self._building: ReportBuild | None = None
+        self._window_waiting = False  # a window completed: its report is due at once
+        self._windows_shown = len(self.completed)  # as of the report shown
+        self._began = 0.0  # when the report being built was set out
+        self._completing = False  # it shows a window completed
+        self._completes = self._windows_shown  # the windows complete when it was set out
         self.exporter = SnapshotCollector(Snapshot(job=settings.job, shard=settings.shard))
         self._published_at = -math.inf  # publish at the first tick
         self._rebuild_after = -math.inf  # no mid-window report before (see `_may_rebuild`)
@@ -229,6 +238,7 @@ class Aggregator:
             reason = exc.strerror or exc
             raise ConfigError(f"--metrics-port {self.settings.metrics_port}: {reason}") from None
         self._started()
+        self._background = True
         try:
             while not stop.is_set() and not self._over():
                 if self.socket.poll(100):
@@ -490,25 +500,78 @@ class Aggregator:
         if self._dirty:
             complete = set(self.aggregation.complete_windows())
             fresh, self.completed = complete - self.completed, complete
-        if fresh or now - self._published_at >= self.settings.refresh_s:
+        built = self._building is not None and not self._building.is_alive()
+        if fresh or built or now - self._published_at >= self.settings.refresh_s:
             self.publish(window_completed=bool(fresh))
 
     def publish(self, window_completed: bool = False) -> None:
-        if self._report is None or (self._dirty and (window_completed or self._may_rebuild())):
-            began = self.clock()
-            self._report = self.aggregation.report(self.settings.options)
-            cost = self.clock() - began
-            self._rebuild_after = self.clock() + cost * (1 - REBUILD_SHARE) / REBUILD_SHARE
-            self._dirty = False
-            if not self._finished:  # every finished file is stored: call lists can go
-                self.aggregation.shed()
-        if window_completed:
-            self.stats.window_latency_s = self.clock() - self._last_record
+        """Show the service's figures, with a report built anew when one is due. Within
+        `run` the report is built beside the loop (`ReportBuild`), which keeps receiving,
+        applying, storing and acknowledging meanwhile; it is shown once built (the first,
+        at start, is built at once)."""
+        self._window_waiting = self._window_waiting or window_completed
+        if self._building is not None and not self._building.is_alive():
+            self._collect(self._building)
+        if self._building is None and self._due():
+            prepared = self._set_out()
+            if self._background and self._report is not None:
+                self._building = ReportBuild(self.aggregation, prepared)
+                self._building.start()
+            else:
+                self._built(self.aggregation.build(prepared))
         self.stats.log_bytes = self.store.log_bytes()
         if self.gate is not None:
             self.stats.refused = self.gate.refused()
-        self.exporter.show(self.snapshot(self._report))
+        if self._report is not None:
+            self.exporter.show(self.snapshot(self._report))
         self._published_at = self.clock()
+
+    def _due(self) -> bool:
+        return self._report is None or (
+            self._dirty and (self._window_waiting or self._may_rebuild())
+        )
+
+    def _set_out(self) -> Prepared:
+        """Set a report out from the files finished so far (`Aggregation.prepare`)."""
+        self._dirty = False
+        self._began = self.clock()
+        self._completing, self._window_waiting = self._window_waiting, False
+        self._completes = len(self.completed)
+        return self.aggregation.prepare(self.settings.options)
+
+    def _built(self, report: Report, cpu_s: float | None = None) -> None:
+        """Show a report built: the next mid-window one waits out its cost (`_may_rebuild`).
+        Each is logged with its time (and the CPU of its thread when built beside the loop)."""
+        cost = self.clock() - self._began
+        extra = {"seconds": round(cost, 3), "window_completed": self._completing}
+        log.info("report built", extra={**extra, "cpu_s": cpu_s} if cpu_s is not None else extra)
+        self._rebuild_after = self.clock() + cost * (1 - REBUILD_SHARE) / REBUILD_SHARE
+        self._report, self._windows_shown = report, self._completes
+        if self._completing:
+            self.stats.window_latency_s = self.clock() - self._last_record
+        if not self._finished:  # every finished file is stored: call lists can go
+            self.aggregation.shed()
+
+    def _collect(self, build: ReportBuild) -> None:
+        """Take a report built beside the loop. One that could not be built because a file it
+        read was superseded meanwhile (its stored copy gone) is set out again."""
+        self._building = None
+        if isinstance(build.error, LookupError):
+            log.info(
+                "report built again: a file changed meanwhile", extra={"why": str(build.error)}
+            )
+            self._dirty, self._window_waiting = True, self._window_waiting or self._completing
+            return
+        if build.error is not None:
+            raise build.error
+        if build.report is not None:
+            self._built(build.report, build.cpu_s)
+
+    def _wait_build(self) -> None:
+        """Let a report being built beside the loop end (the run is over)."""
+        if self._building is not None:
+            self._building.join()
+            self._building = None
 
     def _may_rebuild(self) -> bool:
         """A mid-window report only once the last one's cost is paid back: it took `cost`,
@@ -537,7 +600,7 @@ class Aggregator:
         return Snapshot(
             job=self.settings.job,
             report=report,
-            windows_completed=len(self.completed),
+            windows_completed=self._windows_shown,
             busbw=busbw,
             aggregator=msgspec.structs.replace(self.stats),
             streams={
@@ -583,6 +646,7 @@ class Aggregator:
         return lost
 
     def _final(self) -> Report:
+        self._wait_build()
         if self.socket is not None:
             self._send(self.socket)
         self.lost = self._lost()
@@ -599,3 +663,25 @@ class Aggregator:
     def _fallback_name(self) -> str:
         roots = sorted({f.root_name for f in self.aggregation.finished.values()})
         return roots[0] if roots else "run"
+
+
+class ReportBuild(threading.Thread):
+    """A report built beside the aggregator's loop, from what `Aggregation.prepare` set out
+    (`publish`): the loop keeps acknowledging, so collectors do not resend while a large
+    job's report takes seconds. Its report, or the error that stopped it, is kept for the loop."""
+
+    def __init__(self, aggregation: Aggregation, prepared: Prepared) -> None:
+        super().__init__(name="commscope-report", daemon=True)
+        self.aggregation = aggregation
+        self.prepared = prepared
+        self.report: Report | None = None
+        self.error: Exception | None = None
+        self.cpu_s = 0.0
+
+    def run(self) -> None:
+        began = time.thread_time()
+        try:
+            self.report = self.aggregation.build(self.prepared)
+        except Exception as exc:  # handed to the loop: raised there, or the report set out again
+            self.error = exc
+        self.cpu_s = round(time.thread_time() - began, 3)

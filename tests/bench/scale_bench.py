@@ -1,14 +1,16 @@
 """The live service at scale: a simulated TorchTitan-like job through real collectors and one
 aggregator on loopback, window by window.
 
-For each rank count R (default 64, 256, 1024): the job of `tests/simjob.py` (tp 8, pp 2 below
-256 ranks and 4 from there, FSDP over the rest; `--windows` windows of `--steps` steps and
-`--layers` layers a stage) is generated first into a staging folder (every file of every
-window: the generator's time is not the service's), 8 ranks a node. The default size, ~0.9 MB
-of JSON a rank and window, keeps 1,024 ranks x 2 windows within minutes here; what sets the
-aggregator's share is the trace bytes per event the collectors ship, ~2.8 KB with the default
-`--filler` 24, between the real traces of `../shared/traces` (V100 all-reduce job 1.7 KB,
-B200 7.7 KB): more filler, larger files, a smaller share.
+For each rank count R (default 64, 256, 1024) and each `--filler` size: the job of
+`tests/simjob.py` (tp 8, pp 2 below 256 ranks and 4 from there, FSDP over the rest; `--windows`
+windows of `--steps` steps and `--layers` layers a stage) is generated first into a staging
+folder (every file of every window: the generator's time is not the service's), 8 ranks a
+node. The aggregator's cost follows the collectives and the ranks; the collectors' follows
+the bytes. What sets the share is therefore the trace bytes a collective: the default
+`--filler` 48 gives 110 events (27 KB of JSON) a collective, as the densest real training
+trace of `../shared/traces` in collectives (V100 all-reduce job: 107 events, 27 KB; the others
+411 to 3,321 events), ~1.7 MB a rank and window: a conservative size that keeps 1,024 ranks x
+2 windows runnable here. More filler, larger files, a smaller share (README "Scale").
 
 Then one `commscope aggregate --insecure` on 127.0.0.1 and one `commscope collect --insecure`
 per node (8 ranks), each watching its own folder (`node<N>/`, as on a real node): real
@@ -81,6 +83,11 @@ from typing import TypeVar
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from machineinfo import MB, cpu_and_python
 from simjob import Job, file_name, folder, write_trace
+
+# CPU spans after each launch: ~2.2 x (FILLER + 3) events a collective, ~1.8 MB of JSON a rank
+# and window. The densest real training trace of ../shared/traces in collectives has 107
+# events a collective (V100 all-reduce job), the others 411 to 3,321: see the README's "Scale".
+FILLER = 48
 
 T = TypeVar("T")
 COMMSCOPE = [sys.executable, "-m", "commscope.service.cli"]
@@ -413,10 +420,10 @@ class Run:
     ending: Ending
 
 
-def run_scale(ranks: int, args: argparse.Namespace) -> Run:
+def run_scale(ranks: int, filler: int, args: argparse.Namespace) -> Run:
     job = Job(
         ranks, pp=2 if ranks < 256 else 4, layers=args.layers, steps=args.steps,
-        windows=args.windows, filler=args.filler, gpus_per_node=args.per_node,
+        windows=args.windows, filler=filler, gpus_per_node=args.per_node,
     )  # fmt: skip
     per_collector = max(args.per_node, -(-ranks // args.max_collectors))
     nodes = ranks // per_collector
@@ -471,16 +478,17 @@ def net_cpu(run: Run, row: WindowRow) -> tuple[float, float]:
 
 def windows_table(runs: list[Run]) -> str:
     lines = [
-        "| ranks | window | trace MB stored / JSON | collectors CPU s (used) | aggregator CPU "
-        "s (used) | aggregator / collectors | window → metrics s | aggregator's latency s "
-        "| wire MB (records resent) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| ranks | filler | window | trace MB stored / JSON | collectors CPU s (used) "
+        "| aggregator CPU s (used) | aggregator / collectors | window → metrics s "
+        "| aggregator's latency s | wire MB (records resent) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
         for w, row in enumerate(run.rows):
             agg, col = net_cpu(run, row)
             lines.append(
-                f"| {run.job.ranks:,} | {folder(run.job, w)} | {_mb(row.stored)} / "
+                f"| {run.job.ranks:,} | {run.job.filler} | {folder(run.job, w)} | "
+                f"{_mb(row.stored)} / "
                 f"{_mb(row.plain)} | {col:.1f} ({row.col_cpu_s:.1f}) | {agg:.2f} "
                 f"({row.agg_cpu_s:.2f}) | {agg / col:.1%} | {row.e2e_s:.1f} | "
                 f"{_s(row.gauge_s)} | {_mb(row.wire)} ({row.duplicates:,}) |"
@@ -488,23 +496,36 @@ def windows_table(runs: list[Run]) -> str:
     return "\n".join(lines)
 
 
+def pooled(run: Run, rows: list[WindowRow]) -> tuple[float, float]:
+    """(aggregator, collectors) CPU seconds over these windows."""
+    costs = [net_cpu(run, row) for row in rows]
+    return sum(c[0] for c in costs), sum(c[1] for c in costs)
+
+
+def _share(agg: float, col: float) -> str:
+    return f"{agg / col:.1%}" if col > 0 else "n/a"
+
+
 def summary_table(runs: list[Run]) -> str:
-    """One row per job: means over its windows; the CPU ratio pools them (Σ over Σ)."""
+    """One row per job: means over its windows; the CPU ratio pools them (Σ over Σ), over
+    every window and over those after the first (the first also pays each collector's
+    file workers starting: the steady cost is the later windows')."""
     lines = [
-        "| ranks | collectors | trace MB per window (JSON) | collectors CPU s per window "
-        "| aggregator CPU s per window | aggregator / collectors CPU | window → metrics s "
-        "| aggregator peak RSS MB | wire MB per window | wire / trace JSON |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| ranks | filler | collectors | trace MB per window (JSON) | collectors CPU s per window "
+        "| aggregator CPU s per window | aggregator / collectors CPU | after the first window "
+        "| window → metrics s | aggregator peak RSS MB | wire MB per window | wire / trace JSON |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
         n, rows = len(run.rows), run.rows
-        agg = sum(net_cpu(run, r)[0] for r in rows)
-        col = sum(net_cpu(run, r)[1] for r in rows)
+        agg, col = pooled(run, rows)
         plain, wire = sum(r.plain for r in rows), sum(r.wire for r in rows)
+        later = "n/a" if n < 2 else f"{_share(*pooled(run, rows[1:]))}"
         lines.append(
-            f"| {run.job.ranks:,} | {run.nodes} | {_mb(plain / n)} | {col / n:.1f} | "
-            f"{agg / n:.2f} | {agg / col:.1%} | {sum(r.e2e_s for r in rows) / n:.1f} | "
-            f"{run.ending.agg_hwm_mb:.0f} | {_mb(wire / n)} | {wire / plain:.2%} |"
+            f"| {run.job.ranks:,} | {run.job.filler} | {run.nodes} | {_mb(plain / n)} | "
+            f"{col / n:.1f} | {agg / n:.2f} | {_share(agg, col)} | {later} | "
+            f"{sum(r.e2e_s for r in rows) / n:.1f} | {run.ending.agg_hwm_mb:.0f} | "
+            f"{_mb(wire / n)} | {wire / plain:.2%} |"
         )
     return "\n".join(lines)
 
@@ -513,12 +534,13 @@ def describe(runs: list[Run], args: argparse.Namespace) -> str:
     job = runs[0].job
     return (
         f"job: {job.windows} windows x {job.steps} steps, {job.layers} layers a stage, filler "
-        f"{job.filler}, tp {job.tp}, {args.per_node} ranks a node, at most "
+        f"{args.filler}, tp {job.tp}, {args.per_node} ranks a node, at most "
         f"{args.max_collectors} collectors, every {job.gzip_every}th rank gzip; /metrics polled "
         f"every {args.poll:g} s; "
         "CPU: what the window cost, less the idle rate over the same time (and the polls)\n"
         + "\n".join(
-            f"{r.job.ranks} ranks: generated in {r.generate_s:.0f} s; idle: aggregator "
+            f"{r.job.ranks} ranks, filler {r.job.filler}: generated in {r.generate_s:.0f} s; "
+            "idle: aggregator "
             f"{r.idle[0]:.3f} core, collectors {r.idle[1]:.3f}; a /metrics poll "
             f"{r.poll_cpu_s * 1e3:.1f} ms of the aggregator's CPU; largest collector peak RSS "
             f"{r.ending.col_hwm_mb:.0f} MB"
@@ -546,7 +568,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--windows", type=int, default=2)
     p.add_argument("--steps", type=int, default=2, help="ProfilerSteps a window")
     p.add_argument("--layers", type=int, default=4, help="transformer blocks a stage")
-    p.add_argument("--filler", type=int, default=24, help="CPU spans a launch (file size)")
+    p.add_argument(
+        "--filler", default=str(FILLER), help="CPU spans a launch (file size), comma-separated"
+    )
     p.add_argument("--per-node", type=int, default=8, help="ranks a node (a clock each)")
     p.add_argument("--max-collectors", type=int, default=32, help="more nodes: a few a collector")
     p.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
@@ -570,7 +594,8 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[Run] = []
     try:
         for ranks in (int(r) for r in args.ranks.split(",")):
-            runs.append(run_scale(ranks, args))
+            for filler in (int(f) for f in args.filler.split(",")):
+                runs.append(run_scale(ranks, filler, args))
             print(windows_table(runs[-1:]), flush=True)
     except BenchError as exc:
         print(f"scale_bench: {exc}", file=sys.stderr)

@@ -14,6 +14,7 @@ import functools
 import hashlib
 import random
 import shutil
+import threading
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,7 +49,7 @@ from commscope.collector.schema import (
 )
 from commscope.exporters import jsonreport
 from commscope.pipeline.accumulate import Accumulator
-from commscope.pipeline.aggregation import RETIRED_SEQ, Aggregation, Applied, Verdict
+from commscope.pipeline.aggregation import RETIRED_SEQ, Aggregation, Applied, Prepared, Verdict
 from commscope.pipeline.edge import Reduction, facts, pack
 from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
@@ -813,7 +814,7 @@ def test_a_shard_completes_a_window_once_its_own_ranks_have_each_a_file() -> Non
     files += [finished_rank("c", r, 6) for r in range(4, 8)]
     files += [finished_rank("d", r, 8) for r in range(8)]
     for aggregation in (shard, whole):
-        aggregation.finished = {f.stream: f for f in files}
+        aggregation.restore(files)
     assert shard.complete_windows() == ["a", "d"]
     assert whole.complete_windows() == ["d"]
 
@@ -836,14 +837,14 @@ def test_reports_mid_window_wait_out_ten_times_their_cost(tmp_path: Path) -> Non
     clock = StepClock()
     aggregator = Aggregator(settings, clock=clock)
     built: list[float] = []
-    real = aggregator.aggregation.report
+    real = aggregator.aggregation.build
 
-    def slow(options: Options, final: bool = False) -> Report:
+    def slow(prepared: Prepared) -> Report:
         built.append(clock.now)
         clock.now += 2.0
-        return real(options, final)
+        return real(prepared)
 
-    aggregator.aggregation.report = slow  # type: ignore[method-assign]
+    aggregator.aggregation.build = slow  # type: ignore[method-assign]
     try:
         aggregator.publish()  # the first: built (1000 to 1002), the next not before 1020
         steps = ((1010.0, False), (1019.9, False), (1020.0, False), (1030.0, True), (1049.9, False))
@@ -855,4 +856,78 @@ def test_reports_mid_window_wait_out_ten_times_their_cost(tmp_path: Path) -> Non
         # 1020 = 1002 + 18; 1030: a window completed; 1049.9 is before 1032 + 18
         assert built == [1000.0, 1020.0, 1030.0]
     finally:
+        aggregator.store.close()
+
+
+def test_a_window_is_complete_no_more_once_a_rank_of_it_is_superseded_by_a_file_cut_short() -> None:
+    """Ranks 0 and 1 of a world of 2 finish (complete); rank 1's path then starts again as a
+    new stream that ends in an error: that rank has no usable file, so the window is not
+    complete, and once a usable rewrite of it finishes it is complete again."""
+    aggregation = Aggregation()
+    aggregation.restore([finished_rank("a", 0, 2), finished_rank("a", 1, 2)])
+    assert aggregation.complete_windows() == ["a"]
+    again = StreamStart(stream="a-1b", node="n", path="/run/a/rank1.json", folder="a",
+                        root_name="run")  # fmt: skip
+    aggregation.apply(again)
+    assert aggregation.complete_windows() == []
+    aggregation.apply(StreamEnd(stream="a-1b", seq=1, error="cut short"))
+    assert aggregation.complete_windows() == []
+    aggregation.restore([finished_rank("a", 1, 2)])  # a usable file of rank 1 again
+    assert aggregation.complete_windows() == ["a"]
+
+
+class Replies:
+    """A ROUTER socket's sending side: the replies, decoded."""
+
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+
+    def send_multipart(self, frames: list[bytes], flags: int = 0) -> None:
+        self.sent.append(msgspec.msgpack.decode(frames[1]))
+
+
+def test_records_are_acknowledged_while_a_report_is_built_beside_the_loop(tmp_path: Path) -> None:
+    """Within the loop a report is built on its own thread (held here until released): a file
+    finishing meanwhile is applied, stored and acknowledged at once, the report shown stays the
+    last one until the new one is built, and that one covers the files finished when it was
+    set out (the file finished meanwhile is in the next)."""
+    settings = AggregatorSettings(
+        listen="tcp://127.0.0.1:0", out=tmp_path / "out", state=tmp_path / "state"
+    )
+    aggregator = Aggregator(settings)
+    aggregator._background = True  # as `run` sets it
+    first, second = run_records(SAMPLE, 40)[:2]
+    release, real = threading.Event(), aggregator.aggregation.build
+
+    def held(prepared: Prepared) -> Report:
+        release.wait(60)
+        return real(prepared)
+
+    try:
+        aggregator.publish()  # the first report (of nothing yet) is built at once
+        shown = aggregator._report
+        aggregator.aggregation.build = held  # type: ignore[method-assign]
+        for record in first:
+            aggregator.receive([NODE.encode(), msgspec.msgpack.encode(record)])
+        aggregator.commit()
+        aggregator._send(Replies())  # type: ignore[arg-type]
+        aggregator.publish(window_completed=True)  # set out with the first file: held
+        for record in second:
+            aggregator.receive([NODE.encode(), msgspec.msgpack.encode(record)])
+        aggregator.commit()
+        replies = Replies()
+        aggregator._send(replies)  # type: ignore[arg-type]
+        assert [(a["stream"], a["done"]) for a in replies.sent] == [(second[0].stream, True)]
+        assert aggregator._building is not None and aggregator._report is shown
+        release.set()
+        aggregator._building.join(60)
+        aggregator._tick()  # the report shown; the next (the second file came) set out
+        assert aggregator._report is not shown and aggregator._report is not None
+        assert aggregator._report.inputs.files == 1
+        assert aggregator._building is not None
+        aggregator._building.join(60)
+        aggregator._tick()
+        assert aggregator._report.inputs.files == 2
+    finally:
+        release.set()
         aggregator.store.close()

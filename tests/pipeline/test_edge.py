@@ -111,6 +111,20 @@ def test_a_thread_without_time_is_kept() -> None:
     assert from_facts([part]).result() == acc.result()
 
 
+def test_a_gpu_rank_ships_each_thread_s_cpu_runs_as_their_bounds() -> None:
+    """Thread 7's cpu_op spans [0, 10) and [20, 30) and its call [40, 45): with a kernel on
+    the rank they go as [0, 30) and [40, 45) (its time range is all they give); without one
+    (CPU-only: cpu_op time less call time is compute) they go as they are."""
+    spans: list[Event] = [CpuSpan(7, 0, 10, False), CpuSpan(7, 20, 30, False),
+                          CpuSpan(7, 40, 45, True)]  # fmt: skip
+    for kernels, busy in (([GpuOp("compute", 5, 1)], ([0], [30])), ([], ([0, 20], [10, 30]))):
+        acc = accumulated([*spans, *kernels])
+        (part,) = over_the_wire(acc)
+        assert tuple(map(list, unpack(part.busy[7]))) == busy
+        assert tuple(map(list, unpack(part.call_time[7]))) == ([40], [45])
+        assert from_facts([part]).result(["f"]) == acc.result(["f"])
+
+
 def test_runs_pack_as_little_endian_int64_pairs() -> None:
     data = pack(array("q", [1, -3]), array("q", [2, 2**40]))
     assert data == (1).to_bytes(8, "little") + (2).to_bytes(8, "little") + (-3).to_bytes(

@@ -9,7 +9,13 @@ import msgspec
 import pytest
 from commscope.collector.schema import CommOp, OpTally, RankResult, RunTally, ShedTally, Sketch
 from commscope.pipeline import sketch
-from commscope.pipeline.accumulate import count_op, merge_results, merge_tally, shed_samples
+from commscope.pipeline.accumulate import (
+    count_op,
+    merge_results,
+    merge_tally,
+    pooled_ops,
+    shed_samples,
+)
 from commscope.pipeline.sections import tally_stats
 from commscope.pipeline.stats import quantile, sample_values, summarize
 from hypothesis import given
@@ -108,6 +114,37 @@ def test_merge_is_the_sketch_of_the_union_in_any_order(
     assert sketch.merge(sa, sb) == sketch.merge(sb, sa)
     assert sketch.merge(sa, Sketch()) == sa
     assert union.positive == dict(Counter(sketch.bucket(v) for v in [*a, *b, *c] if v > 0))
+
+
+@given(st.lists(st.one_of(bandwidths, boundaries), min_size=1, max_size=3 * sketch.FEW))
+def test_each_value_is_counted_in_its_bucket_in_ascending_order(values: list[float]) -> None:
+    """Few values or many (bucket by bucket, `sketch.FEW`): the counts by `bucket`, ascending."""
+    expected = sorted(Counter(sketch.bucket(v) for v in values).items())
+    assert list(sketch.sketch_of(values).positive.items()) == expected
+
+
+@given(st.lists(signed, max_size=6))
+def test_merge_all_is_merge_folded_over_the_sketches(samples: list[list[float]]) -> None:
+    """Field for field, the buckets in the same order (a report's dicts keep it)."""
+    sketches = [sketch.sketch_of(x) for x in samples]
+    folded = Sketch()
+    for one in sketches:
+        folded = sketch.merge(folded, one)
+    found = sketch.merge_all(sketches)
+    assert found == folded
+    assert list(found.positive) == list(folded.positive)
+    assert list(found.negative) == list(folded.negative)
+
+
+def test_pooled_counts_and_sums_alone_read_no_sample() -> None:
+    """Two windows of 4 kB AllReduces (2 and 1 of them, F = 1.5 each): 3 ops, 12 kB, bus parts
+    1.5 x 12 kB over n = 4 (numerator 6 = 2 x (4 - 1)); sketched or not, no sample is pooled."""
+    windows = [_window(1_000, 2_000), _window(4_000)]
+    windows[1].ops = {k: shed_samples(t) for k, t in windows[1].ops.items()}
+    pooled = pooled_ops(windows, samples=False)["AllReduce"]
+    assert type(pooled) is OpTally and not pooled.algbw_Bps and not pooled.busbw_Bps
+    assert (pooled.count, pooled.message_bytes, pooled.bus_parts) == (3, 12_000, {4: 72_000})
+    assert pooled_ops(windows)["AllReduce"].bus_parts == pooled.bus_parts
 
 
 def _window(*durations_ns: int) -> RankResult:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
 import msgspec
+import pytest
 from commscope.collector.schema import FileStats, RankResult, TraceMeta
+from commscope.pipeline import report
+from commscope.pipeline.accumulate import merge_results
 from commscope.pipeline.report import Options, ParsedFile, WindowCache, build_report
 from crossrank_builder import Scenario, calls, results
 
@@ -94,3 +97,38 @@ def test_exact_samples_are_read_only_within_the_hook_and_a_rename_reads_none() -
     seen.clear()
     build_report(["x/a"], [p for p in renamed if p.window == "x/a"], [], Options(), cache=cache)
     assert seen == [(3, True)]  # one window left: the run's figures are its exact ones
+
+
+def test_a_new_window_is_folded_into_the_run_of_the_earlier_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reports over windows a, b then a, b, c: the second merges each rank's run of a and b
+    (cached by the first) with c alone, two results a merge, and gives the report a build
+    from scratch gives."""
+    cache = WindowCache()
+    parsed = files(seed=1) + [replace(p, window="c") for p in files(seed=3) if p.window == "a"]
+    build_report(["a", "b"], [p for p in parsed if p.window != "c"], [], Options(), cache=cache)
+    merged: list[int] = []
+
+    def counted(results: Iterable[RankResult]) -> RankResult:
+        given = list(results)
+        merged.append(len(given))
+        return merge_results(given)
+
+    monkeypatch.setattr(report, "merge_results", counted)
+    again = build_report(["a", "b", "c"], parsed, [], Options(), cache=cache)
+    assert merged == [2, 2, 2]  # 3 ranks, each its run of a and b, and c
+    monkeypatch.undo()
+    assert again == build_report(["a", "b", "c"], parsed, [], Options())
+
+
+def test_merged_windows_merge_again_as_their_windows_would() -> None:
+    """merge_results is a left fold, sources included: a gloo window then two GPU windows
+    give "cpu (gloo) + gpu kernels" whether merged at once or the third into the first two."""
+    first, second, third = (
+        RankResult(source=source, comm_ns=ns, steps={ns: ns})
+        for source, ns in (("cpu (gloo)", 1), ("gpu kernels", 2), ("gpu kernels", 3))
+    )
+    at_once = merge_results([first, second, third])
+    assert at_once.source == "cpu (gloo) + gpu kernels" and at_once.comm_ns == 6
+    assert merge_results([merge_results([first, second]), third]) == at_once
