@@ -4,43 +4,54 @@ Kineto writes `traceEvents` as one object per indented block: `  {` opens an eve
 line and `  },` + newline + `  {` separates two, at the indentation of the first event. A raw
 newline is never inside a JSON string, so that separator is found with a byte search, and all
 the events before the last separator of a read are decoded in one call by msgspec, straight
-into `RawEvent`s: the fields the normaliser reads, `args` kept as raw bytes (every other key is
-skipped at C speed). Every byte still goes through the tap (head, tail, guard, byte count are
-those of the ijson path).
+into typed `FastEvent`s (`RawEvent`s). Every byte still goes through the tap (head, tail,
+byte count are those of the ijson path).
 
 Nothing is approximated: whatever this reader cannot prove it reads exactly as ijson's C
 backend does raises `LayoutMissError`, and the caller reads the document again with ijson,
 passing over the items already handed. msgspec refuses everything yajl refuses (measured: bad
-numbers, control bytes, bad escapes, NaN and Infinity, trailing commas or bytes, even in the
-values it skips) and more (a lone surrogate escape, which yajl reads as "?"), and reads every
-value both accept alike (same types: int, or float as `use_float=True` gives). Three things it
-lets through in the values it skips or keeps raw, so they are looked for here: bytes that are
-not UTF-8 (a chunk that is not ASCII is checked whole), floats beyond a double, and integers
-beyond int64 (and -2**63), which yajl refuses and msgspec reads. So a miss is: no separator in
-MAX_PENDING_BYTES (compact JSON, other writers), a head or tail not in that layout, a chunk
-msgspec refuses, text that is not UTF-8, and any number token yajl cannot hold (or a
-string holding text that looks like one: `jsonguard` mends those on the ijson path).
+numbers, control bytes, bad escapes, NaN and Infinity, trailing commas or bytes) and more (a
+lone surrogate escape, which yajl reads as "?"), and reads every value both accept alike (same
+types: int, or float as `use_float=True` gives). What it would let through in a value it skips
+or keeps raw (bytes that are not UTF-8, floats beyond a double, integers beyond int64 and
+-2**63) it refuses here in every value, for it skips none: an event's keys are all Kineto's
+(`forbid_unknown_fields`), each typed so (`Scalar`, `Args`) that an integer yajl cannot hold is
+a ValidationError, and every string is decoded (so checked as UTF-8). So a miss is: no
+separator in MAX_PENDING_BYTES (compact JSON, other writers), a head or tail not in that
+layout, a key Kineto does not write, a chunk msgspec refuses, and any number token yajl cannot
+hold (`jsonguard` mends those on the ijson path; the head and trailer, decoded untyped, are
+scanned for them: `check_numbers`).
 
-The tap's guard (nesting depth, string length) still sees every byte here, though it costs
-about a quarter of this path: msgspec would read a document nested hundreds of levels deep
-(to Python's recursion limit, in a collector thread) that the ijson path refuses, and no
-cheaper pass over the bytes tells brackets inside strings from those outside.
+The depth and string-length limits (`jsonguard`) are proven rather than walked byte by byte
+(the tap's guard cost a quarter of this path): the tap guards the head, then `unguard`s.
+msgspec would read a document nested hundreds of levels deep (to Python's recursion limit) that
+the ijson path refuses, and the guard there refuses or not by where its reads fall once a
+document nests deeper than SAFE_DEPTH. So this path reads only what nests at most SAFE_DEPTH
+levels and lets the ijson path decide the rest: every key but `args` holds a scalar and `args`
+nests at most ARGS_DEPTH levels (at most SAFE_DEPTH - 3: the document, traceEvents and the
+event hold it), both by type; the head and the keys after the events are measured whole
+(`nesting`). No string is longer than the chunk holding it, and a chunk longer than
+MAX_STRING_BYTES is a miss.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final, Union
 
 import msgspec
-from commscope.collector.errors import LayoutMissError
-from commscope.collector.jsonguard import _unholdable
+from commscope.collector.errors import LayoutMissError, LimitError
+from commscope.collector.jsonguard import MAX_STRING_BYTES, SAFE_DEPTH, _unholdable, nesting
 from commscope.collector.jsonstream import HEAD_LIMIT_BYTES, TAIL_BYTES, Tap, key_before
 from commscope.collector.normalize import RawEvent
 
 READ_BYTES: Final = 256 * 1024
-MAX_PENDING_BYTES: Final = 16 * 1024 * 1024
+MAX_PENDING_BYTES: Final = MAX_STRING_BYTES
+# How deeply an event's `args` may nest here: twice the deepest of the real traces (4, `Input
+# Dims` of a list of tensors), within SAFE_DEPTH - 3 (the document, traceEvents and the event
+# hold it). msgspec's form of the type doubles with each level, so no deeper than needed.
+ARGS_DEPTH: Final = 8
 _WS: Final = b" \t\r\n"
 _OPENING: Final = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[[ \t\r]*\n([ \t]*)\{')
 _OPENING_BYTES: Final = 4096  # the most bytes from the key to the first `{` looked at
@@ -59,10 +70,43 @@ _AFTER_NUMBER: Final = frozenset(b",]} \t\r\n")
 _DECODER: Final = msgspec.json.Decoder()
 
 
-class FastEvent(RawEvent, gc=False):
-    """A RawEvent as msgspec decodes it: `args` stays raw bytes until a handler needs it."""
+# What msgspec reads a value as, as `Any` would, but refusing (ValidationError, so a miss) an
+# integer yajl cannot hold: msgspec itself refuses floats beyond a double.
+Scalar = bool | Annotated[int, msgspec.Meta(ge=-(2**63) + 1, le=2**63 - 1)] | float | str | None
 
-    args: msgspec.Raw = msgspec.Raw()
+
+def _nested(levels: int) -> Any:
+    """Any JSON value nested at most `levels` deep (a container nests 1 + what it holds)."""
+    value: Any = Scalar
+    for _ in range(levels):
+        value = Union[Scalar, list[value], dict[str, value]]  # noqa: UP007 - built at runtime
+    return value
+
+
+if TYPE_CHECKING:
+    Args = Any  # mypy reads no type built at runtime
+else:
+    Args = _nested(ARGS_DEPTH)
+
+
+class FastEvent(RawEvent, gc=False, forbid_unknown_fields=True):
+    """A RawEvent as msgspec decodes it. Every key Kineto writes is named, each a scalar but
+    `args`, which nests at most ARGS_DEPTH levels: anything else is a ValidationError."""
+
+    ph: Scalar = None
+    cat: Scalar = None
+    name: Scalar = None
+    ts: Scalar = None
+    dur: Scalar = None
+    tid: Scalar = None
+    args: Args = None
+    pid: Scalar = None
+    id: Scalar = None
+    bp: Scalar = None
+    s: Scalar = None
+    cname: Scalar = None
+    tts: Scalar = None
+    tdur: Scalar = None
 
 
 _EVENTS: Final = msgspec.json.Decoder(list[FastEvent])
@@ -79,7 +123,11 @@ def fast_chunks(tap: Tap, read_bytes: int = READ_BYTES) -> Iterator[list[FastEve
     Kineto's layout or holds anything only the ijson path reads right. `tap` must not have been
     read yet. The buffer always starts with `[`: a chunk is decoded as one JSON array, its
     last event's `,` turned into `]` for the call (one copy of each byte)."""
-    buf, indent, near = _first_event(tap, read_bytes)
+    try:
+        buf, indent, near = _first_event(tap, read_bytes)
+    except LimitError as exc:
+        raise LayoutMissError(f"head: {exc}") from None
+    tap.unguard()
     sep = b"\n" + indent + b"},\n" + indent + b"{"
     while data := tap.read(read_bytes):
         buf += data
@@ -135,6 +183,7 @@ def _check_head(head: bytes) -> None:
     body = head.rstrip(_WS)
     body = body[:-1] if body.endswith(b",") else body
     check_numbers(body)
+    _check_nesting(body + b"}", "head")
     try:
         _DECODER.decode(body + b"}")
     except msgspec.DecodeError as exc:
@@ -161,6 +210,7 @@ def _trailer(tail: bytes) -> dict[str, Any]:
     if not body.startswith(b","):
         raise LayoutMissError("traceEvents is not followed by `,` or the document's end")
     check_numbers(body)
+    _check_nesting(b"{" + body[1:], "after traceEvents")
     try:
         trailer: dict[str, Any] = _DECODER.decode(b"{" + body[1:])
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
@@ -171,14 +221,19 @@ def _trailer(tail: bytes) -> dict[str, Any]:
 def decode_events(chunk: bytes) -> list[FastEvent]:
     """The events of `chunk` (a JSON array of whole events); LayoutMissError if msgspec refuses
     it or it holds a value yajl reads otherwise."""
-    check_numbers(chunk)
+    if len(chunk) > MAX_STRING_BYTES:
+        raise LayoutMissError(f"events: a chunk longer than {MAX_STRING_BYTES // 2**20} MB")
     try:
-        if not chunk.isascii():
-            chunk.decode()  # what msgspec skips or keeps raw, it does not check is UTF-8
         events: list[FastEvent] = _EVENTS.decode(chunk)
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise LayoutMissError(f"events: {_short(exc)}") from None
     return events
+
+
+def _check_nesting(value: bytes, where: str, limit: int = SAFE_DEPTH) -> None:
+    """LayoutMissError if `value` nests deeper than `limit` (the ijson path decides)."""
+    if nesting(value, limit) > limit:
+        raise LayoutMissError(f"{where}: nested deeper than {limit} levels")
 
 
 def check_numbers(data: bytes) -> None:

@@ -6,7 +6,11 @@ path prefix per level (depth d costs O(d²) memory: 10,000 levels took 250 MB) a
 whole, so a few hundred KB of garbage could cost gigabytes. It tracks, at C speed, whether the
 stream is inside a string: the chunk is reduced to its quotes and brackets (escape pairs gone
 first), adjacent quote pairs and whole strings are dropped, then matched bracket pairs are
-removed pass by pass; what remains are the levels opened or closed in the chunk.
+removed pass by pass; what remains are the levels opened or closed in the chunk. Its bound is
+loose (up to four times the true depth), so a document nested 17 levels or more may be refused
+or not depending on where the reads fall; one nested at most SAFE_DEPTH levels never is.
+`nesting` measures one whole JSON value exactly, for a reader that must prove a document is
+within those limits without walking every byte (`fastparse`).
 
 `NumberFixer` rewrites the number tokens yajl cannot hold — integers beyond 64 bits (a u64
 NCCL `Comms Id`), floats beyond a double, NaN and Infinity — as strings, and bytes that are
@@ -25,9 +29,11 @@ from commscope.collector.errors import LimitError
 
 MAX_DEPTH: Final = 64  # Kineto nests 6 levels (traceEvents, event, args, Input Dims, ...)
 MAX_STRING_BYTES: Final = 8 * 1024 * 1024
+SAFE_DEPTH: Final = MAX_DEPTH // 4  # the guard's bound is at most 4x the true depth
 _NOT_STRUCTURE: Final = bytes(b for b in range(256) if b not in b'"[]{}')
 _ESCAPE_PAIR: Final = re.compile(rb"\\.", re.DOTALL)
 _QUOTED: Final = re.compile(rb'"[^"]*"')
+_LEVELS: Final = bytes.maketrans(b"[]{}", b"()()")  # both kinds of brackets as one
 _TOKEN: Final = re.compile(
     rb'"[^"\\]*(?:\\.[^"\\]*)*"|-?(?:NaN|Infinity)|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?', re.DOTALL
 )
@@ -100,6 +106,25 @@ def _deeper(depth: int, brackets: bytes) -> int:
     if depth + 2 * passes + opening > MAX_DEPTH:
         raise LimitError(f"nested deeper than {MAX_DEPTH} levels (not a trace)")
     return max(depth - closing, 0) + opening
+
+
+def nesting(value: bytes, limit: int) -> int:
+    """How deeply the JSON `value` nests (0 for a scalar), exactly for valid JSON; a number
+    above `limit` (without counting on) when it nests deeper, or when its brackets do not
+    match outside strings. Escape pairs go first, then the strings, then the innermost pairs
+    of brackets, one level a pass."""
+    if b"\\" in value:
+        value = _ESCAPE_PAIR.sub(b"", value)
+    brackets = value.translate(_LEVELS, _NOT_STRUCTURE).replace(b'""', b"")
+    if b'"' in brackets:
+        brackets = _QUOTED.sub(b"", brackets)
+    depth = 0
+    while brackets and depth <= limit:
+        shorter = brackets.replace(b"()", b"")
+        if len(shorter) == len(brackets):
+            return limit + 1  # brackets that do not match, or a quote left open
+        brackets, depth = shorter, depth + 1
+    return depth
 
 
 class NumberFixer:

@@ -7,8 +7,9 @@ top-level `traceEvents` key (Kineto's header) and the last chunks (Kineto writes
 `displayTimeUnit` and `baseTimeNanoseconds` after the events). Both ends are small objects
 parsed with the stdlib `json` module; memory stays flat whatever the file size.
 
-The tap also hands every chunk to a `Guard` (depth and string-length limits), drops a UTF-8
-byte-order mark, and with `mend` mends the values yajl cannot hold (`jsonguard`).
+The tap also hands every chunk to a `Guard` (depth and string-length limits; a reader that
+proves the limits itself may turn it off with `unguard`), drops a UTF-8 byte-order mark, and
+with `mend` mends the values yajl cannot hold (`jsonguard`).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class Tap:
     ) -> None:
         self._raw = raw
         self._on_chunk = on_chunk
-        self._guard = Guard()
+        self._guard: Guard | None = Guard()
         self.fixer = NumberFixer() if mend else None
         self._head = bytearray()
         self._head_done = False
@@ -76,11 +77,16 @@ class Tap:
         data = self._next(size)
         if not data:
             return data
-        self._guard.check(data)
+        if self._guard is not None:
+            self._guard.check(data)
         self._keep_tail(data)
         if not self._head_done:
             self._grow_head(data)
         return data
+
+    def unguard(self) -> None:
+        """Stop handing reads to the guard: the reader proves the limits on what follows."""
+        self._guard = None
 
     def _next(self, size: int) -> bytes:
         """The next bytes of the document as the parser should see them (b"" at its end)."""

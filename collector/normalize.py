@@ -2,8 +2,8 @@
 
 `Normalizer.feed` is the hot path: per event one dict lookup on `cat`, then a short handler.
 Events arrive as `RawEvent`s, the few fields a handler reads, from either parser: the fast path
-decodes them straight from JSON (`args` left as raw bytes, decoded only for the events that
-use them), the ijson path copies them from its dicts (`from_item`). What it emits goes to `out`
+decodes them straight from JSON (`fastparse.FastEvent`), the ijson path copies them from its
+dicts (`from_item`). What it emits goes to `out`
 (the caller drains it in batches). Communication kernels whose args lack
 the collective's name or size wait in `_pending` (bounded by the number of collectives); at
 `finish` each is resolved through its `correlation` to the launch, then to the innermost
@@ -54,7 +54,6 @@ from commscope.collector.schema import (
     TraceMeta,
 )
 
-_DECODER: Final = msgspec.json.Decoder()
 LAUNCH_MEMORY: Final = 1 << 16
 ROLE_MEMORY: Final = 1 << 14
 _BAD_SPAN: Final = "span without numeric ts/dur (or out of range)"
@@ -101,8 +100,7 @@ MAX_COUNT: Final = 2**62
 class RawEvent(msgspec.Struct, gc=False):
     """One traceEvents item as far as the handlers read it. A missing key is None: every
     handler treats a missing key as it treats null (both fail the same type test). `args` is
-    the item's value as is (a dict from ijson), or `msgspec.Raw` bytes from the fast path,
-    which `event_args` decodes for the few events that use them."""
+    the item's value as is."""
 
     ph: Any = None
     cat: Any = None
@@ -124,42 +122,8 @@ def from_item(item: Any) -> Any:
     )
 
 
-def event_args(value: Any) -> Any:
-    """An event's args as the JSON holds them (None when missing), decoding raw bytes."""
-    if type(value) is msgspec.Raw:
-        return _DECODER.decode(value) if value else None
-    return value
-
-
-class MemoryArgs(msgspec.Struct, gc=False):
-    """The args of a `[memory]` event that the normaliser reads (decoded alone from raw
-    bytes: the other keys are skipped)."""
-
-    device: Any = msgspec.field(default=None, name="Device Id")
-    kind: Any = msgspec.field(default=None, name="Device Type")
-    allocated: Any = msgspec.field(default=None, name="Total Allocated")
-    reserved: Any = msgspec.field(default=None, name="Total Reserved")
-
-
-_MEMORY_ARGS: Final = msgspec.json.Decoder(MemoryArgs)
-
-
-class LaunchArgs(msgspec.Struct, gc=False):
-    """The one arg of a kernel launch the normaliser reads."""
-
-    correlation: Any = None
-
-
-_LAUNCH_ARGS: Final = msgspec.json.Decoder(LaunchArgs)
-
-
 def launch_correlation(args: Any) -> Any:
-    """The `correlation` of a runtime call's args, raw bytes or a dict (None without one)."""
-    if type(args) is msgspec.Raw:
-        try:
-            return _LAUNCH_ARGS.decode(args).correlation if args else None
-        except msgspec.ValidationError:
-            return None  # args that are not an object
+    """The `correlation` of a runtime call's args (None without one)."""
     return args.get("correlation") if type(args) is dict else None
 
 
@@ -415,7 +379,7 @@ class Normalizer:
         dropped[reason] = dropped.get(reason, 0) + count
 
     def _args(self, raw: RawEvent) -> Mapping[str, Any]:
-        args = event_args(raw.args)
+        args = raw.args
         if args is None or type(args) is dict:
             return args or {}
         self.drop(_BAD_ARGS)
@@ -456,9 +420,9 @@ class Normalizer:
         """`[memory]` events: keep each GPU's highest allocated and reserved totals."""
         if raw.name != "[memory]":
             return
-        args = self._memory_args(raw)
-        device, kind = args.device, args.kind
-        allocated, reserved = _count(args.allocated), _count(args.reserved)
+        get = self._args(raw).get
+        device, kind = get("Device Id"), get("Device Type")
+        allocated, reserved = _count(get("Total Allocated")), _count(get("Total Reserved"))
         if type(device) is not int or type(kind) is not int or allocated is None:
             self.drop("[memory] event without Device Id/Type or Total Allocated")
             return
@@ -467,19 +431,6 @@ class Normalizer:
         self._allocated[device] = max(allocated, self._allocated.get(device, allocated))
         if reserved is not None:
             self._reserved[device] = max(reserved, self._reserved.get(device, reserved))
-
-    def _memory_args(self, raw: RawEvent) -> MemoryArgs:
-        """The args `_instant` reads: raw bytes decoded straight into MemoryArgs when they
-        hold an object, else through `_args` (which counts args that are not an object)."""
-        if type(raw.args) is msgspec.Raw and raw.args:
-            try:
-                return _MEMORY_ARGS.decode(raw.args)
-            except msgspec.ValidationError:
-                pass  # not an object: `_args` drops it
-        args = self._args(raw)
-        get = args.get
-        return MemoryArgs(get("Device Id"), get("Device Type"), get("Total Allocated"),
-                          get("Total Reserved"))  # fmt: skip
 
     def _memcpy(self, raw: RawEvent) -> None:
         span = self._span(raw)

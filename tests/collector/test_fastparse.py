@@ -17,9 +17,10 @@ from commscope.collector import fastparse
 from commscope.collector.errors import LayoutMissError, TraceError
 from commscope.collector.fastparse import fast_items
 from commscope.collector.follow import open_followed
+from commscope.collector.jsonguard import SAFE_DEPTH
 from commscope.collector.jsonstream import Tap, tail_object, trace_items
 from commscope.collector.kineto import TraceReader
-from commscope.collector.normalize import RawEvent, event_args, from_item
+from commscope.collector.normalize import RawEvent, from_item
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kineto_builder import ChunkedReader, annotation, cpu_op, dist_head, kernel, launch, trace
@@ -177,33 +178,95 @@ _layout = st.fixed_dictionaries(
 def test_random_kineto_layouts_read_as_the_ijson_path_reads_them(
     events: list[Any], layout: dict[str, Any], tail: dict[str, Any] | None, gz: bool, size: int
 ) -> None:
-    """Random events, indentations, key layouts, tails, gzip and read sizes."""
+    """Random events, indentations, key layouts, tails, gzip and read sizes. The fast path
+    reads them unless an event holds a key Kineto does not write, a container outside `args`,
+    or `args` nested deeper than it proves (then ijson does, alike)."""
     doc = kineto_doc(events, dist_head(gpu="H100"), tail, **layout)
     fast, slow, reader = both(doc, size, gz)
     assert fast == slow
-    assert reader.parser == "fast", reader.fast_miss  # NaN/Infinity and big ints not generated
+    want = "fast" if all(map(_fast_shape, events)) else "ijson"
+    assert reader.parser == want, reader.fast_miss  # NaN/Infinity and big ints not generated
+
+
+_KINETO_KEYS = set(fastparse.FastEvent.__struct_fields__)
+
+
+def _depth(value: Any) -> int:
+    """How deeply `value` nests as JSON (0 for a scalar): the oracle of `jsonguard.nesting`."""
+    if isinstance(value, dict | list):
+        inner = value.values() if isinstance(value, dict) else value
+        return 1 + max(map(_depth, inner), default=0)
+    return 0
+
+
+def _fast_shape(event: Any) -> bool:
+    """Whether the fast path may read `event`: Kineto's keys only, scalars but `args`, and
+    `args` nested at most ARGS_DEPTH levels."""
+    if not isinstance(event, dict) or not event.keys() <= _KINETO_KEYS:
+        return False
+    scalars = all(_depth(v) == 0 for k, v in event.items() if k != "args")
+    return scalars and _depth(event.get("args")) <= fastparse.ARGS_DEPTH
 
 
 def _fields(event: RawEvent) -> tuple[Any, ...]:
-    return (event.ph, event.cat, event.name, event.ts, event.dur, event.tid, event_args(event.args))
+    return (event.ph, event.cat, event.name, event.ts, event.dur, event.tid, event.args)
 
 
 @settings(max_examples=150, deadline=None)
-@given(values=st.lists(st.dictionaries(_text, _value) | _kineto_event, min_size=1, max_size=20))
+@given(values=st.lists(_kineto_event.filter(_fast_shape), min_size=1, max_size=20))
 def test_raw_events_hold_the_values_ijson_gives(values: list[Any]) -> None:
-    """Same types too (1 and 1.0 differ in repr): ijson's use_float=True reads, per value;
-    args decoded from their raw bytes are the dict ijson builds."""
+    """Same types too (1 and 1.0 differ in repr): ijson's use_float=True reads, per value,
+    args included."""
     doc = kineto_doc(values)
     fast = [_fields(e) for e in fast_items(Tap(io.BytesIO(doc)), read_bytes=97)]
     slow = [_fields(from_item(item)) for item in trace_items(Tap(io.BytesIO(doc)))]
     assert repr(fast) == repr(slow)
 
 
-def test_args_stay_raw_bytes_until_a_handler_decodes_them() -> None:
-    doc = kineto_doc([kernel("k", 1, 2, {"a": [1, 2]}), kernel("k", 3, 4)])
-    first, second = fast_items(Tap(io.BytesIO(doc)))
-    assert (bytes(first.args), event_args(first.args)) == (b'{"a": [1, 2]}', {"a": [1, 2]})
-    assert (bytes(second.args), event_args(second.args)) == (b"", None)  # no args: None
+@pytest.mark.parametrize(
+    ("event", "reason"),
+    [
+        ({"ph": "X", "cname": "good", "flow": 1}, "unknown field `flow`"),  # not Kineto's key
+        ({"ph": "X", "name": ["a"]}, "got `array`"),  # a container outside args
+        ({"ph": "X", "args": {"a": [[[[[[[[1]]]]]]]]}}, "got `array`"),  # args nested 9 deep
+    ],
+)
+def test_an_event_the_types_do_not_hold_is_read_by_ijson_alike(
+    event: dict[str, Any], reason: str
+) -> None:
+    """Kineto's keys only, scalars but args, args nested at most ARGS_DEPTH (8) levels: only
+    those bound the nesting, so anything else is the ijson path's to read."""
+    fast, slow, reader = both(kineto_doc([*_many(20), event]), size=512)
+    assert fast == slow
+    assert (reader.parser, reason in reader.fast_miss) == ("ijson", True), reader.fast_miss
+
+
+def test_args_nests_within_what_the_guard_never_refuses() -> None:
+    assert fastparse.ARGS_DEPTH <= SAFE_DEPTH - 3  # the document, traceEvents, the event
+
+
+@pytest.mark.parametrize("where", ["head", "tail"])
+def test_a_head_or_tail_nested_past_safe_depth_is_read_by_ijson_alike(where: str) -> None:
+    """17 levels (with the document's own): the guard may refuse that or not by its reads,
+    so the fast path leaves it to the ijson path, which reads it here."""
+    deep: Any = 1
+    for _ in range(SAFE_DEPTH):
+        deep = [deep]
+    head, tail = ({"deep": deep}, None) if where == "head" else (None, {"deep": deep})
+    fast, slow, reader = both(kineto_doc(_many(20), head, tail), size=512)
+    assert fast == slow
+    assert reader.parser == "ijson"
+    assert "nested deeper than 16 levels" in reader.fast_miss
+
+
+def test_a_chunk_longer_than_the_string_limit_is_read_by_ijson(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No string is longer than the chunk holding it: a longer chunk is not proven."""
+    monkeypatch.setattr(fastparse, "MAX_STRING_BYTES", 300)
+    fast, slow, reader = both(kineto_doc([*_many(20), kernel("k" * 400, 1, 2)]), size=4096)
+    assert fast == slow
+    assert (reader.parser, "a chunk longer than" in reader.fast_miss) == ("ijson", True)
 
 
 # ------------------------------------------------------------------ real traces
@@ -257,7 +320,7 @@ def _many(n: int) -> list[Any]:
     ("odd", "reason"),
     [
         ({"name": "\ud800"}, "events"),  # lone surrogate: ijson gives "?", msgspec refuses
-        ({"args": {"Comms Id": U64_COMMS_ID}}, "beyond int64"),  # mended on the ijson path
+        ({"args": {"Comms Id": U64_COMMS_ID}}, "Expected `int` <="),  # mended on the ijson path
         ({"args": {"x": float("nan")}}, "invalid character"),  # bare NaN: mended by ijson's path
         ({"pid": float("inf")}, "invalid character"),  # in a key the fast path skips
         ({"args": {"x": 1e308 * 10}}, "invalid character"),  # json.dumps writes Infinity
@@ -282,17 +345,18 @@ def _with_raw(events: list[Any], placeholder: str, raw: bytes) -> bytes:
 @pytest.mark.parametrize(
     ("where", "raw", "reason"),
     [
-        ({"pid": "@"}, b"1e400", "beyond int64 or a double"),  # a key the fast path skips
-        ({"args": {"Bytes": "@"}}, b"-2.5E+309", "beyond int64 or a double"),  # raw args
-        ({"args": {"Bytes": "@"}}, b"17976931348623159e292", "beyond int64 or a double"),
-        ({"args": {"x": "@"}}, b'"caf\xe9"', "events"),  # Latin-1, not UTF-8: msgspec skips it
+        ({"pid": "@"}, b"1e400", "Number out of range"),  # a key the normaliser does not read
+        ({"args": {"Bytes": "@"}}, b"-2.5E+309", "Number out of range"),
+        ({"args": {"Bytes": "@"}}, b"17976931348623159e292", "Number out of range"),
+        ({"args": {"x": "@"}}, b'"caf\xe9"', "events"),  # Latin-1, not UTF-8
     ],
 )
-def test_what_msgspec_skips_unchecked_is_looked_for(
+def test_what_yajl_cannot_hold_msgspec_refuses_in_every_value(
     where: dict[str, Any], raw: bytes, reason: str
 ) -> None:
-    """msgspec neither checks UTF-8 nor overflows floats in values it skips or keeps raw: the
-    fast path looks for them itself, and the ijson path mends them (one value dropped)."""
+    """msgspec skips no value (every key is named and typed, every string decoded), so it
+    refuses floats beyond a double and text that is not UTF-8 wherever they are; the ijson
+    path mends them (one value dropped)."""
     events = [*_many(100), kernel("odd", 4000, 1) | where, *_many(5)]
     fast, slow, reader = both(_with_raw(events, "@", raw), size=512)
     assert fast == slow
@@ -305,18 +369,17 @@ def test_what_msgspec_skips_unchecked_is_looked_for(
     "text", ["0x7f4e913a", "run 1e999x", "1e400 words", "9" * 25 + "a", "a 1e400 b"]
 )
 def test_number_like_text_inside_strings_reads_fast(text: str) -> None:
-    """A string holding digits and exponents that are no number token (not set apart by `:`
-    `,` `[` or blanks on both sides) is no miss. "a 1e400 b" is: set apart by blanks, it
-    reads as a number token; a miss costs a second read, never a wrong event."""
+    """A string holding digits and exponents is no miss: msgspec reads numbers as numbers, no
+    scan of the bytes takes text for one."""
     events = [*_many(10), kernel(text, 200, 1, {"Label": text})]
     fast, slow, reader = both(kineto_doc(events, dist_head()), size=512)
     assert fast == slow
-    want = "ijson" if text == "a 1e400 b" else "fast"
-    assert reader.parser == want, reader.fast_miss
+    assert reader.parser == "fast", reader.fast_miss
 
 
 def test_a_document_nested_too_deeply_fails_alike_on_both_paths() -> None:
-    """The tap's guard sees every byte on both paths: the same limit, the same reason."""
+    """The fast path cannot prove it within the limit: the ijson path reads it, and its guard
+    refuses it (the same limit, the same reason)."""
     deep: Any = 1
     for _ in range(80):
         deep = [deep]

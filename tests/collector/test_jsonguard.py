@@ -13,7 +13,14 @@ from typing import Any
 import pytest
 from commscope.collector.errors import LimitError, TraceError
 from commscope.collector.follow import open_followed
-from commscope.collector.jsonguard import MAX_DEPTH, MAX_STRING_BYTES, Guard, NumberFixer
+from commscope.collector.jsonguard import (
+    MAX_DEPTH,
+    MAX_STRING_BYTES,
+    SAFE_DEPTH,
+    Guard,
+    NumberFixer,
+    nesting,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kineto_builder import ChunkedReader, kernel, read, trace
@@ -124,6 +131,65 @@ def test_long_strings_within_the_limit_pass() -> None:
         for _ in range(6 * 16):
             guard.check(b"a" * 65536)
         guard.check(b'",')
+
+
+def _deep(levels: int, leaf: Any) -> Any:
+    """`leaf` inside `levels` containers, lists and objects in turn."""
+    for level in range(levels):
+        leaf = [leaf] if level % 2 else {"k": leaf}
+    return leaf
+
+
+deep_values = st.integers(0, 2 * SAFE_DEPTH).flatmap(
+    lambda levels: json_values.map(lambda leaf: _deep(levels, leaf))
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=deep_values, sizes=st.lists(st.integers(1, 97), min_size=1, max_size=5))
+def test_a_document_nested_at_most_safe_depth_passes_whatever_the_reads(
+    value: Any, sizes: list[int]
+) -> None:
+    """The guard's bound is loose (up to 4x the depth, by where the reads fall), but never
+    refuses what nests at most SAFE_DEPTH levels: the fast path relies on it."""
+    doc = json.dumps({"traceEvents": [value]}).encode()
+    if oracle(doc)[2] > SAFE_DEPTH:
+        return
+    guard = Guard()
+    for part in chunks(doc, sizes):
+        guard.check(part)
+    assert guard.depth == 0
+
+
+def test_the_guard_refuses_or_not_by_where_the_reads_fall_past_safe_depth() -> None:
+    """Why SAFE_DEPTH is a quarter of MAX_DEPTH: 25 levels opened, 24 closed and opened again
+    (never deeper than 25). After the first 25 bytes the depth is 25; 24 pairs matched within
+    one read count 2 x 24 on top of it (73 > 64: refused), but read after the closing bytes
+    they count on top of depth 1 (49: passes)."""
+    doc = b"[" * 25 + b"]" * 24 + b"[" * 24 + b"]" * 25
+    assert oracle(doc)[2] == 25
+    guard = Guard()
+    for part in (doc[:25], doc[25:49], doc[49:]):
+        guard.check(part)
+    guard = Guard()
+    guard.check(doc[:25])
+    with pytest.raises(LimitError):
+        guard.check(doc[25:])
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=deep_values, limit=st.integers(0, 2 * SAFE_DEPTH))
+def test_nesting_is_the_depth_a_byte_by_byte_walk_finds(value: Any, limit: int) -> None:
+    """Exact up to `limit`; past it, some number above `limit`."""
+    doc = json.dumps(value).encode()
+    deepest = oracle(doc)[2]
+    found = nesting(doc, limit)
+    assert found == deepest if deepest <= limit else found > limit
+
+
+@pytest.mark.parametrize("value", [b"[1", b'{"a": "]"', b'["]', b"]["])
+def test_nesting_of_brackets_that_do_not_match_is_past_the_limit(value: bytes) -> None:
+    assert nesting(value, 5) == 6
 
 
 # ------------------------------------------------------------------ NumberFixer
