@@ -15,7 +15,8 @@ import msgspec
 # 4: each window carries `facts` (per-rank integer sums and bandwidth sketches), so that
 # `commscope merge` recomputes every figure over ranks exactly from shard reports.
 SCHEMA_VERSION: Final = 4
-PROTOCOL_VERSION: Final = 5  # 4: labels, sizes and counts bounded at decode; 5: `Facts`
+PROTOCOL_VERSION: Final = 6  # 4: labels, sizes and counts bounded at decode; 5: `Facts`
+# 6: NCCL Inspector logs (`FileStats.dropped` has the Inspector line reasons below)
 # Persisted state (the collector's checkpoint, the aggregator's store). Version 1 carried no
 # version field; readers migrate it explicitly.
 STATE_VERSION: Final = 2
@@ -54,6 +55,12 @@ EventDropReason = Literal[
     "traceEvents item that is not an object",
     "event whose cat is not a string",
     "value beyond 64 bits, NaN or Infinity, or bytes not UTF-8 (mended)",
+    # NCCL Inspector logs (`collector.inspector`): a line, or an op, left out
+    "inspector line that is not JSON",
+    "inspector line cut short (no newline at the end of the file)",
+    "inspector record of an unknown format version",
+    "inspector record missing keys or with bad values",
+    "inspector op of a multi-GPU process on a communicator other than its largest",
 ]
 # What a collector counts as dropped (`CollectorStats.dropped` keys: a fixed set, label values).
 DropReason = Literal[

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from commscope.collector.inspector import NO_COMPUTE
+from commscope.collector.inspector import SOURCE as INSPECTOR
 from commscope.collector.schema import (
     CollectiveStats,
     Report,
@@ -152,8 +154,12 @@ def _overlap(report: Report) -> Iterator[str]:
     yield ""
     yield "Per-Rank Overlap:"
     for rank, r in o.per_rank.items():
-        ratio = pct(r.ratio) if r.ratio is not None else "n/a (no communication)"
+        ratio = pct(r.ratio) if r.ratio is not None else _no_ratio(r.source)
         yield f"  rank {rank}: {ratio}  [{r.source}]"
+
+
+def _no_ratio(source: str) -> str:
+    return NO_COMPUTE if INSPECTOR in source else "n/a (no communication)"
 
 
 def _network(report: Report) -> Iterator[str]:

@@ -47,7 +47,7 @@ from commscope.collector.schema import (
     StreamEnd,
     StreamStart,
 )
-from commscope.pipeline import jobs
+from commscope.pipeline import inspector_live, jobs
 from commscope.pipeline.accumulate import Accumulator, shed_samples
 from commscope.pipeline.edge import absorb
 from commscope.pipeline.report import Options, ParsedFile, WindowCache, build_report
@@ -351,6 +351,7 @@ def _sketched(ops: dict[str, OpTally]) -> dict[str, OpTally]:
 def _finish(stream: OpenStream, end: StreamEnd) -> FinishedFile:
     start = stream.start
     result = None if end.error is not None else stream.accumulator.result([start.path])
+    result = inspector_live.finished(result, end.meta)
     return FinishedFile(
         stream=start.stream,
         node=start.node,

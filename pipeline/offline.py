@@ -24,10 +24,10 @@ from commscope.collector.discover import (
 )
 from commscope.collector.errors import NotATraceError, TraceError
 from commscope.collector.kineto import TraceReader
-from commscope.collector.names import looks_like_trace
+from commscope.collector.names import is_inspector_name, looks_like_trace
 from commscope.collector.schema import Report, Skipped
 from commscope.pipeline import cluster as dask_cluster
-from commscope.pipeline import jobs, parallel
+from commscope.pipeline import inspector, jobs, parallel
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report
 
@@ -109,7 +109,7 @@ def parse_windows(
     files = [(w.name, f) for w in windows for f in w.files]
     if progress:
         progress.begin(len(files), sum(file_size(f) for _, f in files))
-    outcomes: Iterable[ParsedFile | Failed]
+    outcomes: Iterable[ParsedFile | list[ParsedFile] | Failed]
     if cluster is not None:
         outcomes = dask_cluster.outcomes(
             files, cluster, outcome, Failed, progress=progress, tally=_tally
@@ -124,34 +124,43 @@ def parse_windows(
     for (_, path), result in zip(files, outcomes, strict=True):
         if isinstance(result, ParsedFile):
             parsed.append(result)
+        elif isinstance(result, list):  # a reader of a file holding several ranks
+            parsed.extend(result)
         elif result.not_a_trace and not looks_like_trace(str(path)):
             ignored.append(str(path))
         else:
             skipped.append(Skipped(str(path), result.reason))
     if progress:
         progress.end()
-    return parsed, skipped, ignored
+    parsed, aside = inspector.beside_kineto(parsed)
+    return parsed, [*skipped, *aside], ignored
 
 
 def outcome(
     window: str, path: Path, progress: Progress | None = None, name: Path | None = None
-) -> ParsedFile | Failed:
+) -> ParsedFile | list[ParsedFile] | Failed:
     """One file parsed, or why it cannot be used (never raises TraceError)."""
     try:
+        if is_inspector_name(path.name):
+            return inspector.read(window, path)
         return parse_file(window, path, progress, name)
     except TraceError as exc:
         return Failed(exc.reason, isinstance(exc, NotATraceError))
 
 
-def _tally(result: ParsedFile | Failed) -> tuple[int, int]:
+def _tally(result: ParsedFile | list[ParsedFile] | Failed) -> tuple[int, int]:
     """Bytes and events read, for the progress display (none for a file that failed)."""
     if isinstance(result, ParsedFile):
         return result.stats.bytes_read, result.stats.events
+    if isinstance(result, list):
+        return sum(p.stats.bytes_read for p in result), sum(p.stats.events for p in result)
     return 0, 0
 
 
-def _observed(window: str, path: Path, progress: Progress | None) -> ParsedFile | Failed:
+def _observed(
+    window: str, path: Path, progress: Progress | None
+) -> ParsedFile | list[ParsedFile] | Failed:
     result = outcome(window, path, progress)
     if progress:
-        progress.file_done(result.stats.events if isinstance(result, ParsedFile) else 0)
+        progress.file_done(_tally(result)[1])
     return result

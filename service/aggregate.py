@@ -62,6 +62,7 @@ from commscope.collector.schema import (
 from commscope.exporters.files import write_reports
 from commscope.exporters.prometheus import STATS, Rolling, Snapshot, SnapshotCollector
 from commscope.exporters.publish import serve
+from commscope.pipeline import inspector_live
 from commscope.pipeline.aggregation import Aggregation, Verdict
 from commscope.pipeline.edge import well_formed
 from commscope.pipeline.report import Options
@@ -82,6 +83,7 @@ log = logging.getLogger("commscope.aggregate")
 MAX_MESSAGE_BYTES: Final = 2 * 2**20
 RECEIVE_QUEUE: Final = 128
 _DRAIN: Final = 512  # messages handled between two syncs
+LIVE_S: Final = 1.0  # a tailed Inspector op is on /metrics within this (plus the tick)
 REBUILD_SHARE: Final = 0.1  # of the time, at most, building reports before a window completes
 REJECT_REASONS: Final = (
     "frames",  # not [routing id, payload]
@@ -148,6 +150,7 @@ class Aggregator:
         self._acks: dict[tuple[bytes, str], None] = {}
         self._replies: list[tuple[bytes, ToCollector]] = []
         self._finished: list[FinishedFile] = []
+        self._live_pending = False  # a tailed Inspector op arrived since the last publish
         self._recover()
         self.completed = set(self.aggregation.complete_windows())
         self._report: Report | None = None
@@ -428,7 +431,10 @@ class Aggregator:
             self._last_record = self.clock()
         if log_it and not isinstance(record, StreamEnd):
             self.store.append(record.stream, payload)
+        live = log_it and isinstance(record, Facts) and self._tailed(record.stream)
         applied = self.aggregation.apply(record)
+        if live:
+            self._feed(record)  # type: ignore[arg-type]  # a Facts record
         self.stats.events += applied.events
         for old in applied.superseded:
             self.store.forget(old)
@@ -437,13 +443,25 @@ class Aggregator:
         if applied.finished is not None:
             self._finished.append(applied.finished)
 
+    def _tailed(self, stream: str) -> bool:
+        current = self.aggregation.open.get(stream)
+        return current is not None and inspector_live.tailed(current.start.path)
+
+    def _feed(self, part: Facts) -> None:
+        """A tailed Inspector log's ops: into the rolling busbw now (published within
+        `LIVE_S`), not when the stream ends."""
+        now = self.clock()
+        for kind, values in inspector_live.busbw_samples(part).items():
+            self.rolling.add(kind, values, now)
+        self._live_pending = True
+
     def commit(self) -> None:
         """Make what was applied durable; only then may it be acknowledged."""
         self.store.sync()
         now = self.clock()
         for item in self._finished:
             self.store.finish(item)
-            if item.result is not None:
+            if item.result is not None and not inspector_live.fed_live(item.meta):
                 for kind, tally in item.result.ops.items():
                     self.rolling.add(kind, sample_values(tally.busbw_Bps), now)
             self._dirty = True
@@ -477,7 +495,8 @@ class Aggregator:
         if self._dirty:
             complete = set(self.aggregation.complete_windows())
             fresh, self.completed = complete - self.completed, complete
-        if fresh or now - self._published_at >= self.settings.refresh_s:
+        live = self._live_pending and now - self._published_at >= LIVE_S
+        if fresh or live or now - self._published_at >= self.settings.refresh_s:
             self.publish(window_completed=bool(fresh))
 
     def publish(self, window_completed: bool = False) -> None:
@@ -495,6 +514,7 @@ class Aggregator:
         if self.gate is not None:
             self.stats.refused = self.gate.refused()
         self.exporter.show(self.snapshot(self._report))
+        self._live_pending = False
         self._published_at = self.clock()
 
     def _may_rebuild(self) -> bool:

@@ -18,6 +18,8 @@ PURE = [
     "collector/kernels.py",
     "collector/kineto.py",
     "collector/names.py",
+    "collector/inspector.py",
+    "pipeline/inspector_live.py",
     "collector/normalize.py",
     "collector/schema.py",
     "collector/session.py",

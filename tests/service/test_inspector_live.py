@@ -1,0 +1,55 @@
+"""Live NCCL Inspector tailing with real processes: a line appended to a log the collector
+watches shows up as a per-collective busbw on the aggregator's /metrics (bounded waits, no
+timing assertion), and the run's final report counts every op once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from inspector_builder import coll
+from service.harness import Aggregate, Processes, collector_args, free_port, sample_value, wait_for
+
+pytestmark = [pytest.mark.timeout(120)]
+
+BUSBW = "commscope_collective_busbw_bytes_per_second"
+SAMPLES = "commscope_collective_busbw_samples"
+
+
+def append(path: Path, text: str) -> None:
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def samples(aggregate: Aggregate, kind: str, count: int) -> float | None:
+    """The mean busbw of `kind` once /metrics counts `count` samples of it."""
+    text = aggregate.metrics_text() or ""
+    if sample_value(text, SAMPLES, collective=kind) != count:
+        return None
+    return sample_value(text, BUSBW, collective=kind, stat="mean")
+
+
+def test_an_appended_line_is_on_metrics_and_counted_once(procs: Processes, tmp_path: Path) -> None:
+    aggregate = Aggregate(procs, tmp_path, free_port(), free_port())
+    server = aggregate.start()
+    log = tmp_path / "watch" / "inspector" / "node0-pid100.log"
+    log.parent.mkdir(parents=True)
+    # AllReduce, n = 2, S = 1e6 B in 100 µs: algbw 10 GB/s, busbw 10 x 2(2-1)/2 = 10 GB/s
+    append(log, coll(0, sn=1, size=1_000_000, exec_us=100) + "\n" + coll(0, sn=2)[:40])
+    args = collector_args(tmp_path / "watch", aggregate.endpoint, "n0", tmp_path / "state")
+    collector = procs.start("collect", *args)
+    assert wait_for("the first op on /metrics", lambda: samples(aggregate, "AllReduce", 1)) == 1e10
+    # the held partial line completes; an AllGather of 250000 B per rank x 2 in 50 µs:
+    # S = 5e5 B, algbw 10 GB/s, busbw 10 x (2-1)/2 = 5 GB/s
+    append(log, coll(0, sn=2)[40:] + "\n")
+    append(log, coll(0, name="AllGather", sn=3, size=250_000, exec_us=50) + "\n")
+    wait_for("the AllGather on /metrics", lambda: samples(aggregate, "AllGather", 1), 5.0)
+    assert wait_for("two AllReduce samples", lambda: samples(aggregate, "AllReduce", 2)) == 1e10
+    collector.terminate()
+    assert collector.wait(60) == 0, collector.tail()
+    server.terminate()
+    assert server.wait(60) == 0, server.tail()
+    report = aggregate.report()
+    assert report["collectives"]["all_ranks"]["AllReduce"]["count"] == 2
+    assert report["collectives"]["all_ranks"]["AllGather"]["count"] == 1
+    assert report["overlap"]["per_rank"]["0"]["source"] == "nccl inspector"
