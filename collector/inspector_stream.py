@@ -46,8 +46,10 @@ class Tail:
     stats: FileStats = field(default_factory=FileStats)
     comms: dict[tuple[int, str], set[int]] = field(default_factory=dict)  # (n, comm) -> ranks
     ops: dict[tuple[int, str], int] = field(default_factory=dict)
+    starts: bool = True  # every op so far had its start (a verbose log)
 
     def count(self, op: Op) -> None:
+        self.starts = self.starts and op.start_us is not None
         key = (op.header.n_ranks, op.header.comm)
         self.comms.setdefault(key, set()).add(op.header.rank)
         self.ops[key] = self.ops.get(key, 0) + 1
@@ -63,7 +65,9 @@ class Tail:
             return TraceMeta(source="inspector"), "no NCCL Inspector operation"
         world = max(self.ops, key=lambda k: (k[0], self.ops[k], k[1]))
         ranks = sorted(self.comms[world])
-        meta = TraceMeta(backend="nccl", world_size=world[0], source="inspector")
+        meta = TraceMeta(
+            backend="nccl", world_size=world[0], source="inspector", call_starts=self.starts
+        )
         if len(ranks) > 1:
             why = f"one process drove ranks {ranks}: use `commscope report` to split them"
             return meta, why

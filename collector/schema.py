@@ -99,6 +99,9 @@ class TraceMeta(msgspec.Struct, frozen=True, kw_only=True):
         msgspec.Meta(max_length=MAX_GROUPS),
     ] = {}
     source: Source = "kineto"
+    # False: the calls' start times are not in the file (an NCCL Inspector log written without
+    # NCCL_INSPECTOR_DUMP_VERBOSE): no clock offset or arrival skew rests on them
+    call_starts: bool = True
 
 
 class GpuOp(msgspec.Struct, frozen=True, gc=False, tag="gpu", array_like=True):

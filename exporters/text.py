@@ -240,7 +240,8 @@ def _exposed(report: Report) -> Iterator[str]:
     yield row(["rank", "comm", "overlapped", "exposed", "compute"], widths)
     for rank, r in report.overlap.per_rank.items():
         times = (r.comm_time_s, r.overlapped_time_s, r.exposed_comm_time_s, r.compute_time_s)
-        yield row([rank, *map(ms, times)], widths)
+        shown = [ms(times[0]), *("n/a",) * 3] if INSPECTOR in r.source else map(ms, times)
+        yield row([rank, *shown], widths)
     yield from _in_steps(report)
 
 

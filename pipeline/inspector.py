@@ -102,8 +102,12 @@ def rank_result(ops: Iterable[Op], files: Iterable[str]) -> RankResult:
     return replace(accumulator.result(files), source=SOURCE, gpu_busy_ns=0, gpu_span_ns=0)
 
 
-def meta(rank: int, world_size: int | None) -> TraceMeta:
-    return TraceMeta(rank=rank, world_size=world_size, backend="nccl", source="inspector")
+def meta(rank: int, world_size: int | None, ops: Iterable[Op]) -> TraceMeta:
+    """`call_starts` only when every op has its start (a verbose log)."""
+    starts = all(op.start_us is not None for op in ops)
+    return TraceMeta(
+        rank=rank, world_size=world_size, backend="nccl", source="inspector", call_starts=starts
+    )
 
 
 def _parsed(  # noqa: PLR0917  # the fields of one ParsedFile
@@ -113,7 +117,7 @@ def _parsed(  # noqa: PLR0917  # the fields of one ParsedFile
         window=window,
         path=path,
         name_rank=None,
-        meta=meta(rank, world_size),
+        meta=meta(rank, world_size, ops),
         result=rank_result(ops, [path]),
         stats=stats,
     )

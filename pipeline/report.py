@@ -234,6 +234,7 @@ def _infos(items: dict[int, ParsedFile]) -> dict[int, crossrank.RankInfo]:
         rank: crossrank.RankInfo(
             base_ns=item.meta.base_time_ns or 0,
             pg_ranks=item.meta.pg_ranks,
+            call_starts=item.meta.call_starts,
         )
         for rank, item in items.items()
     }

@@ -283,8 +283,13 @@ class Collector:
                 self._retire(worker)
         self.session.cancels.clear()
         starts = self.session.starts
-        while starts and len(self.workers) < self.settings.parallel:
+        while starts and self._busy() < self.settings.parallel:
             self._start_worker(starts.popleft())
+
+    def _busy(self) -> int:
+        """Workers reading a file to its end (a tailed Inspector log lasts the whole run: it
+        takes no slot, or `parallel` logs would keep every trace waiting)."""
+        return sum(1 for w in self.workers.values() if not isinstance(w, InspectorStream))
 
     def _start_worker(self, start: Start) -> None:
         old = self.workers.pop(start.path, None)

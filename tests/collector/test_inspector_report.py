@@ -85,3 +85,18 @@ def test_beside_kineto_traces_the_logs_are_set_aside_not_counted_twice(tmp_path:
     assert reasons[LOGS[0]].endswith("AllGather 10.00 GB/s, AllReduce 10.00 GB/s")
     assert "every section comes from Kineto" in reasons[LOGS[0]]
     shutil.rmtree(tmp_path / "run")
+
+
+def test_logs_without_start_times_match_but_give_no_skew(tmp_path: Path) -> None:
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for rank, name in enumerate(LOGS[:1] + ("node0-pid101.log",)):
+        lines = [coll(rank, sn=sn, exec_us=100 + 10 * rank) for sn in (1, 2, 3)]
+        (folder / name).write_text("\n".join(lines) + "\n")
+    report = analyse(folder, Options())
+    assert report.matching.by_seq == 3
+    assert report.skew.per_collective == {} and report.clocks.per_rank == {}
+    # α-β still reads each instance's fastest member: 3 instances, all of one size
+    assert report.alpha_beta["world 0xabc"]["AllReduce"].instances == 3
+    issues = {i.key: (i.count, i.total) for i in report.health.issues}
+    assert issues["call_starts"] == (2, 2) and issues["compute"] == (2, 2)
