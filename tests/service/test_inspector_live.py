@@ -53,3 +53,51 @@ def test_an_appended_line_is_on_metrics_and_counted_once(procs: Processes, tmp_p
     assert report["collectives"]["all_ranks"]["AllReduce"]["count"] == 2
     assert report["collectives"]["all_ranks"]["AllGather"]["count"] == 1
     assert report["overlap"]["per_rank"]["0"]["source"] == "nccl inspector"
+
+
+def test_a_collector_killed_and_restarted_loses_and_doubles_nothing(
+    procs: Processes, tmp_path: Path
+) -> None:
+    aggregate = Aggregate(procs, tmp_path, free_port(), free_port())
+    server = aggregate.start()
+    log = tmp_path / "watch" / "node0-pid100.log"
+    log.parent.mkdir(parents=True)
+    append(log, "".join(coll(0, sn=sn) + "\n" for sn in (1, 2, 3)))
+    args = collector_args(tmp_path / "watch", aggregate.endpoint, "n0", tmp_path / "state")
+    collector = procs.start("collect", *args)
+    wait_for("3 ops on /metrics", lambda: samples(aggregate, "AllReduce", 3))
+    collector.kill()  # SIGKILL: no goodbye, its checkpoint as last written
+    collector.wait(30)
+    append(log, "".join(coll(0, sn=sn) + "\n" for sn in (4, 5)))
+    collector = procs.start("collect-again", *args)
+    # the 3 ops shipped before are read again and skipped or refused as duplicates: 5, not 8
+    wait_for("5 ops on /metrics", lambda: samples(aggregate, "AllReduce", 5))
+    collector.terminate()
+    assert collector.wait(60) == 0, collector.tail()
+    server.terminate()
+    assert server.wait(60) == 0, server.tail()
+    assert aggregate.report()["collectives"]["all_ranks"]["AllReduce"]["count"] == 5
+
+
+def test_an_aggregator_killed_mid_log_counts_every_op_once(
+    procs: Processes, tmp_path: Path
+) -> None:
+    aggregate = Aggregate(procs, tmp_path, free_port(), free_port())
+    server = aggregate.start()
+    log = tmp_path / "watch" / "node0-pid100.log"
+    log.parent.mkdir(parents=True)
+    append(log, "".join(coll(0, sn=sn) + "\n" for sn in (1, 2, 3)))
+    args = collector_args(tmp_path / "watch", aggregate.endpoint, "n0", tmp_path / "state")
+    collector = procs.start("collect", *args)
+    wait_for("3 ops on /metrics", lambda: samples(aggregate, "AllReduce", 3))
+    server.kill()
+    append(log, "".join(coll(0, sn=sn) + "\n" for sn in (4, 5)))
+    server = aggregate.start()
+    # its rolling statistics start empty: only what arrives after the restart is fed (2 ops;
+    # the 3 replayed from its own log are not fed again)
+    wait_for("the 2 new ops on /metrics", lambda: samples(aggregate, "AllReduce", 2))
+    collector.terminate()
+    assert collector.wait(60) == 0, collector.tail()
+    server.terminate()
+    assert server.wait(60) == 0, server.tail()
+    assert aggregate.report()["collectives"]["all_ranks"]["AllReduce"]["count"] == 5
