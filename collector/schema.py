@@ -637,6 +637,12 @@ class Report(Sections, kw_only=True):
     inputs: Inputs = msgspec.field(default_factory=Inputs)
     diagnosis: Diagnosis = msgspec.field(default_factory=Diagnosis)
     merge: MergeInfo | None = None  # set on a report `commscope merge` made of shard reports
+    # Which input format gave each section (section key -> source, or n/a with the reason);
+    # empty when every section comes from Kineto traces alone.
+    sources: dict[str, str] = {}
+    # NCCL Inspector logs beside the same job's Kineto traces: their own sections, apart (the
+    # same collectives are in both: never added to the sections above)
+    inspector: Sections | None = None
 
 
 class StepTest(msgspec.Struct, kw_only=True):

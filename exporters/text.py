@@ -31,6 +31,7 @@ from commscope.exporters.crosstext import (
     skew_lines,
     utilization_lines,
 )
+from commscope.exporters.inspectortext import sources_lines
 from commscope.exporters.textfmt import gb, gbps, giga, ms, na, num, pct, rank_list, row
 
 RULE = "=" * 80
@@ -60,6 +61,7 @@ def render(report: Report) -> str:
         *_section("14. TRACE HEALTH", health_lines(report)),
         *_section("15. INPUTS", _inputs(report)),
         *(_section("16. MERGED FROM SHARDS", _merged(report)) if report.merge else []),
+        *(_section("SOURCES", sources_lines(report, _bandwidth)) if report.sources else []),
         RULE,
         "END OF REPORT",
         RULE,

@@ -11,7 +11,7 @@ as their source: there are no compute kernels, so overlap is not applicable.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -28,10 +28,17 @@ from commscope.collector.inspector import (
     place,
     split_lines,
 )
-from commscope.collector.schema import EventDropReason, FileStats, RankResult, Skipped, TraceMeta
-from commscope.pipeline.accumulate import Accumulator, bus_bytes
-from commscope.pipeline.report import ParsedFile
-from commscope.pipeline.stats import ratio
+from commscope.collector.schema import (
+    EventDropReason,
+    FileStats,
+    RankResult,
+    Report,
+    Sections,
+    TraceMeta,
+)
+from commscope.pipeline.accumulate import Accumulator
+from commscope.pipeline.inspector_sources import APART, KINETO, SECTIONS
+from commscope.pipeline.report import Options, ParsedFile, build_report
 from msgspec.structs import replace
 
 _CHUNK: Final = 1 << 20
@@ -123,25 +130,17 @@ def _parsed(  # noqa: PLR0917  # the fields of one ParsedFile
     )
 
 
-def beside_kineto(parsed: list[ParsedFile]) -> tuple[list[ParsedFile], list[Skipped]]:
-    """Inspector logs of a job that also has Kineto traces are set aside: the same collectives
-    are in both, so Kineto (which also has compute kernels) gives every section and each log
-    is listed with that reason and its own busbw per collective type, as a cross-check."""
-    kinds = {p.meta.source for p in parsed}
-    if "inspector" not in kinds or "kineto" not in kinds:
-        return parsed, []
-    kept = [p for p in parsed if p.meta.source != "inspector"]
-    aside = [p for p in parsed if p.meta.source == "inspector"]
-    return kept, [Skipped(p.path, _aside_reason(p.result)) for p in aside]
-
-
-def _aside_reason(result: RankResult) -> str:
-    figures = []
-    for kind, tally in result.ops.items():
-        busbw = ratio(bus_bytes(tally), tally.bus_time_ns * 1e-9) if tally.bus_count else None
-        figures.append(f"{kind} " + ("n/a" if busbw is None else f"{busbw / 1e9:.2f} GB/s"))
-    return (
-        "NCCL Inspector log beside this job's Kineto traces: every section comes from Kineto "
-        "(the same collectives would count twice); the log's own busbw (cross-check): "
-        + ", ".join(figures)
+def beside(report: Report, apart: Sequence[ParsedFile], options: Options) -> Report:
+    """The Kineto report with the Inspector logs' own sections beside it (none: unchanged)."""
+    if not apart:
+        return report
+    windows = sorted({p.window for p in apart})
+    own = build_report(windows, list(apart), [], options)
+    sections = Sections(**{key: getattr(own, key) for key in SECTIONS})
+    sources = dict.fromkeys(SECTIONS, KINETO) | {"inspector": APART}
+    note = (
+        f"{len({p.path for p in apart})} NCCL Inspector log(s) beside the Kineto traces: "
+        "reported apart (the same collectives are in both; none is counted twice)"
     )
+    inputs = replace(report.inputs, notes=[*report.inputs.notes, note])
+    return replace(report, sources=sources, inspector=sections, inputs=inputs)

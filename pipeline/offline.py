@@ -27,7 +27,7 @@ from commscope.collector.kineto import TraceReader
 from commscope.collector.names import is_inspector_name, looks_like_trace
 from commscope.collector.schema import Report, Skipped
 from commscope.pipeline import cluster as dask_cluster
-from commscope.pipeline import inspector, jobs, parallel
+from commscope.pipeline import inspector, inspector_sources, jobs, parallel
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report
 
@@ -77,11 +77,12 @@ def analyse(
     `workers`: processes parsing files at once (1: in this process)."""
     windows = find_windows(root)
     parsed, skipped, ignored = parse_windows(windows, progress, workers)
+    parsed, apart = inspector_sources.split(parsed)
     chosen = jobs.largest(parsed)
     report = build_report(
         [w.name for w in windows], chosen.files, [*skipped, *chosen.skipped], options
     )
-    return jobs.labelled(report, chosen, ignored)
+    return inspector.beside(jobs.labelled(report, chosen, ignored), apart, options)
 
 
 def analyse_jobs(
@@ -95,7 +96,9 @@ def analyse_jobs(
     scheduler whose workers parse the files (`workers` is then unused)."""
     windows = find_windows(root)
     parsed, skipped, ignored = parse_windows(windows, progress, workers, cluster)
-    return jobs.reports([w.name for w in windows], parsed, skipped, options, ignored)
+    parsed, apart = inspector_sources.split(parsed)
+    reports = jobs.reports([w.name for w in windows], parsed, skipped, options, ignored)
+    return [inspector.beside(report, apart, options) for report in reports]
 
 
 def parse_windows(
@@ -132,8 +135,7 @@ def parse_windows(
             skipped.append(Skipped(str(path), result.reason))
     if progress:
         progress.end()
-    parsed, aside = inspector.beside_kineto(parsed)
-    return parsed, [*skipped, *aside], ignored
+    return parsed, skipped, ignored
 
 
 def outcome(

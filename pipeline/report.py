@@ -25,7 +25,7 @@ from commscope.collector.schema import (
     TraceMeta,
     Window,
 )
-from commscope.pipeline import crossrank, facts, health, ranks, skew
+from commscope.pipeline import crossrank, facts, health, inspector_sources, ranks, skew
 from commscope.pipeline.accumulate import merge_results
 from commscope.pipeline.config import JobConfig, global_batch, resolve
 from commscope.pipeline.crossrank import CrossRank
@@ -197,7 +197,7 @@ def build_report(
     merged = sections(_merged(per_rank, cache), context)
     run = _with_cross(merged, crossrank.pooled(crosses) if crosses else None, context)
     run.health = health.check(placed.values(), run)
-    return Report(
+    report = Report(
         world_size=world,
         config=run_config,
         windows=window_list,
@@ -205,6 +205,7 @@ def build_report(
         diagnosis=diagnose(run),
         **asdict(run),
     )
+    return inspector_sources.labelled(report, metas)
 
 
 def _windows(

@@ -20,6 +20,8 @@ PURE = [
     "collector/names.py",
     "collector/inspector.py",
     "pipeline/inspector_live.py",
+    "pipeline/inspector_sources.py",
+    "exporters/inspectortext.py",
     "collector/normalize.py",
     "collector/schema.py",
     "collector/session.py",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import shutil
 from pathlib import Path
 
 from commscope.exporters.text import render
@@ -70,7 +69,9 @@ def test_a_log_with_no_usable_line_is_skipped_with_its_reason(tmp_path: Path) ->
     assert "cut short" in skipped.reason
 
 
-def test_beside_kineto_traces_the_logs_are_set_aside_not_counted_twice(tmp_path: Path) -> None:
+def test_beside_kineto_traces_the_logs_are_reported_apart_not_counted_twice(
+    tmp_path: Path,
+) -> None:
     write_job(tmp_path / "run" / "inspector")
     window = tmp_path / "run" / "iteration_2"
     window.mkdir()
@@ -78,13 +79,24 @@ def test_beside_kineto_traces_the_logs_are_set_aside_not_counted_twice(tmp_path:
         doc = trace([kernel("ncclDevKernel_AllReduce_Sum_f32", 0, 100)], dist_head(rank, 2))
         (window / f"rank{rank}_trace.json").write_bytes(doc)
     report = analyse(tmp_path / "run", Options())
-    assert report.overlap.per_rank["0"].source == "gpu kernels"
-    reasons = {Path(s.path).name: s.reason for s in report.inputs.skipped}
-    assert set(reasons) == set(LOGS)
-    # rank 0's log: AllReduce 2e6 bus B / 200 µs = 10 GB/s; AllGather 5e5 / 50 µs = 10 GB/s
-    assert reasons[LOGS[0]].endswith("AllGather 10.00 GB/s, AllReduce 10.00 GB/s")
-    assert "every section comes from Kineto" in reasons[LOGS[0]]
-    shutil.rmtree(tmp_path / "run")
+    # the sections: Kineto's one AllReduce kernel per rank, none of the logs' 6 ops
+    assert report.collectives.all_ranks["AllReduce"].count == 2
+    assert [w.name for w in report.windows] == ["iteration_2"]
+    assert report.sources["overlap"] == "kineto (the profiled windows)"
+    assert report.sources["inspector"].startswith("nccl inspector (the whole run, apart")
+    apart = report.inspector
+    assert apart is not None and apart.collectives.all_ranks["AllReduce"].count == 4
+    assert apart.matching.by_seq == 3 and report.inputs.skipped == []
+    text = render(report)
+    assert "NCCL Inspector logs, the whole run (apart" in text.split("SOURCES")[-1]
+
+
+def test_logs_alone_say_where_each_section_comes_from(tmp_path: Path) -> None:
+    write_job(tmp_path / "job")
+    sources = analyse(tmp_path / "job", Options()).sources
+    assert sources["network"] == "nccl inspector" and sources["skew"] == "nccl inspector"
+    assert sources["overlap"] == "n/a: NCCL Inspector has no compute kernels"
+    assert sources["throughput"] == "n/a: NCCL Inspector has no ProfilerStep spans"
 
 
 def test_logs_without_start_times_match_but_give_no_skew(tmp_path: Path) -> None:
@@ -100,3 +112,4 @@ def test_logs_without_start_times_match_but_give_no_skew(tmp_path: Path) -> None
     assert report.alpha_beta["world 0xabc"]["AllReduce"].instances == 3
     issues = {i.key: (i.count, i.total) for i in report.health.issues}
     assert issues["call_starts"] == (2, 2) and issues["compute"] == (2, 2)
+    assert report.sources["skew"] == "n/a: NCCL Inspector logs without start times (not verbose)"
