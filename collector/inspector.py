@@ -80,7 +80,7 @@ class Op:
             on_gpu=True,
             process_group=self.header.comm,
             seq=self.seq,
-            group_source="Group size arg",
+            group_source="Inspector n_ranks",
         )
 
 

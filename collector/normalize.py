@@ -621,7 +621,7 @@ class Normalizer:
         """(n, where it came from): the `Group size` arg, else the call's process group in
         pg_config, else what an all-gather's or reduce-scatter's shapes imply, else the
         trace's only process group, else the world size (DESIGN.md's order)."""
-        group_arg, pg_config, shape, world = GROUP_SOURCES
+        group_arg, pg_config, shape, world = GROUP_SOURCES[:4]
         for record in records:
             if record.group_size is not None:
                 return record.group_size, group_arg

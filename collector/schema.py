@@ -26,7 +26,9 @@ KERNEL_CATEGORIES: Final[tuple[KernelCategory, ...]] = get_args(KernelCategory)
 GpuKind = Literal["compute", "memcpy", "memset"]
 
 # Where a collective's group size n came from (DESIGN.md rulings, in order of preference).
-GroupSource = Literal["Group size arg", "pg_config", "tensor shapes", "world size"]
+GroupSource = Literal[
+    "Group size arg", "pg_config", "tensor shapes", "world size", "Inspector n_ranks"
+]  # the last: an NCCL Inspector record's header (protocol 6)
 GROUP_SOURCES: Final[tuple[GroupSource, ...]] = get_args(GroupSource)
 # The format a rank's events were read from: PyTorch profiler (Kineto) JSON, an Nsight Systems
 # SQLite export, or NCCL Inspector JSONL.

@@ -36,7 +36,7 @@ def test_an_allreduce_record_becomes_a_comm_op_with_its_verbose_start() -> None:
         on_gpu=True,
         process_group="world 0xabc",
         seq=7,
-        group_source="Group size arg",
+        group_source="Inspector n_ranks",
     )
 
 
