@@ -126,7 +126,8 @@ class InspectorStream(FileStream):
         reduction = self.reducer()
         reduction.add_all([found.comm_op()])
         for part in reduction.facts(stream, self.seq):
-            self._emit(part, 0)
+            timed = found.start_us is not None
+            self._emit(part if timed else msgspec.structs.replace(part, call_starts=False), 0)
 
     def _final(self, stream: str, tail: Tail) -> StreamEnd:
         if tail.rest.strip():

@@ -760,6 +760,8 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True, tag="facts"):
     has_gpu: bool = False
     memory_peak_bytes: int | None = None
     memory_reserved_peak_bytes: int | None = None
+    call_starts: bool = True  # False: the calls' starts are unknown (a tailed Inspector log
+    # written without NCCL_INSPECTOR_DUMP_VERBOSE): no skew is read from them (protocol 6)
 
 
 Record = StreamStart | Facts | StreamEnd

@@ -46,6 +46,8 @@ class Snapshot:
     streams: Mapping[str, int] = field(default_factory=dict)  # state -> count
     collectors: Mapping[str, tuple[CollectorStats, bool]] = field(default_factory=dict)
     shard: str = ""  # the aggregator's --shard: a `shard` label on every sample ("": none)
+    # tailed NCCL Inspector logs: collective type -> stat (p50, p95, max) -> skew seconds
+    live_skew: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
 
 class Families:
@@ -144,6 +146,9 @@ def _cross_rank(out: Families, snapshot: Snapshot) -> None:
         for kind, skew in per_collective.items():
             for stat, field_name in SKEW_STATS:
                 out.add(name, (job, kind, stat), getattr(skew.skew_s, field_name))
+    for kind, stats in snapshot.live_skew.items():
+        for stat, value in stats.items():
+            out.add("commscope_live_arrival_skew_seconds", (job, kind, stat), value)
     for rank, arrival in report.skew.per_rank.items():
         out.add("commscope_late_arrivals_total", (job, rank), arrival.last)
         out.add("commscope_caused_wait_seconds_total", (job, rank), arrival.caused_wait_s)

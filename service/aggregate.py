@@ -151,6 +151,8 @@ class Aggregator:
         self._replies: list[tuple[bytes, ToCollector]] = []
         self._finished: list[FinishedFile] = []
         self._live_pending = False  # a tailed Inspector op arrived since the last publish
+        self.live_skew = inspector_live.LiveSkew()
+        self.recent_skews = inspector_live.RecentSkews(settings.horizon_s)
         self._recover()
         self.completed = set(self.aggregation.complete_windows())
         self._report: Report | None = None
@@ -453,6 +455,8 @@ class Aggregator:
         now = self.clock()
         for kind, values in inspector_live.busbw_samples(part).items():
             self.rolling.add(kind, values, now)
+        for kind, skew_s in self.live_skew.add(part.stream, part):
+            self.recent_skews.add(kind, skew_s, now)
         self._live_pending = True
 
     def commit(self) -> None:
@@ -554,6 +558,7 @@ class Aggregator:
             },
             collectors=collectors,
             shard=self.settings.shard,
+            live_skew=self.recent_skews.stats(now),
         )
 
     def _over(self) -> bool:

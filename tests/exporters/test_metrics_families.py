@@ -74,6 +74,7 @@ def snapshot(shard: str = "") -> Snapshot:
         streams={"finished": 4},
         collectors={"n1": (node, True)},
         shard=shard,
+        live_skew={"AllReduce": {"p50": 1e-5, "p95": 4e-5, "max": 5e-5}},
     )
 
 

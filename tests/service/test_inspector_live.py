@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from inspector_builder import coll
+from inspector_builder import DUMP_US, coll
 from service.harness import Aggregate, Processes, collector_args, free_port, sample_value, wait_for
 
 pytestmark = [pytest.mark.timeout(120)]
@@ -47,7 +47,6 @@ def test_an_appended_line_is_on_metrics_and_counted_once(procs: Processes, tmp_p
     assert wait_for("two AllReduce samples", lambda: samples(aggregate, "AllReduce", 2)) == 1e10
     collector.terminate()
     assert collector.wait(60) == 0, collector.tail()
-    server.terminate()
     assert server.wait(60) == 0, server.tail()
     report = aggregate.report()
     assert report["collectives"]["all_ranks"]["AllReduce"]["count"] == 2
@@ -74,7 +73,6 @@ def test_a_collector_killed_and_restarted_loses_and_doubles_nothing(
     wait_for("5 ops on /metrics", lambda: samples(aggregate, "AllReduce", 5))
     collector.terminate()
     assert collector.wait(60) == 0, collector.tail()
-    server.terminate()
     assert server.wait(60) == 0, server.tail()
     assert aggregate.report()["collectives"]["all_ranks"]["AllReduce"]["count"] == 5
 
@@ -98,6 +96,28 @@ def test_an_aggregator_killed_mid_log_counts_every_op_once(
     wait_for("the 2 new ops on /metrics", lambda: samples(aggregate, "AllReduce", 2))
     collector.terminate()
     assert collector.wait(60) == 0, collector.tail()
-    server.terminate()
     assert server.wait(60) == 0, server.tail()
     assert aggregate.report()["collectives"]["all_ranks"]["AllReduce"]["count"] == 5
+
+
+def test_two_verbose_logs_give_a_live_skew(procs: Processes, tmp_path: Path) -> None:
+    aggregate = Aggregate(procs, tmp_path, free_port(), free_port())
+    server = aggregate.start()
+    watch = tmp_path / "watch"
+    watch.mkdir()
+    args = collector_args(watch, aggregate.endpoint, "n0", tmp_path / "state")
+    collector = procs.start("collect", *args)
+    # AllReduce 1 of the 2-rank world: rank 1 starts 30 µs after rank 0 (hosts' clocks)
+    for rank, late_us in ((0, 0), (1, 30)):
+        log = watch / f"node0-pid{100 + rank}.log"
+        append(log, coll(rank, sn=1, start_us=DUMP_US + late_us) + "\n")
+
+    def live_skew() -> float | None:
+        text = aggregate.metrics_text() or ""
+        name = "commscope_live_arrival_skew_seconds"
+        return sample_value(text, name, collective="AllReduce", stat="max")
+
+    assert wait_for("the live skew on /metrics", live_skew, 5.0) == 30e-6
+    collector.terminate()
+    assert collector.wait(60) == 0, collector.tail()
+    assert server.wait(60) == 0, server.tail()
