@@ -47,7 +47,7 @@ from commscope.collector.schema import (
     StreamEnd,
     StreamStart,
 )
-from commscope.pipeline import inspector_live, jobs
+from commscope.pipeline import inspector_beside, inspector_live, inspector_sources, jobs
 from commscope.pipeline.accumulate import Accumulator, shed_samples
 from commscope.pipeline.edge import absorb
 from commscope.pipeline.report import Options, ParsedFile, WindowCache, build_report
@@ -207,7 +207,8 @@ class Aggregation:
         """The report over the finished files; `final`: open streams are listed as skipped."""
         files = sorted(self.finished.values(), key=lambda f: f.path)
         names = _names(files)
-        chosen = jobs.largest(sorted(_parsed(files, names), key=_file_order))
+        kept, apart = inspector_sources.split(sorted(_parsed(files, names), key=_file_order))
+        chosen = jobs.largest(kept)
         failed = [f for f in files if f.result is None]
         ignored = [f.path for f in failed if _ignorable(f)]
         skipped = [Skipped(f.path, f.error or "") for f in failed if not _ignorable(f)]
@@ -221,7 +222,7 @@ class Aggregation:
         report = build_report(
             windows, chosen.files, [*skipped, *chosen.skipped], options, cache=self.cache
         )
-        return jobs.labelled(report, chosen, ignored)
+        return inspector_beside.beside(jobs.labelled(report, chosen, ignored), apart, options)
 
     def _used(self, chosen: Iterable[ParsedFile]) -> dict[str, set[str]]:
         """Each folder's streams a report over `chosen` uses: its files of the job reported,

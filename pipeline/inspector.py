@@ -11,7 +11,7 @@ as their source: there are no compute kernels, so overlap is not applicable.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Final
 
@@ -28,17 +28,9 @@ from commscope.collector.inspector import (
     place,
     split_lines,
 )
-from commscope.collector.schema import (
-    EventDropReason,
-    FileStats,
-    RankResult,
-    Report,
-    Sections,
-    TraceMeta,
-)
+from commscope.collector.schema import EventDropReason, FileStats, RankResult, TraceMeta
 from commscope.pipeline.accumulate import Accumulator
-from commscope.pipeline.inspector_sources import APART, KINETO, SECTIONS
-from commscope.pipeline.report import Options, ParsedFile, build_report
+from commscope.pipeline.report import ParsedFile
 from msgspec.structs import replace
 
 _CHUNK: Final = 1 << 20
@@ -128,19 +120,3 @@ def _parsed(  # noqa: PLR0917  # the fields of one ParsedFile
         result=rank_result(ops, [path]),
         stats=stats,
     )
-
-
-def beside(report: Report, apart: Sequence[ParsedFile], options: Options) -> Report:
-    """The Kineto report with the Inspector logs' own sections beside it (none: unchanged)."""
-    if not apart:
-        return report
-    windows = sorted({p.window for p in apart})
-    own = build_report(windows, list(apart), [], options)
-    sections = Sections(**{key: getattr(own, key) for key in SECTIONS})
-    sources = dict.fromkeys(SECTIONS, KINETO) | {"inspector": APART}
-    note = (
-        f"{len({p.path for p in apart})} NCCL Inspector log(s) beside the Kineto traces: "
-        "reported apart (the same collectives are in both; none is counted twice)"
-    )
-    inputs = replace(report.inputs, notes=[*report.inputs.notes, note])
-    return replace(report, sources=sources, inspector=sections, inputs=inputs)

@@ -27,7 +27,7 @@ from commscope.collector.kineto import TraceReader
 from commscope.collector.names import is_inspector_name, looks_like_trace
 from commscope.collector.schema import Report, Skipped
 from commscope.pipeline import cluster as dask_cluster
-from commscope.pipeline import inspector, inspector_sources, jobs, parallel
+from commscope.pipeline import inspector, inspector_beside, inspector_sources, jobs, parallel
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report
 
@@ -82,7 +82,7 @@ def analyse(
     report = build_report(
         [w.name for w in windows], chosen.files, [*skipped, *chosen.skipped], options
     )
-    return inspector.beside(jobs.labelled(report, chosen, ignored), apart, options)
+    return inspector_beside.beside(jobs.labelled(report, chosen, ignored), apart, options)
 
 
 def analyse_jobs(
@@ -98,7 +98,7 @@ def analyse_jobs(
     parsed, skipped, ignored = parse_windows(windows, progress, workers, cluster)
     parsed, apart = inspector_sources.split(parsed)
     reports = jobs.reports([w.name for w in windows], parsed, skipped, options, ignored)
-    return [inspector.beside(report, apart, options) for report in reports]
+    return [inspector_beside.beside(report, apart, options) for report in reports]
 
 
 def parse_windows(

@@ -21,6 +21,7 @@ PURE = [
     "collector/inspector.py",
     "pipeline/inspector_live.py",
     "pipeline/inspector_sources.py",
+    "pipeline/inspector_beside.py",
     "exporters/inspectortext.py",
     "collector/normalize.py",
     "collector/schema.py",

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from inspector_builder import DUMP_US, coll
+from kineto_builder import dist_head, kernel, trace
 from service.harness import Aggregate, Processes, collector_args, free_port, sample_value, wait_for
 
 pytestmark = [pytest.mark.timeout(120)]
@@ -121,3 +122,27 @@ def test_two_verbose_logs_give_a_live_skew(procs: Processes, tmp_path: Path) -> 
     collector.terminate()
     assert collector.wait(60) == 0, collector.tail()
     assert server.wait(60) == 0, server.tail()
+
+
+def test_beside_kineto_traces_the_live_report_keeps_the_logs_apart(
+    procs: Processes, tmp_path: Path
+) -> None:
+    aggregate = Aggregate(procs, tmp_path, free_port(), free_port())
+    server = aggregate.start()
+    watch = tmp_path / "watch"
+    (watch / "iteration_2").mkdir(parents=True)
+    (watch / "nccl-inspector").mkdir()
+    for rank in (0, 1):
+        doc = trace([kernel("ncclDevKernel_AllReduce_Sum_f32", 0, 100)], dist_head(rank, 2))
+        (watch / "iteration_2" / f"rank{rank}_trace.json").write_bytes(doc)
+        log = watch / "nccl-inspector" / f"node0-pid{100 + rank}.log"
+        append(log, "".join(coll(rank, sn=sn, start_us=DUMP_US + sn) + "\n" for sn in (1, 2)))
+    args = collector_args(watch, aggregate.endpoint, "n0", tmp_path / "state", "--once")
+    collector = procs.start("collect", *args)
+    assert collector.wait(60) == 0, collector.tail()
+    assert server.wait(60) == 0, server.tail()
+    report = aggregate.report()
+    # the sections: one AllReduce kernel per rank (Kineto); the logs' 4 ops only apart
+    assert report["collectives"]["all_ranks"]["AllReduce"]["count"] == 2
+    assert report["inspector"]["collectives"]["all_ranks"]["AllReduce"]["count"] == 4
+    assert report["sources"]["network"] == "kineto (the profiled windows)"
