@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import IO, Final
+from typing import IO, Any, Final
 
 import msgspec
 from commscope.collector.discover import file_size, open_trace
@@ -30,7 +30,12 @@ from commscope.collector.inspector import (
     split_lines,
 )
 from commscope.collector.schema import EventDropReason, FileStats, StreamEnd, TraceMeta
-from commscope.collector.stream import CancelledError, FileStream, fingerprint
+from commscope.collector.stream import (
+    FINGERPRINT_BYTES,
+    CancelledError,
+    FileStream,
+    fingerprint,
+)
 
 _log = logging.getLogger(__name__)
 _CHUNK: Final = 1 << 20
@@ -75,11 +80,21 @@ class Tail:
 
 
 class InspectorStream(FileStream):
-    """A `FileStream` for an Inspector log (same construction, same queue of records)."""
+    """A `FileStream` for an Inspector log (same construction, same queue of records).
+
+    A new stream's id covers the log's first line only (it never changes as the log grows),
+    so a collector restarted before its checkpoint recorded the stream finds the same id and
+    the aggregator refuses what it already has, instead of taking the grown log for another."""
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(**settings)
+        self.first_line = settings.get("fingerprint_bytes") is None
 
     def _run(self) -> None:
         if file_size(self.path) == 0:
             self._wait_for_change(0)
+        if self.first_line:
+            self.fingerprint_bytes = self._first_line_length()
         try:
             stream, covered = fingerprint(self.path, self.fingerprint_bytes)
         except OSError as exc:
@@ -93,6 +108,19 @@ class InspectorStream(FileStream):
         except (OSError, EOFError):  # a gzipped log cut short, or the file gone
             _log.warning("inspector log unreadable", extra={"path": str(self.path)})
         self._emit(self._final(stream, tail), covered)
+
+    def _first_line_length(self) -> int:
+        """The first line's length with its newline (waited for; at most the usual bytes)."""
+        while True:
+            try:
+                with self.path.open("rb") as handle:
+                    head = handle.read(FINGERPRINT_BYTES)
+            except OSError:
+                return FINGERPRINT_BYTES  # the fingerprint says why
+            end = head.find(b"\n")
+            if end >= 0 or len(head) >= FINGERPRINT_BYTES or self._should_stop():
+                return end + 1 if end >= 0 else len(head)
+            self.sleep(self.settings.poll_s)
 
     def _follow(self, stream: str, tail: Tail, handle: IO[bytes]) -> None:
         whole = self.path.name.endswith(".gz")

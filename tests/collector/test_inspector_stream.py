@@ -63,3 +63,14 @@ def test_a_log_of_a_multi_gpu_process_ends_with_the_reason(tmp_path: Path) -> No
     end = records(log)[-1]
     assert isinstance(end, StreamEnd) and end.error is not None
     assert "one process drove ranks [0, 1]" in end.error
+
+
+def test_the_stream_id_stays_the_same_as_the_log_grows(tmp_path: Path) -> None:
+    # a collector restarted before its checkpoint named the stream must find the same id
+    log = tmp_path / "node0-pid7.log"
+    log.write_text(coll(0, sn=1) + "\n")
+    first = records(log)[0]
+    log.write_text(coll(0, sn=1) + "\n" + coll(0, sn=2) + "\n")
+    again = records(log)[0]
+    assert isinstance(first, StreamStart) and isinstance(again, StreamStart)
+    assert first.stream == again.stream

@@ -23,9 +23,11 @@ def append(path: Path, text: str) -> None:
 
 
 def samples(aggregate: Aggregate, kind: str, count: int) -> float | None:
-    """The mean busbw of `kind` once /metrics counts `count` samples of it."""
+    """The mean busbw of `kind` once /metrics counts `count` samples of it (more: an error)."""
     text = aggregate.metrics_text() or ""
-    if sample_value(text, SAMPLES, collective=kind) != count:
+    found = sample_value(text, SAMPLES, collective=kind) or 0
+    assert found <= count, f"{found} samples of {kind} on /metrics, expected {count}"
+    if found != count:
         return None
     return sample_value(text, BUSBW, collective=kind, stat="mean")
 
