@@ -20,17 +20,30 @@ _KINDS: Final = (
     ((".sqlite",), "nsys"),
     ((".nsys-rep", ".qdrep"), "nsys-rep"),
 )
+# NCCL Inspector logs: `<hostname>-pid<pid>.log` as it writes them, `.jsonl` and gzipped
+# forms of that name, and any `.log` / `.jsonl` naming `inspector` (other logs beside the
+# traces, such as a training log or `rank0.jsonl`, are not taken for one)
+_INSPECTOR_NAME: Final = re.compile(
+    r"(?:-pid\d+|inspector[^/]*)\.(?:log|jsonl)(?:\.gz)?$", re.IGNORECASE
+)
 _RANK_IN_NAME: Final = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 _ITERATION: Final = re.compile(r"iteration_(\d+)$")
 
 
 def is_trace_file_name(name: str) -> bool:
-    return name.endswith(_TRACE_SUFFIXES)
+    return name.endswith(_TRACE_SUFFIXES) or is_inspector_name(name)
+
+
+def is_inspector_name(name: str) -> bool:
+    """An NCCL Inspector log's name (see `_INSPECTOR_NAME`)."""
+    return _INSPECTOR_NAME.search(name) is not None
 
 
 def input_kind(name: str) -> str | None:
-    """What reads a file of this name (`kineto`, `nsys`; `nsys-rep`: a report to export
-    first), None for a name that is no input."""
+    """What reads a file of this name (`kineto`, `nsys`, `inspector`; `nsys-rep`: a report to
+    export first), None for a name that is no input."""
+    if is_inspector_name(name):
+        return "inspector"
     return next((kind for suffixes, kind in _KINDS if name.endswith(suffixes)), None)
 
 

@@ -15,7 +15,8 @@ import msgspec
 # 4: each window carries `facts` (per-rank integer sums and bandwidth sketches), so that
 # `commscope merge` recomputes every figure over ranks exactly from shard reports.
 SCHEMA_VERSION: Final = 4
-PROTOCOL_VERSION: Final = 5  # 4: labels, sizes and counts bounded at decode; 5: `Facts`
+PROTOCOL_VERSION: Final = 6  # 4: labels, sizes and counts bounded at decode; 5: `Facts`
+# 6: NCCL Inspector logs (`FileStats.dropped` has the Inspector line reasons below)
 # Persisted state (the collector's checkpoint, the aggregator's store). Version 1 carried no
 # version field; readers migrate it explicitly.
 STATE_VERSION: Final = 2
@@ -26,8 +27,13 @@ GpuKind = Literal["compute", "memcpy", "memset"]
 
 # Where a collective's group size n came from (DESIGN.md rulings, in order of preference).
 GroupSource = Literal[
-    "Group size arg", "pg_config", "tensor shapes", "world size", "NCCL communicator"
-]  # the last: the rank count of an NCCL NVTX payload's communicator (Nsight Systems)
+    "Group size arg",
+    "pg_config",
+    "tensor shapes",
+    "world size",
+    "NCCL communicator",  # the rank count of an NCCL NVTX payload's communicator (Nsight Systems)
+    "Inspector n_ranks",  # an NCCL Inspector record's header (protocol 6)
+]
 GROUP_SOURCES: Final[tuple[GroupSource, ...]] = get_args(GroupSource)
 # The format a rank's events were read from: PyTorch profiler (Kineto) JSON, an Nsight Systems
 # SQLite export, or NCCL Inspector JSONL.
@@ -56,6 +62,12 @@ EventDropReason = Literal[
     "traceEvents item that is not an object",
     "event whose cat is not a string",
     "value beyond 64 bits, NaN or Infinity, or bytes not UTF-8 (mended)",
+    # NCCL Inspector logs (`collector.inspector`): a line, or an op, left out
+    "inspector line that is not JSON",
+    "inspector line cut short (no newline at the end of the file)",
+    "inspector record of an unknown format version",
+    "inspector record missing keys or with bad values",
+    "inspector op of a multi-GPU process on a communicator other than its largest",
 ]
 # What a collector counts as dropped (`CollectorStats.dropped` keys: a fixed set, label values).
 DropReason = Literal[
@@ -94,6 +106,9 @@ class TraceMeta(msgspec.Struct, frozen=True, kw_only=True):
         msgspec.Meta(max_length=MAX_GROUPS),
     ] = {}
     source: Source = "kineto"
+    # False: the calls' start times are not in the file (an NCCL Inspector log written without
+    # NCCL_INSPECTOR_DUMP_VERBOSE): no clock offset or arrival skew rests on them
+    call_starts: bool = True
 
 
 class GpuOp(msgspec.Struct, frozen=True, gc=False, tag="gpu", array_like=True):
@@ -660,6 +675,12 @@ class Report(Sections, kw_only=True):
     diagnosis: Diagnosis = msgspec.field(default_factory=Diagnosis)
     merge: MergeInfo | None = None  # set on a report `commscope merge` made of shard reports
     provenance: Provenance | None = None  # version, time, inputs and command line (the shell's)
+    # Which input format gave each section (section key -> source, or n/a with the reason);
+    # empty when every section comes from Kineto traces alone.
+    sources: dict[str, str] = {}
+    # NCCL Inspector logs beside the same job's Kineto traces: their own sections, apart (the
+    # same collectives are in both: never added to the sections above)
+    inspector: Sections | None = None
 
 
 class StepTest(msgspec.Struct, kw_only=True):
@@ -775,6 +796,8 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True, tag="facts"):
     has_gpu: bool = False
     memory_peak_bytes: int | None = None
     memory_reserved_peak_bytes: int | None = None
+    call_starts: bool = True  # False: the calls' starts are unknown (a tailed Inspector log
+    # written without NCCL_INSPECTOR_DUMP_VERBOSE): no skew is read from them (protocol 6)
 
 
 Record = StreamStart | Facts | StreamEnd

@@ -136,6 +136,13 @@ FAMILIES: Final = (
         "in the latest finished window every rank has finished that has the collective",
     ),
     Family(
+        "commscope_live_arrival_skew_seconds",
+        "gauge",
+        ("job", "collective", "stat"),
+        "latest - earliest start of collectives in tailed NCCL Inspector logs (hosts' own "
+        "clocks, not aligned), stat p50|p95|max, over the rolling horizon",
+    ),
+    Family(
         "commscope_run_arrival_skew_seconds",
         "gauge",
         ("job", "collective", "stat"),

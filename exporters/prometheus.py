@@ -93,6 +93,8 @@ class Snapshot:
     shard: str = ""  # the aggregator's --shard: a `shard` label on every sample ("": none)
     busbw_histogram: Mapping[str, Buckets] = field(default_factory=dict)
     max_rank_series: int = MAX_RANK_SERIES  # ranks with per-rank series at most (0: no cap)
+    # tailed NCCL Inspector logs: collective type -> stat (p50, p95, max) -> skew seconds
+    live_skew: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
 
 class Families:
@@ -235,6 +237,9 @@ def _cross_rank(out: Families, snapshot: Snapshot) -> None:
         for kind, skew in per_collective.items():
             for stat, field_name in SKEW_STATS:
                 out.add(name, (job, kind, stat), getattr(skew.skew_s, field_name))
+    for kind, stats in snapshot.live_skew.items():
+        for stat, value in stats.items():
+            out.add("commscope_live_arrival_skew_seconds", (job, kind, stat), value)
     for rank, arrival in report.skew.per_rank.items():
         out.add("commscope_late_arrivals_total", (job, rank), arrival.last)
         out.add("commscope_caused_wait_seconds_total", (job, rank), arrival.caused_wait_s)

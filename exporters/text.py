@@ -14,6 +14,8 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable, Iterator
 
+from commscope.collector.inspector import NO_COMPUTE
+from commscope.collector.inspector import SOURCE as INSPECTOR
 from commscope.collector.schema import (
     CollectiveStats,
     Report,
@@ -31,6 +33,7 @@ from commscope.exporters.crosstext import (
     skew_lines,
     utilization_lines,
 )
+from commscope.exporters.inspectortext import sources_lines
 from commscope.exporters.textfmt import na, num, pct, rank_list, row
 
 RULE = "=" * 80
@@ -60,6 +63,7 @@ def render(report: Report) -> str:
         *_section("14. TRACE HEALTH", health_lines(report)),
         *_section("15. INPUTS", _inputs(report)),
         *(_section("16. MERGED FROM SHARDS", _merged(report)) if report.merge else []),
+        *(_section("SOURCES", sources_lines(report, _bandwidth)) if report.sources else []),
         RULE,
         "END OF REPORT",
         RULE,
@@ -207,8 +211,12 @@ def _overlap(report: Report) -> Iterator[str]:
     yield ""
     yield "Per-Rank Overlap:"
     for rank, r in o.per_rank.items():
-        ratio = pct(r.ratio) if r.ratio is not None else "n/a (no communication)"
+        ratio = pct(r.ratio) if r.ratio is not None else _no_ratio(r.source)
         yield f"  rank {rank}: {ratio}  [{r.source}]"
+
+
+def _no_ratio(source: str) -> str:
+    return NO_COMPUTE if INSPECTOR in source else "n/a (no communication)"
 
 
 def _network(report: Report) -> Iterator[str]:
@@ -289,7 +297,10 @@ def _exposed(report: Report) -> Iterator[str]:
     yield row(["rank", "comm", "overlapped", "exposed", "compute"], widths)
     for rank, r in report.overlap.per_rank.items():
         times = (r.comm_time_s, r.overlapped_time_s, r.exposed_comm_time_s, r.compute_time_s)
-        yield row([rank, *map(duration, times)], widths)
+        shown = (
+            [duration(times[0]), *("n/a",) * 3] if INSPECTOR in r.source else map(duration, times)
+        )
+        yield row([rank, *shown], widths)
     yield from _in_steps(report)
 
 

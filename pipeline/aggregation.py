@@ -48,7 +48,7 @@ from commscope.collector.schema import (
     StreamEnd,
     StreamStart,
 )
-from commscope.pipeline import jobs
+from commscope.pipeline import inspector_beside, inspector_live, inspector_sources, jobs
 from commscope.pipeline.accumulate import Accumulator, shed_samples
 from commscope.pipeline.edge import absorb
 from commscope.pipeline.report import Options, ParsedFile, WindowCache, build_report
@@ -82,13 +82,14 @@ class Applied:
 @dataclass(frozen=True)
 class Prepared:
     """A report as set out by `Aggregation.prepare`: its windows, the job's files chosen,
-    the files skipped and those ignored."""
+    the files skipped and those ignored, and the NCCL Inspector logs reported apart."""
 
     windows: list[str]
     chosen: jobs.Chosen
     skipped: list[Skipped]
     ignored: list[str]
     options: Options
+    apart: list[ParsedFile]
 
 
 class Aggregation:
@@ -222,7 +223,8 @@ class Aggregation:
         `shed`, `restore` and another report wait until the build is over)."""
         files = sorted(self.finished.values(), key=lambda f: f.path)
         names = _names(files)
-        chosen = jobs.largest(sorted(_parsed(files, names), key=_file_order))
+        kept, apart = inspector_sources.split(sorted(_parsed(files, names), key=_file_order))
+        chosen = jobs.largest(kept)
         failed = [f for f in files if f.result is None]
         ignored = [f.path for f in failed if _ignorable(f)]
         skipped = [Skipped(f.path, f.error or "") for f in failed if not _ignorable(f)]
@@ -233,7 +235,7 @@ class Aggregation:
         self._reload_changed(self._reported)
         self._kept = set()
         self._streams = {id(f.result): f.stream for f in files if f.result is not None}
-        return Prepared(windows, chosen, [*skipped, *chosen.skipped], ignored, options)
+        return Prepared(windows, chosen, [*skipped, *chosen.skipped], ignored, options, apart)
 
     def build(self, prepared: Prepared) -> Report:
         """The report `prepare` set out (see there)."""
@@ -241,7 +243,8 @@ class Aggregation:
         report = build_report(
             prepared.windows, chosen.files, prepared.skipped, prepared.options, cache=self.cache
         )
-        return jobs.labelled(report, chosen, prepared.ignored)
+        labelled = jobs.labelled(report, chosen, prepared.ignored)
+        return inspector_beside.beside(labelled, prepared.apart, prepared.options)
 
     def _used(self, chosen: Iterable[ParsedFile]) -> dict[str, set[str]]:
         """Each folder's streams a report over `chosen` uses: its files of the job reported,
@@ -410,6 +413,7 @@ def _sketched(ops: dict[str, OpTally]) -> dict[str, OpTally]:
 def _finish(stream: OpenStream, end: StreamEnd) -> FinishedFile:
     start = stream.start
     result = None if end.error is not None else stream.accumulator.result([start.path])
+    result = inspector_live.finished(result, end.meta)
     return FinishedFile(
         stream=start.stream,
         node=start.node,

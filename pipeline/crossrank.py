@@ -14,7 +14,7 @@ import statistics
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from commscope.collector.classify import bus_factor
@@ -28,7 +28,7 @@ from commscope.collector.schema import (
 )
 from commscope.pipeline import alphabeta, skew
 from commscope.pipeline.clocks import NO_MATCH, Found, clocks, offsets
-from commscope.pipeline.matching import MAX_DESYNCS, Matched, group_order, match
+from commscope.pipeline.matching import MAX_DESYNCS, Instance, Matched, group_order, match
 from commscope.pipeline.stats import ratio, thin_indices
 
 RUN_CLOCKS: Final = "median over windows of each window's offset (applied per window)"
@@ -44,6 +44,7 @@ class RankInfo:
 
     base_ns: int = 0
     pg_ranks: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    call_starts: bool = True  # False: its calls' starts are unknown (`TraceMeta.call_starts`)
 
 
 # (group, type) -> the α-β points (S·F, T s) one after the other: 16 bytes an instance
@@ -73,17 +74,26 @@ def aligned(
         for group, ranks in info.pg_ranks.items():
             members.setdefault(group, ranks)
     matched = match(calls, members, {r: i.base_ns for r, i in infos.items()})
-    found = offsets(matched.instances)
+    untimed = {rank for rank, info in infos.items() if not info.call_starts}
+    found = offsets([i for i in matched.instances if untimed.isdisjoint(i.starts)])
     shifts = {rank: offset for rank, (offset, _, _) in found.items()}
-    return matched, found, [skew.arrival(instance, shifts) for instance in matched.instances]
+    return matched, found, [_arrival(i, shifts, untimed) for i in matched.instances]
+
+
+def _arrival(instance: Instance, shifts: Mapping[int, float], untimed: set[int]) -> skew.Arrival:
+    """The instance's arrival; one with a member whose start is unknown is kept only for its
+    durations (the α-β fit), marked `timed=False`."""
+    found = skew.arrival(instance, shifts)
+    return found if untimed.isdisjoint(instance.starts) else replace(found, timed=False)
 
 
 def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> CrossRank:
     matched, found, arrivals = aligned(results, infos)
+    timed = [item for item in arrivals if item.timed]
     return CrossRank(
         matching=matched.summary,
         clocks=clocks(found),
-        arrivals=skew.tally(arrivals),
+        arrivals=skew.tally(timed),
         instances=Counter((item.group, item.collective) for item in arrivals),
         points=alpha_beta_points(arrivals),
         factors=bus_factors(arrivals),

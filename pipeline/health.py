@@ -60,6 +60,14 @@ WEAKENS: Final[dict[str, tuple[str, ...]]] = {
     ),
     "memory": ("memory peak: n/a for these ranks (profile with profile_memory=True)",),
     "dropped": ("every section: the dropped events count nowhere",),
+    "compute": (
+        "overlap, exposed communication, GPU time by category and idle time: n/a",
+        "diagnosis: no compute-relative figure for these ranks",
+    ),
+    "call_starts": (
+        "clock offsets and arrival skew: n/a for the collectives these ranks take part in "
+        "(NCCL_INSPECTOR_DUMP_VERBOSE=1 logs the starts)",
+    ),
 }
 
 
@@ -183,6 +191,18 @@ def _dropped(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
     return issue("dropped", f"a usable form (dropped: {what})", (dropped, read), "events")
 
 
+def _compute(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+    bare = sum(1 for f in files if f.meta.source == "inspector")
+    what = "compute kernels (read from NCCL Inspector logs)"
+    return issue("compute", what, (bare, len(files)), "files")
+
+
+def _call_starts(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+    bare = sum(1 for f in files if not f.meta.call_starts)
+    what = "the start times of their calls (NCCL Inspector logs, not verbose)"
+    return issue("call_starts", what, (bare, len(files)), "files")
+
+
 Check = Callable[[Sequence[TraceFile], Sections], HealthIssue | None]
 CHECKS: Final[tuple[tuple[str, Check], ...]] = (
     ("steps", _steps),
@@ -198,6 +218,8 @@ CHECKS: Final[tuple[tuple[str, Check], ...]] = (
     ("gpu_name", _gpu_name),
     ("memory", _memory),
     ("dropped", _dropped),
+    ("compute", _compute),
+    ("call_starts", _call_starts),
 )
 
 

@@ -31,7 +31,7 @@ from commscope.collector.kineto import TraceReader
 from commscope.collector.names import input_kind, looks_like_trace
 from commscope.collector.schema import Report, Skipped
 from commscope.pipeline import cluster as dask_cluster
-from commscope.pipeline import jobs, parallel
+from commscope.pipeline import inspector, inspector_beside, inspector_sources, jobs, parallel
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report
 from msgspec.structs import replace as struct_replace
@@ -130,10 +130,21 @@ def _not_exported(
     raise TraceError(str(path if name is None else name), EXPORT_FIRST)
 
 
+def read_inspector(
+    window: str, path: Path, progress: Progress | None = None, name: Path | None = None
+) -> Parsed:
+    """An NCCL Inspector log: a rank per GPU it reports on (`inspector.read`)."""
+    found = tuple(inspector.read(window, path))
+    if progress:
+        progress.advance(file_size(path))
+    return found
+
+
 READERS: Final[dict[str, Reader]] = {
     "kineto": read_kineto,
     "nsys": read_nsys,
     "nsys-rep": _not_exported,
+    "inspector": read_inspector,
 }
 
 
@@ -145,11 +156,12 @@ def analyse(
     `workers`: processes parsing files at once (1: in this process)."""
     windows = find_windows(root)
     parsed, skipped, ignored = parse_windows(windows, progress, workers)
+    parsed, apart = inspector_sources.split(parsed)
     chosen = jobs.largest(parsed)
     report = build_report(
         [w.name for w in windows], chosen.files, [*skipped, *chosen.skipped], options
     )
-    return jobs.labelled(report, chosen, ignored)
+    return inspector_beside.beside(jobs.labelled(report, chosen, ignored), apart, options)
 
 
 def analyse_jobs(
@@ -163,7 +175,9 @@ def analyse_jobs(
     scheduler whose workers parse the files (`workers` is then unused)."""
     windows = find_windows(root)
     parsed, skipped, ignored = parse_windows(windows, progress, workers, cluster)
-    return jobs.reports([w.name for w in windows], parsed, skipped, options, ignored)
+    parsed, apart = inspector_sources.split(parsed)
+    reports = jobs.reports([w.name for w in windows], parsed, skipped, options, ignored)
+    return [inspector_beside.beside(report, apart, options) for report in reports]
 
 
 def parse_windows(

@@ -25,7 +25,7 @@ from commscope.collector.schema import (
     TraceMeta,
     Window,
 )
-from commscope.pipeline import crossrank, facts, health, ranks, skew
+from commscope.pipeline import crossrank, facts, health, inspector_sources, ranks, skew
 from commscope.pipeline.accumulate import merge_results
 from commscope.pipeline.config import JobConfig, global_batch, resolve
 from commscope.pipeline.crossrank import CrossRank
@@ -221,7 +221,7 @@ def build_report(
     merged = sections(_merged(per_rank, cache), context)
     run = _with_cross(merged, crossrank.pooled(crosses) if crosses else None, context, plots=True)
     run.health = health.check(placed.values(), run)
-    return Report(
+    report = Report(
         world_size=world,
         config=run_config,
         windows=window_list,
@@ -229,6 +229,7 @@ def build_report(
         diagnosis=diagnose(run),
         **asdict(run),
     )
+    return inspector_sources.labelled(report, metas)
 
 
 def _windows(
@@ -261,6 +262,7 @@ def _infos(items: dict[int, ParsedFile]) -> dict[int, crossrank.RankInfo]:
         rank: crossrank.RankInfo(
             base_ns=item.meta.base_time_ns or 0,
             pg_ranks=item.meta.pg_ranks,
+            call_starts=item.meta.call_starts,
         )
         for rank, item in items.items()
     }

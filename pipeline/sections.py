@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Final, Literal
 
 import msgspec
+from commscope.collector.inspector import SOURCE as INSPECTOR
 from commscope.collector.schema import (
     KERNEL_CATEGORIES,
     Collectives,
@@ -123,9 +124,10 @@ def overlap(results: Mapping[int, RankResult]) -> Overlap:
 
 
 def rank_overlap(result: RankResult) -> RankOverlap:
-    """overlap_ratio = |C ∩ P| / |C|; exposed = |C| - |C ∩ P|."""
+    """overlap_ratio = |C ∩ P| / |C|; exposed = |C| - |C ∩ P|. None for a rank read from
+    NCCL Inspector logs (no compute kernels: not 0)."""
     return RankOverlap(
-        ratio=ratio(result.overlap_ns, result.comm_ns),
+        ratio=None if INSPECTOR in result.source else ratio(result.overlap_ns, result.comm_ns),
         comm_time_s=result.comm_ns * NS,
         overlapped_time_s=result.overlap_ns * NS,
         exposed_comm_time_s=(result.comm_ns - result.overlap_ns) * NS,

@@ -60,6 +60,7 @@ class Arrival:
     group_size: int | None
     in_call_ns: float = 0.0  # Σ over members of min(wait, own duration)
     call_ns: float = 0.0  # Σ over members of their durations
+    timed: bool = True  # False: a member's start is unknown (skew and waits are not read)
 
 
 def arrival(instance: Instance, offsets: Mapping[int, float]) -> Arrival:

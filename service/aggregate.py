@@ -72,6 +72,7 @@ from commscope.exporters.prometheus import (
     SnapshotCollector,
 )
 from commscope.exporters.publish import serve
+from commscope.pipeline import inspector_live
 from commscope.pipeline.aggregation import Aggregation, Prepared, Verdict
 from commscope.pipeline.edge import well_formed
 from commscope.pipeline.report import Options
@@ -92,6 +93,7 @@ log = logging.getLogger("commscope.aggregate")
 MAX_MESSAGE_BYTES: Final = 2 * 2**20
 RECEIVE_QUEUE: Final = 128
 _DRAIN: Final = 512  # messages handled between two syncs
+LIVE_S: Final = 1.0  # a tailed Inspector op is on /metrics within this (plus the tick)
 REBUILD_SHARE: Final = 0.1  # of the time, at most, building reports before a window completes
 REJECT_REASONS: Final = (
     "frames",  # not [routing id, payload]
@@ -161,6 +163,9 @@ class Aggregator:
         self._acks: dict[tuple[bytes, str], None] = {}
         self._replies: list[tuple[bytes, ToCollector]] = []
         self._finished: list[FinishedFile] = []
+        self._live_pending = False  # a tailed Inspector op arrived since the last publish
+        self.live_skew = inspector_live.LiveSkew()
+        self.recent_skews = inspector_live.RecentSkews(settings.horizon_s)
         self._recover()
         self.completed = set(self.aggregation.complete_windows())
         self._report: Report | None = None
@@ -449,7 +454,10 @@ class Aggregator:
             self._last_record = self.clock()
         if log_it and not isinstance(record, StreamEnd):
             self.store.append(record.stream, payload)
+        live = log_it and isinstance(record, Facts) and self._tailed(record.stream)
         applied = self.aggregation.apply(record)
+        if live:
+            self._feed(record)  # type: ignore[arg-type]  # a Facts record
         self.stats.events += applied.events
         for old in applied.superseded:
             self.store.forget(old)
@@ -458,13 +466,28 @@ class Aggregator:
         if applied.finished is not None:
             self._finished.append(applied.finished)
 
+    def _tailed(self, stream: str) -> bool:
+        current = self.aggregation.open.get(stream)
+        return current is not None and inspector_live.tailed(current.start.path)
+
+    def _feed(self, part: Facts) -> None:
+        """A tailed Inspector log's ops: into the rolling busbw now (published within
+        `LIVE_S`), not when the stream ends."""
+        now = self.clock()
+        for kind, values in inspector_live.busbw_samples(part).items():
+            self.rolling.add(kind, values, now)
+            self.busbw_histogram.add(kind, values)
+        for kind, skew_s in self.live_skew.add(part.stream, part):
+            self.recent_skews.add(kind, skew_s, now)
+        self._live_pending = True
+
     def commit(self) -> None:
         """Make what was applied durable; only then may it be acknowledged."""
         self.store.sync()
         now = self.clock()
         for item in self._finished:
             self.store.finish(item)
-            if item.result is not None:
+            if item.result is not None and not inspector_live.fed_live(item.meta):
                 for kind, tally in item.result.ops.items():
                     values = sample_values(tally.busbw_Bps)
                     self.rolling.add(kind, values, now)
@@ -501,7 +524,8 @@ class Aggregator:
             complete = set(self.aggregation.complete_windows())
             fresh, self.completed = complete - self.completed, complete
         built = self._building is not None and not self._building.is_alive()
-        if fresh or built or now - self._published_at >= self.settings.refresh_s:
+        live = self._live_pending and now - self._published_at >= LIVE_S
+        if fresh or built or live or now - self._published_at >= self.settings.refresh_s:
             self.publish(window_completed=bool(fresh))
 
     def publish(self, window_completed: bool = False) -> None:
@@ -524,6 +548,7 @@ class Aggregator:
             self.stats.refused = self.gate.refused()
         if self._report is not None:
             self.exporter.show(self.snapshot(self._report))
+        self._live_pending = False
         self._published_at = self.clock()
 
     def _due(self) -> bool:
@@ -612,6 +637,7 @@ class Aggregator:
             shard=self.settings.shard,
             busbw_histogram=self.busbw_histogram.snapshot(),
             max_rank_series=self.settings.max_rank_series,
+            live_skew=self.recent_skews.stats(now),
         )
 
     def _over(self) -> bool:

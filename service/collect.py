@@ -31,7 +31,9 @@ import zmq
 from commscope.collector.atomic import write_atomic
 from commscope.collector.errors import ConfigError, ProtocolError, TraceError
 from commscope.collector.follow import open_followed
+from commscope.collector.inspector_stream import InspectorStream
 from commscope.collector.kineto import TraceReader
+from commscope.collector.names import is_inspector_name
 from commscope.collector.schema import (
     CheckpointEntry,
     CollectorStats,
@@ -281,14 +283,20 @@ class Collector:
                 self._retire(worker)
         self.session.cancels.clear()
         starts = self.session.starts
-        while starts and len(self.workers) < self.settings.parallel:
+        while starts and self._busy() < self.settings.parallel:
             self._start_worker(starts.popleft())
+
+    def _busy(self) -> int:
+        """Workers reading a file to its end (a tailed Inspector log lasts the whole run: it
+        takes no slot, or `parallel` logs would keep every trace waiting)."""
+        return sum(1 for w in self.workers.values() if not isinstance(w, InspectorStream))
 
     def _start_worker(self, start: Start) -> None:
         old = self.workers.pop(start.path, None)
         if old is not None:
             self._retire(old)
-        worker = FileStream(
+        kind = InspectorStream if is_inspector_name(Path(start.path).name) else FileStream
+        worker = kind(
             path=Path(start.path),
             root=self.settings.watch,
             node=self.settings.node,
@@ -296,13 +304,17 @@ class Collector:
             generation=start.generation,
             out=self.queue,
             settings=self.settings.stream,
-            stopping=self.stopping.is_set,
+            stopping=self._tail_stop if kind is InspectorStream else self.stopping.is_set,
             reducer=Reduction,
             fingerprint_bytes=start.fingerprint_bytes,
             whole=self._whole if self.pool is not None else None,
         )
         self.workers[start.path] = worker
         worker.start()
+
+    def _tail_stop(self) -> bool:
+        """When a tailed Inspector log ends: the collector stops, or at its end for --once."""
+        return self.settings.once or self.stopping.is_set()
 
     def _whole(self, path: Path, stream: str) -> Future[Reduced]:
         assert self.pool is not None

@@ -1,0 +1,169 @@
+"""An NCCL Inspector log tailed while the job runs (shell: reads a growing file, a thread).
+
+Inspector appends lines to one log for the whole run, so an `InspectorStream` does not wait
+for the file to end: after its `StreamStart` it ships each complete line's operation at once
+as one `Facts` record (the op's call and its interval, `pipeline.edge` through the injected
+reducer), numbered from 1 in the order of the lines. One record per op keeps the numbering a
+function of the file's bytes alone, so a restarted collector that reads the log again from
+its start hands out the same records and skips those acknowledged before (nothing lost or
+counted twice). A partial last line is held until its newline. The stream ends (`StreamEnd`
+with the rank the log places, `collector.inspector.place`) when the collector stops, or at
+the file's current end for `--once`; a file found shorter than what was read (truncated or
+rewritten in place) ends the stream where it was, keeping what was shipped (a file replaced
+under its name is a new stream: the watcher reports it). A gzipped log is read whole once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import IO, Any, Final
+
+import msgspec
+from commscope.collector.discover import file_size, open_trace
+from commscope.collector.inspector import (
+    TRUNCATED,
+    Bad,
+    LineReader,
+    Op,
+    split_lines,
+)
+from commscope.collector.schema import EventDropReason, FileStats, StreamEnd, TraceMeta
+from commscope.collector.stream import (
+    FINGERPRINT_BYTES,
+    CancelledError,
+    FileStream,
+    fingerprint,
+)
+
+_log = logging.getLogger(__name__)
+_CHUNK: Final = 1 << 20
+
+
+@dataclass
+class Tail:
+    """What the stream knows of its log so far: bounded whatever its length."""
+
+    reader: LineReader = field(default_factory=LineReader)
+    rest: bytes = b""
+    read: int = 0
+    stats: FileStats = field(default_factory=FileStats)
+    comms: dict[tuple[int, str], set[int]] = field(default_factory=dict)  # (n, comm) -> ranks
+    ops: dict[tuple[int, str], int] = field(default_factory=dict)
+    starts: bool = True  # every op so far had its start (a verbose log)
+
+    def count(self, op: Op) -> None:
+        self.starts = self.starts and op.start_us is not None
+        key = (op.header.n_ranks, op.header.comm)
+        self.comms.setdefault(key, set()).add(op.header.rank)
+        self.ops[key] = self.ops.get(key, 0) + 1
+        self.stats.events += 1
+
+    def drop(self, reason: str) -> None:
+        key: EventDropReason = reason  # type: ignore[assignment]  # an Inspector reason
+        self.stats.dropped[key] = self.stats.dropped.get(key, 0) + 1
+
+    def placed(self) -> tuple[TraceMeta, str | None]:
+        """The log's rank and world (`place`'s reading), or why the log cannot be placed."""
+        if not self.ops:
+            return TraceMeta(source="inspector"), "no NCCL Inspector operation"
+        world = max(self.ops, key=lambda k: (k[0], self.ops[k], k[1]))
+        ranks = sorted(self.comms[world])
+        meta = TraceMeta(
+            backend="nccl", world_size=world[0], source="inspector", call_starts=self.starts
+        )
+        if len(ranks) > 1:
+            why = f"one process drove ranks {ranks}: use `commscope report` to split them"
+            return meta, why
+        return msgspec.structs.replace(meta, rank=ranks[0]), None
+
+
+class InspectorStream(FileStream):
+    """A `FileStream` for an Inspector log (same construction, same queue of records).
+
+    A new stream's id covers the log's first line only (it never changes as the log grows),
+    so a collector restarted before its checkpoint recorded the stream finds the same id and
+    the aggregator refuses what it already has, instead of taking the grown log for another."""
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(**settings)
+        self.first_line = settings.get("fingerprint_bytes") is None
+
+    def _run(self) -> None:
+        if file_size(self.path) == 0:
+            self._wait_for_change(0)
+        if self.first_line:
+            self.fingerprint_bytes = self._first_line_length()
+        try:
+            stream, covered = fingerprint(self.path, self.fingerprint_bytes)
+        except OSError as exc:
+            self.error = f"unreadable ({exc.strerror or exc})"
+            return
+        self._emit(self._start(stream), covered)
+        self.seq, tail = 1, Tail()
+        try:
+            with open_trace(self.path) as handle:
+                self._follow(stream, tail, handle)
+        except (OSError, EOFError):  # a gzipped log cut short, or the file gone
+            _log.warning("inspector log unreadable", extra={"path": str(self.path)})
+        self._emit(self._final(stream, tail), covered)
+
+    def _first_line_length(self) -> int:
+        """The first line's length with its newline (waited for; at most the usual bytes)."""
+        while True:
+            try:
+                with self.path.open("rb") as handle:
+                    head = handle.read(FINGERPRINT_BYTES)
+            except OSError:
+                return FINGERPRINT_BYTES  # the fingerprint says why
+            end = head.find(b"\n")
+            if end >= 0 or len(head) >= FINGERPRINT_BYTES or self._should_stop():
+                return end + 1 if end >= 0 else len(head)
+            self.sleep(self.settings.poll_s)
+
+    def _follow(self, stream: str, tail: Tail, handle: IO[bytes]) -> None:
+        whole = self.path.name.endswith(".gz")
+        while True:
+            chunk = handle.read(_CHUNK)
+            if chunk:
+                tail.read += len(chunk)
+                lines, tail.rest = split_lines(tail.rest + chunk)
+                for line in lines:
+                    self._line(stream, tail, line)
+                continue
+            if whole or self._should_stop() or self._shrunk(tail):
+                return
+            self.sleep(self.settings.poll_s)
+
+    def _shrunk(self, tail: Tail) -> bool:
+        if file_size(self.path) >= tail.read:
+            return False
+        _log.warning("inspector log shrank while tailed", extra={"path": str(self.path)})
+        return True
+
+    def _line(self, stream: str, tail: Tail, line: bytes) -> None:
+        found = tail.reader.line(line)
+        if isinstance(found, Bad):
+            tail.drop(found.reason)
+            return
+        if not isinstance(found, Op):
+            return
+        tail.count(found)
+        self.events += 1
+        reduction = self.reducer()
+        reduction.add_all([found.comm_op()])
+        for part in reduction.facts(stream, self.seq):
+            timed = found.start_us is not None
+            self._emit(part if timed else msgspec.structs.replace(part, call_starts=False), 0)
+
+    def _final(self, stream: str, tail: Tail) -> StreamEnd:
+        if tail.rest.strip():
+            tail.drop(TRUNCATED)
+        tail.stats.bytes_read = tail.read
+        meta, error = tail.placed()
+        return self._end(stream, meta, tail.stats, error)
+
+    def run(self) -> None:
+        with contextlib.suppress(CancelledError):
+            self._run()

@@ -1,0 +1,34 @@
+"""The text report's SOURCES section: which input format gave each section, and NCCL
+Inspector logs reported apart beside Kineto traces (pure rendering)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from commscope.collector.schema import Report, Sections
+from commscope.exporters.crosstext import matching_lines, skew_lines
+from msgspec.structs import asdict
+
+Table = Callable[[Report], Iterator[str]]
+
+
+def sources_lines(report: Report, bandwidth: Table) -> Iterator[str]:
+    """Each section's source; then, when Inspector logs were set apart, their own
+    collective bandwidth, matching and skew (`bandwidth`: the report's section 6 table)."""
+    yield "Which input gave each section (JSON key: source)"
+    for key, source in report.sources.items():
+        yield f"  {key}: {source}"
+    if report.inspector is not None:
+        yield from _apart(report.inspector, bandwidth)
+
+
+def _apart(sections: Sections, bandwidth: Table) -> Iterator[str]:
+    own = Report(**asdict(sections))
+    yield ""
+    yield "NCCL Inspector logs, the whole run (apart: these collectives are not in 1-15)"
+    yield ""
+    yield from bandwidth(own)
+    yield ""
+    yield from matching_lines(own)
+    yield ""
+    yield from skew_lines(own)

@@ -1,0 +1,107 @@
+"""What the live aggregator reads of a tailed NCCL Inspector log as it arrives (pure).
+
+A tailed log's stream never ends while the job runs, so the report over finished files does
+not see it until the end; its per-collective bandwidths go to the rolling statistics
+(`commscope_collective_busbw_bytes_per_second`) as each record is applied instead, once (a
+duplicate is never applied; a record replayed from the aggregator's own log at a restart is
+not fed again), and a finished Inspector file is not fed a second time (`fed_live`).
+
+Arrival skew live (`LiveSkew`): a collective instance is (process group, Seq, type); once as
+many tailed logs as its group size have sent it, its skew is the latest minus the earliest
+start, on the hosts' own clocks (Inspector's `coll_start_ts`, gettimeofday: no alignment, so
+across hosts it holds their clock difference too; the final report aligns clocks). Calls
+without a start (logs not verbose), without a Seq or group, and point-to-point calls give none.
+At most `max_pending` instances wait for their last member (the oldest is dropped: a member
+whose log is not tailed would keep its instances waiting forever). `RecentSkews` keeps the
+skews of the last `horizon_s` seconds (at most `max_values` each type) for p50, p95 and max.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from typing import Final
+
+from commscope.collector.inspector import SOURCE
+from commscope.collector.names import base_name, is_inspector_name
+from commscope.collector.schema import Facts, RankResult, TraceMeta
+from commscope.pipeline.edge import from_facts
+from commscope.pipeline.stats import quantile, sample_values
+from msgspec.structs import replace
+
+
+def tailed(path: str) -> bool:
+    """Whether the stream of `path` is a tailed Inspector log."""
+    return is_inspector_name(base_name(path))
+
+
+def busbw_samples(part: Facts) -> dict[str, list[float]]:
+    """Each collective type's busbw (B/s) of the ops in one record, as a finished file's
+    tallies give them (ops of unknown size or n give none)."""
+    ops = from_facts([part]).gpu_ops
+    return {kind: list(sample_values(tally.busbw_Bps)) for kind, tally in ops.items()}
+
+
+def fed_live(meta: TraceMeta) -> bool:
+    """A finished file whose bandwidths went to the rolling statistics as they arrived."""
+    return meta.source == "inspector"
+
+
+def finished(result: RankResult | None, meta: TraceMeta) -> RankResult | None:
+    """A finished stream's result, marked as read from Inspector logs when it was."""
+    return replace(result, source=SOURCE) if result is not None and fed_live(meta) else result
+
+
+Key = tuple[str, int, str]  # (process group, Seq, collective type)
+SKEW_STATS: Final = (("p50", 0.5), ("p95", 0.95), ("max", 1.0))
+
+
+class LiveSkew:
+    """Instances waiting for their members' starts; see the module docstring."""
+
+    def __init__(self, max_pending: int = 1 << 16) -> None:
+        self.max_pending = max_pending
+        self.pending: OrderedDict[Key, dict[str, int]] = OrderedDict()
+        self.dropped = 0  # instances given up waiting for
+
+    def add(self, stream: str, part: Facts) -> list[tuple[str, float]]:
+        """The instances `part` completes, as (collective type, skew seconds)."""
+        if not part.call_starts:
+            return []
+        done: list[tuple[str, float]] = []
+        for call in part.calls:
+            n, group = call.group_size, call.process_group
+            if call.seq is None or group is None or n is None or call.collective == "SendRecv":
+                continue
+            key = (group, call.seq, call.collective)
+            starts = self.pending.setdefault(key, {})
+            starts[stream] = call.start_ns
+            if len(starts) >= n:
+                del self.pending[key]
+                done.append((call.collective, (max(starts.values()) - min(starts.values())) / 1e9))
+        while len(self.pending) > self.max_pending:
+            self.pending.popitem(last=False)
+            self.dropped += 1
+        return done
+
+
+class RecentSkews:
+    """Skews of the last `horizon_s` seconds per collective type (bounded)."""
+
+    def __init__(self, horizon_s: float, max_values: int = 10_000) -> None:
+        self.horizon_s = horizon_s
+        self.max_values = max_values
+        self.values: dict[str, deque[tuple[float, float]]] = {}
+
+    def add(self, kind: str, skew_s: float, now: float) -> None:
+        self.values.setdefault(kind, deque(maxlen=self.max_values)).append((now, skew_s))
+
+    def stats(self, now: float) -> dict[str, dict[str, float]]:
+        """p50, p95 (numpy's default interpolation) and max per type over the horizon."""
+        found = {}
+        for kind, recent in self.values.items():
+            while recent and recent[0][0] < now - self.horizon_s:
+                recent.popleft()
+            if recent:
+                ordered = sorted(value for _, value in recent)
+                found[kind] = {name: quantile(ordered, q) for name, q in SKEW_STATS}
+        return found

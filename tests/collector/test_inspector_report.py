@@ -1,0 +1,115 @@
+"""`commscope report` on NCCL Inspector logs written by the test (offline reader)."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+from commscope.exporters.text import render
+from commscope.pipeline.offline import analyse
+from commscope.pipeline.report import Options
+from inspector_builder import DUMP_US, coll
+from kineto_builder import dist_head, kernel, trace
+
+LOGS = ("node0-pid100.log", "node0-pid101.jsonl.gz")
+
+
+def write_job(folder: Path, cut_short: bool = False) -> None:
+    """Two ranks, 2 AllReduce (1e6 B) and 1 AllGather (500000 B per rank), verbose; rank 1
+    arrives 20 µs later at every op and its AllReduce takes 10 µs more."""
+    folder.mkdir(parents=True)
+    for rank, name in enumerate(LOGS):
+        lines = [coll(rank, sn=sn, exec_us=100 + 10 * rank, start_us=DUMP_US + sn * 1000
+                      + 20 * rank) for sn in (1, 2)]  # fmt: skip
+        lines.append(coll(rank, name="AllGather", sn=3, size=500_000, exec_us=50,
+                          start_us=DUMP_US + 3000 + 20 * rank))  # fmt: skip
+        text = "\n".join(lines) + "\n"
+        if rank == 0:
+            text += "this is not json\n" + coll(0, sn=4, version="v9.0") + "\n"
+            text += coll(0, sn=5)[:30] if cut_short else ""
+        data = text.encode()
+        (folder / name).write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+
+
+def test_bandwidth_traffic_matching_and_skew_from_logs(tmp_path: Path) -> None:
+    write_job(tmp_path / "job", cut_short=True)
+    report = analyse(tmp_path / "job", Options())
+    run = report.collectives.all_ranks
+    # AllReduce: n = 2, F = 1; 4 ops of 1e6 B: bus bytes 4e6
+    assert (run["AllReduce"].count, run["AllReduce"].bus_bytes) == (4, 4_000_000)
+    # AllGather: S = 500000 x 2 = 1e6, F = 1/2: bus bytes 2 x 5e5
+    assert (run["AllGather"].count, run["AllGather"].bus_bytes) == (2, 1_000_000)
+    # rank 0: bus 2e6 + 5e5 over 100 + 100 + 50 µs = 10 GB/s
+    assert report.network.per_rank["0"].bus_bandwidth_Bps == 2_500_000 / 250e-6
+    assert report.matching.by_seq == 3 and report.matching.unmatched == 0
+    assert report.overlap.per_rank["0"].ratio is None
+    assert set(report.skew.per_collective) == {"AllReduce", "AllGather"}
+    dropped = report.inputs.dropped_events
+    assert dropped == {
+        "inspector line that is not JSON": 1,
+        "inspector record of an unknown format version": 1,
+        "inspector line cut short (no newline at the end of the file)": 1,
+    }
+
+
+def test_the_text_report_says_overlap_is_not_applicable(tmp_path: Path) -> None:
+    write_job(tmp_path / "job")
+    text = render(analyse(tmp_path / "job", Options()))
+    assert "rank 0: n/a: NCCL Inspector has no compute kernels  [nccl inspector]" in text
+    assert "0.00%" not in text.split("3. NETWORK LOAD")[0].split("OVERLAP")[1]
+
+
+def test_a_log_with_no_usable_line_is_skipped_with_its_reason(tmp_path: Path) -> None:
+    write_job(tmp_path / "job")
+    (tmp_path / "job" / "node1-pid7.log").write_text('{"header": ')
+    report = analyse(tmp_path / "job", Options())
+    (skipped,) = report.inputs.skipped
+    assert skipped.path.endswith("node1-pid7.log")
+    assert "no NCCL Inspector operation" in skipped.reason
+    assert "cut short" in skipped.reason
+
+
+def test_beside_kineto_traces_the_logs_are_reported_apart_not_counted_twice(
+    tmp_path: Path,
+) -> None:
+    write_job(tmp_path / "run" / "inspector")
+    window = tmp_path / "run" / "iteration_2"
+    window.mkdir()
+    for rank in (0, 1):
+        doc = trace([kernel("ncclDevKernel_AllReduce_Sum_f32", 0, 100)], dist_head(rank, 2))
+        (window / f"rank{rank}_trace.json").write_bytes(doc)
+    report = analyse(tmp_path / "run", Options())
+    # the sections: Kineto's one AllReduce kernel per rank, none of the logs' 6 ops
+    assert report.collectives.all_ranks["AllReduce"].count == 2
+    assert [w.name for w in report.windows] == ["iteration_2"]
+    assert report.sources["overlap"] == "kineto (the profiled windows)"
+    assert report.sources["inspector"].startswith("nccl inspector (the whole run, apart")
+    apart = report.inspector
+    assert apart is not None and apart.collectives.all_ranks["AllReduce"].count == 4
+    assert apart.matching.by_seq == 3 and report.inputs.skipped == []
+    text = render(report)
+    assert "NCCL Inspector logs, the whole run (apart" in text.split("SOURCES")[-1]
+
+
+def test_logs_alone_say_where_each_section_comes_from(tmp_path: Path) -> None:
+    write_job(tmp_path / "job")
+    sources = analyse(tmp_path / "job", Options()).sources
+    assert sources["network"] == "nccl inspector" and sources["skew"] == "nccl inspector"
+    assert sources["overlap"] == "n/a: NCCL Inspector has no compute kernels"
+    assert sources["throughput"] == "n/a: NCCL Inspector has no ProfilerStep spans"
+
+
+def test_logs_without_start_times_match_but_give_no_skew(tmp_path: Path) -> None:
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for rank, name in enumerate(("node0-pid100.log", "node0-pid101.log")):
+        lines = [coll(rank, sn=sn, exec_us=100 + 10 * rank) for sn in (1, 2, 3)]
+        (folder / name).write_text("\n".join(lines) + "\n")
+    report = analyse(folder, Options())
+    assert report.matching.by_seq == 3
+    assert report.skew.per_collective == {} and report.clocks.per_rank == {}
+    # α-β still reads each instance's fastest member: 3 instances, all of one size
+    assert report.alpha_beta["world 0xabc"]["AllReduce"].instances == 3
+    issues = {i.key: (i.count, i.total) for i in report.health.issues}
+    assert issues["call_starts"] == (2, 2) and issues["compute"] == (2, 2)
+    assert report.sources["skew"] == "n/a: NCCL Inspector logs without start times (not verbose)"
