@@ -41,6 +41,8 @@ NOT_JSON: Final = "inspector line that is not JSON"
 TRUNCATED: Final = "inspector line cut short (no newline at the end of the file)"
 UNKNOWN_VERSION: Final = "inspector record of an unknown format version"
 MISSING_KEYS: Final = "inspector record missing keys or with bad values"
+TOO_LONG: Final = "inspector line longer than 1 MiB (left out)"
+MAX_LINE_BYTES: Final = 1 << 20  # Inspector's lines are ~1 KB: a partial line held at most this
 
 
 @dataclass(frozen=True)
@@ -202,6 +204,23 @@ def split_lines(buffer: bytes) -> tuple[list[bytes], bytes]:
     last line is held until its newline arrives."""
     *lines, rest = buffer.split(b"\n")
     return [line for line in lines if line.strip()], rest
+
+
+def cut_lines(rest: bytes, chunk: bytes, skipping: bool) -> tuple[list[bytes], bytes, bool, bool]:
+    """`split_lines` for a log read chunk by chunk, holding at most MAX_LINE_BYTES of a partial
+    line: (complete lines, the partial line held, whether the bytes up to the next newline
+    are being passed over, whether a line was just given up as too long). A line that grows
+    past the bound is left out whole, however long it gets."""
+    buffer = rest + chunk
+    if skipping:
+        end = buffer.find(b"\n")
+        if end < 0:
+            return [], b"", True, False
+        buffer = buffer[end + 1 :]
+    lines, held = split_lines(buffer)
+    if len(held) > MAX_LINE_BYTES:
+        return lines, b"", True, True
+    return lines, held, False, False
 
 
 OTHER_COMM: Final = "inspector op of a multi-GPU process on a communicator other than its largest"

@@ -23,11 +23,12 @@ from typing import IO, Any, Final
 import msgspec
 from commscope.collector.discover import file_size, open_trace
 from commscope.collector.inspector import (
+    TOO_LONG,
     TRUNCATED,
     Bad,
     LineReader,
     Op,
-    split_lines,
+    cut_lines,
 )
 from commscope.collector.schema import EventDropReason, FileStats, StreamEnd, TraceMeta
 from commscope.collector.stream import (
@@ -52,6 +53,7 @@ class Tail:
     comms: dict[tuple[int, str], set[int]] = field(default_factory=dict)  # (n, comm) -> ranks
     ops: dict[tuple[int, str], int] = field(default_factory=dict)
     starts: bool = True  # every op so far had its start (a verbose log)
+    skipping: bool = False  # passing over a line too long to hold, up to its newline
 
     def count(self, op: Op) -> None:
         self.starts = self.starts and op.start_us is not None
@@ -128,7 +130,11 @@ class InspectorStream(FileStream):
             chunk = handle.read(_CHUNK)
             if chunk:
                 tail.read += len(chunk)
-                lines, tail.rest = split_lines(tail.rest + chunk)
+                lines, tail.rest, tail.skipping, too_long = cut_lines(
+                    tail.rest, chunk, tail.skipping
+                )
+                if too_long:
+                    tail.drop(TOO_LONG)
                 for line in lines:
                     self._line(stream, tail, line)
                 continue

@@ -67,6 +67,7 @@ EventDropReason = Literal[
     "inspector line cut short (no newline at the end of the file)",
     "inspector record of an unknown format version",
     "inspector record missing keys or with bad values",
+    "inspector line longer than 1 MiB (left out)",
     "inspector op of a multi-GPU process on a communicator other than its largest",
 ]
 # What a collector counts as dropped (`CollectorStats.dropped` keys: a fixed set, label values).

@@ -20,13 +20,14 @@ from commscope.collector.errors import TraceError
 from commscope.collector.inspector import (
     OTHER_COMM,
     SOURCE,
+    TOO_LONG,
     TRUNCATED,
     Bad,
     LineReader,
     Op,
     Placed,
+    cut_lines,
     place,
-    split_lines,
 )
 from commscope.collector.schema import EventDropReason, FileStats, RankResult, TraceMeta
 from commscope.pipeline.accumulate import Accumulator
@@ -70,9 +71,11 @@ def _chunks(read_some: Callable[[int], bytes], stats: FileStats) -> Iterator[byt
 def parse(chunks: Iterable[bytes], stats: FileStats) -> Iterator[Op]:
     """The ops of a whole log given in chunks of any size; a last line without its newline
     is counted as cut short."""
-    reader, rest = LineReader(), b""
+    reader, rest, skipping = LineReader(), b"", False
     for chunk in chunks:
-        lines, rest = split_lines(rest + chunk)
+        lines, rest, skipping, too_long = cut_lines(rest, chunk, skipping)
+        if too_long:
+            _drop(stats, TOO_LONG)
         yield from _ops(reader, lines, stats)
     if rest.strip():
         _drop(stats, TRUNCATED)

@@ -5,17 +5,21 @@ from __future__ import annotations
 import json
 
 from commscope.collector.inspector import (
+    MAX_LINE_BYTES,
     MISSING_KEYS,
     NOT_JSON,
+    TOO_LONG,
     UNKNOWN_VERSION,
     Bad,
     Ignored,
     LineReader,
     Op,
+    cut_lines,
     place,
     split_lines,
 )
-from commscope.collector.schema import CommOp
+from commscope.collector.schema import CommOp, FileStats
+from commscope.pipeline.inspector import parse
 from inspector_builder import DUMP_US, coll
 
 
@@ -87,6 +91,25 @@ def test_bare_records_after_a_dump_stats_marker_inherit_its_header() -> None:
 
 def test_a_partial_last_line_is_held() -> None:
     assert split_lines(b'{"a": 1}\n\n{"b"') == ([b'{"a": 1}'], b'{"b"')
+
+
+def test_a_line_growing_past_the_bound_is_left_out_whole_and_the_next_is_read() -> None:
+    # chunk 1: a line of MAX_LINE_BYTES + 1 with no newline yet: given up, nothing held;
+    # chunk 2: more of it, then its newline, then a good line and the start of the next
+    long = b"x" * (MAX_LINE_BYTES + 1)
+    assert cut_lines(b"", long, False) == ([], b"", True, True)
+    assert cut_lines(b"", b"more", True) == ([], b"", True, False)
+    assert cut_lines(b"", b'tail\n{"a": 1}\n{"b', True) == ([b'{"a": 1}'], b'{"b', False, False)
+    assert cut_lines(b'{"a', b'": 1}\n', False) == ([b'{"a": 1}'], b"", False, False)
+
+
+def test_a_log_with_an_endless_line_counts_it_and_reads_the_ops_after_it() -> None:
+    good = coll(0, sn=7, size=1_000_000, exec_us=100, start_us=DUMP_US).encode() + b"\n"
+    endless = [b"y" * (MAX_LINE_BYTES // 2)] * 5 + [b"\n"]  # 2.5 MiB before its newline
+    stats = FileStats()
+    ops = list(parse([good, *endless, good], stats))
+    assert len(ops) == 2 and stats.events == 2
+    assert stats.dropped == {TOO_LONG: 1}
 
 
 def test_the_largest_communicator_gives_the_global_rank() -> None:
