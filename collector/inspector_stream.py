@@ -35,7 +35,6 @@ from commscope.collector.stream import (
     FINGERPRINT_BYTES,
     CancelledError,
     FileStream,
-    fingerprint,
 )
 
 _log = logging.getLogger(__name__)
@@ -92,17 +91,14 @@ class InspectorStream(FileStream):
         super().__init__(**settings)
         self.first_line = settings.get("fingerprint_bytes") is None
 
+    def _fingerprint_length(self) -> int:
+        return self._first_line_length() if self.first_line else self.fingerprint_bytes
+
     def _run(self) -> None:
-        if file_size(self.path) == 0:
-            self._wait_for_change(0)
-        if self.first_line:
-            self.fingerprint_bytes = self._first_line_length()
-        try:
-            stream, covered = fingerprint(self.path, self.fingerprint_bytes)
-        except OSError as exc:
-            self.error = f"unreadable ({exc.strerror or exc})"
+        opened = self._opened()
+        if opened is None:
             return
-        self._emit(self._start(stream), covered)
+        stream, covered = opened
         self.seq, tail = 1, Tail()
         try:
             with open_trace(self.path) as handle:

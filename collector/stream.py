@@ -135,15 +135,30 @@ class FileStream(threading.Thread):
         with contextlib.suppress(CancelledError):
             self._run()
 
-    def _run(self) -> None:
+    def _opened(self) -> tuple[str, int] | None:
+        """The file's stream id and the bytes it covers, its StreamStart sent; None when it
+        cannot be read (`error` says why). An empty file still gets its stream (and its
+        reason) once it changes or the collector stops."""
         if file_size(self.path) == 0:
-            self._wait_for_change(0)  # an empty file still gets its stream (and its reason)
+            self._wait_for_change(0)
+        self.fingerprint_bytes = self._fingerprint_length()
         try:
             stream, covered = fingerprint(self.path, self.fingerprint_bytes)
         except OSError as exc:
             self.error = f"unreadable ({exc.strerror or exc})"
-            return
+            return None
         self._emit(self._start(stream), covered)
+        return stream, covered
+
+    def _fingerprint_length(self) -> int:
+        """How many of the file's first bytes its stream id covers."""
+        return self.fingerprint_bytes
+
+    def _run(self) -> None:
+        opened = self._opened()
+        if opened is None:
+            return
+        stream, covered = opened
         reduced = self._reduced_elsewhere(stream)
         if reduced is not None:
             self.seq, self.events, self.elsewhere = 1, reduced.events, True
