@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 
 from commscope.collector.errors import ConfigError
 from commscope.collector.schema import Provenance, Report
+from commscope.collector.version import installed_version
 from commscope.exporters import html, jsonreport, naming, text
 from msgspec.structs import replace
 
@@ -35,19 +35,14 @@ def write_reports(
     return text_path, json_path, html_path
 
 
-def version() -> str:
-    """The installed commscope's version ("unknown" when run from a tree not installed)."""
-    try:
-        return metadata.version("commscope")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
 def stamped(report: Report, inputs: Sequence[str], command: Sequence[str], now: datetime) -> Report:
     """`report` with its provenance: this version, `now` in UTC, the inputs and command line."""
     when = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     found = Provenance(
-        tool_version=version(), generated_utc=when, inputs=list(inputs), command=list(command)
+        tool_version=installed_version(),
+        generated_utc=when,
+        inputs=list(inputs),
+        command=list(command),
     )
     return replace(report, provenance=found)
 

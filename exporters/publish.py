@@ -13,11 +13,11 @@ from __future__ import annotations
 import platform
 import threading
 from collections.abc import Iterable, Iterator
-from importlib.metadata import PackageNotFoundError, version
 from typing import Final
 from wsgiref.simple_server import WSGIServer
 
 from commscope.collector.schema import PROTOCOL_VERSION
+from commscope.collector.version import installed_version
 from commscope.exporters.metricnames import Family
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import (
@@ -31,15 +31,8 @@ from prometheus_client.registry import Collector
 AnyFamily = GaugeMetricFamily | CounterMetricFamily | HistogramMetricFamily
 
 
-def _version() -> str:
-    try:
-        return version("commscope")
-    except PackageNotFoundError:  # run from a source tree without installing
-        return "unknown"
-
-
 # version, python, protocol: the labels of commscope_build_info after `job`
-BUILD: Final = (_version(), platform.python_version(), str(PROTOCOL_VERSION))
+BUILD: Final = (installed_version(), platform.python_version(), str(PROTOCOL_VERSION))
 
 
 def family(spec: Family) -> AnyFamily:

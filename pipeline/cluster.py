@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Final, TypeVar
 
 from commscope.collector.errors import ClusterError
 from commscope.collector.schema import SCHEMA_VERSION
+from commscope.collector.version import installed_version
 from commscope.pipeline.parallel import Progress, tell_done
 
 CONNECT_TIMEOUT_S: Final = 10.0
@@ -100,11 +100,7 @@ def _check_workers(client: Any, address: str) -> None:
 
 def own_version() -> str:
     """This commscope's version and report schema (what the workers must match)."""
-    try:
-        found = version("commscope")
-    except PackageNotFoundError:  # pragma: no cover - run from a source tree not installed
-        found = "unknown"
-    return f"{found} (schema {SCHEMA_VERSION})"
+    return f"{installed_version()} (schema {SCHEMA_VERSION})"
 
 
 def _result(distributed: ModuleType, future: Any, failed: Callable[[str], R]) -> R:

@@ -25,7 +25,6 @@ refused is counted by reason (`REJECT_REASONS`), never raised.
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 import math
 import threading
@@ -62,6 +61,7 @@ from commscope.collector.schema import (
     ToCollector,
     Welcome,
 )
+from commscope.collector.version import installed_version
 from commscope.exporters.files import stamped, write_reports
 from commscope.exporters.metricnames import MAX_RANK_SERIES
 from commscope.exporters.prometheus import (
@@ -298,7 +298,7 @@ class Aggregator:
         log.info(
             "aggregator started",
             extra={
-                "version": importlib.metadata.version("commscope"),
+                "version": installed_version(),
                 "protocol": PROTOCOL_VERSION,
                 "listen": settings.listen,
                 "metrics": f"http://{settings.metrics_addr}:{metrics}/metrics" if metrics else None,

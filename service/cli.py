@@ -39,6 +39,7 @@ from commscope.collector.errors import ClusterError, CommscopeError, ConfigError
 from commscope.collector.jsonstream import require_c_backend
 from commscope.collector.schema import MAX_BATCH_EVENTS, NODE_PATTERN, Inputs, Report
 from commscope.collector.stream import StreamSettings
+from commscope.collector.version import installed_version
 from commscope.exporters import diff, files, jsonreport, text
 from commscope.exporters.files import write_reports
 from commscope.exporters.metricnames import MAX_RANK_SERIES, SHARD_PATTERN
@@ -87,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="commscope",
         description="Where a distributed training run's time goes: compute vs communication.",
     )
-    parser.add_argument("--version", action="version", version=f"commscope {files.version()}")
+    parser.add_argument("--version", action="version", version=f"commscope {installed_version()}")
     parser.add_argument(
         "--print-completion",
         choices=("bash",),

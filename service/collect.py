@@ -21,7 +21,6 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Final
 from wsgiref.simple_server import WSGIServer
@@ -45,6 +44,7 @@ from commscope.collector.schema import (
 from commscope.collector.session import Limits, Session, Start, load_checkpoint
 from commscope.collector.stream import FileStream, Item, Reduced, StreamSettings, fingerprint
 from commscope.collector.transport import Transport, ZmqTransport
+from commscope.collector.version import installed_version
 from commscope.collector.watch import Watcher
 from commscope.exporters.collectormetrics import CollectorMetrics
 from commscope.exporters.publish import serve
@@ -386,15 +386,8 @@ class Collector:
         return stats
 
 
-def _version() -> str:
-    try:
-        return version("commscope")
-    except PackageNotFoundError:
-        return "unknown"
-
-
 _INSTANCE: Final = uuid.uuid4().hex
-_VERSION: Final = _version()
+_VERSION: Final = installed_version()
 
 
 def _pool(jobs: int) -> ProcessPoolExecutor | None:

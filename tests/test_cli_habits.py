@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from builders import rank_trace, write
+from commscope.collector.version import installed_version
 from commscope.service import cli
 
 PYTHON_M = [sys.executable, "-m", "commscope"]
@@ -118,7 +119,7 @@ def test_the_json_report_says_who_wrote_it_when_and_from_what(window: Path, tmp_
     assert result.returncode == 0, result.stderr
     (written,) = (tmp_path / "o").glob("*.json")
     found = json.loads(written.read_text())["provenance"]
-    assert found["tool_version"] == cli.files.version() != "unknown"
+    assert found["tool_version"] == installed_version() != "unknown"
     when = datetime.strptime(found["generated_utc"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     assert before <= when <= datetime.now(UTC)
     assert found["inputs"] == [str(window.resolve())]  # absolute, though given as `w`
