@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
+from commscope.collector.inspector import SOURCE as INSPECTOR
 from commscope.collector.schema import AlphaBeta, RankOverlap, RankSteps, Report, SkewInstances
 from commscope.collector.units import duration
 from commscope.exporters import svg
@@ -74,7 +75,7 @@ def overlap_maps(report: Report) -> str:
     if not ranks:
         return note("No rank has communication or compute time: nothing to plot.")
     rows, shown = overlap_rows(report), ranks[:MAX_RANKS]
-    exposed_top = max((o.exposed_comm_time_s for _, per in rows for o in per.values()), default=0.0)
+    exposed_top = max((_exposed(o)[0] or 0.0 for _, per in rows for o in per.values()), default=0.0)
     return (
         heatmap(rows, shown, _ratio, 1.0, tick=svg.percent, title=OVERLAP_TITLE)
         + heatmap(rows, shown, _exposed, exposed_top, tick=svg.seconds, title=EXPOSED_TITLE)
@@ -88,6 +89,8 @@ def _ratio(o: RankOverlap) -> tuple[float | None, str]:
 
 
 def _exposed(o: RankOverlap) -> tuple[float | None, str]:
+    if INSPECTOR in o.source:  # no compute kernels: nothing to be exposed against
+        return None, "n/a"
     return o.exposed_comm_time_s, duration(o.exposed_comm_time_s)
 
 

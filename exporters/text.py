@@ -154,8 +154,10 @@ def _provenance(report: Report) -> Iterator[str]:
 
 
 def on_gpu(report: Report) -> bool:
-    """The traces show a GPU: a GPU name, or GPU activity on some rank."""
-    return bool(report.config.gpu_name or report.kernels.per_rank)
+    """The traces show a GPU: a GPU name, GPU activity on some rank, or ranks read from NCCL
+    Inspector logs (NCCL's collectives run on GPUs)."""
+    inspected = any(INSPECTOR in r.source for r in report.overlap.per_rank.values())
+    return bool(report.config.gpu_name or report.kernels.per_rank or inspected)
 
 
 def device(report: Report) -> str:
@@ -369,7 +371,9 @@ def _windows(report: Report) -> Iterator[str]:
 
 
 def _window_row(name: str, s: Sections) -> str:
-    exposed = [r.exposed_comm_time_s for r in s.overlap.per_rank.values()]
+    exposed = [
+        r.exposed_comm_time_s for r in s.overlap.per_rank.values() if INSPECTOR not in r.source
+    ]  # an Inspector rank has no compute kernels: nothing to be exposed against
     mean_exposed = sum(exposed) / len(exposed) if exposed else None
     cells = [
         name,

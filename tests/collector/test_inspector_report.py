@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import gzip
+from datetime import UTC, datetime
 from pathlib import Path
 
+from commscope.exporters import naming
 from commscope.exporters.text import render
 from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
@@ -12,6 +14,7 @@ from inspector_builder import DUMP_US, coll
 from kineto_builder import dist_head, kernel, trace
 
 LOGS = ("node0-pid100.log", "node0-pid101.jsonl.gz")
+NOW = datetime(2026, 11, 24, tzinfo=UTC)
 
 
 def write_job(folder: Path, cut_short: bool = False) -> None:
@@ -57,6 +60,18 @@ def test_the_text_report_says_overlap_is_not_applicable(tmp_path: Path) -> None:
     text = render(analyse(tmp_path / "job", Options()))
     assert "rank 0: n/a: NCCL Inspector has no compute kernels  [nccl inspector]" in text
     assert "0.00%" not in text.split("3. NETWORK LOAD")[0].split("OVERLAP")[1]
+
+
+def test_nothing_is_exposed_or_on_a_cpu_for_logs_without_compute(tmp_path: Path) -> None:
+    """No compute kernels: the window summary's exposed time is n/a, not the comm time, and
+    the ranks are GPUs (NCCL's), in the header and the file name."""
+    write_job(tmp_path / "job")
+    report = analyse(tmp_path / "job", Options())
+    text = render(report)
+    whole = next(line for line in text.splitlines() if line.startswith("  whole run"))
+    assert whole.split()[3:5] == ["n/a", "n/a"]  # overlap, exposed/rank
+    assert "2 GPUs (GPU unnamed in the traces" in text
+    assert naming.basename(report, "job", NOW).endswith("_job_gpu2")
 
 
 def test_a_log_with_no_usable_line_is_skipped_with_its_reason(tmp_path: Path) -> None:
