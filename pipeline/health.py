@@ -58,7 +58,10 @@ WEAKENS: Final[dict[str, tuple[str, ...]]] = {
         "network load: link peak and utilization n/a unless --peak-bandwidth",
         "MFU and HFU n/a unless --peak-tflops",
     ),
-    "memory": ("memory peak: n/a for these ranks (profile with profile_memory=True)",),
+    "memory": (
+        "memory peak: n/a for these ranks (Kineto: profile with profile_memory=True; Nsight "
+        "Systems exports: their memory tables are not read)",
+    ),
     "dropped": ("every section: the dropped events count nowhere",),
     "compute": (
         "overlap, exposed communication, GPU time by category and idle time: n/a",
@@ -172,7 +175,8 @@ def _on_gpu(files: Sequence[TraceFile]) -> list[TraceFile]:
 def _gpu_name(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
     gpu = _on_gpu(files)
     bare = sum(1 for f in gpu if not f.meta.gpu_name)
-    return issue("gpu_name", "the GPU's name (deviceProperties)", (bare, len(gpu)), "GPU files")
+    what = "the GPU's name (Kineto's deviceProperties, an Nsight Systems export's TARGET_INFO_GPU)"
+    return issue("gpu_name", what, (bare, len(gpu)), "GPU files")
 
 
 def _memory(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
