@@ -19,7 +19,7 @@ from typing import Final
 
 from commscope.collector.inspector import SOURCE as INSPECTOR
 from commscope.collector.schema import AlphaBeta, RankOverlap, RankSteps, Report, SkewInstances
-from commscope.collector.units import duration
+from commscope.collector.units import duration, rate
 from commscope.exporters import svg
 from commscope.exporters.svg import Frame, Scale
 from commscope.exporters.textfmt import pct
@@ -273,7 +273,7 @@ def _fit_words(fit: AlphaBeta) -> str:
     if fit.alpha_s is None or fit.beta_Bps is None:
         return f"no α-β fit: {fit.na_reason or 'n/a'}"
     r2 = "n/a" if fit.r2 is None else f"{fit.r2:.3f}"
-    return f"α {svg.seconds(fit.alpha_s)}, β {svg.si(fit.beta_Bps, 'B/s')}, R² {r2}"
+    return f"α {duration(fit.alpha_s)}, β {rate(fit.beta_Bps)}, R² {r2}"
 
 
 def _panel_title(title: str, subtitle: str) -> list[str]:

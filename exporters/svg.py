@@ -1,7 +1,7 @@
 """Hand-written SVG for the HTML report's plots (pure: data in, strings out).
 
 Scales (linear and log10) map data to pixels; `ticks` and `log_ticks` choose round axis
-values; `si` labels them with a unit (decimal prefixes: kB = 1e3 B, GB/s = 1e9 B/s, as the
+values; `si` labels them with a unit (decimal prefixes: KB = 1e3 B, GB/s = 1e9 B/s, as the
 text report). Every piece of text that reaches the page goes through `esc`, so a kernel,
 group or window name holding `<`, `&` or quotes stays text. Colours are Okabe and Ito's
 colour-blind-safe set for categories and viridis for heat maps.
@@ -40,7 +40,7 @@ VIRIDIS: Final = (
 )
 FONT: Final = 12  # px, tick labels; titles and axis labels a little larger
 
-_PREFIXES: Final = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+_PREFIXES: Final = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K"), (1.0, ""))
 _TIME: Final = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
 
 

@@ -49,7 +49,7 @@ def test_scales_map_linear_and_log_ranges_onto_pixels() -> None:
     [
         (2.5e9, "B/s", "2.5 GB/s"),
         (999.0, "B", "999 B"),
-        (1000.0, "B", "1 kB"),
+        (1000.0, "B", "1 KB"),
         (0.0, "B", "0 B"),
         (123456789.0, "B", "123.5 MB"),  # four significant digits at most
     ],
