@@ -115,14 +115,14 @@ def nesting(value: bytes, limit: int) -> int:
     of brackets, one level a pass."""
     if b"\\" in value:
         value = _ESCAPE_PAIR.sub(b"", value)
-    brackets = value.translate(_LEVELS, _NOT_STRUCTURE).replace(b'""', b"")
-    if b'"' in brackets:
-        brackets = _QUOTED.sub(b"", brackets)
+    brackets, open_string = _outside_strings(value.translate(_LEVELS, _NOT_STRUCTURE), False)
+    if open_string:
+        return limit + 1  # a quote left open
     depth = 0
     while brackets and depth <= limit:
         shorter = brackets.replace(b"()", b"")
         if len(shorter) == len(brackets):
-            return limit + 1  # brackets that do not match, or a quote left open
+            return limit + 1  # brackets that do not match
         brackets, depth = shorter, depth + 1
     return depth
 

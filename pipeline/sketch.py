@@ -99,20 +99,7 @@ def _buckets(ordered: list[float]) -> dict[int, int]:
 
 def merge(a: Sketch, b: Sketch) -> Sketch:
     """The sketch of both samples together (neither argument changes)."""
-    positive, negative = dict(a.positive), dict(a.negative)
-    for index, n in b.positive.items():
-        _count(positive, index, n)
-    for index, n in b.negative.items():
-        _count(negative, index, n)
-    return Sketch(
-        count=a.count + b.count,
-        sum_parts=exact_sum([*a.sum_parts, *b.sum_parts]),
-        min=min(_known(a.min, b.min), default=None),
-        max=max(_known(a.max, b.max), default=None),
-        zeros=a.zeros + b.zeros,
-        positive=positive,
-        negative=negative,
-    )
+    return merge_all((a, b))
 
 
 def merge_all(sketches: Iterable[Sketch]) -> Sketch:
