@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 from inspector_builder import DUMP_US, coll
 from kineto_builder import dist_head, kernel, trace
-from service.harness import Aggregate, Processes, collector_args, free_port, sample_value, wait_for
+from service.harness import (
+    Aggregate,
+    Proc,
+    Processes,
+    collector_args,
+    free_port,
+    sample_value,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -57,9 +65,11 @@ def test_an_appended_line_is_on_metrics_and_counted_once(procs: Processes, tmp_p
     assert report["overlap"]["per_rank"]["0"]["source"] == "nccl inspector"
 
 
-def test_a_collector_killed_and_restarted_loses_and_doubles_nothing(
+def three_ops_shown(
     procs: Processes, tmp_path: Path
-) -> None:
+) -> tuple[Aggregate, Proc, Path, tuple[str, ...], Proc]:
+    """An aggregator and a collector tailing a log of 3 AllReduce ops, all 3 on /metrics:
+    (the aggregate, its process, the log, the collector's arguments, the collector)."""
     aggregate = Aggregate(procs, tmp_path, free_port(), free_port())
     server = aggregate.start()
     log = tmp_path / "watch" / "node0-pid100.log"
@@ -68,6 +78,13 @@ def test_a_collector_killed_and_restarted_loses_and_doubles_nothing(
     args = collector_args(tmp_path / "watch", aggregate.endpoint, "n0", tmp_path / "state")
     collector = procs.start("collect", *args)
     wait_for("3 ops on /metrics", lambda: samples(aggregate, "AllReduce", 3))
+    return aggregate, server, log, args, collector
+
+
+def test_a_collector_killed_and_restarted_loses_and_doubles_nothing(
+    procs: Processes, tmp_path: Path
+) -> None:
+    aggregate, server, log, args, collector = three_ops_shown(procs, tmp_path)
     collector.kill()  # SIGKILL: no goodbye, its checkpoint as last written
     collector.wait(30)
     append(log, "".join(coll(0, sn=sn) + "\n" for sn in (4, 5)))
@@ -83,14 +100,7 @@ def test_a_collector_killed_and_restarted_loses_and_doubles_nothing(
 def test_an_aggregator_killed_mid_log_counts_every_op_once(
     procs: Processes, tmp_path: Path
 ) -> None:
-    aggregate = Aggregate(procs, tmp_path, free_port(), free_port())
-    server = aggregate.start()
-    log = tmp_path / "watch" / "node0-pid100.log"
-    log.parent.mkdir(parents=True)
-    append(log, "".join(coll(0, sn=sn) + "\n" for sn in (1, 2, 3)))
-    args = collector_args(tmp_path / "watch", aggregate.endpoint, "n0", tmp_path / "state")
-    collector = procs.start("collect", *args)
-    wait_for("3 ops on /metrics", lambda: samples(aggregate, "AllReduce", 3))
+    aggregate, server, log, _, collector = three_ops_shown(procs, tmp_path)
     server.kill()
     append(log, "".join(coll(0, sn=sn) + "\n" for sn in (4, 5)))
     server = aggregate.start()
