@@ -534,11 +534,17 @@ def test_job_wide_panels_combine_shards_into_the_jobs_figure(
             for job, value in zip("jk", want, strict=True)]}
         for i, want in enumerate(JOB_WIDE.values())
     ]  # fmt: skip
-    (tmp_path / "rules.yml").write_text(json.dumps({"groups": [{"name": "d", "rules": rules}]}))
+    promtool_test(tmp_path, rules, series, cases)
+
+
+def promtool_test(folder: Path, rules: list[Any], series: list[Any], cases: list[Any]) -> None:
+    """`promtool test rules` on these recording rules over these input series: every case
+    holds (a minute apart, evaluated each minute)."""
+    (folder / "rules.yml").write_text(json.dumps({"groups": [{"name": "d", "rules": rules}]}))
     unit = {"interval": "1m", "input_series": series, "promql_expr_test": cases}
     test = {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": [unit]}
-    (tmp_path / "test.yml").write_text(json.dumps(test))
-    done = subprocess.run([require_tool("promtool"), "test", "rules", "test.yml"], cwd=tmp_path,
+    (folder / "test.yml").write_text(json.dumps(test))
+    done = subprocess.run([require_tool("promtool"), "test", "rules", "test.yml"], cwd=folder,
                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -576,10 +582,4 @@ def test_the_histogram_quantiles_combine_shards_into_the_job_s(
          "exp_samples": [{"labels": f'dashboard:{name}{{collective="AllReduce"}}', "value": value}]}
         for name, value in (("p50", 1e10), ("p95", 2.35e10))
     ]  # fmt: skip
-    (tmp_path / "rules.yml").write_text(json.dumps({"groups": [{"name": "d", "rules": rules}]}))
-    unit = {"interval": "1m", "input_series": series, "promql_expr_test": cases}
-    test = {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": [unit]}
-    (tmp_path / "test.yml").write_text(json.dumps(test))
-    done = subprocess.run([require_tool("promtool"), "test", "rules", "test.yml"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
+    promtool_test(tmp_path, rules, series, cases)
