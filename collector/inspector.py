@@ -26,7 +26,16 @@ from typing import Any, Final
 
 import msgspec
 from commscope.collector.classify import collective_type
-from commscope.collector.schema import MAX_LABEL, MAX_RANKS, CollectiveType, CommOp
+from commscope.collector.schema import (
+    MAX_LABEL,
+    MAX_RANKS,
+    CollectiveType,
+    CommOp,
+    EventDropReason,
+    FileStats,
+    RankResult,
+)
+from msgspec.structs import replace
 
 SOURCE: Final = "nccl inspector"  # `RankResult.source` of a rank read from Inspector logs
 NO_COMPUTE: Final = "n/a: NCCL Inspector has no compute kernels"
@@ -197,6 +206,18 @@ def _type(name: str, kind: str) -> CollectiveType:
 def _int(value: object, low: int, high: int) -> int | None:
     """`value` when it is an int in [low, high), else None (bools are not counts)."""
     return value if type(value) is int and low <= value < high else None
+
+
+def as_result(result: RankResult) -> RankResult:
+    """A rank read from Inspector logs, offline or tailed live: marked so, and with no GPU
+    idle time (no compute kernels: it is unknown, not the gaps between NCCL kernels)."""
+    return replace(result, source=SOURCE, gpu_busy_ns=0, gpu_span_ns=0)
+
+
+def count_dropped(stats: FileStats, reason: str, count: int = 1) -> None:
+    """Count `count` lines or ops of a log left out for `reason` (one of the reasons above)."""
+    key: EventDropReason = reason  # type: ignore[assignment]  # an Inspector reason
+    stats.dropped[key] = stats.dropped.get(key, 0) + count
 
 
 def split_lines(buffer: bytes) -> tuple[list[bytes], bytes]:

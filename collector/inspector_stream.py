@@ -28,9 +28,10 @@ from commscope.collector.inspector import (
     Bad,
     LineReader,
     Op,
+    count_dropped,
     cut_lines,
 )
-from commscope.collector.schema import EventDropReason, FileStats, StreamEnd, TraceMeta
+from commscope.collector.schema import FileStats, StreamEnd, TraceMeta
 from commscope.collector.stream import (
     FINGERPRINT_BYTES,
     CancelledError,
@@ -62,8 +63,7 @@ class Tail:
         self.stats.events += 1
 
     def drop(self, reason: str) -> None:
-        key: EventDropReason = reason  # type: ignore[assignment]  # an Inspector reason
-        self.stats.dropped[key] = self.stats.dropped.get(key, 0) + 1
+        count_dropped(self.stats, reason)
 
     def placed(self) -> tuple[TraceMeta, str | None]:
         """The log's rank and world (`place`'s reading), or why the log cannot be placed."""

@@ -19,20 +19,20 @@ from commscope.collector.discover import open_trace
 from commscope.collector.errors import TraceError
 from commscope.collector.inspector import (
     OTHER_COMM,
-    SOURCE,
     TOO_LONG,
     TRUNCATED,
     Bad,
     LineReader,
     Op,
     Placed,
+    as_result,
+    count_dropped,
     cut_lines,
     place,
 )
-from commscope.collector.schema import EventDropReason, FileStats, RankResult, TraceMeta
+from commscope.collector.schema import FileStats, RankResult, TraceMeta
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import ParsedFile
-from msgspec.structs import replace
 
 _CHUNK: Final = 1 << 20
 
@@ -47,7 +47,7 @@ def read(window: str, path: Path) -> list[ParsedFile]:
         raise TraceError(str(path), f"unreadable ({exc})") from None
     placed = place(ops)
     if placed.left_out:
-        _drop(stats, OTHER_COMM, placed.left_out)
+        count_dropped(stats, OTHER_COMM, placed.left_out)
     if not placed.by_rank:
         reasons = ", ".join(f"{n} {why}" for why, n in stats.dropped.items()) or "no record"
         raise TraceError(str(path), f"no NCCL Inspector operation ({reasons})")
@@ -75,10 +75,10 @@ def parse(chunks: Iterable[bytes], stats: FileStats) -> Iterator[Op]:
     for chunk in chunks:
         lines, rest, skipping, too_long = cut_lines(rest, chunk, skipping)
         if too_long:
-            _drop(stats, TOO_LONG)
+            count_dropped(stats, TOO_LONG)
         yield from _ops(reader, lines, stats)
     if rest.strip():
-        _drop(stats, TRUNCATED)
+        count_dropped(stats, TRUNCATED)
 
 
 def _ops(reader: LineReader, lines: list[bytes], stats: FileStats) -> Iterator[Op]:
@@ -88,20 +88,14 @@ def _ops(reader: LineReader, lines: list[bytes], stats: FileStats) -> Iterator[O
             stats.events += 1
             yield found
         elif isinstance(found, Bad):
-            _drop(stats, found.reason)
-
-
-def _drop(stats: FileStats, reason: str, count: int = 1) -> None:
-    key: EventDropReason = reason  # type: ignore[assignment]  # one of the Inspector reasons
-    stats.dropped[key] = stats.dropped.get(key, 0) + count
+            count_dropped(stats, found.reason)
 
 
 def rank_result(ops: Iterable[Op], files: Iterable[str]) -> RankResult:
     """One rank's ops as a result: communication only (no compute kernels: no overlap)."""
     accumulator = Accumulator()
     accumulator.add_all(op.comm_op() for op in ops)
-    # no compute kernels: GPU idle time is unknown, not the gaps between NCCL kernels
-    return replace(accumulator.result(files), source=SOURCE, gpu_busy_ns=0, gpu_span_ns=0)
+    return as_result(accumulator.result(files))
 
 
 def meta(rank: int, world_size: int | None, ops: Iterable[Op]) -> TraceMeta:

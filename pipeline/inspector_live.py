@@ -18,17 +18,18 @@ skews of the last `horizon_s` seconds (at most `max_values` each type) for p50, 
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict, deque
 from typing import Final
 
-from commscope.collector.inspector import SOURCE
+from commscope.collector.inspector import as_result
 from commscope.collector.names import base_name, is_inspector_name
 from commscope.collector.schema import Facts, RankResult, TraceMeta
 from commscope.pipeline.edge import from_facts
 from commscope.pipeline.stats import quantile, sample_values
-from msgspec.structs import replace
 
 
+@functools.lru_cache(maxsize=4096)  # asked for every record the aggregator applies
 def tailed(path: str) -> bool:
     """Whether the stream of `path` is a tailed Inspector log."""
     return is_inspector_name(base_name(path))
@@ -48,7 +49,7 @@ def fed_live(meta: TraceMeta) -> bool:
 
 def finished(result: RankResult | None, meta: TraceMeta) -> RankResult | None:
     """A finished stream's result, marked as read from Inspector logs when it was."""
-    return replace(result, source=SOURCE) if result is not None and fed_live(meta) else result
+    return as_result(result) if result is not None and fed_live(meta) else result
 
 
 Key = tuple[str, int, str]  # (process group, Seq, collective type)
