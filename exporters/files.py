@@ -28,10 +28,11 @@ def write_reports(
         ) from None
     stem = naming.basename(report, fallback_name, now or datetime.now(UTC))
     text_path, json_path = out / f"{stem}.txt", out / f"{stem}.json"
-    text_path.write_text(text.render(report), encoding="utf-8")
+    rendered = text.render(report)
+    text_path.write_text(rendered, encoding="utf-8")
     json_path.write_bytes(jsonreport.render(report))
     html_path = out / f"{stem}.html"
-    html_path.write_text(html.render(report), encoding="utf-8")
+    html_path.write_text(html.render(report, rendered), encoding="utf-8")
     return text_path, json_path, html_path
 
 

@@ -40,8 +40,10 @@ ul { margin: 4px 0 8px; padding-left: 22px; }
 """
 
 
-def render(report: Report) -> str:
-    """The page: header, the five plots, the diagnosis, the text report folded."""
+def render(report: Report, text_report: str | None = None) -> str:
+    """The page: header, the five plots, the diagnosis, the text report folded (`text_report`:
+    `text.render(report)` when the caller has it already)."""
+    shown = text.render(report) if text_report is None else text_report
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -61,7 +63,7 @@ def render(report: Report) -> str:
         htmlplots.step_plot(report),
         *diagnosis(report),
         "<details><summary>The text report (every figure, with its definition)</summary>",
-        f"<pre>{esc(text.render(report))}</pre></details>",
+        f"<pre>{esc(shown)}</pre></details>",
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"
