@@ -126,11 +126,12 @@ class Export:
         self.ranks, self.note = nsys.ranks_of(self._processes)
         world = nsys.world_of(self._processes)
         base = self._base_time()
+        gpus = self._gpu_names()
         for process in self._processes:
             self.meta[process.global_pid] = TraceMeta(
                 rank=self.ranks[process.global_pid],
                 world_size=world,
-                gpu_name=self._gpu_name(process.devices),
+                gpu_name=(gpus.get(process.devices[0]) or None) if process.devices else None,
                 base_time_ns=base,
                 source="nsys",
             )
@@ -249,18 +250,19 @@ class Export:
         row = self._db.execute(query).fetchone()
         return nsys.base_time_ns(*row) if row else None
 
-    def _gpu_name(self, devices: tuple[int, ...]) -> str | None:
-        """The name of the process's lowest CUDA device in TARGET_INFO_GPU, when there."""
-        if "TARGET_INFO_GPU" not in self._tables or not devices:
-            return None
+    def _gpu_names(self) -> dict[int, str]:
+        """Each CUDA device's name in TARGET_INFO_GPU, when there (read once for every
+        process: a process is named by its lowest device)."""
+        if "TARGET_INFO_GPU" not in self._tables:
+            return {}
         columns = self._columns("TARGET_INFO_GPU")
         key = "cudaId" if "cudaId" in columns else "id" if "id" in columns else None
         if key is None or "name" not in columns:
-            return None
-        query = f"SELECT name FROM TARGET_INFO_GPU WHERE {key} = ?"
-        row = self._db.execute(query, (devices[0],)).fetchone()
-        name = row[0].strip() if row and isinstance(row[0], str) else ""
-        return name[:MAX_LABEL] or None
+            return {}
+        names: dict[int, str] = {}  # a device's first row, as a lookup by device would find
+        for device, name in self._db.execute(f"SELECT {key}, name FROM TARGET_INFO_GPU"):
+            names.setdefault(device, name.strip()[:MAX_LABEL] if isinstance(name, str) else "")
+        return names
 
 
 def _connect(path: Path, shown: str) -> sqlite3.Connection:

@@ -229,9 +229,10 @@ def node_major(parsed: list[ParsedFile]) -> list[ParsedFile]:
     shift: dict[tuple[str, str], int] = {}
     for window, counts in files.items():
         if len(counts) > 1:
-            starts = accumulate(counts[path] for path in sorted(counts))
-            shift |= {(window, p): n for p, n in zip(sorted(counts), (0, *starts), strict=False)}
-    return [_shifted(item, shift[key]) if (key := (item.window, item.path)) in shift and item.note
+            paths = sorted(counts)
+            starts = accumulate(counts[path] for path in paths)
+            shift |= {(window, p): n for p, n in zip(paths, (0, *starts), strict=False)}
+    return [_shifted(item, shift[key]) if (key := (item.window, item.path)) in shift
             else item for item in parsed]  # fmt: skip
 
 
