@@ -1,4 +1,4 @@
-"""Writes the NCCL Inspector logs the README's excerpt comes from: 4 ranks on 2 nodes, verbose
+"""Writes the NCCL Inspector logs of docs/inspector.md's excerpt: 4 ranks on 2 nodes, verbose
 (start times kept), in NCCL Inspector's v4.1 layout. The world all-reduce runs at 4 message
 sizes with α = 25 µs and busbw 180 GB/s (t = α + S·2(n-1)/n / β), rank 2 arriving 40 µs after
 the others; each node's two ranks run a TP all-gather (n = 2, 120 GB/s busbw) between them.

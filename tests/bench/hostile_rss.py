@@ -1,4 +1,4 @@
-"""The aggregator's peak RSS under hostile traffic (the figure README quotes).
+"""The aggregator's peak RSS under hostile traffic (the figure docs/service.md quotes).
 
 A real `commscope aggregate` on loopback; from this process, DEALER sockets send, in order:
 random bytes, Hellos nested 1,000 deep, six 200 MB frames (over MAXMSGSIZE: libzmq drops the

@@ -10,7 +10,7 @@ the bytes. What sets the share is therefore the trace bytes a collective: the de
 `--filler` 48 gives 110 events (27 KB of JSON) a collective, as the densest real training
 trace of `../shared/traces` in collectives (V100 all-reduce job: 107 events, 27 KB; the others
 411 to 3,321 events), ~1.7 MB a rank and window: a conservative size that keeps 1,024 ranks x
-2 windows runnable here. More filler, larger files, a smaller share (README "Scale").
+2 windows runnable here. More filler, larger files, a smaller share (docs/performance.md, "Scale").
 
 Then one `commscope aggregate --insecure` on 127.0.0.1 and one `commscope collect --insecure`
 per node (8 ranks), each watching its own folder (`node<N>/`, as on a real node): real
@@ -86,7 +86,7 @@ from simjob import Job, file_name, folder, write_trace
 
 # CPU spans after each launch: ~2.2 x (FILLER + 3) events a collective, ~1.8 MB of JSON a rank
 # and window. The densest real training trace of ../shared/traces in collectives has 107
-# events a collective (V100 all-reduce job), the others 411 to 3,321: see the README's "Scale".
+# events a collective (V100 all-reduce job), the others 411 to 3,321 (docs/performance.md).
 FILLER = 48
 
 T = TypeVar("T")

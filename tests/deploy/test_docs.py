@@ -1,5 +1,6 @@
-"""The repository stands alone: a LICENSE matching pyproject's `license`, and READMEs whose
-links and paths stay inside the repository (a user needs nothing from elsewhere)."""
+"""The repository stands alone: a LICENSE matching pyproject's `license`, and READMEs (and the
+pages of docs/) whose links and paths stay inside the repository (a user needs nothing from
+elsewhere); the README stays short and links every page of docs/."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ from pathlib import Path
 import pytest
 from deploycheck import REPO
 
-READMES = [REPO / "README.md", *sorted((REPO / "deploy").rglob("README.md"))]
+READMES = [
+    REPO / "README.md",
+    *sorted((REPO / "docs").glob("*.md")),
+    *sorted((REPO / "deploy").rglob("README.md")),
+]
 # URLs a README may show: hosts of the user's own deployment, and placeholders.
 OWN_HOSTS = re.compile(
     r"https?://(victoriametrics|alertmanager|localhost|127\.0\.0\.1|[\w.-]*example\.com)\b"
@@ -38,3 +43,10 @@ def test_readme_links_stay_in_the_repository(readme: Path) -> None:
     # the metric contract a user reads is in the repository, not in the workspace beside it
     # (the real traces there are example inputs, not something a user needs)
     assert "../shared/DESIGN" not in text
+
+
+def test_the_readme_stays_short_and_links_every_page_of_docs() -> None:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200  # the details live in docs/, one page a subject
+    for page in sorted((REPO / "docs").glob("*.md")):
+        assert f"(docs/{page.name}" in text, page.name
