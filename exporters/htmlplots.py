@@ -19,7 +19,7 @@ from typing import Final
 
 from commscope.collector.inspector import SOURCE as INSPECTOR
 from commscope.collector.schema import AlphaBeta, RankOverlap, RankSteps, Report, SkewInstances
-from commscope.collector.units import duration, rate
+from commscope.collector.units import duration, rate, size
 from commscope.exporters import svg
 from commscope.exporters.svg import Frame, Scale
 from commscope.exporters.textfmt import pct
@@ -77,11 +77,15 @@ def overlap_maps(report: Report) -> str:
     rows, shown = overlap_rows(report), ranks[:MAX_RANKS]
     exposed_top = max((_exposed(o)[0] or 0.0 for _, per in rows for o in per.values()), default=0.0)
     return (
-        heatmap(rows, shown, _ratio, 1.0, tick=svg.percent, title=OVERLAP_TITLE)
-        + heatmap(rows, shown, _exposed, exposed_top, tick=svg.seconds, title=EXPOSED_TITLE)
+        heatmap(rows, shown, _ratio, 1.0, tick=_percent, title=OVERLAP_TITLE)
+        + heatmap(rows, shown, _exposed, exposed_top, tick=svg.tick(duration), title=EXPOSED_TITLE)
         + capped("ranks", len(shown), len(ranks))
         + capped("windows", MAX_WINDOWS, len(report.windows))
     )
+
+
+def _percent(value: float) -> str:
+    return pct(value, 0)  # the bar's ticks are 0, 25, 50, 75 and 100%
 
 
 def _ratio(o: RankOverlap) -> tuple[float | None, str]:
@@ -238,11 +242,10 @@ def bandwidth_panel(
         fit.points_total > len(fit.points)) else ""  # fmt: skip
     largest = f" (largest of {groups} groups)" if groups > 1 else ""
     body = _panel_title(f"{kind}, group {group}{largest}", _fit_words(fit) + thinned)
-    body += svg.y_axis(frame, sy, svg.log_ticks(y_lo, y_hi), _bps, "busbw (log)")
-    body += svg.x_axis(frame, sx, svg.log_ticks(x_lo, x_hi), _bytes, size_unit)
+    body += svg.y_axis(frame, sy, svg.log_ticks(y_lo, y_hi), svg.tick(rate), "busbw (log)")
+    body += svg.x_axis(frame, sx, svg.log_ticks(x_lo, x_hi), svg.tick(size), size_unit)
     body += [
-        svg.circle(sx(x), sy(y), 3.5, svg.BLUE, title=f"{svg.si(x, 'B')}: {svg.si(y, 'B/s')}")
-        for x, y in points
+        svg.circle(sx(x), sy(y), 3.5, svg.BLUE, title=f"{size(x)}: {rate(y)}") for x, y in points
     ]
     marks, legend = _fit_and_peak(frame, (sx, sy), curve, peak)
     body += marks + svg.legend(legend, frame.left, frame.bottom + 58, frame.width)
@@ -265,7 +268,7 @@ def _fit_and_peak(
         y = sy(peak)
         dashed = svg.line(frame.left, y, frame.right, y, svg.INK, stroke_dasharray="6 4")
         marks.append(dashed)
-        legend.append((f"link peak {svg.si(peak, 'B/s')}", svg.INK, "dash"))
+        legend.append((f"link peak {rate(peak)}", svg.INK, "dash"))
     return marks, legend
 
 
@@ -281,14 +284,6 @@ def _panel_title(title: str, subtitle: str) -> list[str]:
         svg.text(10, 18, title, font_size=svg.FONT + 2, font_weight="bold"),
         svg.text(10, 36, subtitle, font_size=svg.FONT),
     ]
-
-
-def _bps(value: float) -> str:
-    return svg.si(value, "B/s")
-
-
-def _bytes(value: float) -> str:
-    return svg.si(value, "B")
 
 
 # ---------------------------------------------------------------- arrival skew per instance
@@ -326,7 +321,7 @@ def skew_panel(kind: str, found: SkewInstances, slowest: int | None) -> str:
         else ""
     )
     body = _panel_title(f"{kind}: {found.total} matched instances", f"in time order{thinned}")
-    body += svg.y_axis(frame, sy, svg.ticks(0.0, top, 4), svg.seconds, "arrival skew")
+    body += svg.y_axis(frame, sy, svg.ticks(0.0, top, 4), svg.tick(duration), "arrival skew")
     positions = svg.ticks(1.0, float(len(found.skew_s)), 5)
     body += svg.x_axis(frame, sx, [p for p in positions if p == int(p)], _count, "instance")
     for i, (skew, last) in enumerate(zip(found.skew_s, found.last, strict=True), start=1):
@@ -338,7 +333,7 @@ def skew_panel(kind: str, found: SkewInstances, slowest: int | None) -> str:
                 sy(skew),
                 4.5 if mark else 3,
                 svg.VERMILLION if mark else svg.SKY,
-                title=f"instance {i}: skew {svg.seconds(skew)}, {who}",
+                title=f"instance {i}: skew {duration(skew)}, {who}",
                 stroke=svg.INK if mark else "",
             )
         )
@@ -382,7 +377,7 @@ def kernel_bars(report: Report) -> str:
             at = (frame.left - 8, y + height / 2 + 4)
             body.append(svg.text(*at, f"rank {rank}", "end", font_size=font))
         body += _stack(per_rank[str(rank)], categories, sx, (y + 2, height - 4), rank)
-    body += svg.x_axis(frame, sx, svg.ticks(0.0, top, 5), svg.seconds, "GPU time per rank")
+    body += svg.x_axis(frame, sx, svg.ticks(0.0, top, 5), svg.tick(duration), "GPU time per rank")
     return svg.document(WIDTH, int(frame.bottom + 48), "GPU time by kernel category", body) + (
         capped("ranks", len(shown), len(ranks))
     )
@@ -401,7 +396,7 @@ def _stack(
         value = times.get(category, 0.0)
         if value > 0:
             share = f" ({value / total:.1%} of the rank's GPU time)" if total else ""
-            about = f"rank {rank}, {category}: {svg.seconds(value)}{share}"
+            about = f"rank {rank}, {category}: {duration(value)}{share}"
             out.append(
                 svg.rect(
                     sx(start),
@@ -434,7 +429,7 @@ def step_plot(report: Report) -> str:
         "Step time per rank",
         "ProfilerStep durations: each step a ring, the line from min to max, the dot the mean",
     )
-    body += svg.y_axis(frame, sy, svg.ticks(0.0, top, 5), svg.seconds, "step time")
+    body += svg.y_axis(frame, sy, svg.ticks(0.0, top, 5), svg.tick(duration), "step time")
     every = max(1, math.ceil(len(shown) / 32))
     labels = [float(i) for i in range(0, len(shown), every)]
     body += svg.x_axis(frame, sx, labels, lambda i: str(shown[int(i)]), "rank")

@@ -1,10 +1,11 @@
 """Hand-written SVG for the HTML report's plots (pure: data in, strings out).
 
 Scales (linear and log10) map data to pixels; `ticks` and `log_ticks` choose round axis
-values; `si` labels them with a unit (decimal prefixes: KB = 1e3 B, GB/s = 1e9 B/s, as the
-text report). Every piece of text that reaches the page goes through `esc`, so a kernel,
-group or window name holding `<`, `&` or quotes stays text. Colours are Okabe and Ito's
-colour-blind-safe set for categories and viridis for heat maps.
+values; `tick` labels them with `collector.units`' formatters, the ones every tooltip and the
+text report use (decimal units: KB = 1e3 B, GB/s = 1e9 B/s). Every piece of text that reaches
+the page goes through `esc`, so a kernel, group or window name holding `<`, `&` or quotes stays
+text. Colours are Okabe and Ito's colour-blind-safe set for categories and viridis for heat
+maps.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
+
+from commscope.collector.units import fewest
 
 # Okabe & Ito (2008): distinguishable with every common colour-vision deficiency.
 BLUE: Final = "#0072B2"
@@ -39,9 +42,6 @@ VIRIDIS: Final = (
     "#fde725",
 )
 FONT: Final = 12  # px, tick labels; titles and axis labels a little larger
-
-_PREFIXES: Final = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K"), (1.0, ""))
-_TIME: Final = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
 
 
 def esc(text: object) -> str:
@@ -108,26 +108,11 @@ def _clean(value: float) -> float:
     return float(f"{value:.12g}") + 0.0  # no 0.30000000000000004 and no -0.0
 
 
-def si(value: float, unit: str) -> str:
-    """`value` with a decimal prefix (k, M, G, T) on `unit`, four significant digits at most:
-    si(2.5e9, "B/s") = "2.5 GB/s"; si(0, "B") = "0 B"."""
-    if value == 0 or not math.isfinite(value):
-        return f"{value:g} {unit}"
-    factor, prefix = next(((f, p) for f, p in _PREFIXES if abs(value) >= f), _PREFIXES[-1])
-    return f"{value / factor:.4g} {prefix}{unit}"
-
-
-def seconds(value: float) -> str:
-    """A duration in s, ms, µs or ns, four significant digits at most: seconds(0.0123) =
-    "12.3 ms"."""
-    if value == 0 or not math.isfinite(value):
-        return f"{value:g} s"
-    factor, unit = next(((f, u) for f, u in _TIME if abs(value) >= f), _TIME[-1])
-    return f"{value / factor:.4g} {unit}"
-
-
-def percent(value: float) -> str:
-    return f"{value * 100:.4g}%"
+def tick(show: Callable[[float, int], str]) -> Callable[[float], str]:
+    """An axis label: `show` (a `collector.units` formatter, the one the tooltips and the text
+    report use) with the fewest significant figures that write the round tick value: `2.5 ms`,
+    `10 ms`, `500 KB`, not `2.50 ms`."""
+    return lambda value: show(value, fewest(value))
 
 
 def viridis(fraction: float) -> str:

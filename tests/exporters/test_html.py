@@ -221,10 +221,31 @@ def test_a_gpu_time_key_without_a_colour_is_drawn_grey_not_dropped() -> None:
     found = report()
     found.kernels.per_rank["0"].time_s["future"] = 1e-3
     drawn = htmlplots.kernel_bars(found)
-    assert ">future</text>" in drawn and "rank 0, future: 1 ms" in drawn
+    assert ">future</text>" in drawn and "rank 0, future: 1.00 ms" in drawn
 
 
 def test_a_long_window_name_is_cut_with_the_whole_name_as_its_tooltip() -> None:
     name = "iteration_" + "9" * 30
     drawn = htmlplots.overlap_maps(report(name=name))
     assert ">iteration_999999999…<title>" + name + "</title></text>" in drawn
+
+
+def test_tooltips_and_legends_write_figures_as_the_text_report_does() -> None:
+    found = report()
+    found.skew.instances = {"AllReduce": SkewInstances(skew_s=[0.010234], last=[1])}
+    found.network.peak_bandwidth_Bps = 23.456e9
+    drawn = htmlplots.skew_panels(found) + htmlplots.bandwidth_panels(found)
+    assert "skew 10.2 ms" in drawn  # duration(0.010234); the plots' own copy wrote 10.23 ms
+    assert "link peak 23.5 GB/s" in drawn  # rate(23.456e9), not 23.46 GB/s
+    # the fit's point at 1 kB: busbw = 1e3 B / (10 µs + 1e3 B / 10 GB/s) = 99.0099 MB/s
+    assert "1.00 KB: 99.0 MB/s" in drawn
+
+
+QUANTITY = re.compile(r"(\d+(?:\.\d+)?) (?:ns|µs|ms|s|B|KB|MB|GB|TB|PB)(?:/s)?(?![\w/])")
+
+
+def test_no_figure_in_the_plots_has_more_than_three_significant_figures() -> None:
+    plots = html.render(report()).split("<details>")[0]  # the plots, their tooltips, legends
+    figures = [m.group(1) for m in QUANTITY.finditer(plots)]
+    assert len(figures) > 20  # ticks, tooltips, legends and cells were all read
+    assert [f for f in figures if len(f.replace(".", "").lstrip("0")) > 3] == []
