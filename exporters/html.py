@@ -92,7 +92,7 @@ def title(report: Report) -> str:
 
 def header(report: Report) -> Iterator[str]:
     config = report.config
-    where = ", ".join(x for x in (config.gpu_name or gpu_unnamed(report), config.backend) if x)
+    where = ", ".join(x for x in (text.device(report), config.backend) if x)
     windows = len(report.windows)
     yield f"<h1>{esc(title(report))}</h1>"
     yield (
@@ -109,12 +109,6 @@ def header(report: Report) -> Iterator[str]:
             f'<div class="k">{esc(label)}</div></div>'
         )
     yield "</div>"
-
-
-def gpu_unnamed(report: Report) -> str:
-    """What the header says when the traces name no GPU: whether they hold GPU activity."""
-    on_gpu = any(o.source == "gpu kernels" for o in report.overlap.per_rank.values())
-    return "GPU model not named in the traces" if on_gpu else "no GPU in the traces"
 
 
 def cards(report: Report) -> list[tuple[str, str]]:

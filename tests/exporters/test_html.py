@@ -196,13 +196,17 @@ def test_each_step_of_each_window_is_drawn_beside_its_ranks_summary() -> None:
     assert drawn.count("rank 0: a step of 19.0 ms") == 2 and "rank 1: a step" not in drawn
 
 
-def test_the_header_tells_unnamed_gpus_from_no_gpu() -> None:
+def test_the_header_tells_unnamed_gpus_from_no_gpu_as_the_text_report_does() -> None:
     found = report()
     found.config.gpu_name = None
-    assert "GPU model not named in the traces" in html.render(found)
+    assert "GPU unnamed in the traces" in "".join(html.header(found))  # rank 0's kernels
+    found.kernels = Kernels()
+    for entry in found.overlap.per_rank.values():
+        entry.source = "nccl inspector"  # NCCL Inspector logs: no kernels, but NCCL's GPUs
+    assert "GPU unnamed in the traces" in "".join(html.header(found))
     for entry in found.overlap.per_rank.values():
         entry.source = "cpu (gloo)"
-    assert "no GPU in the traces" in html.render(found)
+    assert "no GPU in the traces" in "".join(html.header(found))
 
 
 def test_a_fit_without_a_positive_size_draws_no_panel() -> None:
