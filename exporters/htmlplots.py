@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-from commscope.collector.inspector import SOURCE as INSPECTOR
+from commscope.collector.inspector import inspected
 from commscope.collector.schema import AlphaBeta, RankOverlap, RankSteps, Report, SkewInstances
 from commscope.collector.units import duration, rate, size
 from commscope.exporters import svg
@@ -93,7 +93,7 @@ def _ratio(o: RankOverlap) -> tuple[float | None, str]:
 
 
 def _exposed(o: RankOverlap) -> tuple[float | None, str]:
-    if INSPECTOR in o.source:  # no compute kernels: nothing to be exposed against
+    if inspected(o.source):  # no compute kernels: nothing to be exposed against
         return None, "n/a"
     return o.exposed_comm_time_s, duration(o.exposed_comm_time_s)
 
