@@ -120,8 +120,8 @@ def heatmap(
     for i, (name, per_rank) in enumerate(rows):
         y = frame.top + i * height
         cut = name if len(name) <= 20 else name[:19] + "…"
-        label = svg.text(frame.left - 8, y + height / 2 + 4, cut, "end", font_size=svg.FONT)
-        body.append(label.replace("</text>", svg.tip(name) + "</text>"))
+        middle = y + height / 2 + 4
+        body.append(svg.text(frame.left - 8, middle, cut, "end", title=name, font_size=svg.FONT))
         for j, rank in enumerate(ranks):
             at = (frame.left + j * width, y, width, height)
             body += _cell(at, f"{name}, rank {rank}", per_rank.get(str(rank)), cell, top)
@@ -455,8 +455,15 @@ def step_samples(report: Report) -> dict[str, list[float]]:
 def _rings(x: float, sy: Scale, durations: Sequence[float], rank: int) -> list[str]:
     kept = durations[:: max(1, math.ceil(len(durations) / MAX_STEP_RINGS))]
     return [
-        f'<circle cx="{x:.1f}" cy="{sy(d):.1f}" r="3" fill="none" stroke="{svg.GREY}">'
-        f"{svg.tip(f'rank {rank}: a step of {duration(d)}')}</circle>"
+        svg.circle(
+            x,
+            sy(d),
+            3,
+            "none",
+            title=f"rank {rank}: a step of {duration(d)}",
+            stroke=svg.GREY,
+            width=1,
+        )
         for d in kept
     ]
 

@@ -151,9 +151,15 @@ def document(width: int, height: int, label: str, body: Sequence[str]) -> str:
     )
 
 
-def text(x: float, y: float, content: str, anchor: str = "start", **style: str | int) -> str:
+def text(
+    x: float, y: float, content: str, anchor: str = "start", *, title: str = "", **style: str | int
+) -> str:
+    """`content` at (x, y); `title`: its tooltip (the whole of a label cut short)."""
     extra = "".join(f' {k.replace("_", "-")}="{esc(v)}"' for k, v in style.items())
-    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{extra}>{esc(content)}</text>'
+    inner = tip(title) if title else ""
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{extra}>{inner}{esc(content)}</text>'
+    )
 
 
 def tip(content: str) -> str:
@@ -169,8 +175,18 @@ def rect(x: float, y: float, w: float, h: float, fill: str, *, title: str = "") 
     )
 
 
-def circle(x: float, y: float, r: float, fill: str, *, title: str = "", stroke: str = "") -> str:
-    edge = f' stroke="{stroke}" stroke-width="1.5"' if stroke else ""
+def circle(
+    x: float,
+    y: float,
+    r: float,
+    fill: str,
+    *,
+    title: str = "",
+    stroke: str = "",
+    width: float = 1.5,
+) -> str:
+    """A dot (`fill`), or a ring (fill "none", `stroke` `width` px wide)."""
+    edge = f' stroke="{stroke}" stroke-width="{width:g}"' if stroke else ""
     inner = tip(title) if title else ""
     return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r:g}" fill="{fill}"{edge}>{inner}</circle>'
 
@@ -260,7 +276,7 @@ def swatch(x: float, y: float, colour: str, mark: str) -> str:
     if mark == "dot":
         return circle(x + 6, y, 4, colour)
     if mark == "ring":
-        return f'<circle cx="{x + 6:.1f}" cy="{y:.1f}" r="3.5" fill="none" stroke="{colour}"/>'
+        return circle(x + 6, y, 3.5, "none", stroke=colour, width=1)
     if mark in {"line", "dash"}:
         dash = {"stroke_dasharray": "4 2"} if mark == "dash" else {}
         return line(x, y, x + 12, y, colour, stroke_width=2, **dash)

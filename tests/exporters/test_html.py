@@ -231,7 +231,7 @@ def test_a_gpu_time_key_without_a_colour_is_drawn_grey_not_dropped() -> None:
 def test_a_long_window_name_is_cut_with_the_whole_name_as_its_tooltip() -> None:
     name = "iteration_" + "9" * 30
     drawn = htmlplots.overlap_maps(report(name=name))
-    assert ">iteration_999999999…<title>" + name + "</title></text>" in drawn
+    assert "><title>" + name + "</title>iteration_999999999…</text>" in drawn
 
 
 def test_tooltips_and_legends_write_figures_as_the_text_report_does() -> None:

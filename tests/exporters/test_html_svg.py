@@ -92,6 +92,19 @@ def test_text_with_markup_stays_text_in_well_formed_svg() -> None:
     assert root.find(f".//{namespace}script") is None
 
 
+def test_text_and_circles_carry_their_tooltip_as_a_title_child() -> None:
+    label = ET.fromstring(svg.text(1, 2, "iter…", title="iter<1>", font_size=12))
+    assert (label.text, label[0].tag, label[0].text) == (None, "title", "iter<1>")
+    assert label[0].tail == "iter…" and label.get("font-size") == "12"
+    ring = ET.fromstring(svg.circle(1, 2, 3, "none", title="a step", stroke="#999999", width=1))
+    assert (ring.get("fill"), ring.get("stroke"), ring.get("stroke-width")) == (
+        "none",
+        "#999999",
+        "1",
+    )
+    assert ring[0].text == "a step"
+
+
 def test_legend_wraps_items_that_do_not_fit_the_width() -> None:
     drawn = svg.legend([("aaaaaaaaaa", svg.BLUE), ("bbbbbbbbbb", svg.ORANGE)], 0, 20, 120)
     # each item takes 22 + 7 x 10 = 92 px: the second starts a new row, 18 px lower
