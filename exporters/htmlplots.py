@@ -177,6 +177,9 @@ def _colour_bar(
 # ---------------------------------------------------------------- busbw against message size
 
 PANEL: Final = (440, 330)  # width, height; the plot area leaves room for a 2-row legend
+# the plot area of a panel: room on the right for half the last x tick's label (`100 MB`)
+PANEL_FRAME: Final = Frame(86, 56, PANEL[0] - 118, PANEL[1] - 140)
+TITLE_CHARS: Final = 44  # a panel's bold title, cut beyond (the whole in its tooltip)
 
 
 def bandwidth_panels(report: Report) -> str:
@@ -234,7 +237,7 @@ def bandwidth_panel(
     y_lo, y_hi = _log_span(
         [y for _, y in points] + [y for _, y in curve] + ([peak] if peak else [])
     )
-    frame = Frame(86, 56, PANEL[0] - 102, PANEL[1] - 140)
+    frame = PANEL_FRAME
     sx = Scale(x_lo, x_hi, frame.left, frame.right, log=True)
     sy = Scale(y_lo, y_hi, frame.bottom, frame.top, log=True)
     size_unit = "message size (log)" if fit.bus_factor else "bus bytes S·F (log; F varies)"
@@ -280,8 +283,10 @@ def _fit_words(fit: AlphaBeta) -> str:
 
 
 def _panel_title(title: str, subtitle: str) -> list[str]:
+    cut = title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1] + "…"
+    whole = title if cut != title else ""
     return [
-        svg.text(10, 18, title, font_size=svg.FONT + 2, font_weight="bold"),
+        svg.text(10, 18, cut, title=whole, font_size=svg.FONT + 2, font_weight="bold"),
         svg.text(10, 36, subtitle, font_size=svg.FONT),
     ]
 
@@ -311,8 +316,8 @@ def skew_panels(report: Report) -> str:
 
 
 def skew_panel(kind: str, found: SkewInstances, slowest: int | None) -> str:
-    frame = Frame(86, 56, PANEL[0] - 102, PANEL[1] - 140)
-    top = svg.nice_top(max(found.skew_s, default=0.0))
+    frame = PANEL_FRAME
+    top = svg.nice_top(max(found.skew_s, default=0.0), 4)  # as many intervals as its ticks
     sx = Scale(0.5, max(len(found.skew_s), 1) + 0.5, frame.left, frame.right)
     sy = Scale(0.0, top, frame.bottom, frame.top)
     thinned = (
@@ -320,7 +325,8 @@ def skew_panel(kind: str, found: SkewInstances, slowest: int | None) -> str:
         if found.total > len(found.skew_s)
         else ""
     )
-    body = _panel_title(f"{kind}: {found.total} matched instances", f"in time order{thinned}")
+    instances = f"{found.total} matched instance{'s' * (found.total != 1)}"
+    body = _panel_title(f"{kind}: {instances}", f"in time order{thinned}")
     body += svg.y_axis(frame, sy, svg.ticks(0.0, top, 4), svg.tick(duration), "arrival skew")
     positions = svg.ticks(1.0, float(len(found.skew_s)), 5)
     body += svg.x_axis(frame, sx, [p for p in positions if p == int(p)], _count, "instance")
@@ -357,7 +363,7 @@ def kernel_bars(report: Report) -> str:
         return note("No GPU activity in the traces: no GPU time to break down.")
     ranks = _ranks(list(per_rank))
     shown = ranks[:MAX_RANKS]
-    keys = {c for r in shown for c in per_rank[str(r)]}
+    keys = {c for r in shown for c, t in per_rank[str(r)].items() if t > 0}  # in the bars
     categories = [c for c in CATEGORY_COLOURS if c in keys] + sorted(keys - set(CATEGORY_COLOURS))
     top = svg.nice_top(max(math.fsum(per_rank[str(r)].values()) for r in shown))
     height = 22 if len(shown) <= 24 else 11

@@ -250,7 +250,8 @@ def x_axis(
         x = scale(value)
         out.append(line(x, frame.bottom, x, frame.bottom + 4, INK))
         out.append(text(x, frame.bottom + 17, label(value), "middle", font_size=FONT))
-    out.append(text(frame.left + frame.width / 2, frame.bottom + 36, title, "middle"))
+    middle = frame.left + frame.width / 2
+    out.append(text(middle, frame.bottom + 36, title, "middle", font_size=FONT + 1))
     return out
 
 

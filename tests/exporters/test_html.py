@@ -253,3 +253,54 @@ def test_no_figure_in_the_plots_has_more_than_three_significant_figures() -> Non
     figures = [m.group(1) for m in QUANTITY.finditer(plots)]
     assert len(figures) > 20  # ticks, tooltips, legends and cells were all read
     assert [f for f in figures if len(f.replace(".", "").lstrip("0")) > 3] == []
+
+
+SVG_NS = "{http://www.w3.org/2000/svg}"
+
+
+def sticking_out(drawn: str) -> list[str]:
+    """Each text of the plots that would reach past its SVG's edges, its width estimated at
+    0.6 em a character (0.68 em bold): DejaVu Sans, chromium's sans-serif on Debian, draws
+    digits 0.64 em wide and lower case 0.5 to 0.65 em."""
+    found = []
+    for one in re.findall(r"<svg .*?</svg>", drawn, flags=re.S):
+        root = ET.fromstring(one)
+        width = float(root.get("width", "0"))
+        for label in root.iter(SVG_NS + "text"):
+            if label.get("transform"):
+                continue  # an axis title turned along the y axis, near the left edge
+            content = (label.text or "") + "".join(child.tail or "" for child in label)
+            em = 0.68 if label.get("font-weight") == "bold" else 0.6
+            wide = len(content) * float(label.get("font-size", "16")) * em
+            x = float(label.get("x", "0"))
+            left = {"start": x, "middle": x - wide / 2, "end": x - wide}[label.get("text-anchor")]
+            if left < 0 or left + wide > width:
+                found.append(content)
+    return found
+
+
+def test_no_label_of_the_plots_reaches_past_their_edges() -> None:
+    found = report()
+    edge = fit()  # points at 20 MB and 77 MB: the axis ends at 1.3 x 77 MB, its last tick 100 MB
+    edge.points = [(2e7, 1e-5 + 2e7 / 1e10), (7.7e7, 1e-5 + 7.7e7 / 1e10)]
+    group = "tp_group_of_the_first_pipeline_stage_and_some"
+    found.alpha_beta = {"0": {"AllReduce": fit()}, group: {"AllGather": edge}}
+    drawn = htmlplots.bandwidth_panels(found) + htmlplots.skew_panels(found)
+    drawn += htmlplots.overlap_maps(found) + htmlplots.kernel_bars(found)
+    assert sticking_out(drawn + htmlplots.step_plot(found)) == []
+    assert f"<title>AllGather, group {group}</title>" in drawn  # cut, the whole as its tooltip
+
+
+def test_a_skew_axis_labels_a_tick_above_every_point() -> None:
+    found = report()
+    found.skew.instances = {"AllReduce": SkewInstances(skew_s=[1.1e-3], last=[0], total=1)}
+    drawn = htmlplots.skew_panels(found)
+    # 4 intervals: ticks 0, 500 µs, 1 ms, 1.5 ms and the axis ends at the last (was 1.25 ms,
+    # from 5 intervals, above its last label, 1 ms, with the point between them)
+    assert ">1.5 ms</text>" in drawn and "AllReduce: 1 matched instance<" in drawn
+
+
+def test_the_gpu_time_legend_names_only_categories_in_the_bars() -> None:
+    found = report()
+    found.kernels.per_rank["0"].time_s["attention"] = 0.0
+    assert ">attention</text>" not in htmlplots.kernel_bars(found)
