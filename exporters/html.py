@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final
 
+from commscope.collector.inspector import inspected
 from commscope.collector.schema import Report
 from commscope.collector.units import duration, rate
 from commscope.exporters import htmlplots, text
@@ -114,7 +115,8 @@ def header(report: Report) -> Iterator[str]:
 def cards(report: Report) -> list[tuple[str, str]]:
     """(value, what it is) for the header, formatted as the text report formats them."""
     slowest = report.skew.slowest_rank
-    exposed = [o.exposed_comm_time_s for o in report.overlap.per_rank.values()]
+    ranks = report.overlap.per_rank.values()  # an Inspector rank's exposed time is unknown
+    exposed = [o.exposed_comm_time_s for o in ranks if not inspected(o.source)]
     return [
         (duration(report.throughput.iteration_time_s), "iteration time (mean over ranks)"),
         (pct(report.overlap.mean), "overlap (mean over ranks)"),

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-from commscope.collector.inspector import inspected
+from commscope.collector.inspector import NO_COMPUTE, inspected
 from commscope.collector.schema import AlphaBeta, RankOverlap, RankSteps, Report, SkewInstances
 from commscope.collector.units import duration, rate, size
 from commscope.exporters import svg
@@ -74,6 +74,8 @@ def overlap_maps(report: Report) -> str:
     ranks = _ranks(list(report.overlap.per_rank))
     if not ranks:
         return note("No rank has communication or compute time: nothing to plot.")
+    if _all_inspected(report):
+        return note(f"No overlap or exposed communication to plot ({NO_COMPUTE}).")
     rows, shown = overlap_rows(report), ranks[:MAX_RANKS]
     exposed_top = max((_exposed(o)[0] or 0.0 for _, per in rows for o in per.values()), default=0.0)
     return (
@@ -82,6 +84,12 @@ def overlap_maps(report: Report) -> str:
         + capped("ranks", len(shown), len(ranks))
         + capped("windows", MAX_WINDOWS, len(report.windows))
     )
+
+
+def _all_inspected(report: Report) -> bool:
+    """Every rank was read from NCCL Inspector logs (none has compute kernels)."""
+    found = report.overlap.per_rank.values()
+    return bool(found) and all(inspected(o.source) for o in found)
 
 
 def _percent(value: float) -> str:
@@ -201,7 +209,17 @@ def bandwidth_panels(report: Report) -> str:
              "collective's group of most bus bytes.")
         if len(fits) > len(panels) else ""
     )  # fmt: skip
-    return '<div class="panels">' + "".join(panels) + "</div>" + more
+    return '<div class="panels">' + "".join(panels) + "</div>" + _no_peak(report) + more
+
+
+def _no_peak(report: Report) -> str:
+    """Why no dashed link peak is drawn, when none is known."""
+    found = report.network
+    return (
+        ""
+        if found.peak_bandwidth_Bps
+        else note(f"No link peak drawn: {found.peak_source or 'not known'}.")
+    )
 
 
 def bandwidth_points(fit: AlphaBeta) -> list[tuple[float, float]]:
@@ -317,7 +335,8 @@ def skew_panels(report: Report) -> str:
 
 def skew_panel(kind: str, found: SkewInstances, slowest: int | None) -> str:
     frame = PANEL_FRAME
-    top = svg.nice_top(max(found.skew_s, default=0.0), 4)  # as many intervals as its ticks
+    most = max(found.skew_s, default=0.0) or 1e-6  # every skew 0: a 1 µs axis, not 1 s
+    top = svg.nice_top(most, 4)  # as many intervals as its ticks
     sx = Scale(0.5, max(len(found.skew_s), 1) + 0.5, frame.left, frame.right)
     sy = Scale(0.0, top, frame.bottom, frame.top)
     thinned = (
@@ -359,6 +378,8 @@ def _count(value: float) -> str:
 
 def kernel_bars(report: Report) -> str:
     per_rank = {r: k.time_s for r, k in report.kernels.per_rank.items() if k.time_s}
+    if not per_rank and _all_inspected(report):
+        return note(f"No GPU time by kernel category to plot ({NO_COMPUTE}).")
     if not per_rank:
         return note("No GPU activity in the traces: no GPU time to break down.")
     ranks = _ranks(list(per_rank))

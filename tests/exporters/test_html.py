@@ -304,3 +304,42 @@ def test_the_gpu_time_legend_names_only_categories_in_the_bars() -> None:
     found = report()
     found.kernels.per_rank["0"].time_s["attention"] = 0.0
     assert ">attention</text>" not in htmlplots.kernel_bars(found)
+
+
+def inspected_only() -> Report:
+    """Ranks read from NCCL Inspector logs: collectives only, no kernels, no compute."""
+    found = report()
+    found.kernels = Kernels()
+    for entry in found.overlap.per_rank.values():
+        entry.source, entry.ratio = "nccl inspector", None
+    return found
+
+
+def test_an_inspector_page_says_why_it_has_no_overlap_exposed_or_kernel_time() -> None:
+    found = inspected_only()
+    why = "(n/a: NCCL Inspector has no compute kernels)."
+    assert htmlplots.overlap_maps(found) == htmlplots.note(
+        f"No overlap or exposed communication to plot {why}"
+    )
+    assert htmlplots.kernel_bars(found) == htmlplots.note(
+        f"No GPU time by kernel category to plot {why}"
+    )
+    # exposed = comm time under no compute: unknown without compute kernels, not 7.5 ms
+    assert ("n/a", "exposed communication (worst rank)") in html.cards(found)
+
+
+def test_a_skew_series_of_zeros_is_drawn_on_a_microsecond_axis() -> None:
+    found = report()
+    found.skew.instances = {
+        "AllGather": SkewInstances(skew_s=[0.0, 0.0], last=[None, None], total=2)
+    }
+    drawn = htmlplots.skew_panels(found)
+    assert ">1 µs</text>" in drawn and ">1 s</text>" not in drawn  # ticks 0, 250 ns … 1 µs
+
+
+def test_the_panels_say_why_no_link_peak_is_drawn() -> None:
+    found = report()
+    found.network = Network(peak_source="GPU unknown (no deviceProperties); give --peak-bandwidth")
+    drawn = htmlplots.bandwidth_panels(found)
+    assert "No link peak drawn: GPU unknown (no deviceProperties); give --peak-bandwidth." in drawn
+    assert "No link peak drawn" not in htmlplots.bandwidth_panels(report())  # 50 GB/s known
