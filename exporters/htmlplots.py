@@ -215,11 +215,9 @@ def bandwidth_panels(report: Report) -> str:
 def _no_peak(report: Report) -> str:
     """Why no dashed link peak is drawn, when none is known."""
     found = report.network
-    return (
-        ""
-        if found.peak_bandwidth_Bps
-        else note(f"No link peak drawn: {found.peak_source or 'not known'}.")
-    )
+    if found.peak_bandwidth_Bps:
+        return ""
+    return note(f"No link peak drawn: {found.peak_source or 'not known'}.")
 
 
 def bandwidth_points(fit: AlphaBeta) -> list[tuple[float, float]]:
