@@ -214,6 +214,12 @@ def as_result(result: RankResult) -> RankResult:
     return replace(result, source=SOURCE, gpu_busy_ns=0, gpu_span_ns=0)
 
 
+def inspected(source: str) -> bool:
+    """Whether a rank's `source` (`RankResult.source`, `RankOverlap.source`; `a + b` when merged
+    over windows) says it was read from NCCL Inspector logs, which hold no compute kernels."""
+    return SOURCE in source
+
+
 def count_dropped(stats: FileStats, reason: str, count: int = 1) -> None:
     """Count `count` lines or ops of a log left out for `reason` (one of the reasons above)."""
     key: EventDropReason = reason  # type: ignore[assignment]  # an Inspector reason

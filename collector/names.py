@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from commscope.collector.schema import MAX_RANKS
+from commscope.collector.schema import INSPECTOR_LOGS, MAX_RANKS
 
 _TRACE_SUFFIXES: Final = (".json", ".json.gz")
 # Inputs by kind: Kineto traces; Nsight Systems SQLite exports; Nsight Systems reports, which
@@ -43,7 +43,7 @@ def input_kind(name: str) -> str | None:
     """What reads a file of this name (`kineto`, `nsys`, `inspector`; `nsys-rep`: a report to
     export first), None for a name that is no input."""
     if is_inspector_name(name):
-        return "inspector"
+        return INSPECTOR_LOGS
     return next((kind for suffixes, kind in _KINDS if name.endswith(suffixes)), None)
 
 

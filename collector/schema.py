@@ -38,6 +38,8 @@ GROUP_SOURCES: Final[tuple[GroupSource, ...]] = get_args(GroupSource)
 # The format a rank's events were read from: PyTorch profiler (Kineto) JSON, an Nsight Systems
 # SQLite export, or NCCL Inspector JSONL.
 Source = Literal["kineto", "nsys", "inspector"]
+# `TraceMeta.source` of NCCL Inspector logs (their ranks' results: `collector.inspector.SOURCE`)
+INSPECTOR_LOGS: Final[Source] = "inspector"
 
 CollectiveType = Literal[
     "AllReduce",

@@ -1,11 +1,13 @@
 """Quantities in units a person reads (pure): the one formatter behind every figure commscope
-prints, in the report (exporters/textfmt.py) and in the findings the pipeline words.
+prints, in the report (exporters/textfmt.py), the HTML report's plots and tooltips, and the
+findings the pipeline words.
 
 A quantity scales to the unit that keeps 1 to 999 of it and shows three significant figures
-(`4.06 MB/s`, `10.2 ms`, `544 B`), never scientific notation: data in decimal units
-(1 KB = 10^3 B, MB = 10^6 B, GB = 10^9 B, as nccl-tests counts GB/s), times in ns, µs, ms or s,
-bandwidth in B/s to TB/s, FLOPs in SI prefixes. Past the largest unit the integer digits all
-stay (`12345 s`). "n/a" for unknown values.
+(`4.06 MB/s`, `10.2 ms`, `544 B`; a plot's round axis ticks as few as they need, `digits`),
+never scientific notation: data in decimal units (1 KB = 10^3 B, MB = 10^6 B, GB = 10^9 B,
+as nccl-tests counts GB/s), times in ns, µs, ms or s, bandwidth in B/s to TB/s, FLOPs in SI
+prefixes. Past the largest unit the integer digits all stay (`12345 s`). "n/a" for unknown
+values.
 """
 
 from __future__ import annotations
@@ -29,47 +31,58 @@ UNITS_NOTE: Final = (
 )
 
 
-def quantity(value: float | None, units: Units, whole_base: bool = False) -> str:
-    """`value` (in the base unit) in the unit that keeps 1 to 999 of it, three significant
-    figures; `whole_base`: an integral value in the base unit shows no decimals (`16 B`)."""
+def quantity(
+    value: float | None, units: Units, whole_base: bool = False, digits: int = SIGNIFICANT
+) -> str:
+    """`value` (in the base unit) in the unit that keeps 1 to 999 of it, `digits` significant
+    figures (three; a plot's round tick values fewer, see `fewest`); `whole_base`: an integral
+    value in the base unit shows no decimals (`16 B`)."""
     if value is None or not math.isfinite(value):
         return "n/a"
     if value == 0:
         return f"0 {next(name for factor, name in units if factor == 1)}"
     top, top_name = units[0]
-    if abs(value) >= 999.5 * top:  # past the largest unit: every integer digit stays
-        return f"{value / top:.0f} {top_name}"
-    rounded = _round(value)
+    if abs(value) >= (1000 - 5 * 10.0 ** (2 - digits)) * top:  # rounds to 1000 of it or more:
+        return f"{value / top:.0f} {top_name}"  # past the largest unit every integer digit stays
+    rounded = _round(value, digits)
     factor, name = next(((f, n) for f, n in units if abs(rounded) >= f), units[-1])
     if whole_base and factor == units[-1][0] and rounded == int(rounded):
         return f"{int(rounded)} {name}"
-    return f"{_digits(rounded / factor)} {name}"
+    return f"{_digits(rounded / factor, digits)} {name}"
 
 
-def _round(value: float) -> float:
-    """`value` to SIGNIFICANT significant figures."""
-    return round(value, SIGNIFICANT - 1 - math.floor(math.log10(abs(value))))
+def fewest(value: float, most: int = SIGNIFICANT) -> int:
+    """The fewest significant figures (1 to `most`) that write `value` as `most` do: 1 for
+    0.005, 2 for 0.0025, 3 for 0.0125 (a plot's tick reads `5 ms`, not `5.00 ms`)."""
+    if value == 0 or not math.isfinite(value):
+        return 1
+    return next(d for d in range(1, most + 1) if _round(value, d) == _round(value, most))
 
 
-def _digits(value: float) -> str:
+def _round(value: float, digits: int) -> float:
+    """`value` to `digits` significant figures."""
+    return round(value, digits - 1 - math.floor(math.log10(abs(value))))
+
+
+def _digits(value: float, digits: int) -> str:
     """A number already rounded, with as many decimals as its significant figures need."""
     magnitude = math.floor(math.log10(abs(value))) if value else 0
-    return f"{value:.{max(0, SIGNIFICANT - 1 - magnitude)}f}"
+    return f"{value:.{max(0, digits - 1 - magnitude)}f}"
 
 
-def size(value: float | None) -> str:
+def size(value: float | None, digits: int = SIGNIFICANT) -> str:
     """Bytes: `544 B`, `1.09 KB`, `108 MB`."""
-    return quantity(value, BYTES, whole_base=True)
+    return quantity(value, BYTES, whole_base=True, digits=digits)
 
 
-def rate(value: float | None) -> str:
+def rate(value: float | None, digits: int = SIGNIFICANT) -> str:
     """Bytes per second: `4.06 MB/s`, `41.8 GB/s`."""
-    return quantity(value, RATES)
+    return quantity(value, RATES, digits=digits)
 
 
-def duration(value: float | None) -> str:
+def duration(value: float | None, digits: int = SIGNIFICANT) -> str:
     """Seconds: `582 µs`, `10.2 ms`, `1.50 s`."""
-    return quantity(value, TIMES)
+    return quantity(value, TIMES, digits=digits)
 
 
 def flops(value: float | None) -> str:

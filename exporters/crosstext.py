@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from commscope.collector.inspector import NO_COMPUTE
-from commscope.collector.inspector import SOURCE as INSPECTOR
+from commscope.collector.inspector import NO_COMPUTE, inspected
 from commscope.collector.schema import Clocks, Matching, Report
 from commscope.collector.units import duration, flop_rate, flops, rate, size
 from commscope.exporters.textfmt import na, pct, rank_list, row
@@ -69,7 +68,7 @@ _RANK_WIDTHS = [6, 11, 11, 11, 7, 12, 12]
 def kernel_lines(report: Report) -> Iterator[str]:
     k = report.kernels
     if not k.per_rank:
-        if any(INSPECTOR in o.source for o in report.overlap.per_rank.values()):
+        if any(inspected(o.source) for o in report.overlap.per_rank.values()):
             yield f"GPU time by category and idle time: {NO_COMPUTE}"
             return
         yield "No GPU activity in the traces (CPU-only run): no kernel breakdown or GPU idle time."

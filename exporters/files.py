@@ -16,10 +16,15 @@ from msgspec.structs import replace
 
 
 def write_reports(
-    report: Report, out: Path, fallback_name: str, now: datetime | None = None
+    report: Report,
+    out: Path,
+    fallback_name: str,
+    now: datetime | None = None,
+    rendered: str | None = None,
 ) -> tuple[Path, Path, Path]:
     """`out/<timestamp>_<model>_….txt`, `.json` and `.html`, the time `now` (default: the
-    clock's); ConfigError if `out` cannot be made."""
+    clock's; `rendered`: `text.render(report)` when the caller has it already); ConfigError if
+    `out` cannot be made."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -28,7 +33,7 @@ def write_reports(
         ) from None
     stem = naming.basename(report, fallback_name, now or datetime.now(UTC))
     text_path, json_path = out / f"{stem}.txt", out / f"{stem}.json"
-    rendered = text.render(report)
+    rendered = text.render(report) if rendered is None else rendered
     text_path.write_text(rendered, encoding="utf-8")
     json_path.write_bytes(jsonreport.render(report))
     html_path = out / f"{stem}.html"

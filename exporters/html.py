@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final
 
+from commscope.collector.inspector import inspected
 from commscope.collector.schema import Report
 from commscope.collector.units import duration, rate
 from commscope.exporters import htmlplots, text
@@ -92,7 +93,7 @@ def title(report: Report) -> str:
 
 def header(report: Report) -> Iterator[str]:
     config = report.config
-    where = ", ".join(x for x in (config.gpu_name or gpu_unnamed(report), config.backend) if x)
+    where = ", ".join(x for x in (text.device(report), config.backend) if x)
     windows = len(report.windows)
     yield f"<h1>{esc(title(report))}</h1>"
     yield (
@@ -111,16 +112,11 @@ def header(report: Report) -> Iterator[str]:
     yield "</div>"
 
 
-def gpu_unnamed(report: Report) -> str:
-    """What the header says when the traces name no GPU: whether they hold GPU activity."""
-    on_gpu = any(o.source == "gpu kernels" for o in report.overlap.per_rank.values())
-    return "GPU model not named in the traces" if on_gpu else "no GPU in the traces"
-
-
 def cards(report: Report) -> list[tuple[str, str]]:
     """(value, what it is) for the header, formatted as the text report formats them."""
     slowest = report.skew.slowest_rank
-    exposed = [o.exposed_comm_time_s for o in report.overlap.per_rank.values()]
+    ranks = report.overlap.per_rank.values()  # an Inspector rank's exposed time is unknown
+    exposed = [o.exposed_comm_time_s for o in ranks if not inspected(o.source)]
     return [
         (duration(report.throughput.iteration_time_s), "iteration time (mean over ranks)"),
         (pct(report.overlap.mean), "overlap (mean over ranks)"),

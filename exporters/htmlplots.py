@@ -17,9 +17,9 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-from commscope.collector.inspector import SOURCE as INSPECTOR
+from commscope.collector.inspector import NO_COMPUTE, inspected
 from commscope.collector.schema import AlphaBeta, RankOverlap, RankSteps, Report, SkewInstances
-from commscope.collector.units import duration, rate
+from commscope.collector.units import duration, rate, size
 from commscope.exporters import svg
 from commscope.exporters.svg import Frame, Scale
 from commscope.exporters.textfmt import pct
@@ -74,14 +74,26 @@ def overlap_maps(report: Report) -> str:
     ranks = _ranks(list(report.overlap.per_rank))
     if not ranks:
         return note("No rank has communication or compute time: nothing to plot.")
+    if _all_inspected(report):
+        return note(f"No overlap or exposed communication to plot ({NO_COMPUTE}).")
     rows, shown = overlap_rows(report), ranks[:MAX_RANKS]
     exposed_top = max((_exposed(o)[0] or 0.0 for _, per in rows for o in per.values()), default=0.0)
     return (
-        heatmap(rows, shown, _ratio, 1.0, tick=svg.percent, title=OVERLAP_TITLE)
-        + heatmap(rows, shown, _exposed, exposed_top, tick=svg.seconds, title=EXPOSED_TITLE)
+        heatmap(rows, shown, _ratio, 1.0, tick=_percent, title=OVERLAP_TITLE)
+        + heatmap(rows, shown, _exposed, exposed_top, tick=svg.tick(duration), title=EXPOSED_TITLE)
         + capped("ranks", len(shown), len(ranks))
         + capped("windows", MAX_WINDOWS, len(report.windows))
     )
+
+
+def _all_inspected(report: Report) -> bool:
+    """Every rank was read from NCCL Inspector logs (none has compute kernels)."""
+    found = report.overlap.per_rank.values()
+    return bool(found) and all(inspected(o.source) for o in found)
+
+
+def _percent(value: float) -> str:
+    return pct(value, 0)  # the bar's ticks are 0, 25, 50, 75 and 100%
 
 
 def _ratio(o: RankOverlap) -> tuple[float | None, str]:
@@ -89,7 +101,7 @@ def _ratio(o: RankOverlap) -> tuple[float | None, str]:
 
 
 def _exposed(o: RankOverlap) -> tuple[float | None, str]:
-    if INSPECTOR in o.source:  # no compute kernels: nothing to be exposed against
+    if inspected(o.source):  # no compute kernels: nothing to be exposed against
         return None, "n/a"
     return o.exposed_comm_time_s, duration(o.exposed_comm_time_s)
 
@@ -116,8 +128,8 @@ def heatmap(
     for i, (name, per_rank) in enumerate(rows):
         y = frame.top + i * height
         cut = name if len(name) <= 20 else name[:19] + "…"
-        label = svg.text(frame.left - 8, y + height / 2 + 4, cut, "end", font_size=svg.FONT)
-        body.append(label.replace("</text>", svg.tip(name) + "</text>"))
+        middle = y + height / 2 + 4
+        body.append(svg.text(frame.left - 8, middle, cut, "end", title=name, font_size=svg.FONT))
         for j, rank in enumerate(ranks):
             at = (frame.left + j * width, y, width, height)
             body += _cell(at, f"{name}, rank {rank}", per_rank.get(str(rank)), cell, top)
@@ -173,6 +185,9 @@ def _colour_bar(
 # ---------------------------------------------------------------- busbw against message size
 
 PANEL: Final = (440, 330)  # width, height; the plot area leaves room for a 2-row legend
+# the plot area of a panel: room on the right for half the last x tick's label (`100 MB`)
+PANEL_FRAME: Final = Frame(86, 56, PANEL[0] - 118, PANEL[1] - 140)
+TITLE_CHARS: Final = 44  # a panel's bold title, cut beyond (the whole in its tooltip)
 
 
 def bandwidth_panels(report: Report) -> str:
@@ -194,7 +209,15 @@ def bandwidth_panels(report: Report) -> str:
              "collective's group of most bus bytes.")
         if len(fits) > len(panels) else ""
     )  # fmt: skip
-    return '<div class="panels">' + "".join(panels) + "</div>" + more
+    return '<div class="panels">' + "".join(panels) + "</div>" + _no_peak(report) + more
+
+
+def _no_peak(report: Report) -> str:
+    """Why no dashed link peak is drawn, when none is known."""
+    found = report.network
+    if found.peak_bandwidth_Bps:
+        return ""
+    return note(f"No link peak drawn: {found.peak_source or 'not known'}.")
 
 
 def bandwidth_points(fit: AlphaBeta) -> list[tuple[float, float]]:
@@ -230,7 +253,7 @@ def bandwidth_panel(
     y_lo, y_hi = _log_span(
         [y for _, y in points] + [y for _, y in curve] + ([peak] if peak else [])
     )
-    frame = Frame(86, 56, PANEL[0] - 102, PANEL[1] - 140)
+    frame = PANEL_FRAME
     sx = Scale(x_lo, x_hi, frame.left, frame.right, log=True)
     sy = Scale(y_lo, y_hi, frame.bottom, frame.top, log=True)
     size_unit = "message size (log)" if fit.bus_factor else "bus bytes S·F (log; F varies)"
@@ -238,11 +261,10 @@ def bandwidth_panel(
         fit.points_total > len(fit.points)) else ""  # fmt: skip
     largest = f" (largest of {groups} groups)" if groups > 1 else ""
     body = _panel_title(f"{kind}, group {group}{largest}", _fit_words(fit) + thinned)
-    body += svg.y_axis(frame, sy, svg.log_ticks(y_lo, y_hi), _bps, "busbw (log)")
-    body += svg.x_axis(frame, sx, svg.log_ticks(x_lo, x_hi), _bytes, size_unit)
+    body += svg.y_axis(frame, sy, svg.log_ticks(y_lo, y_hi), svg.tick(rate), "busbw (log)")
+    body += svg.x_axis(frame, sx, svg.log_ticks(x_lo, x_hi), svg.tick(size), size_unit)
     body += [
-        svg.circle(sx(x), sy(y), 3.5, svg.BLUE, title=f"{svg.si(x, 'B')}: {svg.si(y, 'B/s')}")
-        for x, y in points
+        svg.circle(sx(x), sy(y), 3.5, svg.BLUE, title=f"{size(x)}: {rate(y)}") for x, y in points
     ]
     marks, legend = _fit_and_peak(frame, (sx, sy), curve, peak)
     body += marks + svg.legend(legend, frame.left, frame.bottom + 58, frame.width)
@@ -265,7 +287,7 @@ def _fit_and_peak(
         y = sy(peak)
         dashed = svg.line(frame.left, y, frame.right, y, svg.INK, stroke_dasharray="6 4")
         marks.append(dashed)
-        legend.append((f"link peak {svg.si(peak, 'B/s')}", svg.INK, "dash"))
+        legend.append((f"link peak {rate(peak)}", svg.INK, "dash"))
     return marks, legend
 
 
@@ -277,18 +299,12 @@ def _fit_words(fit: AlphaBeta) -> str:
 
 
 def _panel_title(title: str, subtitle: str) -> list[str]:
+    cut = title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1] + "…"
+    whole = title if cut != title else ""
     return [
-        svg.text(10, 18, title, font_size=svg.FONT + 2, font_weight="bold"),
+        svg.text(10, 18, cut, title=whole, font_size=svg.FONT + 2, font_weight="bold"),
         svg.text(10, 36, subtitle, font_size=svg.FONT),
     ]
-
-
-def _bps(value: float) -> str:
-    return svg.si(value, "B/s")
-
-
-def _bytes(value: float) -> str:
-    return svg.si(value, "B")
 
 
 # ---------------------------------------------------------------- arrival skew per instance
@@ -316,8 +332,9 @@ def skew_panels(report: Report) -> str:
 
 
 def skew_panel(kind: str, found: SkewInstances, slowest: int | None) -> str:
-    frame = Frame(86, 56, PANEL[0] - 102, PANEL[1] - 140)
-    top = svg.nice_top(max(found.skew_s, default=0.0))
+    frame = PANEL_FRAME
+    most = max(found.skew_s, default=0.0) or 1e-6  # every skew 0: a 1 µs axis, not 1 s
+    top = svg.nice_top(most, 4)  # as many intervals as its ticks
     sx = Scale(0.5, max(len(found.skew_s), 1) + 0.5, frame.left, frame.right)
     sy = Scale(0.0, top, frame.bottom, frame.top)
     thinned = (
@@ -325,8 +342,9 @@ def skew_panel(kind: str, found: SkewInstances, slowest: int | None) -> str:
         if found.total > len(found.skew_s)
         else ""
     )
-    body = _panel_title(f"{kind}: {found.total} matched instances", f"in time order{thinned}")
-    body += svg.y_axis(frame, sy, svg.ticks(0.0, top, 4), svg.seconds, "arrival skew")
+    instances = f"{found.total} matched instance{'s' * (found.total != 1)}"
+    body = _panel_title(f"{kind}: {instances}", f"in time order{thinned}")
+    body += svg.y_axis(frame, sy, svg.ticks(0.0, top, 4), svg.tick(duration), "arrival skew")
     positions = svg.ticks(1.0, float(len(found.skew_s)), 5)
     body += svg.x_axis(frame, sx, [p for p in positions if p == int(p)], _count, "instance")
     for i, (skew, last) in enumerate(zip(found.skew_s, found.last, strict=True), start=1):
@@ -338,7 +356,7 @@ def skew_panel(kind: str, found: SkewInstances, slowest: int | None) -> str:
                 sy(skew),
                 4.5 if mark else 3,
                 svg.VERMILLION if mark else svg.SKY,
-                title=f"instance {i}: skew {svg.seconds(skew)}, {who}",
+                title=f"instance {i}: skew {duration(skew)}, {who}",
                 stroke=svg.INK if mark else "",
             )
         )
@@ -358,11 +376,13 @@ def _count(value: float) -> str:
 
 def kernel_bars(report: Report) -> str:
     per_rank = {r: k.time_s for r, k in report.kernels.per_rank.items() if k.time_s}
+    if not per_rank and _all_inspected(report):
+        return note(f"No GPU time by kernel category to plot ({NO_COMPUTE}).")
     if not per_rank:
         return note("No GPU activity in the traces: no GPU time to break down.")
     ranks = _ranks(list(per_rank))
     shown = ranks[:MAX_RANKS]
-    keys = {c for r in shown for c in per_rank[str(r)]}
+    keys = {c for r in shown for c, t in per_rank[str(r)].items() if t > 0}  # in the bars
     categories = [c for c in CATEGORY_COLOURS if c in keys] + sorted(keys - set(CATEGORY_COLOURS))
     top = svg.nice_top(max(math.fsum(per_rank[str(r)].values()) for r in shown))
     height = 22 if len(shown) <= 24 else 11
@@ -382,7 +402,7 @@ def kernel_bars(report: Report) -> str:
             at = (frame.left - 8, y + height / 2 + 4)
             body.append(svg.text(*at, f"rank {rank}", "end", font_size=font))
         body += _stack(per_rank[str(rank)], categories, sx, (y + 2, height - 4), rank)
-    body += svg.x_axis(frame, sx, svg.ticks(0.0, top, 5), svg.seconds, "GPU time per rank")
+    body += svg.x_axis(frame, sx, svg.ticks(0.0, top, 5), svg.tick(duration), "GPU time per rank")
     return svg.document(WIDTH, int(frame.bottom + 48), "GPU time by kernel category", body) + (
         capped("ranks", len(shown), len(ranks))
     )
@@ -401,7 +421,7 @@ def _stack(
         value = times.get(category, 0.0)
         if value > 0:
             share = f" ({value / total:.1%} of the rank's GPU time)" if total else ""
-            about = f"rank {rank}, {category}: {svg.seconds(value)}{share}"
+            about = f"rank {rank}, {category}: {duration(value)}{share}"
             out.append(
                 svg.rect(
                     sx(start),
@@ -434,7 +454,7 @@ def step_plot(report: Report) -> str:
         "Step time per rank",
         "ProfilerStep durations: each step a ring, the line from min to max, the dot the mean",
     )
-    body += svg.y_axis(frame, sy, svg.ticks(0.0, top, 5), svg.seconds, "step time")
+    body += svg.y_axis(frame, sy, svg.ticks(0.0, top, 5), svg.tick(duration), "step time")
     every = max(1, math.ceil(len(shown) / 32))
     labels = [float(i) for i in range(0, len(shown), every)]
     body += svg.x_axis(frame, sx, labels, lambda i: str(shown[int(i)]), "rank")
@@ -460,8 +480,15 @@ def step_samples(report: Report) -> dict[str, list[float]]:
 def _rings(x: float, sy: Scale, durations: Sequence[float], rank: int) -> list[str]:
     kept = durations[:: max(1, math.ceil(len(durations) / MAX_STEP_RINGS))]
     return [
-        f'<circle cx="{x:.1f}" cy="{sy(d):.1f}" r="3" fill="none" stroke="{svg.GREY}">'
-        f"{svg.tip(f'rank {rank}: a step of {duration(d)}')}</circle>"
+        svg.circle(
+            x,
+            sy(d),
+            3,
+            "none",
+            title=f"rank {rank}: a step of {duration(d)}",
+            stroke=svg.GREY,
+            width=1,
+        )
         for d in kept
     ]
 

@@ -1,10 +1,11 @@
 """Hand-written SVG for the HTML report's plots (pure: data in, strings out).
 
 Scales (linear and log10) map data to pixels; `ticks` and `log_ticks` choose round axis
-values; `si` labels them with a unit (decimal prefixes: KB = 1e3 B, GB/s = 1e9 B/s, as the
-text report). Every piece of text that reaches the page goes through `esc`, so a kernel,
-group or window name holding `<`, `&` or quotes stays text. Colours are Okabe and Ito's
-colour-blind-safe set for categories and viridis for heat maps.
+values; `tick` labels them with `collector.units`' formatters, the ones every tooltip and the
+text report use (decimal units: KB = 1e3 B, GB/s = 1e9 B/s). Every piece of text that reaches
+the page goes through `esc`, so a kernel, group or window name holding `<`, `&` or quotes stays
+text. Colours are Okabe and Ito's colour-blind-safe set for categories and viridis for heat
+maps.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
+
+from commscope.collector.units import fewest
 
 # Okabe & Ito (2008): distinguishable with every common colour-vision deficiency.
 BLUE: Final = "#0072B2"
@@ -39,9 +42,6 @@ VIRIDIS: Final = (
     "#fde725",
 )
 FONT: Final = 12  # px, tick labels; titles and axis labels a little larger
-
-_PREFIXES: Final = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K"), (1.0, ""))
-_TIME: Final = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
 
 
 def esc(text: object) -> str:
@@ -108,26 +108,11 @@ def _clean(value: float) -> float:
     return float(f"{value:.12g}") + 0.0  # no 0.30000000000000004 and no -0.0
 
 
-def si(value: float, unit: str) -> str:
-    """`value` with a decimal prefix (k, M, G, T) on `unit`, four significant digits at most:
-    si(2.5e9, "B/s") = "2.5 GB/s"; si(0, "B") = "0 B"."""
-    if value == 0 or not math.isfinite(value):
-        return f"{value:g} {unit}"
-    factor, prefix = next(((f, p) for f, p in _PREFIXES if abs(value) >= f), _PREFIXES[-1])
-    return f"{value / factor:.4g} {prefix}{unit}"
-
-
-def seconds(value: float) -> str:
-    """A duration in s, ms, µs or ns, four significant digits at most: seconds(0.0123) =
-    "12.3 ms"."""
-    if value == 0 or not math.isfinite(value):
-        return f"{value:g} s"
-    factor, unit = next(((f, u) for f, u in _TIME if abs(value) >= f), _TIME[-1])
-    return f"{value / factor:.4g} {unit}"
-
-
-def percent(value: float) -> str:
-    return f"{value * 100:.4g}%"
+def tick(show: Callable[[float, int], str]) -> Callable[[float], str]:
+    """An axis label: `show` (a `collector.units` formatter, the one the tooltips and the text
+    report use) with the fewest significant figures that write the round tick value: `2.5 ms`,
+    `10 ms`, `500 KB`, not `2.50 ms`."""
+    return lambda value: show(value, fewest(value))
 
 
 def viridis(fraction: float) -> str:
@@ -166,9 +151,15 @@ def document(width: int, height: int, label: str, body: Sequence[str]) -> str:
     )
 
 
-def text(x: float, y: float, content: str, anchor: str = "start", **style: str | int) -> str:
+def text(
+    x: float, y: float, content: str, anchor: str = "start", *, title: str = "", **style: str | int
+) -> str:
+    """`content` at (x, y); `title`: its tooltip (the whole of a label cut short)."""
     extra = "".join(f' {k.replace("_", "-")}="{esc(v)}"' for k, v in style.items())
-    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{extra}>{esc(content)}</text>'
+    inner = tip(title) if title else ""
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{extra}>{inner}{esc(content)}</text>'
+    )
 
 
 def tip(content: str) -> str:
@@ -184,8 +175,18 @@ def rect(x: float, y: float, w: float, h: float, fill: str, *, title: str = "") 
     )
 
 
-def circle(x: float, y: float, r: float, fill: str, *, title: str = "", stroke: str = "") -> str:
-    edge = f' stroke="{stroke}" stroke-width="1.5"' if stroke else ""
+def circle(
+    x: float,
+    y: float,
+    r: float,
+    fill: str,
+    *,
+    title: str = "",
+    stroke: str = "",
+    width: float = 1.5,
+) -> str:
+    """A dot (`fill`), or a ring (fill "none", `stroke` `width` px wide)."""
+    edge = f' stroke="{stroke}" stroke-width="{width:g}"' if stroke else ""
     inner = tip(title) if title else ""
     return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r:g}" fill="{fill}"{edge}>{inner}</circle>'
 
@@ -249,7 +250,8 @@ def x_axis(
         x = scale(value)
         out.append(line(x, frame.bottom, x, frame.bottom + 4, INK))
         out.append(text(x, frame.bottom + 17, label(value), "middle", font_size=FONT))
-    out.append(text(frame.left + frame.width / 2, frame.bottom + 36, title, "middle"))
+    middle = frame.left + frame.width / 2
+    out.append(text(middle, frame.bottom + 36, title, "middle", font_size=FONT + 1))
     return out
 
 
@@ -275,7 +277,7 @@ def swatch(x: float, y: float, colour: str, mark: str) -> str:
     if mark == "dot":
         return circle(x + 6, y, 4, colour)
     if mark == "ring":
-        return f'<circle cx="{x + 6:.1f}" cy="{y:.1f}" r="3.5" fill="none" stroke="{colour}"/>'
+        return circle(x + 6, y, 3.5, "none", stroke=colour, width=1)
     if mark in {"line", "dash"}:
         dash = {"stroke_dasharray": "4 2"} if mark == "dash" else {}
         return line(x, y, x + 12, y, colour, stroke_width=2, **dash)

@@ -14,8 +14,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable, Iterator
 
-from commscope.collector.inspector import NO_COMPUTE
-from commscope.collector.inspector import SOURCE as INSPECTOR
+from commscope.collector.inspector import NO_COMPUTE, inspected
 from commscope.collector.schema import (
     CollectiveStats,
     Report,
@@ -156,8 +155,8 @@ def _provenance(report: Report) -> Iterator[str]:
 def on_gpu(report: Report) -> bool:
     """The traces show a GPU: a GPU name, GPU activity on some rank, or ranks read from NCCL
     Inspector logs (NCCL's collectives run on GPUs)."""
-    inspected = any(INSPECTOR in r.source for r in report.overlap.per_rank.values())
-    return bool(report.config.gpu_name or report.kernels.per_rank or inspected)
+    read = any(inspected(r.source) for r in report.overlap.per_rank.values())
+    return bool(report.config.gpu_name or report.kernels.per_rank or read)
 
 
 def device(report: Report) -> str:
@@ -218,7 +217,7 @@ def _overlap(report: Report) -> Iterator[str]:
 
 
 def _no_ratio(source: str) -> str:
-    return NO_COMPUTE if INSPECTOR in source else "n/a (no communication)"
+    return NO_COMPUTE if inspected(source) else "n/a (no communication)"
 
 
 def _network(report: Report) -> Iterator[str]:
@@ -299,9 +298,7 @@ def _exposed(report: Report) -> Iterator[str]:
     yield row(["rank", "comm", "overlapped", "exposed", "compute"], widths)
     for rank, r in report.overlap.per_rank.items():
         times = (r.comm_time_s, r.overlapped_time_s, r.exposed_comm_time_s, r.compute_time_s)
-        shown = (
-            [duration(times[0]), *("n/a",) * 3] if INSPECTOR in r.source else map(duration, times)
-        )
+        shown = [duration(times[0]), *("n/a",) * 3] if inspected(r.source) else map(duration, times)
         yield row([rank, *shown], widths)
     yield from _in_steps(report)
 
@@ -372,7 +369,7 @@ def _windows(report: Report) -> Iterator[str]:
 
 def _window_row(name: str, s: Sections) -> str:
     exposed = [
-        r.exposed_comm_time_s for r in s.overlap.per_rank.values() if INSPECTOR not in r.source
+        r.exposed_comm_time_s for r in s.overlap.per_rank.values() if not inspected(r.source)
     ]  # an Inspector rank has no compute kernels: nothing to be exposed against
     mean_exposed = sum(exposed) / len(exposed) if exposed else None
     cells = [

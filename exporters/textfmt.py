@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
-def pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value * 100:.2f}%"
+def pct(value: float | None, decimals: int = 2) -> str:
+    return "n/a" if value is None else f"{value * 100:.{decimals}f}%"
 
 
 def num(value: float | None) -> str:

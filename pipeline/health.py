@@ -15,6 +15,7 @@ from typing import Final, Protocol
 
 from commscope.collector.classify import bus_fraction
 from commscope.collector.schema import (
+    INSPECTOR_LOGS,
     FileStats,
     Health,
     HealthIssue,
@@ -196,7 +197,7 @@ def _dropped(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
 
 
 def _compute(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
-    bare = sum(1 for f in files if f.meta.source == "inspector")
+    bare = sum(1 for f in files if f.meta.source == INSPECTOR_LOGS)
     what = "compute kernels (read from NCCL Inspector logs)"
     return issue("compute", what, (bare, len(files)), "files")
 

@@ -30,7 +30,7 @@ from commscope.collector.inspector import (
     cut_lines,
     place,
 )
-from commscope.collector.schema import FileStats, RankResult, TraceMeta
+from commscope.collector.schema import INSPECTOR_LOGS, FileStats, RankResult, TraceMeta
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import ParsedFile
 
@@ -102,7 +102,7 @@ def meta(rank: int, world_size: int | None, ops: Iterable[Op]) -> TraceMeta:
     """`call_starts` only when every op has its start (a verbose log)."""
     starts = all(op.start_us is not None for op in ops)
     return TraceMeta(
-        rank=rank, world_size=world_size, backend="nccl", source="inspector", call_starts=starts
+        rank=rank, world_size=world_size, backend="nccl", source=INSPECTOR_LOGS, call_starts=starts
     )
 
 

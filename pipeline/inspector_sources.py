@@ -20,7 +20,7 @@ from typing import Final, Protocol, TypeVar
 
 from commscope.collector.inspector import NO_COMPUTE
 from commscope.collector.inspector import SOURCE as INSPECTOR
-from commscope.collector.schema import Report, Sections, TraceMeta
+from commscope.collector.schema import INSPECTOR_LOGS, Report, Sections, TraceMeta
 from msgspec.structs import replace
 
 NO_STEPS: Final = "n/a: NCCL Inspector has no ProfilerStep spans"
@@ -45,16 +45,16 @@ def split(parsed: Sequence[T]) -> tuple[list[T], list[T]]:
     """(the files the report's sections use, Inspector logs set apart): the logs are set
     apart only when the same inputs also hold Kineto traces."""
     kinds = {p.meta.source for p in parsed}
-    if "inspector" not in kinds or len(kinds) == 1:
+    if INSPECTOR_LOGS not in kinds or len(kinds) == 1:
         return list(parsed), []
-    return [p for p in parsed if p.meta.source != "inspector"], [
-        p for p in parsed if p.meta.source == "inspector"
+    return [p for p in parsed if p.meta.source != INSPECTOR_LOGS], [
+        p for p in parsed if p.meta.source == INSPECTOR_LOGS
     ]
 
 
 def labelled(report: Report, used: Sequence[TraceMeta]) -> Report:
     """The report with `sources` said, when Inspector logs gave its sections."""
-    if not used or any(meta.source != "inspector" for meta in used):
+    if not used or any(meta.source != INSPECTOR_LOGS for meta in used):
         return report
     timed = all(meta.call_starts for meta in used)
     return replace(report, sources={key: _inspector_source(key, timed) for key in SECTIONS})

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Final, Literal
 
 import msgspec
-from commscope.collector.inspector import SOURCE as INSPECTOR
+from commscope.collector.inspector import inspected
 from commscope.collector.schema import (
     KERNEL_CATEGORIES,
     Collectives,
@@ -127,7 +127,7 @@ def rank_overlap(result: RankResult) -> RankOverlap:
     """overlap_ratio = |C ∩ P| / |C|; exposed = |C| - |C ∩ P|. None for a rank read from
     NCCL Inspector logs (no compute kernels: not 0)."""
     return RankOverlap(
-        ratio=None if INSPECTOR in result.source else ratio(result.overlap_ns, result.comm_ns),
+        ratio=None if inspected(result.source) else ratio(result.overlap_ns, result.comm_ns),
         comm_time_s=result.comm_ns * NS,
         overlapped_time_s=result.overlap_ns * NS,
         exposed_comm_time_s=(result.comm_ns - result.overlap_ns) * NS,

@@ -622,9 +622,10 @@ def _report(args: argparse.Namespace) -> int:
     reports = [files.stamped(r, source, args.command, now) for r in reports]
     console = sys.stderr if args.format == "json" else sys.stdout  # stdout: the JSON alone
     for report in reports:
-        paths = write_reports(report, args.out, args.traces.resolve().name, now)
+        rendered = text.render(report)  # once: the .txt, the HTML's copy and --print
+        paths = write_reports(report, args.out, args.traces.resolve().name, now, rendered)
         if args.print or args.format == "text":
-            sys.stdout.write(text.render(report))
+            sys.stdout.write(rendered)
         _summary_line(report, console)
         print("\n".join(f"commscope: wrote {path}" for path in paths), file=console)
     if args.format == "json":

@@ -12,6 +12,9 @@ from typing import Any
 
 import pytest
 from builders import rank_trace, write
+from commscope.collector.schema import Report
+from commscope.exporters import text
+from commscope.service.cli import main
 
 REQUIRED = {
     "schema_version",
@@ -249,3 +252,24 @@ def test_missing_ijson_c_backend_fails_at_start_with_a_clear_message(
     assert result.returncode == 1
     assert "ijson's C backend (yajl2_c) is not available" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_print_shows_the_text_report_rendered_once_for_every_use(
+    run_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rendered: list[str] = []
+    render = text.render
+
+    def counted(report: Report) -> str:
+        rendered.append(render(report))
+        return rendered[-1]
+
+    monkeypatch.setattr(text, "render", counted)
+    argv = ["report", str(run_dir), "--out", str(tmp_path / "o"), "--print", "--jobs", "1"]
+    assert main(argv) == 0
+    shown, _ = reports(tmp_path / "o")
+    assert len(rendered) == 1  # the .txt, the HTML's folded copy and stdout share it
+    assert capsys.readouterr().out.startswith(shown)

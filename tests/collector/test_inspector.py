@@ -15,6 +15,7 @@ from commscope.collector.inspector import (
     LineReader,
     Op,
     cut_lines,
+    inspected,
     place,
     split_lines,
 )
@@ -124,3 +125,9 @@ def test_a_multi_gpu_process_keeps_only_the_world_ops() -> None:
     ops.append(read(coll(0, comm="0xsub", n_ranks=2)))
     placed = place(ops)
     assert sorted(placed.by_rank) == [0, 1] and placed.left_out == 1
+
+
+def test_a_rank_read_from_inspector_logs_is_told_by_its_source_alone() -> None:
+    assert inspected("nccl inspector")
+    assert inspected("gpu kernels + nccl inspector")  # merged over windows: one was Inspector's
+    assert not inspected("gpu kernels") and not inspected("cpu (gloo)") and not inspected("none")

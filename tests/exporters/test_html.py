@@ -196,13 +196,17 @@ def test_each_step_of_each_window_is_drawn_beside_its_ranks_summary() -> None:
     assert drawn.count("rank 0: a step of 19.0 ms") == 2 and "rank 1: a step" not in drawn
 
 
-def test_the_header_tells_unnamed_gpus_from_no_gpu() -> None:
+def test_the_header_tells_unnamed_gpus_from_no_gpu_as_the_text_report_does() -> None:
     found = report()
     found.config.gpu_name = None
-    assert "GPU model not named in the traces" in html.render(found)
+    assert "GPU unnamed in the traces" in "".join(html.header(found))  # rank 0's kernels
+    found.kernels = Kernels()
+    for entry in found.overlap.per_rank.values():
+        entry.source = "nccl inspector"  # NCCL Inspector logs: no kernels, but NCCL's GPUs
+    assert "GPU unnamed in the traces" in "".join(html.header(found))
     for entry in found.overlap.per_rank.values():
         entry.source = "cpu (gloo)"
-    assert "no GPU in the traces" in html.render(found)
+    assert "no GPU in the traces" in "".join(html.header(found))
 
 
 def test_a_fit_without_a_positive_size_draws_no_panel() -> None:
@@ -221,10 +225,121 @@ def test_a_gpu_time_key_without_a_colour_is_drawn_grey_not_dropped() -> None:
     found = report()
     found.kernels.per_rank["0"].time_s["future"] = 1e-3
     drawn = htmlplots.kernel_bars(found)
-    assert ">future</text>" in drawn and "rank 0, future: 1 ms" in drawn
+    assert ">future</text>" in drawn and "rank 0, future: 1.00 ms" in drawn
 
 
 def test_a_long_window_name_is_cut_with_the_whole_name_as_its_tooltip() -> None:
     name = "iteration_" + "9" * 30
     drawn = htmlplots.overlap_maps(report(name=name))
-    assert ">iteration_999999999…<title>" + name + "</title></text>" in drawn
+    assert "><title>" + name + "</title>iteration_999999999…</text>" in drawn
+
+
+def test_tooltips_and_legends_write_figures_as_the_text_report_does() -> None:
+    found = report()
+    found.skew.instances = {"AllReduce": SkewInstances(skew_s=[0.010234], last=[1])}
+    found.network.peak_bandwidth_Bps = 23.456e9
+    drawn = htmlplots.skew_panels(found) + htmlplots.bandwidth_panels(found)
+    assert "skew 10.2 ms" in drawn  # duration(0.010234); the plots' own copy wrote 10.23 ms
+    assert "link peak 23.5 GB/s" in drawn  # rate(23.456e9), not 23.46 GB/s
+    # the fit's point at 1 kB: busbw = 1e3 B / (10 µs + 1e3 B / 10 GB/s) = 99.0099 MB/s
+    assert "1.00 KB: 99.0 MB/s" in drawn
+
+
+QUANTITY = re.compile(r"(\d+(?:\.\d+)?) (?:ns|µs|ms|s|B|KB|MB|GB|TB|PB)(?:/s)?(?![\w/])")
+
+
+def test_no_figure_in_the_plots_has_more_than_three_significant_figures() -> None:
+    plots = html.render(report()).split("<details>")[0]  # the plots, their tooltips, legends
+    figures = [m.group(1) for m in QUANTITY.finditer(plots)]
+    assert len(figures) > 20  # ticks, tooltips, legends and cells were all read
+    assert [f for f in figures if len(f.replace(".", "").lstrip("0")) > 3] == []
+
+
+SVG_NS = "{http://www.w3.org/2000/svg}"
+
+
+def sticking_out(drawn: str) -> list[str]:
+    """Each text of the plots that would reach past its SVG's edges, its width estimated at
+    0.6 em a character (0.68 em bold): DejaVu Sans, chromium's sans-serif on Debian, draws
+    digits 0.64 em wide and lower case 0.5 to 0.65 em."""
+    found = []
+    for one in re.findall(r"<svg .*?</svg>", drawn, flags=re.S):
+        root = ET.fromstring(one)
+        width = float(root.get("width", "0"))
+        for label in root.iter(SVG_NS + "text"):
+            if label.get("transform"):
+                continue  # an axis title turned along the y axis, near the left edge
+            content = (label.text or "") + "".join(child.tail or "" for child in label)
+            em = 0.68 if label.get("font-weight") == "bold" else 0.6
+            wide = len(content) * float(label.get("font-size", "16")) * em
+            x = float(label.get("x", "0"))
+            left = {"start": x, "middle": x - wide / 2, "end": x - wide}[label.get("text-anchor")]
+            if left < 0 or left + wide > width:
+                found.append(content)
+    return found
+
+
+def test_no_label_of_the_plots_reaches_past_their_edges() -> None:
+    found = report()
+    edge = fit()  # points at 20 MB and 77 MB: the axis ends at 1.3 x 77 MB, its last tick 100 MB
+    edge.points = [(2e7, 1e-5 + 2e7 / 1e10), (7.7e7, 1e-5 + 7.7e7 / 1e10)]
+    group = "tp_group_of_the_first_pipeline_stage_and_some"
+    found.alpha_beta = {"0": {"AllReduce": fit()}, group: {"AllGather": edge}}
+    drawn = htmlplots.bandwidth_panels(found) + htmlplots.skew_panels(found)
+    drawn += htmlplots.overlap_maps(found) + htmlplots.kernel_bars(found)
+    assert sticking_out(drawn + htmlplots.step_plot(found)) == []
+    assert f"<title>AllGather, group {group}</title>" in drawn  # cut, the whole as its tooltip
+
+
+def test_a_skew_axis_labels_a_tick_above_every_point() -> None:
+    found = report()
+    found.skew.instances = {"AllReduce": SkewInstances(skew_s=[1.1e-3], last=[0], total=1)}
+    drawn = htmlplots.skew_panels(found)
+    # 4 intervals: ticks 0, 500 µs, 1 ms, 1.5 ms and the axis ends at the last (was 1.25 ms,
+    # from 5 intervals, above its last label, 1 ms, with the point between them)
+    assert ">1.5 ms</text>" in drawn and "AllReduce: 1 matched instance<" in drawn
+
+
+def test_the_gpu_time_legend_names_only_categories_in_the_bars() -> None:
+    found = report()
+    found.kernels.per_rank["0"].time_s["attention"] = 0.0
+    assert ">attention</text>" not in htmlplots.kernel_bars(found)
+
+
+def inspected_only() -> Report:
+    """Ranks read from NCCL Inspector logs: collectives only, no kernels, no compute."""
+    found = report()
+    found.kernels = Kernels()
+    for entry in found.overlap.per_rank.values():
+        entry.source, entry.ratio = "nccl inspector", None
+    return found
+
+
+def test_an_inspector_page_says_why_it_has_no_overlap_exposed_or_kernel_time() -> None:
+    found = inspected_only()
+    why = "(n/a: NCCL Inspector has no compute kernels)."
+    assert htmlplots.overlap_maps(found) == htmlplots.note(
+        f"No overlap or exposed communication to plot {why}"
+    )
+    assert htmlplots.kernel_bars(found) == htmlplots.note(
+        f"No GPU time by kernel category to plot {why}"
+    )
+    # exposed = comm time under no compute: unknown without compute kernels, not 7.5 ms
+    assert ("n/a", "exposed communication (worst rank)") in html.cards(found)
+
+
+def test_a_skew_series_of_zeros_is_drawn_on_a_microsecond_axis() -> None:
+    found = report()
+    found.skew.instances = {
+        "AllGather": SkewInstances(skew_s=[0.0, 0.0], last=[None, None], total=2)
+    }
+    drawn = htmlplots.skew_panels(found)
+    assert ">1 µs</text>" in drawn and ">1 s</text>" not in drawn  # ticks 0, 250 ns … 1 µs
+
+
+def test_the_panels_say_why_no_link_peak_is_drawn() -> None:
+    found = report()
+    found.network = Network(peak_source="GPU unknown (no deviceProperties); give --peak-bandwidth")
+    drawn = htmlplots.bandwidth_panels(found)
+    assert "No link peak drawn: GPU unknown (no deviceProperties); give --peak-bandwidth." in drawn
+    assert "No link peak drawn" not in htmlplots.bandwidth_panels(report())  # 50 GB/s known

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 
 import pytest
+from commscope.collector.units import duration, rate, size
 from commscope.exporters import svg
 
 
@@ -45,25 +47,27 @@ def test_scales_map_linear_and_log_ranges_onto_pixels() -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "unit", "expected"),
+    ("show", "value", "expected"),
     [
-        (2.5e9, "B/s", "2.5 GB/s"),
-        (999.0, "B", "999 B"),
-        (1000.0, "B", "1 KB"),
-        (0.0, "B", "0 B"),
-        (123456789.0, "B", "123.5 MB"),  # four significant digits at most
+        (duration, 0.0025, "2.5 ms"),  # 2 significant figures write 2.5 exactly
+        (duration, 0.005, "5 ms"),  # not "5.00 ms"
+        (duration, 0.0125, "12.5 ms"),  # 3 needed
+        (duration, 0.0, "0 s"),
+        (rate, 1e9, "1 GB/s"),
+        (size, 500.0, "500 B"),
+        (size, 2e5, "200 KB"),
     ],
 )
-def test_si_labels_use_decimal_prefixes(value: float, unit: str, expected: str) -> None:
-    assert svg.si(value, unit) == expected
+def test_ticks_are_labelled_by_the_tooltips_formatter_with_the_digits_they_need(
+    show: Callable[[float, int], str], value: float, expected: str
+) -> None:
+    assert svg.tick(show)(value) == expected
 
 
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [(0.0123, "12.3 ms"), (2e-6, "2 µs"), (1.5, "1.5 s"), (4e-10, "0.4 ns"), (0.0, "0 s")],
-)
-def test_seconds_pick_the_unit_that_reads(value: float, expected: str) -> None:
-    assert svg.seconds(value) == expected
+def test_the_svg_module_has_no_formatter_of_its_own() -> None:
+    # one formatter on the page (collector.units): the old si/seconds/percent copies wrote
+    # four significant figures where the tooltips write three
+    assert not {"si", "seconds", "percent"} & set(vars(svg))
 
 
 def test_viridis_runs_from_its_first_to_its_last_colour_and_ink_contrasts() -> None:
@@ -86,6 +90,19 @@ def test_text_with_markup_stays_text_in_well_formed_svg() -> None:
     assert root.find(f"{namespace}text").text == name  # type: ignore[union-attr]
     assert root.find(f"{namespace}rect/{namespace}title").text == name  # type: ignore[union-attr]
     assert root.find(f".//{namespace}script") is None
+
+
+def test_text_and_circles_carry_their_tooltip_as_a_title_child() -> None:
+    label = ET.fromstring(svg.text(1, 2, "iter…", title="iter<1>", font_size=12))
+    assert (label.text, label[0].tag, label[0].text) == (None, "title", "iter<1>")
+    assert label[0].tail == "iter…" and label.get("font-size") == "12"
+    ring = ET.fromstring(svg.circle(1, 2, 3, "none", title="a step", stroke="#999999", width=1))
+    assert (ring.get("fill"), ring.get("stroke"), ring.get("stroke-width")) == (
+        "none",
+        "#999999",
+        "1",
+    )
+    assert ring[0].text == "a step"
 
 
 def test_legend_wraps_items_that_do_not_fit_the_width() -> None:

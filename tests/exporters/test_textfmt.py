@@ -15,6 +15,7 @@ from commscope.collector.units import (
     TIMES,
     Units,
     duration,
+    fewest,
     flop_rate,
     p_value,
     quantity,
@@ -71,6 +72,23 @@ def test_times_rates_and_flops() -> None:
     assert rate(None) == "n/a"
     assert flop_rate(312e12) == "312 TFLOP/s"
     assert quantity(float("nan"), TIMES) == "n/a"
+
+
+def test_digits_asks_for_other_significant_figures_of_the_same_formatter() -> None:
+    assert duration(0.010234, digits=4) == "10.23 ms"
+    assert duration(0.010234, digits=2) == "10 ms"
+    assert rate(2.5e9, digits=2) == "2.5 GB/s"
+    assert size(1234, digits=2) == "1.2 KB"
+    assert size(999.6e15, digits=4) == "999.6 PB"  # rounds below 1000 PB at 4 figures
+    assert size(960e15, digits=1) == "960 PB"  # 1000 PB at 1: every integer digit stays
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(0.005, 1), (0.0025, 2), (0.0125, 3), (0.010234, 3), (1e9, 1), (0.0, 1), (750.0, 2)],
+)
+def test_fewest_digits_that_write_a_value_as_three_do(value: float, expected: int) -> None:
+    assert fewest(value) == expected
 
 
 def test_p_values() -> None:
