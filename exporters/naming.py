@@ -16,7 +16,9 @@ from commscope.collector.schema import Report
 from commscope.exporters.text import on_gpu
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
-_TRACE_SUFFIX = re.compile(r"(\.pt)?(\.trace)?\.json(\.gz)?$|\.gz$", re.IGNORECASE)
+_TRACE_SUFFIX = re.compile(
+    r"((\.pt)?(\.trace)?\.json|\.sqlite|\.jsonl|\.log)(\.gz)?$|\.gz$", re.IGNORECASE
+)
 
 
 def basename(report: Report, fallback_name: str, now: datetime) -> str:
@@ -47,5 +49,6 @@ def devices(report: Report) -> str:
 
 
 def clean_name(name: str) -> str:
-    """An input's name without a trace file's suffixes: `rank0.json.gz` → `rank0`."""
+    """An input's name without a trace file's suffixes: `rank0.json.gz` → `rank0`, an Nsight
+    Systems export's `run.sqlite` → `run`, an Inspector log's `host-pid7.log` → `host-pid7`."""
     return _TRACE_SUFFIX.sub("", name) or name

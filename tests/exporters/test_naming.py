@@ -45,6 +45,9 @@ def test_one_rank_of_a_job_without_a_world_size() -> None:
         ("rank1_trace.json", "rank1_trace"),
         ("iteration_10", "iteration_10"),
         (".json", ".json"),  # nothing would be left: the name stays
+        ("h100x2_alltoall.sqlite", "h100x2_alltoall"),  # an Nsight Systems export
+        ("node1-pid7.log", "node1-pid7"),  # NCCL Inspector logs
+        ("node1-pid7.jsonl.gz", "node1-pid7"),
     ],
 )
 def test_a_single_trace_file_gives_a_clean_name(given: str, expected: str) -> None:
