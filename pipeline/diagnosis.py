@@ -107,7 +107,7 @@ def diagnose(run: Sections) -> Diagnosis:
     return Diagnosis(
         verdict=verdict,
         figures=found,
-        findings=findings,
+        findings=[*bound, *(f for f in findings if f.verdict not in _BOUND)],  # verdict's order
         assumptions=assumptions(run, found),
         left_out=left_out(run),
     )

@@ -101,6 +101,9 @@ def test_several_verdicts_are_ranked_by_their_figure() -> None:
     # idle within the steps 1 - 0.4 = 0.6 outweighs exposed communication 0.3
     found = diagnose(run(comm=0.5, exposed=0.3, compute=0.3, busy=0.4))
     assert found.verdict == "input- or launch-bound; also communication-bound"
+    # and the report's findings come in the verdict's order, the one named first on top
+    bound = [f.verdict for f in found.findings if f.verdict.endswith("-bound")]
+    assert bound == ["input- or launch-bound", "communication-bound"]
 
 
 def test_without_steps_there_is_too_little_to_judge() -> None:
