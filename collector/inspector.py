@@ -274,7 +274,7 @@ def place(ops: list[Op]) -> Placed:
     for op in ops:
         key = (op.header.n_ranks, op.header.comm)
         counts[key] = counts.get(key, 0) + 1
-    world, comm = max(counts, key=lambda k: (k[0], counts[k], k[1]))
+    world, comm = largest(counts)
     ranks = sorted({op.header.rank for op in ops if op.header.comm == comm})
     if len(ranks) == 1:
         return Placed({ranks[0]: ops}, world, 0)
@@ -283,3 +283,9 @@ def place(ops: list[Op]) -> Placed:
         if op.header.comm == comm:
             by_rank[op.header.rank].append(op)
     return Placed(by_rank, world, len(ops) - sum(map(len, by_rank.values())))
+
+
+def largest(counts: dict[tuple[int, str], int]) -> tuple[int, str]:
+    """The communicator taken as the world, of (n_ranks, label) -> ops: the most ranks, ties
+    broken by the most ops, then the label (`place`, and the tailed reader's `Tail.placed`)."""
+    return max(counts, key=lambda k: (k[0], counts[k], k[1]))

@@ -1,12 +1,15 @@
 """An NCCL Inspector log tailed while the job runs (shell: reads a growing file, a thread).
 
 Inspector appends lines to one log for the whole run, so an `InspectorStream` does not wait
-for the file to end: after its `StreamStart` it ships each complete line's operation at once
-as one `Facts` record (the op's call and its interval, `pipeline.edge` through the injected
-reducer), numbered from 1 in the order of the lines. One record per op keeps the numbering a
-function of the file's bytes alone, so a restarted collector that reads the log again from
-its start hands out the same records and skips those acknowledged before (nothing lost or
-counted twice). A partial last line is held until its newline. The stream ends (`StreamEnd`
+for the file to end: after its `StreamStart` it ships the operations of the complete lines of
+each chunk it reads at once, as `Facts` records (the ops' calls and intervals, `pipeline.edge`
+through the injected reducer) of at most `GROUP_OPS` ops. The log's ops are numbered 1, 2, …
+in the order of its lines, and a record of ops k … k+c-1 is seq k covering c
+(`Facts.covers`): the numbering is a function of the file's bytes alone, however the records
+were cut, so a restarted collector that reads the log again from its start passes over the
+ops acknowledged before and ships the rest from exactly there (nothing lost or counted
+twice). A record holds ops all verbose or none (its `call_starts`). A partial last line is
+held until its newline. The stream ends (`StreamEnd`
 with the rank the log places, `collector.inspector.place`) when the collector stops, or at
 the file's current end for `--once`; a file found shorter than what was read (truncated or
 rewritten in place) ends the stream where it was, keeping what was shipped (a file replaced
@@ -30,8 +33,16 @@ from commscope.collector.inspector import (
     Op,
     count_dropped,
     cut_lines,
+    largest,
 )
-from commscope.collector.schema import FileStats, StreamEnd, TraceMeta
+from commscope.collector.schema import (
+    MAX_FACT_ITEMS,
+    Facts,
+    FileStats,
+    Record,
+    StreamEnd,
+    TraceMeta,
+)
 from commscope.collector.stream import (
     FINGERPRINT_BYTES,
     CancelledError,
@@ -40,6 +51,10 @@ from commscope.collector.stream import (
 
 _log = logging.getLogger(__name__)
 _CHUNK: Final = 1 << 20
+# ops a record holds: each is one call and at most one run of the GPU communication union,
+# plus an entry for each of the 4 unions (`pipeline.edge.RUNS`), so a record is one `Facts`
+# within MAX_FACT_ITEMS (never split: a test ships GROUP_OPS ops through the reducer)
+GROUP_OPS: Final = (MAX_FACT_ITEMS - 4) // 2
 
 
 @dataclass
@@ -69,7 +84,7 @@ class Tail:
         """The log's rank and world (`place`'s reading), or why the log cannot be placed."""
         if not self.ops:
             return TraceMeta(source="inspector"), "no NCCL Inspector operation"
-        world = max(self.ops, key=lambda k: (k[0], self.ops[k], k[1]))
+        world = largest(self.ops)
         ranks = sorted(self.comms[world])
         meta = TraceMeta(
             backend="nccl", world_size=world[0], source="inspector", call_starts=self.starts
@@ -131,8 +146,7 @@ class InspectorStream(FileStream):
                 )
                 if too_long:
                     tail.drop(TOO_LONG)
-                for line in lines:
-                    self._line(stream, tail, line)
+                self._ship(stream, [op for line in lines if (op := self._line(tail, line))])
                 continue
             if whole or self._should_stop() or self._shrunk(tail):
                 return
@@ -144,20 +158,35 @@ class InspectorStream(FileStream):
         _log.warning("inspector log shrank while tailed", extra={"path": str(self.path)})
         return True
 
-    def _line(self, stream: str, tail: Tail, line: bytes) -> None:
+    def _line(self, tail: Tail, line: bytes) -> Op | None:
         found = tail.reader.line(line)
         if isinstance(found, Bad):
             tail.drop(found.reason)
-            return
+            return None
         if not isinstance(found, Op):
-            return
+            return None
         tail.count(found)
         self.events += 1
-        reduction = self.reducer()
-        reduction.add_all([found.comm_op()])
-        for part in reduction.facts(stream, self.seq):
-            timed = found.start_us is not None
-            self._emit(part if timed else msgspec.structs.replace(part, call_starts=False), 0)
+        return found
+
+    def _ship(self, stream: str, ops: list[Op]) -> None:
+        """One chunk's ops (numbered on from `seq`, those acknowledged before passed over)
+        as records of at most GROUP_OPS ops, all verbose or none."""
+        first = max(0, self.skip - self.seq)
+        self.seq += min(first, len(ops))
+        for group in groups(ops[first:]):
+            reduction = self.reducer()
+            reduction.add_all([op.comm_op() for op in group])
+            (part,) = reduction.facts(stream, self.seq)
+            timed = group[0].start_us is not None
+            part = msgspec.structs.replace(part, covers=len(group), call_starts=timed)
+            self._emit(part, 0)
+
+    def _emit(self, record: Record, covered: int) -> None:
+        """As `FileStream._emit`, a record of facts taking the seqs it covers."""
+        if isinstance(record, Facts):
+            self.seq += record.covers - 1  # `FileStream._emit` adds the last one
+        super()._emit(record, covered)
 
     def _final(self, stream: str, tail: Tail) -> StreamEnd:
         if tail.rest.strip():
@@ -169,3 +198,16 @@ class InspectorStream(FileStream):
     def run(self) -> None:
         with contextlib.suppress(CancelledError):
             self._run()
+
+
+def groups(ops: list[Op]) -> list[list[Op]]:
+    """`ops` in order, cut into runs of at most GROUP_OPS, each all verbose or none."""
+    found: list[list[Op]] = []
+    for op in ops:
+        last = found[-1] if found else None
+        timed = op.start_us is not None
+        if last is None or len(last) >= GROUP_OPS or (last[0].start_us is not None) != timed:
+            found.append([op])
+        else:
+            last.append(op)
+    return found

@@ -15,8 +15,9 @@ import msgspec
 # 4: each window carries `facts` (per-rank integer sums and bandwidth sketches), so that
 # `commscope merge` recomputes every figure over ranks exactly from shard reports.
 SCHEMA_VERSION: Final = 4
-PROTOCOL_VERSION: Final = 6  # 4: labels, sizes and counts bounded at decode; 5: `Facts`
+PROTOCOL_VERSION: Final = 7  # 4: labels, sizes and counts bounded at decode; 5: `Facts`
 # 6: NCCL Inspector logs (`FileStats.dropped` has the Inspector line reasons below)
+# 7: `Facts.covers` (a tailed Inspector log's record holds many ops, numbered by op)
 # Persisted state (the collector's checkpoint, the aggregator's store). Version 1 carried no
 # version field; readers migrate it explicitly.
 STATE_VERSION: Final = 2
@@ -801,6 +802,9 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True, tag="facts"):
     memory_reserved_peak_bytes: int | None = None
     call_starts: bool = True  # False: the calls' starts are unknown (a tailed Inspector log
     # written without NCCL_INSPECTOR_DUMP_VERBOSE): no skew is read from them (protocol 6)
+    covers: Annotated[int, msgspec.Meta(ge=1, le=MAX_FACT_ITEMS)] = 1  # the seqs it takes: a
+    # tailed Inspector log numbers its ops (1, 2, …) and a record of ops k … k+c-1 is seq k
+    # covering c, so the numbering is the file's whatever the records' cuts (protocol 7)
 
 
 Record = StreamStart | Facts | StreamEnd

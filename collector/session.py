@@ -253,8 +253,8 @@ class Session:
         if ack.next_seq < entry.acked and not ack.done:
             self._rewind(path, entry, ack.next_seq)
             return
-        for seq in range(entry.acked, ack.next_seq):
-            if self.unacked.pop((ack.stream, seq), None) is not None:
+        for key in self._acked(ack.stream, entry.acked, ack.next_seq):
+            if self.unacked.pop(key, None) is not None:
                 self.stats.batches_acked += 1
         if ack.next_seq > entry.acked or ack.done != entry.done:
             entry.acked = max(entry.acked, ack.next_seq)
@@ -265,6 +265,14 @@ class Session:
             self._done(path, entry)
         elif ack.done:
             self._forget_unacked(ack.stream)  # whatever is still held of it is moot
+
+    def _acked(self, stream: str, low: int, high: int) -> list[tuple[str, int]]:
+        """The keys of `stream`'s records in [low, high) that may be held: looked up by seq,
+        or found among those held when the span is wider (a tailed Inspector log's record
+        takes as many seqs as it has ops, `Facts.covers`)."""
+        if high - low <= len(self.unacked):
+            return [(stream, seq) for seq in range(low, high)]
+        return [k for k in self.unacked if k[0] == stream and low <= k[1] < high]
 
     def _done(self, path: str, entry: CheckpointEntry) -> None:
         entry.done = True

@@ -67,16 +67,20 @@ class OpenStream:
     start: StreamStart
     next_seq: int = 1
     accumulator: Accumulator = field(default_factory=Accumulator)
+    tailed: bool = False  # a tailed Inspector log: its ops are fed live (`inspector_live`)
 
 
 @dataclass(frozen=True)
 class Applied:
     """What applying one record changed: a stream finished (`events`: those its collector
-    read, when it is usable), streams superseded."""
+    read, when it is usable), streams superseded; of a tailed Inspector log, the busbw
+    samples (B/s) per collective type its record added, and whether it was fed live."""
 
     finished: FinishedFile | None = None
     superseded: tuple[str, ...] = ()
     events: int = 0
+    busbw: dict[str, list[float]] = field(default_factory=dict)
+    tailed: bool = False
 
 
 @dataclass(frozen=True)
@@ -176,15 +180,19 @@ class Aggregation:
         if isinstance(record, StreamStart):
             return self._start(record)
         stream = self.open[record.stream]
-        stream.next_seq += 1
         if isinstance(record, Facts):
+            stream.next_seq += record.covers
+            if stream.tailed:
+                busbw = inspector_live.absorbed(stream.accumulator, record)
+                return Applied(busbw=busbw, tailed=True)
             absorb(stream.accumulator, record)
             return Applied()
+        stream.next_seq += 1
         del self.open[record.stream]
         finished = _finish(stream, record)
         self._add(finished)
         events = finished.stats.events if finished.result is not None else 0
-        return Applied(finished=finished, events=events)
+        return Applied(finished=finished, events=events, tailed=stream.tailed)
 
     def _start(self, start: StreamStart) -> Applied:
         key = (start.node, start.path)
@@ -198,7 +206,7 @@ class Aggregation:
             self.retired.add(old)
             superseded = (old,)
         self._by_path[key] = start.stream
-        self.open[start.stream] = OpenStream(start)
+        self.open[start.stream] = OpenStream(start, tailed=inspector_live.tailed(start.path))
         return Applied(superseded=superseded)
 
     def _add(self, item: FinishedFile) -> None:

@@ -4,7 +4,9 @@ A tailed log's stream never ends while the job runs, so the report over finished
 not see it until the end; its per-collective bandwidths go to the rolling statistics
 (`commscope_collective_busbw_bytes_per_second`) as each record is applied instead, once (a
 duplicate is never applied; a record replayed from the aggregator's own log at a restart is
-not fed again), and a finished Inspector file is not fed a second time (`fed_live`).
+not fed again), read from what the record added to its stream's tallies (`absorbed`), and
+the file is not fed a second time when it finishes (the stream was marked `tailed` when it
+started, from its name).
 
 Arrival skew live (`LiveSkew`): a collective instance is (process group, Seq, type); once as
 many tailed logs as its group size have sent it, its skew is the latest minus the earliest
@@ -18,38 +20,38 @@ skews of the last `horizon_s` seconds (at most `max_values` each type) for p50, 
 
 from __future__ import annotations
 
-import functools
 from collections import OrderedDict, deque
 from typing import Final
 
 from commscope.collector.inspector import as_result
 from commscope.collector.names import base_name, is_inspector_name
 from commscope.collector.schema import Facts, RankResult, TraceMeta
-from commscope.pipeline.edge import from_facts
+from commscope.pipeline.accumulate import Accumulator
+from commscope.pipeline.edge import absorb
 from commscope.pipeline.stats import quantile, sample_values
 
 
-@functools.lru_cache(maxsize=4096)  # asked for every record the aggregator applies
 def tailed(path: str) -> bool:
-    """Whether the stream of `path` is a tailed Inspector log."""
+    """Whether the stream of `path` is a tailed Inspector log (asked once, at its start)."""
     return is_inspector_name(base_name(path))
 
 
-def busbw_samples(part: Facts) -> dict[str, list[float]]:
-    """Each collective type's busbw (B/s) of the ops in one record, as a finished file's
-    tallies give them (ops of unknown size or n give none)."""
-    ops = from_facts([part]).gpu_ops
-    return {kind: list(sample_values(tally.busbw_Bps)) for kind, tally in ops.items()}
-
-
-def fed_live(meta: TraceMeta) -> bool:
-    """A finished file whose bandwidths went to the rolling statistics as they arrived."""
-    return meta.source == "inspector"
+def absorbed(acc: Accumulator, part: Facts) -> dict[str, list[float]]:
+    """Absorb one record into its stream's accumulator; each collective type's busbw samples
+    (B/s) it added to the tallies, as the finished file's tallies hold them (ops of unknown
+    size or n give none)."""
+    before = {kind: len(tally.busbw_Bps) for kind, tally in acc.gpu_ops.items()}
+    absorb(acc, part)
+    added = {
+        kind: list(sample_values(tally.busbw_Bps[before.get(kind, 0) :]))
+        for kind, tally in acc.gpu_ops.items()
+    }
+    return {kind: values for kind, values in added.items() if values}
 
 
 def finished(result: RankResult | None, meta: TraceMeta) -> RankResult | None:
     """A finished stream's result, marked as read from Inspector logs when it was."""
-    return as_result(result) if result is not None and fed_live(meta) else result
+    return as_result(result) if result is not None and meta.source == "inspector" else result
 
 
 Key = tuple[str, int, str]  # (process group, Seq, collective type)
@@ -92,17 +94,27 @@ class RecentSkews:
         self.horizon_s = horizon_s
         self.max_values = max_values
         self.values: dict[str, deque[tuple[float, float]]] = {}
+        self.sorts = 0  # how many times a type's values were sorted (each change: once)
+        self._stats: dict[str, dict[str, float]] = {}  # per type, as of its last change
 
     def add(self, kind: str, skew_s: float, now: float) -> None:
         self.values.setdefault(kind, deque(maxlen=self.max_values)).append((now, skew_s))
+        self._stats.pop(kind, None)
 
     def stats(self, now: float) -> dict[str, dict[str, float]]:
-        """p50, p95 (numpy's default interpolation) and max per type over the horizon."""
+        """p50, p95 (numpy's default interpolation) and max per type over the horizon; a
+        type's values are sorted again only when some arrived or left since."""
         found = {}
         for kind, recent in self.values.items():
             while recent and recent[0][0] < now - self.horizon_s:
                 recent.popleft()
+                self._stats.pop(kind, None)
             if recent:
-                ordered = sorted(value for _, value in recent)
-                found[kind] = {name: quantile(ordered, q) for name, q in SKEW_STATS}
+                found[kind] = self._stats.get(kind) or self._sorted(kind, recent)
         return found
+
+    def _sorted(self, kind: str, recent: deque[tuple[float, float]]) -> dict[str, float]:
+        self.sorts += 1
+        ordered = sorted(value for _, value in recent)
+        stats = self._stats[kind] = {name: quantile(ordered, q) for name, q in SKEW_STATS}
+        return stats

@@ -163,6 +163,7 @@ class Aggregator:
         self._acks: dict[tuple[bytes, str], None] = {}
         self._replies: list[tuple[bytes, ToCollector]] = []
         self._finished: list[FinishedFile] = []
+        self._fed_live: set[str] = set()  # of those, tailed Inspector logs: fed as they came
         self._live_pending = False  # a tailed Inspector op arrived since the last publish
         self.live_skew = inspector_live.LiveSkew()
         self.recent_skews = inspector_live.RecentSkews(settings.horizon_s)
@@ -454,10 +455,9 @@ class Aggregator:
             self._last_record = self.clock()
         if log_it and not isinstance(record, StreamEnd):
             self.store.append(record.stream, payload)
-        live = log_it and isinstance(record, Facts) and self._tailed(record.stream)
         applied = self.aggregation.apply(record)
-        if live:
-            self._feed(record)  # type: ignore[arg-type]  # a Facts record
+        if log_it and isinstance(record, Facts) and applied.tailed:
+            self._feed(record, applied.busbw)
         self.stats.events += applied.events
         for old in applied.superseded:
             self.store.forget(old)
@@ -465,16 +465,14 @@ class Aggregator:
             self._dirty = True
         if applied.finished is not None:
             self._finished.append(applied.finished)
+            if applied.tailed:
+                self._fed_live.add(applied.finished.stream)
 
-    def _tailed(self, stream: str) -> bool:
-        current = self.aggregation.open.get(stream)
-        return current is not None and inspector_live.tailed(current.start.path)
-
-    def _feed(self, part: Facts) -> None:
-        """A tailed Inspector log's ops: into the rolling busbw now (published within
-        `LIVE_S`), not when the stream ends."""
+    def _feed(self, part: Facts, busbw: dict[str, list[float]]) -> None:
+        """A tailed Inspector log's ops (their busbw as `Aggregation.apply` absorbed them):
+        into the rolling busbw now (published within `LIVE_S`), not when the stream ends."""
         now = self.clock()
-        for kind, values in inspector_live.busbw_samples(part).items():
+        for kind, values in busbw.items():
             self.rolling.add(kind, values, now)
             self.busbw_histogram.add(kind, values)
         for kind, skew_s in self.live_skew.add(part.stream, part):
@@ -487,13 +485,14 @@ class Aggregator:
         now = self.clock()
         for item in self._finished:
             self.store.finish(item)
-            if item.result is not None and not inspector_live.fed_live(item.meta):
+            if item.result is not None and item.stream not in self._fed_live:
                 for kind, tally in item.result.ops.items():
                     values = sample_values(tally.busbw_Bps)
                     self.rolling.add(kind, values, now)
                     self.busbw_histogram.add(kind, values)
             self._dirty = True
         self._finished.clear()
+        self._fed_live.clear()
 
     def _send(self, socket: zmq.Socket[bytes]) -> None:
         for identity, stream in self._acks:

@@ -464,6 +464,21 @@ def test_no_record_is_taken_beyond_the_credit() -> None:
     assert session.has_credit()
 
 
+def test_an_ack_past_records_covering_many_seqs_releases_them() -> None:
+    # a tailed Inspector log: its start (seq 0), a record of ops 1 … 1000 (seq 1 covering
+    # 1000) and one of ops 1001 … 1500 (seq 1001 covering 500)
+    session = Session(NODE, "i", LIMITS, {}, 0.0)
+    stream = _started(session, "/r/node0-pid1.log", 1)
+    generation = session.generation.get("/r/node0-pid1.log", 0)
+    for seq, covers in ((1, 1000), (1001, 500)):
+        record = Facts(stream=stream, seq=seq, covers=covers)
+        assert session.take("/r/node0-pid1.log", generation, record, 10, 0.0) is not None
+    session.receive(_ack(stream, 1001), 0.0)  # the start and the first record
+    assert list(session.unacked) == [(stream, 1001)]
+    session.receive(_ack(stream, 1501), 0.0)
+    assert session.unacked == {} and session.stats.batches_acked == 3
+
+
 def test_resends_back_off_doubling_to_the_cap_and_reset_on_progress() -> None:
     """resend_s 1, max 8: the window goes again at t=1, 3, 7, 15, 23 (gaps 1, 2, 4, 8, 8);
     an ack that moves forward (t=30) brings the gap back to 1, counted from the ack."""

@@ -120,10 +120,12 @@ def test_two_verbose_logs_give_a_live_skew(procs: Processes, tmp_path: Path) -> 
     watch.mkdir()
     args = collector_args(watch, aggregate.endpoint, "n0", tmp_path / "state")
     collector = procs.start("collect", *args)
-    # AllReduce 1 of the 2-rank world: rank 1 starts 30 µs after rank 0 (hosts' clocks)
-    for rank, late_us in ((0, 0), (1, 30)):
-        log = watch / f"node0-pid{100 + rank}.log"
-        append(log, coll(rank, sn=1, start_us=DUMP_US + late_us) + "\n")
+    # AllReduce 1 of the 2-rank world: rank 1 starts 30 µs after rank 0 (hosts' clocks).
+    # Rank 0's line first, waited for without the 5 s bound (the collector starting up under
+    # load is no part of it); the 5 s run from rank 1's line, which completes the instance.
+    append(watch / "node0-pid100.log", coll(0, sn=1, start_us=DUMP_US) + "\n")
+    wait_for("rank 0's op on /metrics", lambda: samples(aggregate, "AllReduce", 1))
+    append(watch / "node0-pid101.log", coll(1, sn=1, start_us=DUMP_US + 30) + "\n")
 
     def live_skew() -> float | None:
         text = aggregate.metrics_text() or ""
