@@ -236,10 +236,8 @@ def decode_payload(
 ) -> tuple[dict[str, int], str | None]:
     """The integer fields of a binaryData blob, laid out by its schema of the event's domain
     (any domain when the export has no domain column and one domain has the id)."""
-    if blob is None:
-        return {}, None
-    if not isinstance(blob, bytes) or len(blob) < PAYLOAD_HEADER:
-        return {}, "payload blob shorter than its 32-byte header"
+    if blob is None or not isinstance(blob, bytes) or len(blob) < PAYLOAD_HEADER:
+        return {}, _not_a_blob(blob)
     (wide,) = struct.unpack_from("<Q", blob, 8)
     (size,) = struct.unpack_from("<Q", blob, 16)
     found = _schema(schemas, domain, wide) or _schema(schemas, domain, wide & 0xFFFFFFFF)
@@ -251,6 +249,14 @@ def decode_payload(
     if PAYLOAD_HEADER + size > len(blob):
         return {}, f"payload of schema {key[1]} cut short ({len(blob) - 32} of its {size} bytes)"
     return _fields(blob[PAYLOAD_HEADER : PAYLOAD_HEADER + size], schema.entries), None
+
+
+def _not_a_blob(blob: object) -> str | None:
+    if blob is None:
+        return None
+    if isinstance(blob, bytes):
+        return "payload blob shorter than its 32-byte header"
+    return "binaryData that is not a blob"
 
 
 def _schema(schemas: Schemas, domain: object, schema: int) -> tuple[tuple[int, int], Schema] | None:

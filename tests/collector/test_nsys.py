@@ -112,7 +112,7 @@ def test_a_payload_of_an_unknown_schema_domain_or_size_is_named() -> None:
     )  # fmt: skip
     short = "payload blob shorter than its 32-byte header"
     assert nsys.decode_payload(b"\x00" * 31, SCHEMAS, 1) == ({}, short)
-    assert nsys.decode_payload("text", SCHEMAS, 1) == ({}, short)
+    assert nsys.decode_payload("text", SCHEMAS, 1) == ({}, "binaryData that is not a blob")
     assert nsys.decode_payload(None, SCHEMAS, 1) == ({}, None)
 
 

@@ -424,3 +424,27 @@ def test_a_split_communicators_size_comes_from_its_split_payload(tmp_path: Path)
         CommOp("AllReduce", 300, 100, 8, 2, True, "nccl:0000000000000def", None,
                "NCCL communicator")
     ]  # fmt: skip
+
+
+_JUNK = st.one_of(
+    st.none(), st.binary(max_size=64), st.text(max_size=40), st.integers(-(2**63), 2**63 - 1)
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(blobs=st.lists(st.tuples(_JUNK, _JUNK), min_size=3, max_size=3))
+def test_any_payload_bytes_or_text_read_without_an_error(
+    tmp_path_factory: pytest.TempPathFactory, blobs: list[tuple[object, object]]
+) -> None:
+    """NCCL's ranges carrying anything as binaryData and jsonText: the export reads, the
+    AllReduce's size is an integer or unknown, the note (if any) a string."""
+    export = Export()
+    names = ("ncclCommInitRank", "ncclAllReduce", "ncclGroupEnd")
+    for at, (name, (data, text)) in enumerate(zip(names, blobs, strict=True)):
+        json = text if isinstance(text, str) else None
+        export.nvtx(1, 1, 10 * at, 10 * at + 5, name, payload=data, json=json)
+    export.launched(1, 1, 12, corr=1, kernel=(0, 40, 50, ALLREDUCE))
+    (rank,) = read(export.write(tmp_path_factory.mktemp("junk") / "junk.sqlite"))
+    (call,) = rank.result.calls
+    assert call.message_bytes is None or isinstance(call.message_bytes, int)
+    assert rank.note is None or isinstance(rank.note, str)
