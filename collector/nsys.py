@@ -175,7 +175,7 @@ class Schema:
     size: int | None = None
 
 
-Schemas = dict[tuple[int, int], Schema]  # (domainId, schemaId) -> schema
+Schemas = dict[tuple[int | None, int], Schema]  # (domainId or None: not said, schemaId) -> schema
 
 
 def schemas_from(
@@ -183,13 +183,17 @@ def schemas_from(
 ) -> Schemas:
     """Schemas from (domainId, schemaId, idx, name, type, offset) rows of
     NVTX_PAYLOAD_SCHEMA_ENTRIES and (domainId, schemaId, payloadSize) rows of
-    NVTX_PAYLOAD_SCHEMAS; rows repeated (the export writes one set per process) count once."""
-    rows: dict[tuple[int, int], dict[int, tuple[object, object, object]]] = {}
+    NVTX_PAYLOAD_SCHEMAS; rows repeated (the export writes one set per process) count once.
+    A domain of NULL (a table without the column) is None: the schema of any domain."""
+    rows: dict[tuple[int | None, int], dict[int, tuple[object, object, object]]] = {}
     for domain, schema, idx, name, kind, offset in entries:
-        if type(domain) is int and type(schema) is int and type(idx) is int:
-            rows.setdefault((domain, schema), {})[idx] = (name, kind, offset)
+        if type(schema) is int and type(idx) is int:
+            key = (domain if type(domain) is int else None, schema)
+            rows.setdefault(key, {})[idx] = (name, kind, offset)
     static = {
-        (d, s): n for d, s, n in sizes if type(d) is int and type(s) is int and type(n) is int
+        (d if type(d) is int else None, s): n
+        for d, s, n in sizes
+        if type(s) is int and type(n) is int
     }
     return {key: Schema(_laid_out(found), static.get(key)) for key, found in rows.items()}
 
@@ -259,11 +263,17 @@ def _not_a_blob(blob: object) -> str | None:
     return "binaryData that is not a blob"
 
 
-def _schema(schemas: Schemas, domain: object, schema: int) -> tuple[tuple[int, int], Schema] | None:
+def _schema(
+    schemas: Schemas, domain: object, schema: int
+) -> tuple[tuple[int | None, int], Schema] | None:
+    """The schema of the event's domain (or of no domain said); of the one domain that has
+    the id when the event's domain is not said."""
+    keys: list[tuple[int | None, int]]
     if type(domain) is int:
-        found = schemas.get((domain, schema))
-        return None if found is None else ((domain, schema), found)
-    keys = [key for key in schemas if key[1] == schema]
+        mine: tuple[int | None, int] = (domain, schema)
+        keys = [key for key in (mine, (None, schema)) if key in schemas][:1]
+    else:
+        keys = [key for key in schemas if key[1] == schema]
     return (keys[0], schemas[keys[0]]) if len(keys) == 1 else None
 
 

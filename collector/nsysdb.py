@@ -182,15 +182,20 @@ class Export:
         """The payload schemas (small tables: a few rows per schema and process)."""
         if "NVTX_PAYLOAD_SCHEMA_ENTRIES" not in self._tables:
             return {}
-        entries = self._db.execute(
-            'SELECT domainId, schemaId, idx, name, "type", "offset" '
-            "FROM NVTX_PAYLOAD_SCHEMA_ENTRIES"
-        )
+        entry = ("domainId", "schemaId", "idx", "name", "type", "offset")
+        entries = self._db.execute(self._select("NVTX_PAYLOAD_SCHEMA_ENTRIES", entry))
         sizes: list[tuple[object, ...]] = []
         if "NVTX_PAYLOAD_SCHEMAS" in self._tables:
-            query = "SELECT domainId, schemaId, payloadSize FROM NVTX_PAYLOAD_SCHEMAS"
-            sizes = self._db.execute(query).fetchall()
+            size = ("domainId", "schemaId", "payloadSize")
+            sizes = self._db.execute(self._select("NVTX_PAYLOAD_SCHEMAS", size)).fetchall()
         return nsys.schemas_from(entries, sizes)
+
+    def _select(self, table: str, wanted: tuple[str, ...]) -> str:
+        """The columns of `table`, NULL for one it lacks (`idx`: the row order)."""
+        columns = self._columns(table)
+        absent = {"idx": "rowid"}
+        picked = (f'"{c}"' if c in columns else absent.get(c, "NULL") for c in wanted)
+        return f"SELECT {', '.join(picked)} FROM {table}"
 
     def _launches(self, pids: set[int]) -> dict[tuple[int, int], tuple[int, int]]:
         """(process, correlation) -> (thread, time) of the launches of communication kernels."""

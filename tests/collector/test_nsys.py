@@ -118,6 +118,14 @@ def test_a_payload_of_an_unknown_schema_domain_or_size_is_named() -> None:
 
 def test_without_a_domain_column_a_schema_id_of_one_domain_is_read() -> None:
     assert nsys.decode_payload(blob(INIT, rank=3), SCHEMAS, None)[0]["Rank"] == 3
+    # the id in two domains: which one is not said, so not read
+    entries, sizes = schema_rows((INIT,))
+    twice = nsys.schemas_from([*entries, *[(2, *row[1:]) for row in entries]], sizes)
+    assert nsys.decode_payload(blob(INIT, rank=3), twice, None)[0] == {}
+    assert nsys.decode_payload(blob(INIT, rank=3), twice, 2)[0]["Rank"] == 3
+    # schema tables without a domain: the schema of any domain
+    anywhere = nsys.schemas_from([(None, *row[1:]) for row in entries], sizes)
+    assert nsys.decode_payload(blob(INIT, rank=3), anywhere, 1)[0]["Rank"] == 3
 
 
 def test_an_entry_without_an_offset_follows_the_one_before_aligned_to_its_size() -> None:

@@ -448,3 +448,24 @@ def test_any_payload_bytes_or_text_read_without_an_error(
     (call,) = rank.result.calls
     assert call.message_bytes is None or isinstance(call.message_bytes, int)
     assert rank.note is None or isinstance(rank.note, str)
+
+
+def test_schema_tables_without_domain_or_index_columns_are_read_in_row_order(
+    tmp_path: Path,
+) -> None:
+    """An export whose schema tables lack domainId and idx (and no NVTX_PAYLOAD_SCHEMAS):
+    entries in row order, schemas of any domain; the same ranks and sizes as with them."""
+    path = two_ranks().write(tmp_path / "bare.sqlite")
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE bare AS SELECT DISTINCT schemaId, name, type, offset "
+            "FROM NVTX_PAYLOAD_SCHEMA_ENTRIES ORDER BY schemaId, idx"
+        )
+        db.execute("DROP TABLE NVTX_PAYLOAD_SCHEMA_ENTRIES")
+        db.execute("DROP TABLE NVTX_PAYLOAD_SCHEMAS")
+        db.execute("ALTER TABLE bare RENAME TO NVTX_PAYLOAD_SCHEMA_ENTRIES")
+    bare = read(path)
+    full = read(two_ranks().write(tmp_path / "full.sqlite"))
+    assert [(p.meta.rank, p.result.calls, p.note) for p in bare] == [
+        (p.meta.rank, p.result.calls, p.note) for p in full
+    ]
