@@ -14,10 +14,13 @@ process per GPU). What the tables give, as the Kineto normaliser makes it (`norm
   sends and receives are SendRecv), else a c10d op, else the kernel name (a SendRecv kernel
   alone is `Other`, as for Kineto).
 - Sizes, communicators and rank counts only from NCCL's NVTX payloads (`binaryData` with
-  `--include-blobs`, decoded through `NVTX_PAYLOAD_SCHEMA_ENTRIES`): S = the message size, a
-  shard times the rank count for AllGather and ReduceScatter (NCCL records the send count of
-  an all-gather and the receive count of a reduce-scatter), the sum of the sends of a group
-  (an all-to-all). Without a payload a size is unknown.
+  `--include-blobs=true`, laid out by `NVTX_PAYLOAD_SCHEMA_ENTRIES`; or `jsonText` with
+  `--include-json=true`; NCCL's structs per version under "payloads" below): S = the message
+  size, a share times the rank count for AllGather, ReduceScatter and ncclAlltoAll (NCCL
+  records the send count of an all-gather, the receive count of a reduce-scatter, the bytes
+  per peer of an all-to-all), the sum of the sends of a group (an all-to-all). Without a
+  payload a size is unknown; a payload that cannot be read is counted by reason in the
+  export's note (`export_note`).
 - Steps: `ProfilerStep#N` ranges (and `step N`, `iteration N`, `train_step N`).
 - Time: the export's clock (ns); the time base `TARGET_INFO_SESSION_START_TIME.utcEpochNs -
   systemClockNs` (the session start on both clocks).
@@ -29,6 +32,7 @@ process per GPU). What the tables give, as the Kineto normaliser makes it (`norm
 from __future__ import annotations
 
 import functools
+import json
 import re
 import struct
 from collections.abc import Iterable, Mapping, Sequence
@@ -60,24 +64,19 @@ RUNTIME_TABLE: Final = "CUPTI_ACTIVITY_KIND_RUNTIME"
 NVTX_TABLE: Final = "NVTX_EVENTS"
 # Kernel name columns, best first: the demangled signature is what `kernels` reads.
 NAME_COLUMNS: Final = ("demangledName", "shortName", "name")
-# NCCL's payload schema entries (nccl/src/include/nvtx_payload_schemas.h).
+# NCCL's payload entry names (see "payloads" below): "Bytes" is the size of Send/Recv and
+# Broadcast up to NCCL 2.22.
 _COMM_ID: Final = "NCCL communicator ID"
 _RANKS: Final = "No. of ranks"
 _RANK: Final = "Rank"
 _SIZES: Final = ("Message size [bytes]", "Bytes")
-_SHARDED: Final = frozenset({"AllGather", "ReduceScatter"})
+# Payload sizes that are one rank's share: S = size x n (the send count of an all-gather, the
+# receive count of a reduce-scatter, the bytes per peer of ncclAlltoAll).
+_SHARDED: Final = frozenset({"AllGather", "ReduceScatter", "AllToAll"})
 _STEP: Final = re.compile(
     r"^(?:ProfilerStep#|(?:train[_ ]?)?step[ _#:-]*|iteration[ _#:-]*)(\d{1,18})$", re.I
 )
 _TID_BITS: Final = 24  # a serialized global id: ... | pid << 24 | tid
-# NVTX payload entry types that are integers (nvToolsExtPayload.h): type -> struct format.
-_INT_TYPES: Final = {
-    5: "<i", 6: "<I", 7: "<q", 8: "<Q", 9: "<q", 10: "<Q", 11: "<b", 12: "<B", 13: "<h",
-    14: "<H", 15: "<i", 16: "<I", 17: "<q", 18: "<Q", 22: "<Q",
-}  # fmt: skip
-# A payload blob as Nsight Systems 2026.2 exports it: a 32-byte header (schema id at byte 8,
-# little-endian), then the payload laid out as the schema entries' offsets say.
-PAYLOAD_HEADER: Final = 32
 
 
 def pick_table(tables: Iterable[str], bases: Sequence[str]) -> str | None:
@@ -127,36 +126,186 @@ def is_pytorch_call(name: str) -> bool:
 
 
 # ---------------------------------------------------------------- payloads
+#
+# NCCL attaches one NVTX extended payload (a C struct) to each of its API ranges and registers
+# the struct's layout as a payload schema of its NVTX domain. The structs (NVIDIA/nccl):
+# - NCCL >= 2.27 (2.27.3 read), `src/include/nvtx_payload_schemas.h`: the communicator first
+#   (`comm->commHash`, the same on every rank): `NcclNvtxParamsCommInitRank {uint64_t newcomm;
+#   int nranks; int myrank; int cudaDev;}` (also ncclCommInitRankConfig/Scalable, Destroy,
+#   Abort), `NcclNvtxParamsCommSplit {uint64_t newcomm; uint64_t parentcomm; int nranks; int
+#   myrank; ...}`, `NcclNvtxParamsAllReduce {uint64_t comm; size_t bytes; ncclRedOp_t op;}`,
+#   `NcclNvtxParamsAllGather {uint64_t comm; size_t bytes;}` (the send count),
+#   `NcclNvtxParamsSendRecv {uint64_t comm; size_t bytes; int peer;}`; since 2.28
+#   `NcclNvtxParamsAlltoAll {uint64_t comm; size_t bytes;}` (bytes per peer).
+# - NCCL <= 2.22 (2.16.2 `src/collectives/*.cc`, 2.22.3 `src/collectives.cc` and
+#   `src/init.cc`): schemas inline, no communicator: `NvtxParamsCommInitRank {int rank; int
+#   nranks; int cudaDev;}`, `NvtxParamsAllReduce {size_t bytes; ncclRedOp_t op;}`, AllGather a
+#   bare size_t, Send/Recv `{size_t bytes; int peer;}` and Broadcast name their size "Bytes".
+# Schema ids (`src/include/nvtx.h`: 1 << 24 + NVTX_SID_*) differ between NCCL versions, so the
+# entries are read by name from the export's NVTX_PAYLOAD_SCHEMA_ENTRIES of the event's domain.
+# Entry types, and the offset of an entry registered without one (aligned to its own size):
+# NVIDIA/NVTX `nvToolsExtPayload.h`. The blob (NVTX_EVENTS.binaryData, `nsys export
+# --include-blobs=true`) is not documented by Nsight Systems; read here as GindaChen/nsys-ai
+# (`nccl_payload_breakdown.py`) found it in real 2026 exports: a 32-byte header (schema id at
+# byte 8, payload size at byte 16), then the struct. A payload whose size is not its schema's
+# static size (NVTX_PAYLOAD_SCHEMAS.payloadSize) is not read. With `--include-json=true` the
+# export writes the decoded payload as a JSON object keyed by entry name (NVTX_EVENTS.jsonText).
+
+# Integer entry types (NVTX_PAYLOAD_ENTRY_TYPE_*) -> struct format, as on LP64 Linux (LONG and
+# ULONG 8 bytes; SIZE and ADDRESS 8): CHAR 1 .. ULONGLONG 10, INT8 11 .. UINT64 18, SIZE 22,
+# ADDRESS 23. Others (floats, strings, registered enums such as NCCL's reduction op) not read.
+_INT_TYPES: Final = {
+    1: "<b", 2: "<B", 3: "<h", 4: "<H", 5: "<i", 6: "<I", 7: "<q", 8: "<Q", 9: "<q", 10: "<Q",
+    11: "<b", 12: "<B", 13: "<h", 14: "<H", 15: "<i", 16: "<I", 17: "<q", 18: "<Q",
+    22: "<Q", 23: "<Q",
+}  # fmt: skip
+PAYLOAD_HEADER: Final = 32
+_MAX_JSON: Final = 1 << 16  # an NCCL payload is a few fields: a longer text is not one
+_DIGITS: Final = re.compile(r"[0-9]{1,20}")
+
+Entry = tuple[str, str, int]  # name, struct format, offset in the payload
 
 
-Schemas = dict[int, list[tuple[str, int, int]]]  # schema id -> (entry name, type, offset)
+@dataclass(frozen=True)
+class Schema:
+    """A payload schema: its integer entries and its static size in bytes (None when the
+    export's NVTX_PAYLOAD_SCHEMAS does not say)."""
+
+    entries: tuple[Entry, ...]
+    size: int | None = None
 
 
-def schemas_from(rows: Iterable[tuple[object, ...]]) -> Schemas:
-    """(schemaId, name, type, offset) rows of NVTX_PAYLOAD_SCHEMA_ENTRIES (an offset of NULL
-    is 0; repeated rows once)."""
-    found: dict[int, dict[str, tuple[str, int, int]]] = {}
-    for schema, name, kind, offset in rows:
-        if isinstance(schema, int) and isinstance(name, str) and isinstance(kind, int):
-            at = offset if isinstance(offset, int) else 0
-            found.setdefault(schema, {})[name] = (name, kind, at)
-    return {schema: list(entries.values()) for schema, entries in found.items()}
+Schemas = dict[tuple[int | None, int], Schema]  # (domainId or None: not said, schemaId) -> schema
 
 
-def decode_payload(blob: object, schemas: Schemas) -> dict[str, int]:
-    """The integer fields of one NVTX payload blob ({} when it is not one this can read)."""
-    if not isinstance(blob, bytes) or len(blob) < PAYLOAD_HEADER:
-        return {}
-    (schema,) = struct.unpack_from("<Q", blob, 8)
-    if schema not in schemas:  # the id's upper half may be flags (not seen so far)
-        (schema,) = struct.unpack_from("<I", blob, 8)
+def schemas_from(
+    entries: Iterable[tuple[object, ...]], sizes: Iterable[tuple[object, ...]] = ()
+) -> Schemas:
+    """Schemas from (domainId, schemaId, idx, name, type, offset) rows of
+    NVTX_PAYLOAD_SCHEMA_ENTRIES and (domainId, schemaId, payloadSize) rows of
+    NVTX_PAYLOAD_SCHEMAS; rows repeated (the export writes one set per process) count once.
+    A domain of NULL (a table without the column) is None: the schema of any domain."""
+    rows: dict[tuple[int | None, int], dict[int, tuple[object, object, object]]] = {}
+    for domain, schema, idx, name, kind, offset in entries:
+        if type(schema) is int and type(idx) is int:
+            key = (domain if type(domain) is int else None, schema)
+            rows.setdefault(key, {})[idx] = (name, kind, offset)
+    static = {
+        (d if type(d) is int else None, s): n
+        for d, s, n in sizes
+        if type(s) is int and type(n) is int
+    }
+    return {key: Schema(_laid_out(found), static.get(key)) for key, found in rows.items()}
+
+
+def _laid_out(rows: Mapping[int, tuple[object, object, object]]) -> tuple[Entry, ...]:
+    """The integer entries in index order, each at its exported offset, or (NULL or 0 after
+    the first: registered without one) at the end of the entry before aligned to its own
+    size; unknown after an entry this cannot size."""
+    laid: list[Entry] = []
+    end: int | None = 0
+    for idx in sorted(rows):
+        name, kind, offset = rows[idx]
+        layout = _INT_TYPES.get(kind) if type(kind) is int else None
+        size = struct.calcsize(layout) if layout is not None else None
+        at = _offset(offset, end, size)
+        end = at + size if at is not None and size is not None else None
+        if at is not None and layout is not None and isinstance(name, str):
+            laid.append((name, layout, at))
+    return tuple(laid)
+
+
+def _offset(exported: object, end: int | None, size: int | None) -> int | None:
+    if type(exported) is int and exported != 0:
+        return exported if exported > 0 else None
+    if end == 0:
+        return 0
+    return None if end is None or size is None else -(-end // size) * size
+
+
+def read_payload(
+    blob: object, text: object, schemas: Schemas, domain: object = None
+) -> tuple[dict[str, int], str | None]:
+    """One NVTX event's payload fields (from its blob, else its jsonText), and why none could
+    be read when it has a payload that is not one this can read (None: fine, or none)."""
+    fields, problem = decode_payload(blob, schemas, domain)
+    if fields:
+        return fields, None
+    found, trouble = decode_json(text)
+    return (found, None) if found else ({}, problem or trouble)
+
+
+def decode_payload(
+    blob: object, schemas: Schemas, domain: object = None
+) -> tuple[dict[str, int], str | None]:
+    """The integer fields of a binaryData blob, laid out by its schema of the event's domain
+    (any domain when the export has no domain column and one domain has the id)."""
+    if blob is None or not isinstance(blob, bytes) or len(blob) < PAYLOAD_HEADER:
+        return {}, _not_a_blob(blob)
+    (wide,) = struct.unpack_from("<Q", blob, 8)
+    (size,) = struct.unpack_from("<Q", blob, 16)
+    found = _schema(schemas, domain, wide) or _schema(schemas, domain, wide & 0xFFFFFFFF)
+    if found is None:
+        return {}, f"payload of a schema not in NVTX_PAYLOAD_SCHEMA_ENTRIES (id {wide})"
+    key, schema = found
+    if schema.size not in (None, size):
+        return {}, f"payload of schema {key[1]} with {size} bytes, not its {schema.size}"
+    if PAYLOAD_HEADER + size > len(blob):
+        return {}, f"payload of schema {key[1]} cut short ({len(blob) - 32} of its {size} bytes)"
+    return _fields(blob[PAYLOAD_HEADER : PAYLOAD_HEADER + size], schema.entries), None
+
+
+def _not_a_blob(blob: object) -> str | None:
+    if blob is None:
+        return None
+    if isinstance(blob, bytes):
+        return "payload blob shorter than its 32-byte header"
+    return "binaryData that is not a blob"
+
+
+def _schema(
+    schemas: Schemas, domain: object, schema: int
+) -> tuple[tuple[int | None, int], Schema] | None:
+    """The schema of the event's domain (or of no domain said); of the one domain that has
+    the id when the event's domain is not said."""
+    keys: list[tuple[int | None, int]]
+    if type(domain) is int:
+        mine: tuple[int | None, int] = (domain, schema)
+        keys = [key for key in (mine, (None, schema)) if key in schemas][:1]
+    else:
+        keys = [key for key in schemas if key[1] == schema]
+    return (keys[0], schemas[keys[0]]) if len(keys) == 1 else None
+
+
+def _fields(payload: bytes, entries: Iterable[Entry]) -> dict[str, int]:
     fields = {}
-    for name, kind, offset in schemas.get(schema, ()):
-        layout = _INT_TYPES.get(kind)
-        at = PAYLOAD_HEADER + offset
-        if layout is not None and offset >= 0 and at + struct.calcsize(layout) <= len(blob):
-            (fields[name],) = struct.unpack_from(layout, blob, at)
+    for name, layout, at in entries:
+        if at + struct.calcsize(layout) <= len(payload):
+            (fields[name],) = struct.unpack_from(layout, payload, at)
     return fields
+
+
+def decode_json(text: object) -> tuple[dict[str, int], str | None]:
+    """The integer fields of a jsonText payload: a JSON object keyed by entry name (integers,
+    or decimal strings of at most 20 digits)."""
+    if text is None:
+        return {}, None
+    if not isinstance(text, str) or len(text) > _MAX_JSON:
+        return {}, "jsonText payload that is not text of at most 64 KiB"
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return {}, "jsonText payload that is not JSON"
+    if not isinstance(value, dict):
+        return {}, "jsonText payload that is not a JSON object"
+    found = {name: _json_int(item) for name, item in value.items()}
+    return {name: item for name, item in found.items() if item is not None}, None
+
+
+def _json_int(value: object) -> int | None:
+    if type(value) is int:
+        return value
+    return int(value) if isinstance(value, str) and _DIGITS.fullmatch(value) else None
 
 
 def message_size(payload: Mapping[str, int]) -> int | None:
@@ -194,11 +343,17 @@ class Comms:
     world: int | None = None
 
     def add(self, payload: Mapping[str, int]) -> None:
+        """A payload that says a communicator's rank count (init, split, shrink, destroy);
+        NCCL up to 2.22 names no communicator: then the rank only. Of the largest
+        communicators, the lowest rank (rows come in any order)."""
         label, ranks, rank = comm_label(payload), payload.get(_RANKS), payload.get(_RANK)
-        if label is None or ranks is None or not 1 <= ranks <= MAX_RANKS:
+        if ranks is None or not 1 <= ranks <= MAX_RANKS:
             return
-        self.sizes[label] = ranks
-        if rank is not None and 0 <= rank < ranks and ranks >= (self.world or 0):
+        if label is not None:
+            self.sizes[label] = ranks
+        if rank is None or not 0 <= rank < ranks:
+            return
+        if (ranks, -rank) > (self.world or 0, -(self.rank or 0)):
             self.rank, self.world = rank, ranks
 
 
@@ -246,8 +401,9 @@ def _launcher(call: ApiCall, members: Sequence[ApiCall], comms: Comms) -> CommCa
 
 def _group_bytes(members: Sequence[ApiCall], kind: str | None, ranks: int | None) -> int | None:
     """S of a call or group: the sends of a group of sends and receives (the receives when
-    it sends nothing), the sum of a group of one collective, a shard times n for AllGather
-    and ReduceScatter; None when a member has no size or n is needed and unknown."""
+    it sends nothing), the sum of a group of one collective, a share times n for AllGather,
+    ReduceScatter and ncclAlltoAll; None when a member has no size or n is needed and
+    unknown (NCCL up to 2.22 names no communicator, so n is never known from its payloads)."""
     chosen = members
     if kind == "SendRecv":
         sends = [m for m in members if m.name.lower().endswith("send")]
@@ -365,6 +521,18 @@ def ranks_of(processes: Sequence[Process]) -> tuple[dict[int, int], str | None]:
         f"of the processes' CUDA devices: {described}"
     )
     return ranks, note
+
+
+def export_note(ranks: str | None, unread: Mapping[str, int]) -> str | None:
+    """An export's note: how its ranks were decided when NCCL did not say, and its NCCL
+    payloads that could not be read, counted by reason."""
+    parts = [ranks] if ranks else []
+    if unread:
+        listed = "; ".join(f"{count} {reason}" for reason, count in sorted(unread.items()))
+        parts.append(
+            "NCCL NVTX payloads not read (their sizes, communicators and ranks unknown): " + listed
+        )
+    return ". ".join(parts) or None
 
 
 def world_of(processes: Sequence[Process]) -> int | None:

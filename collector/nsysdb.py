@@ -52,6 +52,7 @@ class Export:
         self.ranks: dict[int, int] = {}
         self.note: str | None = None
         self.meta: dict[int, TraceMeta] = {}
+        self._unread: dict[str, int] = {}  # NCCL payloads not read, by reason
 
     def close(self) -> None:
         self._db.close()
@@ -123,7 +124,8 @@ class Export:
             yield pid, list(kept)
 
     def _set_ranks(self) -> None:
-        self.ranks, self.note = nsys.ranks_of(self._processes)
+        self.ranks, note = nsys.ranks_of(self._processes)
+        self.note = nsys.export_note(note, self._unread)
         world = nsys.world_of(self._processes)
         base = self._base_time()
         gpus = self._gpu_names()
@@ -146,13 +148,15 @@ class Export:
             return calls, steps
         comms = {p.global_pid: p.comms for p in self._processes}
         schemas = self._schemas()
-        for start, end, tid, text, blob in self._db.execute(self._nvtx_query()):
+        for start, end, tid, text, blob, json_text, domain in self._db.execute(self._nvtx_query()):
             if not (_ints(start, end, tid) and end >= start and isinstance(text, str)):
                 continue
             pid, name = nsys.global_pid(tid), nsys.call_name(text)
             if nsys.is_nccl_api(name):
-                payload = nsys.decode_payload(blob, schemas)
-                if pid in comms and name.startswith("ncclCommInit"):
+                payload, problem = nsys.read_payload(blob, json_text, schemas, domain)
+                if problem is not None:
+                    self._unread[problem] = self._unread.get(problem, 0) + 1
+                if pid in comms:
                     comms[pid].add(payload)
                 calls.get(pid, []).append(nsys.ApiCall(tid, start, end, name, payload))
             elif nsys.is_pytorch_call(name):
@@ -162,20 +166,36 @@ class Export:
         return calls, steps
 
     def _nvtx_query(self) -> str:
+        """Ranges with their payload columns (those the export lacks as NULL)."""
         columns = self._columns(nsys.NVTX_TABLE)
-        blob = "e.binaryData" if "binaryData" in columns else "NULL"
+        payload = ", ".join(
+            f"e.{c}" if c in columns else "NULL" for c in ("binaryData", "jsonText", "domainId")
+        )
         named = "COALESCE(e.text, s.value)" if "textId" in columns else "e.text"
         join = "LEFT JOIN StringIds s ON s.id = e.textId" if "textId" in columns else ""
         return (
-            f"SELECT * FROM (SELECT e.start, e.end, e.globalTid, {named} AS name, {blob} "
+            f"SELECT * FROM (SELECT e.start, e.end, e.globalTid, {named} AS name, {payload} "
             f"FROM {nsys.NVTX_TABLE} e {join}) WHERE {_NVTX_NAMES}"
         )
 
     def _schemas(self) -> nsys.Schemas:
+        """The payload schemas (small tables: a few rows per schema and process)."""
         if "NVTX_PAYLOAD_SCHEMA_ENTRIES" not in self._tables:
             return {}
-        query = 'SELECT schemaId, name, "type", "offset" FROM NVTX_PAYLOAD_SCHEMA_ENTRIES'
-        return nsys.schemas_from(self._db.execute(query))
+        entry = ("domainId", "schemaId", "idx", "name", "type", "offset")
+        entries = self._db.execute(self._select("NVTX_PAYLOAD_SCHEMA_ENTRIES", entry))
+        sizes: list[tuple[object, ...]] = []
+        if "NVTX_PAYLOAD_SCHEMAS" in self._tables:
+            size = ("domainId", "schemaId", "payloadSize")
+            sizes = self._db.execute(self._select("NVTX_PAYLOAD_SCHEMAS", size)).fetchall()
+        return nsys.schemas_from(entries, sizes)
+
+    def _select(self, table: str, wanted: tuple[str, ...]) -> str:
+        """The columns of `table`, NULL for one it lacks (`idx`: the row order)."""
+        columns = self._columns(table)
+        absent = {"idx": "rowid"}
+        picked = (f'"{c}"' if c in columns else absent.get(c, "NULL") for c in wanted)
+        return f"SELECT {', '.join(picked)} FROM {table}"
 
     def _launches(self, pids: set[int]) -> dict[tuple[int, int], tuple[int, int]]:
         """(process, correlation) -> (thread, time) of the launches of communication kernels."""

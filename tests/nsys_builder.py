@@ -3,10 +3,10 @@
 (`CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL`, kernel names in `shortName` only, NVTX text without
 `textId` or payload blobs), holding only what a test puts in. Times in ns on the export's clock.
 
-NCCL's payloads are written as Nsight Systems exports them with `--include-blobs`: a 32-byte
-header (schema id at byte 8) and the fields at their schema entries' offsets; the schemas are
-NCCL's (`nvtx_payload_schemas.h`): INIT (communicator, rank count, rank, device), COLL
-(communicator, message size, reduction op), P2P (communicator, message size, peer).
+NCCL's payloads are its C structs packed as NCCL declares them (`Layout`: one per struct and
+NCCL version, citing the header), behind the 32-byte blob header Nsight Systems writes, with
+the schema tables (NVTX_PAYLOAD_SCHEMAS, NVTX_PAYLOAD_SCHEMA_ENTRIES) of the chosen version
+(`Export.nccl`); or as the JSON object `--include-json=true` writes (`Export.nvtx(json=...)`).
 """
 
 from __future__ import annotations
@@ -18,18 +18,88 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-INIT, COLL, P2P = 16777218, 16777223, 16777226
-_SCHEMAS: Final = {
-    INIT: (24, [("NCCL communicator ID", 18, None), ("No. of ranks", 5, 8), ("Rank", 5, 12),
-                ("CUDA device", 5, 16)]),
-    COLL: (24, [("NCCL communicator ID", 18, None), ("Message size [bytes]", 22, 8),
-                ("Reduction operation", 16777232, 16)]),
-    P2P: (24, [("NCCL communicator ID", 18, None), ("Message size [bytes]", 22, 8),
-               ("Peer rank", 5, 16)]),
-}  # fmt: skip
-_FORMATS: Final = {18: "<Q", 22: "<Q", 5: "<i", 16777232: "<i"}
+_STATIC: Final = 1 << 24  # NVTX_PAYLOAD_ENTRY_TYPE_SCHEMA_ID_STATIC_START (nvToolsExtPayload.h)
+_INT, _UINT64, _SIZE = 5, 18, 22  # NVTX_PAYLOAD_ENTRY_TYPE_INT, _UINT64, _SIZE
+_COMM, _BYTES = "NCCL communicator ID", "Message size [bytes]"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One of NCCL's payload structs: its schema id (1 << 24 + NVTX_SID_*, `nvtx.h`), its C
+    layout as a little-endian struct format (padding written out: x86-64, int 4 bytes, size_t
+    and uint64_t 8, a struct padded to its largest member), the keyword of each member in
+    order, and its schema entries as the export lists them (name, NVTX entry type, offset;
+    None for 0, as the real export writes the first)."""
+
+    schema: int
+    fmt: str
+    members: tuple[str, ...]
+    entries: tuple[tuple[str, int, int | None], ...]
+
+    @property
+    def size(self) -> int:
+        return struct.calcsize(self.fmt)
+
+
+# NCCL 2.27.3, src/include/nvtx_payload_schemas.h (NVIDIA/nccl @ 1708736f), ids from its
+# src/include/nvtx.h (NVTX_SID_CommInitRank 0, AllGather 4, AllReduce 5, Send 9, Recv 10,
+# CommSplit 13; NVTX_PAYLOAD_ENTRY_NCCL_REDOP 16): what the real export's schema tables hold.
+# NcclNvtxParamsCommInitRank {uint64_t newcomm; int nranks; int myrank; int cudaDev;}:
+# 8 + 3 x 4 = 20 bytes, padded to 24.
+INIT = Layout(_STATIC + 0, "<Qiii4x", ("comm", "ranks", "rank", "device"),
+              ((_COMM, _UINT64, None), ("No. of ranks", _INT, 8), ("Rank", _INT, 12),
+               ("CUDA device", _INT, 16)))  # fmt: skip
+# NcclNvtxParamsCommSplit {uint64_t newcomm; uint64_t parentcomm; int nranks; int myrank;
+# int cudaDev; int color; int key;}: 16 + 5 x 4 = 36 bytes, padded to 40.
+SPLIT = Layout(_STATIC + 13, "<QQiiiii4x",
+               ("comm", "parent", "ranks", "rank", "device", "color", "key"),
+               ((_COMM, _UINT64, None), ("Parent NCCL communicator ID", _UINT64, 8),
+                ("No. of ranks", _INT, 16), ("Rank", _INT, 20), ("CUDA device", _INT, 24),
+                ("Color", _INT, 28), ("Key", _INT, 32)))  # fmt: skip
+# NcclNvtxParamsAllGather {uint64_t comm; size_t bytes;}: 16 bytes (bytes: the send count).
+ALLGATHER = Layout(_STATIC + 4, "<QQ", ("comm", "size"),
+                   ((_COMM, _UINT64, None), (_BYTES, _SIZE, 8)))  # fmt: skip
+# NcclNvtxParamsAllReduce {uint64_t comm; size_t bytes; ncclRedOp_t op;}: 20, padded to 24.
+COLL = Layout(_STATIC + 5, "<QQi4x", ("comm", "size", "op"),
+              ((_COMM, _UINT64, None), (_BYTES, _SIZE, 8),
+               ("Reduction operation", _STATIC + 16, 16)))  # fmt: skip
+# NcclNvtxParamsSendRecv {uint64_t comm; size_t bytes; int peer;}: 20, padded to 24; the
+# same struct for ncclSend (schema NVTX_SID_Send) and ncclRecv (NVTX_SID_Recv).
+_SENDRECV: Final = ((_COMM, _UINT64, None), (_BYTES, _SIZE, 8), ("Peer rank", _INT, 16))
+P2P = Layout(_STATIC + 9, "<QQi4x", ("comm", "size", "peer"), _SENDRECV)
+RECV = Layout(_STATIC + 10, "<QQi4x", ("comm", "size", "peer"), _SENDRECV)
+NCCL_2_27: Final = (INIT, SPLIT, ALLGATHER, COLL, P2P, RECV)
+# NCCL 2.28+ adds ncclAlltoAll: NcclNvtxParamsAlltoAll {uint64_t comm; size_t bytes;}
+# (bytes per peer), NVTX_SID_AlltoAll 16 (the reduction op's enum id moves to 24; unread).
+ALLTOALL = Layout(_STATIC + 16, "<QQ", ("comm", "size"),
+                  ((_COMM, _UINT64, None), (_BYTES, _SIZE, 8)))  # fmt: skip
+NCCL_2_28: Final = (INIT, ALLGATHER, COLL, P2P, RECV, ALLTOALL)
+
+# NCCL 2.22.3 (NVIDIA/nccl @ 178b6b75; the same in 2.16.2's src/collectives/*.cc): schemas
+# inline in src/init.cc and src/collectives.cc, no communicator; ids from its nvtx.h
+# (CommInitRank 0, AllGather 4, AllReduce 5, Broadcast 6, Send 9, Recv 10; REDOP 11).
+# struct NvtxParamsCommInitRank {int rank; int nranks; int cudaDev;}: 12 bytes.
+OLD_INIT = Layout(_STATIC + 0, "<iii", ("rank", "ranks", "device"),
+                  (("Rank", _INT, None), ("No. of ranks", _INT, 4),
+                   ("CUDA device", _INT, 8)))  # fmt: skip
+# ncclAllGather: the payload is `size_t msgsize` itself (8 bytes).
+OLD_ALLGATHER = Layout(_STATIC + 4, "<Q", ("size",), ((_BYTES, _SIZE, None),))
+# struct NvtxParamsAllReduce {size_t bytes; ncclRedOp_t op;}: 12, padded to 16.
+OLD_ALLREDUCE = Layout(_STATIC + 5, "<Qi4x", ("size", "op"),
+                       ((_BYTES, _SIZE, None),
+                        ("Reduction operation", _STATIC + 11, 8)))  # fmt: skip
+# struct NvtxParamsBroadcast {size_t bytes; int root;}: 16; its size entry is named "Bytes".
+OLD_BROADCAST = Layout(_STATIC + 6, "<Qi4x", ("size", "root"),
+                       (("Bytes", _SIZE, None), ("Root", _INT, 8)))  # fmt: skip
+# struct NvtxParamsSendRecv {size_t bytes; int peer;}: 16; "Bytes" too.
+_OLD_SENDRECV: Final = (("Bytes", _SIZE, None), ("Peer rank", _INT, 8))
+OLD_P2P = Layout(_STATIC + 9, "<Qi4x", ("size", "peer"), _OLD_SENDRECV)
+OLD_RECV = Layout(_STATIC + 10, "<Qi4x", ("size", "peer"), _OLD_SENDRECV)
+NCCL_2_22: Final = (OLD_INIT, OLD_ALLGATHER, OLD_ALLREDUCE, OLD_BROADCAST, OLD_P2P, OLD_RECV)
+
 SESSION_UTC_NS: Final = 1_779_782_330_176_752_435  # TARGET_INFO_SESSION_START_TIME of the real one
 SESSION_CLOCK_NS: Final = 28_254_349_605
+DOMAIN: Final = 1  # NCCL's NVTX domain in the real export
 
 
 def gpid(pid: int) -> int:
@@ -41,18 +111,27 @@ def gtid(pid: int, tid: int) -> int:
     return gpid(pid) + tid
 
 
-def blob(schema: int, **values: int) -> bytes:
-    """An NCCL payload of `schema` holding `values` (keyword names: `comm`, `ranks`, `rank`,
-    `size`, `peer`)."""
-    names = {"comm": "NCCL communicator ID", "ranks": "No. of ranks", "rank": "Rank",
-             "size": "Message size [bytes]", "peer": "Peer rank"}  # fmt: skip
-    size, entries = _SCHEMAS[schema]
-    body = bytearray(size)
-    for name, kind, offset in entries:
-        key = next((k for k, v in names.items() if v == name), None)
-        if key in values:
-            struct.pack_into(_FORMATS[kind], body, offset or 0, values[key])
-    return struct.pack("<IIIIQQ", 1, 0, schema, 0, size, 32 + size) + bytes(body)
+def schema_rows(
+    layouts: tuple[Layout, ...],
+) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+    """The layouts' NVTX_PAYLOAD_SCHEMA_ENTRIES rows (domainId, schemaId, idx, name, type,
+    offset) and NVTX_PAYLOAD_SCHEMAS rows (domainId, schemaId, payloadSize)."""
+    entries: list[tuple[object, ...]] = [
+        (DOMAIN, x.schema, idx, name, kind, offset)
+        for x in layouts
+        for idx, (name, kind, offset) in enumerate(x.entries)
+    ]
+    return entries, [(DOMAIN, x.schema, x.size) for x in layouts]
+
+
+def blob(layout: Layout, *, header: bool = True, **values: int) -> bytes:
+    """An NCCL payload: the struct with `values` by member keyword (0 for those not given),
+    behind the header Nsight Systems writes (domain, 0, schema id, 0 as 32-bit words, then
+    the payload size and the blob size as 64-bit: as GindaChen/nsys-ai reads real exports)."""
+    body = struct.pack(layout.fmt, *(values.get(m, 0) for m in layout.members))
+    if not header:
+        return body
+    return struct.pack("<IIIIQQ", DOMAIN, 0, layout.schema, 0, len(body), 32 + len(body)) + body
 
 
 @dataclass
@@ -64,7 +143,8 @@ class Export:
     kernels: list[tuple[object, ...]] = field(default_factory=list)
     copies: list[tuple[str, int, int, int, int]] = field(default_factory=list)
     launches: list[tuple[int, int, int, int]] = field(default_factory=list)
-    ranges: list[tuple[int, int, int, str, bytes | None]] = field(default_factory=list)
+    ranges: list[tuple[int, int, int, str, object, str | None]] = field(default_factory=list)
+    nccl: tuple[Layout, ...] = NCCL_2_27  # the payload schemas the export lists
     strings: dict[str, int] = field(default_factory=dict)
 
     def string(self, value: str) -> int:
@@ -90,9 +170,18 @@ class Export:
         self.launches.append((start, start + 5, gtid(pid, tid), corr))
 
     def nvtx(
-        self, pid: int, tid: int, start: int, end: int, name: str, *, payload: bytes | None = None
+        self,
+        pid: int,
+        tid: int,
+        start: int,
+        end: int,
+        name: str,
+        *,
+        payload: object = None,
+        json: str | None = None,
     ) -> None:
-        self.ranges.append((start, end, gtid(pid, tid), name, payload))
+        """A range; `payload`: its binaryData, `json`: its jsonText."""
+        self.ranges.append((start, end, gtid(pid, tid), name, payload, json))
 
     def write(self, path: Path, seed: int | None = None) -> Path:
         """The export as an SQLite file; `seed`: rows in a shuffled order."""
@@ -162,32 +251,42 @@ class Export:
             db.execute("CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, "
                        "eventType INTEGER NOT NULL, text TEXT, globalTid INTEGER)")  # fmt: skip
             db.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, ?, ?)",
-                           [(s, e, n, t) for s, e, t, n, _ in rows])  # fmt: skip
+                           [(s, e, n, t) for s, e, t, n, _, _ in rows])  # fmt: skip
             return
         db.execute(
             "CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER "
             "NOT NULL, text TEXT, globalTid INTEGER, textId INTEGER, domainId INTEGER, "
-            "binaryData TEXT)"
+            "jsonTextId INTEGER, jsonText TEXT, binaryData TEXT)"
         )
         db.executemany(  # NCCL's ranges name a registered string (textId), PyTorch's use text
-            "INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, ?, ?, ?, ?, ?)",
-            [(s, e, None, t, self.string(n), 1, b) if n.startswith("nccl") and ":" not in n
-             else (s, e, n, t, None, 0, b) for s, e, t, n, b in rows],
+            "INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, ?, ?, ?, ?, NULL, ?, ?)",
+            [(s, e, None, t, self.string(n), DOMAIN, j, b) if n.startswith("nccl") and ":" not in n
+             else (s, e, n, t, None, 0, j, b) for s, e, t, n, b, j in rows],
         )  # fmt: skip
         self._schemas(db)
 
     def _schemas(self, db: sqlite3.Connection) -> None:
+        """The chosen NCCL version's schemas, in the real export's columns, written twice
+        (the real export writes them once per process)."""
+        db.execute(
+            "CREATE TABLE NVTX_PAYLOAD_SCHEMAS (domainId INTEGER, schemaId INTEGER, name TEXT, "
+            "type INTEGER, flags INTEGER, numEntries INTEGER, payloadSize INTEGER, "
+            "alignTo INTEGER)"
+        )
         db.execute(
             "CREATE TABLE NVTX_PAYLOAD_SCHEMA_ENTRIES (domainId INTEGER NOT NULL, schemaId "
             "INTEGER NOT NULL, idx INTEGER NOT NULL, flags INTEGER, type INTEGER, name TEXT, "
             "description TEXT, arrayOrUnionDetail INTEGER, offset INTEGER)"
         )
-        rows = [(1, schema, idx, kind, name, offset)
-                for schema, (_, entries) in _SCHEMAS.items()
-                for idx, (name, kind, offset) in enumerate(entries)]  # fmt: skip
-        db.executemany(  # written twice, as the real export does
-            "INSERT INTO NVTX_PAYLOAD_SCHEMA_ENTRIES VALUES (?, ?, ?, NULL, ?, ?, NULL, NULL, ?)",
-            rows + rows,
+        entries, sizes = schema_rows(self.nccl)
+        db.executemany(  # type 1: NVTX_PAYLOAD_SCHEMA_TYPE_STATIC
+            "INSERT INTO NVTX_PAYLOAD_SCHEMAS VALUES (?, ?, NULL, 1, NULL, NULL, ?, NULL)",
+            sizes + sizes,
+        )
+        db.executemany(  # entries as (domain, schema, idx, name, type, offset)
+            "INSERT INTO NVTX_PAYLOAD_SCHEMA_ENTRIES (domainId, schemaId, idx, name, type, "
+            "offset) VALUES (?, ?, ?, ?, ?, ?)",
+            entries + entries,
         )
 
     def _targets(self, db: sqlite3.Connection) -> None:

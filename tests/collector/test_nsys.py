@@ -3,23 +3,34 @@ NCCL payloads, NCCL API groups, ranks."""
 
 from __future__ import annotations
 
+import struct
+
 from commscope.collector import nsys
 from commscope.collector.nsys import ApiCall, Comms, Process
 from hypothesis import given
 from hypothesis import strategies as st
-from nsys_builder import COLL, INIT, P2P, blob, gpid
-
-SCHEMAS = nsys.schemas_from(
-    [
-        (INIT, "NCCL communicator ID", 18, None),
-        (INIT, "No. of ranks", 5, 8),
-        (INIT, "Rank", 5, 12),
-        (COLL, "NCCL communicator ID", 18, None),
-        (COLL, "Message size [bytes]", 22, 8),
-        (P2P, "NCCL communicator ID", 18, None),
-        (P2P, "Message size [bytes]", 22, 8),
-    ]
+from nsys_builder import (
+    COLL,
+    INIT,
+    NCCL_2_22,
+    NCCL_2_27,
+    NCCL_2_28,
+    OLD_INIT,
+    OLD_P2P,
+    P2P,
+    Layout,
+    blob,
+    gpid,
+    schema_rows,
 )
+
+SCHEMAS = nsys.schemas_from(*schema_rows(NCCL_2_27))
+OLD = nsys.schemas_from(*schema_rows(NCCL_2_22))
+NEWEST = nsys.schemas_from(*schema_rows(NCCL_2_28))
+LAYOUTS = {x for version in (NCCL_2_22, NCCL_2_27, NCCL_2_28) for x in version}
+SCHEMAS_OF = {x: s for version, s in ((NCCL_2_22, OLD), (NCCL_2_27, SCHEMAS), (NCCL_2_28, NEWEST))
+              for x in version}  # fmt: skip
+_MEMBER = {"Q": st.integers(0, 2**64 - 1), "i": st.integers(-(2**31), 2**31 - 1)}
 
 
 def test_the_kernel_table_is_found_under_its_older_and_versioned_names() -> None:
@@ -50,26 +61,169 @@ def test_step_names() -> None:
     assert [nsys.step_number(n) for n in names] == [12, 3, 4, 5, None]
 
 
-@given(comm=st.integers(0, 2**64 - 1), ranks=st.integers(1, 2**31 - 1), rank=st.integers(0, 100))
-def test_a_payload_decodes_to_the_values_written(comm: int, ranks: int, rank: int) -> None:
-    fields = nsys.decode_payload(blob(INIT, comm=comm, ranks=ranks, rank=rank), SCHEMAS)
-    assert fields == {"NCCL communicator ID": comm, "No. of ranks": ranks, "Rank": rank}
+def test_the_builders_structs_are_24_bytes_and_laid_out_as_their_entries_say() -> None:
+    # sizeof by the C rules on x86-64 (int 4, size_t and uint64_t 8, a struct padded to its
+    # largest member): {u64; int; int; int} 20 -> 24, {u64; u64; 5 x int} 36 -> 40,
+    # {u64; size_t} 16, {u64; size_t; int} 20 -> 24; NCCL 2.22: {int; int; int} 12,
+    # size_t 8, {size_t; int} 12 -> 16
+    sizes = {x.fmt: x.size for x in LAYOUTS}
+    assert sizes == {"<Qiii4x": 24, "<QQiiiii4x": 40, "<QQ": 16, "<QQi4x": 24, "<iii": 12,
+                     "<Q": 8, "<Qi4x": 16}  # fmt: skip
+    for layout in LAYOUTS:  # member k holds k + 1; each entry reads its member back
+        body = blob(layout, header=False, **{m: k + 1 for k, m in enumerate(layout.members)})
+        for k, (_, _, offset) in enumerate(layout.entries):
+            width = struct.calcsize("<" + layout.fmt.lstrip("<").replace("4x", "")[k])
+            assert int.from_bytes(body[offset or 0 :][:width], "little") == k + 1
 
 
-@given(data=st.binary(max_size=64))
-def test_any_bytes_decode_to_fields_or_nothing_never_an_error(data: bytes) -> None:
-    fields = nsys.decode_payload(data, SCHEMAS)
-    assert set(fields) <= {"NCCL communicator ID", "No. of ranks", "Rank", "Message size [bytes]"}
+def written(layout: Layout, values: dict[str, int]) -> dict[str, int]:
+    """What a payload's integer entries hold (the reduction op is an NCCL enum: not read)."""
+    pairs = zip(layout.entries, layout.members, strict=True)
+    return {name: values[m] for (name, kind, _), m in pairs if kind in (5, 18, 22)}
 
 
-def test_a_payload_of_an_unknown_schema_or_too_short_is_empty() -> None:
-    assert nsys.decode_payload(blob(INIT, comm=1)[:40], SCHEMAS) == {"NCCL communicator ID": 1}
-    assert nsys.decode_payload(b"\x00" * 31, SCHEMAS) == {}
-    assert nsys.decode_payload("text", SCHEMAS) == {}
+@given(data=st.data())
+def test_every_nccls_payload_decodes_to_the_values_written(data: st.DataObject) -> None:
+    layout = data.draw(st.sampled_from(sorted(LAYOUTS, key=lambda x: (x.schema, x.fmt))))
+    codes = layout.fmt.lstrip("<").replace("4x", "")
+    values = {m: data.draw(_MEMBER[c]) for m, c in zip(layout.members, codes, strict=True)}
+    fields, problem = nsys.decode_payload(blob(layout, **values), SCHEMAS_OF[layout], 1)
+    assert (fields, problem) == (written(layout, values), None)
 
 
-def payload(schema: int, **values: int) -> dict[str, int]:
-    return nsys.decode_payload(blob(schema, **values), SCHEMAS)
+def test_a_payload_of_nccl_2_22_read_against_2_27s_schemas_is_named_not_misread() -> None:
+    # the same schema id (Send, 1 << 24 + 9) is a 16-byte struct in 2.22, 24 bytes in 2.27
+    old = blob(OLD_P2P, size=1024, peer=1)
+    assert nsys.decode_payload(old, OLD, 1) == ({"Bytes": 1024, "Peer rank": 1}, None)
+    assert nsys.decode_payload(old, SCHEMAS, 1) == (
+        {}, "payload of schema 16777225 with 16 bytes, not its 24"
+    )  # fmt: skip
+
+
+def test_a_payload_of_an_unknown_schema_domain_or_size_is_named() -> None:
+    unknown = Layout(INIT.schema + 99, "<Q", ("comm",), (("NCCL communicator ID", 18, None),))
+    assert nsys.decode_payload(blob(unknown, comm=1), SCHEMAS, 1) == (
+        {}, "payload of a schema not in NVTX_PAYLOAD_SCHEMA_ENTRIES (id 16777315)"
+    )  # fmt: skip
+    assert nsys.decode_payload(blob(INIT, comm=1), SCHEMAS, 2)[0] == {}  # NCCL's is domain 1
+    cut = blob(INIT, comm=1)[:40]  # the header says 24 bytes follow; 8 do
+    assert nsys.decode_payload(cut, SCHEMAS, 1) == (
+        {}, "payload of schema 16777216 cut short (8 of its 24 bytes)"
+    )  # fmt: skip
+    short = "payload blob shorter than its 32-byte header"
+    assert nsys.decode_payload(b"\x00" * 31, SCHEMAS, 1) == ({}, short)
+    assert nsys.decode_payload("text", SCHEMAS, 1) == ({}, "binaryData that is not a blob")
+    assert nsys.decode_payload(None, SCHEMAS, 1) == ({}, None)
+
+
+def test_without_a_domain_column_a_schema_id_of_one_domain_is_read() -> None:
+    assert nsys.decode_payload(blob(INIT, rank=3), SCHEMAS, None)[0]["Rank"] == 3
+    # the id in two domains: which one is not said, so not read
+    entries, sizes = schema_rows((INIT,))
+    twice = nsys.schemas_from([*entries, *[(2, *row[1:]) for row in entries]], sizes)
+    assert nsys.decode_payload(blob(INIT, rank=3), twice, None)[0] == {}
+    assert nsys.decode_payload(blob(INIT, rank=3), twice, 2)[0]["Rank"] == 3
+    # schema tables without a domain: the schema of any domain
+    anywhere = nsys.schemas_from([(None, *row[1:]) for row in entries], sizes)
+    assert nsys.decode_payload(blob(INIT, rank=3), anywhere, 1)[0]["Rank"] == 3
+
+
+def test_an_entry_without_an_offset_follows_the_one_before_aligned_to_its_size() -> None:
+    # NVTX: an entry registered without an offset is self-aligned: int at 0, then uint64 at 8;
+    # after an entry this cannot size (a float, type 19) the next one cannot be placed
+    rows = [(1, 7, 0, "a", 5, None), (1, 7, 1, "b", 18, 0), (1, 7, 2, "f", 19, 16),
+            (1, 7, 3, "c", 5, None), (1, 7, 4, "d", 5, 28)]  # fmt: skip
+    schema = nsys.schemas_from(rows, [(1, 7, 32)])[1, 7]
+    assert schema == nsys.Schema((("a", "<i", 0), ("b", "<Q", 8), ("d", "<i", 28)), 32)
+
+
+@given(data=st.binary(max_size=80), domain=st.sampled_from([None, 1, 2]))
+def test_any_bytes_decode_to_fields_or_a_reason_never_an_error(
+    data: bytes, domain: int | None
+) -> None:
+    fields, problem = nsys.decode_payload(data, SCHEMAS, domain)
+    assert problem is None or (isinstance(problem, str) and fields == {})
+    assert all(isinstance(v, int) for v in fields.values())
+
+
+@given(body=st.binary(max_size=48), size=st.integers(0, 2**64 - 1))
+def test_a_header_with_any_size_and_body_decodes_or_is_named(body: bytes, size: int) -> None:
+    header = struct.pack("<IIIIQQ", 1, 0, INIT.schema, 0, size, 32 + len(body))
+    fields, problem = nsys.decode_payload(header + body, SCHEMAS, 1)
+    assert (problem is None) == (size == 24 and len(body) >= 24) == (len(fields) == 4)
+
+
+_CELL = st.one_of(
+    st.none(), st.integers(-(2**70), 2**70), st.text(max_size=4), st.binary(max_size=4)
+)
+
+
+@given(
+    rows=st.lists(st.tuples(*[_CELL] * 6), max_size=8),
+    sizes=st.lists(st.tuples(*[_CELL] * 3), max_size=3),
+    data=st.binary(max_size=80),
+)
+def test_any_schema_rows_and_bytes_never_raise(
+    rows: list[tuple[object, ...]], sizes: list[tuple[object, ...]], data: bytes
+) -> None:
+    fields, _ = nsys.read_payload(data, None, nsys.schemas_from(rows, sizes), None)
+    assert all(isinstance(v, int) for v in fields.values())
+
+
+def test_a_json_payload_gives_its_integer_fields() -> None:
+    text = ('{"NCCL communicator ID": 18446744073709551615, "Message size [bytes]": "1048576",'
+            ' "Peer rank": -1, "Reduction operation": "Sum", "ok": true}')  # fmt: skip
+    assert nsys.decode_json(text) == (
+        {"NCCL communicator ID": 2**64 - 1, "Message size [bytes]": 1048576, "Peer rank": -1},
+        None,
+    )
+    assert nsys.decode_json("[1]") == ({}, "jsonText payload that is not a JSON object")
+    assert nsys.decode_json("{") == ({}, "jsonText payload that is not JSON")
+    assert nsys.decode_json("[" * 70000)[1] == "jsonText payload that is not text of at most 64 KiB"
+    assert nsys.decode_json(None) == ({}, None)
+
+
+@given(text=st.text(max_size=60))
+def test_any_json_text_decodes_to_fields_or_a_reason(text: str) -> None:
+    fields, problem = nsys.decode_json(text)
+    assert problem is None or fields == {}
+
+
+def test_the_blob_is_read_first_then_the_json_then_the_blobs_reason_is_given() -> None:
+    json_rank = '{"Rank": 5, "No. of ranks": 8}'
+    assert nsys.read_payload(blob(INIT, rank=2), json_rank, SCHEMAS)[0]["Rank"] == 2
+    assert nsys.read_payload(None, json_rank, SCHEMAS) == ({"Rank": 5, "No. of ranks": 8}, None)
+    assert nsys.read_payload(b"x", "{", SCHEMAS) == (
+        {}, "payload blob shorter than its 32-byte header"
+    )  # fmt: skip
+
+
+def test_nccl_2_22s_init_without_a_communicator_still_gives_the_rank() -> None:
+    comms = Comms()
+    comms.add(nsys.decode_payload(blob(OLD_INIT, rank=3, ranks=8), OLD, 1)[0])
+    assert (comms.rank, comms.world, comms.sizes) == (3, 8, {})
+
+
+def test_of_two_largest_communicators_the_lowest_rank_whatever_the_order() -> None:
+    for order in ((5, 2), (2, 5)):
+        comms = Comms()
+        for rank in order:
+            comms.add({"NCCL communicator ID": rank, "No. of ranks": 8, "Rank": rank})
+        comms.add({"NCCL communicator ID": 9, "No. of ranks": 4, "Rank": 0})
+        assert (comms.rank, comms.world) == (2, 8)
+
+
+def test_the_export_note_counts_unread_payloads_by_reason() -> None:
+    note = nsys.export_note("ranks assumed", {"b reason": 1, "a reason": 3})
+    assert note == (
+        "ranks assumed. NCCL NVTX payloads not read (their sizes, communicators and ranks "
+        "unknown): 3 a reason; 1 b reason"
+    )
+    assert nsys.export_note(None, {}) is None
+
+
+def payload(layout: Layout, **values: int) -> dict[str, int]:
+    return nsys.decode_payload(blob(layout, **values), SCHEMAS, 1)[0]
 
 
 def test_nested_groups_launch_at_the_outermost_group_end() -> None:
@@ -127,4 +281,4 @@ def test_the_time_base_is_the_session_start_on_both_clocks() -> None:
 def test_a_payload_whose_schema_id_has_its_upper_half_set_still_decodes() -> None:
     flagged = bytearray(blob(INIT, comm=9, ranks=2, rank=1))
     flagged[12:16] = b"\x01\x00\x00\x00"  # bytes 12-15: reserved beside the 32-bit schema id
-    assert nsys.decode_payload(bytes(flagged), SCHEMAS)["Rank"] == 1
+    assert nsys.decode_payload(bytes(flagged), SCHEMAS, 1)[0]["Rank"] == 1

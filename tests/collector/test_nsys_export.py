@@ -10,6 +10,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from commscope.collector import nsys
 from commscope.collector.discover import find_windows
 from commscope.collector.errors import TraceError
 from commscope.collector.schema import CommOp, Step
@@ -17,7 +18,23 @@ from commscope.pipeline.offline import EXPORT_FIRST, Failed, outcome, parse_wind
 from commscope.pipeline.report import ParsedFile
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nsys_builder import COLL, INIT, P2P, SESSION_CLOCK_NS, SESSION_UTC_NS, Export, blob
+from nsys_builder import (
+    ALLGATHER,
+    ALLTOALL,
+    COLL,
+    INIT,
+    NCCL_2_22,
+    NCCL_2_28,
+    OLD_ALLREDUCE,
+    OLD_INIT,
+    P2P,
+    RECV,
+    SESSION_CLOCK_NS,
+    SESSION_UTC_NS,
+    SPLIT,
+    Export,
+    blob,
+)
 
 GEMM = "void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8>"
 ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
@@ -294,3 +311,161 @@ def test_generated_kernel_tables_give_the_brute_force_unions(
         compute = {t for p, s, d, c in rows if p == pid and not c for t in range(s, s + d)}
         found = (item.result.comm_ns, item.result.compute_ns, item.result.overlap_ns)
         assert found == (len(comm), len(compute), len(comm & compute))
+
+
+# ---------------------------------------------------------------- NCCL's payloads, per version
+
+REAL = Path(__file__).parents[2].parent / "shared" / "traces" / "nsys" / "h100x2_alltoall.sqlite"
+needs_real = pytest.mark.skipif(not REAL.is_file(), reason=f"real export not found at {REAL}")
+
+
+def real_schema_tables() -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+    with sqlite3.connect(f"{REAL.as_uri()}?mode=ro", uri=True) as db:
+        entries = db.execute(
+            'SELECT domainId, schemaId, idx, name, "type", "offset" '
+            "FROM NVTX_PAYLOAD_SCHEMA_ENTRIES"
+        ).fetchall()
+        sizes = db.execute("SELECT domainId, schemaId, payloadSize FROM NVTX_PAYLOAD_SCHEMAS")
+        return entries, sizes.fetchall()
+
+
+@needs_real
+def test_the_builders_nccl_2_27_structs_are_the_real_exports_schemas() -> None:
+    entries, sizes = real_schema_tables()
+    real = {(s, i): (name, kind, offset) for _, s, i, name, kind, offset in entries}
+    # the real ids: CommDestroy (2) and CommInitRankConfig (11) carry the CommInitRank struct,
+    # ReduceScatter (7) the AllReduce-shaped one, Send 9, Recv 10, AllGather 4
+    same = {16777218: INIT, 16777227: INIT, 16777223: COLL, 16777225: P2P, 16777226: RECV,
+            16777220: ALLGATHER}  # fmt: skip
+    for schema, layout in same.items():
+        assert [real[schema, i] for i in range(len(layout.entries))] == list(layout.entries)
+        assert (1, schema, layout.size) in sizes
+
+
+@needs_real
+def test_a_payload_reads_through_the_real_exports_schema_tables() -> None:
+    schemas = nsys.schemas_from(*real_schema_tables())
+    sent = blob(P2P, comm=COMM, size=4096, peer=1)  # a 2.27 ncclSend struct, id 16777225
+    assert nsys.read_payload(sent, None, schemas, 1) == (
+        {"NCCL communicator ID": COMM, "Message size [bytes]": 4096, "Peer rank": 1},
+        None,
+    )
+
+
+def test_nccl_2_22_payloads_give_ranks_and_sizes_but_no_communicator(tmp_path: Path) -> None:
+    """NCCL <= 2.22: init {rank, nranks, cudaDev}, AllReduce {bytes, op}, no communicator."""
+    export = Export(gpus={0: H100, 1: H100}, nccl=NCCL_2_22)
+    for pid, device, rank in ((200, 0, 1), (300, 1, 0)):
+        export.nvtx(pid, 1, 10, 20, "ncclCommInitRank", payload=blob(OLD_INIT, rank=rank, ranks=2))
+        size = blob(OLD_ALLREDUCE, size=1_000_000)
+        export.nvtx(pid, 1, 140, 160, "ncclAllReduce", payload=size)
+        export.launched(pid, 1, 150, corr=7, kernel=(device, 200, 400, ALLREDUCE))
+    first, second = read(export.write(tmp_path / "old.sqlite"))
+    assert (first.meta.rank, second.meta.rank, first.note) == (0, 1, None)
+    # n is the world (the largest communicator's size), said as such: no communicator named
+    expected = CommOp("AllReduce", 200, 200, 1_000_000, 2, True, None, None, "world size")
+    assert first.result.calls == [expected] == second.result.calls
+
+
+def test_json_payloads_read_as_the_blobs_would(tmp_path: Path) -> None:
+    """`nsys export --include-json=true`: the same payloads as JSON objects in jsonText."""
+    export = Export(gpus={0: H100, 1: H100})
+    for pid, device, rank in ((200, 0, 1), (300, 1, 0)):
+        init = f'{{"NCCL communicator ID": {COMM}, "No. of ranks": 2, "Rank": {rank}}}'
+        export.nvtx(pid, 1, 10, 20, "ncclCommInitRank", json=init)
+        size = f'{{"NCCL communicator ID": {COMM}, "Message size [bytes]": 1000000}}'
+        export.nvtx(pid, 1, 140, 160, "ncclAllReduce", json=size)
+        export.launched(pid, 1, 150, corr=7, kernel=(device, 200, 400, ALLREDUCE))
+    blobs = read(two_ranks().write(tmp_path / "blob.sqlite"))
+    jsons = read(export.write(tmp_path / "json.sqlite"))
+    assert [(p.meta.rank, p.result.calls, p.note) for p in jsons] == [
+        (p.meta.rank, p.result.calls, p.note) for p in blobs
+    ]
+
+
+def test_payloads_that_cannot_be_read_are_counted_in_the_note(tmp_path: Path) -> None:
+    """NCCL 2.22 init structs (12 bytes) under 2.27's schema of the same id (24 bytes)."""
+    export = Export()
+    for pid in (1, 2):
+        export.nvtx(pid, 1, 10, 20, "ncclCommInitRank", payload=blob(OLD_INIT, rank=0, ranks=2))
+        export.launched(pid, 1, 30, corr=1, kernel=(pid - 1, 40, 50, ALLREDUCE))
+    (first, _) = read(export.write(tmp_path / "mixed.sqlite"))
+    assert first.note is not None
+    assert first.note.endswith(
+        "NCCL NVTX payloads not read (their sizes, communicators and ranks unknown): "
+        "2 payload of schema 16777216 with 12 bytes, not its 24"
+    )
+    assert first.note.startswith("no NCCL rank in the export")
+
+
+def test_ncclalltoalls_payload_is_per_peer_so_s_is_it_times_ranks(tmp_path: Path) -> None:
+    """NCCL 2.28+: ncclAlltoAll {comm, bytes per peer}."""
+    export = Export(nccl=NCCL_2_28)
+    export.nvtx(1, 1, 10, 20, "ncclCommInitRank", payload=blob(INIT, comm=COMM, ranks=4, rank=0))
+    export.nvtx(1, 1, 100, 200, "ncclAlltoAll", payload=blob(ALLTOALL, comm=COMM, size=64))
+    export.launched(1, 1, 150, corr=1, kernel=(0, 300, 400, SENDRECV))
+    (rank,) = read(export.write(tmp_path / "a2a.sqlite"))
+    assert rank.result.calls == [
+        CommOp("AllToAll", 300, 100, 256, 4, True, PG, None, "NCCL communicator")
+    ]
+
+
+def test_a_split_communicators_size_comes_from_its_split_payload(tmp_path: Path) -> None:
+    export = Export()
+    export.nvtx(1, 1, 10, 20, "ncclCommInitRank", payload=blob(INIT, comm=COMM, ranks=4, rank=1))
+    split = blob(SPLIT, comm=0xDEF, parent=COMM, ranks=2, rank=0, color=1, key=0)
+    export.nvtx(1, 1, 30, 40, "ncclCommSplit", payload=split)
+    export.nvtx(1, 1, 100, 200, "ncclAllReduce", payload=blob(COLL, comm=0xDEF, size=8))
+    export.launched(1, 1, 150, corr=1, kernel=(0, 300, 400, ALLREDUCE))
+    (rank,) = read(export.write(tmp_path / "split.sqlite"))
+    # the process's rank is its rank in the largest communicator (the world of 4)
+    assert (rank.meta.rank, rank.meta.world_size) == (1, 4)
+    assert rank.result.calls == [
+        CommOp("AllReduce", 300, 100, 8, 2, True, "nccl:0000000000000def", None,
+               "NCCL communicator")
+    ]  # fmt: skip
+
+
+_JUNK = st.one_of(
+    st.none(), st.binary(max_size=64), st.text(max_size=40), st.integers(-(2**63), 2**63 - 1)
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(blobs=st.lists(st.tuples(_JUNK, _JUNK), min_size=3, max_size=3))
+def test_any_payload_bytes_or_text_read_without_an_error(
+    tmp_path_factory: pytest.TempPathFactory, blobs: list[tuple[object, object]]
+) -> None:
+    """NCCL's ranges carrying anything as binaryData and jsonText: the export reads, the
+    AllReduce's size is an integer or unknown, the note (if any) a string."""
+    export = Export()
+    names = ("ncclCommInitRank", "ncclAllReduce", "ncclGroupEnd")
+    for at, (name, (data, text)) in enumerate(zip(names, blobs, strict=True)):
+        json = text if isinstance(text, str) else None
+        export.nvtx(1, 1, 10 * at, 10 * at + 5, name, payload=data, json=json)
+    export.launched(1, 1, 12, corr=1, kernel=(0, 40, 50, ALLREDUCE))
+    (rank,) = read(export.write(tmp_path_factory.mktemp("junk") / "junk.sqlite"))
+    (call,) = rank.result.calls
+    assert call.message_bytes is None or isinstance(call.message_bytes, int)
+    assert rank.note is None or isinstance(rank.note, str)
+
+
+def test_schema_tables_without_domain_or_index_columns_are_read_in_row_order(
+    tmp_path: Path,
+) -> None:
+    """An export whose schema tables lack domainId and idx (and no NVTX_PAYLOAD_SCHEMAS):
+    entries in row order, schemas of any domain; the same ranks and sizes as with them."""
+    path = two_ranks().write(tmp_path / "bare.sqlite")
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE bare AS SELECT DISTINCT schemaId, name, type, offset "
+            "FROM NVTX_PAYLOAD_SCHEMA_ENTRIES ORDER BY schemaId, idx"
+        )
+        db.execute("DROP TABLE NVTX_PAYLOAD_SCHEMA_ENTRIES")
+        db.execute("DROP TABLE NVTX_PAYLOAD_SCHEMAS")
+        db.execute("ALTER TABLE bare RENAME TO NVTX_PAYLOAD_SCHEMA_ENTRIES")
+    bare = read(path)
+    full = read(two_ranks().write(tmp_path / "full.sqlite"))
+    assert [(p.meta.rank, p.result.calls, p.note) for p in bare] == [
+        (p.meta.rank, p.result.calls, p.note) for p in full
+    ]
