@@ -133,7 +133,6 @@ class AggregatorSettings:
     max_streams_per_node: int = 256  # open streams
     max_streams: int = 4096
     max_nodes: int = 1024
-    max_handles: int = 64  # open log files
     shard: str = ""  # --shard: the `shard` label of every metric ("": none)
     ranks: frozenset[int] | None = None  # --ranks: a shard's ranks (None: the job's every rank)
     max_rank_series: int = MAX_RANK_SERIES  # --max-rank-series (0: no cap)
@@ -151,7 +150,7 @@ class Aggregator:
         )
         self.rolling = RollingBandwidth(settings.horizon_s)
         self.busbw_histogram = BusbwHistogram()
-        self.store = Store(settings.state, settings.max_handles)
+        self.store = Store(settings.state)
         self.aggregation = Aggregation(load=self.store.load, owned=settings.ranks)
         self.nodes = self.store.nodes()
         self.heartbeats: dict[str, tuple[CollectorStats, float]] = {}
@@ -482,8 +481,8 @@ class Aggregator:
         self._live_pending = True
 
     def commit(self) -> None:
-        """Make what was applied durable; only then may it be acknowledged."""
-        self.store.sync()
+        """Make what was applied durable, with one sync of the store's journal (the drain's
+        records and finished files together); only then may it be acknowledged."""
         now = self.clock()
         for item in self._finished:
             self.store.finish(item)
@@ -494,6 +493,7 @@ class Aggregator:
                     self.busbw_histogram.add(kind, values)
             self._dirty = True
         self._finished.clear()
+        self.store.sync()
 
     def _send(self, socket: zmq.Socket[bytes]) -> None:
         for identity, stream in self._acks:
