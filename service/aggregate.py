@@ -154,6 +154,8 @@ class Aggregator:
         self.aggregation = Aggregation(load=self.store.load, owned=settings.ranks)
         self.nodes = self.store.nodes()
         self.heartbeats: dict[str, tuple[CollectorStats, float]] = {}
+        self._greeted: dict[str, str] = {}  # node -> the collector instance of its last Hello
+        self._ended_by: dict[str, str | None] = {}  # node -> the instance that ended it
         self._decoder = msgspec.msgpack.Decoder(ToAggregator)
         self._head = msgspec.msgpack.Decoder(Head)
         self._records = msgspec.msgpack.Decoder(Record)
@@ -363,6 +365,7 @@ class Aggregator:
             self._heartbeat(message)
         elif isinstance(message, EndOfRun) and self._known(identity, message.node):
             self.nodes[message.node] = True
+            self._ended_by[message.node] = self._greeted.get(message.node)
             self.store.save_nodes(self.nodes)
             self._replies.append((identity, RunAck(node=message.node)))
             log.info("end of run", extra={"node": message.node})
@@ -396,9 +399,15 @@ class Aggregator:
         return False
 
     def _hello(self, identity: bytes, hello: Hello) -> None:
+        """A node joins (again, if it had ended: a collector restarted). A Hello from the
+        collector instance that sent the node's end-of-run is one of its resends (a Hello
+        leads each), not a new start: it leaves the node ended, or the run would wait for
+        an end-of-run that collector, answered, never sends again."""
         if not self._known(identity, hello.node):
             return
-        if self.nodes.get(hello.node) is not False:
+        resent = self.nodes.get(hello.node) and self._ended_by.get(hello.node) == hello.instance
+        self._greeted[hello.node] = hello.instance
+        if not resent and self.nodes.get(hello.node) is not False:
             self.nodes[hello.node] = False
             self.store.save_nodes(self.nodes)
         welcome = Welcome(

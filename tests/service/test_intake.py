@@ -1,5 +1,6 @@
-"""The aggregator's intake: what a drain costs in fsyncs, and that what one drain made durable
-is there after a restart. In process (`Aggregator.receive` and `commit`, as the loop's
+"""The aggregator's intake: what a drain costs in fsyncs, that what one drain made durable is
+there after a restart, and that a collector's resent Hello does not undo its end-of-run. In
+process (`Aggregator.receive` and `commit`, as the loop's
 drain calls them), with `os.fsync` counted."""
 
 from __future__ import annotations
@@ -11,8 +12,11 @@ from pathlib import Path
 import msgspec
 import pytest
 from commscope.collector.schema import (
+    PROTOCOL_VERSION,
     CommOp,
+    EndOfRun,
     GpuOp,
+    Hello,
     Record,
     StreamEnd,
     StreamStart,
@@ -102,3 +106,41 @@ def test_what_a_drain_acknowledged_is_there_after_a_restart(
         assert [again.aggregation.position(f"{r:032x}") for r in (8, 15)] == [(2, False)] * 2
     finally:
         again.store.close()
+
+
+def message(aggregator: Aggregator, sent: object) -> None:
+    aggregator.receive([NODE.encode(), msgspec.msgpack.encode(sent)], peer=NODE)
+
+
+def test_a_resent_hello_after_end_of_run_does_not_reopen_the_node(tmp_path: Path) -> None:
+    """The collector's end-of-run waits past its resend timeout, so it sends [Hello, EndOfRun]
+    again; the first EndOfRun is answered (the collector exits) and the second is lost (a full
+    send queue drops it). The aggregator sees EndOfRun, Hello, and nothing more: the run is
+    over (1 node expected, ended), where reopening the node on that Hello waited forever."""
+    settings = AggregatorSettings(
+        listen="tcp://127.0.0.1:*", out=tmp_path / "o", state=tmp_path / "s", expect_nodes=1
+    )
+    aggregator = Aggregator(settings, clock=lambda: 1000.0)
+    try:
+        hello = Hello(protocol=PROTOCOL_VERSION, node=NODE, instance="c" * 32)
+        for sent in (hello, EndOfRun(node=NODE, reason="stopped"), hello):
+            message(aggregator, sent)
+        assert (aggregator.nodes, aggregator._over()) == ({NODE: True}, True)
+    finally:
+        aggregator.store.close()
+
+
+def test_a_hello_from_a_new_collector_instance_reopens_an_ended_node(tmp_path: Path) -> None:
+    """A collector restarted on the node (another instance) after its end-of-run: the node
+    is at work again, and the run waits for its new end-of-run."""
+    settings = AggregatorSettings(
+        listen="tcp://127.0.0.1:*", out=tmp_path / "o", state=tmp_path / "s", expect_nodes=1
+    )
+    aggregator = Aggregator(settings, clock=lambda: 1000.0)
+    try:
+        message(aggregator, Hello(protocol=PROTOCOL_VERSION, node=NODE, instance="c" * 32))
+        message(aggregator, EndOfRun(node=NODE, reason="stopped"))
+        message(aggregator, Hello(protocol=PROTOCOL_VERSION, node=NODE, instance="d" * 32))
+        assert (aggregator.nodes, aggregator._over()) == ({NODE: False}, False)
+    finally:
+        aggregator.store.close()
