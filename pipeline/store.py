@@ -32,6 +32,7 @@ import logging
 import os
 import shutil
 import struct
+import threading
 from collections import Counter
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
@@ -82,6 +83,9 @@ class Store:
         self._segments: list[int] = []  # on disk, oldest first
         self._handle: BinaryIO | None = None  # the last segment, open for appending
         self._dirty = self._created = False  # appended / a segment begun since the last sync
+        # `load` is also called from the thread building a report: a read is never beside a
+        # write, a segment's close or deletion, or a change of the index.
+        self._lock = threading.Lock()
         for segment in _segment_numbers(self._journal):
             self._index(segment)
 
@@ -94,21 +98,26 @@ class Store:
 
     def load(self, stream: str) -> FinishedFile | None:
         """One finished file as stored (None if it is not, or it does not decode: dropped)."""
-        at = self._results.get(stream)
-        if at is None:
-            return None
-        try:
-            return _DECODER.decode(_entry(self._read(at)).data)
-        except msgspec.DecodeError as exc:  # ValidationError included
-            log.warning("stored result dropped", extra={"stream": stream, "reason": str(exc)})
-            self._kill_result(stream)
-            return None
+        with self._lock:
+            at = self._results.get(stream)
+            if at is None:
+                return None
+            try:
+                return _DECODER.decode(_entry(self._read(at)).data)
+            except msgspec.DecodeError as exc:  # ValidationError included
+                log.warning("stored result dropped", extra={"stream": stream, "reason": str(exc)})
+                self._kill_result(stream)
+                return None
 
     def logs(self) -> Iterator[tuple[str, Iterator[bytes]]]:
         """Each open stream's records, in the order they were appended, by stream id."""
         for stream in sorted(self._records):
             places = list(self._records[stream])
-            yield stream, (_entry(self._read(at)).data for at in places)
+            yield stream, (self._record(at) for at in places)
+
+    def _record(self, at: At) -> bytes:
+        with self._lock:
+            return _entry(self._read(at)).data
 
     def _read(self, at: At) -> bytes:
         if self._handle is not None and at.segment == self._segments[-1]:
@@ -151,11 +160,12 @@ class Store:
 
     def _write(self, entry: JournalEntry) -> None:
         body = _ENCODER.encode(entry)
-        handle = self._appending()
-        handle.write(_LENGTH.pack(len(body)))
-        self._apply(entry, At(self._segments[-1], handle.tell(), len(body)))
-        handle.write(body)
-        self._dirty = True
+        with self._lock:
+            handle = self._appending()
+            handle.write(_LENGTH.pack(len(body)))
+            self._apply(entry, At(self._segments[-1], handle.tell(), len(body)))
+            handle.write(body)
+            self._dirty = True
 
     def _appending(self) -> BinaryIO:
         """The last segment, open for appending (a new one once it has `segment_bytes`)."""
@@ -172,12 +182,14 @@ class Store:
         """Make every entry written so far durable (before acknowledging what they hold): one
         fsync of the journal, and one of its folder if a segment was begun since the last."""
         if self._dirty and self._handle is not None:
-            self._handle.flush()
+            with self._lock:
+                self._handle.flush()
             os.fsync(self._handle.fileno())
         if self._created:
             _fsync_folder(self._journal)
         self._dirty = self._created = False
-        self._delete_dead()
+        with self._lock:
+            self._delete_dead()
 
     def _close_segment(self) -> None:
         """Close the last segment, durable first (its successor must not be durable alone)."""
@@ -200,9 +212,10 @@ class Store:
         write_atomic(self.root / "nodes.msgpack", msgspec.msgpack.encode(nodes))
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+        with self._lock:
+            if self._handle is not None:
+                self._handle.close()
+                self._handle = None
 
     # ---- the index
     def _index(self, segment: int) -> None:
