@@ -18,9 +18,12 @@ SCHEMA_VERSION: Final = 4
 PROTOCOL_VERSION: Final = 6  # 4: labels, sizes and counts bounded at decode; 5: `Facts`
 # 6: NCCL Inspector logs (`FileStats.dropped` has the Inspector line reasons below)
 # Persisted state (the collector's checkpoint, the aggregator's store). Version 1 carried no
-# version field; readers migrate it explicitly. 3: the aggregator's store is one journal
-# (`JournalEntry` frames in segments, one fsync a drain), not a log and a file per stream.
-STATE_VERSION: Final = 3
+# version field; readers migrate it explicitly.
+STATE_VERSION: Final = 2
+# The aggregator's state folder (its `version.msgpack`): versions 1 and 2 went with
+# STATE_VERSION; 3: one journal (`JournalEntry` frames in segments, one fsync a drain), not a
+# log and a result file per stream.
+STORE_VERSION: Final = 3
 
 KernelCategory = Literal["gemm", "attention", "elementwise", "reduction", "other"]
 KERNEL_CATEGORIES: Final[tuple[KernelCategory, ...]] = get_args(KernelCategory)

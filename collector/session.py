@@ -387,10 +387,5 @@ def _from_v1(raw: Any) -> Any:
     return {"version": 2, "files": raw}
 
 
-def _from_v2(raw: Any) -> Any:
-    """Version 3 changed the aggregator's store only: a checkpoint reads the same."""
-    return {**raw, "version": 3}
-
-
 # _MIGRATIONS[v - 1] turns version v into version v + 1.
-_MIGRATIONS = (_from_v1, _from_v2)
+_MIGRATIONS = (_from_v1,)

@@ -15,7 +15,7 @@
   of the traces').
 - `nodes.msgpack`: the collectors seen and whether each has sent end-of-run; `retired.msgpack`
   the superseded streams (each written atomically: temp file + fsync + rename).
-- `version.msgpack`: the format of the folder (`schema.STATE_VERSION`). A folder without it
+- `version.msgpack`: the format of the folder (`schema.STORE_VERSION`). A folder without it
   is version 1 (a log and a result file per stream, samples as lists of floats); versions 1
   and 2 are migrated in place, explicitly, one version at a time; a folder from a newer
   commscope is refused. A stored result that does not fit its format is logged and dropped
@@ -42,7 +42,7 @@ import msgspec
 from commscope.collector.atomic import write_atomic
 from commscope.collector.errors import ProtocolError
 from commscope.collector.schema import (
-    STATE_VERSION,
+    STORE_VERSION,
     FinishedFile,
     JournalEntry,
     JournalKind,
@@ -293,21 +293,21 @@ def _read_file(path: Path, root: Path, decode: Callable[[bytes], T]) -> T | None
 
 
 def migrate(root: Path) -> int | None:
-    """Bring the state folder to STATE_VERSION (a new one starts there); the version it was
+    """Bring the state folder to STORE_VERSION (a new one starts there); the version it was
     found at when it had to be migrated, else None."""
     found = state_version(root)
     (root / "journal").mkdir(parents=True, exist_ok=True)
     if found == 0:
-        _write_version(root, STATE_VERSION)
+        _write_version(root, STORE_VERSION)
         return None
-    for version in range(found, STATE_VERSION):
+    for version in range(found, STORE_VERSION):
         MIGRATIONS[version](root)
         _write_version(root, version + 1)
     for folder in ("open", "done"):  # version 2's, once version 3 is written
         shutil.rmtree(root / folder, ignore_errors=True)
-    if found == STATE_VERSION:
+    if found == STORE_VERSION:
         return None
-    log.warning("state migrated", extra={"state": str(root), "from": found, "to": STATE_VERSION})
+    log.warning("state migrated", extra={"state": str(root), "from": found, "to": STORE_VERSION})
     return found
 
 
@@ -323,9 +323,9 @@ def state_version(root: Path) -> int:
             version = msgspec.msgpack.decode(path.read_bytes(), type=StateVersion).version
         except msgspec.DecodeError as exc:
             raise ProtocolError(f"{path}: not a state version ({exc})") from None
-        if not 1 <= version <= STATE_VERSION:
+        if not 1 <= version <= STORE_VERSION:
             raise ProtocolError(
-                f"{root}: state version {version} (this commscope reads 1 to {STATE_VERSION})"
+                f"{root}: state version {version} (this commscope reads 1 to {STORE_VERSION})"
             )
         return version
     if not root.exists() or not any(root.iterdir()):

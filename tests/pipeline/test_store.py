@@ -16,7 +16,7 @@ import msgspec
 import pytest
 from commscope.collector.errors import ProtocolError
 from commscope.collector.schema import (
-    STATE_VERSION,
+    STORE_VERSION,
     FinishedFile,
     JournalEntry,
     RankResult,
@@ -341,7 +341,7 @@ def test_a_version_1_store_is_migrated_explicitly(tmp_path: Path) -> None:
         f"{B}.msgpack",
         f"{C}.msgpack",
     ]
-    assert state_version(tmp_path) == STATE_VERSION
+    assert state_version(tmp_path) == STORE_VERSION
     again = Store(tmp_path)
     try:
         assert again.migrated_from is None
@@ -353,14 +353,14 @@ def test_a_version_1_store_is_migrated_explicitly(tmp_path: Path) -> None:
 def test_a_new_folder_starts_at_the_current_version(tmp_path: Path) -> None:
     assert state_version(tmp_path / "new") == 0
     Store(tmp_path / "new").close()
-    assert state_version(tmp_path / "new") == STATE_VERSION
+    assert state_version(tmp_path / "new") == STORE_VERSION
 
 
 def test_a_store_of_a_newer_version_is_refused(tmp_path: Path) -> None:
     tmp_path.joinpath("version.msgpack").write_bytes(
-        msgspec.msgpack.encode(StateVersion(version=STATE_VERSION + 1))
+        msgspec.msgpack.encode(StateVersion(version=STORE_VERSION + 1))
     )
-    with pytest.raises(ProtocolError, match=f"state version {STATE_VERSION + 1}"):
+    with pytest.raises(ProtocolError, match=f"state version {STORE_VERSION + 1}"):
         Store(tmp_path)
 
 
