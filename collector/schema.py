@@ -21,6 +21,10 @@ PROTOCOL_VERSION: Final = 7  # 4: labels, sizes and counts bounded at decode; 5:
 # Persisted state (the collector's checkpoint, the aggregator's store). Version 1 carried no
 # version field; readers migrate it explicitly.
 STATE_VERSION: Final = 2
+# The aggregator's state folder (its `version.msgpack`): versions 1 and 2 went with
+# STATE_VERSION; 3: one journal (`JournalEntry` frames in segments, one fsync a drain), not a
+# log and a result file per stream.
+STORE_VERSION: Final = 3
 
 KernelCategory = Literal["gemm", "attention", "elementwise", "reduction", "other"]
 KERNEL_CATEGORIES: Final[tuple[KernelCategory, ...]] = get_args(KernelCategory)
@@ -898,6 +902,18 @@ class StateVersion(msgspec.Struct, kw_only=True):
 
 Nodes = dict[NodeName, bool]  # each collector seen -> whether it has sent end-of-run
 Retired = list[StreamId]  # superseded streams
+# What a frame of the aggregator's journal says about `stream` (state version 3).
+JournalKind = Literal["record", "finished", "forget", "forget_log"]
+
+
+class JournalEntry(msgspec.Struct, array_like=True, frozen=True):
+    """One frame of the aggregator's journal: a record of an open stream as received
+    (`data`), a finished file's result (`data`: a msgpack `FinishedFile`), or that the
+    stream's records and result ("forget") or only its records ("forget_log") are gone."""
+
+    kind: JournalKind
+    stream: StreamId
+    data: bytes = b""
 
 
 class FinishedFile(msgspec.Struct, kw_only=True):

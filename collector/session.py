@@ -4,7 +4,11 @@ A `Session` is what one collector knows of its link to the aggregator: per file 
 checkpoint entry (stream id, the bytes its fingerprint covers, how many records are durable
 at the aggregator, whether the stream has ended there), the records sent and not yet
 acknowledged (a go-back-N window of at most `credit`), the resend backoff (doubling up to
-`max_resend_s`, back to `resend_s` on progress), and the end-of-run handshake. Its inputs
+`max_resend_s`, counted from the last progress), and the end-of-run handshake. The timeout
+follows the aggregator's answers as TCP's does (RFC 6298: smoothed round trip plus four
+deviations, sampled only from records acknowledged without a resend, and a backed-off timeout
+kept until such a sample comes: Karn's rule), so an aggregator that is busy but answering is
+not flooded with duplicates. Its inputs
 are files found (with their fingerprint as it reads now), records from the file streams and
 replies from the aggregator; its outputs are payloads to send, `Start`s of file streams to
 (re)start, paths whose stream to cancel, and the checkpoint to persist. The shell
@@ -73,6 +77,7 @@ class Start:
 class _Pending:
     payload: bytes
     first_sent: float
+    resent: bool = False  # its acknowledgement is no round-trip sample (Karn's rule)
 
 
 @dataclass
@@ -96,6 +101,8 @@ class Session:
         self.unacked: OrderedDict[tuple[str, int], _Pending] = OrderedDict()
         self.dirty = False
         self.resend_every = self.limits.resend_s
+        self.srtt: float | None = None  # smoothed round trip of a record to its ack
+        self.rttvar = 0.0  # and its mean deviation
         self.last_resend = self.last_heartbeat = -float("inf")
         self.end_sent: float | None = None
         self.heard = self.now  # the silence is counted from the start
@@ -188,6 +195,8 @@ class Session:
             return []
         self.resend_now = False
         payloads = [self.hello(), *(p.payload for p in self.unacked.values())]
+        for pending in self.unacked.values():
+            pending.resent = True
         self.stats.batches_resent += len(self.unacked)
         if waiting:
             payloads.append(self._end_of_run())
@@ -253,14 +262,19 @@ class Session:
         if ack.next_seq < entry.acked and not ack.done:
             self._rewind(path, entry, ack.next_seq)
             return
+        last = None
         for key in self._acked(ack.stream, entry.acked, ack.next_seq):
-            if self.unacked.pop(key, None) is not None:
+            pending = self.unacked.pop(key, None)
+            if pending is not None:
                 self.stats.batches_acked += 1
+                last = pending
+        if last is not None and not last.resent:
+            self._round_trip(now - last.first_sent)
+            self.resend_every = self.timeout()  # a fresh round trip: the backoff starts over
         if ack.next_seq > entry.acked or ack.done != entry.done:
             entry.acked = max(entry.acked, ack.next_seq)
             self.dirty = True
-            self.resend_every = self.limits.resend_s  # progress: the next resend in resend_s
-            self.last_resend = max(self.last_resend, now)
+            self.last_resend = max(self.last_resend, now)  # progress: counted from here
         if ack.done and not entry.done:
             self._done(path, entry)
         elif ack.done:
@@ -273,6 +287,23 @@ class Session:
         if high - low <= len(self.unacked):
             return [(stream, seq) for seq in range(low, high)]
         return [k for k in self.unacked if k[0] == stream and low <= k[1] < high]
+
+    def _round_trip(self, sample: float) -> None:
+        """One record's time from sent to acknowledged, into the smoothed round trip and its
+        deviation (RFC 6298's gains, 1/8 and 1/4)."""
+        if self.srtt is None:
+            self.srtt, self.rttvar = sample, sample / 2
+            return
+        self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - sample)
+        self.srtt = 0.875 * self.srtt + 0.125 * sample
+
+    def timeout(self) -> float:
+        """The resend timeout after progress: `resend_s` until a round trip is measured, then
+        the smoothed round trip plus four deviations, within `resend_s` and `max_resend_s`."""
+        if self.srtt is None:
+            return self.limits.resend_s
+        rto = self.srtt + 4 * self.rttvar
+        return min(max(rto, self.limits.resend_s), self.limits.max_resend_s)
 
     def _done(self, path: str, entry: CheckpointEntry) -> None:
         entry.done = True

@@ -1,19 +1,28 @@
 """The aggregator's durable state (shell: files, fsync).
 
-- `open/<stream>.log`: the records of a stream that has not ended, as received (a 4-byte
-  length, then the msgpack bytes), appended and fsynced before they are acknowledged. A
-  record torn by a crash was never acknowledged: replay stops there and cuts it off.
-- `done/<stream>.msgpack`: a finished file's result, written atomically (temp file + fsync +
-  rename); its log is deleted afterwards.
-- `nodes.msgpack`: the collectors seen and whether each has sent end-of-run.
-- `version.msgpack`: the format of the folder (`schema.STATE_VERSION`). A folder without it
-  is version 1 (the same files, unchecked, samples as lists of floats) and is migrated in
-  place, explicitly, one version at a time; a folder from a newer commscope is refused. A
-  stored file that does not fit its format is moved to `rejected/` and logged, never fatal.
+- `journal/<n>.log`: one append-only journal in segments of about `SEGMENT_BYTES`, of frames
+  (a 4-byte length, then a msgpack `JournalEntry`): each record of a stream that has not
+  ended, as received; each finished file's result; and a mark when a stream's records (and
+  result) are dropped. `sync` makes all that was appended since the last one durable with
+  ONE fsync (and one of the folder when it began a segment): the aggregator calls it once a
+  drain, before that drain's acknowledgements go out. A frame torn by a crash was never
+  acknowledged: reading stops there and cuts it off.
+- Opening the store reads the journal once into an index (where each open stream's records
+  and each finished result are); results are read back from their segment when asked for.
+  A segment is deleted, oldest first, once nothing in it is live (a record of an open
+  stream, a result not dropped); the records of finished streams in a segment that still
+  holds results stay on disk until the folder is removed (they are the wire's bytes: ~0.5%
+  of the traces').
+- `nodes.msgpack`: the collectors seen and whether each has sent end-of-run; `retired.msgpack`
+  the superseded streams (each written atomically: temp file + fsync + rename).
+- `version.msgpack`: the format of the folder (`schema.STORE_VERSION`). A folder without it
+  is version 1 (a log and a result file per stream, samples as lists of floats); versions 1
+  and 2 are migrated in place, explicitly, one version at a time; a folder from a newer
+  commscope is refused. A stored result that does not fit its format is logged and dropped
+  (a whole file of version 1 or 2 is moved to `rejected/`), never fatal.
 
-A restart replays `done/` and the logs: nothing acknowledged is lost, nothing is applied twice.
-At most `max_handles` logs are open at once (least recently used closed first, fsynced if
-dirty), however many streams are open.
+A restart replays the results and the open streams' records: nothing acknowledged is lost,
+nothing is applied twice.
 """
 
 from __future__ import annotations
@@ -21,19 +30,22 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import shutil
 import struct
-from collections import OrderedDict
-from collections.abc import Callable, Iterator
+import threading
+from collections import Counter
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, Final, TypeVar
+from typing import Any, BinaryIO, Final, NamedTuple, TypeVar
 
 import msgspec
 from commscope.collector.atomic import write_atomic
-from commscope.collector.discover import file_size
 from commscope.collector.errors import ProtocolError
 from commscope.collector.schema import (
-    STATE_VERSION,
+    STORE_VERSION,
     FinishedFile,
+    JournalEntry,
+    JournalKind,
     Nodes,
     Retired,
     StateVersion,
@@ -44,114 +56,154 @@ log = logging.getLogger("commscope.store")
 
 _LENGTH: Final = struct.Struct("<I")
 _DECODER: Final = msgspec.msgpack.Decoder(FinishedFile)
+_ENTRY: Final = msgspec.msgpack.Decoder(JournalEntry)
+_ENCODER: Final = msgspec.msgpack.Encoder()
 _SAMPLES: Final = ("algbw_Bps", "busbw_Bps")
-MAX_HANDLES: Final = 64
+SEGMENT_BYTES: Final = 64 * 2**20
 T = TypeVar("T")
 
 
+class At(NamedTuple):
+    """Where an entry's frame is: its segment, the offset of its body, the body's length."""
+
+    segment: int
+    offset: int
+    length: int
+
+
 class Store:
-    def __init__(self, root: Path, max_handles: int = MAX_HANDLES) -> None:
+    def __init__(self, root: Path, segment_bytes: int = SEGMENT_BYTES) -> None:
         self.root = root
-        self._open = root / "open"
-        self._done = root / "done"
-        self._rejected = root / "rejected"
+        self._journal = root / "journal"
         self.migrated_from = migrate(root)
-        self._logs: OrderedDict[str, BinaryIO] = OrderedDict()
-        self._max_handles = max_handles
-        self._dirty: set[str] = set()
+        self._segment_bytes = segment_bytes
+        self._results: dict[str, At] = {}
+        self._records: dict[str, list[At]] = {}
+        self._live: Counter[int] = Counter()  # live entries a segment
+        self._segments: list[int] = []  # on disk, oldest first
+        self._handle: BinaryIO | None = None  # the last segment, open for appending
+        self._dirty = self._created = False  # appended / a segment begun since the last sync
+        # `load` is also called from the thread building a report: a read is never beside a
+        # write, a segment's close or deletion, or a change of the index.
+        self._lock = threading.Lock()
+        for segment in _segment_numbers(self._journal):
+            self._index(segment)
 
     # ---- reading back
     def finished(self) -> Iterator[FinishedFile]:
-        for path in sorted(self._done.glob("*.msgpack")):
-            item = self._read(path, _DECODER.decode)
+        for stream in sorted(self._results):
+            item = self.load(stream)
             if item is not None:
                 yield item
 
     def load(self, stream: str) -> FinishedFile | None:
-        """One finished file as stored (None if it is not)."""
-        path = self._done / f"{stream}.msgpack"
-        if not path.exists():
-            return None
-        return self._read(path, _DECODER.decode)
-
-    def _read(self, path: Path, decode: Callable[[bytes], T]) -> T | None:
-        """A stored file decoded; one that does not decode is moved to `rejected/`."""
-        try:
-            return decode(path.read_bytes())
-        except msgspec.DecodeError as exc:  # ValidationError included
-            _reject(path, self._rejected, str(exc))
-            return None
+        """One finished file as stored (None if it is not, or it does not decode: dropped)."""
+        with self._lock:
+            at = self._results.get(stream)
+            if at is None:
+                return None
+            try:
+                return _DECODER.decode(_entry(self._read(at)).data)
+            except msgspec.DecodeError as exc:  # ValidationError included
+                log.warning("stored result dropped", extra={"stream": stream, "reason": str(exc)})
+                self._kill_result(stream)
+                return None
 
     def logs(self) -> Iterator[tuple[str, Iterator[bytes]]]:
-        """Each open stream's records (read each iterator to its end: it mends a torn tail)."""
-        for path in sorted(self._open.glob("*.log")):
-            yield path.stem, _frames(path)
+        """Each open stream's records, in the order they were appended, by stream id."""
+        for stream in sorted(self._records):
+            places = list(self._records[stream])
+            yield stream, (self._record(at) for at in places)
+
+    def _record(self, at: At) -> bytes:
+        with self._lock:
+            return _entry(self._read(at)).data
+
+    def _read(self, at: At) -> bytes:
+        if self._handle is not None and at.segment == self._segments[-1]:
+            self._handle.flush()
+        with self._path(at.segment).open("rb") as handle:
+            handle.seek(at.offset)
+            return handle.read(at.length)
 
     def nodes(self) -> Nodes:
         path = self.root / "nodes.msgpack"
         if not path.exists():
             return {}
-        return self._read(path, msgspec.msgpack.Decoder(Nodes).decode) or {}
-
-    # ---- writing
-    def append(self, stream: str, payload: bytes) -> None:
-        handle = self._handle(stream)
-        handle.write(_LENGTH.pack(len(payload)))
-        handle.write(payload)
-        self._dirty.add(stream)
-
-    def _handle(self, stream: str) -> BinaryIO:
-        """The stream's log, open for appending; the least recently used one is closed (made
-        durable first) when more than `max_handles` would be open."""
-        handle = self._logs.get(stream)
-        if handle is not None:
-            self._logs.move_to_end(stream)
-            return handle
-        while len(self._logs) >= self._max_handles:
-            self._close(next(iter(self._logs)))
-        handle = self._logs[stream] = (self._open / f"{stream}.log").open("ab")
-        return handle
-
-    def _close(self, stream: str) -> None:
-        handle = self._logs.pop(stream, None)
-        if handle is None:
-            return
-        if stream in self._dirty:
-            handle.flush()
-            os.fsync(handle.fileno())
-            self._dirty.discard(stream)
-        handle.close()
-
-    def open_handles(self) -> int:
-        return len(self._logs)
-
-    def sync(self) -> None:
-        """Make every appended record durable (before acknowledging them)."""
-        for stream in sorted(self._dirty):
-            handle = self._logs[stream]
-            handle.flush()
-            os.fsync(handle.fileno())
-        self._dirty.clear()
-
-    def finish(self, item: FinishedFile) -> None:
-        write_atomic(self._done / f"{item.stream}.msgpack", msgspec.msgpack.encode(item))
-        self.forget(item.stream, keep_done=True)
-
-    def forget(self, stream: str, keep_done: bool = False) -> None:
-        """Remove a stream's log (and, for a superseded stream, its result)."""
-        handle = self._logs.pop(stream, None)
-        if handle is not None:
-            handle.close()
-        self._dirty.discard(stream)
-        (self._open / f"{stream}.log").unlink(missing_ok=True)
-        if not keep_done:
-            (self._done / f"{stream}.msgpack").unlink(missing_ok=True)
+        return _read_file(path, self.root, msgspec.msgpack.Decoder(Nodes).decode) or {}
 
     def retired(self) -> Retired:
         path = self.root / "retired.msgpack"
         if not path.exists():
             return []
-        return self._read(path, msgspec.msgpack.Decoder(Retired).decode) or []
+        return _read_file(path, self.root, msgspec.msgpack.Decoder(Retired).decode) or []
+
+    def log_bytes(self) -> int:
+        """The journal's frames of the records of streams still open."""
+        return sum(_LENGTH.size + at.length for places in self._records.values() for at in places)
+
+    def open_handles(self) -> int:
+        return 0 if self._handle is None else 1
+
+    # ---- writing (durable at the next `sync`)
+    def append(self, stream: str, payload: bytes) -> None:
+        self._write(JournalEntry(kind="record", stream=stream, data=payload))
+
+    def finish(self, item: FinishedFile) -> None:
+        """A stream's result; its records are dropped with it."""
+        self._write(JournalEntry(kind="finished", stream=item.stream, data=_ENCODER.encode(item)))
+
+    def forget(self, stream: str, keep_done: bool = False) -> None:
+        """Drop a stream's records (and, for a superseded stream, its result)."""
+        if stream in self._records or (not keep_done and stream in self._results):
+            self._write(JournalEntry(kind="forget_log" if keep_done else "forget", stream=stream))
+
+    def _write(self, entry: JournalEntry) -> None:
+        body = _ENCODER.encode(entry)
+        with self._lock:
+            handle = self._appending()
+            handle.write(_LENGTH.pack(len(body)))
+            self._apply(entry, At(self._segments[-1], handle.tell(), len(body)))
+            handle.write(body)
+            self._dirty = True
+
+    def _appending(self) -> BinaryIO:
+        """The last segment, open for appending (a new one once it has `segment_bytes`)."""
+        if self._handle is not None and self._handle.tell() < self._segment_bytes:
+            return self._handle
+        if self._handle is not None:
+            self._close_segment()
+        self._segments.append(self._segments[-1] + 1 if self._segments else 0)
+        self._handle = self._path(self._segments[-1]).open("ab")
+        self._created = True
+        return self._handle
+
+    def sync(self) -> None:
+        """Make every entry written so far durable (before acknowledging what they hold): one
+        fsync of the journal, and one of its folder if a segment was begun since the last."""
+        if self._dirty and self._handle is not None:
+            with self._lock:
+                self._handle.flush()
+            os.fsync(self._handle.fileno())
+        if self._created:
+            _fsync_folder(self._journal)
+        self._dirty = self._created = False
+        with self._lock:
+            self._delete_dead()
+
+    def _close_segment(self) -> None:
+        """Close the last segment, durable first (its successor must not be durable alone)."""
+        assert self._handle is not None
+        if self._dirty:
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+        self._handle.close()
+        self._handle = None
+
+    def _delete_dead(self) -> None:
+        """Delete segments, oldest first, with nothing live in them (never the last one)."""
+        while len(self._segments) > 1 and not self._live[self._segments[0]]:
+            self._path(self._segments.pop(0)).unlink(missing_ok=True)
 
     def save_retired(self, streams: set[str]) -> None:
         write_atomic(self.root / "retired.msgpack", msgspec.msgpack.encode(sorted(streams)))
@@ -159,33 +211,103 @@ class Store:
     def save_nodes(self, nodes: dict[str, bool]) -> None:
         write_atomic(self.root / "nodes.msgpack", msgspec.msgpack.encode(nodes))
 
-    def log_bytes(self) -> int:
-        return sum(file_size(p) for p in self._open.glob("*.log"))
-
     def close(self) -> None:
-        for handle in self._logs.values():
-            handle.close()
-        self._logs.clear()
+        with self._lock:
+            if self._handle is not None:
+                self._handle.close()
+                self._handle = None
+
+    # ---- the index
+    def _index(self, segment: int) -> None:
+        """Read one segment into the index (a torn or undecodable tail is cut off)."""
+        self._segments.append(segment)
+        for at, entry in _entries(self._path(segment), segment):
+            self._apply(entry, at)
+
+    def _apply(self, entry: JournalEntry, at: At) -> None:
+        kind: JournalKind = entry.kind
+        if kind == "record":
+            self._records.setdefault(entry.stream, []).append(at)
+            self._live[at.segment] += 1
+            return
+        for place in self._records.pop(entry.stream, ()):
+            self._live[place.segment] -= 1
+        if kind in ("finished", "forget"):
+            self._kill_result(entry.stream)
+        if kind == "finished":
+            self._results[entry.stream] = at
+            self._live[at.segment] += 1
+
+    def _kill_result(self, stream: str) -> None:
+        old = self._results.pop(stream, None)
+        if old is not None:
+            self._live[old.segment] -= 1
+
+    def _path(self, segment: int) -> Path:
+        return self._journal / f"{segment:08d}.log"
+
+
+def _segment_numbers(journal: Path) -> list[int]:
+    return sorted(int(p.stem) for p in journal.glob("*.log") if p.stem.isdigit())
+
+
+def _entries(path: Path, segment: int) -> Iterator[tuple[At, JournalEntry]]:
+    """A segment's entries in order; the file is cut at the first frame torn or undecodable."""
+    offset = 0
+    frames = _frames(path)
+    for body in frames:
+        try:
+            entry = _ENTRY.decode(body)
+        except msgspec.DecodeError as exc:
+            frames.close()
+            log.warning("journal cut", extra={"segment": str(path), "reason": str(exc)})
+            with path.open("r+b") as handle:
+                handle.truncate(offset)
+            return
+        yield At(segment, offset + _LENGTH.size, len(body)), entry
+        offset += _LENGTH.size + len(body)
+
+
+def _entry(body: bytes) -> JournalEntry:
+    return _ENTRY.decode(body)
+
+
+def _fsync_folder(folder: Path) -> None:
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
+def _read_file(path: Path, root: Path, decode: Callable[[bytes], T]) -> T | None:
+    """A stored file decoded; one that does not decode is moved to `rejected/`."""
+    try:
+        return decode(path.read_bytes())
+    except msgspec.DecodeError as exc:  # ValidationError included
+        _reject(path, root / "rejected", str(exc))
+        return None
 
 
 # ---------------------------------------------------------------- versions and migrations
 
 
 def migrate(root: Path) -> int | None:
-    """Bring the state folder to STATE_VERSION (a new one starts there); the version it was
+    """Bring the state folder to STORE_VERSION (a new one starts there); the version it was
     found at when it had to be migrated, else None."""
     found = state_version(root)
-    for folder in ("open", "done"):
-        (root / folder).mkdir(parents=True, exist_ok=True)
+    (root / "journal").mkdir(parents=True, exist_ok=True)
     if found == 0:
-        _write_version(root, STATE_VERSION)
+        _write_version(root, STORE_VERSION)
         return None
-    for version in range(found, STATE_VERSION):
+    for version in range(found, STORE_VERSION):
         MIGRATIONS[version](root)
         _write_version(root, version + 1)
-    if found == STATE_VERSION:
+    for folder in ("open", "done"):  # version 2's, once version 3 is written
+        shutil.rmtree(root / folder, ignore_errors=True)
+    if found == STORE_VERSION:
         return None
-    log.warning("state migrated", extra={"state": str(root), "from": found, "to": STATE_VERSION})
+    log.warning("state migrated", extra={"state": str(root), "from": found, "to": STORE_VERSION})
     return found
 
 
@@ -201,9 +323,9 @@ def state_version(root: Path) -> int:
             version = msgspec.msgpack.decode(path.read_bytes(), type=StateVersion).version
         except msgspec.DecodeError as exc:
             raise ProtocolError(f"{path}: not a state version ({exc})") from None
-        if not 1 <= version <= STATE_VERSION:
+        if not 1 <= version <= STORE_VERSION:
             raise ProtocolError(
-                f"{root}: state version {version} (this commscope reads 1 to {STATE_VERSION})"
+                f"{root}: state version {version} (this commscope reads 1 to {STORE_VERSION})"
             )
         return version
     if not root.exists() or not any(root.iterdir()):
@@ -222,6 +344,32 @@ def _v1_to_v2(root: Path) -> None:
         path = root / name
         if path.exists():
             _rewrite(path, rejected, functools.partial(_fitting, kind=kind))
+
+
+def _v2_to_v3(root: Path) -> None:
+    """Version 2 → 3: each `done/<stream>.msgpack` and `open/<stream>.log` into one journal
+    segment, made durable before the version is written (the old files are deleted after
+    it; a migration cut short starts again from them)."""
+    journal = root / "journal"
+    shutil.rmtree(journal, ignore_errors=True)
+    journal.mkdir()
+    with (journal / f"{0:08d}.log").open("wb") as handle:
+        for path in sorted((root / "done").glob("*.msgpack")):
+            if _fits([path.stem], Retired) and _read_file(path, root, _DECODER.decode) is not None:
+                _put(
+                    handle, JournalEntry(kind="finished", stream=path.stem, data=path.read_bytes())
+                )
+        for path in sorted((root / "open").glob("*.log")):
+            for frame in _frames(path) if _fits([path.stem], Retired) else ():
+                _put(handle, JournalEntry(kind="record", stream=path.stem, data=frame))
+        handle.flush()
+        os.fsync(handle.fileno())
+    _fsync_folder(journal)
+
+
+def _put(handle: BinaryIO, entry: JournalEntry) -> None:
+    body = _ENCODER.encode(entry)
+    handle.write(_LENGTH.pack(len(body)) + body)
 
 
 def _rewrite(path: Path, rejected: Path, convert: Callable[[Any], Any]) -> None:
@@ -269,7 +417,7 @@ def _reject(path: Path, rejected: Path, reason: str) -> None:
     log.warning("state file rejected", extra={"path": str(path), "reason": reason[:500]})
 
 
-MIGRATIONS: Final[dict[int, Callable[[Path], None]]] = {1: _v1_to_v2}
+MIGRATIONS: Final[dict[int, Callable[[Path], None]]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def _packed(values: list[float]) -> bytearray:
@@ -279,7 +427,7 @@ def _packed(values: list[float]) -> bytearray:
     return packed
 
 
-def _frames(path: Path) -> Iterator[bytes]:
+def _frames(path: Path) -> Generator[bytes, None, None]:
     """The whole records of a log, in order; a torn last record is cut off the file."""
     with path.open("r+b") as handle:
         good = 0

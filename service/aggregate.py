@@ -133,7 +133,6 @@ class AggregatorSettings:
     max_streams_per_node: int = 256  # open streams
     max_streams: int = 4096
     max_nodes: int = 1024
-    max_handles: int = 64  # open log files
     shard: str = ""  # --shard: the `shard` label of every metric ("": none)
     ranks: frozenset[int] | None = None  # --ranks: a shard's ranks (None: the job's every rank)
     max_rank_series: int = MAX_RANK_SERIES  # --max-rank-series (0: no cap)
@@ -151,10 +150,12 @@ class Aggregator:
         )
         self.rolling = RollingBandwidth(settings.horizon_s)
         self.busbw_histogram = BusbwHistogram()
-        self.store = Store(settings.state, settings.max_handles)
+        self.store = Store(settings.state)
         self.aggregation = Aggregation(load=self.store.load, owned=settings.ranks)
         self.nodes = self.store.nodes()
         self.heartbeats: dict[str, tuple[CollectorStats, float]] = {}
+        self._greeted: dict[str, str] = {}  # node -> the collector instance of its last Hello
+        self._ended_by: dict[str, str | None] = {}  # node -> the instance that ended it
         self._decoder = msgspec.msgpack.Decoder(ToAggregator)
         self._head = msgspec.msgpack.Decoder(Head)
         self._records = msgspec.msgpack.Decoder(Record)
@@ -365,6 +366,7 @@ class Aggregator:
             self._heartbeat(message)
         elif isinstance(message, EndOfRun) and self._known(identity, message.node):
             self.nodes[message.node] = True
+            self._ended_by[message.node] = self._greeted.get(message.node)
             self.store.save_nodes(self.nodes)
             self._replies.append((identity, RunAck(node=message.node)))
             log.info("end of run", extra={"node": message.node})
@@ -398,9 +400,15 @@ class Aggregator:
         return False
 
     def _hello(self, identity: bytes, hello: Hello) -> None:
+        """A node joins (again, if it had ended: a collector restarted). A Hello from the
+        collector instance that sent the node's end-of-run is one of its resends (a Hello
+        leads each), not a new start: it leaves the node ended, or the run would wait for
+        an end-of-run that collector, answered, never sends again."""
         if not self._known(identity, hello.node):
             return
-        if self.nodes.get(hello.node) is not False:
+        resent = self.nodes.get(hello.node) and self._ended_by.get(hello.node) == hello.instance
+        self._greeted[hello.node] = hello.instance
+        if not resent and self.nodes.get(hello.node) is not False:
             self.nodes[hello.node] = False
             self.store.save_nodes(self.nodes)
         welcome = Welcome(
@@ -480,8 +488,8 @@ class Aggregator:
         self._live_pending = True
 
     def commit(self) -> None:
-        """Make what was applied durable; only then may it be acknowledged."""
-        self.store.sync()
+        """Make what was applied durable, with one sync of the store's journal (the drain's
+        records and finished files together); only then may it be acknowledged."""
         now = self.clock()
         for item in self._finished:
             self.store.finish(item)
@@ -493,6 +501,7 @@ class Aggregator:
             self._dirty = True
         self._finished.clear()
         self._fed_live.clear()
+        self.store.sync()
 
     def _send(self, socket: zmq.Socket[bytes]) -> None:
         for identity, stream in self._acks:

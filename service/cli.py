@@ -389,7 +389,8 @@ def _collect_parser(commands: Any) -> None:
 
 def _collect_timing(collect: argparse.ArgumentParser) -> None:
     for flag, default, what in (
-        ("--resend-after", 2.0, "resend a record not acknowledged within S seconds"),
+        ("--resend-after", 2.0, "resend a record not acknowledged within S seconds, or "
+         "within the aggregator's measured round trip if longer (doubling while unanswered)"),
         ("--heartbeat", 5.0, "tell the aggregator every S seconds that this collector lives"),
         ("--drain", 60.0, "after SIGTERM, exit within S seconds even if the last files or "
          "end-of-run are not acknowledged"),

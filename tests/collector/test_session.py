@@ -479,18 +479,57 @@ def test_an_ack_past_records_covering_many_seqs_releases_them() -> None:
     assert session.unacked == {} and session.stats.batches_acked == 3
 
 
-def test_resends_back_off_doubling_to_the_cap_and_reset_on_progress() -> None:
+def test_resends_back_off_doubling_to_the_cap_and_progress_counts_from_the_ack() -> None:
     """resend_s 1, max 8: the window goes again at t=1, 3, 7, 15, 23 (gaps 1, 2, 4, 8, 8);
-    an ack that moves forward (t=30) brings the gap back to 1, counted from the ack."""
+    an ack that moves forward (t=30) counts the gap from itself; the record it acknowledges
+    was resent, so it measures no round trip (Karn's rule) and the gap stays 8 (t=38)."""
     session = Session(NODE, "i", LIMITS, {}, 0.0)
     stream = _started(session, "/r/a.json", 3)
     sent_at = [t for t in range(30) if session.due(float(t))]
     assert sent_at == [1, 3, 7, 15, 23]
     session.receive(_ack(stream, 1), 30.0)
-    assert session.due(30.5) == []
-    resent = session.due(31.0)
+    assert session.due(31.0) == [] and session.due(37.5) == []
+    resent = session.due(38.0)
     assert len(resent) == 3  # a hello, then the two records still unacknowledged
     assert session.stats.batches_resent == 5 * 3 + 2
+
+
+def test_a_fresh_round_trip_brings_the_backoff_back_to_the_timeout() -> None:
+    """Resent at t=1 and 3 (the gap is now 4), seq 0 is acknowledged at t=4 (no sample: it
+    was resent); seq 3, taken at t=4 and acknowledged at t=4.5, is a fresh round trip of 0.5:
+    srtt 0.5, rttvar 0.25, timeout max(1, 0.5 + 4 x 0.25 = 1.5) = 1.5, counted from t=4.5."""
+    session = Session(NODE, "i", LIMITS, {}, 0.0)
+    stream = _started(session, "/r/a.json", 3)
+    assert session.due(1.0) and session.due(3.0)
+    session.receive(_ack(stream, 1), 4.0)
+    path_generation = session.generation["/r/a.json"]
+    assert session.take("/r/a.json", path_generation, Facts(stream=stream, seq=3), 10, 4.0)
+    session.receive(_ack(stream, 1), 4.5)  # no progress: nothing changes
+    assert session.resend_every == 4.0
+    session.receive(_ack(stream, 4), 4.5)
+    assert (session.srtt, session.rttvar, session.timeout()) == (0.5, 0.25, 1.5)
+    assert session.resend_every == 1.5
+
+
+def test_a_busy_aggregator_answering_steadily_gets_no_duplicates() -> None:
+    """The aggregator acknowledges every record 3 s after it was sent (resend_s 1, max 8).
+    Seq 0 (t=0) is resent at t=1 and t=3 (nothing measured yet; gaps 1, 2: the next is 4) and
+    its ack at t=3 measures nothing (Karn). Seq 1, sent at t=3, is not resent before its ack at
+    t=6 (the gap of 4 is kept, counted from t=3): a sample of 3, srtt 3, rttvar 1.5, timeout
+    min(3 + 4 x 1.5, 8) = 8, and from then on every ack comes within it: 2 resends in 20
+    rounds. The old rule (back to resend_s on every ack) resent every record twice."""
+    session = Session(NODE, "i", LIMITS, {}, 0.0)
+    session.receive(_welcome("a"), 0.0)
+    stream = _started(session, "/r/a.json", 1)
+    generation = session.generation["/r/a.json"]
+    now = 0.0
+    for seq in range(1, 21):
+        for tick in range(1, 31):  # the collector's loop asks every 0.1 s until the ack
+            session.due(now + tick / 10)
+        now += 3.0
+        session.receive(_ack(stream, seq), now)
+        assert session.take("/r/a.json", generation, Facts(stream=stream, seq=seq), 10, now)
+    assert session.stats.batches_resent == 2
 
 
 def _welcome(instance: str) -> bytes:

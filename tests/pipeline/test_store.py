@@ -1,21 +1,24 @@
-"""The aggregator's durable state on disk: stream logs, finished files, the nodes seen.
+"""The aggregator's durable state on disk: the journal (open streams' records, finished
+files), the nodes seen.
 
-A log frame is a 4-byte little-endian length and the payload; sizes below are worked out
-from that by hand.
+A journal frame is a 4-byte little-endian length and a msgpack `JournalEntry`; sizes below
+are worked out from that (`entry_frame`) by hand.
 """
 
 from __future__ import annotations
 
+import os
 import struct
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
 import pytest
 from commscope.collector.errors import ProtocolError
 from commscope.collector.schema import (
-    STATE_VERSION,
+    STORE_VERSION,
     FinishedFile,
+    JournalEntry,
     RankResult,
     StateVersion,
     TraceMeta,
@@ -47,17 +50,27 @@ def finished_file(stream: str) -> FinishedFile:
     )
 
 
+def entry_frame(kind: str, stream: str, data: bytes = b"") -> bytes:
+    """A journal frame: msgpack of [kind, stream, data] (array_like), its length before."""
+    return frame(msgspec.msgpack.encode(JournalEntry(kind=kind, stream=stream, data=data)))  # type: ignore[arg-type]
+
+
 def read_logs(store: Store) -> dict[str, list[bytes]]:
-    """Every log read to its end (which is what mends a torn tail)."""
     return {stream: list(frames) for stream, frames in store.logs()}
 
 
-def log_path(root: Path, stream: str) -> Path:
-    return root / "open" / f"{stream}.log"
+def segment(root: Path, number: int = 0) -> Path:
+    return root / "journal" / f"{number:08d}.log"
 
 
 def done_path(root: Path, stream: str) -> Path:
+    """Where version 1 and 2 kept a finished file."""
     return root / "done" / f"{stream}.msgpack"
+
+
+def log_path(root: Path, stream: str) -> Path:
+    """Where version 1 and 2 kept an open stream's records."""
+    return root / "open" / f"{stream}.log"
 
 
 @pytest.fixture
@@ -77,7 +90,7 @@ def reopen(store: Store) -> Store:
 
 
 def test_a_new_store_is_empty(store: Store, tmp_path: Path) -> None:
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["done", "open", "version.msgpack"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["journal", "version.msgpack"]
     assert (read_logs(store), list(store.finished()), store.nodes(), store.log_bytes()) == (
         {},
         [],
@@ -105,53 +118,49 @@ def test_synced_records_survive_a_restart(store: Store) -> None:
         again.close()
 
 
-def test_a_log_is_the_frames_back_to_back(store: Store, tmp_path: Path) -> None:
+def test_the_journal_is_the_entries_frames_back_to_back(store: Store, tmp_path: Path) -> None:
     store.append(A, b"one")
-    store.append(A, b"three")
+    store.append(B, b"three")
+    store.finish(finished_file(A))
     store.sync()
-    assert log_path(tmp_path, A).read_bytes() == b"\x03\x00\x00\x00one\x05\x00\x00\x00three"
+    result = msgspec.msgpack.encode(finished_file(A))
+    assert segment(tmp_path).read_bytes() == (
+        entry_frame("record", A, b"one")
+        + entry_frame("record", B, b"three")
+        + entry_frame("finished", A, result)
+    )
 
 
 @pytest.mark.parametrize(
     "torn",
-    [struct.pack("<I", 100) + b"x" * 10, b"\x07\x00", struct.pack("<I", 1)],
-    ids=["short-body", "short-header", "no-body"],
+    [struct.pack("<I", 100) + b"x" * 10, b"\x07\x00", struct.pack("<I", 1), frame(b"\xc1")],
+    ids=["short-body", "short-header", "no-body", "undecodable"],
 )
-def test_a_torn_last_frame_is_cut_off_when_the_log_is_read(
+def test_a_torn_last_frame_is_cut_off_when_the_store_opens(
     store: Store, tmp_path: Path, torn: bytes
 ) -> None:
     store.append(A, b"one")
     store.append(A, b"three")
     store.sync()
-    with log_path(tmp_path, A).open("ab") as handle:
+    kept = len(entry_frame("record", A, b"one") + entry_frame("record", A, b"three"))
+    with segment(tmp_path).open("ab") as handle:
         handle.write(torn)
     again = reopen(store)
     try:
         assert read_logs(again) == {A: [b"one", b"three"]}
-        assert log_path(tmp_path, A).stat().st_size == (4 + 3) + (4 + 5)
+        assert segment(tmp_path).stat().st_size == kept
         again.append(A, b"four")
         again.sync()
         assert read_logs(again) == {A: [b"one", b"three", b"four"]}
-        assert log_path(tmp_path, A).stat().st_size == (4 + 3) + (4 + 5) + (4 + 4)
+        sizes = (segment(tmp_path).stat().st_size, segment(tmp_path, 1).stat().st_size)
+        assert sizes == (kept, len(entry_frame("record", A, b"four")))  # a new segment a start
     finally:
         again.close()
 
 
-def test_an_empty_log_is_a_stream_with_no_records(store: Store, tmp_path: Path) -> None:
-    log_path(tmp_path, A).write_bytes(b"")
-    assert read_logs(store) == {A: []}
-
-
-def test_a_log_read_only_in_part_is_left_as_it_was(store: Store, tmp_path: Path) -> None:
-    store.append(A, b"one")
-    store.sync()
-    with log_path(tmp_path, A).open("ab") as handle:
-        handle.write(b"\x07\x00")
-    (stream, frames), *_ = store.logs()
-    assert (stream, next(frames)) == (A, b"one")
-    assert isinstance(frames, Generator)
-    frames.close()
-    assert log_path(tmp_path, A).read_bytes() == frame(b"one") + b"\x07\x00"
+def test_an_empty_segment_holds_no_stream(store: Store, tmp_path: Path) -> None:
+    segment(tmp_path).write_bytes(b"")
+    assert read_logs(reopen(store)) == {}
 
 
 def test_log_bytes_counts_every_open_log(store: Store) -> None:
@@ -159,23 +168,27 @@ def test_log_bytes_counts_every_open_log(store: Store) -> None:
     store.append(B, b"defgh")
     store.append(B, b"")
     store.sync()
-    assert store.log_bytes() == (4 + 3) + (4 + 5) + 4
+    frames = [entry_frame("record", A, b"abc"), entry_frame("record", B, b"defgh")]
+    assert store.log_bytes() == sum(map(len, frames)) + len(entry_frame("record", B))
 
 
 # ---------------------------------------------------------------- finished files
 
 
-def test_finish_writes_the_result_and_removes_the_log(store: Store, tmp_path: Path) -> None:
+def test_finish_keeps_the_result_and_drops_the_log(store: Store) -> None:
     store.append(A, b"start")
     store.append(B, b"start")
     store.sync()
     item = finished_file(A)
     store.finish(item)
-    assert sorted(p.name for p in (tmp_path / "done").iterdir()) == [f"{A}.msgpack"]
-    assert done_path(tmp_path, A).read_bytes() == msgspec.msgpack.encode(item)
-    assert sorted(p.name for p in (tmp_path / "open").iterdir()) == [f"{B}.log"]
-    assert read_logs(store) == {B: [b"start"]}
-    assert store.log_bytes() == 4 + 5
+    store.sync()
+    assert (store.load(A), read_logs(store)) == (item, {B: [b"start"]})
+    assert store.log_bytes() == len(entry_frame("record", B, b"start"))
+    again = reopen(store)
+    try:
+        assert (list(again.finished()), read_logs(again)) == ([item], {B: [b"start"]})
+    finally:
+        again.close()
 
 
 def test_finished_files_decode_back_equal(store: Store) -> None:
@@ -199,8 +212,13 @@ def test_forget_removes_the_log_and_the_result(store: Store, tmp_path: Path) -> 
     store.forget(A)
     store.forget(B)
     store.forget(C)  # never seen: nothing to do
-    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["version.msgpack"]
+    store.sync()
     assert (list(store.finished()), read_logs(store), store.log_bytes()) == ([], {}, 0)
+    again = reopen(store)
+    try:
+        assert (list(again.finished()), read_logs(again)) == ([], {})
+    finally:
+        again.close()
 
 
 def test_forget_keeping_done_removes_only_the_log(store: Store, tmp_path: Path) -> None:
@@ -220,24 +238,45 @@ def test_a_forgotten_stream_starts_a_new_log(store: Store) -> None:
     assert read_logs(store) == {A: [b"new"]}
 
 
-def test_a_crash_between_done_and_the_log_removal_keeps_both(tmp_path: Path) -> None:
-    item = finished_file(A)
-    (tmp_path / "done").mkdir()
-    (tmp_path / "open").mkdir()
-    done_path(tmp_path, A).write_bytes(msgspec.msgpack.encode(item))
-    log_path(tmp_path, A).write_bytes(frame(b"start") + frame(b"batch"))
-    store = Store(tmp_path)
+def test_a_sync_is_one_fsync_and_one_of_the_folder_for_a_new_segment(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """100 streams' records and 50 results: one fsync of the segment, one of the journal
+    folder (the segment is new); then 1; then none when nothing was written."""
+    made: list[int] = []
+    monkeypatch.setattr(os, "fsync", made.append)
+    streams = [f"{n:032x}" for n in range(100)]
+    for stream in streams:
+        store.append(stream, b"start")
+    for stream in streams[:50]:
+        store.finish(finished_file(stream))
+    store.sync()
+    assert len(made) == 2
+    store.append(streams[99], b"more")
+    store.sync()
+    assert len(made) == 3
+    store.sync()
+    assert len(made) == 3
+
+
+def test_segments_roll_and_a_dead_one_is_deleted_oldest_first(tmp_path: Path) -> None:
+    """Segments of 64 bytes: each frame of a 40-byte record (~80 bytes) fills one. A's 3
+    records and B's 1 are in segments 0-3; A finished (its result: segment 4) leaves 0-2
+    dead, deleted at the sync; segment 3 (B's record) stays, and so do 4 and the last."""
+    store = Store(tmp_path, segment_bytes=64)
     try:
-        assert list(store.finished()) == [item]
-        assert read_logs(store) == {A: [b"start", b"batch"]}
+        for stream in (A, A, A, B):
+            store.append(stream, b"x" * 40)
+        store.finish(finished_file(A))
+        store.sync()
+        names = sorted(p.name for p in (tmp_path / "journal").iterdir())
+        assert names == ["00000003.log", "00000004.log"]
+        assert (read_logs(store), store.load(A)) == ({B: [b"x" * 40]}, finished_file(A))
+        again = reopen(store)
+        assert (read_logs(again), list(again.finished())) == ({B: [b"x" * 40]}, [finished_file(A)])
+        again.close()
     finally:
         store.close()
-
-
-def test_a_leftover_temp_file_is_not_a_finished_file(store: Store, tmp_path: Path) -> None:
-    # a crash inside the atomic write leaves `<stream>.msgpack.tmp`: it is not read back
-    (tmp_path / "done" / f"{A}.msgpack.tmp").write_bytes(b"\x81")
-    assert list(store.finished()) == []
 
 
 # ---------------------------------------------------------------- nodes
@@ -251,7 +290,7 @@ def test_nodes_round_trip(store: Store, tmp_path: Path) -> None:
     finally:
         again.close()
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["done", "nodes.msgpack", "open", "version.msgpack"]
+    assert names == ["journal", "nodes.msgpack", "version.msgpack"]
 
 
 def test_one_finished_file_loads_back_by_its_stream(store: Store) -> None:
@@ -302,7 +341,7 @@ def test_a_version_1_store_is_migrated_explicitly(tmp_path: Path) -> None:
         f"{B}.msgpack",
         f"{C}.msgpack",
     ]
-    assert state_version(tmp_path) == STATE_VERSION
+    assert state_version(tmp_path) == STORE_VERSION
     again = Store(tmp_path)
     try:
         assert again.migrated_from is None
@@ -314,40 +353,49 @@ def test_a_version_1_store_is_migrated_explicitly(tmp_path: Path) -> None:
 def test_a_new_folder_starts_at_the_current_version(tmp_path: Path) -> None:
     assert state_version(tmp_path / "new") == 0
     Store(tmp_path / "new").close()
-    assert state_version(tmp_path / "new") == STATE_VERSION
+    assert state_version(tmp_path / "new") == STORE_VERSION
 
 
 def test_a_store_of_a_newer_version_is_refused(tmp_path: Path) -> None:
     tmp_path.joinpath("version.msgpack").write_bytes(
-        msgspec.msgpack.encode(StateVersion(version=STATE_VERSION + 1))
+        msgspec.msgpack.encode(StateVersion(version=STORE_VERSION + 1))
     )
-    with pytest.raises(ProtocolError, match=f"state version {STATE_VERSION + 1}"):
+    with pytest.raises(ProtocolError, match=f"state version {STORE_VERSION + 1}"):
         Store(tmp_path)
 
 
-def test_a_stored_file_that_does_not_decode_is_moved_aside_not_raised(
+def test_a_stored_result_that_does_not_decode_is_dropped_not_raised(
     store: Store, tmp_path: Path
 ) -> None:
     store.finish(finished_file(A))
-    done_path(tmp_path, B).write_bytes(b"\xc1 not msgpack")
-    assert [f.stream for f in store.finished()] == [A]
-    assert store.load(B) is None
-    assert (tmp_path / "rejected" / f"{B}.msgpack").exists()
-
-
-def test_log_handles_are_capped_least_recently_used_first(tmp_path: Path) -> None:
-    """Three handles for 100 streams: every record still lands in its own log, and what an
-    evicted handle held was made durable before it was closed."""
-    store = Store(tmp_path, max_handles=3)
+    store.sync()
+    with segment(tmp_path).open("ab") as handle:
+        handle.write(entry_frame("finished", B, b"\xc1 not msgpack"))
+    again = reopen(store)
     try:
-        streams = [f"{n:032x}" for n in range(100)]
-        for stream in streams:
-            store.append(stream, stream[-2:].encode())
-            assert store.open_handles() <= 3
-        store.append(streams[0], b"again")
-        store.sync()
-        logs = read_logs(store)
-        assert logs[streams[0]] == [b"00", b"again"] and logs[streams[99]] == [b"63"]
-        assert len(logs) == 100 and store.open_handles() == 3
+        assert [f.stream for f in again.finished()] == [A]
+        assert again.load(B) is None
+    finally:
+        again.close()
+
+
+def test_a_version_2_store_becomes_one_journal(tmp_path: Path) -> None:
+    """A result file and a log (its torn tail cut) become entries of segment 0; the old
+    folders go once version 3 is written."""
+    (tmp_path / "done").mkdir()
+    (tmp_path / "open").mkdir()
+    tmp_path.joinpath("version.msgpack").write_bytes(
+        msgspec.msgpack.encode(StateVersion(version=2))
+    )
+    done_path(tmp_path, A).write_bytes(msgspec.msgpack.encode(finished_file(A)))
+    log_path(tmp_path, B).write_bytes(frame(b"start") + frame(b"facts") + b"\x07\x00")
+    store = Store(tmp_path)
+    try:
+        assert store.migrated_from == 2
+        assert (list(store.finished()), read_logs(store)) == (
+            [finished_file(A)],
+            {B: [b"start", b"facts"]},
+        )
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["journal", "version.msgpack"]
     finally:
         store.close()

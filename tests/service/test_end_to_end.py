@@ -11,7 +11,9 @@ import signal
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
+from commscope.collector.schema import JournalEntry
 from commscope.service.cli import EXIT_LOST
 from service.harness import (
     DLRM,
@@ -89,8 +91,20 @@ def report_after_end(aggregate: Aggregate, proc: object) -> dict[str, object]:
     return normalised(aggregate.report())
 
 
-def open_logs(aggregate: Aggregate) -> list[Path]:
-    return [p for p in (aggregate.folder / "agg-state" / "open").glob("*.log") if p.stat().st_size]
+def open_logs(aggregate: Aggregate) -> set[str]:
+    """The streams with records in the aggregator's journal and no result yet, read beside
+    the running aggregator (whole frames only, nothing cut)."""
+    records: set[str] = set()
+    for path in sorted((aggregate.folder / "agg-state" / "journal").glob("*.log")):
+        data, at = path.read_bytes(), 0
+        while at + 4 <= len(data) and at + 4 + int.from_bytes(data[at : at + 4], "little") <= len(
+            data
+        ):
+            size = int.from_bytes(data[at : at + 4], "little")
+            entry = msgspec.msgpack.decode(data[at + 4 : at + 4 + size], type=JournalEntry)
+            (records.add if entry.kind == "record" else records.discard)(entry.stream)
+            at += 4 + size
+    return records
 
 
 def test_two_collectors_stream_files_as_they_appear(

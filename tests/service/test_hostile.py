@@ -495,18 +495,18 @@ def test_open_streams_are_capped_per_node(tmp_path: Path) -> None:
         agg.store.close()
 
 
-def test_three_thousand_stream_starts_keep_log_handles_capped(tmp_path: Path) -> None:
+def test_three_thousand_stream_starts_keep_one_journal_handle(tmp_path: Path) -> None:
     """3,000 streams from 3,000 nodes (each its own peer): 1,000 open (the total cap), the
-    rest refused; at most 64 log files open at once, each stream's start in its own log."""
+    rest refused; one journal file open, each accepted stream's start in it."""
     agg = capped(tmp_path, max_streams=1000, max_nodes=5000)
     try:
         for n, start in enumerate(starts(3000)):
             node = f"node{n}"
             send(agg, replace(start, node=node), peer=node)
-            assert agg.store.open_handles() <= 64
+            assert agg.store.open_handles() <= 1
         agg.commit()
         assert (len(agg.aggregation.open), refusals(agg)) == (1000, {"too_many_streams": 2000})
-        assert len(list((tmp_path / "st" / "open").iterdir())) == 1000
+        assert len([stream for stream, _ in agg.store.logs()]) == 1000
     finally:
         agg.store.close()
 
