@@ -100,11 +100,13 @@ class WindowCache:
         # each window tally's sketches by its identity (it kept alive), as long as used
         self._sketches: dict[int, tuple[OpTally, dict[str, Sketch]]] = {}
         self._sketches_used: set[int] = set()
+        self._sketches_before: set[int] = set()  # those used in the interval before
 
     def sketch(self, tally: OpTally, which: Literal["algbw", "busbw"]) -> Sketch:
         """`accumulate.bandwidth_sketch`, a window's samples sketched once: kept until a call
-        of `keep` finds them unused since the call before (a tally that keeps sketches is
-        asked directly)."""
+        of `keep` finds them unused since the call before the one before (a window's sections,
+        found before `keep`, and the run's merge, after it, fall in two intervals), or until
+        `forget`; a tally that keeps sketches is asked directly."""
         if isinstance(tally, SKETCHED):
             return bandwidth_sketch(tally, which)
         key = id(tally)
@@ -202,8 +204,9 @@ class WindowCache:
         self._used = set()
         self._runs = {k: v for k, v in self._runs.items() if k in self._runs_used}
         self._runs_used = set()
-        self._sketches = {k: v for k, v in self._sketches.items() if k in self._sketches_used}
-        self._sketches_used = set()
+        recent = self._sketches_used | self._sketches_before
+        self._sketches = {k: v for k, v in self._sketches.items() if k in recent}
+        self._sketches_before, self._sketches_used = self._sketches_used, set()
 
 
 def _key(items: dict[int, ParsedFile]) -> tuple[object, ...]:

@@ -224,3 +224,26 @@ def test_a_waiting_window_keeps_cross_rank_facts_already_known() -> None:
     for item in parsed:
         item.result.calls = []  # as the live aggregation drops them: they cannot be matched
     assert build_report(["a", "b"], parsed, [], Options(), cache=cache) == full
+
+
+def test_sketches_found_for_a_window_serve_the_next_report(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Window a reported alone (its sketches found for its facts), then a and b: the run's
+    merge of a and b sketches only b's tallies (a's are those the first report found)."""
+    parsed = files(seed=1)
+    window_a = [p for p in parsed if p.window == "a"]
+    cache = WindowCache()
+    build_report(["a"], window_a, [], Options(), cache=cache)
+    sketched: list[int] = []
+    real = accumulate.sketch_of
+
+    def counted(values: Iterable[float]) -> Sketch:
+        sketched.append(1)
+        return real(values)
+
+    monkeypatch.setattr(accumulate, "sketch_of", counted)
+    found = build_report(["a", "b"], parsed, [], Options(), cache=cache)
+    assert len(sketched) == 2 * sum(len(p.result.ops) for p in parsed if p.window == "b")
+    monkeypatch.undo()
+    assert found == build_report(["a", "b"], parsed, [], Options())
