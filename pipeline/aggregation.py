@@ -318,6 +318,7 @@ class Aggregation:
         yield
         if not again:
             for result, shed in given:
+                self.cache.forget(result.ops.values())  # the samples go: their sketches too
                 result.ops = shed
 
     def _give_back(self, result: RankResult) -> dict[str, OpTally] | None:

@@ -169,6 +169,10 @@ class WindowCache:
         for tally in tallies:
             self._sketches.pop(id(tally), None)
 
+    def samples_held(self) -> int:
+        """How many tallies with exact samples the kept sketches hold alive (memory checks)."""
+        return sum(1 for tally, _ in self._sketches.values() if tally.algbw_Bps)
+
     def merged(self, results: Sequence[RankResult]) -> RankResult:
         """A rank's windows merged (`merge_results`): a rank whose earlier windows were merged
         for an earlier report folds only its last window into them (a window completes once,
