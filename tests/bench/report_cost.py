@@ -46,8 +46,10 @@ def parse_all(root: Path, cache: Path) -> None:
     cache.write_bytes(pickle.dumps(sent))
 
 
-def measure(cache: Path, profile: bool) -> dict[str, float]:
-    """The CPU of each report in the scenario (see the module docstring)."""
+def measure(cache: Path, mode: str) -> dict[str, float]:
+    """The CPU of each report in the scenario (see the module docstring); `mode` "profile":
+    printed with cProfile's table too; "calls": the Python function calls made instead (a
+    measure of the work the machine's load does not blur)."""
     sent = pickle.loads(cache.read_bytes())
     gc.collect()
     gc.freeze()  # what collectors would send is not the aggregator's heap: no GC walks it
@@ -69,8 +71,8 @@ def measure(cache: Path, profile: bool) -> dict[str, float]:
                 done = aggregation.apply(record).finished
                 if done is not None:
                     stored[done.stream] = msgspec.msgpack.encode(done)
-        found[name] = _timed(name, lambda: _report_and_shed(aggregation), profile)
-    found["final"] = _timed("final", lambda: aggregation.report(Options(), final=True), profile)
+        found[name] = _timed(name, lambda: _report_and_shed(aggregation), mode)
+    found["final"] = _timed("final", lambda: aggregation.report(Options(), final=True), mode)
     return found
 
 
@@ -80,8 +82,9 @@ def _report_and_shed(aggregation: Aggregation) -> None:
     aggregation.shed()
 
 
-def _timed(name: str, build: object, profile: bool) -> float:
-    prof = cProfile.Profile() if profile else None
+def _timed(name: str, build: object, mode: str) -> float:
+    prof = cProfile.Profile() if mode != "time" else None
+    gc.collect()  # each report starts from the same GC state: its own allocations decide
     began = time.process_time()
     if prof is not None:
         prof.enable()
@@ -89,19 +92,21 @@ def _timed(name: str, build: object, profile: bool) -> float:
     if prof is not None:
         prof.disable()
     spent = time.process_time() - began
+    if prof is not None and mode == "calls":
+        return float(pstats.Stats(prof).total_calls)  # type: ignore[attr-defined]
     if prof is not None:
         print(f"--- {name}: {spent:.3f} s CPU", file=sys.stderr)
         pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(14)
     return spent
 
 
-def run_in(tree: Path | None, cache: Path) -> dict[str, float]:
+def run_in(tree: Path | None, cache: Path, mode: str) -> dict[str, float]:
     """`measure` in a subprocess importing commscope from `tree` (None: this one)."""
     env = dict(os.environ)
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
     out = subprocess.run(
-        [sys.executable, __file__, "--measure", str(cache)],
+        [sys.executable, __file__, "--measure", str(cache), "--mode", mode],
         env=env, check=True, capture_output=True, text=True,
     )  # fmt: skip
     return json.loads(out.stdout)  # type: ignore[no-any-return]
@@ -112,28 +117,33 @@ def main() -> None:
     parser.add_argument("root", type=Path, nargs="?")
     parser.add_argument("--against", type=Path, help="a tree holding commscope/ (the base)")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--calls", action="store_true", help="function calls, not CPU seconds")
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--mode", default="time", help=argparse.SUPPRESS)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     if args.measure is not None:
-        print(json.dumps(measure(args.measure, args.profile)))
+        print(json.dumps(measure(args.measure, args.mode)))
         return
     cache = Path("/tmp") / f"report_cost_{args.root.name}.pickle"
     if not cache.exists():
         parse_all(args.root, cache)
     if args.profile:
-        measure(cache, True)
+        measure(cache, "profile")
         return
+    mode, unit = ("calls", "calls") if args.calls else ("time", "s")
     print(f"load: {os.getloadavg()}")
     trees = {"base": args.against, "this": None} if args.against else {"this": None}
     best: dict[str, dict[str, float]] = {}
     for _ in range(args.repeat):
         for label, tree in trees.items():
-            got = run_in(tree, cache)
+            got = run_in(tree, cache, mode)
+            got["all four"] = sum(got.values())
             kept = best.setdefault(label, got)
             best[label] = {k: min(v, kept[k]) for k, v in got.items()}
     for step in best["this"]:
-        line = "  ".join(f"{label} {best[label][step]:.3f} s" for label in trees)
+        digits = 0 if args.calls else 3
+        line = "  ".join(f"{label} {best[label][step]:,.{digits}f} {unit}" for label in trees)
         ratio = f"  this/base {best['this'][step] / best['base'][step]:.2f}" if args.against else ""
         print(f"{step:>10}: {line}{ratio}")
     print(f"load: {os.getloadavg()}")
