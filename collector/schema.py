@@ -562,6 +562,9 @@ class Inputs(msgspec.Struct, kw_only=True):
     # the format each rank's window was read from (`Source`) -> how many (window, rank) pairs;
     # which ones: `windows[].facts[rank].meta.source`
     sources: dict[str, int] = {}
+    # a live report mid-run: windows still open, given without their cross-rank sections
+    # (matching, clocks, skew, alpha-beta), which the run's then leave out too
+    open_windows: list[str] = []
 
 
 class HealthIssue(msgspec.Struct, kw_only=True):

@@ -249,7 +249,8 @@ def _cross_rank(out: Families, snapshot: Snapshot) -> None:
         out.add("commscope_rank_slowest", (job, rank), float(rank == str(slowest)))
     out.add("commscope_matched_collectives_total", (job,), report.matching.instances)
     out.add("commscope_collective_desyncs_total", (job,), report.matching.desync_count)
-    for rank, window in latest_windows(report.windows).items():
+    analysed = [w for w in report.windows if w.name not in report.inputs.open_windows]
+    for rank, window in latest_windows(analysed).items():
         offset = window.clocks.per_rank.get(rank)
         if offset is not None:
             out.add("commscope_clock_offset_seconds", (job, rank), offset.offset_s)

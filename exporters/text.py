@@ -439,6 +439,12 @@ def _job_header(report: Report) -> Iterator[str]:
         yield f"Job: {i.job} of {len(i.jobs)} in these files ({about}); see 15. INPUTS"
     if i.notes:
         yield "Ranks not all from the traces: see the notes in 15. INPUTS"
+    if i.open_windows:
+        yield (
+            f"Mid-run: {', '.join(i.open_windows)} still open, shown without cross-rank sections "
+            "(matching, clocks, skew, alpha-beta) until every rank's file has finished; the "
+            "run's cross-rank sections cover the completed windows only"
+        )
 
 
 def _more_inputs(report: Report) -> Iterator[str]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Final, Literal
 
 from commscope.collector.classify import bus_fraction
@@ -53,6 +53,9 @@ from commscope.pipeline.stats import add_sample, sample_values
 
 GPU, CPU, NONE = "gpu kernels", "cpu (gloo)", "none"
 SKETCHED: Final = (RunTally, ShedTally)  # tallies that keep sketches instead of samples
+# `sketcher(tally, which)`: a tally's algbw or busbw sketch (`bandwidth_sketch`, or one that
+# remembers what it found: `pipeline.report.WindowCache.sketch`)
+Sketcher = Callable[[OpTally, Literal["algbw", "busbw"]], Sketch]
 _SUMS: Final = tuple(f for f in OpTally.__struct_fields__ if f not in ("algbw_Bps", "busbw_Bps"))
 
 
@@ -253,13 +256,13 @@ def bus_bytes(tally: OpTally) -> float:
     return math.fsum(total / n for n, total in sorted(tally.bus_parts.items()))
 
 
-def merge_results(results: Iterable[RankResult]) -> RankResult:
+def merge_results(results: Iterable[RankResult], sketcher: Sketcher | None = None) -> RankResult:
     """One rank over several windows: every numerator and denominator summed. Over more than
     one window the bandwidth samples are not concatenated but sketched (`pipeline.sketch`):
     the run keeps one bounded sketch per type where the windows keep their exact samples.
     Merging is a left fold: the merge of windows 1 … k (k ≥ 2) merged with window k+1 is the
     merge of windows 1 … k+1, field for field (sketches merge exactly, a merged source is
-    split back into its parts)."""
+    split back into its parts). `sketcher` gives each window's sketches (`pooled_ops`)."""
     results = list(results)
     known = sorted({part for r in results for part in r.source.split(" + ")} - {NONE})
     steps: dict[int, int] = {}
@@ -272,7 +275,7 @@ def merge_results(results: Iterable[RankResult]) -> RankResult:
         comm_ns=sum(r.comm_ns for r in results),
         overlap_ns=sum(r.overlap_ns for r in results),
         compute_ns=sum(r.compute_ns for r in results),
-        ops=pooled_ops(results, sketched=len(results) > 1),
+        ops=pooled_ops(results, sketched=len(results) > 1, sketcher=sketcher),
         steps=dict(sorted(steps.items())),
         files=[f for r in results for f in r.files],
         kernel_ns=dict(sorted(kernel_ns.items())),
@@ -304,11 +307,15 @@ def highest(values: Iterable[int | None]) -> int | None:
 
 
 def pooled_ops(
-    results: Iterable[RankResult], sketched: bool = False, samples: bool = True
+    results: Iterable[RankResult],
+    sketched: bool = False,
+    samples: bool = True,
+    sketcher: Sketcher | None = None,
 ) -> dict[str, OpTally]:
     """The tallies of every result, type by type, in one: samples pooled, or sketches merged
-    (a `RunTally`) when asked or when one of the tallies keeps sketches (`SKETCHED`); or,
-    without `samples`, the counts and sums alone (an `OpTally` without samples)."""
+    (a `RunTally`) when asked or when one of the tallies keeps sketches (`SKETCHED`), each
+    tally's sketch from `sketcher` (default `bandwidth_sketch`); or, without `samples`, the
+    counts and sums alone (an `OpTally` without samples)."""
     results = list(results)
     if any(isinstance(t, SKETCHED) for r in results for t in r.ops.values()):
         sketched = True
@@ -324,16 +331,16 @@ def pooled_ops(
             elif samples:
                 parts.setdefault(kind, []).append(tally)
     for kind, tallies in parts.items():
-        _merge_sketches(pooled[kind], tallies)
+        _merge_sketches(pooled[kind], tallies, sketcher or bandwidth_sketch)
     return dict(sorted(pooled.items()))
 
 
-def _merge_sketches(into: OpTally, tallies: list[OpTally]) -> None:
+def _merge_sketches(into: OpTally, tallies: list[OpTally], sketcher: Sketcher) -> None:
     """Into a `RunTally`, the sketches of these tallies merged (as `merge_tally` one by one)."""
     if not isinstance(into, RunTally):
         raise TypeError("sketches merge only into a RunTally")
-    into.algbw_sketch = merge_all(bandwidth_sketch(t, "algbw") for t in tallies)
-    into.busbw_sketch = merge_all(bandwidth_sketch(t, "busbw") for t in tallies)
+    into.algbw_sketch = merge_all(sketcher(t, "algbw") for t in tallies)
+    into.busbw_sketch = merge_all(sketcher(t, "busbw") for t in tallies)
 
 
 def merge_tally(into: OpTally, other: OpTally) -> None:
@@ -374,14 +381,14 @@ def bandwidth_sketch(tally: OpTally, which: Literal["algbw", "busbw"]) -> Sketch
     return sketch_of(sample_values(tally.algbw_Bps if which == "algbw" else tally.busbw_Bps))
 
 
-def shed_samples(tally: OpTally) -> ShedTally:
+def shed_samples(tally: OpTally, sketcher: Sketcher | None = None) -> ShedTally:
     """A window's tally with its samples given up for their packed sketches (the sums and
-    counts as they were): what the whole run needs of it, in a few bytes a bucket."""
+    counts as they were): what the whole run needs of it, in a few bytes a bucket. The
+    sketches from `sketcher` (default `bandwidth_sketch`)."""
     if isinstance(tally, ShedTally):
         return tally
+    sketch = sketcher or bandwidth_sketch
     sums = {name: getattr(tally, name) for name in _SUMS}
     return ShedTally(
-        **sums,
-        algbw_packed=pack(bandwidth_sketch(tally, "algbw")),
-        busbw_packed=pack(bandwidth_sketch(tally, "busbw")),
+        **sums, algbw_packed=pack(sketch(tally, "algbw")), busbw_packed=pack(sketch(tally, "busbw"))
     )

@@ -49,7 +49,7 @@ from commscope.collector.schema import (
     StreamStart,
 )
 from commscope.pipeline import inspector_beside, inspector_live, inspector_sources, jobs
-from commscope.pipeline.accumulate import Accumulator, shed_samples
+from commscope.pipeline.accumulate import Accumulator, Sketcher, shed_samples
 from commscope.pipeline.edge import absorb
 from commscope.pipeline.report import Options, ParsedFile, WindowCache, build_report
 
@@ -94,6 +94,7 @@ class Prepared:
     ignored: list[str]
     options: Options
     apart: list[ParsedFile]
+    waiting: frozenset[str] = frozenset()  # open windows, their cross-rank sections left out
 
 
 class Aggregation:
@@ -239,17 +240,31 @@ class Aggregation:
         if final:
             skipped.extend(_unfinished(s) for s in self.open.values())
         windows = sorted(set(names.values()), key=window_order)
+        waiting = frozenset() if final else self._open_windows(names)
         self._reported = self._used(chosen.files)
         self._reload_changed(self._reported)
         self._kept = set()
         self._streams = {id(f.result): f.stream for f in files if f.result is not None}
-        return Prepared(windows, chosen, [*skipped, *chosen.skipped], ignored, options, apart)
+        skipped += chosen.skipped
+        return Prepared(windows, chosen, skipped, ignored, options, apart, waiting)
+
+    def _open_windows(self, names: dict[str, str]) -> frozenset[str]:
+        """The windows (by name) a report mid-run gives without cross-rank sections: those
+        of folders not yet complete (`complete_windows`), as their ranks are still arriving
+        (matching them anew each report would cost as much as the window's reduction)."""
+        complete = set(self.complete_windows())
+        return frozenset(name for folder, name in names.items() if folder not in complete)
 
     def build(self, prepared: Prepared) -> Report:
         """The report `prepare` set out (see there)."""
         chosen = prepared.chosen
         report = build_report(
-            prepared.windows, chosen.files, prepared.skipped, prepared.options, cache=self.cache
+            prepared.windows,
+            chosen.files,
+            prepared.skipped,
+            prepared.options,
+            cache=self.cache,
+            waiting=prepared.waiting,
         )
         labelled = jobs.labelled(report, chosen, prepared.ignored)
         return inspector_beside.beside(labelled, prepared.apart, prepared.options)
@@ -284,17 +299,19 @@ class Aggregation:
             _, shed = self._shed.setdefault(folder, (frozenset(streams), set()))
             newly = self._drop_calls(streams - shed)
             shed |= newly
-            dropped += len(newly | self._shed_samples(streams))
+            dropped += len(newly | self._shed_samples(streams, self.cache.sketch))
         return dropped
 
-    def _shed_samples(self, streams: Iterable[str]) -> set[str]:
+    def _shed_samples(self, streams: Iterable[str], sketcher: Sketcher | None = None) -> set[str]:
         """Replace these files' samples by their sketches, in place (but those the last
-        report's run figures read); the streams that had samples."""
+        report's run figures read), each found by `sketcher` (the report's, which found them
+        already, and then lets them go); the streams that had samples."""
         sketched = set()
         for stream in streams:
             result = self.finished[stream].result
             if result is not None and id(result) not in self._kept and _has_samples(result):
-                result.ops = _sketched(result.ops)
+                ops, result.ops = result.ops, _sketched(result.ops, sketcher)
+                self.cache.forget(ops.values())
                 sketched.add(stream)
         return sketched
 
@@ -309,6 +326,7 @@ class Aggregation:
         yield
         if not again:
             for result, shed in given:
+                self.cache.forget(result.ops.values())  # the samples go: their sketches too
                 result.ops = shed
 
     def _give_back(self, result: RankResult) -> dict[str, OpTally] | None:
@@ -413,9 +431,12 @@ def _has_samples(result: RankResult) -> bool:
     return any(tally.algbw_Bps for tally in result.ops.values())
 
 
-def _sketched(ops: dict[str, OpTally]) -> dict[str, OpTally]:
+def _sketched(ops: dict[str, OpTally], sketcher: Sketcher | None) -> dict[str, OpTally]:
     """The tallies with samples given up for their sketches (`accumulate.shed_samples`)."""
-    return {kind: shed_samples(tally) if tally.algbw_Bps else tally for kind, tally in ops.items()}
+    return {
+        kind: shed_samples(tally, sketcher) if tally.algbw_Bps else tally
+        for kind, tally in ops.items()
+    }
 
 
 def _finish(stream: OpenStream, end: StreamEnd) -> FinishedFile:

@@ -210,16 +210,27 @@ def diagonal(found: Sequence[Link], weights: Weights, size: int) -> list[float]:
     return out
 
 
-def solve(found: Sequence[Link], weights: Weights, b: Sequence[float]) -> list[float]:
+Prepared = tuple[list[float], list[float]]  # L's inverse diagonal, each link's weight sum
+
+
+def prepare(found: Sequence[Link], weights: Weights, size: int) -> Prepared:
+    """What every solve under these memberships and weights shares (`solve`'s `ready`)."""
+    inverse = [1 / d if d > 0 else 0.0 for d in diagonal(found, weights, size)]
+    return inverse, [sum(w) for w in weights]
+
+
+def solve(
+    found: Sequence[Link], weights: Weights, b: Sequence[float], ready: Prepared | None = None
+) -> list[float]:
     """x with L x = b (b sums to 0 over each connected set), by conjugate gradients
-    preconditioned by L's diagonal; x is defined up to a constant per connected set."""
-    inverse = [1 / d if d > 0 else 0.0 for d in diagonal(found, weights, len(b))]
+    preconditioned by L's diagonal; x is defined up to a constant per connected set.
+    `ready`: `prepare` of the same memberships and weights (found anew when not given)."""
+    inverse, totals = ready or prepare(found, weights, len(b))
     x = [0.0] * len(b)
     r = list(b)
     z = [a * c for a, c in zip(inverse, r, strict=True)]
     p, rz = list(z), _dot(r, z)
     limit = 1e-24 * _dot(b, b)
-    totals = [sum(w) for w in weights]
     for _ in range(10 * len(b) + 100):
         if _dot(r, r) <= limit or rz == 0:
             break
@@ -301,22 +312,26 @@ def spreads(found: Sequence[Link], weights: Weights, reference: Sequence[int]) -
     """Each index's standard error against its reference under the fit's weights:
     sqrt(u' L+ u), u = e_rank - e_reference, exactly (a solve per rank) for at most `DRAWS`
     ranks, else estimated by re-fits under random shifts."""
+    ready = prepare(found, weights, len(reference))  # shared by every solve: the same weights
     if len(reference) <= DRAWS:
-        size = len(reference)
-        return [_exact(found, weights, size, i, ref) for i, ref in enumerate(reference)]
-    return _drawn(found, weights, reference)
+        return [_exact(found, weights, ready, i, ref) for i, ref in enumerate(reference)]
+    return _drawn(found, weights, reference, ready)
 
 
-def _exact(found: Sequence[Link], weights: Weights, size: int, index: int, reference: int) -> float:
+def _exact(
+    found: Sequence[Link], weights: Weights, ready: Prepared, index: int, reference: int
+) -> float:
     if index == reference:
         return 0.0
-    u = [0.0] * size
+    u = [0.0] * len(ready[0])
     u[index], u[reference] = 1.0, -1.0
-    y = solve(found, weights, u)
+    y = solve(found, weights, u, ready)
     return math.sqrt(max(0.0, y[index] - y[reference]))
 
 
-def _drawn(found: Sequence[Link], weights: Weights, reference: Sequence[int]) -> list[float]:
+def _drawn(
+    found: Sequence[Link], weights: Weights, reference: Sequence[int], ready: Prepared
+) -> list[float]:
     """The spread of re-fitted offsets when each shift is redrawn with its fitted variance
     (seeded: the same input, the same figures; relative error 1/sqrt(2 x DRAWS))."""
     draw = random.Random(len(reference)).gauss
@@ -327,7 +342,7 @@ def _drawn(found: Sequence[Link], weights: Weights, reference: Sequence[int]) ->
             Link(link.members, [draw(0.0, s) for s in ss], link.instances, 1, 0)
             for link, ss in zip(found, sigmas, strict=True)
         ]
-        x = solve(noisy, weights, right_side(noisy, weights, len(reference)))
+        x = solve(noisy, weights, right_side(noisy, weights, len(reference)), ready)
         for i, ref in enumerate(reference):
             total[i] += (x[i] - x[ref]) ** 2
     return [math.sqrt(t / DRAWS) for t in total]

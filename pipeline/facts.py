@@ -23,7 +23,7 @@ from commscope.collector.schema import (
     RunTally,
     TraceMeta,
 )
-from commscope.pipeline.accumulate import bandwidth_sketch
+from commscope.pipeline.accumulate import Sketcher, bandwidth_sketch
 from msgspec.structs import asdict, replace
 
 K = TypeVar("K", int, str)
@@ -32,15 +32,19 @@ K = TypeVar("K", int, str)
 _SOME_PG_CONFIG = {"pg_config": [0]}
 
 
-def of(meta: TraceMeta, stats: FileStats, result: RankResult) -> RankFacts:
-    """The facts of one rank's window (its result's samples sketched)."""
+def of(
+    meta: TraceMeta, stats: FileStats, result: RankResult, sketcher: Sketcher | None = None
+) -> RankFacts:
+    """The facts of one rank's window (its result's samples sketched, by `sketcher`: default
+    `bandwidth_sketch`)."""
+    sketch = sketcher or bandwidth_sketch
     ops = {kind: _bare(result.ops[kind]) for kind in sorted(result.ops)}
     plain = replace(result, ops=ops, calls=[], files=[])
     plain = replace(plain, steps=_by_key(result.steps), kernel_ns=_by_key(result.kernel_ns))
     return RankFacts(
         result=plain,
-        algbw={kind: bandwidth_sketch(result.ops[kind], "algbw") for kind in ops},
-        busbw={kind: bandwidth_sketch(result.ops[kind], "busbw") for kind in ops},
+        algbw={kind: sketch(result.ops[kind], "algbw") for kind in ops},
+        busbw={kind: sketch(result.ops[kind], "busbw") for kind in ops},
         meta=replace(meta, pg_ranks={}, pg_sizes={}),
         pg_config=bool(meta.pg_ranks),
         stats=stats,

@@ -10,23 +10,26 @@ The files are those of one job (`jobs` tells a folder's jobs apart); `ranks` pla
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from typing import Literal
 
 from commscope.collector.schema import (
     FileStats,
     Inputs,
+    OpTally,
     RankResult,
     Report,
     RunConfig,
     Sections,
+    Sketch,
     Skipped,
     TraceMeta,
     Window,
 )
 from commscope.pipeline import crossrank, facts, health, inspector_sources, ranks, skew
-from commscope.pipeline.accumulate import merge_results
+from commscope.pipeline.accumulate import SKETCHED, Sketcher, bandwidth_sketch, merge_results
 from commscope.pipeline.config import JobConfig, global_batch, resolve
 from commscope.pipeline.crossrank import CrossRank
 from commscope.pipeline.diagnosis import diagnose
@@ -82,7 +85,9 @@ class WindowCache:
     its files and context are unchanged (under its new name when the window is renamed).
     Every read of exact bandwidth samples (a window's sections found anew, a rank of one
     window in the run) happens inside `exact`: the live aggregation gives back there the
-    samples it shed (`Aggregation.shed`)."""
+    samples it shed (`Aggregation.shed`). Each window's bandwidth samples are sketched once
+    (`sketch`, for its facts) and those sketches reused where its windows merge, the run's
+    ranks pool, and the aggregator sheds the samples."""
 
     def __init__(self, exact: Exact = _as_they_are) -> None:
         self.exact = exact
@@ -92,6 +97,27 @@ class WindowCache:
         # each rank's windows merged, keyed by the identity of its results in window order
         self._runs: dict[tuple[int, ...], tuple[tuple[RankResult, ...], RankResult]] = {}
         self._runs_used: set[tuple[int, ...]] = set()
+        # each window tally's sketches by its identity (it kept alive), as long as used
+        self._sketches: dict[int, tuple[OpTally, dict[str, Sketch]]] = {}
+        self._sketches_used: set[int] = set()
+        self._sketches_before: set[int] = set()  # those used in the interval before
+
+    def sketch(self, tally: OpTally, which: Literal["algbw", "busbw"]) -> Sketch:
+        """`accumulate.bandwidth_sketch`, a window's samples sketched once: kept until a call
+        of `keep` finds them unused since the call before the one before (a window's sections,
+        found before `keep`, and the run's merge, after it, fall in two intervals), or until
+        `forget`; a tally that keeps sketches is asked directly."""
+        if isinstance(tally, SKETCHED):
+            return bandwidth_sketch(tally, which)
+        key = id(tally)
+        self._sketches_used.add(key)
+        entry = self._sketches.get(key)
+        if entry is None:
+            entry = self._sketches[key] = (tally, {})
+        found = entry[1].get(which)
+        if found is None:
+            found = entry[1][which] = bandwidth_sketch(tally, which)
+        return found
 
     def window(
         self, name: str, items: dict[int, ParsedFile], context: Context
@@ -101,9 +127,17 @@ class WindowCache:
         found = self._known(name, context, key)
         if found is None:
             with self.exact([item.result for item in items.values()], False):
-                found = _window(name, items, context, cross)
+                found = _window(name, items, context, cross, self.sketch)
         self._sections[name] = (context, key, found)
         return found, cross
+
+    def open_window(self, name: str, items: dict[int, ParsedFile], context: Context) -> Window:
+        """An open window's sections without its cross-rank ones (`build_report`'s
+        `waiting`): found anew each time, never kept (its files are still arriving). Its
+        cross-rank facts, if known (`prime`), are kept for the report that gives them."""
+        self._used.add(tuple(map(id, _key(items))))
+        with self.exact([item.result for item in items.values()], False):
+            return _window(name, items, context, None, self.sketch)
 
     def _known(self, name: str, context: Context, key: tuple[object, ...]) -> Window | None:
         """The window's sections if known: under its name, or under another (the window was
@@ -129,6 +163,16 @@ class WindowCache:
         self._cross[ids] = (key, found)
         return found
 
+    def forget(self, tallies: Iterable[OpTally]) -> None:
+        """Let these tallies' sketches go (the aggregator shed their samples: no figure reads
+        them again)."""
+        for tally in tallies:
+            self._sketches.pop(id(tally), None)
+
+    def samples_held(self) -> int:
+        """How many tallies with exact samples the kept sketches hold alive (memory checks)."""
+        return sum(1 for tally, _ in self._sketches.values() if tally.algbw_Bps)
+
     def merged(self, results: Sequence[RankResult]) -> RankResult:
         """A rank's windows merged (`merge_results`): a rank whose earlier windows were merged
         for an earlier report folds only its last window into them (a window completes once,
@@ -141,9 +185,9 @@ class WindowCache:
         prior = self._runs.get(key[:-1]) if len(key) > 2 else None
         if prior is not None:
             self._runs_used.add(key[:-1])
-            found = merge_results([prior[1], results[-1]])
+            found = merge_results([prior[1], results[-1]], self.sketch)
         else:
-            found = merge_results(results)
+            found = merge_results(results, self.sketch)
         self._runs[key] = (tuple(results), found)
         return found
 
@@ -164,6 +208,9 @@ class WindowCache:
         self._used = set()
         self._runs = {k: v for k, v in self._runs.items() if k in self._runs_used}
         self._runs_used = set()
+        recent = self._sketches_used | self._sketches_before
+        self._sketches = {k: v for k, v in self._sketches.items() if k in recent}
+        self._sketches_before, self._sketches_used = self._sketches_used, set()
 
 
 def _key(items: dict[int, ParsedFile]) -> tuple[object, ...]:
@@ -183,11 +230,20 @@ def _same_files(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
     )
 
 
-def _window(name: str, items: dict[int, ParsedFile], context: Context, cross: CrossRank) -> Window:
+def _window(
+    name: str,
+    items: dict[int, ParsedFile],
+    context: Context,
+    cross: CrossRank | None,
+    sketcher: Sketcher,
+) -> Window:
     results = {rank: item.result for rank, item in items.items()}
     found = _with_cross(sections(results, context), cross, context)
     found.health = health.check(items.values(), found)
-    kept = {str(rank): facts.of(item.meta, item.stats, item.result) for rank, item in items.items()}
+    kept = {
+        str(rank): facts.of(item.meta, item.stats, item.result, sketcher)
+        for rank, item in items.items()
+    }
     return Window(name=name, **asdict(found), facts=kept)
 
 
@@ -197,7 +253,12 @@ def build_report(
     skipped: Sequence[Skipped],
     options: Options,
     cache: WindowCache | None = None,
+    *,
+    waiting: Collection[str] = (),
 ) -> Report:
+    """The report over these files. `waiting`: windows still open (a live report mid-window),
+    whose cross-rank sections are left out, here and in the run's (which then cover the
+    other windows), as `inputs.open_windows` says."""
     placement = ranks.assign(parsed)
     placed, conflicts = placement.placed, placement.skipped
     metas = [item.meta for item in placed.values()]
@@ -213,19 +274,22 @@ def build_report(
     for (window, rank), item in sorted(placed.items()):
         by_window[window][rank] = item
     cache = cache or WindowCache()
-    window_list, crosses = _windows(by_window, context, cache)
+    waiting = [name for name in by_window if name in waiting and by_window[name]]
+    window_list, crosses = _windows(by_window, context, cache, waiting)
     per_rank: dict[int, list[RankResult]] = {}
     for items in by_window.values():
         for rank, item in items.items():
             per_rank.setdefault(rank, []).append(item.result)
-    merged = sections(_merged(per_rank, cache), context)
+    merged = sections(_merged(per_rank, cache), context, cache.sketch)
     run = _with_cross(merged, crossrank.pooled(crosses) if crosses else None, context, plots=True)
     run.health = health.check(placed.values(), run)
     report = Report(
         world_size=world,
         config=run_config,
         windows=window_list,
-        inputs=_inputs(parsed, [*skipped, *conflicts], placement.notes),
+        inputs=replace(
+            _inputs(parsed, [*skipped, *conflicts], placement.notes), open_windows=waiting
+        ),
         diagnosis=diagnose(run),
         **asdict(run),
     )
@@ -233,12 +297,18 @@ def build_report(
 
 
 def _windows(
-    by_window: dict[str, dict[int, ParsedFile]], context: Context, cache: WindowCache
+    by_window: dict[str, dict[int, ParsedFile]],
+    context: Context,
+    cache: WindowCache,
+    waiting: Collection[str] = (),
 ) -> tuple[list[Window], list[CrossRank]]:
-    """Each window's sections and cross-rank facts (from the cache while unchanged)."""
+    """Each window's sections and cross-rank facts (from the cache while unchanged); those
+    `waiting` without their cross-rank facts."""
     window_list, crosses = [], []
     for name, items in by_window.items():
-        if items:
+        if name in waiting:
+            window_list.append(cache.open_window(name, items, context))
+        elif items:
             found, cross = cache.window(name, items, context)
             window_list.append(found)
             crosses.append(cross)

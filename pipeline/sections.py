@@ -37,7 +37,7 @@ from commscope.collector.schema import (
     Utilization,
 )
 from commscope.pipeline import sketch
-from commscope.pipeline.accumulate import bandwidth_sketch, bus_bytes, pooled_ops
+from commscope.pipeline.accumulate import Sketcher, bandwidth_sketch, bus_bytes, pooled_ops
 from commscope.pipeline.skew import stragglers
 from commscope.pipeline.stats import mean, ratio, sample_values, summarize
 
@@ -89,8 +89,11 @@ def peak_bandwidth(gpu_name: str | None, override_Bps: float | None) -> tuple[fl
     return None, f"no table value for {gpu_name}; give --peak-bandwidth"
 
 
-def sections(results: Mapping[int, RankResult], context: Context) -> Sections:
-    """Every section of the report for these ranks."""
+def sections(
+    results: Mapping[int, RankResult], context: Context, sketcher: Sketcher | None = None
+) -> Sections:
+    """Every section of the report for these ranks (`sketcher`: each window's bandwidth
+    sketches where tallies of several windows are pooled, `accumulate.pooled_ops`)."""
     ranks = sorted(results)
     ordered = {rank: results[rank] for rank in ranks}
     rates = throughput(ordered, context)
@@ -100,7 +103,7 @@ def sections(results: Mapping[int, RankResult], context: Context) -> Sections:
         overlap=overlap(ordered),
         collectives=Collectives(
             per_rank={str(r): collective_stats(res.ops) for r, res in ordered.items()},
-            all_ranks=collective_stats(pooled_ops(ordered.values())),
+            all_ranks=collective_stats(pooled_ops(ordered.values(), sketcher=sketcher)),
         ),
         network=network(ordered, context),
         traffic=traffic(ordered),

@@ -179,6 +179,23 @@ def test_skew_gauge_is_the_latest_full_window_and_the_run_gauge_the_whole_run() 
     assert run.max is not None and run.max > 8e-3
 
 
+def test_clock_offsets_of_an_open_window_are_those_of_the_latest_analysed_one() -> None:
+    """Mid-run, iteration_30 open (ranks 2 and 3 done) is given without cross-rank sections:
+    every rank's offset gauge is its offset in iteration_20, never dropped."""
+    files = [
+        *_window_files("iteration_20", 2_000_000, range(4)),
+        *_window_files("iteration_30", 9_000_000, range(2, 4)),
+    ]
+    found = build_report(
+        ["iteration_20", "iteration_30"], files, [], Options(), waiting={"iteration_30"}
+    )
+    metrics = families(Snapshot(job="j", report=found))
+    family = next(m for m in metrics if m.name == "commscope_clock_offset_seconds")
+    offsets = {s.labels["rank"]: s.value for s in family.samples}
+    window = found.windows[0].clocks.per_rank
+    assert offsets == {rank: window[rank].offset_s for rank in ("0", "1", "2", "3")}
+
+
 def samples(shard: str) -> list[tuple[str, dict[str, str], float]]:
     return [(s.name, dict(s.labels), s.value) for m in families(snapshot(shard)) for s in m.samples]
 

@@ -931,3 +931,25 @@ def test_records_are_acknowledged_while_a_report_is_built_beside_the_loop(tmp_pa
     finally:
         release.set()
         aggregator.store.close()
+
+
+# ---------------------------------------------------------------- open windows mid-run
+
+
+def test_a_mid_run_report_leaves_the_open_windows_cross_rank_sections_out() -> None:
+    """iteration_4 whole and rank 0 of iteration_8: a report mid-run gives iteration_8
+    without cross-rank sections and says so; the final report leaves nothing out (the
+    offline report of the same files, but the file still open)."""
+    streams = run_records(SAMPLE, 10)
+    aggregation = Aggregation()
+    apply_all(aggregation, [*streams[0], *streams[1], *streams[2]])
+    assert aggregation.prepare(Options()).waiting == {"iteration_8"}
+    mid = aggregation.report(Options())
+    assert mid.windows[1].name == "iteration_8"
+    assert mid.windows[1].matching.groups == {}
+    assert mid.inputs.open_windows == ["iteration_8"]
+    assert aggregation.prepare(Options(), final=True).waiting == frozenset()
+    assert aggregation.report(Options(), final=True).windows[1].matching.groups != {}
+    apply_all(aggregation, streams[3])
+    assert aggregation.prepare(Options()).waiting == frozenset()
+    assert live_document(aggregation, final=False) == offline(SAMPLE)

@@ -201,6 +201,7 @@ def test_a_new_context_reads_the_samples_back_one_window_at_a_time() -> None:
     pair.stored.holding = lambda: exact_held(pair.lean)
     pair.same(PEAK)
     assert pair.stored.loads == 9 and max(pair.stored.held) == WORLD - 1
+    assert pair.lean.cache.samples_held() == 0  # nor do the sketches found meanwhile keep them
 
 
 def test_a_rank_of_one_window_keeps_its_samples_until_its_second_window() -> None:

@@ -212,3 +212,18 @@ def test_the_drawn_standard_error_of_a_larger_job_is_the_spread_of_the_error() -
                 z.append((offset - clock[rank]) / spread)
     rms = math.sqrt(math.fsum(v * v for v in z) / len(z))
     assert 0.7 < rms < 1.4
+
+
+def test_a_solve_prepared_once_is_the_solve_bit_for_bit() -> None:
+    """`prepare` (the inverse diagonal and the weight sums) shared by the uncertainty's
+    solves changes no bit. By hand: links {0, 1} and {1, 2}, weights 1 and 2: L's diagonal
+    is 1 x (1 - 1/2) = 0.5, 0.5 + 2 x (1 - 2/4) = 1.5, 1; the weight sums 2 and 4."""
+    found = [
+        clocks.Link((0, 1), [-5.0, 5.0], 3, 1.0, 1),
+        clocks.Link((1, 2), [1.0, -1.0], 3, 1.0, 1),
+    ]
+    weights = [[1.0, 1.0], [2.0, 2.0]]
+    ready = clocks.prepare(found, weights, 3)
+    assert ready == ([2.0, 1 / 1.5, 1.0], [2.0, 4.0])
+    b = clocks.right_side(found, weights, 3)
+    assert clocks.solve(found, weights, b, ready) == clocks.solve(found, weights, b)

@@ -8,9 +8,18 @@ from dataclasses import replace
 
 import msgspec
 import pytest
-from commscope.collector.schema import FileStats, RankResult, TraceMeta
-from commscope.pipeline import report
-from commscope.pipeline.accumulate import merge_results
+from commscope.collector.schema import (
+    Clocks,
+    FileStats,
+    Matching,
+    RankResult,
+    Sketch,
+    Skew,
+    TraceMeta,
+)
+from commscope.exporters import text
+from commscope.pipeline import accumulate, report
+from commscope.pipeline.accumulate import Sketcher, merge_results
 from commscope.pipeline.report import Options, ParsedFile, WindowCache, build_report
 from crossrank_builder import Scenario, calls, results
 
@@ -110,10 +119,10 @@ def test_a_new_window_is_folded_into_the_run_of_the_earlier_ones(
     build_report(["a", "b"], [p for p in parsed if p.window != "c"], [], Options(), cache=cache)
     merged: list[int] = []
 
-    def counted(results: Iterable[RankResult]) -> RankResult:
+    def counted(results: Iterable[RankResult], sketcher: Sketcher | None = None) -> RankResult:
         given = list(results)
         merged.append(len(given))
-        return merge_results(given)
+        return merge_results(given, sketcher)
 
     monkeypatch.setattr(report, "merge_results", counted)
     again = build_report(["a", "b", "c"], parsed, [], Options(), cache=cache)
@@ -132,3 +141,109 @@ def test_merged_windows_merge_again_as_their_windows_would() -> None:
     at_once = merge_results([first, second, third])
     assert at_once.source == "cpu (gloo) + gpu kernels" and at_once.comm_ns == 6
     assert merge_results([merge_results([first, second]), third]) == at_once
+
+
+# ---------------------------------------------------------------- sketched once
+
+
+def test_each_window_tally_is_sketched_once_however_often_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A window's algbw and busbw samples are sketched for its facts; merging its rank's
+    windows and pooling the run reuse those sketches: 2 sketches a tally in all (the rank's
+    windows merged as before, `merge_results` sketching each window anew)."""
+    parsed = files(seed=1)
+    sketched: list[int] = []
+    real = accumulate.sketch_of
+
+    def counted(values: Iterable[float]) -> Sketch:
+        sketched.append(1)
+        return real(values)
+
+    monkeypatch.setattr(accumulate, "sketch_of", counted)
+    cache = WindowCache()
+    first = build_report(["a", "b"], parsed, [], Options(), cache=cache)
+    assert len(sketched) == 2 * sum(len(item.result.ops) for item in parsed)
+    again = build_report(["a", "b"], parsed, [], Options(), cache=cache)
+    assert len(sketched) == 2 * sum(len(item.result.ops) for item in parsed)
+    assert first == again
+    for rank in range(3):
+        windows = [item.result for item in parsed if item.name_rank == rank]
+        assert cache.merged(windows) == merge_results(windows)  # sketched again: the same
+
+
+def test_a_forgotten_tally_is_sketched_again() -> None:
+    """`forget` lets a tally's sketches go; asked again, they are found anew, equal."""
+    cache = WindowCache()
+    tally = files(seed=1)[0].result.ops["AllReduce"]
+    found = cache.sketch(tally, "algbw")
+    assert cache.sketch(tally, "algbw") is found
+    cache.forget([tally])
+    assert cache.sketch(tally, "algbw") is not found
+    assert cache.sketch(tally, "algbw") == found
+
+
+# ---------------------------------------------------------------- open windows
+
+
+def test_a_waiting_window_has_no_cross_rank_sections_and_the_report_says_so() -> None:
+    """Window b open: its per-rank sections are those of the whole report, its cross-rank
+    ones empty; the run's cross-rank sections are those of window a alone; the report names
+    b as open (`inputs.open_windows`, and a line of the text report).
+    The next report without `waiting` is the full one."""
+    cache, parsed = WindowCache(), files(seed=1)
+    mid = build_report(["a", "b"], parsed, [], Options(), cache=cache, waiting={"b"})
+    full = build_report(["a", "b"], parsed, [], Options())
+    only_a = build_report(["a"], [p for p in parsed if p.window == "a"], [], Options())
+    open_b = mid.windows[1]
+    assert (open_b.matching, open_b.clocks, open_b.skew, open_b.alpha_beta) == (
+        Matching(),
+        Clocks(),
+        Skew(),
+        {},
+    )
+    assert open_b.collectives == full.windows[1].collectives
+    assert open_b.facts == full.windows[1].facts
+    assert mid.windows[0] == full.windows[0]
+    assert (mid.matching, mid.clocks, mid.skew) == (only_a.matching, only_a.clocks, only_a.skew)
+    assert mid.alpha_beta == only_a.alpha_beta
+    assert mid.inputs.open_windows == ["b"]
+    assert "Mid-run: b still open, shown without cross-rank sections" in text.render(mid)
+    assert "Mid-run" not in text.render(full)
+    assert build_report(["a", "b"], parsed, [], Options(), cache=cache) == full
+
+
+def test_a_waiting_window_keeps_cross_rank_facts_already_known() -> None:
+    """Facts found for the window's files (`prime`, as at a restart) outlive reports that
+    leave them out: the report giving them does not match the files again."""
+    cache, parsed = WindowCache(), files(seed=1)
+    cache.prime([p for p in parsed if p.window == "b"])
+    for _ in range(3):
+        build_report(["a", "b"], parsed, [], Options(), cache=cache, waiting={"b"})
+    full = build_report(["a", "b"], parsed, [], Options())
+    for item in parsed:
+        item.result.calls = []  # as the live aggregation drops them: they cannot be matched
+    assert build_report(["a", "b"], parsed, [], Options(), cache=cache) == full
+
+
+def test_sketches_found_for_a_window_serve_the_next_report(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Window a reported alone (its sketches found for its facts), then a and b: the run's
+    merge of a and b sketches only b's tallies (a's are those the first report found)."""
+    parsed = files(seed=1)
+    window_a = [p for p in parsed if p.window == "a"]
+    cache = WindowCache()
+    build_report(["a"], window_a, [], Options(), cache=cache)
+    sketched: list[int] = []
+    real = accumulate.sketch_of
+
+    def counted(values: Iterable[float]) -> Sketch:
+        sketched.append(1)
+        return real(values)
+
+    monkeypatch.setattr(accumulate, "sketch_of", counted)
+    found = build_report(["a", "b"], parsed, [], Options(), cache=cache)
+    assert len(sketched) == 2 * sum(len(p.result.ops) for p in parsed if p.window == "b")
+    monkeypatch.undo()
+    assert found == build_report(["a", "b"], parsed, [], Options())
