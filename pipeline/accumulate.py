@@ -48,7 +48,7 @@ from commscope.pipeline.intervals import (
     intersection_measure,
     union,
 )
-from commscope.pipeline.sketch import merge, merge_all, pack, sketch_of, unpack
+from commscope.pipeline.sketch import merge_all, pack, sketch_of, unpack
 from commscope.pipeline.stats import add_sample, sample_values
 
 GPU, CPU, NONE = "gpu kernels", "cpu (gloo)", "none"
@@ -336,25 +336,11 @@ def pooled_ops(
 
 
 def _merge_sketches(into: OpTally, tallies: list[OpTally], sketcher: Sketcher) -> None:
-    """Into a `RunTally`, the sketches of these tallies merged (as `merge_tally` one by one)."""
+    """Into a `RunTally`, the sketches of these tallies merged in one pass."""
     if not isinstance(into, RunTally):
         raise TypeError("sketches merge only into a RunTally")
     into.algbw_sketch = merge_all(sketcher(t, "algbw") for t in tallies)
     into.busbw_sketch = merge_all(sketcher(t, "busbw") for t in tallies)
-
-
-def merge_tally(into: OpTally, other: OpTally) -> None:
-    """Add `other` to `into` (`other` unchanged): samples concatenated, or, into a `RunTally`,
-    sketched and merged."""
-    add_sums(into, other)
-    if isinstance(into, RunTally):
-        into.algbw_sketch = merge(into.algbw_sketch, bandwidth_sketch(other, "algbw"))
-        into.busbw_sketch = merge(into.busbw_sketch, bandwidth_sketch(other, "busbw"))
-    elif isinstance(other, SKETCHED):
-        raise TypeError("a sketched tally merges only into a RunTally (see pooled_ops)")
-    else:
-        into.algbw_Bps += other.algbw_Bps
-        into.busbw_Bps += other.busbw_Bps
 
 
 def add_sums(into: OpTally, other: OpTally) -> None:

@@ -6,8 +6,8 @@ import struct
 
 import msgspec
 import pytest
-from commscope.collector.schema import CommOp, OpTally
-from commscope.pipeline.accumulate import count_op, merge_tally
+from commscope.collector.schema import CommOp, OpTally, RankResult
+from commscope.pipeline.accumulate import count_op, pooled_ops
 from commscope.pipeline.stats import add_sample, sample_values
 from hypothesis import given
 from hypothesis import strategies as st
@@ -28,9 +28,9 @@ def test_a_tally_keeps_its_samples_through_merge_and_the_stored_bytes() -> None:
     count_op(first, CommOp("AllReduce", 0, 1_000, 4_000, 4, True))  # 4 kB in 1 µs
     count_op(second, CommOp("AllReduce", 0, 2_000, 8_000, 4, True))
     count_op(second, CommOp("AllReduce", 0, 0, 8_000, 4, True))  # no duration: no sample
-    into = OpTally()
-    merge_tally(into, first)
-    merge_tally(into, second)
+    into = pooled_ops(
+        [RankResult(ops={"AllReduce": first}), RankResult(ops={"AllReduce": second})]
+    )["AllReduce"]
     assert list(sample_values(into.algbw_Bps)) == pytest.approx([4e9, 4e9], rel=1e-15)
     assert list(sample_values(into.busbw_Bps)) == pytest.approx([6e9, 6e9], rel=1e-15)  # F = 1.5
     assert len(sample_values(first.algbw_Bps)) == 1  # the parts are left as they were

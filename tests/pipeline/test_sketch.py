@@ -12,7 +12,6 @@ from commscope.pipeline import sketch
 from commscope.pipeline.accumulate import (
     count_op,
     merge_results,
-    merge_tally,
     pooled_ops,
     shed_samples,
 )
@@ -195,9 +194,11 @@ def test_the_stored_window_result_is_unchanged_by_the_run_merge() -> None:
     assert type(window.ops["AllReduce"]) is OpTally
 
 
-def test_a_sketched_tally_never_merges_into_samples_silently() -> None:
-    with pytest.raises(TypeError, match="RunTally"):
-        merge_tally(OpTally(), RunTally())
+def test_a_sketched_tally_never_pools_into_samples_silently() -> None:
+    pooled = pooled_ops(
+        [RankResult(ops={"AllReduce": OpTally()}), RankResult(ops={"AllReduce": RunTally()})]
+    )
+    assert isinstance(pooled["AllReduce"], RunTally)  # one sketched part: the pool is sketched
 
 
 # ---------------------------------------------------------------- a window's samples shed
@@ -237,5 +238,3 @@ def test_exact_figures_are_never_asked_of_a_shed_tally() -> None:
     the caller, which must read the samples back), never a silently empty summary."""
     with pytest.raises(TypeError, match="shed"):
         tally_stats(shed_samples(_window(1_000).ops["AllReduce"]))
-    with pytest.raises(TypeError, match="RunTally"):
-        merge_tally(OpTally(), ShedTally())
