@@ -196,7 +196,10 @@ def test_the_stored_window_result_is_unchanged_by_the_run_merge() -> None:
 
 def test_a_sketched_tally_never_pools_into_samples_silently() -> None:
     pooled = pooled_ops(
-        [RankResult(ops={"AllReduce": OpTally()}), RankResult(ops={"AllReduce": RunTally()})]
+        [
+            RankResult(source="gpu kernels", ops={"AllReduce": OpTally()}),
+            RankResult(source="gpu kernels", ops={"AllReduce": RunTally()}),
+        ]
     )
     assert isinstance(pooled["AllReduce"], RunTally)  # one sketched part: the pool is sketched
 
