@@ -517,7 +517,8 @@ def ranks_of(processes: Sequence[Process]) -> tuple[dict[int, int], str | None]:
         for p in order
     )
     note = (
-        "no NCCL rank in the export (NVTX payloads not exported): ranks assumed from the order "
+        "no NCCL rank in the export (no NCCL NVTX payload: NCCL 2.19+ writes them, "
+        "`nsys export --include-blobs true` keeps them): ranks assumed from the order "
         f"of the processes' CUDA devices: {described}"
     )
     return ranks, note

@@ -91,7 +91,8 @@ def test_without_payloads_ranks_follow_the_devices_and_sizes_stay_unknown(tmp_pa
     first, second = read(two_ranks(payloads=False).write(tmp_path / "run.sqlite"))
     assert [p.meta.rank for p in (first, second)] == [0, 1]
     assert first.note == (
-        "no NCCL rank in the export (NVTX payloads not exported): ranks assumed from the order "
+        "no NCCL rank in the export (no NCCL NVTX payload: NCCL 2.19+ writes them, "
+        "`nsys export --include-blobs true` keeps them): ranks assumed from the order "
         "of the processes' CUDA devices: pid 200 (GPU 0) rank 0, pid 300 (GPU 1) rank 1"
     )
     assert first.result.calls == [CommOp("AllReduce", 200, 200, None, None, True)]
