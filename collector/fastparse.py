@@ -96,11 +96,11 @@ class FastEvent(RawEvent, gc=False, forbid_unknown_fields=True):
     ph: Scalar = None
     cat: Scalar = None
     name: Scalar = None
+    pid: Scalar = None
+    tid: Scalar = None
     ts: Scalar = None
     dur: Scalar = None
-    tid: Scalar = None
     args: Args = None
-    pid: Scalar = None
     id: Scalar = None
     bp: Scalar = None
     s: Scalar = None

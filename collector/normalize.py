@@ -105,9 +105,10 @@ class RawEvent(msgspec.Struct, gc=False):
     ph: Any = None
     cat: Any = None
     name: Any = None
+    pid: Any = None  # read by no handler: here for msgspec, which meets Kineto's keys in order
+    tid: Any = None
     ts: Any = None
     dur: Any = None
-    tid: Any = None
     args: Any = None
 
 
@@ -118,13 +119,8 @@ def from_item(item: Any) -> Any:
         return item
     get = item.get
     return RawEvent(
-        get("ph"), get("cat"), get("name"), get("ts"), get("dur"), get("tid"), get("args")
+        get("ph"), get("cat"), get("name"), None, get("tid"), get("ts"), get("dur"), get("args")
     )
-
-
-def launch_correlation(args: Any) -> Any:
-    """The `correlation` of a runtime call's args (None without one)."""
-    return args.get("correlation") if type(args) is dict else None
 
 
 class CommCall(msgspec.Struct, frozen=True, gc=False):
@@ -148,7 +144,27 @@ class CommCall(msgspec.Struct, frozen=True, gc=False):
         return self.name.startswith(_BACKEND_PREFIXES)
 
 
+# The args `comm_call` reads: a call whose args hold none of them (most c10d ops and
+# record_param_comms of older PyTorch: only `External id`) says nothing but its name and span.
+_FACT_KEYS: Final = frozenset(
+    {
+        "Collective name",
+        "In msg nelems",
+        "Out msg nelems",
+        "dtype",
+        "Input Dims",
+        "Input dims",
+        "Input type",
+        "Group size",
+        "Process Group Name",
+        "Seq",
+    }
+)
+
+
 def comm_call(name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) -> CommCall:
+    if _FACT_KEYS.isdisjoint(args):
+        return CommCall(name[:MAX_NAME], start_ns, end_ns)
     label = args.get("Collective name")
     return CommCall(
         name[:MAX_NAME],
@@ -420,17 +436,19 @@ class Normalizer:
         """`[memory]` events: keep each GPU's highest allocated and reserved totals."""
         if raw.name != "[memory]":
             return
-        get = self._args(raw).get
-        device, kind = get("Device Id"), get("Device Type")
-        allocated, reserved = _count(get("Total Allocated")), _count(get("Total Reserved"))
-        if type(device) is not int or type(kind) is not int or allocated is None:
+        args = raw.args
+        get = (args if type(args) is dict else self._args(raw)).get
+        device, kind, allocated = get("Device Id"), get("Device Type"), get("Total Allocated")
+        if type(device) is not int or type(kind) is not int or _count(allocated) is None:
             self.drop("[memory] event without Device Id/Type or Total Allocated")
             return
         if kind == _CPU_DEVICE:
             return
-        self._allocated[device] = max(allocated, self._allocated.get(device, allocated))
-        if reserved is not None:
-            self._reserved[device] = max(reserved, self._reserved.get(device, reserved))
+        if allocated > self._allocated.get(device, -1):
+            self._allocated[device] = allocated
+        reserved = _count(get("Total Reserved"))
+        if reserved is not None and reserved > self._reserved.get(device, -1):
+            self._reserved[device] = reserved
 
     def _memcpy(self, raw: RawEvent) -> None:
         span = self._span(raw)
@@ -448,7 +466,8 @@ class Normalizer:
         try:
             if "aunch" not in raw.name:
                 return
-            correlation, tid, ts = launch_correlation(raw.args), raw.tid, raw.ts
+            args, tid, ts = raw.args, raw.tid, raw.ts
+            correlation = args.get("correlation") if type(args) is dict else None
             if type(correlation) is not int or type(tid) is not int or not -MAX_US <= ts <= MAX_US:
                 return
         except TypeError:
