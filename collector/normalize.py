@@ -436,10 +436,14 @@ class Normalizer:
         """`[memory]` events: keep each GPU's highest allocated and reserved totals."""
         if raw.name != "[memory]":
             return
-        args = raw.args
-        get = (args if type(args) is dict else self._args(raw)).get
-        device, kind, allocated = get("Device Id"), get("Device Type"), get("Total Allocated")
-        if type(device) is not int or type(kind) is not int or _count(allocated) is None:
+        args: Mapping[str, Any] = raw.args if type(raw.args) is dict else self._args(raw)
+        get = args.get
+        device, kind, allocated = (
+            get("Device Id"),
+            get("Device Type"),
+            _count(get("Total Allocated")),
+        )
+        if type(device) is not int or type(kind) is not int or allocated is None:
             self.drop("[memory] event without Device Id/Type or Total Allocated")
             return
         if kind == _CPU_DEVICE:
