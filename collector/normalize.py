@@ -21,7 +21,7 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 import msgspec
 from commscope.collector.classify import (
@@ -451,20 +451,16 @@ class Normalizer:
             return
         args: Mapping[str, Any] = raw.args if type(raw.args) is dict else self._args(raw)
         get = args.get
-        device, kind, allocated = (
-            get("Device Id"),
-            get("Device Type"),
-            _count(get("Total Allocated")),
-        )
-        if type(device) is not int or type(kind) is not int or allocated is None:
+        device, kind, allocated = get("Device Id"), get("Device Type"), get("Total Allocated")
+        if type(device) is not int or type(kind) is not int or not _is_count(allocated):
             self.drop("[memory] event without Device Id/Type or Total Allocated")
             return
         if kind == _CPU_DEVICE:
             return
         if allocated > self._allocated.get(device, -1):
             self._allocated[device] = allocated
-        reserved = _count(get("Total Reserved"))
-        if reserved is not None and reserved > self._reserved.get(device, -1):
+        reserved = get("Total Reserved")  # a count when above the highest so far (or -1)
+        if type(reserved) is int and MAX_COUNT >= reserved > self._reserved.get(device, -1):
             self._reserved[device] = reserved
 
     def _memcpy(self, raw: RawEvent) -> None:
@@ -780,9 +776,9 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _count(value: object) -> int | None:
-    """`_bounded(_int(value), MAX_COUNT)` in one call (the hot `[memory]` path)."""
-    return value if type(value) is int and 0 <= value <= MAX_COUNT else None
+def _is_count(value: object) -> TypeGuard[int]:
+    """`_bounded(_int(value), MAX_COUNT) is not None` in one call (the hot `[memory]` path)."""
+    return type(value) is int and 0 <= value <= MAX_COUNT
 
 
 def _bounded(value: int | None, high: int, least: int = 0) -> int | None:
