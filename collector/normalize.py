@@ -20,7 +20,7 @@ import re
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
-from itertools import islice
+from itertools import accumulate, islice
 from typing import Any, Final, TypeGuard
 
 import msgspec
@@ -243,21 +243,22 @@ class CpuRuns:
 class ThreadCalls:
     """One thread's comm calls as int64 columns (32 bytes a call) plus a lazy sorted order."""
 
-    __slots__ = ("ends", "facts", "order", "seqs", "sorted_starts", "starts")
+    __slots__ = ("ends", "facts", "order", "reach", "seqs", "sorted_starts", "starts")
 
     def __init__(self) -> None:
         self.starts, self.ends = array("q"), array("q")
         self.facts, self.seqs = array("q"), array("q")
         self.order: Sequence[int] | None = None  # indices in (start, -end) order, built lazily
         self.sorted_starts: Sequence[int] = ()
+        self.reach: Sequence[int] = ()  # in that order, the latest end of the calls so far
 
 
 class CallIndex:
     """Comm calls per thread, answering 'which calls enclose this instant'.
 
     Calls repeat the same facts every step (op, sizes, group), so each distinct set of facts is
-    kept once and a call costs four int64 columns: memory grows with the distinct facts, not
-    with the length of the run.
+    kept once and a call costs four int64 columns (a fifth once looked up, `reach`: a lookup
+    stops at the first call back that no call up to it outlasts).
     """
 
     _NO_SEQ: Final = -(2**63)
@@ -266,7 +267,6 @@ class CallIndex:
         self._threads: dict[int, ThreadCalls] = {}
         self._facts: list[tuple[Any, ...]] = []
         self._ids: dict[tuple[Any, ...], int] = {}
-        self._longest: dict[int, int] = {}
 
     def add(self, tid: int, call: CommCall) -> None:
         key = (call.name, call.collective_name, call.nelems_bytes, call.dims_bytes,
@@ -283,7 +283,6 @@ class CallIndex:
         thread.facts.append(fact)
         thread.seqs.append(self._NO_SEQ if call.seq is None else call.seq)
         thread.order = None
-        self._longest[tid] = max(self._longest.get(tid, 0), call.end_ns - call.start_ns)
 
     def enclosing(self, tid: int, ts_ns: int) -> list[CommCall]:
         """Calls on `tid` that contain `ts_ns`, innermost (latest start) first."""
@@ -292,14 +291,16 @@ class CallIndex:
             return []
         if thread.order is None:
             thread.order, thread.sorted_starts = start_order(thread.starts, thread.ends)
+            ends, order = thread.ends, thread.order
+            in_order = ends if isinstance(order, range) else (ends[i] for i in order)
+            thread.reach = array("q", accumulate(in_order, max))
         found = []
-        earliest = ts_ns - self._longest[tid]
-        order = thread.order
+        order, reach, ends = thread.order, thread.reach, thread.ends
         for at in range(bisect_right(thread.sorted_starts, ts_ns) - 1, -1, -1):  # no copy
+            if reach[at] < ts_ns:
+                break  # no call up to this one ends as late as ts_ns
             i = order[at]
-            if thread.starts[i] < earliest:
-                break
-            if thread.ends[i] >= ts_ns:
+            if ends[i] >= ts_ns:
                 found.append(self._call(thread, i))
         return found
 

@@ -10,7 +10,7 @@ from array import array
 
 import pytest
 from commscope.collector.kineto import TraceReader
-from commscope.collector.normalize import start_order
+from commscope.collector.normalize import CallIndex, CommCall, start_order
 from commscope.collector.schema import CommOp, CpuSpan, GpuOp, MemoryPeak, Step, TraceMeta
 from kineto_builder import (
     annotation,
@@ -535,3 +535,13 @@ def test_calls_out_of_order_are_sorted_by_start_then_longest() -> None:
     """Added as (5, 6), (1, 4), (1, 9): the (1, 9) call encloses (1, 4), so it comes first."""
     order, by_start = start_order(array("q", [5, 1, 1]), array("q", [6, 4, 9]))
     assert (list(order), list(by_start)) == ([2, 1, 0], [1, 1, 5])
+
+
+def test_a_lookup_reaches_back_to_a_long_call_that_encloses_the_instant() -> None:
+    """Calls (0, 100), (10, 20), (30, 40) on one thread: at 35 the innermost (30, 40) then
+    (0, 100), passing over (10, 20); at 25 only (0, 100); at 150 none (no call lasts)."""
+    calls = CallIndex()
+    for start, end in [(0, 100), (10, 20), (30, 40)]:
+        calls.add(7, CommCall("nccl:all_reduce", start, end))
+    spans = {ts: [(c.start_ns, c.end_ns) for c in calls.enclosing(7, ts)] for ts in (35, 25, 150)}
+    assert spans == {35: [(30, 40), (0, 100)], 25: [(0, 100)], 150: []}
