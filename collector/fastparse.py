@@ -91,7 +91,8 @@ else:
 
 class FastEvent(RawEvent, gc=False, forbid_unknown_fields=True):
     """A RawEvent as msgspec decodes it. Every key Kineto writes is named, each a scalar but
-    `args`, which nests at most ARGS_DEPTH levels: anything else is a ValidationError."""
+    `args`, which nests at most ARGS_DEPTH levels: anything else is a ValidationError. The
+    fields stand in the order Kineto writes the keys (msgspec tries the next field first)."""
 
     ph: Scalar = None
     cat: Scalar = None

@@ -1,8 +1,8 @@
 """fastparse.py: Kineto's indented layout read by msgspec gives exactly what the ijson path
 gives (events, metadata, stats, dropped counts), and every document it cannot prove that for
 is read by ijson (`TraceReader.parser` says which path read the events). The fast path decodes
-straight into RawEvents (args kept raw until a handler needs them); the ijson path copies its
-dicts into RawEvents: the same normaliser reads both."""
+straight into RawEvents (args decoded as typed values); the ijson path copies its dicts into
+RawEvents: the same normaliser reads both."""
 
 from __future__ import annotations
 
