@@ -91,16 +91,17 @@ else:
 
 class FastEvent(RawEvent, gc=False, forbid_unknown_fields=True):
     """A RawEvent as msgspec decodes it. Every key Kineto writes is named, each a scalar but
-    `args`, which nests at most ARGS_DEPTH levels: anything else is a ValidationError."""
+    `args`, which nests at most ARGS_DEPTH levels: anything else is a ValidationError. The
+    fields stand in the order Kineto writes the keys (msgspec tries the next field first)."""
 
     ph: Scalar = None
     cat: Scalar = None
     name: Scalar = None
+    pid: Scalar = None
+    tid: Scalar = None
     ts: Scalar = None
     dur: Scalar = None
-    tid: Scalar = None
     args: Args = None
-    pid: Scalar = None
     id: Scalar = None
     bp: Scalar = None
     s: Scalar = None

@@ -81,6 +81,8 @@ class TraceReader:
         return self._normalizer.has_gpu
 
     def batches(self, size: int = BATCH_EVENTS) -> Iterator[list[Event]]:
+        """The file's events in lists of `size` (the last may be shorter); TraceError on a
+        document that cannot be read."""
         try:
             yield from self._parse(size)
         except ijson.JSONError as exc:
@@ -167,28 +169,35 @@ class TraceReader:
         return True
 
     def _parse(self, size: int) -> Iterator[list[Event]]:
-        """Batches of at least `size` events (but the last), cut only after a multiple of 1024
-        items: the same batches whatever the reads were (a stream parsed again after a pause
+        """Batches of `size` events (the last may be shorter), cut by the count of events
+        emitted: the same batches whatever the reads were (a stream parsed again after a pause
         passes over the batches it handed by their number)."""
+        if size < 1:
+            raise ValueError(f"batches of {size} events")
         normalizer = self._normalizer
         out = normalizer.out
         count = 0
         for chunk in self._chunks():
-            for part in _at_multiples(chunk, count, 1024):
-                normalizer.feed(part)
-                count += len(part)
-                if not count & 1023 and len(out) >= size:
-                    yield out[:]
-                    out.clear()
+            normalizer.feed(chunk)
+            count += len(chunk)
+            if len(out) >= size:
+                yield from _cut(out, size)
         normalizer.set_top(self._tap.trailing())
         normalizer.finish()
         normalizer.stats.events = count
         normalizer.stats.bytes_read = self._tap.bytes_read
         if self._mended:
             normalizer.drop(_MENDED, self._mended)
-        if out:
-            yield out[:]
-            out.clear()
+        yield from _cut(out, size, whole=True)
+
+
+def _cut(out: list[Event], size: int, whole: bool = False) -> Iterator[list[Event]]:
+    """The events of `out` in lists of `size`, taken out of it; what is left over when
+    `out` does not divide stays there, unless `whole` (then it is the last, shorter list)."""
+    end = len(out) if whole else len(out) - len(out) % size
+    for start in range(0, end, size):
+        yield out[start : start + size]
+    del out[:end]
 
 
 def _lists(items: Iterator[Any]) -> Iterator[list[Any]]:
@@ -198,16 +207,6 @@ def _lists(items: Iterator[Any]) -> Iterator[list[Any]]:
     yield from ([item] for item in itertools.islice(items, 1))
     while chunk := list(itertools.islice(items, 1024)):
         yield chunk
-
-
-def _at_multiples(items: list[Any], before: int, step: int) -> Iterator[list[Any]]:
-    """`items` (which follow `before` others) cut where the running count is a multiple of
-    `step`; whole when no multiple falls inside."""
-    start = 0
-    while start < len(items):
-        stop = min(len(items), start + step - (before + start) % step)
-        yield items if (start, stop) == (0, len(items)) else items[start:stop]
-        start = stop
 
 
 def _beyond(on_chunk: Callable[[int], None] | None, reported: int) -> Callable[[int], None] | None:

@@ -19,8 +19,9 @@ import functools
 import re
 from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Mapping
-from typing import Any, Final
+from collections.abc import Callable, Mapping, Sequence
+from itertools import accumulate, islice
+from typing import Any, Final, TypeGuard
 
 import msgspec
 from commscope.collector.classify import (
@@ -105,9 +106,10 @@ class RawEvent(msgspec.Struct, gc=False):
     ph: Any = None
     cat: Any = None
     name: Any = None
+    pid: Any = None  # read by no handler: here for msgspec, which meets Kineto's keys in order
+    tid: Any = None
     ts: Any = None
     dur: Any = None
-    tid: Any = None
     args: Any = None
 
 
@@ -118,13 +120,8 @@ def from_item(item: Any) -> Any:
         return item
     get = item.get
     return RawEvent(
-        get("ph"), get("cat"), get("name"), get("ts"), get("dur"), get("tid"), get("args")
+        get("ph"), get("cat"), get("name"), None, get("tid"), get("ts"), get("dur"), get("args")
     )
-
-
-def launch_correlation(args: Any) -> Any:
-    """The `correlation` of a runtime call's args (None without one)."""
-    return args.get("correlation") if type(args) is dict else None
 
 
 class CommCall(msgspec.Struct, frozen=True, gc=False):
@@ -148,7 +145,27 @@ class CommCall(msgspec.Struct, frozen=True, gc=False):
         return self.name.startswith(_BACKEND_PREFIXES)
 
 
+# The args `comm_call` reads: a call whose args hold none of them (most c10d ops and
+# record_param_comms of older PyTorch: only `External id`) says nothing but its name and span.
+_FACT_KEYS: Final = frozenset(
+    {
+        "Collective name",
+        "In msg nelems",
+        "Out msg nelems",
+        "dtype",
+        "Input Dims",
+        "Input dims",
+        "Input type",
+        "Group size",
+        "Process Group Name",
+        "Seq",
+    }
+)
+
+
 def comm_call(name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) -> CommCall:
+    if _FACT_KEYS.isdisjoint(args):
+        return CommCall(name[:MAX_NAME], start_ns, end_ns)
     label = args.get("Collective name")
     return CommCall(
         name[:MAX_NAME],
@@ -226,21 +243,22 @@ class CpuRuns:
 class ThreadCalls:
     """One thread's comm calls as int64 columns (32 bytes a call) plus a lazy sorted order."""
 
-    __slots__ = ("ends", "facts", "order", "seqs", "sorted_starts", "starts")
+    __slots__ = ("ends", "facts", "order", "reach", "seqs", "sorted_starts", "starts")
 
     def __init__(self) -> None:
         self.starts, self.ends = array("q"), array("q")
         self.facts, self.seqs = array("q"), array("q")
-        self.order: list[int] | None = None  # indices in (start, -end) order, built lazily
-        self.sorted_starts: list[int] = []
+        self.order: Sequence[int] | None = None  # indices in (start, -end) order, built lazily
+        self.sorted_starts: Sequence[int] = ()
+        self.reach: Sequence[int] = ()  # in that order, the latest end of the calls so far
 
 
 class CallIndex:
     """Comm calls per thread, answering 'which calls enclose this instant'.
 
     Calls repeat the same facts every step (op, sizes, group), so each distinct set of facts is
-    kept once and a call costs four int64 columns: memory grows with the distinct facts, not
-    with the length of the run.
+    kept once and a call costs four int64 columns (a fifth once looked up, `reach`: a lookup
+    stops at the first call back that no call up to it outlasts).
     """
 
     _NO_SEQ: Final = -(2**63)
@@ -249,7 +267,6 @@ class CallIndex:
         self._threads: dict[int, ThreadCalls] = {}
         self._facts: list[tuple[Any, ...]] = []
         self._ids: dict[tuple[Any, ...], int] = {}
-        self._longest: dict[int, int] = {}
 
     def add(self, tid: int, call: CommCall) -> None:
         key = (call.name, call.collective_name, call.nelems_bytes, call.dims_bytes,
@@ -266,7 +283,6 @@ class CallIndex:
         thread.facts.append(fact)
         thread.seqs.append(self._NO_SEQ if call.seq is None else call.seq)
         thread.order = None
-        self._longest[tid] = max(self._longest.get(tid, 0), call.end_ns - call.start_ns)
 
     def enclosing(self, tid: int, ts_ns: int) -> list[CommCall]:
         """Calls on `tid` that contain `ts_ns`, innermost (latest start) first."""
@@ -274,17 +290,17 @@ class CallIndex:
         if thread is None:
             return []
         if thread.order is None:
-            starts, ends = thread.starts, thread.ends
-            thread.order = sorted(range(len(starts)), key=lambda i: (starts[i], -ends[i]))
-            thread.sorted_starts = [starts[i] for i in thread.order]
+            thread.order, thread.sorted_starts = start_order(thread.starts, thread.ends)
+            ends, order = thread.ends, thread.order
+            in_order = ends if isinstance(order, range) else (ends[i] for i in order)
+            thread.reach = array("q", accumulate(in_order, max))
         found = []
-        earliest = ts_ns - self._longest[tid]
-        order = thread.order
+        order, reach, ends = thread.order, thread.reach, thread.ends
         for at in range(bisect_right(thread.sorted_starts, ts_ns) - 1, -1, -1):  # no copy
+            if reach[at] < ts_ns:
+                break  # no call up to this one ends as late as ts_ns
             i = order[at]
-            if thread.starts[i] < earliest:
-                break
-            if thread.ends[i] >= ts_ns:
+            if ends[i] >= ts_ns:
                 found.append(self._call(thread, i))
         return found
 
@@ -293,6 +309,20 @@ class CallIndex:
         seq = thread.seqs[i]
         return CommCall(name, thread.starts[i], thread.ends[i], label, nelems, dims, group, pg,
                         None if seq == self._NO_SEQ else seq, shape)  # fmt: skip
+
+
+def start_order(starts: array[int], ends: array[int]) -> tuple[Sequence[int], Sequence[int]]:
+    """The calls' indices in (start, -end) order and their starts in that order. A file lists
+    a thread's calls by start: then they are the calls as added, and nothing is copied (a
+    sort's keys and lists cost ~200 B a call, the calls themselves 32 B)."""
+    if all(map(_in_order, starts, islice(starts, 1, None), ends, islice(ends, 1, None))):
+        return range(len(starts)), starts
+    order = sorted(range(len(starts)), key=lambda i: (starts[i], -ends[i]))
+    return order, [starts[i] for i in order]
+
+
+def _in_order(start: int, next_start: int, end: int, next_end: int) -> bool:
+    return start < next_start or (start == next_start and end >= next_end)
 
 
 class Normalizer:
@@ -420,17 +450,19 @@ class Normalizer:
         """`[memory]` events: keep each GPU's highest allocated and reserved totals."""
         if raw.name != "[memory]":
             return
-        get = self._args(raw).get
-        device, kind = get("Device Id"), get("Device Type")
-        allocated, reserved = _count(get("Total Allocated")), _count(get("Total Reserved"))
-        if type(device) is not int or type(kind) is not int or allocated is None:
+        args: Mapping[str, Any] = raw.args if type(raw.args) is dict else self._args(raw)
+        get = args.get
+        device, kind, allocated = get("Device Id"), get("Device Type"), get("Total Allocated")
+        if type(device) is not int or type(kind) is not int or not _is_count(allocated):
             self.drop("[memory] event without Device Id/Type or Total Allocated")
             return
         if kind == _CPU_DEVICE:
             return
-        self._allocated[device] = max(allocated, self._allocated.get(device, allocated))
-        if reserved is not None:
-            self._reserved[device] = max(reserved, self._reserved.get(device, reserved))
+        if allocated > self._allocated.get(device, -1):
+            self._allocated[device] = allocated
+        reserved = get("Total Reserved")  # a count when above the highest so far (or -1)
+        if type(reserved) is int and MAX_COUNT >= reserved > self._reserved.get(device, -1):
+            self._reserved[device] = reserved
 
     def _memcpy(self, raw: RawEvent) -> None:
         span = self._span(raw)
@@ -448,7 +480,8 @@ class Normalizer:
         try:
             if "aunch" not in raw.name:
                 return
-            correlation, tid, ts = launch_correlation(raw.args), raw.tid, raw.ts
+            args, tid, ts = raw.args, raw.tid, raw.ts
+            correlation = args.get("correlation") if type(args) is dict else None
             if type(correlation) is not int or type(tid) is not int or not -MAX_US <= ts <= MAX_US:
                 return
         except TypeError:
@@ -744,9 +777,9 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _count(value: object) -> int | None:
-    """`_bounded(_int(value), MAX_COUNT)` in one call (the hot `[memory]` path)."""
-    return value if type(value) is int and 0 <= value <= MAX_COUNT else None
+def _is_count(value: object) -> TypeGuard[int]:
+    """`_bounded(_int(value), MAX_COUNT) is not None` in one call (the hot `[memory]` path)."""
+    return type(value) is int and 0 <= value <= MAX_COUNT
 
 
 def _bounded(value: int | None, high: int, least: int = 0) -> int | None:

@@ -1,8 +1,8 @@
 """fastparse.py: Kineto's indented layout read by msgspec gives exactly what the ijson path
 gives (events, metadata, stats, dropped counts), and every document it cannot prove that for
 is read by ijson (`TraceReader.parser` says which path read the events). The fast path decodes
-straight into RawEvents (args kept raw until a handler needs them); the ijson path copies its
-dicts into RawEvents: the same normaliser reads both."""
+straight into RawEvents (args decoded as typed values); the ijson path copies its dicts into
+RawEvents: the same normaliser reads both."""
 
 from __future__ import annotations
 
@@ -453,16 +453,15 @@ def test_the_trailer_the_fast_path_reads_is_what_the_tail_scan_finds(
 
 def test_batches_are_the_same_whatever_the_reads_and_the_path() -> None:
     """A stream parsed again (after a pause, a rewind) passes over the batches it handed by
-    their number: they must not depend on how the reads fell. Cut after multiples of 1024
-    items once `size` events wait: 5000 kernels in batches of 1000 -> 1024, 1024, 1024, 1024
-    and the last 904."""
+    their number: they must not depend on how the reads fell. Cut by the count of events:
+    5000 kernels (one GpuOp each) in batches of 1000 -> five of 1000."""
     doc = kineto_doc(_many(5000), dist_head())
     cuts = []
     for fast, size in [(True, 300), (True, 70_000), (True, 1 << 20), (False, 4096)]:
         reader = TraceReader(SeekableChunks(io.BytesIO(doc), size), "x.json", fast=fast)
         cuts.append([len(batch) for batch in reader.batches(1000)])
         assert reader.parser == ("fast" if fast else "ijson")
-    assert cuts == [[1024, 1024, 1024, 1024, 904]] * 4
+    assert cuts == [[1000] * 5] * 4
 
 
 def test_a_mended_value_keeps_its_dropped_count() -> None:

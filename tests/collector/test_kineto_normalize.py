@@ -6,9 +6,11 @@ Kineto times are µs; commscope's are integer ns (x 1000).
 from __future__ import annotations
 
 import io
+from array import array
 
 import pytest
 from commscope.collector.kineto import TraceReader
+from commscope.collector.normalize import CallIndex, CommCall, start_order
 from commscope.collector.schema import CommOp, CpuSpan, GpuOp, MemoryPeak, Step, TraceMeta
 from kineto_builder import (
     annotation,
@@ -448,8 +450,24 @@ def test_batches_split_the_same_events() -> None:
     doc = trace([kernel(GEMM, i, 1) for i in range(3000)])
     reader = TraceReader(io.BytesIO(doc), "x.json")
     batches = list(reader.batches(1000))
-    assert [len(b) for b in batches] == [1024, 1024, 952]  # checked every 1024 items
+    assert [len(b) for b in batches] == [1000, 1000, 1000]  # one GpuOp per kernel
     assert [e for b in batches for e in b] == read(doc).events
+
+
+def test_batches_hold_n_events_even_what_the_end_of_the_file_resolves() -> None:
+    """Five NCCL kernels whose launch is not in the file wait for the end of the file (their
+    launch could come later): the five CommOps come out at once, still in batches of 2."""
+    kernels = [kernel("ncclKernel_AllReduce", 10 * i, 1, {"correlation": i}) for i in range(5)]
+    reader = TraceReader(io.BytesIO(trace(kernels)), "x.json")
+    batches = list(reader.batches(2))
+    assert [len(b) for b in batches] == [2, 2, 1]
+    assert all(isinstance(e, CommOp) for b in batches for e in b)
+
+
+def test_batches_of_one_are_single_events() -> None:
+    doc = trace([kernel(GEMM, i, 1) for i in range(3)])
+    batches = list(TraceReader(io.BytesIO(doc), "x.json").batches(1))
+    assert [len(b) for b in batches] == [1, 1, 1]
 
 
 def memory(device_type: int, device: int, allocated: object, reserved: object = None) -> dict:
@@ -503,3 +521,27 @@ def test_compute_kernels_carry_their_category() -> None:
     kernels = [kernel("flash_fwd_kernel", 0, 1), kernel("triton_poi_fused_add_0", 2, 1)]
     parsed = read(trace(kernels))
     assert [e.category for e in parsed.of(GpuOp)] == ["attention", "elementwise"]
+
+
+def test_calls_listed_by_start_are_looked_up_without_a_sorted_copy() -> None:
+    """Starts 1, 1, 5 with ends 9, 4, 6: by start, the longer first on a tie, as added."""
+    starts, ends = array("q", [1, 1, 5]), array("q", [9, 4, 6])
+    order, by_start = start_order(starts, ends)
+    assert (order, by_start) == (range(3), starts)
+    assert by_start is starts
+
+
+def test_calls_out_of_order_are_sorted_by_start_then_longest() -> None:
+    """Added as (5, 6), (1, 4), (1, 9): the (1, 9) call encloses (1, 4), so it comes first."""
+    order, by_start = start_order(array("q", [5, 1, 1]), array("q", [6, 4, 9]))
+    assert (list(order), list(by_start)) == ([2, 1, 0], [1, 1, 5])
+
+
+def test_a_lookup_reaches_back_to_a_long_call_that_encloses_the_instant() -> None:
+    """Calls (0, 100), (10, 20), (30, 40) on one thread: at 35 the innermost (30, 40) then
+    (0, 100), passing over (10, 20); at 25 only (0, 100); at 150 none (no call lasts)."""
+    calls = CallIndex()
+    for start, end in [(0, 100), (10, 20), (30, 40)]:
+        calls.add(7, CommCall("nccl:all_reduce", start, end))
+    spans = {ts: [(c.start_ns, c.end_ns) for c in calls.enclosing(7, ts)] for ts in (35, 25, 150)}
+    assert spans == {35: [(30, 40), (0, 100)], 25: [(0, 100)], 150: []}
