@@ -144,6 +144,17 @@ def test_merged_windows_merge_again_as_their_windows_would() -> None:
 
 
 # ---------------------------------------------------------------- sketched once
+def count_sketches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that gets one item each time `accumulate.sketch_of` makes a sketch."""
+    sketched: list[int] = []
+    real = accumulate.sketch_of
+
+    def counted(values: Iterable[float]) -> Sketch:
+        sketched.append(1)
+        return real(values)
+
+    monkeypatch.setattr(accumulate, "sketch_of", counted)
+    return sketched
 
 
 def test_each_window_tally_is_sketched_once_however_often_reported(
@@ -153,14 +164,7 @@ def test_each_window_tally_is_sketched_once_however_often_reported(
     windows and pooling the run reuse those sketches: 2 sketches a tally in all (the rank's
     windows merged as before, `merge_results` sketching each window anew)."""
     parsed = files(seed=1)
-    sketched: list[int] = []
-    real = accumulate.sketch_of
-
-    def counted(values: Iterable[float]) -> Sketch:
-        sketched.append(1)
-        return real(values)
-
-    monkeypatch.setattr(accumulate, "sketch_of", counted)
+    sketched = count_sketches(monkeypatch)
     cache = WindowCache()
     first = build_report(["a", "b"], parsed, [], Options(), cache=cache)
     assert len(sketched) == 2 * sum(len(item.result.ops) for item in parsed)
@@ -235,14 +239,7 @@ def test_sketches_found_for_a_window_serve_the_next_report(
     window_a = [p for p in parsed if p.window == "a"]
     cache = WindowCache()
     build_report(["a"], window_a, [], Options(), cache=cache)
-    sketched: list[int] = []
-    real = accumulate.sketch_of
-
-    def counted(values: Iterable[float]) -> Sketch:
-        sketched.append(1)
-        return real(values)
-
-    monkeypatch.setattr(accumulate, "sketch_of", counted)
+    sketched = count_sketches(monkeypatch)
     found = build_report(["a", "b"], parsed, [], Options(), cache=cache)
     assert len(sketched) == 2 * sum(len(p.result.ops) for p in parsed if p.window == "b")
     monkeypatch.undo()
