@@ -241,17 +241,17 @@ def fit_curve(fit: AlphaBeta, xs: Sequence[float]) -> list[tuple[float, float]]:
 
 def _log_span(values: Sequence[float]) -> tuple[float, float]:
     lo, hi = min(values), max(values)
-    return (lo / 2, hi * 2) if hi <= lo * 1.01 else (lo / 1.3, hi * 1.3)
+    return (lo / 2, hi * 2) if hi <= lo * 1.01 else (lo / 1.1, hi * 1.1)
 
 
 def bandwidth_panel(
     group: str, kind: str, fit: AlphaBeta, peak: float | None, groups: int = 1
 ) -> str:
     points = bandwidth_points(fit)
-    x_lo, x_hi = _log_span([x for x, _ in points])
+    x_lo, x_hi, x_ticks = svg.log_axis(*_log_span([x for x, _ in points]))
     curve = fit_curve(fit, [x_lo * (x_hi / x_lo) ** (i / 63) for i in range(64)])
-    y_lo, y_hi = _log_span(
-        [y for _, y in points] + [y for _, y in curve] + ([peak] if peak else [])
+    y_lo, y_hi, y_ticks = svg.log_axis(
+        *_log_span([y for _, y in points] + [y for _, y in curve] + ([peak] if peak else []))
     )
     frame = PANEL_FRAME
     sx = Scale(x_lo, x_hi, frame.left, frame.right, log=True)
@@ -261,8 +261,8 @@ def bandwidth_panel(
         fit.points_total > len(fit.points)) else ""  # fmt: skip
     largest = f" (largest of {groups} groups)" if groups > 1 else ""
     body = _panel_title(f"{kind}, group {group}{largest}", _fit_words(fit) + thinned)
-    body += svg.y_axis(frame, sy, svg.log_ticks(y_lo, y_hi), svg.tick(rate), "busbw (log)")
-    body += svg.x_axis(frame, sx, svg.log_ticks(x_lo, x_hi), svg.tick(size), size_unit)
+    body += svg.y_axis(frame, sy, y_ticks, svg.tick(rate), "busbw (log)")
+    body += svg.x_axis(frame, sx, x_ticks, svg.tick(size), size_unit)
     body += [
         svg.circle(sx(x), sy(y), 3.5, svg.BLUE, title=f"{size(x)}: {rate(y)}") for x, y in points
     ]
@@ -446,15 +446,20 @@ def step_plot(report: Report) -> str:
     ranks = _ranks(list(steps))
     shown = ranks[:MAX_RANKS]
     marked = set(report.stragglers.flagged)
-    top = svg.nice_top(max(steps[str(r)].max_s or 0.0 for r in shown))
+    bottom, top, marks = svg.linear_axis(
+        min(steps[str(r)].min_s or 0.0 for r in shown),
+        max(steps[str(r)].max_s or 0.0 for r in shown),
+    )
     frame = Frame(80, 56, WIDTH - 110, 260)
     sx = Scale(-0.5, len(shown) - 0.5, frame.left, frame.right)
-    sy = Scale(0.0, top, frame.bottom, frame.top)
+    sy = Scale(bottom, top, frame.bottom, frame.top)
+    from_zero = "" if bottom == 0 else f"; the axis starts at {duration(bottom)}, not 0"
     body = _panel_title(
         "Step time per rank",
-        "ProfilerStep durations: each step a ring, the line from min to max, the dot the mean",
+        "ProfilerStep durations: each step a ring, the line from min to max, the dot the mean"
+        + from_zero,
     )
-    body += svg.y_axis(frame, sy, svg.ticks(0.0, top, 5), svg.tick(duration), "step time")
+    body += svg.y_axis(frame, sy, marks, svg.tick(duration), "step time")
     every = max(1, math.ceil(len(shown) / 32))
     labels = [float(i) for i in range(0, len(shown), every)]
     body += svg.x_axis(frame, sx, labels, lambda i: str(shown[int(i)]), "rank")

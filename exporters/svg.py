@@ -104,6 +104,45 @@ def log_ticks(lo: float, hi: float) -> list[float]:
     return found if len(found) >= 2 else [v for v in ticks(lo, hi, 4) if v > 0]
 
 
+def log_axis(lo: float, hi: float) -> tuple[float, float, list[float]]:
+    """A log axis holding [lo, hi] (0 < lo ≤ hi): its bounds widened to the 1-2-5 values next
+    outside, and its ticks (`log_ticks`), the lower bound labelled too unless it would crowd
+    the first tick (within a tenth of the axis), so no point lies below the lowest label by
+    more than that."""
+    low, high = _one_two_five(lo, up=False), _one_two_five(hi, up=True)
+    if not high > low:
+        high = _clean(low * 2)
+    found = log_ticks(low, high)
+    room = math.log10(high / low) / 10
+    if found[0] > low and math.log10(found[0] / low) >= room:
+        found.insert(0, low)
+    return low, high, found
+
+
+def _one_two_five(value: float, *, up: bool) -> float:
+    """The 1, 2 or 5 x 10^k value next at or above (`up`) or at or below `value` (> 0)."""
+    decade = 10.0 ** math.floor(math.log10(value))
+    ladder = [_clean(m * decade) for m in (1, 2, 5, 10)]
+    if up:
+        return min(v for v in ladder if v >= value * (1 - 1e-9))
+    return max(v for v in ladder if v <= value * (1 + 1e-9))
+
+
+def linear_axis(lo: float, hi: float, count: int = 5) -> tuple[float, float, list[float]]:
+    """A linear axis holding [lo, hi] (0 ≤ lo ≤ hi): from 0 to `nice_top`, or, when the values
+    vary by less than half of hi, from the round value next at or below lo to the one next at
+    or above hi on the same step, so small variation is not flattened against a 0 baseline;
+    with its ticks."""
+    if not (hi > 0 and lo > hi / 2):
+        top = nice_top(hi, count)
+        return 0.0, top, ticks(0.0, top, count)
+    found = ticks(lo, hi, count)
+    step = found[1] - found[0] if len(found) > 1 else hi / 10
+    first, last = math.floor(lo / step + 1e-9), math.ceil(hi / step - 1e-9)
+    grid = [_clean(i * step) for i in range(first, max(last, first + 1) + 1)]
+    return grid[0], grid[-1], grid
+
+
 def _clean(value: float) -> float:
     return float(f"{value:.12g}") + 0.0  # no 0.30000000000000004 and no -0.0
 

@@ -117,3 +117,29 @@ def test_legend_marks_draw_as_the_plot_draws_the_entry() -> None:
     )
     assert drawn[0].startswith("<circle") and 'stroke-dasharray="4 2"' in drawn[2]
     assert drawn[4].startswith("<rect")  # the default: a box
+
+
+def test_a_log_axis_widens_to_one_two_five_values_and_labels_its_lower_bound() -> None:
+    # 130 .. 4,100: bounds 100 and 5,000; powers of ten inside are 100 and 1,000 (two), so
+    # 1-2-5 ticks; 100 is itself a tick, so every point lies at or above a label
+    assert svg.log_axis(130.0, 4100.0) == (
+        100.0,
+        5000.0,
+        [100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0],
+    )
+    # 3 .. 2e6: bounds 2 and 2e6 (itself a 1-2-5 value), decade ticks 10 … 1e6; 2 is 0.7
+    # decade below 10, more than a tenth of the 6-decade axis, so it is labelled too
+    low, high, found = svg.log_axis(3.0, 2e6)
+    assert (low, high) == (2.0, 2e6)
+    assert found == [2.0, 10.0, 100.0, 1000.0, 10000.0, 100000.0, 1e6]
+    # 0.9e6 .. 2e9: bound 5e5 is 0.3 decade under 1e6, less than a tenth of 3.6 decades: the
+    # bound stays unlabelled rather than crowd the 1e6 label
+    assert svg.log_axis(9e5, 2e9)[2][0] == 1e6
+    assert svg.log_axis(7.0, 7.0)[:2] == (5.0, 10.0)  # one value: the 1-2-5 values around it
+
+
+def test_a_linear_axis_starts_at_zero_unless_the_values_vary_by_less_than_half() -> None:
+    assert svg.linear_axis(0.2, 7.3) == (0.0, 8.0, [0.0, 2.0, 4.0, 6.0, 8.0])
+    # 0.95 .. 1.07 varies by 11% of 1.07: raw step 0.12 / 5 = 0.024 -> 0.025; the grid runs
+    # from the multiple at or below 0.95 to the one at or above 1.07
+    assert svg.linear_axis(0.95, 1.07) == (0.95, 1.075, [0.95, 0.975, 1.0, 1.025, 1.05, 1.075])
