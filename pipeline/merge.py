@@ -362,7 +362,8 @@ def _notes(
 
 def _inputs(parts: Sequence[Inputs], used: Sequence[Placed]) -> Inputs:
     """The files analysed (each placed rank's window once, however many shards gave it) and
-    those the shards skipped or ignored; counts from the analysed files' own counters."""
+    those the shards skipped or ignored; counts from the analysed files' own counters; a
+    window still open in any shard (a mid-run report's) is open in the merge."""
     skipped = sorted({s for part in parts for s in part.skipped}, key=lambda s: (s.path, s.reason))
     dropped: Counter[str] = Counter()
     for item in used:
@@ -377,6 +378,7 @@ def _inputs(parts: Sequence[Inputs], used: Sequence[Placed]) -> Inputs:
         ignored=sorted({path for part in parts for path in part.ignored}),
         notes=sorted({note for part in parts for note in part.notes}),
         sources=dict(sorted(Counter(item.facts.meta.source for item in used).items())),
+        open_windows=sorted({name for part in parts for name in part.open_windows}),
     )
 
 

@@ -119,6 +119,15 @@ def test_two_one_rank_shards_combine_by_the_contract() -> None:
     assert merged.inputs.bytes_read == 1000 + 1001
 
 
+def test_a_window_open_in_one_mid_run_shard_is_open_in_the_merge() -> None:
+    files = [parsed("w", r, two_rank_step(r), world_size=2, pg_ranks={"0": [0, 1]}) for r in (0, 1)]
+    a, b = report(files, [0]), report(files, [1])
+    a = replace(a, inputs=replace(a.inputs, open_windows=["w"]))  # shard a's report mid-run
+    merged = combine([("a.json", a), ("b.json", b)])
+    assert merged.inputs.open_windows == ["w"]
+    assert combine([("a.json", b), ("b.json", b)]).inputs.open_windows == []
+
+
 def test_the_merge_equals_the_report_on_every_file() -> None:
     files = [parsed("w", r, two_rank_step(r), world_size=2, pg_ranks={"0": [0, 1]}) for r in (0, 1)]
     merged = combine([("a.json", report(files, [0])), ("b.json", report(files, [1]))])
