@@ -251,6 +251,7 @@ class Aggregator:
             raise ConfigError(f"--metrics-port {self.settings.metrics_port}: {reason}") from None
         self._started()
         self._background = True
+        self._heap.start()
         try:
             while not stop.is_set() and not self._over():
                 if self.socket.poll(100):

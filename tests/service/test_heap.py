@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Iterator
 
 import pytest
-from commscope.service.heap import FULL_EVERY, Freezer
+from commscope.service.heap import FULL_EVERY, THRESHOLDS, Freezer
 
 
 class Node:
@@ -19,9 +19,11 @@ class Node:
 
 @pytest.fixture(autouse=True)
 def unfrozen() -> Iterator[None]:
+    thresholds = gc.get_threshold()
     gc.unfreeze()
     yield
     gc.unfreeze()
+    gc.set_threshold(*thresholds)
 
 
 def test_a_report_freezes_what_is_alive() -> None:
@@ -48,3 +50,8 @@ def test_a_frozen_cycle_is_freed_at_the_next_full_collection_and_not_before() ->
 
 def test_a_full_collection_every_twenty_reports() -> None:
     assert Freezer().full_every == FULL_EVERY == 20
+
+
+def test_the_daemon_collects_its_youngest_generation_every_10000_allocations() -> None:
+    Freezer().start()
+    assert gc.get_threshold() == THRESHOLDS == (10_000, 20, 20)
