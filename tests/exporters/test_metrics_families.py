@@ -31,10 +31,10 @@ from commscope.exporters.prometheus import (
     kept_ranks,
 )
 from commscope.exporters.publish import BUILD
-from msgspec.structs import replace
 from commscope.pipeline.config import JobConfig
 from commscope.pipeline.report import Options, ParsedFile, build_report
 from crossrank_builder import Scenario, calls, results
+from msgspec.structs import replace
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.registry import Collector
 from tools import require_tool
