@@ -271,6 +271,7 @@ class Aggregator:
             monitor.close(0)
             self.socket.close(0)
             context.term()
+            self._heap.stop()
 
     def _bind(self, socket: zmq.Socket[bytes]) -> zmq.Socket[bytes]:
         """Set the ROUTER up and bind it (a clear error if it cannot be); its monitor."""

@@ -27,10 +27,18 @@ class Freezer:
     def __init__(self, full_every: int = FULL_EVERY) -> None:
         self.full_every = full_every
         self.reports = 0
+        self._before = gc.get_threshold()
 
     def start(self) -> None:
         """The daemon starts: collect less often (`THRESHOLDS`)."""
+        self._before = gc.get_threshold()
         gc.set_threshold(*THRESHOLDS)
+
+    def stop(self) -> None:
+        """The daemon's run is over (it may have run in a larger process: the tests): the
+        heap unfrozen, the thresholds as they were before `start`."""
+        gc.unfreeze()
+        gc.set_threshold(*self._before)
 
     def after_report(self) -> None:
         """Freeze what is alive now; every `full_every` reports, collect everything first."""

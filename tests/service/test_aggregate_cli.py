@@ -5,6 +5,7 @@ kept up `--linger` seconds after the run. In process (main()) unless a process i
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import signal
@@ -17,6 +18,7 @@ import msgspec
 import pytest
 import zmq
 from commscope.pipeline.store import Store
+from commscope.service import heap
 from commscope.service.cli import EXIT_LOST, LINGER_S, _parser, main
 from service.harness import Aggregate, Processes, collector_args, free_port, wait_for
 
@@ -147,6 +149,30 @@ def test_every_collector_ended_exits_0(tmp_path: Path, capsys: pytest.CaptureFix
     store.close()
     assert aggregate(tmp_path, f"tcp://127.0.0.1:{free_port()}") == 0
     assert "files lost" not in capsys.readouterr().out
+
+
+def test_a_run_in_process_leaves_the_gc_as_it_found_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon freezes its heap after each report and collects less often
+    (`service/heap.py`): so it did during the run (a collector that never ended keeps it
+    going until --idle-timeout); returning, it leaves neither behind."""
+    store = Store(tmp_path / "state")
+    store.save_nodes({"n1": False})
+    store.close()
+    during: list[tuple[tuple[int, int, int], bool]] = []
+    after_report = heap.Freezer.after_report
+
+    def seen(self: heap.Freezer) -> None:
+        after_report(self)
+        during.append((gc.get_threshold(), gc.get_freeze_count() > 0))
+
+    monkeypatch.setattr(heap.Freezer, "after_report", seen)
+    thresholds = gc.get_threshold()
+    listen = f"tcp://127.0.0.1:{free_port()}"
+    assert aggregate(tmp_path, listen, "--idle-timeout", "0.3") == EXIT_LOST
+    assert during and during[0] == (heap.THRESHOLDS, True)
+    assert (gc.get_threshold(), gc.get_freeze_count()) == (thresholds, 0)
 
 
 def test_the_final_json_report_carries_the_version_time_and_command_line(

@@ -55,3 +55,13 @@ def test_a_full_collection_every_twenty_reports() -> None:
 def test_the_daemon_collects_its_youngest_generation_every_10000_allocations() -> None:
     Freezer().start()
     assert gc.get_threshold() == THRESHOLDS == (10_000, 20, 20)
+
+
+def test_stopped_the_heap_is_unfrozen_and_the_thresholds_as_before() -> None:
+    """As `Aggregator.run` leaves them when it returns (a run inside a larger process)."""
+    gc.set_threshold(700, 10, 10)
+    freezer = Freezer()
+    freezer.start()
+    freezer.after_report()
+    freezer.stop()
+    assert (gc.get_threshold(), gc.get_freeze_count()) == ((700, 10, 10), 0)
