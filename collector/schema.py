@@ -565,6 +565,9 @@ class Inputs(msgspec.Struct, kw_only=True):
     # a live report mid-run: windows still open, given without their cross-rank sections
     # (matching, clocks, skew, alpha-beta), which the run's then leave out too
     open_windows: list[str] = []
+    # a live final report: the collectors (nodes) that never sent end-of-run (exited at their
+    # drain deadline, or died): files they had not sent yet are missing from the report
+    unended_collectors: list[str] = []
 
 
 class HealthIssue(msgspec.Struct, kw_only=True):

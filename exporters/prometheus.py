@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Final, NamedTuple
@@ -102,13 +102,16 @@ class Families:
     sample carries it as its last label; with `keep`, a sample with a `rank` label outside
     it is left out."""
 
-    def __init__(self, shard: str = "", keep: frozenset[str] | None = None) -> None:
+    def __init__(
+        self, shard: str = "", keep: frozenset[str] | None = None, side: bool | None = None
+    ) -> None:
         self._made: dict[str, AnyFamily] = {}
         self._shard = (shard,) if shard else ()
         self._keep = keep
+        self._side = side  # only the service's families (True), only the report's (False)
 
     def add(self, name: str, labels: tuple[str, ...], value: float | None) -> None:
-        if value is None or not self._kept(name, labels):
+        if value is None or not self._taken(name) or not self._kept(name, labels):
             return
         made = self._family(name)
         assert not isinstance(made, HistogramMetricFamily)
@@ -116,11 +119,16 @@ class Families:
 
     def histogram(self, name: str, labels: tuple[str, ...], buckets: Buckets) -> None:
         """A histogram sample: cumulative counts per bound of `BUSBW_BUCKETS`, then +Inf."""
+        if not self._taken(name):
+            return
         made = self._family(name)
         assert isinstance(made, HistogramMetricFamily)
         bounds = [*(f"{b:g}" for b in BUSBW_BUCKETS), "+Inf"]  # 1e+07, as Go's clients write it
         pairs = [(le, float(n)) for le, n in zip(bounds, buckets.cumulative, strict=True)]
         made.add_metric([*labels, *self._shard], pairs, buckets.total)
+
+    def _taken(self, name: str) -> bool:
+        return self._side is None or _of_service(name) == self._side
 
     def _kept(self, name: str, labels: tuple[str, ...]) -> bool:
         spec = _BY_NAME[name]
@@ -143,6 +151,25 @@ class Families:
     def all(self) -> list[Metric]:
         return [self._made[f.name] for f in FAMILIES if f.name in self._made]
 
+    def joined(self, other: Families) -> list[Metric]:
+        """Both sides' families in `FAMILIES` order (each family filled by one side)."""
+        made = {**self._made, **other._made}
+        return [made[f.name] for f in FAMILIES if f.name in made]
+
+
+# The families of the aggregator's own state (its counters, the collectors', the rolling busbw
+# and the live skew), published afresh at every refresh; the others come from the report alone
+# and are rendered once a report (`SnapshotCollector`): at 1,024 ranks, ~15,000 samples.
+_SERVICE: Final = frozenset({
+    "commscope_build_info", "commscope_windows_completed_total",
+    "commscope_collective_busbw_samples", "commscope_collective_busbw_bytes_per_second",
+    "commscope_collective_op_busbw_bytes_per_second", "commscope_live_arrival_skew_seconds",
+})  # fmt: skip
+
+
+def _of_service(name: str) -> bool:
+    return name in _SERVICE or name.startswith(("commscope_aggregator_", "commscope_collector_"))
+
 
 def kept_ranks(report: Report, cap: int) -> frozenset[str] | None:
     """The ranks with per-rank series under a cap of `cap` (None: all of them): the `cap`
@@ -158,21 +185,21 @@ def kept_ranks(report: Report, cap: int) -> frozenset[str] | None:
 
 
 def families(snapshot: Snapshot) -> list[Metric]:
+    return _filled(snapshot, None, _PARTS).all()
+
+
+def _filled(
+    snapshot: Snapshot, side: bool | None, parts: tuple[Callable[[Families, Snapshot], None], ...]
+) -> Families:
+    """The families of `side` (None: all), filled by `parts`."""
     keep = kept_ranks(snapshot.report, snapshot.max_rank_series)
-    out = Families(snapshot.shard, keep)
+    out = Families(snapshot.shard, keep, side)
     out.add("commscope_build_info", (snapshot.job, *BUILD), 1.0)
     folded = 0 if keep is None else len(set(snapshot.report.ranks)) - len(keep)
     out.add("commscope_ranks_folded", (snapshot.job,), folded)
-    _ranks(out, snapshot)
-    _latest(out, snapshot)
-    _collectives(out, snapshot)
-    _run(out, snapshot)
-    _cross_rank(out, snapshot)
-    _alpha_beta(out, snapshot)
-    _gpu(out, snapshot)
-    _aggregator(out, snapshot)
-    _collectors(out, snapshot)
-    return out.all()
+    for part in parts:
+        part(out, snapshot)
+    return out
 
 
 def _ranks(out: Families, snapshot: Snapshot) -> None:
@@ -328,11 +355,26 @@ def _collectors(out: Families, snapshot: Snapshot) -> None:
             out.add("commscope_collector_dropped_total", (job, node, reason), count)
 
 
+_PARTS: Final = (_ranks, _latest, _collectives, _run, _cross_rank, _alpha_beta, _gpu,
+                 _aggregator, _collectors)  # fmt: skip
+_SERVICE_PARTS: Final = (_collectives, _run, _cross_rank, _aggregator, _collectors)
+
+
 class SnapshotCollector(Published):
-    """The aggregator's metrics: the families of the latest published snapshot."""
+    """The aggregator's metrics: the families of the latest published snapshot (`families`),
+    those of its report rendered once for each report shown (the key holds the report, so its
+    identity is not reused while the entry lives)."""
 
     def __init__(self, snapshot: Snapshot) -> None:
-        super().__init__(FAMILIES, families(snapshot))
+        self._of_report: tuple[tuple[object, ...], Families] | None = None
+        super().__init__(FAMILIES, self._families(snapshot))
 
     def show(self, snapshot: Snapshot) -> None:
-        self.publish(families(snapshot))
+        self.publish(self._families(snapshot))
+
+    def _families(self, snapshot: Snapshot) -> list[Metric]:
+        key = (snapshot.report, snapshot.job, snapshot.shard, snapshot.max_rank_series)
+        known = self._of_report
+        if known is None or known[0][0] is not key[0] or known[0][1:] != key[1:]:
+            known = self._of_report = (key, _filled(snapshot, False, _PARTS))
+        return known[1].joined(_filled(snapshot, True, _SERVICE_PARTS))

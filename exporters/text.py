@@ -445,10 +445,19 @@ def _job_header(report: Report) -> Iterator[str]:
             "(matching, clocks, skew, alpha-beta) until every rank's file has finished; the "
             "run's cross-rank sections cover the completed windows only"
         )
+    if i.unended_collectors:
+        yield (
+            f"Incomplete: collectors {', '.join(i.unended_collectors)} never sent end-of-run; "
+            "files they had not sent are missing (see 15. INPUTS)"
+        )
 
 
 def _more_inputs(report: Report) -> Iterator[str]:
     i = report.inputs
+    if i.unended_collectors:
+        yield ""
+        yield "Collectors without end-of-run (files they had not sent are missing):"
+        yield from (f"  {node}" for node in i.unended_collectors)
     if i.ignored:
         yield ""
         yield "Ignored (valid JSON without traceEvents, not named as a trace):"

@@ -107,6 +107,7 @@ class Aggregation:
     ) -> None:
         self.owned = owned  # a shard's ranks (None: every rank of the job)
         self.open: dict[str, OpenStream] = {}
+        self._open_by_node: Counter[str] = Counter()  # each node's streams in `open`
         self.finished: dict[str, FinishedFile] = {}
         self.retired: set[str] = set()  # superseded streams: whatever comes of them is stale
         # finished windows' sections, reused by every report; exact samples read back there
@@ -174,7 +175,7 @@ class Aggregation:
         return done.node if done is not None else None
 
     def open_streams(self, node: str) -> int:
-        return sum(1 for s in self.open.values() if s.start.node == node)
+        return self._open_by_node[node]
 
     def apply(self, record: Record) -> Applied:
         """Apply a record whose verdict is APPLY."""
@@ -190,6 +191,7 @@ class Aggregation:
             return Applied()
         stream.next_seq += 1
         del self.open[record.stream]
+        self._open_by_node[stream.start.node] -= 1
         finished = _finish(stream, record)
         self._add(finished)
         events = finished.stats.events if finished.result is not None else 0
@@ -200,7 +202,8 @@ class Aggregation:
         old = self._by_path.get(key)
         superseded: tuple[str, ...] = ()
         if old is not None and old != start.stream:
-            self.open.pop(old, None)
+            if (gone_open := self.open.pop(old, None)) is not None:
+                self._open_by_node[gone_open.start.node] -= 1
             gone = self.finished.pop(old, None)
             if gone is not None:
                 self._windows.remove(gone)
@@ -208,6 +211,7 @@ class Aggregation:
             superseded = (old,)
         self._by_path[key] = start.stream
         self.open[start.stream] = OpenStream(start, tailed=inspector_live.tailed(start.path))
+        self._open_by_node[start.node] += 1
         return Applied(superseded=superseded)
 
     def _add(self, item: FinishedFile) -> None:

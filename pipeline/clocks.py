@@ -352,8 +352,10 @@ def _drawn(
 
 
 def components(samples: Sequence[Ends]) -> dict[int, int]:
-    """Each rank's connected set (ranks linked by a shared instance), by its lowest rank."""
+    """Each rank's connected set (ranks linked by a shared instance), by its lowest rank
+    (each distinct member set joined once: a group's instances mostly repeat theirs)."""
     parent: dict[int, int] = {}
+    joined: set[tuple[int, ...]] = set()
 
     def find(rank: int) -> int:
         while parent.setdefault(rank, rank) != rank:
@@ -362,7 +364,11 @@ def components(samples: Sequence[Ends]) -> dict[int, int]:
         return rank
 
     for ends in samples:
-        first, *rest = sorted(ends)
+        members = tuple(sorted(ends))
+        if members in joined:
+            continue
+        joined.add(members)
+        first, *rest = members
         find(first)
         for other in rest:
             low, high = sorted((find(first), find(other)))

@@ -107,26 +107,30 @@ def merge_all(sketches: Iterable[Sketch]) -> Sketch:
     field for field (buckets in the order they first appear), in one pass."""
     found = Sketch(count=0, sum_parts=[])
     parts: list[float] = []
+    positive, negative = found.positive, found.negative
     for sketch in sketches:
         found.count += sketch.count
         found.zeros += sketch.zeros
         parts += sketch.sum_parts
         for index, n in sketch.positive.items():
-            _count(found.positive, index, n)
+            positive[index] = positive.get(index, 0) + n
         for index, n in sketch.negative.items():
-            _count(found.negative, index, n)
+            negative[index] = negative.get(index, 0) + n
         found.min = min(_known(found.min, sketch.min), default=None)
         found.max = max(_known(found.max, sketch.max), default=None)
     found.sum_parts = exact_sum(parts)
     return found
 
 
-def quantile(sketch: Sketch, q: float) -> float:
-    """Estimated q-quantile (0 <= q <= 1) of a non-empty sketch; see the module docstring."""
+def quantile(
+    sketch: Sketch, q: float, ladder: tuple[list[float], list[int]] | None = None
+) -> float:
+    """Estimated q-quantile (0 <= q <= 1) of a non-empty sketch; see the module docstring.
+    `ladder`: the sketch's `_ladder`, when known."""
     low, high = sketch.min, sketch.max
     if low is None or high is None or sketch.count == 0:
         raise ValueError("the quantile of an empty sketch")
-    values, cumulative = _ladder(sketch)
+    values, cumulative = ladder or _ladder(sketch)
     last = sketch.count - 1
 
     def at(rank: int) -> float:
@@ -145,12 +149,13 @@ def summary(sketch: Sketch) -> Summary:
     labelled with their relative error. No values: every field None."""
     if sketch.count == 0:
         return Summary()
+    ladder = _ladder(sketch)  # the same for both quantiles
     return Summary(
         mean=math.fsum(sketch.sum_parts) / sketch.count,
-        median=quantile(sketch, 0.5),
+        median=quantile(sketch, 0.5, ladder),
         min=sketch.min,
         max=sketch.max,
-        p95=quantile(sketch, 0.95),
+        p95=quantile(sketch, 0.95, ladder),
         relative_error=ALPHA,
     )
 
@@ -179,10 +184,6 @@ def _ladder(sketch: Sketch) -> tuple[list[float], list[int]]:
         steps.append((0.0, sketch.zeros))
     steps += [(representative(i), sketch.positive[i]) for i in sorted(sketch.positive)]
     return [v for v, _ in steps], list(accumulate(n for _, n in steps))
-
-
-def _count(counts: dict[int, int], index: int, n: int) -> None:
-    counts[index] = counts.get(index, 0) + n
 
 
 def _known(*values: float | None) -> list[float]:

@@ -10,7 +10,8 @@ mid-window. Within `run` a report is built on a thread beside the loop (`ReportB
 what `Aggregation.prepare` set out, so the loop keeps applying, storing and acknowledging (a
 loop busy for seconds makes collectors resend).
 The run ends when every collector has sent end-of-run, on `stop` (SIGTERM), or after
-`idle_timeout_s` of silence;
+`idle_timeout_s` of silence; a collector silent for `end_grace_s` (no heartbeat, no record)
+without end-of-run is no longer waited for (it exited at its drain deadline, or died);
 the final text and JSON reports are the ones `commscope report` writes for the same files.
 `lost` then names what never finished (streams still open, collectors that never sent
 end-of-run); /metrics stays up `linger_s` longer so the last figures are scraped.
@@ -79,7 +80,7 @@ from commscope.pipeline.report import Options
 from commscope.pipeline.rolling import RollingBandwidth
 from commscope.pipeline.stats import sample_values
 from commscope.pipeline.store import Store
-from commscope.service import curve
+from commscope.service import curve, heap
 from commscope.service.logs import sparse
 from zmq.utils.monitor import recv_monitor_message
 
@@ -124,6 +125,7 @@ class AggregatorSettings:
     metrics_addr: str = "0.0.0.0"
     expect_nodes: int = 0
     idle_timeout_s: float | None = None
+    end_grace_s: float = 300.0  # --end-grace: a node silent this long without end-of-run is gone
     horizon_s: float = 600.0
     credit: int = 64
     refresh_s: float = 5.0
@@ -160,6 +162,8 @@ class Aggregator:
         self._head = msgspec.msgpack.Decoder(Head)
         self._records = msgspec.msgpack.Decoder(Record)
         self.lost: list[str] = []  # set at the end: what never finished
+        self._heard = dict.fromkeys(self.nodes, clock())  # node -> its last message
+        self._gone: set[str] = set()  # nodes silent `end_grace_s` without end-of-run
         self._encoder = msgspec.msgpack.Encoder()
         self._acks: dict[tuple[bytes, str], None] = {}
         self._replies: list[tuple[bytes, ToCollector]] = []
@@ -174,6 +178,7 @@ class Aggregator:
         self._dirty = True
         self._background = False  # set by `run`: reports are built beside the loop
         self._building: ReportBuild | None = None
+        self._heap = heap.Freezer()
         self._window_waiting = False  # a window completed: its report is due at once
         self._windows_shown = len(self.completed)  # as of the report shown
         self._began = 0.0  # when the report being built was set out
@@ -246,6 +251,7 @@ class Aggregator:
             raise ConfigError(f"--metrics-port {self.settings.metrics_port}: {reason}") from None
         self._started()
         self._background = True
+        self._heap.start()
         try:
             while not stop.is_set() and not self._over():
                 if self.socket.poll(100):
@@ -265,6 +271,7 @@ class Aggregator:
             monitor.close(0)
             self.socket.close(0)
             context.term()
+            self._heap.stop()
 
     def _bind(self, socket: zmq.Socket[bytes]) -> zmq.Socket[bytes]:
         """Set the ROUTER up and bind it (a clear error if it cannot be); its monitor."""
@@ -343,6 +350,16 @@ class Aggregator:
             self._reject("invalid")
         except (msgspec.DecodeError, RecursionError):
             self._reject("undecodable")
+        else:
+            self._heard_from(speaker)
+
+    def _heard_from(self, node: str) -> None:
+        """A known node spoke (any message): it is not gone (`_silent`), or back if it was."""
+        if node in self.nodes or node in self.heartbeats:
+            self._heard[node] = self.clock()
+            if node in self._gone:
+                self._gone.discard(node)
+                log.info("collector heard again", extra={"node": node})
 
     def _receive(self, identity: bytes, speaker: str, payload: bytes) -> None:
         head = self._head.decode(payload)
@@ -584,6 +601,8 @@ class Aggregator:
             self.stats.window_latency_s = self.clock() - self._last_record
         if not self._finished:  # every finished file is stored: call lists can go
             self.aggregation.shed()
+        if self._background:  # the daemon: its long-lived heap out of the GC's walks
+            self._heap.after_report()
 
     def _collect(self, build: ReportBuild) -> None:
         """Take a report built beside the loop. One that could not be built because a file it
@@ -651,15 +670,31 @@ class Aggregator:
     def _over(self) -> bool:
         nodes = self.nodes
         expect = self.settings.expect_nodes
+        silent = self._silent()
         if (
             nodes
-            and all(nodes.values())
+            and all(ended or node in silent for node, ended in nodes.items())
             and len(nodes) >= expect
-            and (expect or not self._pending())
+            and (expect or not self._pending() - silent)
         ):
             return True
         idle = self.settings.idle_timeout_s
         return idle is not None and self.clock() - self._last_message >= idle
+
+    def _silent(self) -> set[str]:
+        """Nodes without end-of-run that sent nothing (heartbeats included) for `end_grace_s`:
+        the run no longer waits for them (each logged once; it comes back if heard again)."""
+        limit = self.clock() - self.settings.end_grace_s
+        silent = {
+            node for node, at in self._heard.items() if at <= limit and not self.nodes.get(node)
+        }
+        for node in sorted(silent - self._gone):
+            log.warning(
+                "collector silent without end-of-run: no longer waited for",
+                extra={"node": node, "silent_s": round(self.clock() - self._heard[node], 1)},
+            )
+        self._gone |= silent
+        return silent
 
     def _pending(self) -> set[str]:
         """Nodes without end-of-run that are still at work: their heartbeat is recent, or
@@ -675,9 +710,12 @@ class Aggregator:
         lost = [
             f"{s.start.node}: {s.start.path} unfinished" for s in self.aggregation.open.values()
         ]
-        seen = sorted(set(self.nodes) | set(self.heartbeats))
-        lost += [f"{node}: no end-of-run" for node in seen if not self.nodes.get(node)]
+        lost += [f"{node}: no end-of-run" for node in self._unended()]
         return lost
+
+    def _unended(self) -> list[str]:
+        """The collectors seen (Hello or heartbeat) that never sent end-of-run."""
+        return sorted(n for n in set(self.nodes) | set(self.heartbeats) if not self.nodes.get(n))
 
     def _final(self) -> Report:
         self._wait_build()
@@ -687,6 +725,9 @@ class Aggregator:
         if self.lost:
             log.warning("files lost", extra={"count": len(self.lost), "lost": self.lost[:20]})
         report = self.aggregation.report(self.settings.options, final=True)
+        if unended := self._unended():
+            inputs = msgspec.structs.replace(report.inputs, unended_collectors=unended)
+            report = msgspec.structs.replace(report, inputs=inputs)
         self.exporter.show(self.snapshot(report))
         final = stamped(report, (), self.settings.command, datetime.now(UTC))
         paths = write_reports(final, self.settings.out, self._fallback_name())

@@ -533,6 +533,15 @@ def _aggregate_run_options(aggregate: argparse.ArgumentParser) -> None:
         help="end the run after S seconds without a message from any collector (default: never)",
     )
     aggregate.add_argument(
+        "--end-grace",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="a collector silent S seconds (no heartbeat, no record) without end-of-run is no "
+        "longer waited for: the run ends once every other has ended, and the report names it "
+        "(longer than the collectors' --heartbeat; default: %(default)s)",
+    )
+    aggregate.add_argument(
         "--horizon",
         type=float,
         default=600.0,
@@ -746,6 +755,7 @@ def _aggregator_settings(args: argparse.Namespace) -> AggregatorSettings:
     """The aggregator's settings from its flags, each checked (ConfigError: one line)."""
     options = _options(args)
     _positive(("--credit", args.credit), ("--horizon", args.horizon))
+    _positive(("--end-grace", args.end_grace))
     _positive(("--max-nodes", args.max_nodes), ("--max-streams", args.max_streams))
     endpoint("--listen", args.listen, bind=True)
     keys = curve.server_keys(args.listen, args.keys, args.allow, args.insecure)
@@ -768,6 +778,7 @@ def _aggregator_settings(args: argparse.Namespace) -> AggregatorSettings:
         metrics_addr=args.metrics_addr,
         expect_nodes=args.expect_nodes,
         idle_timeout_s=args.idle_timeout,
+        end_grace_s=args.end_grace,
         horizon_s=args.horizon,
         credit=args.credit,
         refresh_s=args.refresh,

@@ -4,6 +4,7 @@ aggregator (`--shard NAME`) serves the same samples, each with a `shard` label."
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import subprocess
 
@@ -25,6 +26,7 @@ from commscope.exporters.prometheus import (
     BusbwHistogram,
     Rolling,
     Snapshot,
+    SnapshotCollector,
     families,
     kept_ranks,
 )
@@ -32,6 +34,7 @@ from commscope.exporters.publish import BUILD
 from commscope.pipeline.config import JobConfig
 from commscope.pipeline.report import Options, ParsedFile, build_report
 from crossrank_builder import Scenario, calls, results
+from msgspec.structs import replace
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.registry import Collector
 from tools import require_tool
@@ -290,3 +293,27 @@ def test_no_rank_is_folded_at_or_under_the_cap_or_without_one() -> None:
         assert kept_ranks(whole.report, cap) is None
         assert _folded(snap) == 0
         assert all(ranks == {"0", "1", "2", "3"} for ranks in _ranked(snap).values())
+
+
+def served(collector: Collector) -> str:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return generate_latest(registry).decode()
+
+
+def test_the_aggregators_metrics_render_its_report_once_and_its_own_state_each_time() -> None:
+    """Shown again with the same report and new counters (a refresh between reports), the
+    collector serves exactly what `families` gives, its report's families not rendered anew;
+    a new report (a copy: equal, another object) is rendered anew."""
+    first = snapshot()
+    collector = SnapshotCollector(first)
+    assert served(collector) == served(_Fixed(first))
+    of_report = collector._of_report
+    stats = replace(first.aggregator, duplicates=7, received_bytes=123)
+    later = dataclasses.replace(first, aggregator=stats, windows_completed=2)
+    collector.show(later)
+    assert served(collector) == served(_Fixed(later)) != served(_Fixed(first))
+    assert collector._of_report is of_report
+    collector.show(dataclasses.replace(later, report=replace(later.report)))
+    assert collector._of_report is not of_report
+    assert served(collector) == served(_Fixed(later))

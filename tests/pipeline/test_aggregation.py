@@ -353,6 +353,24 @@ def test_a_new_stream_for_an_open_path_supersedes_it() -> None:
     assert aggregation.position(old[0].stream) == (RETIRED_SEQ, True)
 
 
+def test_each_nodes_open_streams_are_counted_as_they_start_end_and_are_superseded() -> None:
+    """a opens rank0 and rank1, b rank0 (its own path): a 2, b 1; a's rank1 ends (a 1); a's
+    rank0 rewritten (a new stream supersedes the open one: still 1); it ends (a 0)."""
+    a0, a1 = file_records(SAMPLE, RANK0, 10, "a"), file_records(SAMPLE, RANK1, 10, "a")
+    b0 = file_records(SAMPLE, RANK0, 10, "b")
+    again = file_records(SAMPLE, RANK0, 10, "a", salt="again")
+    aggregation = Aggregation()
+    apply_all(aggregation, [a0[0], a1[0], b0[0]])
+    counts = [(aggregation.open_streams("a"), aggregation.open_streams("b"))]
+    apply_all(aggregation, a1[1:])
+    counts.append((aggregation.open_streams("a"), aggregation.open_streams("b")))
+    apply_all(aggregation, again[:1])
+    counts.append((aggregation.open_streams("a"), aggregation.open_streams("b")))
+    apply_all(aggregation, again[1:])
+    counts.append((aggregation.open_streams("a"), aggregation.open_streams("b")))
+    assert counts == [(2, 1), (1, 1), (1, 1), (0, 1)]
+
+
 def test_a_new_stream_for_a_finished_path_supersedes_it() -> None:
     old = file_records(SAMPLE, RANK0, 10, salt="old")
     new = file_records(SAMPLE, RANK0, 10, salt="new")

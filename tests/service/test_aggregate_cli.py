@@ -5,6 +5,7 @@ kept up `--linger` seconds after the run. In process (main()) unless a process i
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import signal
@@ -17,6 +18,7 @@ import msgspec
 import pytest
 import zmq
 from commscope.pipeline.store import Store
+from commscope.service import heap
 from commscope.service.cli import EXIT_LOST, LINGER_S, _parser, main
 from service.harness import Aggregate, Processes, collector_args, free_port, wait_for
 
@@ -115,12 +117,62 @@ def test_lost_files_exit_6_with_the_report_written_and_the_log_all_json(
     assert logged["run summary"]["summary"].startswith("commscope: 0 of 0 files")
 
 
+def test_a_collector_silent_past_end_grace_ends_the_run_exit_6_and_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--expect-nodes 2, the state says n1 ended and n2 did not (it exited at its drain
+    deadline), no --idle-timeout: after --end-grace 0.2 s of silence from n2 the run ends
+    (before, it waited for ever); the log and both reports name n2."""
+    store = Store(tmp_path / "state")
+    store.save_nodes({"n1": True, "n2": False})
+    store.close()
+    listen = f"tcp://127.0.0.1:{free_port()}"
+    grace = ("--expect-nodes", "2", "--end-grace", "0.2")
+    assert aggregate(tmp_path, listen, *grace) == EXIT_LOST
+    logged = {r["msg"]: r for r in records(capsys.readouterr().out)}
+    assert logged["collector silent without end-of-run: no longer waited for"]["node"] == "n2"
+    assert logged["files lost"]["lost"] == ["n2: no end-of-run"]
+    (report,) = tmp_path.glob("*.json")
+    assert json.loads(report.read_text())["inputs"]["unended_collectors"] == ["n2"]
+    (text,) = tmp_path.glob("*.txt")
+    assert "Incomplete: collectors n2 never sent end-of-run" in text.read_text()
+
+
+def test_end_grace_must_be_positive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert aggregate(tmp_path, f"tcp://127.0.0.1:{free_port()}", "--end-grace", "0") == 1
+    assert capsys.readouterr().err == "commscope: error: --end-grace must be positive, got 0.0\n"
+
+
 def test_every_collector_ended_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store = Store(tmp_path / "state")
     store.save_nodes({"n1": True})
     store.close()
     assert aggregate(tmp_path, f"tcp://127.0.0.1:{free_port()}") == 0
     assert "files lost" not in capsys.readouterr().out
+
+
+def test_a_run_in_process_leaves_the_gc_as_it_found_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon freezes its heap after each report and collects less often
+    (`service/heap.py`): so it did during the run (a collector that never ended keeps it
+    going until --idle-timeout); returning, it leaves neither behind."""
+    store = Store(tmp_path / "state")
+    store.save_nodes({"n1": False})
+    store.close()
+    during: list[tuple[tuple[int, int, int], bool]] = []
+    after_report = heap.Freezer.after_report
+
+    def seen(self: heap.Freezer) -> None:
+        after_report(self)
+        during.append((gc.get_threshold(), gc.get_freeze_count() > 0))
+
+    monkeypatch.setattr(heap.Freezer, "after_report", seen)
+    thresholds = gc.get_threshold()
+    listen = f"tcp://127.0.0.1:{free_port()}"
+    assert aggregate(tmp_path, listen, "--idle-timeout", "0.3") == EXIT_LOST
+    assert during and during[0] == (heap.THRESHOLDS, True)
+    assert (gc.get_threshold(), gc.get_freeze_count()) == (thresholds, 0)
 
 
 def test_the_final_json_report_carries_the_version_time_and_command_line(
@@ -161,6 +213,7 @@ def test_linger_defaults_to_two_scrapes_and_a_margin() -> None:
     args = _parser().parse_args(["aggregate", "--listen", "tcp://*:5555"])
     assert args.linger == LINGER_S >= 2 * 15 and args.state is None
     assert (args.max_nodes, args.max_streams) == (1024, 4096)  # AggregatorSettings' own
+    assert args.end_grace == 300.0  # AggregatorSettings' own
 
 
 def test_metrics_stay_up_after_the_run_until_the_linger_ends(

@@ -229,9 +229,13 @@ def test_the_aggregator_shuts_down_on_sigterm_with_the_report(
     wait_for("the window to complete", lambda: _windows(aggregate) == 1.0, 60)
     server.terminate()
     # The collectors are still running (no end-of-run): more files may come, so the exit
-    # says files may be lost (6), and the report over what came is written all the same.
+    # says files may be lost (6), and the report over what came is written all the same,
+    # naming them; the rest is what `commscope report` says of the same files.
     assert server.wait(60) == EXIT_LOST, server.tail()
-    assert normalised(aggregate.report()) == reference
+    found = normalised(aggregate.report())
+    assert found["inputs"]["unended_collectors"] == sorted(collectors) == ["node-a", "node-b"]
+    found["inputs"]["unended_collectors"] = []  # as offline
+    assert found == reference
     for proc in collectors.values():
         proc.terminate()  # type: ignore[attr-defined]
 

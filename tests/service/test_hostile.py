@@ -565,6 +565,92 @@ def test_with_expected_nodes_their_end_of_run_ends_the_run(tmp_path: Path) -> No
         agg.store.close()
 
 
+def test_a_collector_silent_past_the_end_grace_no_longer_holds_the_run(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """--expect-nodes 2: n1 ends; n2 opened a stream, then exited (its drain deadline) without
+    end-of-run. Its last message at t = 1000 s; with the default grace (300 s) the run still
+    waits at 1299 s and is over at 1300 s: the final report names n2 (and its file, unfinished,
+    is skipped), the log says so once."""
+    agg = capped(tmp_path, expect_nodes=2)
+    clock = agg.clock
+    assert isinstance(clock, Clock) and agg.settings.end_grace_s == 300
+    try:
+        send(agg, Hello(protocol=PROTOCOL_VERSION, node=NODE, instance="i"))
+        send(agg, Hello(protocol=PROTOCOL_VERSION, node="n2", instance="j"), peer="n2")
+        send(agg, replace(LEGIT_RUN[0], node="n2"), peer="n2")
+        clock.now += 200
+        send(agg, EndOfRun(node=NODE))
+        clock.now += 99  # n2 silent 299 s
+        assert not agg._over()
+        clock.now += 1
+        assert agg._over() and agg._over()
+        silent = [r for r in caplog.records if r.msg.startswith("collector silent")]
+        assert [(r.node, r.silent_s) for r in silent] == [("n2", 300.0)]  # type: ignore[attr-defined]
+        report = agg._final()
+        assert agg.lost == ["n2: /run/w/rank0.json unfinished", "n2: no end-of-run"]
+        assert report.inputs.unended_collectors == ["n2"]
+        assert [s.path for s in report.inputs.skipped] == ["/run/w/rank0.json"]
+    finally:
+        agg.store.close()
+
+
+def test_a_heartbeat_keeps_a_quiet_collector_waited_for(tmp_path: Path) -> None:
+    """n2 sends nothing but a heartbeat every 200 s (a job between profiling windows): 1,000 s
+    after n1 ended the run still waits for it; once n2 stops, 300 s later it does not."""
+    agg = capped(tmp_path, expect_nodes=2)
+    clock = agg.clock
+    assert isinstance(clock, Clock)
+    try:
+        send(agg, Hello(protocol=PROTOCOL_VERSION, node=NODE, instance="i"))
+        send(agg, EndOfRun(node=NODE))
+        send(agg, Hello(protocol=PROTOCOL_VERSION, node="n2", instance="j"), peer="n2")
+        for _ in range(5):
+            clock.now += 200
+            send(agg, Heartbeat(node="n2", stats=CollectorStats()), peer="n2")
+            assert not agg._over()
+        clock.now += 300
+        assert agg._over()
+    finally:
+        agg.store.close()
+
+
+def test_a_silent_collector_heard_again_is_waited_for_again(agg: Aggregator) -> None:
+    """Without --expect-nodes too, a silent node stops holding the run (before, a node that
+    said Hello held it for ever); heard again (a restarted collector's Hello), it holds it."""
+    clock = agg.clock
+    assert isinstance(clock, Clock)
+    send(agg, Hello(protocol=PROTOCOL_VERSION, node=NODE, instance="i"))
+    send(agg, Hello(protocol=PROTOCOL_VERSION, node="n2", instance="j"), peer="n2")
+    send(agg, EndOfRun(node=NODE))
+    clock.now += 300
+    assert agg._over()
+    send(agg, Hello(protocol=PROTOCOL_VERSION, node="n2", instance="k"), peer="n2")
+    assert not agg._over()
+
+
+def test_a_restarted_aggregator_gives_its_stored_nodes_the_grace_from_its_start(
+    tmp_path: Path,
+) -> None:
+    """The state says n1 ended and n2 did not: the new aggregator waits 300 s from its start
+    for n2 (it may still be draining), then ends."""
+    first = capped(tmp_path, expect_nodes=2)
+    send(first, Hello(protocol=PROTOCOL_VERSION, node=NODE, instance="i"))
+    send(first, Hello(protocol=PROTOCOL_VERSION, node="n2", instance="j"), peer="n2")
+    send(first, EndOfRun(node=NODE))
+    first.store.close()
+    agg = capped(tmp_path, expect_nodes=2)
+    clock = agg.clock
+    assert isinstance(clock, Clock)
+    try:
+        clock.now += 299
+        assert not agg._over()
+        clock.now += 1
+        assert agg._over()
+    finally:
+        agg.store.close()
+
+
 def test_streams_unfinished_at_the_end_are_lost(agg: Aggregator) -> None:
     send(agg, Hello(protocol=PROTOCOL_VERSION, node=NODE, instance="i"))
     for record in LEGIT_RUN[:2]:
