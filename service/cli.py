@@ -818,7 +818,7 @@ def _port(flag: str, port: int | None) -> None:
 
 def _positive(*flags: tuple[str, float]) -> None:
     for flag, value in flags:
-        if value <= 0:
+        if not value > 0:  # NaN too
             raise ConfigError(f"{flag} must be positive, got {value}")
 
 

@@ -138,9 +138,13 @@ def test_a_collector_silent_past_end_grace_ends_the_run_exit_6_and_is_named(
     assert "Incomplete: collectors n2 never sent end-of-run" in text.read_text()
 
 
-def test_end_grace_must_be_positive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert aggregate(tmp_path, f"tcp://127.0.0.1:{free_port()}", "--end-grace", "0") == 1
-    assert capsys.readouterr().err == "commscope: error: --end-grace must be positive, got 0.0\n"
+@pytest.mark.parametrize(("given", "shown"), [("0", "0.0"), ("nan", "nan"), ("-1", "-1.0")])
+def test_end_grace_must_be_positive(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], given: str, shown: str
+) -> None:
+    assert aggregate(tmp_path, f"tcp://127.0.0.1:{free_port()}", "--end-grace", given) == 1
+    expected = f"commscope: error: --end-grace must be positive, got {shown}\n"
+    assert capsys.readouterr().err == expected
 
 
 def test_every_collector_ended_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
