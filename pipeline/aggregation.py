@@ -7,8 +7,9 @@ of a stream never started: the collector resends from the acknowledged position)
 absorbs the facts into one `Accumulator` per open stream (`pipeline.edge`: the interval
 structures are kept per (window, rank) here, and overlap computed from them); a stream's end
 turns it into a `FinishedFile`, the same result the offline run makes of the same file. One
-stream per (node, path): a new fingerprint for a path supersedes the old stream (the file was
-rewritten).
+stream per (node, path, folder): a new fingerprint for a path supersedes the old stream (the
+file was rewritten; each window of a tailed NCCL Inspector log is a stream of its own, the
+log's path in a folder of its own).
 
 The report is `build_report` over the finished files, exactly as `commscope report` builds
 it; streams still open when the run ends are listed as skipped, never half-counted.
@@ -111,7 +112,8 @@ class Aggregation:
         self.retired: set[str] = set()  # superseded streams: whatever comes of them is stale
         # finished windows' sections, reused by every report; exact samples read back there
         self.cache = WindowCache(exact=self._exact)
-        self._by_path: dict[tuple[str, str], str] = {}
+        # (node, path, folder) -> its stream: a tailed Inspector log's windows share its path
+        self._by_path: dict[tuple[str, str, str], str] = {}
         self._load = load  # a finished file as stored: without it no call list is dropped
         # folder -> (its finished streams when their call lists were dropped, those dropped)
         self._shed: dict[str, tuple[frozenset[str], set[str]]] = {}
@@ -127,7 +129,7 @@ class Aggregation:
         self.retired.update(retired)
         for item in finished:
             self._add(item)
-            self._by_path[(item.node, item.path)] = item.stream
+            self._by_path[(item.node, item.path, item.folder)] = item.stream
             if self._load is not None:
                 self._drop_calls([item.stream])
                 self._shed_samples([item.stream])
@@ -196,7 +198,7 @@ class Aggregation:
         return Applied(finished=finished, events=events, tailed=stream.tailed)
 
     def _start(self, start: StreamStart) -> Applied:
-        key = (start.node, start.path)
+        key = (start.node, start.path, start.folder)
         old = self._by_path.get(key)
         superseded: tuple[str, ...] = ()
         if old is not None and old != start.stream:

@@ -665,3 +665,62 @@ def _act(world: World, node: Node, action: str) -> Node:
     else:
         effects[action]()
     return node
+
+
+# ---------------------------------------------------------------- a tailed log's windows
+
+
+def test_a_logs_windows_are_checkpointed_by_index_pruned_once_whole_and_resumed() -> None:
+    # a tailed Inspector log at P (stream id L): window K (its start, a record of ops 1-2,
+    # its end at seq 3), then window K + 1 (its start, ops 1-4 at seq 1)
+    log, key, key1, k = "/r/h-pid1.log", "/r/h-pid1.log\0w7", "/r/h-pid1.log\0w8", 7
+    ids = {k: "a" * 32, k + 1: "b" * 32}
+    session = Session(NODE, "i", LIMITS, {}, 0.0)
+    session.found(log, None)
+    generation = session.starts.popleft().generation
+
+    def take(key: str, record: Record, final: bool = False) -> None:
+        assert session.take(key, generation, record, 90, 0.0, "l" * 32, final) is not None
+
+    def start(index: int) -> StreamStart:
+        return StreamStart(stream=ids[index], node=NODE, path=log, folder=".@x", root_name="r")
+
+    take(key, start(k))
+    take(key, Facts(stream=ids[k], seq=1, covers=2))
+    take(key1, start(k + 1))
+    take(key, StreamEnd(stream=ids[k], seq=3, size_bytes=0))
+    take(key1, Facts(stream=ids[k + 1], seq=1, covers=4))
+    assert session.files[log].stream == "l" * 32  # the log's own entry, for its fingerprint
+    session.receive(_ack(ids[k], 4, done=True), 1.0)
+    session.receive(_ack(ids[k + 1], 5), 1.0)
+    # K whole at the aggregator: pruned, the log's entry says windows below K + 1 are whole
+    assert sorted(session.files) == [log, key1]
+    assert (session.files[log].acked, session.files[key1].acked) == (k + 1, 5)
+    saved = session.checkpoint()
+    assert saved is not None
+    # a restarted collector: the log's reader starts at window K + 1, which holds 5 seqs
+    again = Session(NODE, "j", LIMITS, load_checkpoint(saved), 2.0)
+    again.found(log, ("l" * 32, 90))
+    assert list(again.starts) == [Start(log, k + 1, 90, 1, ((k + 1, 5),))]
+    # the aggregator lost K + 1's ops: the log's reader starts again, K + 1 from seq 1
+    again.starts.clear()
+    again.receive(_ack(ids[k + 1], 1), 3.0)
+    assert again.cancels == [log]
+    assert list(again.starts) == [Start(log, k + 1, 90, 2, ((k + 1, 1),))]
+    # the log's end: K + 1's end is its last record; once whole the log is done
+    generation = again.starts.popleft().generation
+    session = again
+    take(key1, StreamEnd(stream=ids[k + 1], seq=5, size_bytes=0), final=True)
+    session.receive(_ack(ids[k + 1], 6, done=True), 4.0)
+    assert session.files[log].done and sorted(session.files) == [log]
+    session.found(log, ("l" * 32, 90))
+    assert not session.starts  # a log done is not read again (as before windows)
+
+
+def test_a_log_rewritten_under_its_name_forgets_its_windows() -> None:
+    log, key = "/r/h-pid1.log", "/r/h-pid1.log\0w7"
+    entries = {log: _entry("l" * 32, 90, acked=7), key: _entry("a" * 32, 0, acked=3)}
+    session = Session(NODE, "i", LIMITS, entries, 0.0)
+    session.found(log, ("m" * 32, 90))  # another first line: another log
+    assert sorted(session.files) == [log]
+    assert list(session.starts) == [Start(log, 0, None, 1, ())]
