@@ -167,3 +167,19 @@ def test_what_the_aggregation_holds_does_not_grow_with_the_windows(tmp_path: Pat
     # ops at 30-50 s of K + 1, so it closes with K + 2's first op)
     assert (calls, samples, streams) == (PER_WINDOW, 2 * PER_WINDOW, 2 * 3)
     assert many[-1][:2] == (0, 0)  # every window closed is shed (the last is still open)
+
+
+def test_a_report_of_many_windows_stays_readable(tmp_path: Path) -> None:
+    root = tmp_path / "run"
+    write_logs(root / "insp", 7)  # windows K … K + 7: 8
+    rendered = text.render(analyse(root, Options())).splitlines()
+    header = next(line for line in rendered if line.startswith("Windows: "))
+    assert header == (
+        "Windows: 8 (insp@20250718T193000Z, insp@20250718T193500Z, insp@20250718T194000Z, …, "
+        "insp@20250718T200000Z, insp@20250718T200500Z: all in the per-window summary)"
+    )
+    # the per-window summary's columns stay aligned under names longer than 18 characters
+    at = rendered.index("7. PER-WINDOW SUMMARY")
+    rows = rendered[at + 2 : at + 12]
+    assert rows[0].startswith("  window                 ranks")
+    assert {len(line) for line in rows} == {len(rows[0])}
