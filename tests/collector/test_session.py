@@ -13,6 +13,7 @@ StreamStart until it is complete.
 from __future__ import annotations
 
 import functools
+import queue
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from commscope.collector.discover import (
     relative_folder,
     root_name,
 )
+from commscope.collector.inspector_stream import InspectorStream
 from commscope.collector.kineto import TraceReader
 from commscope.collector.schema import (
     Ack,
@@ -42,7 +44,7 @@ from commscope.collector.schema import (
     Welcome,
 )
 from commscope.collector.session import Limits, Session, Start, load_checkpoint
-from commscope.collector.stream import FINGERPRINT_BYTES, fingerprint
+from commscope.collector.stream import FINGERPRINT_BYTES, Item, StreamSettings, fingerprint
 from commscope.collector.transport import MemoryTransport
 from commscope.exporters import jsonreport
 from commscope.pipeline.edge import Reduction, facts
@@ -51,6 +53,7 @@ from commscope.pipeline.report import Options
 from commscope.service.aggregate import Aggregator, AggregatorSettings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from inspector_builder import coll
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "gloo_ddp_2rank"
 NODE = "node0"
@@ -724,3 +727,111 @@ def test_a_log_rewritten_under_its_name_forgets_its_windows() -> None:
     session.found(log, ("m" * 32, 90))  # another first line: another log
     assert sorted(session.files) == [log]
     assert list(session.starts) == [Start(log, 0, None, 1, ())]
+
+
+# ---------------------------------------------------------------- a tailed log, end to end
+
+
+class LogNode(Node):
+    """A collector tailing NCCL Inspector logs: its readers are `InspectorStream`s, each read
+    to the log's current end at once (then every window open ends, as at a stop)."""
+
+    def discover(self) -> None:
+        for path in sorted(self.world.root.rglob("*.log")):
+            length = self.session.fingerprint_length(str(path))
+            head = None if length is None else fingerprint(path, length)
+            self.session.found(str(path), head)
+
+    def _start(self) -> None:
+        for path in self.session.cancels:
+            self.readers.pop(path, None)
+        self.session.cancels.clear()
+        while self.session.starts:
+            start = self.session.starts.popleft()
+            self.started.append(start)
+            out: queue.Queue[Item] = queue.Queue()
+            InspectorStream(
+                path=Path(start.path), root=self.world.root, node=NODE, skip=start.skip,
+                generation=start.generation, out=out, settings=StreamSettings(poll_s=0.01),
+                stopping=lambda: True, reducer=Reduction,
+                fingerprint_bytes=start.fingerprint_bytes, windows=start.windows,
+            ).run()  # fmt: skip
+            self.items[start.path] = [out.get_nowait() for _ in range(out.qsize())]
+
+    def _pump(self, now: float) -> None:
+        for key, pending in list(self.items.items()):
+            while pending and self.session.has_credit():
+                item = pending.pop(0)
+                payload = self.session.take(
+                    item.path, item.generation, item.record, item.fingerprint_bytes, now,
+                    item.log, item.final,
+                )  # fmt: skip
+                if payload is not None:
+                    self.world.transport.send(payload)
+            if not pending:
+                del self.items[key]
+
+    def idle(self) -> bool:
+        return not self.items and self.session.idle()
+
+    @property
+    def items(self) -> dict[str, list[Item]]:
+        return self.__dict__.setdefault("_items", {})
+
+
+def write_two_logs(root: Path) -> None:
+    """Two ranks' verbose logs over windows K … K + 3 (K + 2 empty: ops 3 and 4 end 400 s
+    apart), AllReduces of 1 MB matched by sn, rank 1 starting 20 µs after rank 0."""
+    base = 1_752_867_000_000_000  # a multiple of 300 s
+    ends_s = [10, 20, 310, 380, 1000, 1010]
+    for rank in (0, 1):
+        lines = [
+            coll(rank, sn=sn, start_us=base + end * 1_000_000 - 100 + 20 * rank) + "\n"
+            for sn, end in enumerate(ends_s, start=1)
+        ]
+        path = root / "insp" / f"node0-pid{100 + rank}.log"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(lines))
+
+
+@pytest.mark.parametrize("turns", [0, 1, 2, 3, 5])
+def test_a_collector_tailing_logs_killed_after_any_turn_resumes_with_nothing_lost(
+    world: World, turns: int
+) -> None:
+    write_two_logs(world.root)
+    node = LogNode(world)
+    node.discover()
+    for _ in range(turns):
+        node.turn()
+        world.clock.now += 0.5
+    world.transport.outbox.clear()  # what the killed process had not handed over is lost
+    again = LogNode(world)
+    again.discover()
+    again.settle()
+    again.end_run()
+    # killed after 2 turns, the checkpoint held rank 0's log from window K + 1 (5842891: K
+    # was whole at the aggregator, pruned) with K + 1's start acknowledged; rank 1's nothing.
+    # After 3 both logs were done (every window whole): not read again
+    starts = [(Path(s.path).name, s.skip, s.windows) for s in again.started]
+    if turns == 2:
+        rank0 = ("node0-pid100.log", 5842891, ((5842891, 1),))
+        assert starts == [rank0, ("node0-pid101.log", 0, ())]
+    if turns >= 3:
+        assert starts == []
+    report = world.report()
+    assert report == offline_report(world.root)
+    assert report["collectives"]["all_ranks"]["AllReduce"]["count"] == 12  # each op once
+    assert len(report["windows"]) == 4
+
+
+def test_an_aggregator_restarted_mid_log_keeps_every_window(world: World) -> None:
+    write_two_logs(world.root)
+    node = LogNode(world)
+    node.discover()
+    for _ in range(4):
+        node.turn()
+        world.clock.now += 0.5
+    world.restart_aggregator()
+    node.settle()
+    node.end_run()
+    assert world.report() == offline_report(world.root)
