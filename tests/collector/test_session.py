@@ -780,13 +780,14 @@ class LogNode(Node):
 
 
 def write_two_logs(root: Path) -> None:
-    """Two ranks' verbose logs over windows K … K + 3 (K + 2 empty: ops 3 and 4 end 400 s
-    apart), AllReduces of 1 MB matched by sn, rank 1 starting 20 µs after rank 0."""
+    """Two ranks' verbose logs over windows K … K + 3 (K + 2 empty: ops 4 and 5 end 620 s
+    apart), AllReduces of 1 MB matched by sn, rank 1 starting 20 µs after rank 0; op 3
+    ends 5 ms before K + 1 on rank 0 and 5 ms into it on rank 1: split by the boundary."""
     base = 1_752_867_000_000_000  # a multiple of 300 s
-    ends_s = [10, 20, 310, 380, 1000, 1010]
     for rank in (0, 1):
+        ends_s = [10, 20, 299.995 + 0.01 * rank, 310, 380, 1000]
         lines = [
-            coll(rank, sn=sn, start_us=base + end * 1_000_000 - 100 + 20 * rank) + "\n"
+            coll(rank, sn=sn, start_us=base + int(end * 1e6) - 100 + 20 * rank) + "\n"
             for sn, end in enumerate(ends_s, start=1)
         ]
         path = root / "insp" / f"node0-pid{100 + rank}.log"
@@ -822,6 +823,8 @@ def test_a_collector_tailing_logs_killed_after_any_turn_resumes_with_nothing_los
     assert report == offline_report(world.root)
     assert report["collectives"]["all_ranks"]["AllReduce"]["count"] == 12  # each op once
     assert len(report["windows"]) == 4
+    # op 3, split by K's end, is matched once, in K: 6 instances, none unmatched
+    assert (report["matching"]["instances"], report["matching"]["unmatched"]) == (6, 0)
 
 
 def test_an_aggregator_restarted_mid_log_keeps_every_window(world: World) -> None:
@@ -835,3 +838,22 @@ def test_an_aggregator_restarted_mid_log_keeps_every_window(world: World) -> Non
     node.settle()
     node.end_run()
     assert world.report() == offline_report(world.root)
+
+
+def test_an_aggregator_restarted_on_finished_windows_matches_them_in_order(
+    world: World,
+) -> None:
+    # every window finished and stored: the restarted aggregator matches K … K + 2 in order,
+    # each with its next (op 3, split by K's end, once), and drops their calls; the last,
+    # K + 3, keeps its calls (it waits for a next window)
+    write_two_logs(world.root)
+    node = LogNode(world)
+    node.discover()
+    node.settle()
+    world.restart_aggregator()
+    dropped = {folder[-7:]: len(d) for folder, (_, d) in world.aggregator.aggregation._shed.items()}
+    assert dropped == {"193000Z": 2, "193500Z": 2, "194000Z": 0}  # K + 2: empty, no calls
+    node.end_run()
+    report = world.report()
+    assert report == offline_report(world.root)
+    assert (report["matching"]["instances"], report["matching"]["unmatched"]) == (6, 0)

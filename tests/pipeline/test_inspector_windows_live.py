@@ -26,18 +26,22 @@ K = 5_842_890  # window K starts 2025-07-18 19:30:00 UTC
 PER_WINDOW = 3  # AllReduces a window, each rank
 
 
-def write_logs(folder: Path, windows: int) -> list[Path]:
+def write_logs(folder: Path, windows: int, split: bool = False) -> list[Path]:
     """Two ranks' verbose logs: in each of `windows` windows, PER_WINDOW AllReduces of 1 MB
     ending 30, 40, 50 s into it (rank 1 starting 20 µs after rank 0, each 100 µs long), then
-    one op 100 s into the next window, which closes the last (past its 60 s grace)."""
+    one op 100 s into the next window, which closes the last (past its 60 s grace). `split`:
+    each window's last op (sn 3, 6, …) ends 5 ms before the next window on rank 0 and 5 ms
+    into it on rank 1 (its clock 10 ms ahead): every such instance is split by a boundary."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for rank in (0, 1):
         lines = []
         for sn in range(1, windows * PER_WINDOW + 2):
             window, i = divmod(sn - 1, PER_WINDOW)
-            offset_s = 100 if window == windows else 30 + 10 * i
-            end_us = (K + window) * W_US + offset_s * 1_000_000
+            offset_s: float = 100 if window == windows else 30 + 10 * i
+            if split and i == PER_WINDOW - 1 and window < windows:
+                offset_s = 300 - 0.005 + 0.01 * rank
+            end_us = (K + window) * W_US + int(offset_s * 1_000_000)
             lines.append(coll(rank, sn=sn, start_us=end_us - 100 + 20 * rank) + "\n")
         path = folder / f"node{rank}-pid{100 + rank}.log"
         path.write_text("".join(lines))
@@ -85,6 +89,40 @@ def test_the_final_report_of_a_multi_window_log_is_the_offline_one(tmp_path: Pat
     assert text.render(live) == text.render(offline)
     # every op once: 2 ranks x (3 x 3 + 1)
     assert live.collectives.all_ranks["AllReduce"].count == 20
+
+
+def test_an_instance_split_by_a_boundary_is_matched_once_in_its_earlier_window(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "run"
+    write_logs(root / "insp", 2, split=True)
+    report = analyse(root, Options())
+    # instance 3 (rank 0 in K, rank 1 in K + 1) and 6 (K + 1 | K + 2) are matched whole in
+    # the window of their earlier member: 3 instances in K, 3 in K + 1, op 7's 1 in K + 2,
+    # nothing unmatched; each rank's ops stay in the window its log put them in
+    matching = [w.matching for w in report.windows]
+    assert [(m.instances, m.unmatched) for m in matching] == [(3, 0), (3, 0), (1, 0)]
+    assert (report.matching.instances, report.matching.unmatched) == (7, 0)
+    counts = [w.collectives.all_ranks["AllReduce"].count for w in report.windows]
+    assert counts == [5, 6, 3]  # K: rank 0's 3, rank 1's 2; K + 1: 3 + 3; K + 2: 1 + 2
+    # the live report, shedding as it goes (a report and a shed after each window's end),
+    # ends with the same
+    assert document(run_live(root)) == document(report)
+
+
+def run_live(root: Path) -> Any:
+    """The final report of a shedding aggregation fed the logs under `root` interleaved."""
+    by_log = [[i.record for i in items(root, path)] for path in sorted(root.rglob("*.log"))]
+    stored = Stored()
+    aggregation = Aggregation(load=stored.load)
+    for step in range(max(map(len, by_log))):
+        for records in by_log:
+            if step < len(records):
+                stored.keep(apply(aggregation, [records[step]]))
+                if isinstance(records[step], StreamEnd):
+                    aggregation.report(Options())
+                    aggregation.shed()
+    return aggregation.report(Options(), final=True)
 
 
 def test_a_window_closed_mid_log_is_complete_before_the_log_ends(tmp_path: Path) -> None:
@@ -161,12 +199,14 @@ def test_what_the_aggregation_holds_does_not_grow_with_the_windows(tmp_path: Pat
         max(column) for column in zip(*few, strict=True)
     ]
     calls, samples, streams = (max(column) for column in zip(*many, strict=True))
-    # a rank's file of a window not complete yet keeps its 3 calls; the first window's
-    # samples stay while each rank has that window alone (the run's figures read them: 2
-    # ranks x 3); a log has at most 3 windows open (K waits out its 60 s grace past the
-    # ops at 30-50 s of K + 1, so it closes with K + 2's first op)
-    assert (calls, samples, streams) == (PER_WINDOW, 2 * PER_WINDOW, 2 * 3)
-    assert many[-1][:2] == (0, 0)  # every window closed is shed (the last is still open)
+    # a window's files keep their 3 calls and samples each until the next window is complete
+    # too (its matching takes the next window's members of instances split by the boundary,
+    # `straddle`): at most a complete window's 2 files and the next window's first; a log
+    # has at most 3 windows open (K waits out its 60 s grace past the ops at 30-50 s of
+    # K + 1, so it closes with K + 2's first op)
+    assert (calls, samples, streams) == (3 * PER_WINDOW, 3 * PER_WINDOW, 2 * 3)
+    # in the end only the last closed window's 2 files hold theirs, waiting for a next
+    assert many[-1][:2] == (2 * PER_WINDOW, 2 * PER_WINDOW)
 
 
 def test_a_report_of_many_windows_stays_readable(tmp_path: Path) -> None:
