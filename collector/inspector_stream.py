@@ -206,8 +206,11 @@ class InspectorStream(FileStream):
         self.events += 1
         for index in cut.opened:
             self._open(index)
+            if index in cut.closed:  # an empty window between two ends at once: a long jump
+                self._close(tail, index)  # never holds hundreds of streams open
         for index in cut.closed:
-            self._close(tail, index)
+            if index in self.live:
+                self._close(tail, index)
 
     def _open(self, index: int) -> None:
         whole = self.rule.whole

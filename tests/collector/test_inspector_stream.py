@@ -213,3 +213,24 @@ def test_w_0_keeps_the_whole_log_one_stream(tmp_path: Path) -> None:
     start = found[0].record
     assert isinstance(start, StreamStart) and start.folder == "."
     assert {i.path for i in found} == {str(log)} and {i.log for i in found} == {""}
+
+
+def test_the_empty_windows_of_a_jump_end_one_by_one(tmp_path: Path) -> None:
+    # op 2 ends 10 windows on (3010 s): K + 1 … K + 9 open empty; K + 1 … K + 8 end at once,
+    # each before the next starts, K + 9 keeps its grace (to 3060 s) and ends with K + 10
+    # at the log's end: at most 3 of the log's streams open at a time
+    log = tmp_path / "node0-pid7.log"
+    log.write_text(timed(10, 1) + timed(10 * 300 + 10, 2))
+    found = records(log)
+    streams: set[str] = set()
+    most = 0
+    for record in found:
+        if isinstance(record, StreamStart):
+            streams.add(record.stream)
+        elif isinstance(record, StreamEnd):
+            streams.discard(record.stream)
+        most = max(most, len(streams))
+    assert most == 3
+    ends = [r for r in found if isinstance(r, StreamEnd)]
+    assert [e.stats.events for e in ends] == [0] * 8 + [1, 0, 1]  # 8 empty, K, K + 9, K + 10
+    assert all(e.error is None and e.meta.rank == 0 for e in ends)
