@@ -39,6 +39,7 @@ from commscope.collector.schema import (
     CollectorStats,
     DropReason,
     EndOfRun,
+    Facts,
     Hello,
     Record,
     Reject,
@@ -79,6 +80,7 @@ class _Pending:
     payload: bytes
     first_sent: float
     resent: bool = False  # its acknowledgement is no round-trip sample (Karn's rule)
+    covers: int = 1  # the seqs it takes (`Facts.covers`)
 
 
 @dataclass
@@ -186,7 +188,8 @@ class Session:
         if final:
             self.finals.add(record.stream)
         payload = _ENCODER.encode(record)
-        self.unacked[(record.stream, record.seq)] = _Pending(payload, now)
+        covers = record.covers if isinstance(record, Facts) else 1
+        self.unacked[(record.stream, record.seq)] = _Pending(payload, now, covers=covers)
         self.stats.batches_sent += 1
         if isinstance(record, StreamEnd) and record.error is not None:
             self.stats.files_skipped += 1
@@ -302,6 +305,7 @@ class Session:
         if ack.next_seq < entry.acked and not ack.done:
             self._rewind(path, entry, ack.next_seq)
             return
+        split = not ack.done and self._split(ack.stream, ack.next_seq)
         last = None
         for key in self._acked(ack.stream, entry.acked, ack.next_seq):
             pending = self.unacked.pop(key, None)
@@ -319,6 +323,18 @@ class Session:
             self._done(path, entry)
         elif ack.done:
             self._forget_unacked(ack.stream)  # whatever is still held of it is moot
+        elif split:
+            self._resume(path, entry)
+
+    def _split(self, stream: str, next_seq: int) -> bool:
+        """Whether the aggregator's position falls inside a record held of `stream`: it has
+        part of its ops (a tailed log read again after a restart, its ops cut into records
+        otherwise than before, from a checkpoint behind the aggregator), so the record is a
+        duplicate there and the rest of its ops must be read and sent again."""
+        return any(
+            key[0] == stream and key[1] < next_seq < key[1] + pending.covers
+            for key, pending in self.unacked.items()
+        )
 
     def _acked(self, stream: str, low: int, high: int) -> list[tuple[str, int]]:
         """The keys of `stream`'s records in [low, high) that may be held: looked up by seq,
@@ -379,11 +395,15 @@ class Session:
         window's log from its lowest window not whole, each window from what it holds)."""
         entry.acked = seq
         self.dirty = True
+        self._resume(path, entry)
+
+    def _resume(self, path: str, entry: CheckpointEntry) -> None:
+        """Read the file again, sending from what the aggregator holds (`entry.acked`)."""
         self._forget_unacked(entry.stream)
         real = _real(path)
         self.cancels.append(real)
         log = self.files.get(real, entry)
-        self._start(real, seq if real == path else log.acked, log.fingerprint_bytes)
+        self._start(real, entry.acked if real == path else log.acked, log.fingerprint_bytes)
 
     def _forget_unacked(self, stream: str) -> None:
         for key in [k for k in self.unacked if k[0] == stream]:

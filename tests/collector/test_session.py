@@ -43,7 +43,7 @@ from commscope.collector.schema import (
     TraceMeta,
     Welcome,
 )
-from commscope.collector.session import Limits, Session, Start, load_checkpoint
+from commscope.collector.session import Limits, Session, Start, dump_checkpoint, load_checkpoint
 from commscope.collector.stream import FINGERPRINT_BYTES, Item, StreamSettings, fingerprint
 from commscope.collector.transport import MemoryTransport
 from commscope.exporters import jsonreport
@@ -857,3 +857,57 @@ def test_an_aggregator_restarted_on_finished_windows_matches_them_in_order(
     report = world.report()
     assert report == offline_report(world.root)
     assert (report["matching"]["instances"], report["matching"]["unmatched"]) == (6, 0)
+
+
+def test_an_ack_inside_a_record_held_makes_the_log_read_again_from_there() -> None:
+    # a restarted collector's checkpoint said 1 (the start) while the aggregator held op 1
+    # too; read again, ops 1-3 went as one record (seq 1 covering 3): a duplicate there, its
+    # ack says 2. Ops 2 and 3 must not be lost: the log is read again from seq 2
+    log = "/r/h-pid1.log"
+    session = Session(NODE, "i", LIMITS, {}, 0.0)
+    session.found(log, None)
+    generation = session.starts.popleft().generation
+    start = StreamStart(stream="a" * 32, node=NODE, path=log, folder=".", root_name="r")
+    assert session.take(log, generation, start, 90, 0.0) is not None
+    assert session.take(log, generation, Facts(stream="a" * 32, seq=1, covers=3), 90, 0.0)
+    session.receive(_ack("a" * 32, 1), 1.0)
+    assert session.cancels == [] and not session.starts  # a whole record ahead: waits
+    session.receive(_ack("a" * 32, 2), 1.0)
+    assert session.cancels == [log]
+    assert list(session.starts) == [Start(log, 2, 90, generation + 1)]
+    assert session.unacked == {}
+
+
+class TailNode(LogNode):
+    """A LogNode whose logs never end: the end of each window read at the log's end (as at
+    a stop) is held back, so the windows stay open (here: one window a log)."""
+
+    def _start(self) -> None:
+        super()._start()
+        for key, items in self.items.items():
+            self.items[key] = [i for i in items if not isinstance(i.record, StreamEnd)]
+
+
+def test_a_restart_behind_the_aggregator_sends_the_ops_it_had_not(world: World) -> None:
+    # a one-rank log: op 1 applied and acknowledged, but the collector died before its
+    # checkpoint said so (it says the window's start only); op 2 appended. Read again, ops
+    # 1-2 go as one record, a duplicate at the aggregator (it has op 1): op 2 is sent anyway
+    log = world.root / "insp" / "node0-pid100.log"
+    log.parent.mkdir(parents=True)
+    log.write_text(coll(0, n_ranks=1, sn=1) + "\n")
+    node = TailNode(world)
+    node.discover()
+    node.settle()
+    files = load_checkpoint(world.disk["checkpoint"])
+    (key,) = [k for k in files if "\0w" in k]
+    assert files[key].acked == 2
+    files[key].acked = 1
+    world.disk["checkpoint"] = dump_checkpoint(files)
+    with log.open("a") as handle:
+        handle.write(coll(0, n_ranks=1, sn=2) + "\n")
+    again = TailNode(world)
+    again.discover()
+    again.settle()
+    (stream,) = world.aggregator.aggregation.open.values()
+    assert stream.next_seq == 3  # ops 1 and 2, each once
+    assert stream.accumulator.result([str(log)]).ops["AllReduce"].count == 2
