@@ -260,6 +260,7 @@ class Placed:
     by_rank: dict[int, list[Op]]
     world_size: int | None
     left_out: int  # ops of a multi-GPU process on a smaller communicator (GPU not known)
+    comm: str | None = None  # a multi-GPU process's: the communicator placing its ranks
 
 
 def place(ops: list[Op]) -> Placed:
@@ -282,7 +283,7 @@ def place(ops: list[Op]) -> Placed:
     for op in ops:
         if op.header.comm == comm:
             by_rank[op.header.rank].append(op)
-    return Placed(by_rank, world, len(ops) - sum(map(len, by_rank.values())))
+    return Placed(by_rank, world, len(ops) - sum(map(len, by_rank.values())), comm)
 
 
 def largest(counts: dict[tuple[int, str], int]) -> tuple[int, str]:

@@ -1,19 +1,25 @@
 """An NCCL Inspector log tailed while the job runs (shell: reads a growing file, a thread).
 
 Inspector appends lines to one log for the whole run, so an `InspectorStream` does not wait
-for the file to end: after its `StreamStart` it ships the operations of the complete lines of
-each chunk it reads at once, as `Facts` records (the ops' calls and intervals, `pipeline.edge`
-through the injected reducer) of at most `GROUP_OPS` ops. The log's ops are numbered 1, 2, …
-in the order of its lines, and a record of ops k … k+c-1 is seq k covering c
-(`Facts.covers`): the numbering is a function of the file's bytes alone, however the records
-were cut, so a restarted collector that reads the log again from its start passes over the
-ops acknowledged before and ships the rest from exactly there (nothing lost or counted
-twice). A record holds ops all verbose or none (its `call_starts`). A partial last line is
-held until its newline. The stream ends (`StreamEnd`
-with the rank the log places, `collector.inspector.place`) when the collector stops, or at
-the file's current end for `--once`; a file found shorter than what was read (truncated or
-rewritten in place) ends the stream where it was, keeping what was shipped (a file replaced
-under its name is a new stream: the watcher reports it). A gzipped log is read whole once.
+for the file to end: it cuts the log into time windows (`collector.inspector_windows`: W
+seconds on the log's own clock, aligned across ranks, a function of the file's bytes) and
+ships each window as its own stream, as a Kineto window's file is: its `StreamStart` (the
+log's path, its folder named with `@` and the window's UTC start) when its first op is read,
+the ops of the complete lines of each chunk at once as `Facts` records (the ops' calls and
+intervals, `pipeline.edge` through the injected reducer) of at most `GROUP_OPS` ops, and its
+`StreamEnd` (with the rank the log places so far, `Tail.placed`) when the window closes, so
+the aggregator finishes, matches and sheds it while the log grows on. A window's ops are
+numbered 1, 2, … in the order of the log's lines, and a record of ops k … k+c-1 is seq k
+covering c (`Facts.covers`): the numbering is a function of the file's bytes alone, however
+the records were cut, so a restarted collector that reads the log again from its start passes
+over the windows and ops acknowledged before (`skip`, `windows`: the session's checkpoint)
+and ships the rest from exactly there (nothing lost or counted twice). A record holds ops all
+verbose or none (its `call_starts`). A partial last line is held until its newline. Lines
+left out are counted in the lowest window open. Every window open closes when the collector
+stops, or at the file's current end for `--once`, the log's bytes counted with its last; a
+file found shorter than what was read (truncated or rewritten in place) ends there, keeping
+what was shipped (a file replaced under its name is a new stream: the watcher reports it). A
+gzipped log is read whole once. With W = 0 the whole log is one stream, the log's own.
 """
 
 from __future__ import annotations
@@ -23,31 +29,38 @@ import logging
 from dataclasses import dataclass, field
 from typing import IO, Any, Final
 
-import msgspec
 from commscope.collector.discover import file_size, open_trace
 from commscope.collector.inspector import (
     TOO_LONG,
-    TRUNCATED,
     Bad,
     LineReader,
     Op,
-    count_dropped,
     cut_lines,
     largest,
+)
+from commscope.collector.inspector_windows import (
+    NO_TIME,
+    Slot,
+    Windowing,
+    WindowRule,
+    window_folder,
+    window_stream,
 )
 from commscope.collector.schema import (
     MAX_FACT_ITEMS,
     Facts,
-    FileStats,
     Record,
     StreamEnd,
     TraceMeta,
 )
+from commscope.collector.session import DONE
 from commscope.collector.stream import (
     FINGERPRINT_BYTES,
     CancelledError,
     FileStream,
+    Item,
 )
+from msgspec.structs import replace
 
 _log = logging.getLogger(__name__)
 _CHUNK: Final = 1 << 20
@@ -64,7 +77,6 @@ class Tail:
     reader: LineReader = field(default_factory=LineReader)
     rest: bytes = b""
     read: int = 0
-    stats: FileStats = field(default_factory=FileStats)
     comms: dict[tuple[int, str], set[int]] = field(default_factory=dict)  # (n, comm) -> ranks
     ops: dict[tuple[int, str], int] = field(default_factory=dict)
     starts: bool = True  # every op so far had its start (a verbose log)
@@ -75,10 +87,6 @@ class Tail:
         key = (op.header.n_ranks, op.header.comm)
         self.comms.setdefault(key, set()).add(op.header.rank)
         self.ops[key] = self.ops.get(key, 0) + 1
-        self.stats.events += 1
-
-    def drop(self, reason: str) -> None:
-        count_dropped(self.stats, reason)
 
     def placed(self) -> tuple[TraceMeta, str | None]:
         """The log's rank and world (`place`'s reading), or why the log cannot be placed."""
@@ -92,35 +100,56 @@ class Tail:
         if len(ranks) > 1:
             why = f"one process drove ranks {ranks}: use `commscope report` to split them"
             return meta, why
-        return msgspec.structs.replace(meta, rank=ranks[0]), None
+        return replace(meta, rank=ranks[0]), None
+
+
+@dataclass
+class Window:
+    """One window of the log as its own stream: its records numbered as a log's are (its
+    ops 1, 2, …), those below `skip` acknowledged before (its ops: `inspector_windows.Slot`)."""
+
+    slot: Slot
+    stream: str
+    key: str  # the session's name for the stream: the log's path, or `path\0w<index>`
+    skip: int
+    seq: int = 1
 
 
 class InspectorStream(FileStream):
-    """A `FileStream` for an Inspector log (same construction, same queue of records).
+    """A `FileStream` for an Inspector log (the same construction, the same queue of records,
+    and `rule`: its windows; `windows`: each window's records acknowledged before, by index).
 
-    A new stream's id covers the log's first line only (it never changes as the log grows),
-    so a collector restarted before its checkpoint recorded the stream finds the same id and
-    the aggregator refuses what it already has, instead of taking the grown log for another."""
+    The log's id covers its first line only (it never changes as the log grows), and each
+    window's stream id derives from it (`inspector_windows.window_stream`), so a collector
+    restarted before its checkpoint recorded a stream finds the same ids and the aggregator
+    refuses what it already has, instead of taking the grown log for another. With windows,
+    `skip` is the lowest window whose stream may not be whole at the aggregator yet."""
 
     def __init__(self, **settings: Any) -> None:
+        self.rule: WindowRule = settings.pop("rule", WindowRule())
+        self.acked: dict[int, int] = dict(settings.pop("windows", ()))
         super().__init__(**settings)
         self.first_line = settings.get("fingerprint_bytes") is None
+        self.cut = Windowing(self.rule)
+        self.live: dict[int, Window] = {}  # the windows open
+        self.log, self.covered = "", 0
 
     def _fingerprint_length(self) -> int:
         return self._first_line_length() if self.first_line else self.fingerprint_bytes
 
     def _run(self) -> None:
-        opened = self._opened()
-        if opened is None:
+        head = self._head()
+        if head is None:
             return
-        stream, covered = opened
-        self.seq, tail = 1, Tail()
+        (self.log, self.covered), tail = head, Tail()
+        for index in self.cut.opened:
+            self._open(index)
         try:
             with open_trace(self.path) as handle:
-                self._follow(stream, tail, handle)
+                self._follow(tail, handle)
         except (OSError, EOFError):  # a gzipped log cut short, or the file gone
             _log.warning("inspector log unreadable", extra={"path": str(self.path)})
-        self._emit(self._final(stream, tail), covered)
+        self._final(tail)
 
     def _first_line_length(self) -> int:
         """The first line's length with its newline (waited for; at most the usual bytes)."""
@@ -135,7 +164,7 @@ class InspectorStream(FileStream):
                 return end + 1 if end >= 0 else len(head)
             self.sleep(self.settings.poll_s)
 
-    def _follow(self, stream: str, tail: Tail, handle: IO[bytes]) -> None:
+    def _follow(self, tail: Tail, handle: IO[bytes]) -> None:
         whole = self.path.name.endswith(".gz")
         while True:
             chunk = handle.read(_CHUNK)
@@ -145,8 +174,11 @@ class InspectorStream(FileStream):
                     tail.rest, chunk, tail.skipping
                 )
                 if too_long:
-                    tail.drop(TOO_LONG)
-                self._ship(stream, [op for line in lines if (op := self._line(tail, line))])
+                    self.cut.drop(TOO_LONG)
+                for line in lines:
+                    self._line(tail, line)
+                for window in sorted(self.live):
+                    self._ship(self.live[window])
                 continue
             if whole or self._should_stop() or self._shrunk(tail):
                 return
@@ -158,42 +190,101 @@ class InspectorStream(FileStream):
         _log.warning("inspector log shrank while tailed", extra={"path": str(self.path)})
         return True
 
-    def _line(self, tail: Tail, line: bytes) -> Op | None:
+    def _line(self, tail: Tail, line: bytes) -> None:
         found = tail.reader.line(line)
         if isinstance(found, Bad):
-            tail.drop(found.reason)
-            return None
-        if not isinstance(found, Op):
-            return None
-        tail.count(found)
-        self.events += 1
-        return found
+            self.cut.drop(found.reason)
+        elif isinstance(found, Op):
+            self._op(tail, found)
 
-    def _ship(self, stream: str, ops: list[Op]) -> None:
-        """One chunk's ops (numbered on from `seq`, those acknowledged before passed over)
-        as records of at most GROUP_OPS ops, all verbose or none."""
-        first = max(0, self.skip - self.seq)
-        self.seq += min(first, len(ops))
+    def _op(self, tail: Tail, op: Op) -> None:
+        """One op into its window; the windows it opens and closes sent."""
+        cut = self.cut.op(op)
+        if cut is None:
+            return
+        tail.count(op)
+        self.events += 1
+        for index in cut.opened:
+            self._open(index)
+            if index in cut.closed:  # an empty window between two ends at once: a long jump
+                self._close(tail, index)  # never holds hundreds of streams open
+        for index in cut.closed:
+            if index in self.live:
+                self._close(tail, index)
+
+    def _open(self, index: int) -> None:
+        whole = self.rule.whole
+        stream = self.log if whole else window_stream(self.log, index)
+        key = str(self.path) if whole else f"{self.path}\0w{index}"
+        window = self.live[index] = Window(self.cut.live[index], stream, key, self._skip(index))
+        start = self._start(stream)
+        folder = window_folder(self.rule, start.folder, index)
+        self._send(window, replace(start, folder=folder))
+
+    def _skip(self, index: int) -> int:
+        if self.rule.whole:
+            return self.skip
+        return DONE if index < self.skip else self.acked.get(index, 0)
+
+    def _ship(self, window: Window) -> None:
+        """The window's ops read (numbered on from its `seq`, those acknowledged before
+        passed over) as records of at most GROUP_OPS ops, all verbose or none."""
+        ops, window.slot.ops = window.slot.ops, []
+        first = max(0, window.skip - window.seq)
+        window.seq += min(first, len(ops))
         for group in groups(ops[first:]):
             reduction = self.reducer()
             reduction.add_all([op.comm_op() for op in group])
-            (part,) = reduction.facts(stream, self.seq)
+            (part,) = reduction.facts(window.stream, window.seq)
             timed = group[0].start_us is not None
-            part = msgspec.structs.replace(part, covers=len(group), call_starts=timed)
-            self._emit(part, 0)
+            self._send(window, replace(part, covers=len(group), call_starts=timed))
 
-    def _emit(self, record: Record, covered: int) -> None:
-        """As `FileStream._emit`, a record of facts taking the seqs it covers."""
+    def _send(self, window: Window, record: Record, final: bool = False) -> None:
+        """Hand a record of `window` out (unless acknowledged before); its seqs taken."""
         if isinstance(record, Facts):
-            self.seq += record.covers - 1  # `FileStream._emit` adds the last one
-        super()._emit(record, covered)
+            window.seq += record.covers
+        elif isinstance(record, StreamEnd):
+            window.seq += 1
+        if record.seq < window.skip:
+            return
+        log = "" if self.rule.whole else self.log
+        self._put(Item(self.generation, record, self.covered, window.key, log, final))
+        window.skip = window.seq  # a record handed out is not handed out again
 
-    def _final(self, stream: str, tail: Tail) -> StreamEnd:
-        if tail.rest.strip():
-            tail.drop(TRUNCATED)
-        tail.stats.bytes_read = tail.read
+    def _close(self, tail: Tail, index: int, final: bool = False) -> None:
+        window = self.live.pop(index)
+        self._ship(window)
+        del self.cut.live[index]
         meta, error = tail.placed()
-        return self._end(stream, meta, tail.stats, error)
+        end = StreamEnd(
+            stream=window.stream,
+            seq=window.seq,
+            meta=replace(meta, call_starts=window.slot.starts),
+            stats=window.slot.stats,
+            size_bytes=file_size(self.path),
+            error=error,
+        )
+        self._send(window, end, final)
+
+    def _final(self, tail: Tail) -> None:
+        """At the log's end every window open closes; a log that opened none is one
+        stream, the log's own, with the reason."""
+        closing = self.cut.end(tail.read, tail.rest)
+        if not closing:
+            self._nothing(tail)
+        for index in closing:
+            self._close(tail, index, final=index == closing[-1])
+
+    def _nothing(self, tail: Tail) -> None:
+        window = Window(Slot(0, self.cut.pending), self.log, str(self.path), self.skip)
+        self._send(window, self._start(self.log))
+        meta, error = tail.placed()
+        end = StreamEnd(
+            stream=self.log, seq=1, meta=meta, stats=window.slot.stats,
+            size_bytes=file_size(self.path),
+            error=error or f"no NCCL Inspector operation with a time ({NO_TIME})",
+        )  # fmt: skip
+        self._send(window, end, final=True)
 
     def run(self) -> None:
         with contextlib.suppress(CancelledError):

@@ -78,8 +78,14 @@ def window_order(name: str) -> tuple[int, int, str]:
 
 def window_names(root: str, folders: list[str]) -> list[str]:
     """Each folder's window name: its own name, or its relative path when two names collide
-    (e.g. run1/iteration_10 and run2/iteration_10)."""
-    names = [root if f == "." else f.rsplit("/", 1)[-1] for f in folders]
+    (e.g. run1/iteration_10 and run2/iteration_10). A window of NCCL Inspector logs at the
+    root (`.@<UTC start>`, `collector.inspector_windows`) is the root's name and its start."""
+    names = [_at_root(root, f.rsplit("/", 1)[-1]) for f in folders]
     if len(set(names)) == len(names):
         return names
-    return [root if f == "." else f for f in folders]
+    return [_at_root(root, f) for f in folders]
+
+
+def _at_root(root: str, folder: str) -> str:
+    """`folder`, with the root's own "." named `root`."""
+    return root + folder[1:] if folder == "." or folder.startswith(".@") else folder

@@ -15,9 +15,11 @@ import msgspec
 # 4: each window carries `facts` (per-rank integer sums and bandwidth sketches), so that
 # `commscope merge` recomputes every figure over ranks exactly from shard reports.
 SCHEMA_VERSION: Final = 4
-PROTOCOL_VERSION: Final = 7  # 4: labels, sizes and counts bounded at decode; 5: `Facts`
+PROTOCOL_VERSION: Final = 8  # 4: labels, sizes and counts bounded at decode; 5: `Facts`
 # 6: NCCL Inspector logs (`FileStats.dropped` has the Inspector line reasons below)
 # 7: `Facts.covers` (a tailed Inspector log's record holds many ops, numbered by op)
+# 8: a tailed Inspector log is a stream per time window (`collector.inspector_windows`), all
+#    of its path: the aggregator keys a stream by (node, path, folder)
 # Persisted state (the collector's checkpoint, the aggregator's store). Version 1 carried no
 # version field; readers migrate it explicitly.
 STATE_VERSION: Final = 2

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 from commscope.collector.errors import ProtocolError
@@ -39,6 +39,7 @@ from commscope.collector.schema import (
     CollectorStats,
     DropReason,
     EndOfRun,
+    Facts,
     Hello,
     Record,
     Reject,
@@ -71,6 +72,7 @@ class Start:
     skip: int
     fingerprint_bytes: int | None
     generation: int
+    windows: tuple[tuple[int, int], ...] = ()  # a tailed Inspector log's: (index, acked)
 
 
 @dataclass
@@ -78,6 +80,7 @@ class _Pending:
     payload: bytes
     first_sent: float
     resent: bool = False  # its acknowledgement is no round-trip sample (Karn's rule)
+    covers: int = 1  # the seqs it takes (`Facts.covers`)
 
 
 @dataclass
@@ -107,6 +110,7 @@ class Session:
         self.end_sent: float | None = None
         self.heard = self.now  # the silence is counted from the start
         self.answered = self.warned = False
+        self.finals: set[str] = set()  # the streams of logs' last windows (`take`'s `final`)
         self.end_reason = ""
         self.aggregator: str | None = None  # the instance of the aggregator last welcoming us
         self.resend_now = False  # a new aggregator: resend without waiting for the backoff
@@ -122,6 +126,7 @@ class Session:
         `fingerprint_length(path)` bytes as it reads now (None: new, or unreadable)."""
         entry = self.files.get(path)
         if entry is None or head is None or head != (entry.stream, entry.fingerprint_bytes):
+            self._forget_windows(path)
             self._start(path, 0, None)  # new, or rewritten since (or shrunk): a new stream
         elif not entry.done:
             self._start(path, entry.acked, entry.fingerprint_bytes)
@@ -130,11 +135,27 @@ class Session:
         generation = self.generation.get(path, 0) + 1
         self.generation[path] = generation
         self.starts = deque(s for s in self.starts if s.path != path)
-        self.starts.append(Start(path, skip, fingerprint_bytes, generation))
+        windows = tuple(sorted((k, DONE if e.done else e.acked) for k, e in self._windows(path)))
+        self.starts.append(Start(path, skip, fingerprint_bytes, generation, windows))
 
     def current(self, path: str, generation: int) -> bool:
-        """Whether a stream of `path` begun as `generation` is still wanted."""
-        return self.generation.get(path) == generation
+        """Whether a stream of `path` (or of a window of the log at `path`) begun as
+        `generation` is still wanted."""
+        return self.generation.get(_real(path)) == generation
+
+    # A tailed Inspector log's windows are streams of their own (`InspectorStream`), each
+    # keyed `path\0w<index>` in `files` beside the log's own entry (its stream id and
+    # fingerprint; `acked`: the lowest window not known whole at the aggregator, those below
+    # pruned; `done`: its last window, at the log's end, is whole there).
+    def _windows(self, path: str) -> list[tuple[int, CheckpointEntry]]:
+        prefix = f"{path}{_WINDOW}"
+        return [(int(k[len(prefix) :]), e) for k, e in self.files.items() if k.startswith(prefix)]
+
+    def _forget_windows(self, path: str) -> None:
+        for index, entry in self._windows(path):
+            del self.files[f"{path}{_WINDOW}{index}"]
+            self.streams.pop(entry.stream, None)
+            self._forget_unacked(entry.stream)
 
     def idle(self) -> bool:
         """Nothing waiting to start and nothing unacknowledged."""
@@ -144,20 +165,31 @@ class Session:
     def has_credit(self) -> bool:
         return len(self.unacked) < self.credit
 
-    def take(
-        self, path: str, generation: int, record: Record, covered: int, now: float
+    def take(  # noqa: PLR0917  # an Item's fields
+        self,
+        path: str,
+        generation: int,
+        record: Record,
+        covered: int,
+        now: float,
+        log: str = "",
+        final: bool = False,
     ) -> bytes | None:
         """The payload to send for `record` of `path`'s stream begun as `generation` (None:
-        that stream was cancelled since, drop it)."""
+        that stream was cancelled since, drop it). `log`: the log's stream id when `path` is
+        a window's key; `final`: the log's last record."""
         if not self.current(path, generation):
             return None
         if isinstance(record, StreamStart):
-            self._track(record, covered)
+            self._track(record, covered, path, log)
         elif record.stream not in self.streams:
-            self._changed(path)
+            self._changed(_real(path))
             return None
+        if final:
+            self.finals.add(record.stream)
         payload = _ENCODER.encode(record)
-        self.unacked[(record.stream, record.seq)] = _Pending(payload, now)
+        covers = record.covers if isinstance(record, Facts) else 1
+        self.unacked[(record.stream, record.seq)] = _Pending(payload, now, covers=covers)
         self.stats.batches_sent += 1
         if isinstance(record, StreamEnd) and record.error is not None:
             self.stats.files_skipped += 1
@@ -170,15 +202,26 @@ class Session:
         self.cancels.append(path)
         self._start(path, 0, None)
 
-    def _track(self, start: StreamStart, covered: int) -> None:
-        old = self.files.get(start.path)
+    def _track(self, start: StreamStart, covered: int, key: str, log: str = "") -> None:
+        if log:
+            self._track_log(_real(key), log, covered)
+        old = self.files.get(key)
         if old is not None and old.stream == start.stream:
             return
         if old is not None:
             self._forget_unacked(old.stream)  # the file was rewritten: its old stream is moot
             self.streams.pop(old.stream, None)
-        self.files[start.path] = CheckpointEntry(stream=start.stream, fingerprint_bytes=covered)
-        self.streams[start.stream] = start.path
+        self.files[key] = CheckpointEntry(stream=start.stream, fingerprint_bytes=covered)
+        self.streams[start.stream] = key
+
+    def _track_log(self, path: str, log: str, covered: int) -> None:
+        """The entry of a log whose windows stream (`log`: its stream id)."""
+        old = self.files.get(path)
+        if old is not None and old.stream == log:
+            return
+        self._forget_windows(path)  # another log under the name: its windows are moot
+        self.files[path] = CheckpointEntry(stream=log, fingerprint_bytes=covered)
+        self.streams[log] = path
 
     def hello(self) -> bytes:
         message = Hello(protocol=PROTOCOL_VERSION, node=self.node, instance=self.instance)
@@ -262,6 +305,7 @@ class Session:
         if ack.next_seq < entry.acked and not ack.done:
             self._rewind(path, entry, ack.next_seq)
             return
+        split = not ack.done and self._split(ack.stream, ack.next_seq)
         last = None
         for key in self._acked(ack.stream, entry.acked, ack.next_seq):
             pending = self.unacked.pop(key, None)
@@ -279,6 +323,18 @@ class Session:
             self._done(path, entry)
         elif ack.done:
             self._forget_unacked(ack.stream)  # whatever is still held of it is moot
+        elif split:
+            self._resume(path, entry)
+
+    def _split(self, stream: str, next_seq: int) -> bool:
+        """Whether the aggregator's position falls inside a record held of `stream`: it has
+        part of its ops (a tailed log read again after a restart, its ops cut into records
+        otherwise than before, from a checkpoint behind the aggregator), so the record is a
+        duplicate there and the rest of its ops must be read and sent again."""
+        return any(
+            key[0] == stream and key[1] < next_seq < key[1] + pending.covers
+            for key, pending in self.unacked.items()
+        )
 
     def _acked(self, stream: str, low: int, high: int) -> list[tuple[str, int]]:
         """The keys of `stream`'s records in [low, high) that may be held: looked up by seq,
@@ -309,16 +365,45 @@ class Session:
         entry.done = True
         self.stats.files_done += 1
         self._forget_unacked(entry.stream)
+        real = _real(path)
+        if real != path:  # a window of a log: the log goes on (unless this was its last)
+            self._window_done(real, entry.stream)
+            return
         self.generation[path] = self.generation.get(path, 0) + 1  # its records are moot now
         self.cancels.append(path)  # the aggregator has it all already
 
+    def _window_done(self, path: str, stream: str) -> None:
+        """Prune the log's windows whole at the aggregator below the lowest one that is not
+        (its `acked`); the log is done once its last window is."""
+        log = self.files.get(path)
+        if log is None:
+            return
+        windows = self._windows(path)
+        waiting = [k for k, e in windows if not e.done]
+        floor = min(waiting) if waiting else max(k for k, _ in windows) + 1
+        for index, entry in windows:
+            if entry.done and index < floor:
+                del self.files[f"{path}{_WINDOW}{index}"]
+                self.streams.pop(entry.stream, None)
+        log.acked = max(log.acked, floor)
+        if stream in self.finals:
+            self.finals.discard(stream)
+            log.done = True
+
     def _rewind(self, path: str, entry: CheckpointEntry, seq: int) -> None:
-        """The aggregator has less than it acknowledged (it lost its state): send again."""
+        """The aggregator has less than it acknowledged (it lost its state): send again (a
+        window's log from its lowest window not whole, each window from what it holds)."""
         entry.acked = seq
         self.dirty = True
+        self._resume(path, entry)
+
+    def _resume(self, path: str, entry: CheckpointEntry) -> None:
+        """Read the file again, sending from what the aggregator holds (`entry.acked`)."""
         self._forget_unacked(entry.stream)
-        self.cancels.append(path)
-        self._start(path, seq, entry.fingerprint_bytes)
+        real = _real(path)
+        self.cancels.append(real)
+        log = self.files.get(real, entry)
+        self._start(real, entry.acked if real == path else log.acked, log.fingerprint_bytes)
 
     def _forget_unacked(self, stream: str) -> None:
         for key in [k for k in self.unacked if k[0] == stream]:
@@ -356,6 +441,15 @@ class Session:
             return None
         self.dirty = False
         return dump_checkpoint(self.files)
+
+
+_WINDOW: Final = "\0w"  # a window's key: the log's path, this, and the window's index
+DONE: Final = 2**62  # the acknowledged position of a window whole at the aggregator
+
+
+def _real(key: str) -> str:
+    """The file a key names: a window's log, or the file itself."""
+    return key.split("\0", 1)[0]
 
 
 # ---------------------------------------------------------------- the persisted checkpoint

@@ -68,6 +68,8 @@ class Item:
     record: Record
     fingerprint_bytes: int
     path: str = ""
+    log: str = ""  # a window of a tailed Inspector log: the log's stream id (`path`: the key)
+    final: bool = False  # the last record of that log (its last window's end at the log's end)
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,13 @@ class FileStream(threading.Thread):
         """The file's stream id and the bytes it covers, its StreamStart sent; None when it
         cannot be read (`error` says why). An empty file still gets its stream (and its
         reason) once it changes or the collector stops."""
+        head = self._head()
+        if head is not None:
+            self._emit(self._start(head[0]), head[1])
+        return head
+
+    def _head(self) -> tuple[str, int] | None:
+        """The file's stream id and the bytes it covers (`_opened`, no record sent)."""
         if file_size(self.path) == 0:
             self._wait_for_change(0)
         self.fingerprint_bytes = self._fingerprint_length()
@@ -147,7 +156,6 @@ class FileStream(threading.Thread):
         except OSError as exc:
             self.error = f"unreadable ({exc.strerror or exc})"
             return None
-        self._emit(self._start(stream), covered)
         return stream, covered
 
     def _fingerprint_length(self) -> int:
@@ -242,7 +250,11 @@ class FileStream(threading.Thread):
             self.seq += 1
         if record.seq < self.skip:
             return
-        item = Item(self.generation, record, covered, str(self.path))
+        self._put(Item(self.generation, record, covered, str(self.path)))
+        self.skip = record.seq + 1  # a parse again after a pause resumes after it
+
+    def _put(self, item: Item) -> None:
+        """Hand `item` out, waiting while the queue is full (CancelledError: told to stop)."""
         while True:
             if self.cancelled.is_set():
                 raise CancelledError
@@ -250,7 +262,6 @@ class FileStream(threading.Thread):
                 self.out.put(item, timeout=0.1)
             except queue.Full:
                 continue
-            self.skip = record.seq + 1  # a parse again after a pause resumes after it
             return
 
     def _should_stop(self) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable, Iterator
+from typing import Final
 
 from commscope.collector.inspector import NO_COMPUTE, inspected
 from commscope.collector.schema import (
@@ -126,8 +127,7 @@ def _header(report: Report) -> Iterator[str]:
     glob = config.global_batch_size if config.global_batch_size is not None else "n/a"
     yield f"Batch Size: {local}, Sequence Length: {seq}, Global Batch: {glob}"
     yield from _parallelism(config)
-    names = ", ".join(w.name for w in report.windows)
-    yield f"Windows: {len(report.windows)} ({names})"
+    yield f"Windows: {len(report.windows)} ({_window_names([w.name for w in report.windows])})"
     missing = ""
     if report.world_size is not None and len(report.ranks) < report.world_size:
         missing = f"  ({len(report.ranks)} of {report.world_size} ranks have traces)"
@@ -361,13 +361,15 @@ _WINDOW_WIDTHS = [18, 5, 8, 12, 14, 10]
 
 def _windows(report: Report) -> Iterator[str]:
     head = ["window", "ranks", "overlap", "exposed/rank", "bus bw", "iteration"]
-    yield row(head, _WINDOW_WIDTHS)
+    longest = max((len(w.name) for w in report.windows), default=0)
+    widths = [max(_WINDOW_WIDTHS[0], longest), *_WINDOW_WIDTHS[1:]]  # names of any length
+    yield row(head, widths)
     for window in report.windows:
-        yield _window_row(window.name, window)
-    yield _window_row("whole run", report)
+        yield _window_row(window.name, window, widths)
+    yield _window_row("whole run", report, widths)
 
 
-def _window_row(name: str, s: Sections) -> str:
+def _window_row(name: str, s: Sections, widths: list[int]) -> str:
     exposed = [
         r.exposed_comm_time_s for r in s.overlap.per_rank.values() if not inspected(r.source)
     ]  # an Inspector rank has no compute kernels: nothing to be exposed against
@@ -380,7 +382,7 @@ def _window_row(name: str, s: Sections) -> str:
         rate(s.network.mean_bus_bandwidth_Bps),
         duration(s.throughput.iteration_time_s),
     ]
-    return row(cells, _WINDOW_WIDTHS)
+    return row(cells, widths)
 
 
 def _inputs(report: Report) -> Iterator[str]:
@@ -408,6 +410,17 @@ _SOURCE_NAMES = {
     "nsys": "Nsight Systems SQLite exports",
     "inspector": "NCCL Inspector logs",
 }
+
+
+MAX_NAMED_WINDOWS: Final = 6  # the header names the first and last beyond this
+
+
+def _window_names(names: list[str]) -> str:
+    """The windows' names, or the first three and the last two of many (an NCCL Inspector
+    log of a long run has a window every few minutes: all are in the per-window summary)."""
+    if len(names) <= MAX_NAMED_WINDOWS:
+        return ", ".join(names)
+    return f"{', '.join(names[:3])}, …, {', '.join(names[-2:])}: all in the per-window summary"
 
 
 def _source_header(report: Report) -> Iterator[str]:

@@ -7,8 +7,9 @@ of a stream never started: the collector resends from the acknowledged position)
 absorbs the facts into one `Accumulator` per open stream (`pipeline.edge`: the interval
 structures are kept per (window, rank) here, and overlap computed from them); a stream's end
 turns it into a `FinishedFile`, the same result the offline run makes of the same file. One
-stream per (node, path): a new fingerprint for a path supersedes the old stream (the file was
-rewritten).
+stream per (node, path, folder): a new fingerprint for a path supersedes the old stream (the
+file was rewritten; each window of a tailed NCCL Inspector log is a stream of its own, the
+log's path in a folder of its own).
 
 The report is `build_report` over the finished files, exactly as `commscope report` builds
 it; streams still open when the run ends are listed as skipped, never half-counted.
@@ -37,6 +38,7 @@ from typing import Final
 from commscope.collector.errors import NOT_A_TRACE
 from commscope.collector.names import looks_like_trace, window_names, window_order
 from commscope.collector.schema import (
+    INSPECTOR_LOGS,
     Facts,
     FinishedFile,
     OpTally,
@@ -48,10 +50,24 @@ from commscope.collector.schema import (
     StreamEnd,
     StreamStart,
 )
-from commscope.pipeline import inspector_beside, inspector_live, inspector_sources, jobs
+from commscope.pipeline import (
+    inspector_beside,
+    inspector_live,
+    inspector_sources,
+    jobs,
+    straddle,
+)
 from commscope.pipeline.accumulate import Accumulator, Sketcher, shed_samples
+from commscope.pipeline.crossrank import CrossRank
 from commscope.pipeline.edge import absorb
-from commscope.pipeline.report import Options, ParsedFile, WindowCache, build_report
+from commscope.pipeline.report import (
+    Chain,
+    Options,
+    ParsedFile,
+    WindowCache,
+    build_report,
+    by_rank,
+)
 
 RETIRED_SEQ: Final = 2**62  # the position of a superseded stream: everything is behind it
 
@@ -112,7 +128,8 @@ class Aggregation:
         self.retired: set[str] = set()  # superseded streams: whatever comes of them is stale
         # finished windows' sections, reused by every report; exact samples read back there
         self.cache = WindowCache(exact=self._exact)
-        self._by_path: dict[tuple[str, str], str] = {}
+        # (node, path, folder) -> its stream: a tailed Inspector log's windows share its path
+        self._by_path: dict[tuple[str, str, str], str] = {}
         self._load = load  # a finished file as stored: without it no call list is dropped
         # folder -> (its finished streams when their call lists were dropped, those dropped)
         self._shed: dict[str, tuple[frozenset[str], set[str]]] = {}
@@ -120,6 +137,7 @@ class Aggregation:
         self._kept: set[int] = set()  # results whose samples the last report's run figures read
         self._streams: dict[int, str] = {}  # each result's stream, as of the last report
         self._windows = _Windows()  # each folder's ranks, kept as files finish and go
+        self._held: set[str] = set()  # complete folders the last report left waiting
 
     def restore(self, finished: Iterable[FinishedFile], retired: Iterable[str] = ()) -> None:
         """Take back the stored finished files. Given a loader, each file's call list is
@@ -128,21 +146,51 @@ class Aggregation:
         self.retired.update(retired)
         for item in finished:
             self._add(item)
-            self._by_path[(item.node, item.path)] = item.stream
+            self._by_path[(item.node, item.path, item.folder)] = item.stream
             if self._load is not None:
                 self._drop_calls([item.stream])
                 self._shed_samples([item.stream])
         if self._load is not None:
+            names = _names(list(self.finished.values()))
+            chain = self._chain(names)
+            chained = {folder for folder, name in names.items() if name in frozenset(chain)}
             for folder, streams in self._folders().items():
-                self._prime(folder, streams)
+                if folder not in chained:
+                    self._prime(folder, streams)
+            self._prime_chain(chain, names)
 
-    def _prime(self, folder: str, streams: set[str]) -> None:
+    def _prime(
+        self, folder: str, streams: set[str], chain: Chain | None = None
+    ) -> CrossRank | None:
         """Match one restored window (its call lists read back, then dropped again)."""
         for stream in streams:
             self._reload(stream)
         files = [self.finished[s] for s in sorted(streams)]
-        self.cache.prime(_parsed(files, dict.fromkeys([folder], folder)))
+        found = self.cache.prime(_parsed(files, dict.fromkeys([folder], folder)), chain)
         self._shed[folder] = (frozenset(streams), self._drop_calls(streams))
+        return found
+
+    def _prime_chain(self, chain: list[str], names: dict[str, str]) -> None:
+        """Match the restored NCCL Inspector windows in order, each with its neighbours as a
+        report does (`straddle`; two windows' calls at a time); those that must wait keep
+        their calls, to be matched once they settle."""
+        folders, by_name = self._folders(), {name: folder for folder, name in names.items()}
+        complete = {names[f] for f in self.complete_windows() if f in names}
+        waiting = straddle.waiting(chain, complete, {n for n in chain if n not in complete})
+        after, before = straddle.successors(chain), None
+        for name in chain:
+            if name in waiting:
+                for stream in folders[by_name[name]]:
+                    self._reload(stream)
+                before = None
+                continue
+            nxt = after[name]
+            following = folders[by_name[nxt]] if nxt else set()
+            for stream in following:
+                self._reload(stream)
+            items = by_rank(_parsed([self.finished[s] for s in sorted(following)], names))
+            found = self._prime(by_name[name], folders[by_name[name]], Chain(before, items))
+            before = found if nxt else None
 
     def position(self, stream: str) -> tuple[int, bool]:
         """(next expected seq, whether the stream has ended)."""
@@ -198,7 +246,7 @@ class Aggregation:
         return Applied(finished=finished, events=events, tailed=stream.tailed)
 
     def _start(self, start: StreamStart) -> Applied:
-        key = (start.node, start.path)
+        key = (start.node, start.path, start.folder)
         old = self._by_path.get(key)
         superseded: tuple[str, ...] = ()
         if old is not None and old != start.stream:
@@ -244,20 +292,34 @@ class Aggregation:
         if final:
             skipped.extend(_unfinished(s) for s in self.open.values())
         windows = sorted(set(names.values()), key=window_order)
-        waiting = frozenset() if final else self._open_windows(names)
+        chain = self._chain(names)
+        waiting = frozenset() if final else self._open_windows(names, chain)
+        self._held = {folder for folder, name in names.items() if name in waiting}
         self._reported = self._used(chosen.files)
-        self._reload_changed(self._reported)
+        self._reload_changed(self._reported, names, chain)
         self._kept = set()
         self._streams = {id(f.result): f.stream for f in files if f.result is not None}
         skipped += chosen.skipped
         return Prepared(windows, chosen, skipped, ignored, options, apart, waiting)
 
-    def _open_windows(self, names: dict[str, str]) -> frozenset[str]:
+    def _open_windows(self, names: dict[str, str], chain: list[str]) -> frozenset[str]:
         """The windows (by name) a report mid-run gives without cross-rank sections: those
         of folders not yet complete (`complete_windows`), as their ranks are still arriving
-        (matching them anew each report would cost as much as the window's reduction)."""
+        (matching them anew each report would cost as much as the window's reduction), and
+        NCCL Inspector windows whose next window is not complete (`straddle.waiting`: their
+        matching takes members from it); their files keep their calls until then (`shed`)."""
         complete = set(self.complete_windows())
-        return frozenset(name for folder, name in names.items() if folder not in complete)
+        waiting = {name for folder, name in names.items() if folder not in complete}
+        done = {names[folder] for folder in complete if folder in names}
+        return frozenset(waiting | straddle.waiting(chain, done, waiting))
+
+    def _chain(self, names: dict[str, str]) -> list[str]:
+        """The NCCL Inspector windows' names in order (`straddle`: each matched with its
+        neighbours)."""
+        logs = {f.folder for f in self.finished.values() if f.meta.source == INSPECTOR_LOGS} - {
+            f.folder for f in self.finished.values() if f.meta.source != INSPECTOR_LOGS
+        }
+        return sorted((names[f] for f in logs if f in names and "@" in names[f]), key=window_order)
 
     def build(self, prepared: Prepared) -> Report:
         """The report `prepare` set out (see there)."""
@@ -298,8 +360,8 @@ class Aggregation:
         dropped = 0
         for folder in self.complete_windows():
             streams = folders[folder]
-            if self._reported.get(folder) != streams:
-                continue  # changed since: its cross-rank facts are not known yet
+            if self._reported.get(folder) != streams or folder in self._held:
+                continue  # changed since, or waiting: its cross-rank facts are not known yet
             _, shed = self._shed.setdefault(folder, (frozenset(streams), set()))
             newly = self._drop_calls(streams - shed)
             shed |= newly
@@ -351,12 +413,19 @@ class Aggregation:
                 dropped.add(stream)
         return dropped
 
-    def _reload_changed(self, folders: dict[str, set[str]]) -> None:
+    def _reload_changed(
+        self, folders: dict[str, set[str]], names: dict[str, str], chain: list[str]
+    ) -> None:
         """Give back the call lists and samples of every window whose files changed since
         they were dropped (a file added, rewritten or gone): its cross-rank facts and sections
-        must be found anew."""
-        for folder, (streams, shed) in list(self._shed.items()):
-            if folders.get(folder, set()) == streams:
+        must be found anew; so must those of an NCCL Inspector window's neighbours, the one
+        before and every one after (`straddle`: each depends on the one before)."""
+        changed = {f for f, (streams, _) in self._shed.items() if folders.get(f, set()) != streams}
+        by_name = {name: folder for folder, name in names.items()}
+        touched = {names[f] for f in changed if f in names}
+        changed |= {by_name[n] for n in straddle.affected(chain, touched)}
+        for folder, (_, shed) in list(self._shed.items()):
+            if folder not in changed:
                 continue
             del self._shed[folder]
             for stream in sorted(shed):

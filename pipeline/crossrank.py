@@ -26,7 +26,7 @@ from commscope.collector.schema import (
     Matching,
     RankResult,
 )
-from commscope.pipeline import alphabeta, skew
+from commscope.pipeline import alphabeta, skew, straddle
 from commscope.pipeline.clocks import NO_MATCH, Found, clocks, offsets
 from commscope.pipeline.matching import MAX_DESYNCS, Instance, Matched, group_order, match
 from commscope.pipeline.stats import ratio, thin_indices
@@ -62,6 +62,8 @@ class CrossRank:
     points: Points  # the α-β samples: each instance's fastest member
     # (group, type) -> F of every α-β point, NaN when they differ (S = S·F / F for the plot)
     factors: dict[tuple[str, str], float] = field(default_factory=dict)
+    # an NCCL Inspector window's: the instances it took whole from the next (`straddle`)
+    taken: frozenset[straddle.Key] = frozenset()
 
 
 def aligned(

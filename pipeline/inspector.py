@@ -30,42 +30,73 @@ from commscope.collector.inspector import (
     cut_lines,
     place,
 )
+from commscope.collector.inspector_windows import Slot, Windowing, WindowRule, window_folder
 from commscope.collector.schema import INSPECTOR_LOGS, FileStats, RankResult, TraceMeta
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import ParsedFile
 
 _CHUNK: Final = 1 << 20
+DEFAULT_RULE: Final = WindowRule()  # the default windows (`--inspector-window`)
 
 
-def read(window: str, path: Path) -> list[ParsedFile]:
-    """The log's ranks; TraceError when it holds no usable op."""
-    stats = FileStats()
+def read(window: str, path: Path, rule: WindowRule = DEFAULT_RULE) -> list[ParsedFile]:
+    """The log's ranks in each of its windows; TraceError when it holds no usable op."""
+    windowing = Windowing(rule)
     try:
         with open_trace(path) as stream:
-            ops = list(parse(_chunks(stream.read, stats), stats))
+            slots = cut(stream.read, windowing)
     except (OSError, EOFError) as exc:
         raise TraceError(str(path), f"unreadable ({exc})") from None
-    placed = place(ops)
-    if placed.left_out:
-        count_dropped(stats, OTHER_COMM, placed.left_out)
-    if not placed.by_rank:
-        reasons = ", ".join(f"{n} {why}" for why, n in stats.dropped.items()) or "no record"
+    placed = place([op for slot in slots for op in slot.ops])
+    if not placed.by_rank or not slots:
+        dropped: dict[str, int] = {}
+        for stats in [windowing.pending, *(slot.stats for slot in slots)]:
+            for why, n in stats.dropped.items():
+                dropped[why] = dropped.get(why, 0) + n
+        reasons = ", ".join(f"{n} {why}" for why, n in dropped.items()) or "no record"
         raise TraceError(str(path), f"no NCCL Inspector operation ({reasons})")
-    ranks = list(_ranks(placed))  # the file's counters go with its first rank (counted once)
     return [
-        _parsed(window, str(path), rank, ops, placed.world_size, stats if i == 0 else FileStats())
-        for i, (rank, ops) in enumerate(ranks)
+        item
+        for slot in slots
+        for item in _window(window_folder(rule, window, slot.index), str(path), slot, placed)
     ]
 
 
-def _ranks(placed: Placed) -> Iterator[tuple[int, list[Op]]]:
-    return iter(sorted(placed.by_rank.items()))
-
-
-def _chunks(read_some: Callable[[int], bytes], stats: FileStats) -> Iterator[bytes]:
+def cut(read_some: Callable[[int], bytes], windowing: Windowing) -> list[Slot]:
+    """A whole log's windows (`inspector_windows`: as the tailed log is cut), in the order
+    they closed, each with its ops."""
+    reader, rest, skipping, read_bytes = LineReader(), b"", False, 0
+    slots: list[Slot] = []
     while chunk := read_some(_CHUNK):
-        stats.bytes_read += len(chunk)
-        yield chunk
+        read_bytes += len(chunk)
+        lines, rest, skipping, too_long = cut_lines(rest, chunk, skipping)
+        if too_long:
+            windowing.drop(TOO_LONG)
+        for line in lines:
+            found = reader.line(line)
+            if isinstance(found, Bad):
+                windowing.drop(found.reason)
+            elif isinstance(found, Op) and (placed := windowing.op(found)) is not None:
+                slots.extend(windowing.live.pop(index) for index in placed.closed)
+    slots.extend(windowing.live.pop(index) for index in windowing.end(read_bytes, rest))
+    return slots
+
+
+def _window(name: str, path: str, slot: Slot, placed: Placed) -> Iterator[ParsedFile]:
+    """One window's ranks (the window's counters go with its first rank: counted once)."""
+    stats = slot.stats
+    if placed.comm is None:  # one GPU per process: every op is its rank's
+        yield _parsed(name, path, next(iter(placed.by_rank)), slot.ops, placed, stats)
+        return
+    by_rank: dict[int, list[Op]] = {rank: [] for rank in sorted(placed.by_rank)}
+    for op in slot.ops:
+        if op.header.comm == placed.comm:
+            by_rank[op.header.rank].append(op)
+    left_out = len(slot.ops) - sum(map(len, by_rank.values()))
+    if left_out:
+        count_dropped(stats, OTHER_COMM, left_out)
+    for i, (rank, ops) in enumerate(by_rank.items()):
+        yield _parsed(name, path, rank, ops, placed, stats if i == 0 else FileStats())
 
 
 def parse(chunks: Iterable[bytes], stats: FileStats) -> Iterator[Op]:
@@ -107,13 +138,13 @@ def meta(rank: int, world_size: int | None, ops: Iterable[Op]) -> TraceMeta:
 
 
 def _parsed(  # noqa: PLR0917  # the fields of one ParsedFile
-    window: str, path: str, rank: int, ops: list[Op], world_size: int | None, stats: FileStats
+    window: str, path: str, rank: int, ops: list[Op], placed: Placed, stats: FileStats
 ) -> ParsedFile:
     return ParsedFile(
         window=window,
         path=path,
         name_rank=None,
-        meta=meta(rank, world_size, ops),
+        meta=meta(rank, placed.world_size, ops),
         result=rank_result(ops, [path]),
         stats=stats,
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from functools import partial
 from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
@@ -27,9 +28,10 @@ from commscope.collector.discover import (
     rank_from_name,
 )
 from commscope.collector.errors import NotATraceError, TraceError
+from commscope.collector.inspector_windows import WindowRule
 from commscope.collector.kineto import TraceReader
-from commscope.collector.names import input_kind, looks_like_trace
-from commscope.collector.schema import Report, Skipped
+from commscope.collector.names import input_kind, looks_like_trace, window_order
+from commscope.collector.schema import INSPECTOR_LOGS, Report, Skipped
 from commscope.pipeline import cluster as dask_cluster
 from commscope.pipeline import inspector, inspector_beside, inspector_sources, jobs, parallel
 from commscope.pipeline.accumulate import Accumulator
@@ -131,10 +133,15 @@ def _not_exported(
 
 
 def read_inspector(
-    window: str, path: Path, progress: Progress | None = None, name: Path | None = None
+    window: str,
+    path: Path,
+    progress: Progress | None = None,
+    name: Path | None = None,
+    rule: WindowRule = inspector.DEFAULT_RULE,
 ) -> Parsed:
-    """An NCCL Inspector log: a rank per GPU it reports on (`inspector.read`)."""
-    found = tuple(inspector.read(window, path))
+    """An NCCL Inspector log: a rank per GPU it reports on in each of its windows
+    (`inspector.read`)."""
+    found = tuple(inspector.read(window, path, rule))
     if progress:
         progress.advance(file_size(path))
     return found
@@ -149,18 +156,22 @@ READERS: Final[dict[str, Reader]] = {
 
 
 def analyse(
-    root: Path, options: Options, progress: Progress | None = None, workers: int = 1
+    root: Path,
+    options: Options,
+    progress: Progress | None = None,
+    workers: int = 1,
+    rule: WindowRule = inspector.DEFAULT_RULE,
 ) -> Report:
     """The report for the job under `root` with the most files, as the live aggregator makes
     it: files of any other job are skipped with the reason (ConfigError if there is no trace).
-    `workers`: processes parsing files at once (1: in this process)."""
+    `workers`: processes parsing files at once (1: in this process); `rule`: the windows of
+    NCCL Inspector logs."""
     windows = find_windows(root)
-    parsed, skipped, ignored = parse_windows(windows, progress, workers)
+    parsed, skipped, ignored = parse_windows(windows, progress, workers, rule=rule)
+    names = window_list(windows, parsed, rule)
     parsed, apart = inspector_sources.split(parsed)
     chosen = jobs.largest(parsed)
-    report = build_report(
-        [w.name for w in windows], chosen.files, [*skipped, *chosen.skipped], options
-    )
+    report = build_report(names, chosen.files, [*skipped, *chosen.skipped], options)
     return inspector_beside.beside(jobs.labelled(report, chosen, ignored), apart, options)
 
 
@@ -170,13 +181,17 @@ def analyse_jobs(
     progress: Progress | None = None,
     workers: int = 1,
     cluster: dask_cluster.Cluster | None = None,
+    *,
+    rule: WindowRule = inspector.DEFAULT_RULE,
 ) -> list[Report]:
     """One report per job under `root` (ConfigError if there is no trace). `cluster`: a Dask
-    scheduler whose workers parse the files (`workers` is then unused)."""
+    scheduler whose workers parse the files (`workers` is then unused); `rule`: the windows
+    of NCCL Inspector logs."""
     windows = find_windows(root)
-    parsed, skipped, ignored = parse_windows(windows, progress, workers, cluster)
+    parsed, skipped, ignored = parse_windows(windows, progress, workers, cluster, rule)
+    names = window_list(windows, parsed, rule)
     parsed, apart = inspector_sources.split(parsed)
-    reports = jobs.reports([w.name for w in windows], parsed, skipped, options, ignored)
+    reports = jobs.reports(names, parsed, skipped, options, ignored)
     return [inspector_beside.beside(report, apart, options) for report in reports]
 
 
@@ -185,6 +200,7 @@ def parse_windows(
     progress: Progress | None = None,
     workers: int = 1,
     cluster: dask_cluster.Cluster | None = None,
+    rule: WindowRule = inspector.DEFAULT_RULE,
 ) -> tuple[list[ParsedFile], list[Skipped], list[str]]:
     """The files parsed; those skipped, with the reason; and those ignored: valid JSON that is
     not a trace, under a name that does not say it should be one (`looks_like_trace`)."""
@@ -192,16 +208,15 @@ def parse_windows(
     if progress:
         progress.begin(len(files), sum(file_size(f) for _, f in files))
     outcomes: Iterable[Parsed | Failed]
+    work = outcome if rule == inspector.DEFAULT_RULE else partial(outcome, rule=rule)
     if cluster is not None:
         outcomes = dask_cluster.outcomes(
-            files, cluster, outcome, Failed, progress=progress, tally=_tally
+            files, cluster, work, Failed, progress=progress, tally=_tally
         )
     elif workers > 1 and len(files) > 1:
-        outcomes = parallel.outcomes(
-            files, workers, outcome, Failed, progress=progress, tally=_tally
-        )
+        outcomes = parallel.outcomes(files, workers, work, Failed, progress=progress, tally=_tally)
     else:
-        outcomes = (_observed(window, path, progress) for window, path in files)
+        outcomes = (_observed(window, path, progress, rule) for window, path in files)
     parsed: list[ParsedFile] = []
     skipped: list[Skipped] = []
     ignored: list[str] = []
@@ -215,6 +230,19 @@ def parse_windows(
     if progress:
         progress.end()
     return node_major(parsed), skipped, ignored
+
+
+def window_list(
+    windows: list[WindowFiles], parsed: Iterable[ParsedFile], rule: WindowRule
+) -> list[str]:
+    """The report's windows: the folders', but those holding NCCL Inspector logs alone are
+    the logs' windows instead (`inspector_windows`; the live aggregator names them alike)."""
+    kept = [w.name for w in windows if rule.whole or not all(map(_is_log, w.files))]
+    return sorted({*kept, *(p.window for p in parsed)}, key=window_order)
+
+
+def _is_log(path: Path) -> bool:
+    return input_kind(path.name) == INSPECTOR_LOGS
 
 
 def node_major(parsed: list[ParsedFile]) -> list[ParsedFile]:
@@ -245,12 +273,19 @@ def _shifted(item: ParsedFile, offset: int) -> ParsedFile:
 
 
 def outcome(
-    window: str, path: Path, progress: Progress | None = None, name: Path | None = None
+    window: str,
+    path: Path,
+    progress: Progress | None = None,
+    name: Path | None = None,
+    rule: WindowRule = inspector.DEFAULT_RULE,
 ) -> Parsed | Failed:
     """One file's ranks, read by the reader of its kind, or why it cannot be used (never
-    raises TraceError)."""
+    raises TraceError); `rule`: the windows of an NCCL Inspector log."""
+    kind = input_kind(path.name) or "kineto"
     try:
-        return READERS[input_kind(path.name) or "kineto"](window, path, progress, name)
+        if kind == "inspector":
+            return read_inspector(window, path, progress, name, rule)
+        return READERS[kind](window, path, progress, name)
     except TraceError as exc:
         return Failed(exc.reason, isinstance(exc, NotATraceError))
 
@@ -262,8 +297,10 @@ def _tally(result: Parsed | Failed) -> tuple[int, int]:
     return 0, 0
 
 
-def _observed(window: str, path: Path, progress: Progress | None) -> Parsed | Failed:
-    result = outcome(window, path, progress)
+def _observed(
+    window: str, path: Path, progress: Progress | None, rule: WindowRule
+) -> Parsed | Failed:
+    result = outcome(window, path, progress, rule=rule)
     if progress:
         progress.file_done(_tally(result)[1])
     return result

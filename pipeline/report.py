@@ -13,9 +13,11 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from dataclasses import replace as dataclass_replace
 from typing import Literal
 
 from commscope.collector.schema import (
+    INSPECTOR_LOGS,
     FileStats,
     Inputs,
     OpTally,
@@ -28,7 +30,7 @@ from commscope.collector.schema import (
     TraceMeta,
     Window,
 )
-from commscope.pipeline import crossrank, facts, health, inspector_sources, ranks, skew
+from commscope.pipeline import crossrank, facts, health, inspector_sources, ranks, skew, straddle
 from commscope.pipeline.accumulate import SKETCHED, Sketcher, bandwidth_sketch, merge_results
 from commscope.pipeline.config import JobConfig, global_batch, resolve
 from commscope.pipeline.crossrank import CrossRank
@@ -120,10 +122,13 @@ class WindowCache:
         return found
 
     def window(
-        self, name: str, items: dict[int, ParsedFile], context: Context
+        self, name: str, items: dict[int, ParsedFile], context: Context, chain: Chain | None = None
     ) -> tuple[Window, CrossRank]:
-        key = _key(items)
-        cross = self._cross_facts(items, key)
+        """`chain`: an NCCL Inspector window's neighbours (`straddle`): its matching leaves
+        out what the window before took and takes the next window's members of its split
+        instances, so it depends on them too."""
+        key = _key(items) if chain is None else (*_key(items), *chain.key())
+        cross = self._cross_facts(items, key, chain)
         found = self._known(name, context, key)
         if found is None:
             with self.exact([item.result for item in items.values()], False):
@@ -150,7 +155,9 @@ class WindowCache:
                 return replace(found, name=name)
         return None
 
-    def _cross_facts(self, items: dict[int, ParsedFile], key: tuple[object, ...]) -> CrossRank:
+    def _cross_facts(
+        self, items: dict[int, ParsedFile], key: tuple[object, ...], chain: Chain | None = None
+    ) -> CrossRank:
         """The window's cross-rank facts; `key` (which holds the very objects) keeps the ids
         from being reused while the entry lives."""
         ids = tuple(map(id, key))
@@ -159,7 +166,10 @@ class WindowCache:
         if entry is not None:
             return entry[1]
         results = {rank: item.result for rank, item in items.items()}
-        found = crossrank.window(results, _infos(items))
+        if chain is None:
+            found = crossrank.window(results, _infos(items))
+        else:
+            found = _chained(results, _infos(items), chain)
         self._cross[ids] = (key, found)
         return found
 
@@ -191,13 +201,14 @@ class WindowCache:
         self._runs[key] = (tuple(results), found)
         return found
 
-    def prime(self, parsed: Sequence[ParsedFile]) -> None:
+    def prime(self, parsed: Sequence[ParsedFile], chain: Chain | None = None) -> CrossRank | None:
         """Find one window's cross-rank facts now, from its files, as a report would (kept
-        until the report after next, like those a report uses)."""
-        placed, _ = assign_ranks(parsed)
-        items = {rank: item for (_, rank), item in sorted(placed.items())}
-        if items:
-            self._cross_facts(items, _key(items))
+        until the report after next, like those a report uses); `chain`: as `window`'s."""
+        items = by_rank(parsed)
+        if not items:
+            return None
+        key = _key(items) if chain is None else (*_key(items), *chain.key())
+        return self._cross_facts(items, key, chain)
 
     def keep(self, names: Iterable[str]) -> None:
         """Forget the windows not in `names` and the cross-rank facts no window used since the
@@ -211,6 +222,36 @@ class WindowCache:
         recent = self._sketches_used | self._sketches_before
         self._sketches = {k: v for k, v in self._sketches.items() if k in recent}
         self._sketches_before, self._sketches_used = self._sketches_used, set()
+
+
+@dataclass(frozen=True)
+class Chain:
+    """An NCCL Inspector window's neighbours in its matching (`straddle`): the facts of the
+    window before (what it took), and the next window's files."""
+
+    before: CrossRank | None
+    after: dict[int, ParsedFile]
+
+    def key(self) -> tuple[object, ...]:
+        return ("chain", self.before, *_key(self.after))
+
+
+def _chained(
+    results: dict[int, RankResult], infos: dict[int, crossrank.RankInfo], chain: Chain
+) -> CrossRank:
+    """`crossrank.window` over the calls `straddle.lent` gives the window."""
+    given = chain.before.taken if chain.before is not None else frozenset()
+    after = {rank: item.result.calls for rank, item in chain.after.items()}
+    own = {rank: result.calls for rank, result in results.items()}
+    calls, taken = straddle.lent(own, after, given)
+    lent = {rank: replace(result, calls=calls[rank]) for rank, result in results.items()}
+    return dataclass_replace(crossrank.window(lent, infos), taken=taken)
+
+
+def by_rank(parsed: Sequence[ParsedFile]) -> dict[int, ParsedFile]:
+    """One window's files by rank, as the report places them."""
+    placed, _ = assign_ranks(parsed)
+    return {rank: item for (_, rank), item in sorted(placed.items())}
 
 
 def _key(items: dict[int, ParsedFile]) -> tuple[object, ...]:
@@ -303,17 +344,37 @@ def _windows(
     waiting: Collection[str] = (),
 ) -> tuple[list[Window], list[CrossRank]]:
     """Each window's sections and cross-rank facts (from the cache while unchanged); those
-    `waiting` without their cross-rank facts."""
+    `waiting` without their cross-rank facts, and so those of NCCL Inspector windows after a
+    waiting one (each leaves out what the one before took: `straddle`)."""
     window_list, crosses = [], []
+    after = chained(by_window)
+    before: CrossRank | None = None
+    held = False  # the window before, of the same log folder, is waiting
     for name, items in by_window.items():
-        if name in waiting:
+        nxt = after.get(name)  # None: not an Inspector window; "": the last of its folder
+        if name in waiting or (held and nxt is not None):
             window_list.append(cache.open_window(name, items, context))
+            held = bool(nxt)
         elif items:
-            found, cross = cache.window(name, items, context)
+            chain = Chain(before, by_window.get(nxt, {})) if nxt is not None else None
+            found, cross = cache.window(name, items, context, chain)
             window_list.append(found)
             crosses.append(cross)
+            before, held = (cross if nxt else None), False
     cache.keep(by_window)
     return window_list, crosses
+
+
+def chained(by_window: dict[str, dict[int, ParsedFile]]) -> dict[str, str]:
+    """Each NCCL Inspector window's next (`straddle.successors`): those whose matching takes
+    instances split by a boundary whole."""
+    return straddle.successors(
+        [name for name, items in by_window.items() if "@" in name and _inspector(items.values())]
+    )
+
+
+def _inspector(items: Iterable[ParsedFile]) -> bool:
+    return all(item.meta.source == INSPECTOR_LOGS for item in items)
 
 
 def _merged(per_rank: dict[int, list[RankResult]], cache: WindowCache) -> dict[int, RankResult]:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Final, TextIO
 
 from commscope.collector.errors import ClusterError, CommscopeError, ConfigError, MergeError
+from commscope.collector.inspector_windows import DEFAULT_WINDOW_S, MAX_WINDOW_S, WindowRule
 from commscope.collector.jsonstream import require_c_backend
 from commscope.collector.schema import MAX_BATCH_EVENTS, NODE_PATTERN, Inputs, Report
 from commscope.collector.stream import StreamSettings
@@ -119,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--print", action="store_true", help="the same as --format text")
     report.add_argument("--no-progress", action="store_true", help="no progress line")
+    _inspector_window(report)
     report.add_argument(
         "--jobs",
         type=count,
@@ -381,10 +383,32 @@ def _collect_parser(commands: Any) -> None:
         "written is read here as it grows",
     )
     _collect_keys(collect)
+    _inspector_window(collect)
     collect.add_argument(
         "--once", action="store_true", help="send what is there, then end-of-run and exit"
     )
     collect.set_defaults(run=_collect)
+
+
+def _inspector_window(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--inspector-window",
+        type=int,
+        default=DEFAULT_WINDOW_S,
+        metavar="S",
+        help="cut each NCCL Inspector log into windows of S seconds on its own clock, aligned "
+        "to multiples of S since the epoch so that every rank's window covers the same span "
+        "(an op logged late goes to the lowest window still open; a window closes S/5 "
+        "seconds after its end); the same S for `collect` and `report` gives the same "
+        "windows (default: %(default)s; 0: the whole log is one window)",
+    )
+
+
+def _window_rule(args: argparse.Namespace) -> WindowRule:
+    seconds = args.inspector_window
+    if not 0 <= seconds <= MAX_WINDOW_S:
+        raise ConfigError(f"--inspector-window must be 0 to {MAX_WINDOW_S} seconds, got {seconds}")
+    return WindowRule(seconds)
 
 
 def _collect_timing(collect: argparse.ArgumentParser) -> None:
@@ -619,8 +643,9 @@ def _report(args: argparse.Namespace) -> int:
         raise ConfigError(f"--jobs must be at least 1, got {args.jobs}")
     try:
         reports = analyse_jobs(
-            args.traces, options, progress, args.jobs, _cluster(args.dask, args.dask_timeout)
-        )
+            args.traces, options, progress, args.jobs, _cluster(args.dask, args.dask_timeout),
+            rule=_window_rule(args),
+        )  # fmt: skip
     except ClusterError as exc:
         print(f"commscope: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -730,6 +755,7 @@ def _collector_settings(args: argparse.Namespace) -> CollectorSettings:
         job=args.job,
         keys=keys,
         jobs=args.jobs,
+        inspector=_window_rule(args),
     )
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 from wsgiref.simple_server import WSGIServer
 
 import msgspec
@@ -31,6 +31,7 @@ from commscope.collector.atomic import write_atomic
 from commscope.collector.errors import ConfigError, ProtocolError, TraceError
 from commscope.collector.follow import open_followed
 from commscope.collector.inspector_stream import InspectorStream
+from commscope.collector.inspector_windows import WindowRule
 from commscope.collector.kineto import TraceReader
 from commscope.collector.names import is_inspector_name
 from commscope.collector.schema import (
@@ -79,6 +80,7 @@ class CollectorSettings:
     silence_s: float = 30.0  # no answer from the aggregator this long: warn, connected 0
     keys: curve.ClientKeys | None = None  # None: plain ZeroMQ (--insecure, loopback only)
     jobs: int = 1  # worker processes reducing whole files (1: none, all in the file threads)
+    inspector: WindowRule = field(default_factory=WindowRule)  # --inspector-window
 
 
 class Collector:
@@ -295,8 +297,11 @@ class Collector:
         old = self.workers.pop(start.path, None)
         if old is not None:
             self._retire(old)
-        kind = InspectorStream if is_inspector_name(Path(start.path).name) else FileStream
-        worker = kind(
+        tailed = is_inspector_name(Path(start.path).name)
+        windows: dict[str, Any] = (
+            {"rule": self.settings.inspector, "windows": start.windows} if tailed else {}
+        )
+        worker = (InspectorStream if tailed else FileStream)(
             path=Path(start.path),
             root=self.settings.watch,
             node=self.settings.node,
@@ -304,10 +309,11 @@ class Collector:
             generation=start.generation,
             out=self.queue,
             settings=self.settings.stream,
-            stopping=self._tail_stop if kind is InspectorStream else self.stopping.is_set,
+            stopping=self._tail_stop if tailed else self.stopping.is_set,
             reducer=Reduction,
             fingerprint_bytes=start.fingerprint_bytes,
             whole=self._whole if self.pool is not None else None,
+            **windows,
         )
         self.workers[start.path] = worker
         worker.start()
@@ -346,8 +352,9 @@ class Collector:
             except queue.Empty:
                 return
             payload = self.session.take(
-                item.path, item.generation, item.record, item.fingerprint_bytes, now
-            )
+                item.path, item.generation, item.record, item.fingerprint_bytes, now,
+                item.log, item.final,
+            )  # fmt: skip
             if payload is not None:
                 transport.send(payload)
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import gzip
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from commscope.exporters import naming
 from commscope.exporters.text import render
 from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
+from commscope.service.cli import main
 from inspector_builder import DUMP_US, coll
 from kineto_builder import dist_head, kernel, trace
 
@@ -128,3 +131,47 @@ def test_logs_without_start_times_match_but_give_no_skew(tmp_path: Path) -> None
     issues = {i.key: (i.count, i.total) for i in report.health.issues}
     assert issues["call_starts"] == (2, 2) and issues["compute"] == (2, 2)
     assert report.sources["skew"] == "n/a: NCCL Inspector logs without start times (not verbose)"
+
+
+def windowed_logs(folder: Path) -> None:
+    """Two ranks' verbose logs, 3 AllReduces ending 10 s, 400 s and 700 s past 19:30:00 UTC
+    (a multiple of 300 s and of 600 s): 5-minute windows 19:30, 19:35, 19:40; 10-minute
+    windows 19:30, 19:40."""
+    base = DUMP_US // 600_000_000 * 600_000_000
+    folder.mkdir(parents=True)
+    for rank in (0, 1):
+        lines = [
+            coll(rank, sn=sn, start_us=base + end_s * 1_000_000 - 100) + "\n"
+            for sn, end_s in enumerate((10, 400, 700), start=1)
+        ]
+        (folder / f"node0-pid{100 + rank}.log").write_text("".join(lines))
+
+
+def window_names(out: Path) -> list[str]:
+    (document,) = out.glob("*.json")
+    return [w["name"] for w in json.loads(document.read_text())["windows"]]
+
+
+def test_the_inspector_window_option_cuts_the_report(tmp_path: Path) -> None:
+    windowed_logs(tmp_path / "insp")
+    base = ["report", str(tmp_path / "insp"), "--no-progress"]
+    assert main([*base, "--out", str(tmp_path / "a")]) == 0
+    assert window_names(tmp_path / "a") == [
+        f"insp@20250718T19{m}00Z" for m in ("30", "35", "40")
+    ]  # the default, 300 s
+    # 600 s, the logs read in worker processes: the same windows a collector cuts
+    assert (
+        main([*base, "--out", str(tmp_path / "b"), "--inspector-window", "600", "--jobs", "2"]) == 0
+    )
+    assert window_names(tmp_path / "b") == ["insp@20250718T193000Z", "insp@20250718T194000Z"]
+    assert main([*base, "--out", str(tmp_path / "c"), "--inspector-window", "0"]) == 0
+    assert window_names(tmp_path / "c") == ["insp"]  # the whole log, as before windows
+
+
+def test_an_inspector_window_out_of_range_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    windowed_logs(tmp_path / "insp")
+    argv = ["report", str(tmp_path / "insp"), "--out", str(tmp_path / "o"), "--inspector-window"]
+    assert main([*argv, "-1"]) == 1
+    assert "--inspector-window must be 0 to 604800 seconds, got -1" in capsys.readouterr().err

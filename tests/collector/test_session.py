@@ -13,6 +13,7 @@ StreamStart until it is complete.
 from __future__ import annotations
 
 import functools
+import queue
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from commscope.collector.discover import (
     relative_folder,
     root_name,
 )
+from commscope.collector.inspector_stream import InspectorStream
 from commscope.collector.kineto import TraceReader
 from commscope.collector.schema import (
     Ack,
@@ -41,8 +43,8 @@ from commscope.collector.schema import (
     TraceMeta,
     Welcome,
 )
-from commscope.collector.session import Limits, Session, Start, load_checkpoint
-from commscope.collector.stream import FINGERPRINT_BYTES, fingerprint
+from commscope.collector.session import Limits, Session, Start, dump_checkpoint, load_checkpoint
+from commscope.collector.stream import FINGERPRINT_BYTES, Item, StreamSettings, fingerprint
 from commscope.collector.transport import MemoryTransport
 from commscope.exporters import jsonreport
 from commscope.pipeline.edge import Reduction, facts
@@ -51,6 +53,7 @@ from commscope.pipeline.report import Options
 from commscope.service.aggregate import Aggregator, AggregatorSettings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from inspector_builder import coll
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "gloo_ddp_2rank"
 NODE = "node0"
@@ -665,3 +668,246 @@ def _act(world: World, node: Node, action: str) -> Node:
     else:
         effects[action]()
     return node
+
+
+# ---------------------------------------------------------------- a tailed log's windows
+
+
+def test_a_logs_windows_are_checkpointed_by_index_pruned_once_whole_and_resumed() -> None:
+    # a tailed Inspector log at P (stream id L): window K (its start, a record of ops 1-2,
+    # its end at seq 3), then window K + 1 (its start, ops 1-4 at seq 1)
+    log, key, key1, k = "/r/h-pid1.log", "/r/h-pid1.log\0w7", "/r/h-pid1.log\0w8", 7
+    ids = {k: "a" * 32, k + 1: "b" * 32}
+    session = Session(NODE, "i", LIMITS, {}, 0.0)
+    session.found(log, None)
+    generation = session.starts.popleft().generation
+
+    def take(key: str, record: Record, final: bool = False) -> None:
+        assert session.take(key, generation, record, 90, 0.0, "l" * 32, final) is not None
+
+    def start(index: int) -> StreamStart:
+        return StreamStart(stream=ids[index], node=NODE, path=log, folder=".@x", root_name="r")
+
+    take(key, start(k))
+    take(key, Facts(stream=ids[k], seq=1, covers=2))
+    take(key1, start(k + 1))
+    take(key, StreamEnd(stream=ids[k], seq=3, size_bytes=0))
+    take(key1, Facts(stream=ids[k + 1], seq=1, covers=4))
+    assert session.files[log].stream == "l" * 32  # the log's own entry, for its fingerprint
+    session.receive(_ack(ids[k], 4, done=True), 1.0)
+    session.receive(_ack(ids[k + 1], 5), 1.0)
+    # K whole at the aggregator: pruned, the log's entry says windows below K + 1 are whole
+    assert sorted(session.files) == [log, key1]
+    assert (session.files[log].acked, session.files[key1].acked) == (k + 1, 5)
+    saved = session.checkpoint()
+    assert saved is not None
+    # a restarted collector: the log's reader starts at window K + 1, which holds 5 seqs
+    again = Session(NODE, "j", LIMITS, load_checkpoint(saved), 2.0)
+    again.found(log, ("l" * 32, 90))
+    assert list(again.starts) == [Start(log, k + 1, 90, 1, ((k + 1, 5),))]
+    # the aggregator lost K + 1's ops: the log's reader starts again, K + 1 from seq 1
+    again.starts.clear()
+    again.receive(_ack(ids[k + 1], 1), 3.0)
+    assert again.cancels == [log]
+    assert list(again.starts) == [Start(log, k + 1, 90, 2, ((k + 1, 1),))]
+    # the log's end: K + 1's end is its last record; once whole the log is done
+    generation = again.starts.popleft().generation
+    session = again
+    take(key1, StreamEnd(stream=ids[k + 1], seq=5, size_bytes=0), final=True)
+    session.receive(_ack(ids[k + 1], 6, done=True), 4.0)
+    assert session.files[log].done and sorted(session.files) == [log]
+    session.found(log, ("l" * 32, 90))
+    assert not session.starts  # a log done is not read again (as before windows)
+
+
+def test_a_log_rewritten_under_its_name_forgets_its_windows() -> None:
+    log, key = "/r/h-pid1.log", "/r/h-pid1.log\0w7"
+    entries = {log: _entry("l" * 32, 90, acked=7), key: _entry("a" * 32, 0, acked=3)}
+    session = Session(NODE, "i", LIMITS, entries, 0.0)
+    session.found(log, ("m" * 32, 90))  # another first line: another log
+    assert sorted(session.files) == [log]
+    assert list(session.starts) == [Start(log, 0, None, 1, ())]
+
+
+# ---------------------------------------------------------------- a tailed log, end to end
+
+
+class LogNode(Node):
+    """A collector tailing NCCL Inspector logs: its readers are `InspectorStream`s, each read
+    to the log's current end at once (then every window open ends, as at a stop)."""
+
+    def discover(self) -> None:
+        for path in sorted(self.world.root.rglob("*.log")):
+            length = self.session.fingerprint_length(str(path))
+            head = None if length is None else fingerprint(path, length)
+            self.session.found(str(path), head)
+
+    def _start(self) -> None:
+        for path in self.session.cancels:
+            self.readers.pop(path, None)
+        self.session.cancels.clear()
+        while self.session.starts:
+            start = self.session.starts.popleft()
+            self.started.append(start)
+            out: queue.Queue[Item] = queue.Queue()
+            InspectorStream(
+                path=Path(start.path), root=self.world.root, node=NODE, skip=start.skip,
+                generation=start.generation, out=out, settings=StreamSettings(poll_s=0.01),
+                stopping=lambda: True, reducer=Reduction,
+                fingerprint_bytes=start.fingerprint_bytes, windows=start.windows,
+            ).run()  # fmt: skip
+            self.items[start.path] = [out.get_nowait() for _ in range(out.qsize())]
+
+    def _pump(self, now: float) -> None:
+        for key, pending in list(self.items.items()):
+            while pending and self.session.has_credit():
+                item = pending.pop(0)
+                payload = self.session.take(
+                    item.path, item.generation, item.record, item.fingerprint_bytes, now,
+                    item.log, item.final,
+                )  # fmt: skip
+                if payload is not None:
+                    self.world.transport.send(payload)
+            if not pending:
+                del self.items[key]
+
+    def idle(self) -> bool:
+        return not self.items and self.session.idle()
+
+    @property
+    def items(self) -> dict[str, list[Item]]:
+        return self.__dict__.setdefault("_items", {})
+
+
+def write_two_logs(root: Path) -> None:
+    """Two ranks' verbose logs over windows K … K + 3 (K + 2 empty: ops 4 and 5 end 620 s
+    apart), AllReduces of 1 MB matched by sn, rank 1 starting 20 µs after rank 0; op 3
+    ends 5 ms before K + 1 on rank 0 and 5 ms into it on rank 1: split by the boundary."""
+    base = 1_752_867_000_000_000  # a multiple of 300 s
+    for rank in (0, 1):
+        ends_s = [10, 20, 299.995 + 0.01 * rank, 310, 380, 1000]
+        lines = [
+            coll(rank, sn=sn, start_us=base + int(end * 1e6) - 100 + 20 * rank) + "\n"
+            for sn, end in enumerate(ends_s, start=1)
+        ]
+        path = root / "insp" / f"node0-pid{100 + rank}.log"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(lines))
+
+
+@pytest.mark.parametrize("turns", [0, 1, 2, 3, 5])
+def test_a_collector_tailing_logs_killed_after_any_turn_resumes_with_nothing_lost(
+    world: World, turns: int
+) -> None:
+    write_two_logs(world.root)
+    node = LogNode(world)
+    node.discover()
+    for _ in range(turns):
+        node.turn()
+        world.clock.now += 0.5
+    world.transport.outbox.clear()  # what the killed process had not handed over is lost
+    again = LogNode(world)
+    again.discover()
+    again.settle()
+    again.end_run()
+    # killed after 2 turns, the checkpoint held rank 0's log from window K + 1 (5842891: K
+    # was whole at the aggregator, pruned) with K + 1's start acknowledged; rank 1's nothing.
+    # After 3 both logs were done (every window whole): not read again
+    starts = [(Path(s.path).name, s.skip, s.windows) for s in again.started]
+    if turns == 2:
+        rank0 = ("node0-pid100.log", 5842891, ((5842891, 1),))
+        assert starts == [rank0, ("node0-pid101.log", 0, ())]
+    if turns >= 3:
+        assert starts == []
+    report = world.report()
+    assert report == offline_report(world.root)
+    assert report["collectives"]["all_ranks"]["AllReduce"]["count"] == 12  # each op once
+    assert len(report["windows"]) == 4
+    # op 3, split by K's end, is matched once, in K: 6 instances, none unmatched
+    assert (report["matching"]["instances"], report["matching"]["unmatched"]) == (6, 0)
+
+
+def test_an_aggregator_restarted_mid_log_keeps_every_window(world: World) -> None:
+    write_two_logs(world.root)
+    node = LogNode(world)
+    node.discover()
+    for _ in range(4):
+        node.turn()
+        world.clock.now += 0.5
+    world.restart_aggregator()
+    node.settle()
+    node.end_run()
+    assert world.report() == offline_report(world.root)
+
+
+def test_an_aggregator_restarted_on_finished_windows_matches_them_in_order(
+    world: World,
+) -> None:
+    # every window finished and stored: the restarted aggregator matches K … K + 2 in order,
+    # each with its next (op 3, split by K's end, once), and drops their calls; the last,
+    # K + 3, keeps its calls (it waits for a next window)
+    write_two_logs(world.root)
+    node = LogNode(world)
+    node.discover()
+    node.settle()
+    world.restart_aggregator()
+    dropped = {folder[-7:]: len(d) for folder, (_, d) in world.aggregator.aggregation._shed.items()}
+    assert dropped == {"193000Z": 2, "193500Z": 2, "194000Z": 0}  # K + 2: empty, no calls
+    node.end_run()
+    report = world.report()
+    assert report == offline_report(world.root)
+    assert (report["matching"]["instances"], report["matching"]["unmatched"]) == (6, 0)
+
+
+def test_an_ack_inside_a_record_held_makes_the_log_read_again_from_there() -> None:
+    # a restarted collector's checkpoint said 1 (the start) while the aggregator held op 1
+    # too; read again, ops 1-3 went as one record (seq 1 covering 3): a duplicate there, its
+    # ack says 2. Ops 2 and 3 must not be lost: the log is read again from seq 2
+    log = "/r/h-pid1.log"
+    session = Session(NODE, "i", LIMITS, {}, 0.0)
+    session.found(log, None)
+    generation = session.starts.popleft().generation
+    start = StreamStart(stream="a" * 32, node=NODE, path=log, folder=".", root_name="r")
+    assert session.take(log, generation, start, 90, 0.0) is not None
+    assert session.take(log, generation, Facts(stream="a" * 32, seq=1, covers=3), 90, 0.0)
+    session.receive(_ack("a" * 32, 1), 1.0)
+    assert session.cancels == [] and not session.starts  # a whole record ahead: waits
+    session.receive(_ack("a" * 32, 2), 1.0)
+    assert session.cancels == [log]
+    assert list(session.starts) == [Start(log, 2, 90, generation + 1)]
+    assert session.unacked == {}
+
+
+class TailNode(LogNode):
+    """A LogNode whose logs never end: the end of each window read at the log's end (as at
+    a stop) is held back, so the windows stay open (here: one window a log)."""
+
+    def _start(self) -> None:
+        super()._start()
+        for key, items in self.items.items():
+            self.items[key] = [i for i in items if not isinstance(i.record, StreamEnd)]
+
+
+def test_a_restart_behind_the_aggregator_sends_the_ops_it_had_not(world: World) -> None:
+    # a one-rank log: op 1 applied and acknowledged, but the collector died before its
+    # checkpoint said so (it says the window's start only); op 2 appended. Read again, ops
+    # 1-2 go as one record, a duplicate at the aggregator (it has op 1): op 2 is sent anyway
+    log = world.root / "insp" / "node0-pid100.log"
+    log.parent.mkdir(parents=True)
+    log.write_text(coll(0, n_ranks=1, sn=1) + "\n")
+    node = TailNode(world)
+    node.discover()
+    node.settle()
+    files = load_checkpoint(world.disk["checkpoint"])
+    (key,) = [k for k in files if "\0w" in k]
+    assert files[key].acked == 2
+    files[key].acked = 1
+    world.disk["checkpoint"] = dump_checkpoint(files)
+    with log.open("a") as handle:
+        handle.write(coll(0, n_ranks=1, sn=2) + "\n")
+    again = TailNode(world)
+    again.discover()
+    again.settle()
+    (stream,) = world.aggregator.aggregation.open.values()
+    assert stream.next_seq == 3  # ops 1 and 2, each once
+    assert stream.accumulator.result([str(log)]).ops["AllReduce"].count == 2

@@ -160,3 +160,56 @@ def test_beside_kineto_traces_the_live_report_keeps_the_logs_apart(
     assert report["collectives"]["all_ranks"]["AllReduce"]["count"] == 2
     assert report["inspector"]["collectives"]["all_ranks"]["AllReduce"]["count"] == 4
     assert report["sources"]["network"] == "kineto (the profiled windows)"
+
+
+K_US = DUMP_US // 300_000_000 * 300_000_000  # the start of the default window holding DUMP_US
+
+
+def windowed(rank: int, sn: int, at_s: float) -> str:
+    """A verbose AllReduce line of 1 MB in 100 µs ending `at_s` s past K_US (2 ranks)."""
+    return coll(rank, sn=sn, start_us=K_US + int(at_s * 1e6) - 100) + "\n"
+
+
+def test_a_window_closed_mid_log_gives_its_figures_before_the_log_ends(
+    procs: Processes, tmp_path: Path
+) -> None:
+    aggregate = Aggregate(procs, tmp_path, free_port(), free_port())
+    server = aggregate.start()
+    watch = tmp_path / "watch"
+    (watch / "insp").mkdir(parents=True)
+    logs = [watch / "insp" / f"node0-pid{100 + rank}.log" for rank in (0, 1)]
+    # window K (300 s from K_US): ops 1-3 at 30, 40, 50 s; op 4 at 370 s is past K's grace
+    # (300 + 60 s): K closes on each rank, while the logs stay open (the job runs on)
+    for rank, log in enumerate(logs):
+        append(log, "".join(windowed(rank, sn, 20 + 10 * sn) for sn in (1, 2, 3)))
+        append(log, windowed(rank, 4, 370))
+    args = collector_args(watch, aggregate.endpoint, "n0", tmp_path / "state")
+    collector = procs.start("collect", *args)
+
+    def window_shown() -> float | None:
+        text = aggregate.metrics_text() or ""
+        ops = sample_value(text, "commscope_collective_ops_total", collective="AllReduce")
+        bus = sample_value(text, "commscope_bus_bandwidth_bytes_per_second", rank="1")
+        return ops if ops == 6 and bus is not None else None
+
+    # the closed window's 2 x 3 ops counted, and rank 1's bus bandwidth (10 GB/s), before
+    # any log ended
+    assert wait_for("window K's figures on /metrics", window_shown) == 6
+    text = aggregate.metrics_text() or ""
+    assert sample_value(text, "commscope_bus_bandwidth_bytes_per_second", rank="0") == 1e10
+    # a collector killed mid-log and started again: windows K (whole at the aggregator) and
+    # K + 1 (op 4 acknowledged) are passed over; op 5 (K + 1) and op 6 (K + 3: K + 2 opens
+    # empty and K + 1 closes) are sent once
+    collector.kill()
+    collector.wait(30)
+    for rank, log in enumerate(logs):
+        append(log, windowed(rank, 5, 380) + windowed(rank, 6, 1000))
+    collector = procs.start("collect-again", *args)
+    wait_for("window K + 1 closed", lambda: samples(aggregate, "AllReduce", 12), 60.0)
+    collector.terminate()
+    assert collector.wait(60) == 0, collector.tail()
+    assert server.wait(60) == 0, server.tail()
+    report = aggregate.report()
+    assert report["collectives"]["all_ranks"]["AllReduce"]["count"] == 12
+    names = [w["name"] for w in report["windows"]]
+    assert names == [f"insp@20250718T19{m}00Z" for m in ("30", "35", "40", "45")]
