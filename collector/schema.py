@@ -909,6 +909,7 @@ class StateVersion(msgspec.Struct, kw_only=True):
 
 
 Nodes = dict[NodeName, bool]  # each collector seen -> whether it has sent end-of-run
+EndedBy = dict[NodeName, Instance]  # each ended node -> the collector instance that ended it
 Retired = list[StreamId]  # superseded streams
 # What a frame of the aggregator's journal says about `stream` (state version 3).
 JournalKind = Literal["record", "finished", "forget", "forget_log"]

@@ -13,8 +13,10 @@
   stream, a result not dropped); the records of finished streams in a segment that still
   holds results stay on disk until the folder is removed (they are the wire's bytes: ~0.5%
   of the traces').
-- `nodes.msgpack`: the collectors seen and whether each has sent end-of-run; `retired.msgpack`
-  the superseded streams (each written atomically: temp file + fsync + rename).
+- `nodes.msgpack`: the collectors seen and whether each has sent end-of-run; `ended_by.msgpack`
+  which collector instance ended each (absent in folders written before it: none known);
+  `retired.msgpack` the superseded streams (each written atomically: temp file + fsync +
+  rename).
 - `version.msgpack`: the format of the folder (`schema.STORE_VERSION`). A folder without it
   is version 1 (a log and a result file per stream, samples as lists of floats); versions 1
   and 2 are migrated in place, explicitly, one version at a time; a folder from a newer
@@ -43,6 +45,7 @@ from commscope.collector.atomic import write_atomic
 from commscope.collector.errors import ProtocolError
 from commscope.collector.schema import (
     STORE_VERSION,
+    EndedBy,
     FinishedFile,
     JournalEntry,
     JournalKind,
@@ -208,8 +211,18 @@ class Store:
     def save_retired(self, streams: set[str]) -> None:
         write_atomic(self.root / "retired.msgpack", msgspec.msgpack.encode(sorted(streams)))
 
-    def save_nodes(self, nodes: dict[str, bool]) -> None:
+    def save_nodes(self, nodes: dict[str, bool], ended_by: dict[str, str] | None = None) -> None:
+        """The nodes seen and whether each ended; with `ended_by`, also which collector
+        instance ended each (so a resent Hello of that instance is known after a restart)."""
         write_atomic(self.root / "nodes.msgpack", msgspec.msgpack.encode(nodes))
+        if ended_by is not None:
+            write_atomic(self.root / "ended_by.msgpack", msgspec.msgpack.encode(ended_by))
+
+    def ended_by(self) -> EndedBy:
+        path = self.root / "ended_by.msgpack"
+        if not path.exists():
+            return {}
+        return _read_file(path, self.root, msgspec.msgpack.Decoder(EndedBy).decode) or {}
 
     def close(self) -> None:
         with self._lock:

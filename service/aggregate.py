@@ -157,7 +157,8 @@ class Aggregator:
         self.nodes = self.store.nodes()
         self.heartbeats: dict[str, tuple[CollectorStats, float]] = {}
         self._greeted: dict[str, str] = {}  # node -> the collector instance of its last Hello
-        self._ended_by: dict[str, str | None] = {}  # node -> the instance that ended it
+        # node -> the collector instance that ended it (kept in the state folder)
+        self._ended_by: dict[str, str] = self.store.ended_by()
         self._decoder = msgspec.msgpack.Decoder(ToAggregator)
         self._head = msgspec.msgpack.Decoder(Head)
         self._records = msgspec.msgpack.Decoder(Record)
@@ -383,8 +384,10 @@ class Aggregator:
             self._heartbeat(message)
         elif isinstance(message, EndOfRun) and self._known(identity, message.node):
             self.nodes[message.node] = True
-            self._ended_by[message.node] = self._greeted.get(message.node)
-            self.store.save_nodes(self.nodes)
+            self._ended_by.pop(message.node, None)
+            if (instance := self._greeted.get(message.node)) is not None:
+                self._ended_by[message.node] = instance
+            self.store.save_nodes(self.nodes, self._ended_by)
             self._replies.append((identity, RunAck(node=message.node)))
             log.info("end of run", extra={"node": message.node})
 

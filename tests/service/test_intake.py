@@ -130,6 +130,31 @@ def test_a_resent_hello_after_end_of_run_does_not_reopen_the_node(tmp_path: Path
         aggregator.store.close()
 
 
+def test_a_resent_hello_after_a_restart_of_the_aggregator_does_not_reopen_the_node(
+    tmp_path: Path,
+) -> None:
+    """As above, but the resent Hello reaches an aggregator restarted from the same state
+    folder: which instance ended the node is kept there, so the run is still over."""
+    settings = AggregatorSettings(
+        listen="tcp://127.0.0.1:*", out=tmp_path / "o", state=tmp_path / "s", expect_nodes=1
+    )
+    hello = Hello(protocol=PROTOCOL_VERSION, node=NODE, instance="c" * 32)
+    first = Aggregator(settings, clock=lambda: 1000.0)
+    try:
+        message(first, hello)
+        message(first, EndOfRun(node=NODE, reason="stopped"))
+    finally:
+        first.store.close()
+    again = Aggregator(settings, clock=lambda: 2000.0)
+    try:
+        message(again, hello)
+        assert (again.nodes, again._over()) == ({NODE: True}, True)
+        message(again, Hello(protocol=PROTOCOL_VERSION, node=NODE, instance="d" * 32))
+        assert again.nodes == {NODE: False}  # another instance: a collector restarted
+    finally:
+        again.store.close()
+
+
 def test_a_hello_from_a_new_collector_instance_reopens_an_ended_node(tmp_path: Path) -> None:
     """A collector restarted on the node (another instance) after its end-of-run: the node
     is at work again, and the run waits for its new end-of-run."""
