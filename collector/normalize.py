@@ -94,6 +94,7 @@ _CATEGORY: Final = {
 # Bounds on what a trace may claim (beyond them a value is dropped, and counted): times in µs
 # fit int64 nanoseconds with room, names and labels stay short.
 MAX_US: Final = 2**62 / 1000
+_MIN_US: Final = -MAX_US  # once: `-MAX_US` in a test makes a float per event
 MAX_NAME: Final = 4096
 MAX_COUNT: Final = 2**62
 
@@ -226,16 +227,14 @@ class CpuRuns:
                 if start_us < open_start:
                     self.start[tid] = start_us
                 return
-            out.append(
-                CpuSpan(tid, round(open_start * 1000), round(open_end * 1000), self.comm_call)
-            )
+            out.append(CpuSpan(tid, _ns(open_start), _ns(open_end), self.comm_call))
         self.start[tid] = start_us
         self.end[tid] = end_us
 
     def close_all(self, out: list[Event]) -> None:
         for tid in sorted(self.start):
             start, end = self.start[tid], self.end[tid]
-            out.append(CpuSpan(tid, round(start * 1000), round(end * 1000), self.comm_call))
+            out.append(CpuSpan(tid, _ns(start), _ns(end), self.comm_call))
         self.start.clear()
         self.end.clear()
 
@@ -396,8 +395,10 @@ class Normalizer:
             return None
         try:
             ts, dur = raw.ts, raw.dur
-            if not (-MAX_US <= ts <= MAX_US and 0 <= dur <= MAX_US):
+            if not (_MIN_US <= ts <= MAX_US and 0 <= dur <= MAX_US):
                 raise ValueError
+            if type(ts) is int and type(dur) is int:
+                return ts * 1000, dur * 1000  # what `round` gives, at a third of its cost
             return round(ts * 1000), round(dur * 1000)
         except (TypeError, ValueError):
             self.drop(_BAD_SPAN)
@@ -482,7 +483,7 @@ class Normalizer:
                 return
             args, tid, ts = raw.args, raw.tid, raw.ts
             correlation = args.get("correlation") if type(args) is dict else None
-            if type(correlation) is not int or type(tid) is not int or not -MAX_US <= ts <= MAX_US:
+            if type(correlation) is not int or type(tid) is not int or not _MIN_US <= ts <= MAX_US:
                 return
         except TypeError:
             return  # a runtime call we cannot place is no launch we could use
@@ -511,7 +512,7 @@ class Normalizer:
             role = self._roles.get(name)
             if role is None:
                 role = self._role(name)
-            if not (0 <= dur <= MAX_US and -MAX_US <= ts <= MAX_US) or type(tid) is not int:
+            if not (0 <= dur <= MAX_US and _MIN_US <= ts <= MAX_US) or type(tid) is not int:
                 raise ValueError
         except (TypeError, ValueError):
             self.drop(_BAD_SPAN)
@@ -780,6 +781,11 @@ def _int(value: object) -> int | None:
 def _is_count(value: object) -> TypeGuard[int]:
     """`_bounded(_int(value), MAX_COUNT) is not None` in one call (the hot `[memory]` path)."""
     return type(value) is int and 0 <= value <= MAX_COUNT
+
+
+def _ns(us: float) -> int:
+    """µs → ns as `round(us * 1000)` gives, without `round`'s cost on an integer."""
+    return us * 1000 if type(us) is int else round(us * 1000)
 
 
 def _bounded(value: int | None, high: int, least: int = 0) -> int | None:
