@@ -94,7 +94,9 @@ _CATEGORY: Final = {
 }
 # Bounds on what a trace may claim (beyond them a value is dropped, and counted): times in µs
 # fit int64 nanoseconds with room, names and labels stay short.
-MAX_US: Final = 2**62 / 1000
+# 2**62 / 1000 is the double 4611686018427388.0 exactly: as an int it bounds every int and float
+# alike (Python compares them exactly), and an int against an int is the cheaper test.
+MAX_US: Final = round(2**62 / 1000)
 _MIN_US: Final = -MAX_US  # once: `-MAX_US` in a test makes a float per event
 MAX_NAME: Final = 4096
 MAX_COUNT: Final = 2**62

@@ -75,6 +75,22 @@ def test_cpu_runs_of_integer_times_scale_exactly() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("edge", "start_ns"),
+    # an int scales exactly; the float product 4.611686018427388e18 is the double
+    # 4611686018427387904, which round() returns
+    [(4611686018427388, 4611686018427388000), (4611686018427388.0, 4611686018427387904)],
+)
+def test_times_up_to_2_62_ns_are_kept_one_more_us_is_dropped(edge: float, start_ns: int) -> None:
+    # the bound is 2**62 ns = 4611686018427387.904 µs, which as a double is 4611686018427388.0:
+    # ts at the bound (int or float) is kept; one µs more (the next double too) is dropped as
+    # out of range, whatever type carries it
+    events = [kernel(GEMM, edge, 1), kernel(GEMM, edge + 1, 1)]
+    parsed = read(trace(events))
+    assert [op.start_ns for op in parsed.events] == [start_ns]
+    assert parsed.stats.dropped == {BAD_SPAN: 1}
+
+
 def test_memcpy_is_a_memcpy_gpu_op() -> None:
     # 10 µs, 0.25 µs -> 10000 ns, 250 ns
     event = span("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 10, 0.25, 7)
