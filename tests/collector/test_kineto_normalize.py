@@ -53,6 +53,44 @@ def test_times_are_integers() -> None:
     assert type(op.dur_ns) is int
 
 
+def test_integer_times_scale_exactly_and_mixed_ones_round() -> None:
+    # Kineto's integer µs: 1669783687493385 x 1000 is beyond a double's exact integers, so
+    # only integer arithmetic gives 1669783687493385000 (as round(int * 1000) always did);
+    # ts 2 (int) with dur 0.0016 (float) -> 2000 ns and round(1.6) = 2 ns (not truncated to 1).
+    events = [kernel(GEMM, 1669783687493385, 7), kernel(GEMM, 2, 0.0016)]
+    first, second = read(trace(events)).events
+    assert (first.start_ns, first.dur_ns) == (1669783687493385000, 7000)
+    assert (second.start_ns, second.dur_ns) == (2000, 2)
+
+
+def test_cpu_runs_of_integer_times_scale_exactly() -> None:
+    # two disjoint integer-µs ops on thread 1: each closed run is its own span, x 1000 exactly
+    events = [
+        cpu_op("aten::mm", 1669783687493385, 3, 1),
+        cpu_op("aten::mm", 1669783687493390, 1, 1),
+    ]
+    assert read(trace(events)).cpu == [
+        CpuSpan(1, 1669783687493385000, 1669783687493388000, False),
+        CpuSpan(1, 1669783687493390000, 1669783687493391000, False),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("edge", "start_ns"),
+    # an int scales exactly; the float product 4.611686018427388e18 is the double
+    # 4611686018427387904, which round() returns
+    [(4611686018427388, 4611686018427388000), (4611686018427388.0, 4611686018427387904)],
+)
+def test_times_up_to_2_62_ns_are_kept_one_more_us_is_dropped(edge: float, start_ns: int) -> None:
+    # the bound is 2**62 ns = 4611686018427387.904 µs, which as a double is 4611686018427388.0:
+    # ts at the bound (int or float) is kept; one µs more (the next double too) is dropped as
+    # out of range, whatever type carries it
+    events = [kernel(GEMM, edge, 1), kernel(GEMM, edge + 1, 1)]
+    parsed = read(trace(events))
+    assert [op.start_ns for op in parsed.events] == [start_ns]
+    assert parsed.stats.dropped == {BAD_SPAN: 1}
+
+
 def test_memcpy_is_a_memcpy_gpu_op() -> None:
     # 10 µs, 0.25 µs -> 10000 ns, 250 ns
     event = span("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 10, 0.25, 7)
