@@ -850,10 +850,13 @@ class Heartbeat(msgspec.Struct, frozen=True, kw_only=True, tag="heartbeat"):
 
 
 class EndOfRun(msgspec.Struct, frozen=True, kw_only=True, tag="end_of_run"):
-    """This node's part of the run is over; every stream it opened has ended."""
+    """This node's part of the run is over; every stream it opened has ended. `instance` is
+    the sending collector's (its first end-of-run goes without a Hello, and may reach an
+    aggregator that never had one from it: restarted since)."""
 
     node: NodeName
     reason: Text = ""
+    instance: Instance | None = None
 
 
 ToAggregator = Hello | StreamStart | Batch | StreamEnd | Heartbeat | EndOfRun | Facts

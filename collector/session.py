@@ -262,7 +262,8 @@ class Session:
         return self._end_of_run()
 
     def _end_of_run(self) -> bytes:
-        return _ENCODER.encode(EndOfRun(node=self.node, reason=self.end_reason))
+        message = EndOfRun(node=self.node, reason=self.end_reason, instance=self.instance)
+        return _ENCODER.encode(message)
 
     # ---------------------------------------------------------------- receiving
     def receive(self, payload: bytes, now: float) -> None:

@@ -385,7 +385,7 @@ class Aggregator:
         elif isinstance(message, EndOfRun) and self._known(identity, message.node):
             self.nodes[message.node] = True
             self._ended_by.pop(message.node, None)
-            if (instance := self._greeted.get(message.node)) is not None:
+            if (instance := message.instance or self._greeted.get(message.node)) is not None:
                 self._ended_by[message.node] = instance
             self.store.save_nodes(self.nodes, self._ended_by)
             self._replies.append((identity, RunAck(node=message.node)))

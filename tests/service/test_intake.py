@@ -155,6 +155,23 @@ def test_a_resent_hello_after_a_restart_of_the_aggregator_does_not_reopen_the_no
         again.store.close()
 
 
+def test_an_end_of_run_before_any_hello_still_knows_its_resent_hello(tmp_path: Path) -> None:
+    """A restarted aggregator hears a collector's first end-of-run, which goes without a
+    Hello; then the Hello leading that collector's resend, whose EndOfRun is lost (the
+    collector, acknowledged, exits with LINGER 0). The end-of-run names its instance, so the
+    Hello is a resend and the run is over (found by the chaos test, seed 1: it waited on)."""
+    settings = AggregatorSettings(
+        listen="tcp://127.0.0.1:*", out=tmp_path / "o", state=tmp_path / "s", expect_nodes=1
+    )
+    aggregator = Aggregator(settings, clock=lambda: 1000.0)
+    try:
+        message(aggregator, EndOfRun(node=NODE, reason="stopped", instance="c" * 32))
+        message(aggregator, Hello(protocol=PROTOCOL_VERSION, node=NODE, instance="c" * 32))
+        assert (aggregator.nodes, aggregator._over()) == ({NODE: True}, True)
+    finally:
+        aggregator.store.close()
+
+
 def test_a_hello_from_a_new_collector_instance_reopens_an_ended_node(tmp_path: Path) -> None:
     """A collector restarted on the node (another instance) after its end-of-run: the node
     is at work again, and the run waits for its new end-of-run."""
