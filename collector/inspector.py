@@ -21,6 +21,7 @@ when the log is verbose, else unknown (the op is then placed to end at its line'
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -279,11 +280,21 @@ def place(ops: list[Op]) -> Placed:
     ranks = sorted({op.header.rank for op in ops if op.header.comm == comm})
     if len(ranks) == 1:
         return Placed({ranks[0]: ops}, world, 0)
+    by_rank, left_out = split(ops, comm, ranks)
+    return Placed(by_rank, world, left_out, comm)
+
+
+def split(ops: Iterable[Op], comm: str, ranks: Iterable[int]) -> tuple[dict[int, list[Op]], int]:
+    """A multi-GPU process's ops by its ranks on `comm` (in `ranks`' order), and how many
+    were on another communicator (left out: the log does not say which GPU ran them)."""
     by_rank: dict[int, list[Op]] = {rank: [] for rank in ranks}
+    left_out = 0
     for op in ops:
         if op.header.comm == comm:
             by_rank[op.header.rank].append(op)
-    return Placed(by_rank, world, len(ops) - sum(map(len, by_rank.values())), comm)
+        else:
+            left_out += 1
+    return by_rank, left_out
 
 
 def largest(counts: dict[tuple[int, str], int]) -> tuple[int, str]:

@@ -185,8 +185,21 @@ def window_start(rule: WindowRule, window: int) -> str:
     return when.strftime("%Y%m%dT%H%M%SZ")
 
 
+AT: Final = "@"  # between a log's folder and its window's UTC start in a window's name
+
+
+def is_window(name: str) -> bool:
+    """Whether a window's name is one of a log's time windows (`window_folder`)."""
+    return AT in name
+
+
+def log_folder(name: str) -> str:
+    """The log folder a window's name belongs to (`window_folder` undone)."""
+    return name.rsplit(AT, 1)[0]
+
+
 def window_folder(rule: WindowRule, folder: str, window: int) -> str:
     """The folder a window's stream names: the log's folder (relative to the watched root;
     "." for the root itself), `@` and the window's UTC start (`names.window_names` shows
     `.@…` as the root's name and `@…`). The whole log (W = 0): its folder."""
-    return folder if rule.whole else f"{folder}@{window_start(rule, window)}"
+    return folder if rule.whole else f"{folder}{AT}{window_start(rule, window)}"

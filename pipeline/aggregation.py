@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from commscope.collector.errors import NOT_A_TRACE
+from commscope.collector.inspector_windows import is_window
 from commscope.collector.names import looks_like_trace, window_names, window_order
 from commscope.collector.schema import (
     INSPECTOR_LOGS,
@@ -319,7 +320,9 @@ class Aggregation:
         logs = {f.folder for f in self.finished.values() if f.meta.source == INSPECTOR_LOGS} - {
             f.folder for f in self.finished.values() if f.meta.source != INSPECTOR_LOGS
         }
-        return sorted((names[f] for f in logs if f in names and "@" in names[f]), key=window_order)
+        return sorted(
+            (names[f] for f in logs if f in names and is_window(names[f])), key=window_order
+        )
 
     def build(self, prepared: Prepared) -> Report:
         """The report `prepare` set out (see there)."""

@@ -29,6 +29,7 @@ from commscope.collector.inspector import (
     count_dropped,
     cut_lines,
     place,
+    split,
 )
 from commscope.collector.inspector_windows import Slot, Windowing, WindowRule, window_folder
 from commscope.collector.schema import INSPECTOR_LOGS, FileStats, RankResult, TraceMeta
@@ -88,11 +89,7 @@ def _window(name: str, path: str, slot: Slot, placed: Placed) -> Iterator[Parsed
     if placed.comm is None:  # one GPU per process: every op is its rank's
         yield _parsed(name, path, next(iter(placed.by_rank)), slot.ops, placed, stats)
         return
-    by_rank: dict[int, list[Op]] = {rank: [] for rank in sorted(placed.by_rank)}
-    for op in slot.ops:
-        if op.header.comm == placed.comm:
-            by_rank[op.header.rank].append(op)
-    left_out = len(slot.ops) - sum(map(len, by_rank.values()))
+    by_rank, left_out = split(slot.ops, placed.comm, sorted(placed.by_rank))
     if left_out:
         count_dropped(stats, OTHER_COMM, left_out)
     for i, (rank, ops) in enumerate(by_rank.items()):

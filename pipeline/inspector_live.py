@@ -26,6 +26,7 @@ from typing import Final
 from commscope.collector.inspector import as_result
 from commscope.collector.names import base_name, is_inspector_name
 from commscope.collector.schema import Facts, RankResult, TraceMeta
+from commscope.pipeline import straddle
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.edge import absorb
 from commscope.pipeline.stats import quantile, sample_values
@@ -54,7 +55,7 @@ def finished(result: RankResult | None, meta: TraceMeta) -> RankResult | None:
     return as_result(result) if result is not None and meta.source == "inspector" else result
 
 
-Key = tuple[str, int, str]  # (process group, Seq, collective type)
+Key = straddle.Key  # (process group, Seq, collective type)
 SKEW_STATS: Final = (("p50", 0.5), ("p95", 0.95), ("max", 1.0))
 
 
@@ -72,10 +73,9 @@ class LiveSkew:
             return []
         done: list[tuple[str, float]] = []
         for call in part.calls:
-            n, group = call.group_size, call.process_group
-            if call.seq is None or group is None or n is None or call.collective == "SendRecv":
+            key, n = straddle.key(call), call.group_size
+            if key is None or n is None:
                 continue
-            key = (group, call.seq, call.collective)
             starts = self.pending.setdefault(key, {})
             starts[stream] = call.start_ns
             if len(starts) >= n:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from dataclasses import replace as dataclass_replace
 from typing import Literal
 
+from commscope.collector.inspector_windows import is_window
 from commscope.collector.schema import (
     INSPECTOR_LOGS,
     FileStats,
@@ -369,7 +370,11 @@ def chained(by_window: dict[str, dict[int, ParsedFile]]) -> dict[str, str]:
     """Each NCCL Inspector window's next (`straddle.successors`): those whose matching takes
     instances split by a boundary whole."""
     return straddle.successors(
-        [name for name, items in by_window.items() if "@" in name and _inspector(items.values())]
+        [
+            name
+            for name, items in by_window.items()
+            if is_window(name) and _inspector(items.values())
+        ]
     )
 
 

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence, Set
 from typing import Final
 
+from commscope.collector.inspector_windows import log_folder
 from commscope.collector.schema import CommOp
 
 Key = tuple[str, int, str]  # (process group, Seq, collective type)
@@ -36,7 +37,7 @@ def successors(names: Sequence[str]) -> dict[str, str]:
     same log folder (`<folder>@<UTC start>`); the last of a folder's: ""."""
     found: dict[str, str] = {}
     for name, nxt in zip(names, [*names[1:], ""], strict=False):
-        same = nxt.rsplit("@", 1)[0] == name.rsplit("@", 1)[0]
+        same = log_folder(nxt) == log_folder(name)
         found[name] = nxt if same and nxt else ""
     return found
 
