@@ -11,11 +11,24 @@ import io
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 from commscope.collector.kineto import TraceReader
 from sim_instances import true_offset_ns
-from simjob import Job, coords, expected, folder, groups, head, trace_text, write_job
+from simjob import (
+    FILLER_SPAN_NS,
+    PID,
+    US,
+    Job,
+    coords,
+    expected,
+    folder,
+    groups,
+    head,
+    trace_text,
+    write_job,
+)
 
 JOB = Job(16, tp=4, pp=2, layers=2, steps=2, windows=2, filler=2, gpus_per_node=4)
 # Group names as PyTorch gives them: "0" the world, then pp's dp x tp = 8 subgroups (1-8),
@@ -48,6 +61,26 @@ def test_the_traces_take_the_readers_fast_path() -> None:
     ops = sum(1 for batch in reader.batches() for _ in batch)
     assert reader.parser == "fast"
     assert ops > 0 and reader.meta.rank == 13 and reader.meta.world_size == 16
+
+
+def test_each_event_block_is_its_event_through_json_dumps() -> None:
+    # The filler spans are written from a %-format, not a dict: each block must still be
+    # exactly json.dumps of the event it decodes to (ts and dur floats as repr gives them).
+    job = replace(JOB, filler=5)
+    text = trace_text(job, 1, 6)
+    blocks = text.split('"traceEvents": [\n', 1)[1].rsplit("\n  ],\n", 1)[0].split(",\n  {")
+    events = json.loads(text)["traceEvents"]
+    fillers = [e for e in events if e["cat"] == "python_function"]
+    assert len(blocks) == len(events) and len(fillers) > 5 * 10
+    for k, (block, event) in enumerate(zip(blocks, events, strict=True)):
+        assert ("" if k == 0 else "  {") + block == "  {\n    " + json.dumps(event)[1:-1] + "\n  }"
+    # ...and the event the old dict gave: ids counted from 1, 5 spans in 18 us, each 1.8 us long
+    pitch_us = FILLER_SPAN_NS // 5 / US
+    for k, e in enumerate(fillers, start=1):
+        assert e["args"] == {"Python parent id": k - 1, "Python id": k, "Python thread": 0}
+        assert (e["pid"], e["tid"], e["ph"], e["dur"]) == (PID, PID, "X", pitch_us / 2)
+    first = fillers[:5]
+    assert [round(e["ts"] - first[0]["ts"], 3) for e in first] == [k * pitch_us for k in range(5)]
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,14 @@ trace of `../shared/traces` in collectives (V100 all-reduce job: 107 events, 27 
 411 to 3,321 events), ~1.7 MB a rank and window: a conservative size that keeps 1,024 ranks x
 2 windows runnable here. More filler, larger files, a smaller share (docs/performance.md, "Scale").
 
+With `--disk-gb G`, each window's files are generated while the service runs instead: each is
+renamed into place once written, and deleted once its collector's checkpoint marks its stream
+whole at the aggregator, with at most G GB on disk. That is how a 1,024-rank job of
+TorchTitan-sized files (`--filler 2700`: ~88 MB a rank, ~70 GB a window as stored) runs on a
+disk that cannot hold one window. The generator's processes are the bench's, so their CPU is
+not counted; but a window then lasts as long as its generation (it shares the cores), and the
+idle rate subtracted over that wall time weighs more: measure it longer (`--idle-s`).
+
 Then one `commscope aggregate --insecure` on 127.0.0.1 and one `commscope collect --insecure`
 per node (8 ranks), each watching its own folder (`node<N>/`, as on a real node): real
 processes, each in its own process group, all running for the whole run as beside a training
@@ -56,6 +64,8 @@ the bench too).
 Run (from the repo root; ~15 min for all three sizes on 2 cores):
     .venv/bin/python tests/bench/scale_bench.py
     .venv/bin/python tests/bench/scale_bench.py --ranks 64 --windows 3 --tmp /var/tmp --keep
+    .venv/bin/python tests/bench/scale_bench.py --ranks 1024 --filler 2700 --disk-gb 20 \
+        --idle-s 30 --tmp /var/tmp --window-timeout 3600          # ~1 h on 2 cores
 It is a script, not a test: nothing here asserts on timings.
 """
 
@@ -77,10 +87,13 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing import Pool
+from multiprocessing.pool import AsyncResult
 from pathlib import Path
 from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from commscope.collector.errors import ProtocolError
+from commscope.collector.session import load_checkpoint
 from machineinfo import MB, cpu_and_python
 from simjob import Job, file_name, folder, write_trace
 
@@ -236,6 +249,76 @@ def publish(job: Job, staged: Path, root: Path, window: int, nodes: int) -> floa
     return time.monotonic()
 
 
+class Stream:
+    """A window's files generated while the service runs (`--disk-gb`): each renamed into
+    place as soon as written, and deleted once its collector's checkpoint says the aggregator
+    holds its stream whole, so that no more than the budget is on disk at once (a 1,024-rank
+    window of TorchTitan-sized files is ~70 GB as stored)."""
+
+    def __init__(self, root: Path, per_folder: int, budget: int, workers: int) -> None:
+        self.root, self.per_folder, self.budget, self.workers = root, per_folder, budget, workers
+        self.on_disk: dict[Path, int] = {}  # published, not yet consumed: bytes stored
+
+    def window(self, job: Job, window: int, service: Service) -> tuple[float, tuple[int, int]]:
+        """Generate, publish and (once consumed) delete the window's files: the time of the last
+        rename, and (bytes stored, bytes of JSON)."""
+        name, nodes = folder(job, window), -(-job.ranks // self.per_folder)
+        for node in range(nodes):
+            (self.root / "job" / f"node{node}" / name).mkdir()
+        tasks = [
+            (job, window, r, self.root / "stage" / file_name(job, r)) for r in range(job.ranks)
+        ]
+        sizes, pending = (0, 0), list[tuple[Path, AsyncResult[tuple[int, int, int]]]]()
+        with Pool(self.workers) as pool:
+            for task in [*tasks, None]:
+                while pending and (task is None or len(pending) >= self.workers):
+                    path, result = pending.pop(0)
+                    stored, plain = self._publish(path, name, result.get(3600)[1:], service)
+                    sizes = (sizes[0] + stored, sizes[1] + plain)
+                if task is not None:
+                    self._room(service)
+                    pending.append((task[3], pool.apply_async(_write, (task,))))
+        return time.monotonic(), sizes
+
+    def _publish(
+        self, staged: Path, name: str, size: tuple[int, int], service: Service
+    ) -> tuple[int, int]:
+        rank = int(staged.name.removeprefix("rank").split("_", 1)[0])
+        node = rank // self.per_folder
+        target = self.root / "job" / f"node{node}" / name / staged.name
+        staged.rename(target)
+        self.on_disk[target] = size[0]
+        return size
+
+    def _room(self, service: Service) -> None:
+        """Wait (bounded) until the files on disk are under the budget less the largest."""
+        largest = max(self.on_disk.values(), default=0)
+        wait_until(
+            "files consumed under the disk budget",
+            lambda: self.reap(service) <= self.budget - largest or None,
+            1800, 0.5,
+        )  # fmt: skip
+
+    def reap(self, service: Service) -> int:
+        """Delete the published files whose streams the aggregator holds whole; the bytes left."""
+        for done in consumed(service.tmp / "col") & self.on_disk.keys():
+            done.unlink()
+            del self.on_disk[done]
+        return sum(self.on_disk.values())
+
+
+def consumed(state: Path) -> set[Path]:
+    """The files the collectors' checkpoints mark done (their streams whole at the aggregator)."""
+    done: set[Path] = set()
+    for path in state.glob("*/checkpoint.msgpack"):
+        try:
+            files = load_checkpoint(path.read_bytes())
+        except (OSError, ProtocolError):
+            continue  # not written yet (it is replaced atomically, never seen half-written)
+        done.update(Path(name) for name, entry in files.items() if entry.done)
+    return done
+
+
 # ---------------------------------------------------------------- the service
 
 
@@ -355,14 +438,17 @@ def counters(service: Service) -> tuple[int, int]:
     return int(sum(got[RECEIVED])), int(sum(got[DUPLICATES]))
 
 
+Publish = Callable[[int], tuple[float, tuple[int, int]]]  # window -> (last rename, sizes)
+
+
 def run_window(
-    service: Service, job: Job, window: int, sizes: tuple[int, int], *, args: argparse.Namespace,
+    service: Service, window: int, publisher: Publish, *, args: argparse.Namespace,
     idle: tuple[float, float],
 ) -> WindowRow:  # fmt: skip
     """Publish the window's files, wait for it in /metrics, then for the daemons to be idle."""
     (agg0, col0), wire0, polls = service.cpu(), counters(service), service.scrapes
     started = time.monotonic()
-    last = publish(job, service.tmp / "stage", service.tmp / "job", window, service.nodes)
+    last, sizes = publisher(window)
     seen, got = wait_until(
         f"window {window} in /metrics",
         lambda: complete(service, window + 1),
@@ -420,6 +506,28 @@ class Run:
     ending: Ending
 
 
+def staged(job: Job, service: Service, per_folder: int, args: argparse.Namespace) -> Publish:
+    """Every window's files generated before the service starts; a window renamed at once."""
+    started = time.perf_counter()
+    sizes = stage(job, service.tmp / "stage", per_folder, args.workers)
+    total = sum(s[0] for s in sizes), sum(s[1] for s in sizes)
+    print(f"{job.windows} windows generated in {time.perf_counter() - started:.0f} s, total "
+          f"trace bytes {total[0]:,} as stored, {total[1]:,} of JSON", flush=True)  # fmt: skip
+
+    def publisher(window: int) -> tuple[float, tuple[int, int]]:
+        root = service.tmp
+        return publish(job, root / "stage", root / "job", window, service.nodes), sizes[window]
+
+    return publisher
+
+
+def streamed(job: Job, service: Service, per_folder: int, args: argparse.Namespace) -> Publish:
+    """Each window's files generated as it is published (`Stream`)."""
+    (service.tmp / "stage").mkdir()
+    stream = Stream(service.tmp, per_folder, int(args.disk_gb * 1e9), args.workers)
+    return lambda window: stream.window(job, window, service)
+
+
 def run_scale(ranks: int, filler: int, args: argparse.Namespace) -> Run:
     job = Job(
         ranks, pp=2 if ranks < 256 else 4, layers=args.layers, steps=args.steps,
@@ -430,20 +538,16 @@ def run_scale(ranks: int, filler: int, args: argparse.Namespace) -> Run:
     tmp = Path(tempfile.mkdtemp(prefix=f"scale{ranks}-", dir=args.tmp))
     print(f"  folder: {tmp}", flush=True)
     service = Service(tmp, nodes)
+    print(f"{ranks} ranks ({nodes} collectors, dp {job.dp} x pp {job.pp} x tp {job.tp})",
+          flush=True)  # fmt: skip
     try:
         started = time.perf_counter()
-        sizes = stage(job, tmp / "stage", per_collector, args.workers)
+        publisher = (streamed if args.disk_gb else staged)(job, service, per_collector, args)
         generated = time.perf_counter() - started
-        total = sum(s[0] for s in sizes), sum(s[1] for s in sizes)
-        print(f"{ranks} ranks ({nodes} collectors, dp {job.dp} x pp {job.pp} x tp {job.tp}): "
-              f"{job.windows} windows generated in {generated:.0f} s, total trace bytes "
-              f"{total[0]:,} as stored, {total[1]:,} of JSON", flush=True)  # fmt: skip
         service.start()
         service.steady(300)
-        idle, poll_cpu = service.rates(5.0), service.scrape_cost()
-        rows = [
-            run_window(service, job, w, sizes[w], args=args, idle=idle) for w in range(job.windows)
-        ]
+        idle, poll_cpu = service.rates(args.idle_s), service.scrape_cost()
+        rows = [run_window(service, w, publisher, args=args, idle=idle) for w in range(job.windows)]
         ending = finish(service, job, args.end_timeout)
         return Run(job, nodes, generated, idle, poll_cpu, rows, ending)
     finally:
@@ -539,7 +643,7 @@ def describe(runs: list[Run], args: argparse.Namespace) -> str:
         f"every {args.poll:g} s; "
         "CPU: what the window cost, less the idle rate over the same time (and the polls)\n"
         + "\n".join(
-            f"{r.job.ranks} ranks, filler {r.job.filler}: generated in {r.generate_s:.0f} s; "
+            f"{r.job.ranks} ranks, filler {r.job.filler}: {generation(r, args)}; "
             "idle: aggregator "
             f"{r.idle[0]:.3f} core, collectors {r.idle[1]:.3f}; a /metrics poll "
             f"{r.poll_cpu_s * 1e3:.1f} ms of the aggregator's CPU; largest collector peak RSS "
@@ -547,6 +651,12 @@ def describe(runs: list[Run], args: argparse.Namespace) -> str:
             for r in runs
         )
     )
+
+
+def generation(run: Run, args: argparse.Namespace) -> str:
+    if args.disk_gb:
+        return f"generated as published, at most {args.disk_gb:g} GB on disk"
+    return f"generated in {run.generate_s:.0f} s"
 
 
 def machine() -> str:
@@ -579,6 +689,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--end-timeout", type=float, default=600.0)
     p.add_argument("--tmp", default=None, help="where the job's folders go")
     p.add_argument("--keep", action="store_true", help="keep the job's folders")
+    p.add_argument(
+        "--disk-gb", type=float, default=0.0,
+        help="generate each window while the service runs, at most this many GB on disk "
+        "(0: every window generated first)",
+    )  # fmt: skip
+    p.add_argument("--idle-s", type=float, default=5.0, help="seconds the idle rate is measured")
     return p.parse_args(argv)
 
 
