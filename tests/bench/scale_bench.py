@@ -334,6 +334,7 @@ class WindowRow:
     duplicates: int  # records the aggregator received again (resent before their ack came)
     polls: int  # /metrics requests the bench made meanwhile
     seconds: float  # wall time between the two CPU readings
+    mid_reports: tuple[int, float] = (0, 0.0)  # reports built before the window completed, CPU s
 
 
 @dataclass
@@ -447,7 +448,7 @@ def run_window(
 ) -> WindowRow:  # fmt: skip
     """Publish the window's files, wait for it in /metrics, then for the daemons to be idle."""
     (agg0, col0), wire0, polls = service.cpu(), counters(service), service.scrapes
-    started = time.monotonic()
+    started, since = time.monotonic(), time.time()
     last, sizes = publisher(window)
     seen, got = wait_until(
         f"window {window} in /metrics",
@@ -461,7 +462,29 @@ def run_window(
     wire = tuple(b - a for a, b in zip(wire0, counters(service), strict=True))
     polls = service.scrapes - polls
     cpu = (agg1 - agg0, col1 - col0)
-    return WindowRow(*sizes, *cpu, seen - last, gauge, *wire, polls, took)
+    assert service.agg is not None
+    mid = mid_window_reports(service.agg.log, since, time.time())
+    return WindowRow(*sizes, *cpu, seen - last, gauge, *wire, polls, took, mid)
+
+
+def mid_window_reports(log: Path, since: float, until: float) -> tuple[int, float]:
+    """The reports the aggregator built (its log's "report built" lines, with the CPU of the
+    thread that built each) between `since` and `until` that completed no window: how many,
+    and their CPU seconds. The aggregator builds one while a window's files arrive at most
+    `REBUILD_SHARE` of the wall time (for /metrics), so their cost follows how long the files
+    take to arrive, not what they hold."""
+    count, cpu = 0, 0.0
+    for line in log.read_text(errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if (
+            isinstance(entry, dict) and entry.get("msg") == "report built"
+            and since <= entry.get("ts", 0) <= until and not entry.get("window_completed")
+        ):  # fmt: skip
+            count, cpu = count + 1, cpu + float(entry.get("cpu_s") or 0.0)
+    return count, cpu
 
 
 @dataclass
@@ -584,8 +607,9 @@ def windows_table(runs: list[Run]) -> str:
     lines = [
         "| ranks | filler | window | trace MB stored / JSON | collectors CPU s (used) "
         "| aggregator CPU s (used) | aggregator / collectors | window → metrics s "
-        "| aggregator's latency s | wire MB (records resent) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| aggregator's latency s | wire MB (records resent) | of it: reports mid-window s (n) "
+        "| aggregator less those / collectors |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
         for w, row in enumerate(run.rows):
@@ -595,7 +619,9 @@ def windows_table(runs: list[Run]) -> str:
                 f"{_mb(row.stored)} / "
                 f"{_mb(row.plain)} | {col:.1f} ({row.col_cpu_s:.1f}) | {agg:.2f} "
                 f"({row.agg_cpu_s:.2f}) | {agg / col:.1%} | {row.e2e_s:.1f} | "
-                f"{_s(row.gauge_s)} | {_mb(row.wire)} ({row.duplicates:,}) |"
+                f"{_s(row.gauge_s)} | {_mb(row.wire)} ({row.duplicates:,}) | "
+                f"{row.mid_reports[1]:.2f} ({row.mid_reports[0]}) | "
+                f"{(agg - row.mid_reports[1]) / col:.1%} |"
             )
     return "\n".join(lines)
 
