@@ -256,13 +256,17 @@ def bus_bytes(tally: OpTally) -> float:
     return math.fsum(total / n for n, total in sorted(tally.bus_parts.items()))
 
 
-def merge_results(results: Iterable[RankResult], sketcher: Sketcher | None = None) -> RankResult:
+def merge_results(
+    results: Iterable[RankResult], sketcher: Sketcher | None = None, samples: bool = True
+) -> RankResult:
     """One rank over several windows: every numerator and denominator summed. Over more than
     one window the bandwidth samples are not concatenated but sketched (`pipeline.sketch`):
     the run keeps one bounded sketch per type where the windows keep their exact samples.
     Merging is a left fold: the merge of windows 1 … k (k ≥ 2) merged with window k+1 is the
     merge of windows 1 … k+1, field for field (sketches merge exactly, a merged source is
-    split back into its parts). `sketcher` gives each window's sketches (`pooled_ops`)."""
+    split back into its parts). `sketcher` gives each window's sketches (`pooled_ops`);
+    without `samples`, the tallies keep their counts and sums alone (no sample is read, no
+    sketch made), and the fold holds from k ≥ 1."""
     results = list(results)
     known = sorted({part for r in results for part in r.source.split(" + ")} - {NONE})
     steps: dict[int, int] = {}
@@ -275,7 +279,7 @@ def merge_results(results: Iterable[RankResult], sketcher: Sketcher | None = Non
         comm_ns=sum(r.comm_ns for r in results),
         overlap_ns=sum(r.overlap_ns for r in results),
         compute_ns=sum(r.compute_ns for r in results),
-        ops=pooled_ops(results, sketched=len(results) > 1, sketcher=sketcher),
+        ops=pooled_ops(results, sketched=len(results) > 1, samples=samples, sketcher=sketcher),
         steps=dict(sorted(steps.items())),
         files=[f for r in results for f in r.files],
         kernel_ns=dict(sorted(kernel_ns.items())),
