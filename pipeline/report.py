@@ -104,6 +104,9 @@ class WindowCache:
         # the same without samples (a mid-run report's: `build_report`'s `metrics_only`)
         self._sums: dict[tuple[int, ...], tuple[tuple[RankResult, ...], RankResult]] = {}
         self._sums_used: set[tuple[int, ...]] = set()
+        # the windows' cross-rank facts pooled, keyed by their identities in window order
+        self._pools: dict[tuple[int, ...], tuple[tuple[CrossRank, ...], CrossRank]] = {}
+        self._pools_used: set[tuple[int, ...]] = set()
         # each window tally's sketches by its identity (it kept alive), as long as used
         self._sketches: dict[int, tuple[OpTally, dict[str, Sketch]]] = {}
         self._sketches_used: set[int] = set()
@@ -208,6 +211,25 @@ class WindowCache:
         runs[key] = (tuple(results), found)
         return found
 
+    def pooled(self, crosses: Sequence[CrossRank], clocked: bool = True) -> CrossRank:
+        """The windows' cross-rank facts pooled (`crossrank.pooled`), folded as `merged` folds:
+        a run pooled for an earlier report takes only its new last window, not every window's
+        instances again. The clocks are a median over windows, not a fold: found over every
+        window when `clocked` (a report for /metrics alone does not read them)."""
+        key = tuple(map(id, crosses))
+        self._pools_used.add(key)
+        entry = self._pools.get(key)
+        if entry is None:
+            prior = self._pools.get(key[:-1]) if len(key) > 2 else None
+            if prior is not None:
+                self._pools_used.add(key[:-1])
+            parts = [prior[1], crosses[-1]] if prior is not None else crosses
+            entry = self._pools[key] = (tuple(crosses), crossrank.pooled(parts, clocked=False))
+        if not clocked or len(crosses) == 1:
+            return entry[1]
+        clocks = crossrank.merge_clocks([cross.clocks for cross in crosses])
+        return dataclass_replace(entry[1], clocks=clocks)
+
     def prime(self, parsed: Sequence[ParsedFile], chain: Chain | None = None) -> CrossRank | None:
         """Find one window's cross-rank facts now, from its files, as a report would (kept
         until the report after next, like those a report uses); `chain`: as `window`'s."""
@@ -228,6 +250,8 @@ class WindowCache:
         self._runs_used = set()
         self._sums = {k: v for k, v in self._sums.items() if k in self._sums_used}
         self._sums_used = set()
+        self._pools = {k: v for k, v in self._pools.items() if k in self._pools_used}
+        self._pools_used = set()
         recent = self._sketches_used | self._sketches_before
         self._sketches = {k: v for k, v in self._sketches.items() if k in recent}
         self._sketches_before, self._sketches_used = self._sketches_used, set()
@@ -359,7 +383,7 @@ def _run(
     for items in by_window.values():
         for rank, item in items.items():
             per_rank.setdefault(rank, []).append(item.result)
-    cross = crossrank.pooled(crosses) if crosses else None
+    cross = cache.pooled(crosses, clocked=not metrics_only) if crosses else None
     if metrics_only:
         sums = {rank: cache.merged(results, samples=False) for rank, results in per_rank.items()}
         return _with_cross(metrics_sections(sums, context), cross, context)

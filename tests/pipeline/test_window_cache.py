@@ -26,8 +26,9 @@ from commscope.collector.schema import (
 )
 from commscope.exporters import text
 from commscope.exporters.prometheus import Snapshot, families
-from commscope.pipeline import accumulate, report
+from commscope.pipeline import accumulate, crossrank, report
 from commscope.pipeline.accumulate import Accumulator, Sketcher, merge_results
+from commscope.pipeline.crossrank import CrossRank
 from commscope.pipeline.report import Options, ParsedFile, WindowCache, build_report
 from crossrank_builder import Scenario, calls, results
 from prometheus_client.metrics_core import Metric
@@ -211,6 +212,37 @@ def test_results_merged_without_samples_keep_their_counts_and_sums() -> None:
     assert type(tally) is OpTally and (tally.algbw_Bps, tally.busbw_Bps) == (b"", b"")
     assert (tally.count, tally.sized_count, tally.message_bytes) == (2, 2, 2 * 10**6)
     assert (tally.bus_parts, tally.time_ns, tally.bus_count) == ({4: 12 * 10**6}, 2 * 10**6, 2)
+
+
+def test_the_runs_cross_rank_facts_take_only_the_new_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reports over windows a, b then a, b, c: the second pools the run of a and b (pooled by
+    the first) with c alone, its clocks the median over the three; a report for /metrics
+    alone finds no run clocks. Each gives what a build from scratch gives."""
+    cache = WindowCache()
+    parsed = files(seed=1) + [replace(p, window="c") for p in files(seed=3) if p.window == "a"]
+    build_report(["a", "b"], [p for p in parsed if p.window != "c"], [], Options(), cache=cache)
+    pooled: list[int] = []
+    medians: list[int] = []
+    real_pooled, real_clocks = crossrank.pooled, crossrank.merge_clocks
+
+    def counted(windows: Sequence[CrossRank], clocked: bool = True) -> CrossRank:
+        pooled.append(len(windows))
+        return real_pooled(windows, clocked)
+
+    def clocked(parts: Sequence[Clocks]) -> Clocks:
+        medians.append(len(parts))
+        return real_clocks(parts)
+
+    monkeypatch.setattr(crossrank, "pooled", counted)
+    monkeypatch.setattr(crossrank, "merge_clocks", clocked)
+    again = build_report(["a", "b", "c"], parsed, [], Options(), cache=cache)
+    lean = build_report(["a", "b", "c"], parsed, [], Options(), cache=cache, metrics_only=True)
+    assert (pooled, medians) == ([2], [3])  # the pool of a, b, c is known to the second
+    monkeypatch.undo()
+    assert again == build_report(["a", "b", "c"], parsed, [], Options())
+    assert lean == build_report(["a", "b", "c"], parsed, [], Options(), metrics_only=True)
 
 
 def test_merged_windows_merge_again_as_their_windows_would() -> None:
