@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final, Literal
 
 from commscope.collector.classify import bus_fraction
@@ -49,7 +49,7 @@ from commscope.pipeline.intervals import (
     union,
 )
 from commscope.pipeline.sketch import merge_all, pack, sketch_of, unpack
-from commscope.pipeline.stats import add_sample, sample_values
+from commscope.pipeline.stats import add_samples, sample_values
 
 GPU, CPU, NONE = "gpu kernels", "cpu (gloo)", "none"
 SKETCHED: Final = (RunTally, ShedTally)  # tallies that keep sketches instead of samples
@@ -128,6 +128,22 @@ class Accumulator:
         else:
             self.cpu_comm.add(op.start_ns, end)
         self.keep_call(op)
+
+    def keep_calls(self, ops: Sequence[CommOp]) -> None:
+        """`keep_call` of each op in turn (a record of edge facts), each type's tally counted
+        once (`count_ops`)."""
+        kinds: dict[tuple[bool, str], list[CommOp]] = {}
+        for op in ops:
+            kinds.setdefault((op.on_gpu, op.collective), []).append(op)
+        for (on_gpu, kind), same in kinds.items():
+            tallies = self.gpu_ops if on_gpu else self.cpu_ops
+            tally = tallies.get(kind)
+            if tally is None:
+                tally = tallies[kind] = OpTally()
+            count_ops(tally, same)
+        self.gpu_calls.extend(op for op in ops if op.on_gpu)
+        self.cpu_calls.extend(op for op in ops if not op.on_gpu)
+        self.has_gpu = self.has_gpu or any(on_gpu for on_gpu, _ in kinds)
 
     def keep_call(self, op: CommOp) -> None:
         """Keep one collective and count it in its type's tally (not in the unions or the
@@ -228,27 +244,45 @@ def call_order(op: CommOp) -> tuple[int, int, str, int, str, int]:
 
 def count_op(tally: OpTally, op: CommOp) -> None:
     """Add one collective to its type's tally (sizes and bandwidths only when S is known)."""
-    tally.count += 1
-    tally.time_ns += op.dur_ns
-    source = op.group_source or "unknown"
-    tally.group_sources[source] = tally.group_sources.get(source, 0) + 1
-    size = op.message_bytes
-    if size is None:
-        return
-    tally.sized_count += 1
-    tally.message_bytes += size
-    tally.sized_time_ns += op.dur_ns
-    fraction = bus_fraction(op.collective, op.group_size)
-    if fraction is not None:
-        numerator, n = fraction
-        tally.bus_parts[n] = tally.bus_parts.get(n, 0) + size * numerator
-        tally.bus_count += 1
-        tally.bus_time_ns += op.dur_ns
-    if op.dur_ns > 0:
-        algbw = size / (op.dur_ns * 1e-9)
-        add_sample(tally.algbw_Bps, algbw)
+    count_ops(tally, (op,))
+
+
+def count_ops(tally: OpTally, ops: Sequence[CommOp]) -> None:
+    """Add collectives of one type to its tally in turn (`count_op` of each): their samples
+    packed at once, each group size's bus fraction found once."""
+    sources, parts = tally.group_sources, tally.bus_parts
+    fractions: dict[int | None, tuple[int, int] | None] = {}
+    algbw: list[float] = []
+    busbw: list[float] = []
+    sized = message = sized_time = bus_count = bus_time = 0
+    for op in ops:
+        source = op.group_source or "unknown"
+        sources[source] = sources.get(source, 0) + 1
+        size, dur = op.message_bytes, op.dur_ns
+        if size is None:
+            continue
+        sized, message, sized_time = sized + 1, message + size, sized_time + dur
+        if op.group_size in fractions:
+            fraction = fractions[op.group_size]
+        else:
+            fraction = fractions[op.group_size] = bus_fraction(op.collective, op.group_size)
         if fraction is not None:
-            add_sample(tally.busbw_Bps, algbw * fraction[0] / fraction[1])
+            parts[fraction[1]] = parts.get(fraction[1], 0) + size * fraction[0]
+            bus_count, bus_time = bus_count + 1, bus_time + dur
+        if dur > 0:
+            algbw.append(value := size / (dur * 1e-9))
+            if fraction is not None:
+                busbw.append(value * fraction[0] / fraction[1])
+    tally.count += len(ops)
+    tally.time_ns += sum(op.dur_ns for op in ops)
+    tally.sized_count, tally.message_bytes = (
+        tally.sized_count + sized,
+        tally.message_bytes + message,
+    )
+    tally.sized_time_ns += sized_time
+    tally.bus_count, tally.bus_time_ns = tally.bus_count + bus_count, tally.bus_time_ns + bus_time
+    add_samples(tally.algbw_Bps, algbw)
+    add_samples(tally.busbw_Bps, busbw)
 
 
 def bus_bytes(tally: OpTally) -> float:
