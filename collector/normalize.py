@@ -78,9 +78,6 @@ _ODD_CAT: Final = "event whose cat is not a string"
 _NO_MEMORY: Final = "[memory] event without Device Id/Type or Total Allocated"
 _EARLY: Final = "comm kernel resolved without all its calls (file beyond the memory bounds)"
 _LABEL: Final = re.compile(LABEL_PATTERN)
-# Launches that may run several kernels under one correlation (CUDA/HIP graphs, multi-device
-# cooperative launches): kept even when a kernel of theirs came first.
-_SHARED_LAUNCH: Final = ("Graph", "Multi")
 _PLAIN, _CALL, _RECORDED_CALL = 0, 1, 2
 _BACKEND_PREFIXES: Final = (*BACKEND_CALL_PREFIXES, "record_param_comms")
 _CPU_DEVICE: Final = 0  # c10::DeviceType::CPU in `[memory]` events; GPUs are 1 (CUDA, HIP)
@@ -561,7 +558,8 @@ class Normalizer:
 
     def _runtime(self, raw: RawEvent) -> None:
         try:
-            if "aunch" not in raw.name:
+            name = raw.name
+            if "aunch" not in name:
                 return
             args, tid, ts = raw.args, raw.tid, raw.ts
             correlation = args.get("correlation") if type(args) is dict else None
@@ -576,8 +574,8 @@ class Normalizer:
                 kernel.launch = launch
             self._ready_at(launch, correlation)
             return
-        landed = self._landed
-        if correlation in landed and not any(word in raw.name for word in _SHARED_LAUNCH):
+        landed = self._landed  # a launch of several kernels (graphs, multi-device) is kept
+        if correlation in landed and "Graph" not in name and "Multi" not in name:
             landed.discard(correlation)  # its one kernel came first: no kernel needs it
             return
         launches = self._launches
@@ -618,17 +616,13 @@ class Normalizer:
         except (TypeError, ValueError):
             self.drop(_BAD_SPAN)
             return
-        last = self._horizon.get(tid)
-        if last is None or ts > last:
-            self._horizon[tid] = ts
-        elif ts < last:
-            self._out_of_order(tid)
         if role and role == _STEP:  # most ops are plain (0): one test
             self._step(raw, name)  # PyTorch 1.8-1.10 record ProfilerStep#N as an operator
             return
         busy = self._busy
         start = busy.start.get(tid)
         if start is None or ts < start or end > busy.end[tid]:  # else: nested in the open run
+            self._advance(tid, ts)  # a nested op starts after the run: the horizon may lag
             busy.extend(self.out, tid, ts, end)
         if role:
             self._calling.extend(self.out, tid, ts, end)
@@ -686,7 +680,8 @@ class Normalizer:
     # ------------------------------------------------------------------ resolution
 
     def _advance(self, tid: int, ts: Any) -> None:
-        """`ts` (µs) starts a call-bearing event on `tid`: the thread's horizon."""
+        """`ts` (µs) starts a call-bearing event on `tid`: the thread's horizon (a lower bound
+        of the latest start: a call after it that starts before it is counted, `_add_call`)."""
         last = self._horizon.get(tid)
         if last is None or ts > last:
             self._horizon[tid] = ts
