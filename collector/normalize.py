@@ -5,17 +5,28 @@ Events arrive as `RawEvent`s, the few fields a handler reads, from either parser
 decodes them straight from JSON (`fastparse.FastEvent`), the ijson path copies them from its
 dicts (`from_item`). What it emits goes to `out`
 (the caller drains it in batches). Communication kernels whose args lack
-the collective's name or size wait in `_pending` (bounded by the number of collectives); at
-`finish` each is resolved through its `correlation` to the launch, then to the innermost
-enclosing comm calls on the launching thread (record_param_comms args first, then `Input
-Dims` of the comm ops), so the result does not depend on the order of events in the file.
-Kernel launches are remembered in two generations of at most LAUNCH_MEMORY each; a launch
-whose kernel is pending is pinned to it.
+the collective's name or size wait in `_pending` for their launch (by `correlation`) and the
+innermost enclosing comm calls on the launching thread (record_param_comms args first, then
+`Input Dims` of the comm ops); at `finish` each is resolved, so the result does not depend on
+the order of events in the file. Memory is bounded by constants, not by the file:
+- At most PENDING_MEMORY kernels wait. Past it, one is resolved now: in Kineto's layout (the
+  head gives `distributedInfo`, a top-level key given twice counting once, so the group
+  metadata is final; each thread's cpu ops and call annotations in start order) a kernel
+  launched before its thread's latest start has met every call that can enclose its launch,
+  and one of those is taken: exact. With none such, the kernel waiting longest is resolved
+  with what is known so far and counted (`_EARLY`), as is a call that comes after a kernel it
+  may enclose was resolved.
+- A thread indexes at most CALL_MEMORY calls (32 B each): past it the earlier half, by
+  start, is forgotten, and a lookup at an instant a forgotten call may hold is counted too.
+- Kernel launches are remembered in two generations of at most LAUNCH_MEMORY each (a
+  kernel whose launch was forgotten counts in `no_launch`); a launch whose kernel is pending
+  is pinned to it, and one whose only kernel came first (CUDA's order) is not kept.
 """
 
 from __future__ import annotations
 
 import functools
+import heapq
 import re
 from array import array
 from bisect import bisect_right
@@ -56,6 +67,8 @@ from commscope.collector.schema import (
 )
 
 LAUNCH_MEMORY: Final = 1 << 16
+PENDING_MEMORY: Final = 1 << 12
+CALL_MEMORY: Final = 1 << 16
 ROLE_MEMORY: Final = 1 << 14
 _BAD_SPAN: Final = "span without numeric ts/dur (or out of range)"
 _NOT_COMPLETE: Final = "kernel/op event that is not a complete span (ph != X)"
@@ -63,6 +76,7 @@ _BAD_ARGS: Final = "args that are not an object"
 _NOT_OBJECT: Final = "traceEvents item that is not an object"
 _ODD_CAT: Final = "event whose cat is not a string"
 _NO_MEMORY: Final = "[memory] event without Device Id/Type or Total Allocated"
+_EARLY: Final = "comm kernel resolved without all its calls (file beyond the memory bounds)"
 _LABEL: Final = re.compile(LABEL_PATTERN)
 _PLAIN, _CALL, _RECORDED_CALL = 0, 1, 2
 _BACKEND_PREFIXES: Final = (*BACKEND_CALL_PREFIXES, "record_param_comms")
@@ -243,16 +257,50 @@ class CpuRuns:
 
 
 class ThreadCalls:
-    """One thread's comm calls as int64 columns (32 bytes a call) plus a lazy sorted order."""
+    """One thread's comm calls as int64 columns (32 bytes a call) plus a sorted order: kept up
+    as calls are added in (start, -end) order (a file lists them so), else built lazily."""
 
-    __slots__ = ("ends", "facts", "order", "reach", "seqs", "sorted_starts", "starts")
+    __slots__ = ("ends", "facts", "forgotten", "order", "reach", "seqs", "sorted_starts", "starts")
 
     def __init__(self) -> None:
         self.starts, self.ends = array("q"), array("q")
         self.facts, self.seqs = array("q"), array("q")
-        self.order: Sequence[int] | None = None  # indices in (start, -end) order, built lazily
-        self.sorted_starts: Sequence[int] = ()
-        self.reach: Sequence[int] = ()  # in that order, the latest end of the calls so far
+        self.order: Sequence[int] | None = range(0)  # indices in (start, -end) order, or None
+        self.sorted_starts: Sequence[int] = self.starts
+        self.reach: array[int] = array("q")  # in that order, the latest end of the calls so far
+        self.forgotten = -(2**63)  # the latest end of the calls forgotten (`forget_older`)
+
+    def append(self, start: int, end: int, fact: int, seq: int) -> None:
+        """Add a call; the order stays built while the calls come in order."""
+        starts, ends, count = self.starts, self.ends, len(self.starts)
+        in_order = type(self.order) is range and (
+            not count or _in_order(starts[-1], start, ends[-1], end)
+        )
+        starts.append(start)
+        ends.append(end)
+        self.facts.append(fact)
+        self.seqs.append(seq)
+        if in_order:
+            self.order = range(count + 1)
+            self.reach.append(max(self.reach[-1], end) if count else end)
+        else:
+            self.order = None
+        if count >= CALL_MEMORY:
+            self.forget_older()
+
+    def forget_older(self) -> None:
+        """Forget the earlier half of the calls (by start): `forgotten` says until when."""
+        order, _ = start_order(self.starts, self.ends)
+        columns = [self.starts, self.ends, self.facts, self.seqs]
+        if type(order) is not range:
+            columns = [array("q", (column[i] for i in order)) for column in columns]
+        cut = len(order) // 2
+        self.forgotten = max(self.forgotten, *columns[1][:cut])
+        for column in columns:
+            del column[:cut]
+        self.starts, self.ends, self.facts, self.seqs = columns
+        self.order, self.sorted_starts = range(len(self.starts)), self.starts
+        self.reach = array("q", accumulate(self.ends, max))
 
 
 class CallIndex:
@@ -267,6 +315,7 @@ class CallIndex:
 
     def __init__(self) -> None:
         self._threads: dict[int, ThreadCalls] = {}
+        self.missed = 0  # lookups at an instant some forgotten call may have held
         self._facts: list[tuple[Any, ...]] = []
         self._ids: dict[tuple[Any, ...], int] = {}
 
@@ -280,17 +329,21 @@ class CallIndex:
         thread = self._threads.get(tid)
         if thread is None:
             thread = self._threads[tid] = ThreadCalls()
-        thread.starts.append(call.start_ns)
-        thread.ends.append(call.end_ns)
-        thread.facts.append(fact)
-        thread.seqs.append(self._NO_SEQ if call.seq is None else call.seq)
-        thread.order = None
+        thread.append(
+            call.start_ns, call.end_ns, fact, self._NO_SEQ if call.seq is None else call.seq
+        )
+
+    @property
+    def held(self) -> int:
+        return sum(len(thread.starts) for thread in self._threads.values())
 
     def enclosing(self, tid: int, ts_ns: int) -> list[CommCall]:
         """Calls on `tid` that contain `ts_ns`, innermost (latest start) first."""
         thread = self._threads.get(tid)
         if thread is None:
             return []
+        if ts_ns <= thread.forgotten:
+            self.missed += 1
         if thread.order is None:
             thread.order, thread.sorted_starts = start_order(thread.starts, thread.ends)
             ends, order = thread.ends, thread.order
@@ -338,7 +391,15 @@ class Normalizer:
         self._calls = CallIndex()
         self._launches = Launches()
         self._old_launches = Launches()
+        self._landed: set[int] = set()  # correlations of kernels met before their launch
         self._pending: dict[int, list[PendingKernel]] = {}  # CUDA graphs share one launch
+        self._waiting = 0  # kernels in _pending
+        self._ready: dict[int, list[tuple[int, int]]] = {}  # tid -> heap of (launch ns, corr.)
+        self._horizon: dict[int, Any] = {}  # tid -> latest start (µs) of a call-bearing event
+        self._unordered: set[int] = set()  # threads whose call-bearing events were not in order
+        self._resolved_upto: dict[int, int] = {}  # tid -> latest launch (ns) resolved early
+        self._top_keys: set[str] = set()
+        self._settled = False  # the head gave distributedInfo: the group metadata is final
         self._waiting_meta: list[CommCall] = []
         self._busy = CpuRuns(comm_call=False)
         self._calling = CpuRuns(comm_call=True)
@@ -386,9 +447,19 @@ class Normalizer:
     def meta(self) -> TraceMeta:
         return self._meta
 
+    @property
+    def held(self) -> tuple[int, int, int]:
+        """What is held for later events: kernels waiting, launches kept, calls indexed."""
+        launches = len(self._launches.ts) + len(self._old_launches.ts)
+        return self._waiting, launches, self._calls.held
+
     def set_top(self, top: Mapping[str, Any]) -> None:
-        """Metadata keys found in the document (header, then trailer); earlier keys win."""
-        self._meta = merge_meta(self._meta, meta_from_top(top))
+        """Metadata keys found in the document (header, then trailer): a key given twice, the
+        first stands (so the head's `distributedInfo` settles the group metadata)."""
+        fresh = {key: value for key, value in top.items() if key not in self._top_keys}
+        self._top_keys.update(fresh)
+        self._meta = merge_meta(self._meta, meta_from_top(fresh))
+        self._settled = "distributedInfo" in self._top_keys
 
     # ------------------------------------------------------------------ handlers
 
@@ -430,6 +501,7 @@ class Normalizer:
             category = self._category(name)
         if category is not None:
             self.out.append(GpuOp("compute", span[0], span[1], category))
+            self._land(raw.args)
             return
         self.stats.comm_kernels += 1
         args = self._args(raw)
@@ -438,10 +510,11 @@ class Normalizer:
         described = facts.collective_name is not None and facts.nelems_bytes is not None
         if described or type(correlation) is not int:
             self.out.append(self._comm_op(facts, [], on_gpu=True, launched=described))
+            self._land(args)
             return
         kernel = PendingKernel(facts)
         kernel.launch = self._launch(correlation)
-        self._pending.setdefault(correlation, []).append(kernel)
+        self._wait(correlation, kernel)
 
     def _category(self, name: str) -> KernelCategory | None:
         """A kernel's category; None for a communication kernel (remembered, bounded)."""
@@ -485,7 +558,8 @@ class Normalizer:
 
     def _runtime(self, raw: RawEvent) -> None:
         try:
-            if "aunch" not in raw.name:
+            name = raw.name
+            if "aunch" not in name:
                 return
             args, tid, ts = raw.args, raw.tid, raw.ts
             correlation = args.get("correlation") if type(args) is dict else None
@@ -495,14 +569,33 @@ class Normalizer:
             return  # a runtime call we cannot place is no launch we could use
         pending = self._pending.get(correlation)
         if pending is not None:
+            launch = (tid, round(ts * 1000))
             for kernel in pending:
-                kernel.launch = (tid, round(ts * 1000))
+                kernel.launch = launch
+            self._ready_at(launch, correlation)
+            return
+        landed = self._landed  # a launch of several kernels (graphs, multi-device) is kept
+        if correlation in landed and "Graph" not in name and "Multi" not in name:
+            landed.discard(correlation)  # its one kernel came first: no kernel needs it
             return
         launches = self._launches
         launches.ts[correlation] = ts
         launches.tid[correlation] = tid
         if len(launches.ts) >= LAUNCH_MEMORY:
             self._old_launches, self._launches = launches, Launches()
+
+    def _land(self, args: Any) -> None:
+        """A kernel that needs no launch arrived: remember its correlation if its launch is
+        yet to come, so that launch is not kept (a set bounded by LAUNCH_MEMORY, then
+        cleared: a launch kept for nothing costs memory, never a result)."""
+        correlation = args.get("correlation") if type(args) is dict else None
+        if type(correlation) is not int or correlation in self._launches.ts:
+            return
+        if correlation not in self._old_launches.ts:
+            landed = self._landed
+            if len(landed) >= LAUNCH_MEMORY:
+                landed.clear()
+            landed.add(correlation)
 
     def _launch(self, correlation: int) -> tuple[int, int] | None:
         for launches in (self._launches, self._old_launches):
@@ -529,13 +622,14 @@ class Normalizer:
         busy = self._busy
         start = busy.start.get(tid)
         if start is None or ts < start or end > busy.end[tid]:  # else: nested in the open run
+            self._advance(tid, ts)  # a nested op starts after the run: the horizon may lag
             busy.extend(self.out, tid, ts, end)
         if role:
             self._calling.extend(self.out, tid, ts, end)
             if role == _RECORDED_CALL:
                 start_ns = round(ts * 1000)
                 call = comm_call(name, start_ns, round(end * 1000), self._args(raw))
-                self._calls.add(tid, call)
+                self._add_call(tid, call)
 
     def _role(self, name: object) -> int:
         if not isinstance(name, str):
@@ -560,7 +654,8 @@ class Normalizer:
         elif name.startswith(BACKEND_CALL_PREFIXES):
             span, tid = self._span(raw), raw.tid
             if span is not None and type(tid) is int:
-                self._calls.add(tid, comm_call(name, span[0], sum(span), self._args(raw)))
+                self._advance(tid, raw.ts)
+                self._add_call(tid, comm_call(name, span[0], sum(span), self._args(raw)))
 
     def _step(self, raw: RawEvent, name: str) -> None:
         span, tid = self._span(raw), raw.tid
@@ -577,12 +672,90 @@ class Normalizer:
         if span is None:
             return
         facts = comm_call(name, span[0], span[0] + span[1], self._args(raw))
-        if self._meta.world_size is None and facts.group_size is None:
+        if not self._settled and self._meta.world_size is None and facts.group_size is None:
             self._waiting_meta.append(facts)
             return
         self.out.append(self._comm_op(facts, [facts], on_gpu=False))
 
     # ------------------------------------------------------------------ resolution
+
+    def _advance(self, tid: int, ts: Any) -> None:
+        """`ts` (µs) starts a call-bearing event on `tid`: the thread's horizon (a lower bound
+        of the latest start: a call after it that starts before it is counted, `_add_call`)."""
+        last = self._horizon.get(tid)
+        if last is None or ts > last:
+            self._horizon[tid] = ts
+        elif ts < last:
+            self._out_of_order(tid)
+
+    def _out_of_order(self, tid: int) -> None:
+        """A thread's events came out of start order: its kernels wait for the file's end."""
+        self._unordered.add(tid)
+        self._ready.pop(tid, None)
+
+    def _add_call(self, tid: int, call: CommCall) -> None:
+        """Index a call; counted if it may enclose the launch of a kernel already resolved."""
+        upto = self._resolved_upto.get(tid)
+        if upto is not None and call.start_ns <= upto:
+            self.drop(_EARLY)
+        self._calls.add(tid, call)
+
+    def _wait(self, correlation: int, kernel: PendingKernel) -> None:
+        """Keep a kernel until its launch and the calls around it are known; past
+        PENDING_MEMORY kernels waiting, the one waiting longest is resolved now (counted)."""
+        kernels = self._pending.get(correlation)
+        if kernels is None:
+            kernels = self._pending[correlation] = []
+        kernels.append(kernel)
+        self._waiting += 1
+        if kernel.launch is not None:
+            self._ready_at(kernel.launch, correlation)
+        if self._waiting > PENDING_MEMORY:
+            self._make_room()
+
+    def _ready_at(self, launch: tuple[int, int], correlation: int) -> None:
+        """The kernels of `correlation` are resolved once their launching thread's horizon
+        has passed the launch (see the module docstring)."""
+        tid, ts_ns = launch
+        if self._settled and tid not in self._unordered:
+            heap = self._ready.get(tid)
+            if heap is None:
+                heap = self._ready[tid] = []
+            heapq.heappush(heap, (ts_ns, correlation))
+
+    def _make_room(self) -> None:
+        """Resolve one waiting kernel: launched before its thread's horizon if one is (exact),
+        else the one waiting longest (counted)."""
+        pending = self._pending
+        for tid, heap in self._ready.items():
+            while heap and heap[0][1] not in pending:
+                heapq.heappop(heap)  # resolved already
+            if heap and heap[0][0] < _ns(self._horizon.get(tid, _MIN_US)):
+                self._resolve_now(heapq.heappop(heap)[1])
+                return
+        oldest = next(iter(pending))
+        self.drop(_EARLY, len(pending[oldest]))
+        self._resolve_now(oldest)
+        if sum(map(len, self._ready.values())) > 2 * PENDING_MEMORY:
+            for tid, heap in self._ready.items():  # drop what was resolved (at most 2x)
+                self._ready[tid] = [entry for entry in heap if entry[1] in pending]
+                heapq.heapify(self._ready[tid])
+
+    def _resolve_now(self, correlation: int) -> None:
+        kernels = self._pending.pop(correlation, None)
+        if kernels is not None:
+            self._waiting -= len(kernels)
+            self._resolve(kernels)
+            upto = self._resolved_upto
+            for launch in {k.launch for k in kernels if k.launch is not None}:
+                if launch[1] > upto.get(launch[0], launch[1] - 1):
+                    upto[launch[0]] = launch[1]
+
+    def _resolve(self, kernels: list[PendingKernel]) -> None:
+        for kernel in kernels:
+            calls = self._calls.enclosing(*kernel.launch) if kernel.launch else []
+            launched = kernel.launch is not None
+            self.out.append(self._comm_op(kernel.facts, calls, True, launched))
 
     def _comm_op(
         self, primary: CommCall, calls: list[CommCall], on_gpu: bool, launched: bool = True
@@ -630,11 +803,12 @@ class Normalizer:
     def finish(self) -> None:
         """Resolve what waited for the whole file and flush the open CPU runs."""
         for kernels in self._pending.values():
-            for kernel in kernels:
-                calls = self._calls.enclosing(*kernel.launch) if kernel.launch else []
-                launched = kernel.launch is not None
-                self.out.append(self._comm_op(kernel.facts, calls, True, launched))
+            self._resolve(kernels)
         self._pending.clear()
+        self._ready.clear()
+        self._waiting = 0
+        if self._calls.missed:
+            self.drop(_EARLY, self._calls.missed)
         for facts in self._waiting_meta:
             self.out.append(self._comm_op(facts, [facts], on_gpu=False))
         self._waiting_meta.clear()
@@ -645,6 +819,7 @@ class Normalizer:
         self._allocated.clear()
         self._reserved.clear()
         self._launches = self._old_launches = Launches()
+        self._landed.clear()
 
 
 def own_calls(calls: list[CommCall]) -> list[CommCall]:

@@ -71,6 +71,7 @@ EventDropReason = Literal[
     "traceEvents item that is not an object",
     "event whose cat is not a string",
     "value beyond 64 bits, NaN or Infinity, or bytes not UTF-8 (mended)",
+    "comm kernel resolved without all its calls (file beyond the memory bounds)",
     # NCCL Inspector logs (`collector.inspector`): a line, or an op, left out
     "inspector line that is not JSON",
     "inspector line cut short (no newline at the end of the file)",

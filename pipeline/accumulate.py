@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final, Literal
 
 from commscope.collector.classify import bus_fraction
@@ -49,7 +49,7 @@ from commscope.pipeline.intervals import (
     union,
 )
 from commscope.pipeline.sketch import merge_all, pack, sketch_of, unpack
-from commscope.pipeline.stats import add_sample, sample_values
+from commscope.pipeline.stats import add_samples, sample_values
 
 GPU, CPU, NONE = "gpu kernels", "cpu (gloo)", "none"
 SKETCHED: Final = (RunTally, ShedTally)  # tallies that keep sketches instead of samples
@@ -128,6 +128,22 @@ class Accumulator:
         else:
             self.cpu_comm.add(op.start_ns, end)
         self.keep_call(op)
+
+    def keep_calls(self, ops: Sequence[CommOp]) -> None:
+        """`keep_call` of each op in turn (a record of edge facts), each type's tally counted
+        once (`count_ops`)."""
+        kinds: dict[tuple[bool, str], list[CommOp]] = {}
+        for op in ops:
+            kinds.setdefault((op.on_gpu, op.collective), []).append(op)
+        for (on_gpu, kind), same in kinds.items():
+            tallies = self.gpu_ops if on_gpu else self.cpu_ops
+            tally = tallies.get(kind)
+            if tally is None:
+                tally = tallies[kind] = OpTally()
+            count_ops(tally, same)
+        self.gpu_calls.extend(op for op in ops if op.on_gpu)
+        self.cpu_calls.extend(op for op in ops if not op.on_gpu)
+        self.has_gpu = self.has_gpu or any(on_gpu for on_gpu, _ in kinds)
 
     def keep_call(self, op: CommOp) -> None:
         """Keep one collective and count it in its type's tally (not in the unions or the
@@ -228,27 +244,45 @@ def call_order(op: CommOp) -> tuple[int, int, str, int, str, int]:
 
 def count_op(tally: OpTally, op: CommOp) -> None:
     """Add one collective to its type's tally (sizes and bandwidths only when S is known)."""
-    tally.count += 1
-    tally.time_ns += op.dur_ns
-    source = op.group_source or "unknown"
-    tally.group_sources[source] = tally.group_sources.get(source, 0) + 1
-    size = op.message_bytes
-    if size is None:
-        return
-    tally.sized_count += 1
-    tally.message_bytes += size
-    tally.sized_time_ns += op.dur_ns
-    fraction = bus_fraction(op.collective, op.group_size)
-    if fraction is not None:
-        numerator, n = fraction
-        tally.bus_parts[n] = tally.bus_parts.get(n, 0) + size * numerator
-        tally.bus_count += 1
-        tally.bus_time_ns += op.dur_ns
-    if op.dur_ns > 0:
-        algbw = size / (op.dur_ns * 1e-9)
-        add_sample(tally.algbw_Bps, algbw)
+    count_ops(tally, (op,))
+
+
+def count_ops(tally: OpTally, ops: Sequence[CommOp]) -> None:
+    """Add collectives of one type to its tally in turn (`count_op` of each): their samples
+    packed at once, each group size's bus fraction found once."""
+    sources, parts = tally.group_sources, tally.bus_parts
+    fractions: dict[int | None, tuple[int, int] | None] = {}
+    algbw: list[float] = []
+    busbw: list[float] = []
+    sized = message = sized_time = bus_count = bus_time = 0
+    for op in ops:
+        source = op.group_source or "unknown"
+        sources[source] = sources.get(source, 0) + 1
+        size, dur = op.message_bytes, op.dur_ns
+        if size is None:
+            continue
+        sized, message, sized_time = sized + 1, message + size, sized_time + dur
+        if op.group_size in fractions:
+            fraction = fractions[op.group_size]
+        else:
+            fraction = fractions[op.group_size] = bus_fraction(op.collective, op.group_size)
         if fraction is not None:
-            add_sample(tally.busbw_Bps, algbw * fraction[0] / fraction[1])
+            parts[fraction[1]] = parts.get(fraction[1], 0) + size * fraction[0]
+            bus_count, bus_time = bus_count + 1, bus_time + dur
+        if dur > 0:
+            algbw.append(value := size / (dur * 1e-9))
+            if fraction is not None:
+                busbw.append(value * fraction[0] / fraction[1])
+    tally.count += len(ops)
+    tally.time_ns += sum(op.dur_ns for op in ops)
+    tally.sized_count, tally.message_bytes = (
+        tally.sized_count + sized,
+        tally.message_bytes + message,
+    )
+    tally.sized_time_ns += sized_time
+    tally.bus_count, tally.bus_time_ns = tally.bus_count + bus_count, tally.bus_time_ns + bus_time
+    add_samples(tally.algbw_Bps, algbw)
+    add_samples(tally.busbw_Bps, busbw)
 
 
 def bus_bytes(tally: OpTally) -> float:
@@ -256,13 +290,17 @@ def bus_bytes(tally: OpTally) -> float:
     return math.fsum(total / n for n, total in sorted(tally.bus_parts.items()))
 
 
-def merge_results(results: Iterable[RankResult], sketcher: Sketcher | None = None) -> RankResult:
+def merge_results(
+    results: Iterable[RankResult], sketcher: Sketcher | None = None, samples: bool = True
+) -> RankResult:
     """One rank over several windows: every numerator and denominator summed. Over more than
     one window the bandwidth samples are not concatenated but sketched (`pipeline.sketch`):
     the run keeps one bounded sketch per type where the windows keep their exact samples.
     Merging is a left fold: the merge of windows 1 … k (k ≥ 2) merged with window k+1 is the
     merge of windows 1 … k+1, field for field (sketches merge exactly, a merged source is
-    split back into its parts). `sketcher` gives each window's sketches (`pooled_ops`)."""
+    split back into its parts). `sketcher` gives each window's sketches (`pooled_ops`);
+    without `samples`, the tallies keep their counts and sums alone (no sample is read, no
+    sketch made), and the fold holds from k ≥ 1."""
     results = list(results)
     known = sorted({part for r in results for part in r.source.split(" + ")} - {NONE})
     steps: dict[int, int] = {}
@@ -275,7 +313,7 @@ def merge_results(results: Iterable[RankResult], sketcher: Sketcher | None = Non
         comm_ns=sum(r.comm_ns for r in results),
         overlap_ns=sum(r.overlap_ns for r in results),
         compute_ns=sum(r.compute_ns for r in results),
-        ops=pooled_ops(results, sketched=len(results) > 1, sketcher=sketcher),
+        ops=pooled_ops(results, sketched=len(results) > 1, samples=samples, sketcher=sketcher),
         steps=dict(sorted(steps.items())),
         files=[f for r in results for f in r.files],
         kernel_ns=dict(sorted(kernel_ns.items())),

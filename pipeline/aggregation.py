@@ -112,6 +112,7 @@ class Prepared:
     options: Options
     apart: list[ParsedFile]
     waiting: frozenset[str] = frozenset()  # open windows, their cross-rank sections left out
+    metrics_only: bool = False  # for the live /metrics alone (`build_report`)
 
 
 class Aggregation:
@@ -275,11 +276,14 @@ class Aggregation:
         has a finished, usable file (judged anew only for the folders whose files changed)."""
         return self._windows.complete(self.owned)
 
-    def report(self, options: Options, final: bool = False) -> Report:
-        """The report over the finished files; `final`: open streams are listed as skipped."""
-        return self.build(self.prepare(options, final))
+    def report(self, options: Options, final: bool = False, metrics_only: bool = False) -> Report:
+        """The report over the finished files; `final`: open streams are listed as skipped;
+        `metrics_only`: of the run, only what the live /metrics reads (`build_report`)."""
+        return self.build(self.prepare(options, final, metrics_only))
 
-    def prepare(self, options: Options, final: bool = False) -> Prepared:
+    def prepare(
+        self, options: Options, final: bool = False, metrics_only: bool = False
+    ) -> Prepared:
         """What the report is built from, as things stand: `build` reads only that, the cache
         and the store, so records may be applied meanwhile (from another thread too; but
         `shed`, `restore` and another report wait until the build is over)."""
@@ -301,7 +305,7 @@ class Aggregation:
         self._kept = set()
         self._streams = {id(f.result): f.stream for f in files if f.result is not None}
         skipped += chosen.skipped
-        return Prepared(windows, chosen, skipped, ignored, options, apart, waiting)
+        return Prepared(windows, chosen, skipped, ignored, options, apart, waiting, metrics_only)
 
     def _open_windows(self, names: dict[str, str], chain: list[str]) -> frozenset[str]:
         """The windows (by name) a report mid-run gives without cross-rank sections: those
@@ -334,6 +338,7 @@ class Aggregation:
             prepared.options,
             cache=self.cache,
             waiting=prepared.waiting,
+            metrics_only=prepared.metrics_only,
         )
         labelled = jobs.labelled(report, chosen, prepared.ignored)
         return inspector_beside.beside(labelled, prepared.apart, prepared.options)

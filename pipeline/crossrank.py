@@ -102,13 +102,16 @@ def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> 
     )
 
 
-def pooled(windows: Sequence[CrossRank]) -> CrossRank:
-    """A run's facts: every window's instances, matching counters summed."""
+def pooled(windows: Sequence[CrossRank], clocked: bool = True) -> CrossRank:
+    """A run's facts: every window's instances, matching counters summed. A left fold but
+    for the clocks (a median over windows): the pool of windows 1 … k pooled with window k+1
+    is the pool of windows 1 … k+1, field for field, the clocks aside. Without `clocked` the
+    clocks are left out (a single window is given back as it is, its clocks with it)."""
     if len(windows) == 1:
         return windows[0]
     return CrossRank(
         matching=merge_matching([w.matching for w in windows]),
-        clocks=merge_clocks([w.clocks for w in windows]),
+        clocks=merge_clocks([w.clocks for w in windows]) if clocked else Clocks(),
         arrivals=skew.pool([w.arrivals for w in windows]),
         instances=sum((w.instances for w in windows), Counter()),
         points={k: _joined(w.points.get(k) for w in windows) for k in _keys(windows)},

@@ -171,9 +171,7 @@ def absorb(acc: Accumulator, part: Facts) -> None:
             into.setdefault(tid, IntervalSet()).add_runs(*unpack(data))
     for step in part.steps:
         acc.add(step)
-    keep = acc.keep_call
-    for call in part.calls:
-        keep(call)
+    acc.keep_calls(part.calls)
 
 
 def from_facts(parts: Iterable[Facts]) -> Accumulator:

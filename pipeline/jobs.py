@@ -122,8 +122,9 @@ def _by_kind(
     job_kinds = _job_kinds(kinds)
     groups: dict[Kind, list[int]] = {k: [] for k in job_kinds}
     unsure = []
+    fitting = {value: [k for k in job_kinds if _compatible(value, k)] for value in set(kinds)}
     for i, value in enumerate(kinds):
-        fits = [k for k in job_kinds if _compatible(value, k)]
+        fits = fitting[value]  # the job kinds each distinct kind fits, found once
         if len(fits) == 1:
             groups[fits[0]].append(i)
         else:

@@ -19,6 +19,7 @@ from typing import Literal
 from commscope.collector.inspector_windows import is_window
 from commscope.collector.schema import (
     INSPECTOR_LOGS,
+    Diagnosis,
     FileStats,
     Inputs,
     OpTally,
@@ -37,7 +38,7 @@ from commscope.pipeline.config import JobConfig, global_batch, resolve
 from commscope.pipeline.crossrank import CrossRank
 from commscope.pipeline.diagnosis import diagnose
 from commscope.pipeline.flops import flops_per_token, hfu_factor, model_shape, peak_flops
-from commscope.pipeline.sections import Context, peak_bandwidth, sections
+from commscope.pipeline.sections import Context, metrics_sections, peak_bandwidth, sections
 from msgspec.structs import asdict, replace
 
 
@@ -100,6 +101,12 @@ class WindowCache:
         # each rank's windows merged, keyed by the identity of its results in window order
         self._runs: dict[tuple[int, ...], tuple[tuple[RankResult, ...], RankResult]] = {}
         self._runs_used: set[tuple[int, ...]] = set()
+        # the same without samples (a mid-run report's: `build_report`'s `metrics_only`)
+        self._sums: dict[tuple[int, ...], tuple[tuple[RankResult, ...], RankResult]] = {}
+        self._sums_used: set[tuple[int, ...]] = set()
+        # the windows' cross-rank facts pooled, keyed by their identities in window order
+        self._pools: dict[tuple[int, ...], tuple[tuple[CrossRank, ...], CrossRank]] = {}
+        self._pools_used: set[tuple[int, ...]] = set()
         # each window tally's sketches by its identity (it kept alive), as long as used
         self._sketches: dict[int, tuple[OpTally, dict[str, Sketch]]] = {}
         self._sketches_used: set[int] = set()
@@ -184,23 +191,44 @@ class WindowCache:
         """How many tallies with exact samples the kept sketches hold alive (memory checks)."""
         return sum(1 for tally, _ in self._sketches.values() if tally.algbw_Bps)
 
-    def merged(self, results: Sequence[RankResult]) -> RankResult:
+    def merged(self, results: Sequence[RankResult], samples: bool = True) -> RankResult:
         """A rank's windows merged (`merge_results`): a rank whose earlier windows were merged
         for an earlier report folds only its last window into them (a window completes once,
-        so the run's figures cost one window's merge a report, not every window's)."""
+        so the run's figures cost one window's merge a report, not every window's). Without
+        `samples`: their counts and sums alone, folded the same way (from one window on)."""
+        runs, used = (self._runs, self._runs_used) if samples else (self._sums, self._sums_used)
         key = tuple(map(id, results))
-        self._runs_used.add(key)
-        entry = self._runs.get(key)
+        used.add(key)
+        entry = runs.get(key)
         if entry is not None:
             return entry[1]
-        prior = self._runs.get(key[:-1]) if len(key) > 2 else None
+        prior = runs.get(key[:-1]) if len(key) > (2 if samples else 1) else None
         if prior is not None:
-            self._runs_used.add(key[:-1])
-            found = merge_results([prior[1], results[-1]], self.sketch)
+            used.add(key[:-1])
+            found = merge_results([prior[1], results[-1]], self.sketch, samples)
         else:
-            found = merge_results(results, self.sketch)
-        self._runs[key] = (tuple(results), found)
+            found = merge_results(results, self.sketch, samples)
+        runs[key] = (tuple(results), found)
         return found
+
+    def pooled(self, crosses: Sequence[CrossRank], clocked: bool = True) -> CrossRank:
+        """The windows' cross-rank facts pooled (`crossrank.pooled`), folded as `merged` folds:
+        a run pooled for an earlier report takes only its new last window, not every window's
+        instances again. The clocks are a median over windows, not a fold: found over every
+        window when `clocked` (a report for /metrics alone does not read them)."""
+        key = tuple(map(id, crosses))
+        self._pools_used.add(key)
+        entry = self._pools.get(key)
+        if entry is None:
+            prior = self._pools.get(key[:-1]) if len(key) > 2 else None
+            if prior is not None:
+                self._pools_used.add(key[:-1])
+            parts = [prior[1], crosses[-1]] if prior is not None else crosses
+            entry = self._pools[key] = (tuple(crosses), crossrank.pooled(parts, clocked=False))
+        if not clocked or len(crosses) == 1:
+            return entry[1]
+        clocks = crossrank.merge_clocks([cross.clocks for cross in crosses])
+        return dataclass_replace(entry[1], clocks=clocks)
 
     def prime(self, parsed: Sequence[ParsedFile], chain: Chain | None = None) -> CrossRank | None:
         """Find one window's cross-rank facts now, from its files, as a report would (kept
@@ -220,6 +248,10 @@ class WindowCache:
         self._used = set()
         self._runs = {k: v for k, v in self._runs.items() if k in self._runs_used}
         self._runs_used = set()
+        self._sums = {k: v for k, v in self._sums.items() if k in self._sums_used}
+        self._sums_used = set()
+        self._pools = {k: v for k, v in self._pools.items() if k in self._pools_used}
+        self._pools_used = set()
         recent = self._sketches_used | self._sketches_before
         self._sketches = {k: v for k, v in self._sketches.items() if k in recent}
         self._sketches_before, self._sketches_used = self._sketches_used, set()
@@ -297,10 +329,14 @@ def build_report(
     cache: WindowCache | None = None,
     *,
     waiting: Collection[str] = (),
+    metrics_only: bool = False,
 ) -> Report:
     """The report over these files. `waiting`: windows still open (a live report mid-window),
     whose cross-rank sections are left out, here and in the run's (which then cover the
-    other windows), as `inputs.open_windows` says."""
+    other windows), as `inputs.open_windows` says. `metrics_only`: a report for the live /metrics
+    alone (the aggregator's mid-run reports): every window as it is, but of the run only the
+    sections /metrics reads (`sections.metrics_sections`, the cross-rank ones without plots), no
+    health and no diagnosis; the final report gives every one."""
     placement = ranks.assign(parsed)
     placed, conflicts = placement.placed, placement.skipped
     metas = [item.meta for item in placed.values()]
@@ -318,13 +354,9 @@ def build_report(
     cache = cache or WindowCache()
     waiting = [name for name in by_window if name in waiting and by_window[name]]
     window_list, crosses = _windows(by_window, context, cache, waiting)
-    per_rank: dict[int, list[RankResult]] = {}
-    for items in by_window.values():
-        for rank, item in items.items():
-            per_rank.setdefault(rank, []).append(item.result)
-    merged = sections(_merged(per_rank, cache), context, cache.sketch)
-    run = _with_cross(merged, crossrank.pooled(crosses) if crosses else None, context, plots=True)
-    run.health = health.check(placed.values(), run)
+    run = _run(by_window, crosses, context, cache, metrics_only)
+    if not metrics_only:
+        run.health = health.check(placed.values(), run)
     report = Report(
         world_size=world,
         config=run_config,
@@ -332,10 +364,31 @@ def build_report(
         inputs=replace(
             _inputs(parsed, [*skipped, *conflicts], placement.notes), open_windows=waiting
         ),
-        diagnosis=diagnose(run),
+        diagnosis=Diagnosis() if metrics_only else diagnose(run),
         **asdict(run),
     )
     return inspector_sources.labelled(report, metas)
+
+
+def _run(
+    by_window: dict[str, dict[int, ParsedFile]],
+    crosses: Sequence[CrossRank],
+    context: Context,
+    cache: WindowCache,
+    metrics_only: bool,
+) -> Sections:
+    """The run's sections, over each rank's windows merged and the windows' cross-rank facts
+    pooled; `metrics_only`: those /metrics reads (`build_report`), over counts and sums alone."""
+    per_rank: dict[int, list[RankResult]] = {}
+    for items in by_window.values():
+        for rank, item in items.items():
+            per_rank.setdefault(rank, []).append(item.result)
+    cross = cache.pooled(crosses, clocked=not metrics_only) if crosses else None
+    if metrics_only:
+        sums = {rank: cache.merged(results, samples=False) for rank, results in per_rank.items()}
+        return _with_cross(metrics_sections(sums, context), cross, context)
+    found = sections(_merged(per_rank, cache), context, cache.sketch)
+    return _with_cross(found, cross, context, plots=True)
 
 
 def _windows(

@@ -115,6 +115,28 @@ def sections(
     )
 
 
+def metrics_sections(results: Mapping[int, RankResult], context: Context) -> Sections:
+    """The sections the live /metrics reads of a run (`exporters.prometheus`), each as
+    `sections` gives it, and nothing else: the ranks, overlap, throughput, utilization,
+    kernels, the collectives over all ranks (counts and sums: their bandwidths are not read)
+    and the network's peak. What a mid-run report needs of the run, its results merged
+    without samples (`accumulate.merge_results`); the final report gives every section."""
+    ranks = sorted(results)
+    ordered = {rank: results[rank] for rank in ranks}
+    rates = throughput(ordered, context)
+    return Sections(
+        ranks=ranks,
+        overlap=overlap(ordered),
+        collectives=Collectives(
+            all_ranks=collective_stats(pooled_ops(ordered.values(), samples=False))
+        ),
+        network=Network(peak_bandwidth_Bps=context.peak_Bps, peak_source=context.peak_source),
+        throughput=rates,
+        utilization=utilization(rates, context),
+        kernels=kernels(ordered),
+    )
+
+
 def overlap(results: Mapping[int, RankResult]) -> Overlap:
     per_rank = {str(rank): rank_overlap(result) for rank, result in results.items()}
     ratios = [o.ratio for o in per_rank.values() if o.ratio is not None]

@@ -24,6 +24,12 @@ def add_sample(packed: bytearray, value: float) -> None:
     packed += _PACK(value)
 
 
+def add_samples(packed: bytearray, values: Sequence[float]) -> None:
+    """Append `values` to a packed sample, in order (as `add_sample` of each)."""
+    if values:
+        packed += struct.pack(f"<{len(values)}d", *values)
+
+
 def sample_values(packed: bytes | bytearray) -> array[float]:
     """The values of a packed sample (a copy: the buffer stays free to grow)."""
     values = array("d")

@@ -590,7 +590,7 @@ class Aggregator:
         self._began = self.clock()
         self._completing, self._window_waiting = self._window_waiting, False
         self._completes = len(self.completed)
-        return self.aggregation.prepare(self.settings.options)
+        return self.aggregation.prepare(self.settings.options, metrics_only=True)  # for /metrics
 
     def _built(self, report: Report, cpu_s: float | None = None) -> None:
         """Show a report built: the next mid-window one waits out its cost (`_may_rebuild`).

@@ -16,7 +16,9 @@ tree's. What it leaves out: ZeroMQ, the report thread beside the loop, resends.
     .venv/bin/python tests/bench/service_replay.py /tmp/sj1024 --against /tmp/base --runs 3
 
 The job's folders: ROOT/node<N>/iteration_<W>/<files> (scale_bench.py's `job/`) or
-ROOT/iteration_<W>/<files> (simjob.py's, one node a folder of 8 ranks).
+ROOT/iteration_<W>/<files> (simjob.py's, one node a folder of 8 ranks). `--windows N` replays
+N windows however many the job has: the job's windows in turn, each time under a new folder
+name and stream (what a report costs as a run grows, without generating and parsing N).
 """
 
 from __future__ import annotations
@@ -99,13 +101,36 @@ def _daemon_gc(aggregator: object) -> None:
     cls._built = after  # type: ignore[attr-defined]
 
 
-def measure(cache: Path, tmp: str) -> dict[str, float]:
+def renamed(sent: Sent, count: int) -> Sent:
+    """`count` windows: those sent in turn, the k-th (from 0) as folder iteration_<2k+2>, its
+    streams and paths renamed with it."""
+    import msgspec
+    from commscope.collector.schema import Facts, StreamEnd, StreamStart
+
+    decode = msgspec.msgpack.Decoder(StreamStart | Facts | StreamEnd).decode
+    given = sorted(sent, key=lambda name: int(name.rsplit("_", 1)[1]))
+    found: Sent = {}
+    for k in range(count):
+        folder = f"iteration_{2 * k + 2}"
+        found[folder] = []
+        for node, payloads in sent[given[k % len(given)]]:
+            start, *rest = map(decode, payloads)
+            path = start.path.replace(start.folder, folder)
+            stream = hashlib.blake2b(path.encode(), digest_size=16).hexdigest()
+            first = msgspec.structs.replace(start, stream=stream, path=path, folder=folder)
+            again = [msgspec.structs.replace(r, stream=stream) for r in rest]
+            found[folder].append((node, [msgspec.msgpack.encode(r) for r in (first, *again)]))
+    return found
+
+
+def measure(cache: Path, tmp: str, windows: int = 0) -> dict[str, float]:
     """CPU seconds (process time) of each window's drains, ticks and reports."""
     import msgspec
     from commscope.collector.schema import PROTOCOL_VERSION, Hello
     from commscope.service.aggregate import Aggregator, AggregatorSettings
 
     sent: Sent = pickle.loads(cache.read_bytes())
+    sent = renamed(sent, windows) if windows else sent
     gc.collect()
     gc.freeze()  # what collectors would send is not the aggregator's heap
     found: dict[str, float] = {}
@@ -139,11 +164,12 @@ def _window(aggregator: object, files: list[tuple[str, list[bytes]]]) -> float:
     return time.process_time() - began
 
 
-def run_in(tree: Path | None, cache: Path, tmp: str) -> dict[str, float]:
+def run_in(tree: Path | None, cache: Path, tmp: str, windows: int = 0) -> dict[str, float]:
     env = dict(os.environ)
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
     command = [sys.executable, __file__, "--measure", str(cache), "--tmp", tmp]
+    command += ["--windows", str(windows)]
     out = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
@@ -155,10 +181,11 @@ def main() -> None:
     p.add_argument("--against", type=Path, help="a tree holding commscope/ (the base)")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--tmp", default=tempfile.gettempdir(), help="where the state folders go")
+    p.add_argument("--windows", type=int, default=0, help="windows replayed (0: the job's)")
     p.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.measure is not None:
-        print(json.dumps(measure(args.measure, args.tmp)))
+        print(json.dumps(measure(args.measure, args.tmp, args.windows)))
         return
     cache = args.cache or args.root.parent / f"{args.root.name}.replay"
     if not cache.exists():
@@ -167,7 +194,7 @@ def main() -> None:
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
     for run in range(args.runs):
         for name, tree in trees.items():
-            runs[name].append(found := run_in(tree, cache, args.tmp))
+            runs[name].append(found := run_in(tree, cache, args.tmp, args.windows))
             print(f"run {run} {name}: " + ", ".join(f"{w} {s:.2f} s" for w, s in found.items()),
                   flush=True)  # fmt: skip
     print(f"\nmedian CPU a window over {args.runs} runs; load average {os.getloadavg()}")

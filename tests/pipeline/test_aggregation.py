@@ -34,6 +34,7 @@ from commscope.collector.discover import (
 from commscope.collector.errors import TraceError
 from commscope.collector.kineto import TraceReader
 from commscope.collector.schema import (
+    Diagnosis,
     Event,
     Facts,
     FileStats,
@@ -48,6 +49,7 @@ from commscope.collector.schema import (
     TraceMeta,
 )
 from commscope.exporters import jsonreport
+from commscope.exporters.prometheus import Snapshot, families
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.aggregation import RETIRED_SEQ, Aggregation, Applied, Prepared, Verdict
 from commscope.pipeline.edge import Reduction, facts, pack
@@ -674,7 +676,7 @@ def test_the_aggregator_drops_call_lists_once_stored_and_a_restart_agrees(tmp_pa
         assert len(kept) == 4 and all(kept.values())
         aggregator.commit()
         aggregator._tick()  # stored, and the windows complete: published at once
-        report = aggregator._report
+        report = aggregator.aggregation.report(settings.options)
         for stream, calls in kept.items():
             assert aggregator.aggregation.finished[stream].result.calls == []  # type: ignore[union-attr]
             stored = aggregator.store.load(stream)
@@ -689,6 +691,27 @@ def test_the_aggregator_drops_call_lists_once_stored_and_a_restart_agrees(tmp_pa
         assert again.aggregation.report(settings.options) == report
     finally:
         again.store.close()
+
+
+def test_the_aggregator_builds_its_reports_mid_run_for_metrics_alone(tmp_path: Path) -> None:
+    """A mid-run report has the run's sections /metrics reads (its metrics are those of the
+    whole report) and no diagnosis; the final report has every section."""
+    settings = AggregatorSettings(
+        listen="tcp://127.0.0.1:0", out=tmp_path / "out", state=tmp_path / "state"
+    )
+    aggregator = Aggregator(settings)
+    try:
+        for record in round_robin(run_records(SAMPLE, 40)):
+            aggregator.receive([NODE.encode(), msgspec.msgpack.encode(record)])
+        aggregator.commit()
+        aggregator._tick()  # the windows complete: published at once
+        shown, whole = aggregator._report, aggregator.aggregation.report(settings.options)
+        assert shown is not None and shown.diagnosis == Diagnosis() != whole.diagnosis
+        assert families(Snapshot("j", shown)) == families(Snapshot("j", whole))
+        final = aggregator._final()
+        assert jsonreport.render(final) == jsonreport.render(whole)
+    finally:
+        aggregator.store.close()
 
 
 @needs_dlrm

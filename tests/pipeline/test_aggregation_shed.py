@@ -30,6 +30,7 @@ from commscope.collector.schema import (
     TraceMeta,
 )
 from commscope.exporters import jsonreport, text
+from commscope.exporters.prometheus import Snapshot, families
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.aggregation import Aggregation, Verdict
 from commscope.pipeline.edge import facts
@@ -122,6 +123,13 @@ class Pair:
         assert jsonreport.render(lean) == jsonreport.render(full)
         assert text.render(lean) == text.render(full)
 
+    def same_metrics(self, options: Options = PLAIN) -> None:
+        """The shedding aggregation's report for /metrics alone gives the metrics of the
+        full report of the one that never sheds."""
+        lean = self.lean.report(options, metrics_only=True)
+        full = self.full.report(options)
+        assert families(Snapshot("j", lean)) == families(Snapshot("j", full))
+
     def restart(self) -> None:
         """A fresh shedding aggregation from the store and the open streams' logs."""
         self.lean = Aggregation(load=self.stored.load)
@@ -176,6 +184,18 @@ def test_a_report_before_and_after_shed_is_the_same() -> None:
     pair.same()
     pair.same(final=True)
     assert pair.stored.loads == 0  # the windows' sections were cached: nothing read back
+
+
+def test_reports_for_metrics_then_shed_leave_the_full_report_as_it_was() -> None:
+    """Mid-run reports read no run sample: after them a shed gives up every file's samples
+    (a rank of one window's too), and the final report reads them back from the store."""
+    pair = Pair()
+    every_file(pair, (1,))
+    pair.same_metrics()
+    assert pair.lean.shed() == 3 and exact_held(pair.lean) == 0
+    loads = pair.stored.loads
+    pair.same(final=True)
+    assert pair.stored.loads - loads == 3  # the run of one window reads its exact samples
 
 
 def test_window_figures_stay_exact_and_the_run_is_sketched_after_shed() -> None:
@@ -295,6 +315,7 @@ Steps = st.lists(
         Half,
         Whole,
         st.tuples(st.just("report"), st.booleans()),
+        st.tuples(st.just("metrics"), st.booleans()),
         st.just(("shed",)),
         st.just(("restart",)),
     ),
@@ -308,8 +329,8 @@ def test_any_sequence_gives_the_reports_of_an_aggregation_that_never_sheds(
     steps: list[tuple[object, ...]],
 ) -> None:
     """Files applied whole or half, or a window's every file (a rewrite when the variant
-    differs: the old stream is superseded), reports in two contexts, sheds and restarts, in
-    any order."""
+    differs: the old stream is superseded), reports in two contexts (whole, or for /metrics
+    alone as the aggregator builds them mid-run), sheds and restarts, in any order."""
     pair = Pair()
     for step in steps:
         match step:
@@ -322,6 +343,8 @@ def test_any_sequence_gives_the_reports_of_an_aggregation_that_never_sheds(
                     pair.feed(records(window, rank, variant))
             case ("report", bool(peak)):
                 pair.same(PEAK if peak else PLAIN)
+            case ("metrics", bool(peak)):
+                pair.same_metrics(PEAK if peak else PLAIN)
             case ("shed",):
                 pair.lean.shed()
             case ("restart",):

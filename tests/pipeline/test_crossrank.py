@@ -246,6 +246,20 @@ def test_windows_pool_into_the_run() -> None:
     assert run.clocks.per_rank["1"].offset_s == one.clocks.per_rank["1"].offset_s
 
 
+def test_pooling_is_a_left_fold_but_for_the_clocks() -> None:
+    """Three windows (builder scenarios with different seeds) pooled at once, or the third
+    into the first two pooled: the same instances, matching, α-β points and skew section;
+    the clocks (a median over windows) are left out without `clocked`."""
+    one, two, three = (window(calls(Scenario(ranks=3, slow_rank=1, seed=s))[0]) for s in (1, 2, 3))
+    at_once = crossrank.pooled([one, two, three])
+    folded = crossrank.pooled([crossrank.pooled([one, two], clocked=False), three], clocked=False)
+    assert (folded.matching, folded.instances) == (at_once.matching, at_once.instances)
+    assert (folded.points, folded.factors) == (at_once.points, at_once.factors)
+    assert skew_section(folded.arrivals, 10) == skew_section(at_once.arrivals, 10)
+    assert (folded.clocks.per_rank, at_once.matching.instances) == ({}, 120)
+    assert at_once.clocks.per_rank["1"].samples == 120  # 40 instances a window, 3 windows
+
+
 def test_a_step_time_straggler_is_flagged_by_robust_z() -> None:
     # median 10 ms, MAD 0 -> 1.2533 x mean |dev| = 1.2533 x 0.6 ms; rank 4: 3 / 0.752 = 3.99
     # classic z: mean 10.6, pstdev 1.2 -> rank 4: 2.4 / 1.2 = 2.0

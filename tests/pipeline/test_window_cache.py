@@ -10,18 +10,28 @@ import msgspec
 import pytest
 from commscope.collector.schema import (
     Clocks,
+    CommOp,
+    Diagnosis,
     FileStats,
+    Health,
     Matching,
+    Network,
+    OpTally,
     RankResult,
+    Report,
     Sketch,
     Skew,
+    Summary,
     TraceMeta,
 )
 from commscope.exporters import text
-from commscope.pipeline import accumulate, report
-from commscope.pipeline.accumulate import Sketcher, merge_results
+from commscope.exporters.prometheus import Snapshot, families
+from commscope.pipeline import accumulate, crossrank, report
+from commscope.pipeline.accumulate import Accumulator, Sketcher, merge_results
+from commscope.pipeline.crossrank import CrossRank
 from commscope.pipeline.report import Options, ParsedFile, WindowCache, build_report
 from crossrank_builder import Scenario, calls, results
+from prometheus_client.metrics_core import Metric
 
 
 def files(seed: int) -> list[ParsedFile]:
@@ -119,16 +129,120 @@ def test_a_new_window_is_folded_into_the_run_of_the_earlier_ones(
     build_report(["a", "b"], [p for p in parsed if p.window != "c"], [], Options(), cache=cache)
     merged: list[int] = []
 
-    def counted(results: Iterable[RankResult], sketcher: Sketcher | None = None) -> RankResult:
+    def counted(
+        results: Iterable[RankResult], sketcher: Sketcher | None = None, samples: bool = True
+    ) -> RankResult:
         given = list(results)
         merged.append(len(given))
-        return merge_results(given, sketcher)
+        return merge_results(given, sketcher, samples)
 
     monkeypatch.setattr(report, "merge_results", counted)
     again = build_report(["a", "b", "c"], parsed, [], Options(), cache=cache)
     assert merged == [2, 2, 2]  # 3 ranks, each its run of a and b, and c
     monkeypatch.undo()
     assert again == build_report(["a", "b", "c"], parsed, [], Options())
+
+
+# ---------------------------------------------------------------- a report for /metrics alone
+def metrics(found: Report) -> list[Metric]:
+    return families(Snapshot(job="j", report=found))
+
+
+def test_a_metrics_only_report_gives_the_metrics_of_the_full_one() -> None:
+    """Over one window, then two (the first folded into the second), with a third open."""
+    cache, parsed = WindowCache(), files(seed=1)
+    third = [replace(p, window="c") for p in files(seed=3) if p.window == "a" and p.name_rank]
+    for names, given in (
+        (["a"], parsed[:3]),
+        (["a", "b"], parsed),
+        (["a", "b", "c"], parsed + third),
+    ):
+        full = build_report(names, given, [], Options(), waiting={"c"})
+        lean = build_report(
+            names, given, [], Options(), cache=cache, waiting={"c"}, metrics_only=True
+        )
+        assert metrics(lean) == metrics(full) and lean.windows == full.windows
+        assert lean.inputs == full.inputs and lean.skew.per_rank == full.skew.per_rank
+
+
+def test_a_metrics_only_report_leaves_out_the_run_sections_metrics_do_not_read() -> None:
+    """Rank 0 made 12 AllReduces of 1 MiB a window (crossrank_builder): 24 over the run, their
+    bandwidths left unread; no health, diagnosis, traffic, steps, plots or per-rank tallies."""
+    lean = build_report(["a", "b"], files(seed=1), [], Options(), metrics_only=True)
+    stats = lean.collectives.all_ranks["AllReduce"]
+    assert (stats.count, stats.message_bytes) == (3 * 24, 3 * 24 << 20)
+    assert stats.algbw_Bps == stats.busbw_Bps == Summary()
+    assert lean.collectives.per_rank == {} and lean.traffic == {} and lean.steps == {}
+    assert (lean.health, lean.diagnosis) == (Health(), Diagnosis())
+    assert lean.skew.instances == {}
+    unknown = "GPU unknown (no deviceProperties); give --peak-bandwidth"
+    assert lean.network == Network(peak_source=unknown)  # its peak alone
+    assert all(fit.points == [] for kinds in lean.alpha_beta.values() for fit in kinds.values())
+
+
+def test_the_runs_counts_and_sums_fold_from_one_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reports over a, then a and b: the second folds each rank's b into its a (one merge of
+    two a rank), and gives what a build from scratch gives."""
+    cache, parsed = WindowCache(), files(seed=1)
+    build_report(["a"], parsed[:3], [], Options(), cache=cache, metrics_only=True)
+    merged: list[tuple[int, bool]] = []
+
+    def counted(
+        results: Iterable[RankResult], sketcher: Sketcher | None = None, samples: bool = True
+    ) -> RankResult:
+        given = list(results)
+        merged.append((len(given), samples))
+        return merge_results(given, sketcher, samples)
+
+    monkeypatch.setattr(report, "merge_results", counted)
+    again = build_report(["a", "b"], parsed, [], Options(), cache=cache, metrics_only=True)
+    assert merged == [(2, False)] * 3
+    monkeypatch.undo()
+    assert again == build_report(["a", "b"], parsed, [], Options(), metrics_only=True)
+
+
+def test_results_merged_without_samples_keep_their_counts_and_sums() -> None:
+    """Two windows of one AllReduce of 1 MB in 1 ms (algbw 1e9 B/s), of 4 ranks: F = 2 x 3/4,
+    so bus_parts {4: 1 MB x 6} each; merged, counts and sums add up and no sample is kept."""
+    one = Accumulator()
+    one.add(CommOp("AllReduce", 0, 10**6, 10**6, 4, True, "0", 0))
+    window = one.result()
+    assert window.ops["AllReduce"].algbw_Bps  # the window keeps its sample
+    tally = merge_results([window, window], samples=False).ops["AllReduce"]
+    assert type(tally) is OpTally and (tally.algbw_Bps, tally.busbw_Bps) == (b"", b"")
+    assert (tally.count, tally.sized_count, tally.message_bytes) == (2, 2, 2 * 10**6)
+    assert (tally.bus_parts, tally.time_ns, tally.bus_count) == ({4: 12 * 10**6}, 2 * 10**6, 2)
+
+
+def test_the_runs_cross_rank_facts_take_only_the_new_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reports over windows a, b then a, b, c: the second pools the run of a and b (pooled by
+    the first) with c alone, its clocks the median over the three; a report for /metrics
+    alone finds no run clocks. Each gives what a build from scratch gives."""
+    cache = WindowCache()
+    parsed = files(seed=1) + [replace(p, window="c") for p in files(seed=3) if p.window == "a"]
+    build_report(["a", "b"], [p for p in parsed if p.window != "c"], [], Options(), cache=cache)
+    pooled: list[int] = []
+    medians: list[int] = []
+    real_pooled, real_clocks = crossrank.pooled, crossrank.merge_clocks
+
+    def counted(windows: Sequence[CrossRank], clocked: bool = True) -> CrossRank:
+        pooled.append(len(windows))
+        return real_pooled(windows, clocked)
+
+    def clocked(parts: Sequence[Clocks]) -> Clocks:
+        medians.append(len(parts))
+        return real_clocks(parts)
+
+    monkeypatch.setattr(crossrank, "pooled", counted)
+    monkeypatch.setattr(crossrank, "merge_clocks", clocked)
+    again = build_report(["a", "b", "c"], parsed, [], Options(), cache=cache)
+    lean = build_report(["a", "b", "c"], parsed, [], Options(), cache=cache, metrics_only=True)
+    assert (pooled, medians) == ([2], [3])  # the pool of a, b, c is known to the second
+    monkeypatch.undo()
+    assert again == build_report(["a", "b", "c"], parsed, [], Options())
+    assert lean == build_report(["a", "b", "c"], parsed, [], Options(), metrics_only=True)
 
 
 def test_merged_windows_merge_again_as_their_windows_would() -> None:
