@@ -19,6 +19,10 @@ TorchTitan-sized files (`--filler 2700`: ~88 MB a rank, ~70 GB a window as store
 disk that cannot hold one window. The generator's processes are the bench's, so their CPU is
 not counted; but a window then lasts as long as its generation (it shares the cores), and the
 idle rate subtracted over that wall time weighs more: measure it longer (`--idle-s`).
+`--spread-s S` (staged windows) renames a window's files evenly over S seconds instead of at
+once: how long the files take to arrive sets how many reports the aggregator builds for
+/metrics before the window completes (at most `REBUILD_SHARE` of the wall time), a cost the
+table shows apart ("reports mid-window", from the aggregator's log).
 
 Then one `commscope aggregate --insecure` on 127.0.0.1 and one `commscope collect --insecure`
 per node (8 ranks), each watching its own folder (`node<N>/`, as on a real node): real
@@ -238,14 +242,23 @@ def stage(job: Job, root: Path, per_folder: int, workers: int) -> list[tuple[int
     return sizes
 
 
-def publish(job: Job, staged: Path, root: Path, window: int, nodes: int) -> float:
-    """Each node's `iteration_N/`, then its files renamed into it; the time of the last."""
+def publish(
+    job: Job, staged: Path, root: Path, window: int, nodes: int, *, spread_s: float
+) -> float:
+    """Each node's `iteration_N/`, then its files renamed into it, evenly over `spread_s`
+    seconds (0: at once); the time of the last."""
     name = folder(job, window)
     for node in range(nodes):
         (root / f"node{node}" / name).mkdir()
-    for node in range(nodes):
-        for path in sorted((staged / str(window) / f"node{node}").iterdir()):
-            path.rename(root / f"node{node}" / name / path.name)
+    moves = [
+        (path, root / f"node{node}" / name / path.name)
+        for node in range(nodes)
+        for path in sorted((staged / str(window) / f"node{node}").iterdir())
+    ]
+    began = time.monotonic()
+    for k, (path, target) in enumerate(moves):
+        time.sleep(max(0.0, began + k * spread_s / len(moves) - time.monotonic()))
+        path.rename(target)
     return time.monotonic()
 
 
@@ -539,7 +552,10 @@ def staged(job: Job, service: Service, per_folder: int, args: argparse.Namespace
 
     def publisher(window: int) -> tuple[float, tuple[int, int]]:
         root = service.tmp
-        return publish(job, root / "stage", root / "job", window, service.nodes), sizes[window]
+        last = publish(
+            job, root / "stage", root / "job", window, service.nodes, spread_s=args.spread_s
+        )
+        return last, sizes[window]
 
     return publisher
 
@@ -721,6 +737,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "(0: every window generated first)",
     )  # fmt: skip
     p.add_argument("--idle-s", type=float, default=5.0, help="seconds the idle rate is measured")
+    p.add_argument(
+        "--spread-s", type=float, default=0.0,
+        help="rename a window's files evenly over this many seconds (without --disk-gb)",
+    )  # fmt: skip
     return p.parse_args(argv)
 
 
