@@ -136,11 +136,7 @@ class Accumulator:
         for op in ops:
             kinds.setdefault((op.on_gpu, op.collective), []).append(op)
         for (on_gpu, kind), same in kinds.items():
-            tallies = self.gpu_ops if on_gpu else self.cpu_ops
-            tally = tallies.get(kind)
-            if tally is None:
-                tally = tallies[kind] = OpTally()
-            count_ops(tally, same)
+            count_ops(self._tally(on_gpu, kind), same)
         self.gpu_calls.extend(op for op in ops if op.on_gpu)
         self.cpu_calls.extend(op for op in ops if not op.on_gpu)
         self.has_gpu = self.has_gpu or any(on_gpu for on_gpu, _ in kinds)
@@ -148,16 +144,17 @@ class Accumulator:
     def keep_call(self, op: CommOp) -> None:
         """Keep one collective and count it in its type's tally (not in the unions or the
         GPU time: `_comm` adds those; edge facts carry them apart, `pipeline.edge`)."""
-        if op.on_gpu:
-            self.has_gpu = True
-            tallies, calls = self.gpu_ops, self.gpu_calls
-        else:
-            tallies, calls = self.cpu_ops, self.cpu_calls
-        calls.append(op)
-        tally = tallies.get(op.collective)
+        self.has_gpu = self.has_gpu or op.on_gpu
+        (self.gpu_calls if op.on_gpu else self.cpu_calls).append(op)
+        count_op(self._tally(op.on_gpu, op.collective), op)
+
+    def _tally(self, on_gpu: bool, kind: str) -> OpTally:
+        """The tally of a collective type on the GPU or the CPU, begun when first asked for."""
+        tallies = self.gpu_ops if on_gpu else self.cpu_ops
+        tally = tallies.get(kind)
         if tally is None:
-            tally = tallies[op.collective] = OpTally()
-        count_op(tally, op)
+            tally = tallies[kind] = OpTally()
+        return tally
 
     def result(self, files: Iterable[str] = ()) -> RankResult:
         """The rank's figures for this window, per the contract."""

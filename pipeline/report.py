@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from dataclasses import replace as dataclass_replace
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from commscope.collector.inspector_windows import is_window
 from commscope.collector.schema import (
@@ -98,15 +98,14 @@ class WindowCache:
         self._sections: dict[str, tuple[Context, tuple[object, ...], Window]] = {}
         self._cross: dict[tuple[int, ...], tuple[tuple[object, ...], CrossRank]] = {}
         self._used: set[tuple[int, ...]] = set()
-        # each rank's windows merged, keyed by the identity of its results in window order
-        self._runs: dict[tuple[int, ...], tuple[tuple[RankResult, ...], RankResult]] = {}
-        self._runs_used: set[tuple[int, ...]] = set()
+        # each rank's windows merged (a single window is not sketched: folds from two on)
+        self._runs = _Folds[RankResult](lambda parts: merge_results(parts, self.sketch), 2)
         # the same without samples (a mid-run report's: `build_report`'s `metrics_only`)
-        self._sums: dict[tuple[int, ...], tuple[tuple[RankResult, ...], RankResult]] = {}
-        self._sums_used: set[tuple[int, ...]] = set()
-        # the windows' cross-rank facts pooled, keyed by their identities in window order
-        self._pools: dict[tuple[int, ...], tuple[tuple[CrossRank, ...], CrossRank]] = {}
-        self._pools_used: set[tuple[int, ...]] = set()
+        self._sums = _Folds[RankResult](
+            lambda parts: merge_results(parts, self.sketch, samples=False), 1
+        )
+        # the windows' cross-rank facts pooled, the clocks aside (`pooled`)
+        self._pools = _Folds[CrossRank](lambda parts: crossrank.pooled(parts, clocked=False), 2)
         # each window tally's sketches by its identity (it kept alive), as long as used
         self._sketches: dict[int, tuple[OpTally, dict[str, Sketch]]] = {}
         self._sketches_used: set[int] = set()
@@ -196,39 +195,18 @@ class WindowCache:
         for an earlier report folds only its last window into them (a window completes once,
         so the run's figures cost one window's merge a report, not every window's). Without
         `samples`: their counts and sums alone, folded the same way (from one window on)."""
-        runs, used = (self._runs, self._runs_used) if samples else (self._sums, self._sums_used)
-        key = tuple(map(id, results))
-        used.add(key)
-        entry = runs.get(key)
-        if entry is not None:
-            return entry[1]
-        prior = runs.get(key[:-1]) if len(key) > (2 if samples else 1) else None
-        if prior is not None:
-            used.add(key[:-1])
-            found = merge_results([prior[1], results[-1]], self.sketch, samples)
-        else:
-            found = merge_results(results, self.sketch, samples)
-        runs[key] = (tuple(results), found)
-        return found
+        return (self._runs if samples else self._sums)(results)
 
     def pooled(self, crosses: Sequence[CrossRank], clocked: bool = True) -> CrossRank:
         """The windows' cross-rank facts pooled (`crossrank.pooled`), folded as `merged` folds:
         a run pooled for an earlier report takes only its new last window, not every window's
         instances again. The clocks are a median over windows, not a fold: found over every
         window when `clocked` (a report for /metrics alone does not read them)."""
-        key = tuple(map(id, crosses))
-        self._pools_used.add(key)
-        entry = self._pools.get(key)
-        if entry is None:
-            prior = self._pools.get(key[:-1]) if len(key) > 2 else None
-            if prior is not None:
-                self._pools_used.add(key[:-1])
-            parts = [prior[1], crosses[-1]] if prior is not None else crosses
-            entry = self._pools[key] = (tuple(crosses), crossrank.pooled(parts, clocked=False))
+        found = self._pools(crosses)
         if not clocked or len(crosses) == 1:
-            return entry[1]
+            return found
         clocks = crossrank.merge_clocks([cross.clocks for cross in crosses])
-        return dataclass_replace(entry[1], clocks=clocks)
+        return dataclass_replace(found, clocks=clocks)
 
     def prime(self, parsed: Sequence[ParsedFile], chain: Chain | None = None) -> CrossRank | None:
         """Find one window's cross-rank facts now, from its files, as a report would (kept
@@ -246,15 +224,43 @@ class WindowCache:
         self._sections = {k: v for k, v in self._sections.items() if k in wanted}
         self._cross = {k: v for k, v in self._cross.items() if k in self._used}
         self._used = set()
-        self._runs = {k: v for k, v in self._runs.items() if k in self._runs_used}
-        self._runs_used = set()
-        self._sums = {k: v for k, v in self._sums.items() if k in self._sums_used}
-        self._sums_used = set()
-        self._pools = {k: v for k, v in self._pools.items() if k in self._pools_used}
-        self._pools_used = set()
+        for folds in (self._runs, self._sums, self._pools):
+            folds.keep()
         recent = self._sketches_used | self._sketches_before
         self._sketches = {k: v for k, v in self._sketches.items() if k in recent}
         self._sketches_before, self._sketches_used = self._sketches_used, set()
+
+
+T = TypeVar("T")
+
+
+class _Folds(Generic[T]):
+    """Left folds over sequences (a run's windows in order), keyed by the identities of their
+    items: a sequence whose all-but-last was folded for an earlier report, that prefix at least
+    `shortest` long, folds only its last item into it; each kept until a call of `keep` finds
+    it unused since the call before (the items are kept alive with it)."""
+
+    def __init__(self, fold: Callable[[Sequence[T]], T], shortest: int) -> None:
+        self._fold, self._shortest = fold, shortest
+        self._found: dict[tuple[int, ...], tuple[tuple[T, ...], T]] = {}
+        self._used: set[tuple[int, ...]] = set()
+
+    def __call__(self, items: Sequence[T]) -> T:
+        key = tuple(map(id, items))
+        self._used.add(key)
+        entry = self._found.get(key)
+        if entry is not None:
+            return entry[1]
+        prior = self._found.get(key[:-1]) if len(key) > self._shortest else None
+        if prior is not None:
+            self._used.add(key[:-1])
+        found = self._fold([prior[1], items[-1]] if prior is not None else items)
+        self._found[key] = (tuple(items), found)
+        return found
+
+    def keep(self) -> None:
+        self._found = {k: v for k, v in self._found.items() if k in self._used}
+        self._used = set()
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,6 @@ VOLATILE = re.compile(
 def shown(cache: Path, windows: int, out: Path) -> None:
     """Replay and write every /metrics text and the final report to `out`."""
     import msgspec
-    from commscope.collector.schema import PROTOCOL_VERSION, Hello
     from commscope.service.aggregate import Aggregator, AggregatorSettings
     from prometheus_client import CollectorRegistry, generate_latest
 
@@ -53,12 +52,7 @@ def shown(cache: Path, windows: int, out: Path) -> None:
             lines = generate_latest(registry).decode().splitlines()
             dumps.append("\n".join(line for line in lines if not VOLATILE.search(line)))
 
-        for node in sorted({node for files in sent.values() for node, _ in files}):
-            hello = Hello(node=node, protocol=PROTOCOL_VERSION, instance="replay")
-            aggregator.receive([node.encode(), msgspec.msgpack.encode(hello)], peer=node)
-        aggregator.commit()
-        aggregator.publish()
-        for window in sorted(sent, key=lambda name: int(name.rsplit("_", 1)[1])):
+        for window in service_replay.greet(aggregator, sent):
             files = sent[window]
             service_replay._window(aggregator, files[: len(files) // 2])
             aggregator.publish()

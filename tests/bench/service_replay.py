@@ -125,8 +125,6 @@ def renamed(sent: Sent, count: int) -> Sent:
 
 def measure(cache: Path, tmp: str, windows: int = 0) -> dict[str, float]:
     """CPU seconds (process time) of each window's drains, ticks and reports."""
-    import msgspec
-    from commscope.collector.schema import PROTOCOL_VERSION, Hello
     from commscope.service.aggregate import Aggregator, AggregatorSettings
 
     sent: Sent = pickle.loads(cache.read_bytes())
@@ -139,15 +137,24 @@ def measure(cache: Path, tmp: str, windows: int = 0) -> dict[str, float]:
                                       state=Path(folder) / "state")  # fmt: skip
         aggregator = Aggregator(settings)
         _daemon_gc(aggregator)
-        for node in sorted({node for files in sent.values() for node, _ in files}):
-            hello = Hello(node=node, protocol=PROTOCOL_VERSION, instance="replay")
-            aggregator.receive([node.encode(), msgspec.msgpack.encode(hello)], peer=node)
-        aggregator.commit()
-        aggregator.publish()
-        for window in sorted(sent, key=lambda name: int(name.rsplit("_", 1)[1])):
+        for window in greet(aggregator, sent):
             found[window] = _window(aggregator, sent[window])
         aggregator.store.close()
     return found
+
+
+def greet(aggregator: object, sent: Sent) -> list[str]:
+    """Each node's Hello received, committed and published; the job's windows in order."""
+    import msgspec
+    from commscope.collector.schema import PROTOCOL_VERSION, Hello
+
+    for node in sorted({node for files in sent.values() for node, _ in files}):
+        hello = Hello(node=node, protocol=PROTOCOL_VERSION, instance="replay")
+        payload = msgspec.msgpack.encode(hello)
+        aggregator.receive([node.encode(), payload], peer=node)  # type: ignore[attr-defined]
+    aggregator.commit()  # type: ignore[attr-defined]
+    aggregator.publish()  # type: ignore[attr-defined]
+    return sorted(sent, key=lambda name: int(name.rsplit("_", 1)[1]))
 
 
 def _window(aggregator: object, files: list[tuple[str, list[bytes]]]) -> float:
