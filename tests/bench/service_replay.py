@@ -14,6 +14,10 @@ tree's. What it leaves out: ZeroMQ, the report thread beside the loop, resends.
 
     .venv/bin/python tests/simjob.py 1024 /tmp/sj1024     # or a kept scale_bench.py job
     .venv/bin/python tests/bench/service_replay.py /tmp/sj1024 --against /tmp/base --runs 3
+    .venv/bin/python tests/bench/service_replay.py /tmp/sj256 --against /tmp/base --callgrind
+
+`--callgrind` counts instructions instead (valgrind; ~50x slower): each tree's replay less its
+set-up alone (every node's Hello), once each, the figure to quote on a loaded machine.
 
 The job's folders: ROOT/node<N>/iteration_<W>/<files> (scale_bench.py's `job/`) or
 ROOT/iteration_<W>/<files> (simjob.py's, one node a folder of 8 ranks). `--windows N` replays
@@ -29,6 +33,7 @@ import hashlib
 import json
 import os
 import pickle
+import re
 import statistics
 import subprocess
 import sys
@@ -123,8 +128,9 @@ def renamed(sent: Sent, count: int) -> Sent:
     return found
 
 
-def measure(cache: Path, tmp: str, windows: int = 0) -> dict[str, float]:
-    """CPU seconds (process time) of each window's drains, ticks and reports."""
+def measure(cache: Path, tmp: str, windows: int = 0, upto: int | None = None) -> dict[str, float]:
+    """CPU seconds (process time) of each window's drains, ticks and reports (of the first
+    `upto` windows only, when given: 0 is the set-up alone)."""
     from commscope.service.aggregate import Aggregator, AggregatorSettings
 
     sent: Sent = pickle.loads(cache.read_bytes())
@@ -137,7 +143,7 @@ def measure(cache: Path, tmp: str, windows: int = 0) -> dict[str, float]:
                                       state=Path(folder) / "state")  # fmt: skip
         aggregator = Aggregator(settings)
         _daemon_gc(aggregator)
-        for window in greet(aggregator, sent):
+        for window in greet(aggregator, sent)[:upto]:
             found[window] = _window(aggregator, sent[window])
         aggregator.store.close()
     return found
@@ -181,6 +187,29 @@ def run_in(tree: Path | None, cache: Path, tmp: str, windows: int = 0) -> dict[s
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
 
+def instructions(tree: Path | None, cache: Path, tmp: str, windows: int) -> int:
+    """The instructions the replay's windows take (callgrind's count of the whole replay less
+    that of its set-up alone): a figure the machine's load does not move."""
+    counts = []
+    for upto in (None, 0):
+        env = {**os.environ, **({"PYTHONPATH": str(tree)} if tree is not None else {})}
+        command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                   sys.executable, __file__, "--measure", str(cache), "--tmp", tmp,
+                   "--windows", str(windows)]  # fmt: skip
+        command += [] if upto is None else ["--upto", str(upto)]
+        out = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+        counts.append(int(re.findall(r"Collected : (\d+)", out.stderr)[-1]))
+    return counts[0] - counts[1]
+
+
+def callgrind(trees: dict[str, Path | None], cache: Path, tmp: str, windows: int) -> None:
+    found = {name: instructions(tree, cache, tmp, windows) for name, tree in trees.items()}
+    print("instructions of the windows (callgrind): "
+          + ", ".join(f"{name} {count / 1e6:,.0f}M" for name, count in found.items()))  # fmt: skip
+    if "base" in found:
+        print(f"  this/base {found['this'] / found['base']:.2f}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("root", type=Path, nargs="?")
@@ -189,15 +218,20 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--tmp", default=tempfile.gettempdir(), help="where the state folders go")
     p.add_argument("--windows", type=int, default=0, help="windows replayed (0: the job's)")
+    p.add_argument("--callgrind", action="store_true", help="count instructions (valgrind)")
     p.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--upto", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.measure is not None:
-        print(json.dumps(measure(args.measure, args.tmp, args.windows)))
+        print(json.dumps(measure(args.measure, args.tmp, args.windows, args.upto)))
         return
     cache = args.cache or args.root.parent / f"{args.root.name}.replay"
     if not cache.exists():
         parse_all(args.root, cache)
     trees = {"base": args.against, "this": None} if args.against else {"this": None}
+    if args.callgrind:
+        callgrind(trees, cache, args.tmp, args.windows)
+        return
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
     for run in range(args.runs):
         for name, tree in trees.items():
