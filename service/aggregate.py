@@ -4,11 +4,11 @@ One loop: receive what collectors send, validate it (a malformed or hostile mess
 counted and answered or dropped, never raised), apply each record at most once through the
 pure `Aggregation`, make it durable (`Store`), then acknowledge. Finished files feed the
 rolling busbw statistics; the report over finished files is published to Prometheus when a
-window completes (at once) and otherwise every `refresh_s`, or less often when building it
-takes long (a large job): at most `REBUILD_SHARE` of the time goes to building reports
-mid-window. Within `run` a report is built on a thread beside the loop (`ReportBuild`), from
-what `Aggregation.prepare` set out, so the loop keeps applying, storing and acknowledging (a
-loop busy for seconds makes collectors resend).
+window completes (at once), and before that only as a window's files double and at most
+`REBUILD_SHARE` of the time goes to building reports (`Pacing`); the service's own counters
+every `refresh_s`. Within `run` a report is built on a thread beside the loop (`ReportBuild`),
+from what `Aggregation.prepare` set out, so the loop keeps applying, storing and acknowledging
+(a loop busy for seconds makes collectors resend).
 The run ends when every collector has sent end-of-run, on `stop` (SIGTERM), or after
 `idle_timeout_s` of silence; a collector silent for `end_grace_s` (no heartbeat, no record)
 without end-of-run is no longer waited for (it exited at its drain deadline, or died);
@@ -82,6 +82,7 @@ from commscope.pipeline.stats import sample_values
 from commscope.pipeline.store import Store
 from commscope.service import curve, heap
 from commscope.service.logs import sparse
+from commscope.service.pacing import Pacing
 from zmq.utils.monitor import recv_monitor_message
 
 log = logging.getLogger("commscope.aggregate")
@@ -95,7 +96,6 @@ MAX_MESSAGE_BYTES: Final = 2 * 2**20
 RECEIVE_QUEUE: Final = 128
 _DRAIN: Final = 512  # messages handled between two syncs
 LIVE_S: Final = 1.0  # a tailed Inspector op is on /metrics within this (plus the tick)
-REBUILD_SHARE: Final = 0.1  # of the time, at most, building reports before a window completes
 REJECT_REASONS: Final = (
     "frames",  # not [routing id, payload]
     "too_large",  # over MAX_MESSAGE_BYTES
@@ -187,7 +187,7 @@ class Aggregator:
         self._completes = self._windows_shown  # the windows complete when it was set out
         self.exporter = SnapshotCollector(Snapshot(job=settings.job, shard=settings.shard))
         self._published_at = -math.inf  # publish at the first tick
-        self._rebuild_after = -math.inf  # no mid-window report before (see `_may_rebuild`)
+        self.pacing = Pacing()  # when a mid-window report may be built
         self._last_message = clock()
         self._last_record = self._last_message  # a record applied as received (not a heartbeat)
         self.socket: zmq.Socket[bytes] | None = None
@@ -511,6 +511,7 @@ class Aggregator:
         """Make what was applied durable, with one sync of the store's journal (the drain's
         records and finished files together); only then may it be acknowledged."""
         now = self.clock()
+        self.pacing.finished(len(self._finished))
         for item in self._finished:
             self.store.finish(item)
             if item.result is not None and item.stream not in self._fed_live:
@@ -545,7 +546,7 @@ class Aggregator:
     # ---------------------------------------------------------------- publishing and ending
     def _tick(self) -> None:
         """Publish at once when a window completes; otherwise every `refresh_s` (the report
-        only when a file has finished since, the service's own counters always)."""
+        when `Pacing` allows, the service's own counters always)."""
         now = self.clock()
         fresh: set[str] = set()
         if self._dirty:
@@ -581,7 +582,7 @@ class Aggregator:
 
     def _due(self) -> bool:
         return self._report is None or (
-            self._dirty and (self._window_waiting or self._may_rebuild())
+            self._dirty and (self._window_waiting or self.pacing.may_rebuild(self.clock()))
         )
 
     def _set_out(self) -> Prepared:
@@ -590,15 +591,16 @@ class Aggregator:
         self._began = self.clock()
         self._completing, self._window_waiting = self._window_waiting, False
         self._completes = len(self.completed)
+        self.pacing.set_out(self._completing or self._report is None)
         return self.aggregation.prepare(self.settings.options, metrics_only=True)  # for /metrics
 
     def _built(self, report: Report, cpu_s: float | None = None) -> None:
-        """Show a report built: the next mid-window one waits out its cost (`_may_rebuild`).
+        """Show a report built: the next mid-window one waits out its cost (`Pacing`).
         Each is logged with its time (and the CPU of its thread when built beside the loop)."""
         cost = self.clock() - self._began
         extra = {"seconds": round(cost, 3), "window_completed": self._completing}
         log.info("report built", extra={**extra, "cpu_s": cpu_s} if cpu_s is not None else extra)
-        self._rebuild_after = self.clock() + cost * (1 - REBUILD_SHARE) / REBUILD_SHARE
+        self.pacing.built(self.clock(), cost)
         self._report, self._windows_shown = report, self._completes
         if self._completing:
             self.stats.window_latency_s = self.clock() - self._last_record
@@ -616,6 +618,7 @@ class Aggregator:
                 "report built again: a file changed meanwhile", extra={"why": str(build.error)}
             )
             self._dirty, self._window_waiting = True, self._window_waiting or self._completing
+            self.pacing.retry()
             return
         if build.error is not None:
             raise build.error
@@ -627,11 +630,6 @@ class Aggregator:
         if self._building is not None:
             self._building.join()
             self._building = None
-
-    def _may_rebuild(self) -> bool:
-        """A mid-window report only once the last one's cost is paid back: it took `cost`,
-        so the next waits `cost` x (1 - share) / share (`REBUILD_SHARE`)."""
-        return self.clock() >= self._rebuild_after
 
     def snapshot(self, report: Report) -> Snapshot:
         now = self.clock()
