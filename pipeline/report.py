@@ -19,6 +19,7 @@ from typing import Generic, Literal, TypeVar
 from commscope.collector.inspector_windows import is_window
 from commscope.collector.schema import (
     INSPECTOR_LOGS,
+    AlphaBeta,
     Diagnosis,
     FileStats,
     Inputs,
@@ -28,6 +29,7 @@ from commscope.collector.schema import (
     RunConfig,
     Sections,
     Sketch,
+    Skew,
     Skipped,
     TraceMeta,
     Window,
@@ -40,6 +42,8 @@ from commscope.pipeline.diagnosis import diagnose
 from commscope.pipeline.flops import flops_per_token, hfu_factor, model_shape, peak_flops
 from commscope.pipeline.sections import Context, metrics_sections, peak_bandwidth, sections
 from msgspec.structs import asdict, replace
+
+CrossSections = tuple[dict[str, dict[str, AlphaBeta]], Skew]  # α-β fits, skew (`cross_sections`)
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,8 @@ class WindowCache:
         self._sketches: dict[int, tuple[OpTally, dict[str, Sketch]]] = {}
         self._sketches_used: set[int] = set()
         self._sketches_before: set[int] = set()  # those used in the interval before
+        # the run's α-β fits and skew section, with the pooled facts they came from (`crossed`)
+        self._crossed: tuple[CrossRank, tuple[float | None, bool], CrossSections] | None = None
 
     def sketch(self, tally: OpTally, which: Literal["algbw", "busbw"]) -> Sketch:
         """`accumulate.bandwidth_sketch`, a window's samples sketched once: kept until a call
@@ -207,6 +213,16 @@ class WindowCache:
             return found
         clocks = crossrank.merge_clocks([cross.clocks for cross in crosses])
         return dataclass_replace(found, clocks=clocks)
+
+    def crossed(self, cross: CrossRank, peak_Bps: float | None, plots: bool) -> CrossSections:
+        """`cross_sections`, reused while the run's pooled facts are the very same (`pooled`
+        gives the same object while no window was added: a report mid-window)."""
+        known = self._crossed
+        if known is not None and known[0] is cross and known[1] == (peak_Bps, plots):
+            return known[2]
+        found = cross_sections(cross, peak_Bps, plots)
+        self._crossed = (cross, (peak_Bps, plots), found)
+        return found
 
     def prime(self, parsed: Sequence[ParsedFile], chain: Chain | None = None) -> CrossRank | None:
         """Find one window's cross-rank facts now, from its files, as a report would (kept
@@ -392,9 +408,9 @@ def _run(
     cross = cache.pooled(crosses, clocked=not metrics_only) if crosses else None
     if metrics_only:
         sums = {rank: cache.merged(results, samples=False) for rank, results in per_rank.items()}
-        return _with_cross(metrics_sections(sums, context), cross, context)
+        return _with_cross(metrics_sections(sums, context), cross, context, cache=cache)
     found = sections(_merged(per_rank, cache), context, cache.sketch)
-    return _with_cross(found, cross, context, plots=True)
+    return _with_cross(found, cross, context, plots=True, cache=cache)
 
 
 def _windows(
@@ -464,20 +480,31 @@ def _infos(items: dict[int, ParsedFile]) -> dict[int, crossrank.RankInfo]:
 
 
 def _with_cross(
-    found: Sections, cross: crossrank.CrossRank | None, context: Context, plots: bool = False
+    found: Sections,
+    cross: crossrank.CrossRank | None,
+    context: Context,
+    plots: bool = False,
+    cache: WindowCache | None = None,
 ) -> Sections:
     """`found` with the cross-rank sections; `plots`: with the points the HTML report plots
-    (the whole run's only, bounded by `crossrank.PLOT_POINTS` and `PLOT_FITS`)."""
+    (the whole run's only, bounded by `crossrank.PLOT_POINTS` and `PLOT_FITS`); `cache`: the
+    run's, reused while its pooled facts are unchanged (`WindowCache.crossed`)."""
     if cross is None:
         return found
-    fits = crossrank.alpha_beta(cross, context.peak_Bps)
-    return replace(
-        found,
-        matching=cross.matching,
-        clocks=cross.clocks,
-        skew=skew.section(cross.arrivals, crossrank.PLOT_POINTS if plots else 0),
-        alpha_beta=crossrank.with_points(fits, cross) if plots else fits,
+    peak = context.peak_Bps
+    fits, skewed = (
+        cache.crossed(cross, peak, plots) if cache else cross_sections(cross, peak, plots)
     )
+    return replace(
+        found, matching=cross.matching, clocks=cross.clocks, skew=skewed, alpha_beta=fits
+    )
+
+
+def cross_sections(cross: CrossRank, peak_Bps: float | None, plots: bool) -> CrossSections:
+    """The α-β fits and the skew section over cross-rank facts (`plots`: with their points)."""
+    fits = crossrank.alpha_beta(cross, peak_Bps)
+    fits = crossrank.with_points(fits, cross) if plots else fits
+    return fits, skew.section(cross.arrivals, crossrank.PLOT_POINTS if plots else 0)
 
 
 def _context(

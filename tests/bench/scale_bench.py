@@ -20,9 +20,9 @@ disk that cannot hold one window. The generator's processes are the bench's, so 
 not counted; but a window then lasts as long as its generation (it shares the cores), and the
 idle rate subtracted over that wall time weighs more: measure it longer (`--idle-s`).
 `--spread-s S` (staged windows) renames a window's files evenly over S seconds instead of at
-once: how long the files take to arrive sets how many reports the aggregator builds for
-/metrics before the window completes (at most `REBUILD_SHARE` of the wall time), a cost the
-table shows apart ("reports mid-window", from the aggregator's log).
+once: the aggregator builds reports for /metrics before the window completes as its files
+double and at most `REBUILD_SHARE` of the wall time (`service/pacing.py`), a cost the table
+shows apart ("reports mid-window", from the aggregator's log).
 
 Then one `commscope aggregate --insecure` on 127.0.0.1 and one `commscope collect --insecure`
 per node (8 ranks), each watching its own folder (`node<N>/`, as on a real node): real
@@ -483,9 +483,8 @@ def run_window(
 def mid_window_reports(log: Path, since: float, until: float) -> tuple[int, float]:
     """The reports the aggregator built (its log's "report built" lines, with the CPU of the
     thread that built each) between `since` and `until` that completed no window: how many,
-    and their CPU seconds. The aggregator builds one while a window's files arrive at most
-    `REBUILD_SHARE` of the wall time (for /metrics), so their cost follows how long the files
-    take to arrive, not what they hold."""
+    and their CPU seconds. The aggregator builds one while a window's files arrive each time
+    they double, at most `REBUILD_SHARE` of the wall time (`service/pacing.py`)."""
     count, cpu = 0, 0.0
     for line in log.read_text(errors="replace").splitlines():
         try:

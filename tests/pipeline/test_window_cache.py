@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from typing import Any
 
 import msgspec
 import pytest
@@ -358,3 +359,35 @@ def test_sketches_found_for_a_window_serve_the_next_report(
     assert len(sketched) == 2 * sum(len(p.result.ops) for p in parsed if p.window == "b")
     monkeypatch.undo()
     assert found == build_report(["a", "b"], parsed, [], Options())
+
+
+def test_reports_mid_window_fit_the_runs_alpha_beta_and_skew_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Windows a and b complete, c open and gaining a rank between two reports for /metrics:
+    the run's pooled cross-rank facts (a and b) are the same for both, so its α-β fits and
+    skew section are found once; c completing makes them new. Each report is what a build
+    from scratch gives."""
+    cache = WindowCache()
+    c = [replace(p, window="c") for p in files(seed=3) if p.window == "a"]
+    parsed = files(seed=1)
+    fits: list[int] = []
+    real = crossrank.alpha_beta
+
+    def counted(cross: CrossRank, peak_Bps: float | None) -> dict[str, Any]:
+        fits.append(1)
+        return real(cross, peak_Bps)
+
+    monkeypatch.setattr(crossrank, "alpha_beta", counted)
+    found = []
+    for inputs, waiting in ((parsed + c[:1], {"c"}), (parsed + c[:2], {"c"}), (parsed + c, set())):
+        report_ = build_report(["a", "b", "c"], inputs, [], Options(), cache=cache,
+                               waiting=waiting, metrics_only=True)  # fmt: skip
+        found.append((len(fits), report_, inputs, waiting))
+    # fits so far: a's, b's and the run's (a+b); none; c's and the run's (a+b+c)
+    assert [n for n, *_ in found] == [3, 3, 5]
+    monkeypatch.undo()
+    for _, report_, inputs, waiting in found:
+        again = build_report(["a", "b", "c"], inputs, [], Options(), waiting=waiting,
+                             metrics_only=True)  # fmt: skip
+        assert report_ == again
