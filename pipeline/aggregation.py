@@ -339,6 +339,7 @@ class Aggregation:
             cache=self.cache,
             waiting=prepared.waiting,
             metrics_only=prepared.metrics_only,
+            placement=chosen.placement,
         )
         labelled = jobs.labelled(report, chosen, prepared.ignored)
         return inspector_beside.beside(labelled, prepared.apart, prepared.options)

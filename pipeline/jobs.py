@@ -25,13 +25,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from dataclasses import replace as dataclass_replace
 from datetime import UTC, datetime
 from typing import Final
 
 from commscope.collector.schema import JobInfo, Report, Skipped
+from commscope.pipeline import ranks
 from commscope.pipeline.accumulate import CPU
 from commscope.pipeline.clocks import epoch_ns
-from commscope.pipeline.report import Options, ParsedFile, assign_ranks, build_report
+from commscope.pipeline.ranks import Placement
+from commscope.pipeline.report import Options, ParsedFile, build_report
 from msgspec.structs import replace
 
 GAP_NS: Final = 3600 * 10**9  # ranks of one job in one window start within this of each other
@@ -47,6 +50,7 @@ class Job:
     backend: str | None
     gpu_name: str | None  # NO_GPU: a CPU-only job; None: unknown
     start_ns: int | None
+    placement: Placement[ParsedFile] | None = None  # its files at their ranks (`usable`)
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,7 @@ class Chosen:
     skipped: list[Skipped]
     job: int | None = None
     jobs: tuple[JobInfo, ...] = ()
+    placement: Placement[ParsedFile] | None = None  # `files` at their ranks, when known
 
 
 def kind(item: ParsedFile) -> Kind:
@@ -325,11 +330,11 @@ def usable(files: Sequence[ParsedFile]) -> tuple[list[Job], list[Skipped]]:
     found = split(files)
     jobs, skipped = [], list(found.skipped)
     for job in found.jobs:
-        placed, refused = assign_ranks(job.files)
-        if placed:
-            jobs.append(job)
+        placement = ranks.assign(job.files)
+        if placement.placed:
+            jobs.append(dataclass_replace(job, placement=placement))
         else:
-            skipped += refused
+            skipped += placement.skipped
     return jobs, skipped
 
 
@@ -345,11 +350,13 @@ def reports(
     common = [*skipped, *left_out]
     if len(jobs) <= 1:
         files = list(jobs[0].files) if jobs else []
-        return [labelled(build_report(windows, files, common, options), Chosen(files, []), ignored)]
+        placement = jobs[0].placement if jobs else None
+        found = build_report(windows, files, common, options, placement=placement)
+        return [labelled(found, Chosen(files, []), ignored)]
     infos = tuple(info(job, n) for n, job in enumerate(jobs, start=1))
     return [
         labelled(
-            build_report(windows, job.files, common, options),
+            build_report(windows, job.files, common, options, placement=job.placement),
             Chosen(list(job.files), [], n, infos),
             ignored,
         )
@@ -360,8 +367,10 @@ def reports(
 def largest(parsed: Sequence[ParsedFile]) -> Chosen:
     """The job with the most files (the earliest on a tie); every other file is skipped."""
     jobs, left_out = usable(parsed)
-    if len(jobs) <= 1:
-        return Chosen(list(jobs[0].files) if jobs else [], left_out)
+    if not jobs:
+        return Chosen([], left_out)
+    if len(jobs) == 1:
+        return Chosen(list(jobs[0].files), left_out, placement=jobs[0].placement)
     infos = tuple(info(job, n) for n, job in enumerate(jobs, start=1))
     best = max(range(len(jobs)), key=lambda n: (len(jobs[n].files), -n))
     reason = f"belongs to another job than the one reported (job {best + 1} of {len(jobs)}: "
@@ -372,7 +381,8 @@ def largest(parsed: Sequence[ParsedFile]) -> Chosen:
         if n != best
         for item in job.files
     ]
-    return Chosen(list(jobs[best].files), [*left_out, *others], best + 1, infos)
+    placement = jobs[best].placement
+    return Chosen(list(jobs[best].files), [*left_out, *others], best + 1, infos, placement)
 
 
 def labelled(report: Report, chosen: Chosen, ignored: Sequence[str] = ()) -> Report:

@@ -352,14 +352,16 @@ def build_report(
     *,
     waiting: Collection[str] = (),
     metrics_only: bool = False,
+    placement: ranks.Placement[ParsedFile] | None = None,
 ) -> Report:
     """The report over these files. `waiting`: windows still open (a live report mid-window),
     whose cross-rank sections are left out, here and in the run's (which then cover the
     other windows), as `inputs.open_windows` says. `metrics_only`: a report for the live /metrics
     alone (the aggregator's mid-run reports): every window as it is, but of the run only the
     sections /metrics reads (`sections.metrics_sections`, the cross-rank ones without plots), no
-    health and no diagnosis; the final report gives every one."""
-    placement = ranks.assign(parsed)
+    health and no diagnosis; the final report gives every one. `placement`: `parsed` placed at
+    their ranks (`ranks.assign`), when the caller found it already."""
+    placement = ranks.assign(parsed) if placement is None else placement
     placed, conflicts = placement.placed, placement.skipped
     metas = [item.meta for item in placed.values()]
     world = max((m.world_size for m in metas if m.world_size), default=None)

@@ -7,7 +7,7 @@ base + its first event (ts 0 here), so each job's start is its base exactly.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pytest
@@ -25,10 +25,10 @@ from builders import (
     single_gpu_trace,
 )
 from commscope.collector.discover import rank_from_name
-from commscope.pipeline import jobs
+from commscope.pipeline import jobs, ranks
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.offline import analyse_jobs
-from commscope.pipeline.report import Options, ParsedFile
+from commscope.pipeline.report import Options, ParsedFile, build_report
 from kineto_builder import annotation, kernel, read, trace
 
 HOUR_NS = 3600 * 10**9
@@ -237,6 +237,29 @@ def test_the_largest_job_is_reported_and_the_other_files_skipped_with_the_reason
         "B200, started 2024-01-01 00:00:00 UTC): job 3: world 2, nccl, NVIDIA H100 80GB HBM3, "
         "started 2024-06-01 00:00:00 UTC"
     )
+
+
+def test_each_jobs_files_are_placed_at_their_ranks_once_a_report(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Three jobs: finding them places each job's files (3 placements), and the reports over
+    them reuse those (none more); finding the largest places the three again, and its report
+    built from its `Chosen` places nothing. That report is the one built without it."""
+    real, placed = ranks.assign, []
+
+    def counted(files: Iterable[ParsedFile]) -> ranks.Placement[ParsedFile]:
+        placed.append(1)
+        return real(files)
+
+    monkeypatch.setattr(ranks, "assign", counted)
+    found = jobs.reports(["mixed"], three_jobs(), [], Options())
+    assert len(placed) == 3
+    chosen = jobs.largest(three_jobs())
+    lean = build_report(["mixed"], chosen.files, [], Options(), placement=chosen.placement)
+    assert len(placed) == 6
+    monkeypatch.undo()
+    assert lean == build_report(["mixed"], chosen.files, [], Options())
+    assert [r.ranks for r in found] == [[0, 1, 2], [0, 1], [0, 1]]
 
 
 REAL = Path(__file__).resolve().parents[3] / "shared" / "traces" / "kineto" / "single_rank"
