@@ -276,6 +276,12 @@ class Aggregation:
         has a finished, usable file (judged anew only for the folders whose files changed)."""
         return self._windows.complete(self.owned)
 
+    def progress(self) -> int:
+        """How far the open windows' ranks have come, summed over them: a quarter of a window's
+        ranks arriving adds one (a window of unknown world size: its ranks doubling). A report
+        mid-window is worth building when this grew (`service/pacing.py`)."""
+        return self._windows.progress(self.owned)
+
     def report(self, options: Options, final: bool = False, metrics_only: bool = False) -> Report:
         """The report over the finished files; `final`: open streams are listed as skipped;
         `metrics_only`: of the run, only what the live /metrics reads (`build_report`)."""
@@ -473,6 +479,7 @@ class _Windows:
         self.ranks: dict[str, Counter[int]] = {}
         self.worlds: dict[str, Counter[int]] = {}
         self.whole: dict[str, bool] = {}
+        self.steps: dict[str, int] = {}  # how far each folder's ranks have come (`_steps`)
         self.changed: set[str] = set()
 
     def add(self, item: FinishedFile, by: int = 1) -> None:
@@ -493,14 +500,30 @@ class _Windows:
         for folder in self.changed:
             seen, worlds = self.ranks[folder], self.worlds[folder]
             self.whole[folder] = bool(seen) and _whole(seen.keys(), max(worlds), owned)
+            self.steps[folder] = _steps(seen.keys(), max(worlds, default=0), owned)
         self.changed.clear()
         return sorted(folder for folder, whole in self.whole.items() if whole)
+
+    def progress(self, owned: frozenset[int] | None) -> int:
+        """The open folders' steps (`_steps`) summed: it grows as their ranks arrive."""
+        self.complete(owned)
+        return sum(n for folder, n in self.steps.items() if not self.whole[folder])
 
 
 def _whole(seen: Set[int], world: int, owned: frozenset[int] | None) -> bool:
     if owned is None:
         return _every_rank(seen, world)
     return world > max(owned, default=-1) and owned <= seen
+
+
+def _steps(seen: Set[int], world: int, owned: frozenset[int] | None) -> int:
+    """How far a folder's ranks have come: quarters of the ranks it needs (`_whole`) seen, 0 to
+    3 (4 is complete); of a world not stated, the times its ranks seen have doubled."""
+    needed = world if owned is None else sum(1 for rank in owned if rank < world)
+    if needed <= 0:
+        return max(len(seen), 1).bit_length() - 1
+    inside = seen if owned is None else seen & owned
+    return min(3, 4 * sum(1 for rank in inside if 0 <= rank < world) // needed)
 
 
 def _every_rank(seen: Set[int], world: int) -> bool:

@@ -4,11 +4,11 @@ One loop: receive what collectors send, validate it (a malformed or hostile mess
 counted and answered or dropped, never raised), apply each record at most once through the
 pure `Aggregation`, make it durable (`Store`), then acknowledge. Finished files feed the
 rolling busbw statistics; the report over finished files is published to Prometheus when a
-window completes (at once), and before that only as a window's files double and at most
-`REBUILD_SHARE` of the time goes to building reports (`Pacing`); the service's own counters
-every `refresh_s`. Within `run` a report is built on a thread beside the loop (`ReportBuild`),
-from what `Aggregation.prepare` set out, so the loop keeps applying, storing and acknowledging
-(a loop busy for seconds makes collectors resend).
+window completes (at once), and before that at each further quarter of a window's ranks, at
+most `REBUILD_SHARE` of the time going to building reports (`Pacing`); the service's own
+counters every `refresh_s`. Within `run` a report is built on a thread beside the loop
+(`ReportBuild`), from what `Aggregation.prepare` set out, so the loop keeps applying, storing
+and acknowledging (a loop busy for seconds makes collectors resend).
 The run ends when every collector has sent end-of-run, on `stop` (SIGTERM), or after
 `idle_timeout_s` of silence; a collector silent for `end_grace_s` (no heartbeat, no record)
 without end-of-run is no longer waited for (it exited at its drain deadline, or died);
@@ -511,7 +511,6 @@ class Aggregator:
         """Make what was applied durable, with one sync of the store's journal (the drain's
         records and finished files together); only then may it be acknowledged."""
         now = self.clock()
-        self.pacing.finished(len(self._finished))
         for item in self._finished:
             self.store.finish(item)
             if item.result is not None and item.stream not in self._fed_live:
@@ -582,7 +581,11 @@ class Aggregator:
 
     def _due(self) -> bool:
         return self._report is None or (
-            self._dirty and (self._window_waiting or self.pacing.may_rebuild(self.clock()))
+            self._dirty
+            and (
+                self._window_waiting
+                or self.pacing.may_rebuild(self.clock(), self.aggregation.progress())
+            )
         )
 
     def _set_out(self) -> Prepared:
@@ -591,7 +594,7 @@ class Aggregator:
         self._began = self.clock()
         self._completing, self._window_waiting = self._window_waiting, False
         self._completes = len(self.completed)
-        self.pacing.set_out(self._completing or self._report is None)
+        self.pacing.set_out(self.aggregation.progress())
         return self.aggregation.prepare(self.settings.options, metrics_only=True)  # for /metrics
 
     def _built(self, report: Report, cpu_s: float | None = None) -> None:

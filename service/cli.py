@@ -578,8 +578,9 @@ def _aggregate_run_options(aggregate: argparse.ArgumentParser) -> None:
         type=float,
         default=5.0,
         metavar="S",
-        help="mid-window, publish the report's figures to /metrics every S seconds (a "
-        "completed window at once) (default: %(default)s)",
+        help="publish the aggregator's own counters to /metrics every S seconds (a report: "
+        "when a window completes, and at each quarter of an open window's ranks) "
+        "(default: %(default)s)",
     )
     aggregate.add_argument(
         "--credit",

@@ -20,9 +20,9 @@ disk that cannot hold one window. The generator's processes are the bench's, so 
 not counted; but a window then lasts as long as its generation (it shares the cores), and the
 idle rate subtracted over that wall time weighs more: measure it longer (`--idle-s`).
 `--spread-s S` (staged windows) renames a window's files evenly over S seconds instead of at
-once: the aggregator builds reports for /metrics before the window completes as its files
-double and at most `REBUILD_SHARE` of the wall time (`service/pacing.py`), a cost the table
-shows apart ("reports mid-window", from the aggregator's log).
+once: the aggregator builds reports for /metrics before the window completes at a quarter,
+half and three quarters of its ranks, at most `REBUILD_SHARE` of the wall time
+(`service/pacing.py`), a cost the table shows apart ("reports mid-window", from its log).
 
 Then one `commscope aggregate --insecure` on 127.0.0.1 and one `commscope collect --insecure`
 per node (8 ranks), each watching its own folder (`node<N>/`, as on a real node): real
@@ -42,7 +42,9 @@ Kineto renames its `.tmp`), and the bench polls the aggregator's /metrics until
                                    rate (measured, once steady, before the first window) over
                                    the same wall time: the CPU the window cost; the aggregator's
                                    also less the bench's own /metrics polls (their number times
-                                   the CPU of one, measured over 100 idle polls). The ratio
+                                   the CPU of one: the mean of 100 polls before the window and
+                                   100 after it, as a poll costs more once /metrics shows a
+                                   report of many ranks; the table prints it). The ratio
                                    aggregator / collectors is the issue's figure; what was
                                    used in all is printed beside it;
   window -> metrics (e2e)          wall time from the last file renamed into place to the
@@ -348,6 +350,7 @@ class WindowRow:
     polls: int  # /metrics requests the bench made meanwhile
     seconds: float  # wall time between the two CPU readings
     mid_reports: tuple[int, float] = (0, 0.0)  # reports built before the window completed, CPU s
+    poll_cpu_s: float = 0.0  # the aggregator's CPU a poll: before and after the window, the mean
 
 
 @dataclass
@@ -459,7 +462,9 @@ def run_window(
     service: Service, window: int, publisher: Publish, *, args: argparse.Namespace,
     idle: tuple[float, float],
 ) -> WindowRow:  # fmt: skip
-    """Publish the window's files, wait for it in /metrics, then for the daemons to be idle."""
+    """Publish the window's files, wait for it in /metrics, then for the daemons to be idle.
+    A poll's cost is measured before and after (it grows with the report /metrics shows)."""
+    poll_before = service.scrape_cost()
     (agg0, col0), wire0, polls = service.cpu(), counters(service), service.scrapes
     started, since = time.monotonic(), time.time()
     last, sizes = publisher(window)
@@ -477,14 +482,15 @@ def run_window(
     cpu = (agg1 - agg0, col1 - col0)
     assert service.agg is not None
     mid = mid_window_reports(service.agg.log, since, time.time())
-    return WindowRow(*sizes, *cpu, seen - last, gauge, *wire, polls, took, mid)
+    poll_cpu = (poll_before + service.scrape_cost()) / 2
+    return WindowRow(*sizes, *cpu, seen - last, gauge, *wire, polls, took, mid, poll_cpu)
 
 
 def mid_window_reports(log: Path, since: float, until: float) -> tuple[int, float]:
     """The reports the aggregator built (its log's "report built" lines, with the CPU of the
     thread that built each) between `since` and `until` that completed no window: how many,
-    and their CPU seconds. The aggregator builds one while a window's files arrive each time
-    they double, at most `REBUILD_SHARE` of the wall time (`service/pacing.py`)."""
+    and their CPU seconds. The aggregator builds one while a window's files arrive at each
+    quarter of its ranks, at most `REBUILD_SHARE` of the wall time (`service/pacing.py`)."""
     count, cpu = 0, 0.0
     for line in log.read_text(errors="replace").splitlines():
         try:
@@ -607,8 +613,8 @@ def _s(value: float | None) -> str:
 
 def polls_s(run: Run, row: WindowRow) -> float:
     """The aggregator's CPU the bench's /metrics polls cost in the window (an estimate: the
-    polls times the cost of one, measured idle)."""
-    return row.polls * run.poll_cpu_s
+    polls times the cost of one, the mean of that measured before and after the window)."""
+    return row.polls * row.poll_cpu_s
 
 
 def net_cpu(run: Run, row: WindowRow) -> tuple[float, float]:
@@ -623,8 +629,8 @@ def windows_table(runs: list[Run]) -> str:
         "| ranks | filler | window | trace MB stored / JSON | collectors CPU s (used) "
         "| aggregator CPU s (used) | aggregator / collectors | window → metrics s "
         "| aggregator's latency s | wire MB (records resent) | of it: reports mid-window s (n) "
-        "| aggregator less those / collectors |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| aggregator less those / collectors | bench's polls (ms each) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
         for w, row in enumerate(run.rows):
@@ -636,7 +642,8 @@ def windows_table(runs: list[Run]) -> str:
                 f"({row.agg_cpu_s:.2f}) | {agg / col:.1%} | {row.e2e_s:.1f} | "
                 f"{_s(row.gauge_s)} | {_mb(row.wire)} ({row.duplicates:,}) | "
                 f"{row.mid_reports[1]:.2f} ({row.mid_reports[0]}) | "
-                f"{(agg - row.mid_reports[1]) / col:.1%} |"
+                f"{(agg - row.mid_reports[1]) / col:.1%} | "
+                f"{row.polls:,} ({row.poll_cpu_s * 1e3:.1f}) |"
             )
     return "\n".join(lines)
 
@@ -687,7 +694,7 @@ def describe(runs: list[Run], args: argparse.Namespace) -> str:
             f"{r.job.ranks} ranks, filler {r.job.filler}: {generation(r, args)}; "
             "idle: aggregator "
             f"{r.idle[0]:.3f} core, collectors {r.idle[1]:.3f}; a /metrics poll "
-            f"{r.poll_cpu_s * 1e3:.1f} ms of the aggregator's CPU; largest collector peak RSS "
+            f"{r.poll_cpu_s * 1e3:.1f} ms of the aggregator's CPU idle; largest collector peak RSS "
             f"{r.ending.col_hwm_mb:.0f} MB"
             for r in runs
         )

@@ -860,6 +860,25 @@ def test_a_shard_completes_a_window_once_its_own_ranks_have_each_a_file() -> Non
     assert whole.complete_windows() == ["d"]
 
 
+def test_progress_counts_quarters_of_each_open_windows_ranks() -> None:
+    """World 8 (window a): ranks 0..7 arriving give 0, 1, 1, 2, 2, 3, 3 quarters (4k // 8 of k
+    ranks; none at 1), then a is complete and counts no more; a window of no stated world
+    (b: world 0) counts its ranks doubling (1, 2, 4 ranks: 0, 1, 2); a shard owning 4-7 of a
+    world of 8 counts quarters of those 4 (c: ranks 4, 5: 2)."""
+    aggregation = Aggregation()
+    found = []
+    for rank in range(8):
+        aggregation.restore([finished_rank("a", rank, 8)])
+        found.append(aggregation.progress())
+    assert found == [0, 1, 1, 2, 2, 3, 3, 0]
+    for rank, expected in ((0, 0), (1, 1), (2, 1), (3, 2)):
+        aggregation.restore([finished_rank("b", rank, 0)])
+        assert aggregation.progress() == expected
+    shard = Aggregation(owned=frozenset(range(4, 8)))
+    shard.restore([finished_rank("c", 4, 8), finished_rank("c", 5, 8)])
+    assert shard.progress() == 2
+
+
 class StepClock:
     def __init__(self) -> None:
         self.now = 1000.0
@@ -871,8 +890,8 @@ class StepClock:
 def test_reports_mid_window_wait_out_ten_times_their_cost(tmp_path: Path) -> None:
     """A report that takes 2 s (the fake clock moves while it is built) is built again mid-
     window only 18 s after it ended (2 s is then 10% of the time, `REBUILD_SHARE`); a window
-    completing is published at once; the counters are published every time. (A file finishes
-    at each step: 3 by 1020 against none when the first was set out, so the files doubled.)"""
+    completing is published at once; the counters are published every time. (The open
+    windows come further at each step.)"""
     settings = AggregatorSettings(
         listen="tcp://127.0.0.1:0", out=tmp_path / "out", state=tmp_path / "state"
     )
@@ -887,13 +906,15 @@ def test_reports_mid_window_wait_out_ten_times_their_cost(tmp_path: Path) -> Non
         return real(prepared)
 
     aggregator.aggregation.build = slow  # type: ignore[method-assign]
+    progress = [0]
+    aggregator.aggregation.progress = lambda: progress[-1]  # type: ignore[method-assign]
     try:
         aggregator.publish()  # the first: built (1000 to 1002), the next not before 1020
         steps = ((1010.0, False), (1019.9, False), (1020.0, False), (1030.0, True), (1049.9, False))
         for now, completed in steps:
             clock.now = now
-            aggregator._dirty = True  # a file finished
-            aggregator.pacing.finished(1)
+            aggregator._dirty = True  # a file finished, the open windows came further
+            progress.append(len(progress))
             aggregator.publish(window_completed=completed)
             assert aggregator._published_at == clock.now  # the counters, every time
         # 1020 = 1002 + 18; 1030: a window completed; 1049.9 is before 1032 + 18

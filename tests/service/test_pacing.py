@@ -12,65 +12,73 @@ from commscope.service.pacing import Pacing
 from tests.pipeline.test_aggregation import NODE, SAMPLE, StepClock, run_records
 
 
-def trickle(pacing: Pacing, files: int, cost: float = 0.0, gap: float = 1000.0) -> list[int]:
-    """Files finish one at a time, `gap` seconds apart; a report is set out whenever allowed
-    and takes `cost`. Returns the file counts (since the start) at which reports were built."""
+def trickle(
+    pacing: Pacing, progress: list[int], cost: float = 0.0, gap: float = 1000.0, since: float = 0
+) -> list[int]:
+    """The open windows' progress at each step, `gap` seconds apart after `since`; a report
+    is set out whenever allowed and takes `cost`. Returns the steps (from 1) at which reports
+    were set out."""
     built = []
-    for n in range(1, files + 1):
-        pacing.finished(1)
-        now = n * gap
-        if pacing.may_rebuild(now):
-            pacing.set_out(completing=False)
+    for step, now_at in enumerate(progress, start=1):
+        now = since + step * gap
+        if pacing.may_rebuild(now, now_at):
+            pacing.set_out(now_at)
             pacing.built(now + cost, cost)
-            built.append(n)
+            built.append(step)
     return built
 
 
 def started() -> Pacing:
     """The first report (of nothing) set out and built, in no time."""
     pacing = Pacing()
-    pacing.set_out(completing=True)
+    pacing.set_out(0)
     pacing.built(0.0, 0.0)
     return pacing
 
 
-def test_files_trickling_in_are_reported_each_time_they_double() -> None:
-    """Time never holds a report back (no cost, 1000 s apart): 20 files one by one give
-    reports at 1, 2, 4, 8 and 16 files, not 20 reports."""
-    assert trickle(started(), 20) == [1, 2, 4, 8, 16]
+def quarters(ranks: int) -> list[int]:
+    """A window of `ranks` ranks arriving one by one: its progress after each (quarters seen,
+    as `Aggregation.progress` counts them), 0 again once complete."""
+    return [min(3, 4 * seen // ranks) if seen < ranks else 0 for seen in range(1, ranks + 1)]
 
 
-def test_a_window_completing_starts_the_count_again() -> None:
-    """A completing report at 10 files: the next mid-window ones come at 11, 12 and 14 files
-    (1, 2 and 4 since then), not at 20."""
+def test_a_window_trickling_in_is_reported_at_each_quarter_of_its_ranks() -> None:
+    """Time never holds a report back (no cost, 1000 s apart): 16 ranks one by one give
+    reports at 4, 8 and 12 ranks (a quarter, half, three quarters), not 16 reports."""
+    assert quarters(16) == [0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 0]
+    assert trickle(started(), quarters(16)) == [4, 8, 12]
+
+
+def test_a_window_completing_lowers_the_progress_and_the_next_starts_from_there() -> None:
+    """Two windows of 4 ranks one after the other (the completing report, built by the
+    service at once, sets out progress 0): the second is shown at 1, 2 and 3 of its ranks."""
     pacing = started()
-    pacing.finished(10)
-    pacing.set_out(completing=True)
-    pacing.built(0.0, 0.0)
-    assert [10 + n for n in trickle(pacing, 5)] == [11, 12, 14]
+    assert trickle(pacing, quarters(4)) == [1, 2, 3]
+    pacing.set_out(0)  # the first window's completing report
+    assert trickle(pacing, quarters(4), since=10_000) == [1, 2, 3]
 
 
 def test_a_report_waits_out_nine_times_its_cost() -> None:
-    """Files finish 1 s apart and each report takes 2 s: set out at t=1, it ends at 3, so
-    the next may come only 18 s later (at 21: 21 files against 1 shown, grown), and the one
-    after that not before 41 (23 + 18): of files at t=1..40, reports at 1 and 21."""
-    assert trickle(started(), 40, cost=2.0, gap=1.0) == [1, 21]
+    """Progress grows at every step (1 s apart) and each report takes 2 s: set out at t=1, it
+    ends at 3, so the next may come only 18 s later (at 21), and the one after that not
+    before 41 (23 + 18): of steps 1..40, reports at 1 and 21."""
+    assert trickle(started(), list(range(1, 41)), cost=2.0, gap=1.0) == [1, 21]
 
 
-def test_a_report_not_built_is_set_out_again_without_waiting_for_more_files() -> None:
-    """4 files shown, the build fails (a file it read changed): the next may be set out at
-    once, though no file finished since."""
+def test_a_report_not_built_is_set_out_again_without_waiting_for_more_ranks() -> None:
+    """Progress 2 shown, the build fails (a file it read changed): the next may be set out at
+    once, though the windows came no further."""
     pacing = started()
-    pacing.finished(4)
-    pacing.set_out(completing=False)
-    assert not pacing.may_rebuild(1.0)
+    pacing.set_out(2)
+    assert not pacing.may_rebuild(1.0, 2)
     pacing.retry()
-    assert pacing.may_rebuild(1.0)
+    assert pacing.may_rebuild(1.0, 2)
 
 
-def test_the_aggregator_counts_each_file_it_makes_durable(tmp_path: Path) -> None:
-    """The gloo sample's first file finishing (its window not complete: rank 1 missing) is
-    counted once committed, and the mid-window report then built covers it."""
+def test_the_aggregator_reports_a_window_half_come(tmp_path: Path) -> None:
+    """The gloo sample's first file finishing (world 2: its window half come, rank 1 missing)
+    makes the open windows' progress 2 quarters, and the mid-window report then built
+    covers it."""
     settings = AggregatorSettings(
         listen="tcp://127.0.0.1:0", out=tmp_path / "out", state=tmp_path / "state"
     )
@@ -82,7 +90,7 @@ def test_the_aggregator_counts_each_file_it_makes_durable(tmp_path: Path) -> Non
         for record in first:
             aggregator.receive([NODE.encode(), msgspec.msgpack.encode(record)])
         aggregator.commit()
-        assert aggregator.pacing.finishes == 1
+        assert aggregator.aggregation.progress() == 2
         clock.now += 100.0
         aggregator.publish()
         assert aggregator._report is not None and aggregator._report.inputs.files == 1
