@@ -545,6 +545,7 @@ class Run:
     poll_cpu_s: float  # the aggregator's CPU a /metrics poll
     rows: list[WindowRow]
     ending: Ending
+    idle_after: tuple[float, float] = (0.0, 0.0)  # the idle rate after the last window
 
 
 def staged(job: Job, service: Service, per_folder: int, args: argparse.Namespace) -> Publish:
@@ -592,8 +593,9 @@ def run_scale(ranks: int, filler: int, args: argparse.Namespace) -> Run:
         service.steady(300)
         idle, poll_cpu = service.rates(args.idle_s), service.scrape_cost()
         rows = [run_window(service, w, publisher, args=args, idle=idle) for w in range(job.windows)]
+        idle_after = service.rates(args.idle_s)  # the idle rate again, the windows' state held
         ending = finish(service, job, args.end_timeout)
-        return Run(job, nodes, generated, idle, poll_cpu, rows, ending)
+        return Run(job, nodes, generated, idle, poll_cpu, rows, ending, idle_after)
     finally:
         service.close()
         if not args.keep:
@@ -693,7 +695,8 @@ def describe(runs: list[Run], args: argparse.Namespace) -> str:
         + "\n".join(
             f"{r.job.ranks} ranks, filler {r.job.filler}: {generation(r, args)}; "
             "idle: aggregator "
-            f"{r.idle[0]:.3f} core, collectors {r.idle[1]:.3f}; a /metrics poll "
+            f"{r.idle[0]:.3f} core, collectors {r.idle[1]:.3f} (after the last window: "
+            f"{r.idle_after[0]:.3f} and {r.idle_after[1]:.3f}); a /metrics poll "
             f"{r.poll_cpu_s * 1e3:.1f} ms of the aggregator's CPU idle; largest collector peak RSS "
             f"{r.ending.col_hwm_mb:.0f} MB"
             for r in runs
