@@ -12,7 +12,17 @@ CPU-time speed relative to bare ijson's in the same run. Methods:
   commscope-ijson  the same with `fast=False`: the ijson path every other layout takes;
   ijson      `ijson.items(f, "traceEvents.item", use_float=True)`, every item;
   json.load  the stdlib loading the whole document, under an address-space limit
-             (`--as-limit-gb`, also applied to the other children): "exceeded N GB" when hit.
+             (`--as-limit-gb`, also applied to the other children): "exceeded N GB" when hit;
+  paired     commscope (as above) and bare ijson (as above) in ONE child, in turns of 25 MB of
+             input each, CPU time summed per parser: its "vs ijson" is ijson's CPU over
+             commscope's (median over rounds). The load on a shared machine changes from one
+             child to the next (separate children's ratios swing 1.5-2.9x under load 8-12);
+             in turns both parsers see the same load, so this is the ratio to quote there.
+
+`--callgrind` counts instructions instead (valgrind, ~50x slower, so small sizes): per method,
+the instructions per MB beyond a run on a 1 MB input (start-up left out). Load does not change
+them: they show whether a parse costs more per MB as the file grows. For whole copies of the
+real trace: `--callgrind --sizes 54,110 --methods commscope,ijson`.
 
 Inputs (`--input`): `real` (the default) scales the largest real trace of ../shared/traces
 (kineto/single_rank/v100_allreduce_216k_events_rank1.json.gz, 53.7 MB, Kineto's own layout): its
@@ -40,6 +50,8 @@ Run (from the repo root):
     .venv/bin/python tests/bench/parse_bench.py --quick          # 50 MB only
     .venv/bin/python tests/bench/parse_bench.py --sizes 50,500 --repeat 3 --keep /tmp/traces
     .venv/bin/python tests/bench/parse_bench.py --input synthetic --quick
+    .venv/bin/python tests/bench/parse_bench.py --methods commscope,ijson,paired --repeat 1
+    .venv/bin/python tests/bench/parse_bench.py --callgrind --sizes 54,110 --methods commscope
 It is a script, not a test: nothing here asserts on timings.
 """
 
