@@ -127,7 +127,7 @@ def fast_chunks(tap: Tap, read_bytes: int = READ_BYTES) -> Iterator[list[FastEve
     """The items of `traceEvents` as RawEvents in lists; LayoutMissError if the document is not
     Kineto's layout or holds anything only the ijson path reads right. `tap` must not have been
     read yet. The buffer always starts with `[`: a chunk is decoded as one JSON array, its
-    last event's `,` turned into `]` for the call (one copy of each byte)."""
+    last event's `,` turned into `]` for the call, in place (a view of the buffer, no copy)."""
     try:
         buf, indent, near = _first_event(tap, read_bytes)
     except LimitError as exc:
@@ -140,9 +140,11 @@ def fast_chunks(tap: Tap, read_bytes: int = READ_BYTES) -> Iterator[list[FastEve
         if cut >= 0:
             comma = cut + len(indent) + 2
             buf[comma] = ord("]")
-            yield decode_events(bytes(memoryview(buf)[: comma + 1]))
+            with memoryview(buf) as view, view[: comma + 1] as chunk:
+                events = decode_events(chunk)  # no copy: msgspec keeps no view of its input
             buf[comma] = ord("[")
             del buf[:comma]
+            yield events
         elif len(buf) > MAX_PENDING_BYTES:
             raise LayoutMissError(f"no event boundary in {MAX_PENDING_BYTES // 2**20} MB")
     events, after, trailer = _last_events(bytes(buf), indent)
@@ -223,7 +225,7 @@ def _trailer(tail: bytes) -> dict[str, Any]:
     return trailer
 
 
-def decode_events(chunk: bytes) -> list[FastEvent]:
+def decode_events(chunk: bytes | memoryview) -> list[FastEvent]:
     """The events of `chunk` (a JSON array of whole events); LayoutMissError if msgspec refuses
     it or it holds a value yajl reads otherwise."""
     if len(chunk) > MAX_STRING_BYTES:

@@ -12,7 +12,17 @@ CPU-time speed relative to bare ijson's in the same run. Methods:
   commscope-ijson  the same with `fast=False`: the ijson path every other layout takes;
   ijson      `ijson.items(f, "traceEvents.item", use_float=True)`, every item;
   json.load  the stdlib loading the whole document, under an address-space limit
-             (`--as-limit-gb`, also applied to the other children): "exceeded N GB" when hit.
+             (`--as-limit-gb`, also applied to the other children): "exceeded N GB" when hit;
+  paired     commscope (as above) and bare ijson (as above) in ONE child, in turns of 25 MB of
+             input each, CPU time summed per parser: its "vs ijson" is ijson's CPU over
+             commscope's (median over rounds). The load on a shared machine changes from one
+             child to the next (separate children's ratios swing 1.5-2.9x under load 8-12);
+             in turns both parsers see the same load, so this is the ratio to quote there.
+
+`--callgrind` counts instructions instead (valgrind, ~50x slower, so small sizes): per method,
+the instructions per MB beyond a run on a 1 MB input (start-up left out). Load does not change
+them: they show whether a parse costs more per MB as the file grows. For whole copies of the
+real trace: `--callgrind --sizes 54,110 --methods commscope,ijson`.
 
 Inputs (`--input`): `real` (the default) scales the largest real trace of ../shared/traces
 (kineto/single_rank/v100_allreduce_216k_events_rank1.json.gz, 53.7 MB, Kineto's own layout): its
@@ -40,6 +50,8 @@ Run (from the repo root):
     .venv/bin/python tests/bench/parse_bench.py --quick          # 50 MB only
     .venv/bin/python tests/bench/parse_bench.py --sizes 50,500 --repeat 3 --keep /tmp/traces
     .venv/bin/python tests/bench/parse_bench.py --input synthetic --quick
+    .venv/bin/python tests/bench/parse_bench.py --methods commscope,ijson,paired --repeat 1
+    .venv/bin/python tests/bench/parse_bench.py --callgrind --sizes 54,110 --methods commscope
 It is a script, not a test: nothing here asserts on timings.
 """
 
@@ -55,6 +67,7 @@ import random
 import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -67,7 +80,7 @@ from typing import Any, NamedTuple, Protocol
 
 from machineinfo import cpu_and_python, peak_rss_mb, ru_maxrss_mb
 
-METHODS = ("commscope", "commscope-ijson", "ijson", "json.load")
+METHODS = ("commscope", "commscope-ijson", "ijson", "json.load", "paired")
 DEFAULT_SIZES_MB = (50, 500, 2000)
 MB = 1_000_000
 SEED = 20_240_601
@@ -846,17 +859,64 @@ def parse_json_load(path: str) -> dict[str, Any]:
     return {"cpu_s": cpu, "wall_s": wall, "events": len(document["traceEvents"])}
 
 
+PAIRED_SLICE_MB = 25
+PAIRED_ITEMS = 4096  # bare ijson's items taken between two looks at the bytes it has read
+
+
+class _Counted:
+    """A binary file that counts the bytes read from it (bare ijson's progress)."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw, self.bytes = raw, 0
+
+    def read(self, size: int = -1) -> bytes:
+        data: bytes = self.raw.read(size)
+        self.bytes += len(data)
+        return data
+
+
+def parse_paired(path: str) -> dict[str, Any]:
+    """commscope's default reader and bare ijson on the same file in one child, in turns of
+    PAIRED_SLICE_MB of input each, CPU time summed per parser: both see the same load, which
+    on a shared machine changes from one child to the next (the ratio of separate children
+    swings 1.5-2.9x under load 8-12)."""
+    import ijson
+    from commscope.collector.kineto import TraceReader
+
+    cpu, going, mark, read = [0.0, 0.0], [True, True], 0, [0]
+    with open(path, "rb") as f, open(path, "rb") as g:
+        reader = TraceReader(f, path, on_chunk=lambda n: read.__setitem__(0, read[0] + n))
+        batches, counted = reader.batches(), _Counted(g)
+        items = ijson.items(counted, "traceEvents.item", use_float=True)
+        count = 0
+        while any(going):
+            mark += PAIRED_SLICE_MB * MB
+            started = time.process_time()
+            going[0] = going[0] and next((True for _ in batches if read[0] >= mark), False)
+            between = time.process_time()
+            while going[1] and counted.bytes < mark:
+                taken = sum(1 for _ in itertools.islice(items, PAIRED_ITEMS))
+                count += taken
+                going[1] = taken == PAIRED_ITEMS
+            cpu[0] += between - started
+            cpu[1] += time.process_time() - between
+    return {"cpu_s": cpu[0], "ijson_cpu_s": cpu[1], "wall_s": None, "events": count,
+            "parser": reader.parser, "commscope_events": reader.stats.events}  # fmt: skip
+
+
 CHILD_IMPORTS = {
     "commscope": ("commscope.collector.kineto", "commscope.collector.schema"),
     "commscope-ijson": ("commscope.collector.kineto", "commscope.collector.schema"),
     "ijson": ("ijson",),
     "json.load": (),
+    "paired": ("commscope.collector.kineto", "ijson"),
 }
 PARSERS = {
     "commscope": parse_commscope,
     "commscope-ijson": lambda path: parse_commscope(path, fast=False),
     "ijson": parse_ijson,
     "json.load": parse_json_load,
+    "paired": parse_paired,
 }
 
 
@@ -903,6 +963,7 @@ class Row:
     start_rss_mb: float = 0.0
     exceeded_gb: float | None = None
     runs: int = 0
+    paired: list[float] = field(default_factory=list)  # paired child: ijson CPU / commscope's
 
     def cpu_mbps(self) -> float | None:
         return self.size_mb / self.cpu_s if self.cpu_s else None
@@ -939,8 +1000,9 @@ def check(result: dict[str, Any], info: GenInfo) -> None:
     """Raise BenchError unless the parse saw what the generator wrote."""
     if "exceeded_gb" in result:
         return
-    if info.scaled_from:
+    if info.scaled_from or result["method"] == "paired":
         _check_parser(result)
+    if info.scaled_from:
         return
     expected = {"events": info.events}
     if result["method"].startswith("commscope"):
@@ -960,7 +1022,15 @@ def check(result: dict[str, Any], info: GenInfo) -> None:
 
 
 def _check_parser(result: dict[str, Any]) -> None:
-    """Raise BenchError unless a commscope child read the events by the path it names."""
+    """Raise BenchError unless a commscope child read the events by the path it names (the
+    paired child: by the fast path, as many events as bare ijson beside it)."""
+    if result["method"] == "paired":
+        if result["parser"] != "fast" or result["commscope_events"] != result["events"]:
+            raise BenchError(
+                f"paired child: {result['parser']} path, "
+                f"{result['commscope_events']} events, ijson {result['events']}"
+            )
+        return
     if not result["method"].startswith("commscope"):
         return
     want = "fast" if result["method"] == "commscope" else "ijson"
@@ -1014,12 +1084,18 @@ def _merge(row: Row, result: dict[str, Any]) -> None:
         return
     row.events = result["events"]
     row.cpu_s = min(row.cpu_s or float("inf"), result["cpu_s"])
-    row.wall_s = min(row.wall_s or float("inf"), result["wall_s"])
+    if result["wall_s"] is not None:
+        row.wall_s = min(row.wall_s or float("inf"), result["wall_s"])
+    if "ijson_cpu_s" in result:
+        row.paired.append(result["ijson_cpu_s"] / result["cpu_s"])
 
 
 def _note(result: dict[str, Any]) -> str:
     if "exceeded_gb" in result:
         return f"exceeded {result['exceeded_gb']:g} GB"
+    if result["method"] == "paired":
+        return (f"cpu commscope {result['cpu_s']:.1f}s, ijson {result['ijson_cpu_s']:.1f}s "
+                f"-> {result['ijson_cpu_s'] / result['cpu_s']:.2f}x")  # fmt: skip
     note = f"cpu {result['cpu_s']:.1f}s wall {result['wall_s']:.1f}s"
     note += f" peak RSS {result['peak_rss_mb']:.0f} MB"
     if result["method"].startswith("commscope"):
@@ -1051,6 +1127,8 @@ def table(rows: list[Row]) -> str:
 
 
 def _ratio(row: Row, rows: list[Row]) -> float | None:
+    if row.paired:
+        return statistics.median(row.paired)
     base = next(r for r in rows if r.size_mb == row.size_mb and r.method == "ijson")
     mine, theirs = row.cpu_mbps(), base.cpu_mbps()
     return mine / theirs if mine and theirs else None
@@ -1059,6 +1137,12 @@ def _ratio(row: Row, rows: list[Row]) -> float | None:
 def readme_lines(rows: list[Row], repeat: int) -> str:
     out = [f"commscope vs bare ijson, CPU-time speed (best of {repeat}), peak RSS:"]
     for row in rows:
+        if row.paired:
+            out.append(
+                f"- {row.size_mb:,.0f} MB trace: paired (one child, {PAIRED_SLICE_MB} MB turns "
+                f"each): ijson CPU / commscope CPU = {_fmt(_ratio(row, rows), '.2f')}x "
+                f"(median of {len(row.paired)})"
+            )
         if not row.method.startswith("commscope"):
             continue
         base = next(r for r in rows if r.size_mb == row.size_mb and r.method == "ijson")
@@ -1130,6 +1214,53 @@ def bench(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- instructions (callgrind)
+
+CALLGRIND_BASE_MB = 1  # the run whose count is taken off: start-up, imports, and 1 MB
+
+
+def instructions(method: str, path: Path, workdir: Path) -> int:
+    """Instructions of one child under callgrind (`summary:` of its output file)."""
+    out = workdir / f"callgrind.{method}.out"
+    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable]
+    cmd += [str(Path(__file__).resolve()), "--child", method, str(path), "--as-limit-gb", "1024"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0 or not out.exists():
+        raise BenchError(f"callgrind {method} on {path.name} failed:\n{proc.stderr[-2000:]}")
+    _check_parser(json.loads(proc.stdout.strip().splitlines()[-1]))
+    summary = next(line for line in out.read_text().splitlines() if line.startswith("summary:"))
+    out.unlink()
+    return int(summary.split()[1])
+
+
+def callgrind(args: argparse.Namespace) -> int:
+    """Instructions per MB of each method at each size, beyond a CALLGRIND_BASE_MB run of the
+    same method (so start-up is left out): load cannot change them, so they show whether a
+    parse costs more per MB as the file grows (an O(n) per event, a structure that grows)."""
+    methods = [m for m in args.methods if m in ("commscope", "commscope-ijson", "ijson")]
+    print(machine(), flush=True)
+    workdir = Path(args.keep or tempfile.mkdtemp(prefix="commscope-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        inputs = {mb: scale_real(workdir / f"real_{mb}MB.json", mb) for mb in args.sizes}
+        base = scale_real(workdir / "real_base.json", CALLGRIND_BASE_MB)
+        print(f"{'size MB':>8}  {'method':<16} {'M instructions':>15} {'M instr/MB':>11}")
+        for method in methods:
+            floor = instructions(method, base.path, workdir)
+            for info in inputs.values():
+                count = instructions(method, info.path, workdir)
+                per_mb = (count - floor) / (info.bytes - base.bytes) * MB / 1e6
+                print(f"{info.bytes / MB:>8.1f}  {method:<16} {count / 1e6:>15,.0f} "
+                      f"{per_mb:>11.2f}", flush=True)  # fmt: skip
+    except BenchError as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -1157,6 +1288,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--as-limit-gb", type=float, default=12.0, help="address-space limit of each child"
     )
+    parser.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="instructions per MB at each size instead (valgrind; ~50x slower: use small sizes)",
+    )
     parser.add_argument("--child", nargs=2, metavar=("METHOD", "PATH"), help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -1165,7 +1301,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.child:
         return child_main(args.child[0], args.child[1], args.as_limit_gb)
-    return bench(args)
+    return callgrind(args) if args.callgrind else bench(args)
 
 
 if __name__ == "__main__":
