@@ -73,7 +73,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -1178,15 +1179,25 @@ def describe(info: GenInfo) -> str:
     )
 
 
+@contextmanager
+def scratch(args: argparse.Namespace) -> Iterator[Path]:
+    """The inputs' folder (`--keep`, else a temporary one removed after)."""
+    workdir = Path(args.keep or tempfile.mkdtemp(prefix="commscope-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        yield workdir
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
 def bench(args: argparse.Namespace) -> int:
     sizes = [DEFAULT_SIZES_MB[0]] if args.quick else args.sizes
     print(machine(), flush=True)
     print(f"sizes {sizes} MB, repeat {args.repeat}, address-space limit {args.as_limit_gb:g} GB")
     print(f"input: {args.input}" + (f" ({REAL_TRACE.name} scaled)" if args.input == "real" else ""))
-    workdir = Path(args.keep or tempfile.mkdtemp(prefix="commscope-bench-"))
-    workdir.mkdir(parents=True, exist_ok=True)
     rows: list[Row] = []
-    try:
+    with scratch(args) as workdir:
         for size in sizes:
             started = time.perf_counter()
             path = workdir / f"kineto_{args.input}_{size}MB.json"
@@ -1200,12 +1211,6 @@ def bench(args: argparse.Namespace) -> int:
             if not args.keep:
                 info.path.unlink()
             print(f"  {size} MB done in {time.perf_counter() - started:.0f}s", flush=True)
-    except BenchError as exc:
-        print(f"FAILED: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        if not args.keep:
-            shutil.rmtree(workdir, ignore_errors=True)
     print()
     print(table(rows))
     print()
@@ -1239,9 +1244,7 @@ def callgrind(args: argparse.Namespace) -> int:
     parse costs more per MB as the file grows (an O(n) per event, a structure that grows)."""
     methods = [m for m in args.methods if m in ("commscope", "commscope-ijson", "ijson")]
     print(machine(), flush=True)
-    workdir = Path(args.keep or tempfile.mkdtemp(prefix="commscope-bench-"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    try:
+    with scratch(args) as workdir:
         inputs = {mb: scale_real(workdir / f"real_{mb}MB.json", mb) for mb in args.sizes}
         base = scale_real(workdir / "real_base.json", CALLGRIND_BASE_MB)
         print(f"{'size MB':>8}  {'method':<16} {'M instructions':>15} {'M instr/MB':>11}")
@@ -1252,12 +1255,6 @@ def callgrind(args: argparse.Namespace) -> int:
                 per_mb = (count - floor) / (info.bytes - base.bytes) * MB / 1e6
                 print(f"{info.bytes / MB:>8.1f}  {method:<16} {count / 1e6:>15,.0f} "
                       f"{per_mb:>11.2f}", flush=True)  # fmt: skip
-    except BenchError as exc:
-        print(f"FAILED: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        if not args.keep:
-            shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
 
@@ -1301,7 +1298,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.child:
         return child_main(args.child[0], args.child[1], args.as_limit_gb)
-    return callgrind(args) if args.callgrind else bench(args)
+    try:
+        return callgrind(args) if args.callgrind else bench(args)
+    except BenchError as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
