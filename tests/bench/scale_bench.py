@@ -46,7 +46,8 @@ Kineto renames its `.tmp`), and the bench polls the aggregator's /metrics until
                                    100 after it, as a poll costs more once /metrics shows a
                                    report of many ranks; the table prints it). The ratio
                                    aggregator / collectors is the issue's figure; what was
-                                   used in all is printed beside it;
+                                   used in all is printed beside it, and the window's wall
+                                   time ("window s": what the idle rate is taken over);
   window -> metrics (e2e)          wall time from the last file renamed into place to the
                                    window complete in /metrics (polled every `--poll` s, so
                                    within that): on this machine mostly the collectors parsing
@@ -631,8 +632,8 @@ def windows_table(runs: list[Run]) -> str:
         "| ranks | filler | window | trace MB stored / JSON | collectors CPU s (used) "
         "| aggregator CPU s (used) | aggregator / collectors | window → metrics s "
         "| aggregator's latency s | wire MB (records resent) | of it: reports mid-window s (n) "
-        "| aggregator less those / collectors | bench's polls (ms each) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| aggregator less those / collectors | bench's polls (ms each) | window s |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
         for w, row in enumerate(run.rows):
@@ -645,7 +646,7 @@ def windows_table(runs: list[Run]) -> str:
                 f"{_s(row.gauge_s)} | {_mb(row.wire)} ({row.duplicates:,}) | "
                 f"{row.mid_reports[1]:.2f} ({row.mid_reports[0]}) | "
                 f"{(agg - row.mid_reports[1]) / col:.1%} | "
-                f"{row.polls:,} ({row.poll_cpu_s * 1e3:.1f}) |"
+                f"{row.polls:,} ({row.poll_cpu_s * 1e3:.1f}) | {row.seconds:,.0f} |"
             )
     return "\n".join(lines)
 
