@@ -272,12 +272,11 @@ def count_ops(tally: OpTally, ops: Sequence[CommOp]) -> None:
                 busbw.append(value * fraction[0] / fraction[1])
     tally.count += len(ops)
     tally.time_ns += sum(op.dur_ns for op in ops)
-    tally.sized_count, tally.message_bytes = (
-        tally.sized_count + sized,
-        tally.message_bytes + message,
-    )
+    tally.sized_count += sized
+    tally.message_bytes += message
     tally.sized_time_ns += sized_time
-    tally.bus_count, tally.bus_time_ns = tally.bus_count + bus_count, tally.bus_time_ns + bus_time
+    tally.bus_count += bus_count
+    tally.bus_time_ns += bus_time
     add_samples(tally.algbw_Bps, algbw)
     add_samples(tally.busbw_Bps, busbw)
 

@@ -497,17 +497,21 @@ class _Windows:
         self.add(item, by=-1)
 
     def complete(self, owned: frozenset[int] | None) -> list[str]:
+        self._judge(owned)
+        return sorted(folder for folder, whole in self.whole.items() if whole)
+
+    def progress(self, owned: frozenset[int] | None) -> int:
+        """The open folders' steps (`_steps`) summed: it grows as their ranks arrive."""
+        self._judge(owned)
+        return sum(n for folder, n in self.steps.items() if not self.whole[folder])
+
+    def _judge(self, owned: frozenset[int] | None) -> None:
+        """Whether each folder whose files changed is whole, and how far it has come."""
         for folder in self.changed:
             seen, worlds = self.ranks[folder], self.worlds[folder]
             self.whole[folder] = bool(seen) and _whole(seen.keys(), max(worlds), owned)
             self.steps[folder] = _steps(seen.keys(), max(worlds, default=0), owned)
         self.changed.clear()
-        return sorted(folder for folder, whole in self.whole.items() if whole)
-
-    def progress(self, owned: frozenset[int] | None) -> int:
-        """The open folders' steps (`_steps`) summed: it grows as their ranks arrive."""
-        self.complete(owned)
-        return sum(n for folder, n in self.steps.items() if not self.whole[folder])
 
 
 def _whole(seen: Set[int], world: int, owned: frozenset[int] | None) -> bool:

@@ -16,7 +16,7 @@ import random
 import shutil
 import threading
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,6 +146,19 @@ def apply_all(aggregation: Aggregation, records: Sequence[Record]) -> list[Appli
 def round_robin(streams: Sequence[Sequence[Record]]) -> list[Record]:
     longest = max(len(s) for s in streams)
     return [s[i] for i in range(longest) for s in streams if i < len(s)]
+
+
+def loopback_settings(tmp_path: Path) -> AggregatorSettings:
+    """An aggregator on loopback, its out and state folders under `tmp_path`."""
+    return AggregatorSettings(
+        listen="tcp://127.0.0.1:0", out=tmp_path / "out", state=tmp_path / "state"
+    )
+
+
+def receive_all(aggregator: Aggregator, records: Iterable[Record]) -> None:
+    """Each record received from NODE as the loop receives it (not yet committed)."""
+    for record in records:
+        aggregator.receive([NODE.encode(), msgspec.msgpack.encode(record)])
 
 
 def live_document(aggregation: Aggregation, final: bool = True) -> dict[str, Any]:
@@ -664,13 +677,10 @@ def test_without_a_loader_nothing_is_dropped() -> None:
 
 
 def test_the_aggregator_drops_call_lists_once_stored_and_a_restart_agrees(tmp_path: Path) -> None:
-    settings = AggregatorSettings(
-        listen="tcp://127.0.0.1:0", out=tmp_path / "out", state=tmp_path / "state"
-    )
+    settings = loopback_settings(tmp_path)
     aggregator = Aggregator(settings)
     try:
-        for record in round_robin(run_records(SAMPLE, 40)):
-            aggregator.receive([NODE.encode(), msgspec.msgpack.encode(record)])
+        receive_all(aggregator, round_robin(run_records(SAMPLE, 40)))
         aggregator.publish()  # the finished files are not stored yet: every call list stays
         kept = {s: f.result.calls for s, f in aggregator.aggregation.finished.items() if f.result}
         assert len(kept) == 4 and all(kept.values())
@@ -696,13 +706,10 @@ def test_the_aggregator_drops_call_lists_once_stored_and_a_restart_agrees(tmp_pa
 def test_the_aggregator_builds_its_reports_mid_run_for_metrics_alone(tmp_path: Path) -> None:
     """A mid-run report has the run's sections /metrics reads (its metrics are those of the
     whole report) and no diagnosis; the final report has every section."""
-    settings = AggregatorSettings(
-        listen="tcp://127.0.0.1:0", out=tmp_path / "out", state=tmp_path / "state"
-    )
+    settings = loopback_settings(tmp_path)
     aggregator = Aggregator(settings)
     try:
-        for record in round_robin(run_records(SAMPLE, 40)):
-            aggregator.receive([NODE.encode(), msgspec.msgpack.encode(record)])
+        receive_all(aggregator, round_robin(run_records(SAMPLE, 40)))
         aggregator.commit()
         aggregator._tick()  # the windows complete: published at once
         shown, whole = aggregator._report, aggregator.aggregation.report(settings.options)
@@ -892,9 +899,7 @@ def test_reports_mid_window_wait_out_ten_times_their_cost(tmp_path: Path) -> Non
     window only 18 s after it ended (2 s is then 10% of the time, `REBUILD_SHARE`); a window
     completing is published at once; the counters are published every time. (The open
     windows come further at each step.)"""
-    settings = AggregatorSettings(
-        listen="tcp://127.0.0.1:0", out=tmp_path / "out", state=tmp_path / "state"
-    )
+    settings = loopback_settings(tmp_path)
     clock = StepClock()
     aggregator = Aggregator(settings, clock=clock)
     built: list[float] = []
@@ -955,9 +960,7 @@ def test_records_are_acknowledged_while_a_report_is_built_beside_the_loop(tmp_pa
     finishing meanwhile is applied, stored and acknowledged at once, the report shown stays the
     last one until the new one is built, and that one covers the files finished when it was
     set out (the file finished meanwhile is in the next)."""
-    settings = AggregatorSettings(
-        listen="tcp://127.0.0.1:0", out=tmp_path / "out", state=tmp_path / "state"
-    )
+    settings = loopback_settings(tmp_path)
     aggregator = Aggregator(settings)
     aggregator._background = True  # as `run` sets it
     first, second = run_records(SAMPLE, 40)[:2]
@@ -971,13 +974,11 @@ def test_records_are_acknowledged_while_a_report_is_built_beside_the_loop(tmp_pa
         aggregator.publish()  # the first report (of nothing yet) is built at once
         shown = aggregator._report
         aggregator.aggregation.build = held  # type: ignore[method-assign]
-        for record in first:
-            aggregator.receive([NODE.encode(), msgspec.msgpack.encode(record)])
+        receive_all(aggregator, first)
         aggregator.commit()
         aggregator._send(Replies())  # type: ignore[arg-type]
         aggregator.publish(window_completed=True)  # set out with the first file: held
-        for record in second:
-            aggregator.receive([NODE.encode(), msgspec.msgpack.encode(record)])
+        receive_all(aggregator, second)
         aggregator.commit()
         replies = Replies()
         aggregator._send(replies)  # type: ignore[arg-type]

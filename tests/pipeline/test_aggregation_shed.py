@@ -35,9 +35,11 @@ from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.aggregation import Aggregation, Verdict
 from commscope.pipeline.edge import facts
 from commscope.pipeline.report import Options
-from commscope.service.aggregate import Aggregator, AggregatorSettings
+from commscope.service.aggregate import Aggregator
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from tests.pipeline.test_aggregation import loopback_settings, receive_all
 
 WORLD = 3
 WINDOWS = ("iteration_10", "iteration_20", "iteration_30")
@@ -278,15 +280,12 @@ def test_a_restart_keeps_samples_as_sketches_and_reads_one_window_at_a_time() ->
 
 
 def test_the_aggregator_sheds_samples_once_stored_and_a_restart_agrees(tmp_path: Path) -> None:
-    settings = AggregatorSettings(
-        listen="tcp://127.0.0.1:0", out=tmp_path / "out", state=tmp_path / "state"
-    )
+    settings = loopback_settings(tmp_path)
     aggregator = Aggregator(settings)
     try:
         for window in (1, 2):
             for rank in range(WORLD):
-                for record in records(window, rank):
-                    aggregator.receive([NODE.encode(), msgspec.msgpack.encode(record)])
+                receive_all(aggregator, records(window, rank))
         aggregator.publish()  # not stored yet: nothing is shed
         assert shed_files(aggregator.aggregation) == {}
         aggregator.commit()

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import msgspec
 from commscope.collector.schema import Record
-from commscope.service.aggregate import Aggregator, AggregatorSettings
+from commscope.service.aggregate import Aggregator
 from commscope.service.pacing import Pacing
 
-from tests.pipeline.test_aggregation import NODE, SAMPLE, StepClock, run_records
+from tests.pipeline.test_aggregation import (
+    SAMPLE,
+    StepClock,
+    loopback_settings,
+    receive_all,
+    run_records,
+)
 
 
 def trickle(
@@ -79,16 +84,13 @@ def test_the_aggregator_reports_a_window_half_come(tmp_path: Path) -> None:
     """The gloo sample's first file finishing (world 2: its window half come, rank 1 missing)
     makes the open windows' progress 2 quarters, and the mid-window report then built
     covers it."""
-    settings = AggregatorSettings(
-        listen="tcp://127.0.0.1:0", out=tmp_path / "out", state=tmp_path / "state"
-    )
+    settings = loopback_settings(tmp_path)
     clock = StepClock()
     aggregator = Aggregator(settings, clock=clock)
     first: list[Record] = run_records(SAMPLE, 40)[0]
     try:
         aggregator.publish()
-        for record in first:
-            aggregator.receive([NODE.encode(), msgspec.msgpack.encode(record)])
+        receive_all(aggregator, first)
         aggregator.commit()
         assert aggregator.aggregation.progress() == 2
         clock.now += 100.0
