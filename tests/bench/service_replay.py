@@ -16,8 +16,10 @@ tree's. What it leaves out: ZeroMQ, the report thread beside the loop, resends.
     .venv/bin/python tests/bench/service_replay.py /tmp/sj1024 --against /tmp/base --runs 3
     .venv/bin/python tests/bench/service_replay.py /tmp/sj256 --against /tmp/base --callgrind
 
-`--callgrind` counts instructions instead (valgrind; ~50x slower): each tree's replay less its
-set-up alone (every node's Hello), once each, the figure to quote on a loaded machine.
+`--drain 1` commits and ticks after every message, as when files trickle in one by one (the
+default is the daemon's drain of 512). `--callgrind` counts instructions instead (valgrind;
+~50x slower): each tree's replay less its set-up alone (every node's Hello), once each, the
+figure to quote on a loaded machine.
 
 The job's folders: ROOT/node<N>/iteration_<W>/<files> (scale_bench.py's `job/`) or
 ROOT/iteration_<W>/<files> (simjob.py's, one node a folder of 8 ranks). `--windows N` replays
@@ -128,7 +130,9 @@ def renamed(sent: Sent, count: int) -> Sent:
     return found
 
 
-def measure(cache: Path, tmp: str, windows: int = 0, upto: int | None = None) -> dict[str, float]:
+def measure(
+    cache: Path, tmp: str, windows: int = 0, upto: int | None = None, drain: int = DRAIN
+) -> dict[str, float]:
     """CPU seconds (process time) of each window's drains, ticks and reports (of the first
     `upto` windows only, when given: 0 is the set-up alone)."""
     from commscope.service.aggregate import Aggregator, AggregatorSettings
@@ -144,7 +148,7 @@ def measure(cache: Path, tmp: str, windows: int = 0, upto: int | None = None) ->
         aggregator = Aggregator(settings)
         _daemon_gc(aggregator)
         for window in greet(aggregator, sent)[:upto]:
-            found[window] = _window(aggregator, sent[window])
+            found[window] = _window(aggregator, sent[window], drain)
         aggregator.store.close()
     return found
 
@@ -163,12 +167,12 @@ def greet(aggregator: object, sent: Sent) -> list[str]:
     return sorted(sent, key=lambda name: int(name.rsplit("_", 1)[1]))
 
 
-def _window(aggregator: object, files: list[tuple[str, list[bytes]]]) -> float:
+def _window(aggregator: object, files: list[tuple[str, list[bytes]]], drain: int = DRAIN) -> float:
     longest = max(len(payloads) for _, payloads in files)
     messages = [(n, p[i]) for i in range(longest) for n, p in files if i < len(p)]
     began = time.process_time()
-    for at in range(0, len(messages), DRAIN):
-        for node, payload in messages[at : at + DRAIN]:
+    for at in range(0, len(messages), drain):
+        for node, payload in messages[at : at + drain]:
             aggregator.receive([node.encode(), payload], peer=node)  # type: ignore[attr-defined]
         aggregator.commit()  # type: ignore[attr-defined]
         aggregator._acks.clear()  # type: ignore[attr-defined]  # what `_send` would answer
@@ -177,12 +181,14 @@ def _window(aggregator: object, files: list[tuple[str, list[bytes]]]) -> float:
     return time.process_time() - began
 
 
-def run_in(tree: Path | None, cache: Path, tmp: str, windows: int = 0) -> dict[str, float]:
+def run_in(
+    tree: Path | None, cache: Path, tmp: str, windows: int = 0, drain: int = DRAIN
+) -> dict[str, float]:
     env = dict(os.environ)
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
     command = [sys.executable, __file__, "--measure", str(cache), "--tmp", tmp]
-    command += ["--windows", str(windows)]
+    command += ["--windows", str(windows), "--drain", str(drain)]
     out = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
@@ -219,11 +225,12 @@ def main() -> None:
     p.add_argument("--tmp", default=tempfile.gettempdir(), help="where the state folders go")
     p.add_argument("--windows", type=int, default=0, help="windows replayed (0: the job's)")
     p.add_argument("--callgrind", action="store_true", help="count instructions (valgrind)")
+    p.add_argument("--drain", type=int, default=DRAIN, help="messages a commit (1: a trickle)")
     p.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--upto", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.measure is not None:
-        print(json.dumps(measure(args.measure, args.tmp, args.windows, args.upto)))
+        print(json.dumps(measure(args.measure, args.tmp, args.windows, args.upto, args.drain)))
         return
     cache = args.cache or args.root.parent / f"{args.root.name}.replay"
     if not cache.exists():
@@ -235,7 +242,7 @@ def main() -> None:
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
     for run in range(args.runs):
         for name, tree in trees.items():
-            runs[name].append(found := run_in(tree, cache, args.tmp, args.windows))
+            runs[name].append(found := run_in(tree, cache, args.tmp, args.windows, args.drain))
             print(f"run {run} {name}: " + ", ".join(f"{w} {s:.2f} s" for w, s in found.items()),
                   flush=True)  # fmt: skip
     print(f"\nmedian CPU a window over {args.runs} runs; load average {os.getloadavg()}")
