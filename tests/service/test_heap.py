@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Iterator
 
 import pytest
-from commscope.service.heap import FULL_EVERY, THRESHOLDS, Freezer
+from commscope.service.heap import FULL_EVERY, FULL_SHARE, THRESHOLDS, Freezer
 
 
 class Node:
@@ -50,6 +50,58 @@ def test_a_frozen_cycle_is_freed_at_the_next_full_collection_and_not_before() ->
 
 def test_a_full_collection_every_twenty_reports() -> None:
     assert Freezer().full_every == FULL_EVERY == 20
+
+
+class FakeCPU:
+    """The process's CPU seconds: advanced by hand, and by `cost` during each full collection."""
+
+    def __init__(self, cost: float) -> None:
+        self.now, self.cost = 0.0, cost
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_full_collection_waits_until_the_cpu_since_the_last_paid_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The heap grew: the last full collection took 2 s of CPU. With FULL_SHARE 5%, the next
+    waits until 40 s of CPU were spent since, though FULL_EVERY reports passed long before;
+    then it comes at the next report."""
+    cpu = FakeCPU(cost=2.0)
+
+    def collect() -> int:
+        cpu.now += cpu.cost
+        return 0
+
+    monkeypatch.setattr(gc, "collect", collect)
+    freezer = Freezer(full_every=2, clock=cpu)
+    assert FULL_SHARE == 0.05
+    freezer.after_report()
+    cpu.now += 1.0
+    freezer.after_report()  # 2 reports, the first collection costs nothing to wait for
+    assert freezer.collections == 1
+    for _ in range(10):  # 10 reports and 38 s of CPU later: not yet
+        cpu.now += 3.8
+        freezer.after_report()
+    assert freezer.collections == 1
+    cpu.now += 2.5  # 40.5 s since
+    freezer.after_report()
+    assert freezer.collections == 2
+
+
+def test_a_cheap_full_collection_still_waits_for_its_reports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cpu = FakeCPU(cost=0.0)
+    monkeypatch.setattr(gc, "collect", lambda: 0)
+    freezer = Freezer(full_every=3, clock=cpu)
+    counts = []
+    for _ in range(7):
+        cpu.now += 100.0
+        freezer.after_report()
+        counts.append(freezer.collections)
+    assert counts == [0, 0, 1, 1, 1, 2, 2]
 
 
 def test_the_daemon_collects_its_youngest_generation_every_10000_allocations() -> None:
