@@ -137,8 +137,9 @@ class Aggregation:
         self._shed: dict[str, tuple[frozenset[str], set[str]]] = {}
         self._reported: dict[str, set[str]] = {}  # each folder's streams in the last report
         self._kept: set[int] = set()  # results whose samples the last report's run figures read
-        self._streams: dict[int, str] = {}  # each result's stream, as of the last report
         self._windows = _Windows()  # each folder's ranks, kept as files finish and go
+        self._index = _Index()  # the finished files by folder, kept as they finish and go
+        self._jobs = jobs.Memo()  # each window's files as the last report split them
         self._held: set[str] = set()  # complete folders the last report left waiting
 
     def restore(self, finished: Iterable[FinishedFile], retired: Iterable[str] = ()) -> None:
@@ -153,7 +154,7 @@ class Aggregation:
                 self._drop_calls([item.stream])
                 self._shed_samples([item.stream])
         if self._load is not None:
-            names = _names(list(self.finished.values()))
+            names = self._index.names()
             chain = self._chain(names)
             chained = {folder for folder, name in names.items() if name in frozenset(chain)}
             for folder, streams in self._folders().items():
@@ -257,6 +258,7 @@ class Aggregation:
             gone = self.finished.pop(old, None)
             if gone is not None:
                 self._windows.remove(gone)
+                self._index.remove(gone)
             self.retired.add(old)
             superseded = (old,)
         self._by_path[key] = start.stream
@@ -270,6 +272,7 @@ class Aggregation:
             self._windows.remove(old)
         self.finished[item.stream] = item
         self._windows.add(item)
+        self._index.add(item, old)
 
     def complete_windows(self) -> list[str]:
         """Folders whose every rank (0 … world-1, or each rank `owned` when set: a shard's)
@@ -293,11 +296,10 @@ class Aggregation:
         """What the report is built from, as things stand: `build` reads only that, the cache
         and the store, so records may be applied meanwhile (from another thread too; but
         `shed`, `restore` and another report wait until the build is over)."""
-        files = sorted(self.finished.values(), key=lambda f: f.path)
-        names = _names(files)
-        kept, apart = inspector_sources.split(sorted(_parsed(files, names), key=_file_order))
-        chosen = jobs.largest(kept)
-        failed = [f for f in files if f.result is None]
+        names = self._index.names()
+        kept, apart = inspector_sources.split(self._index.parsed(names))
+        chosen = jobs.largest(kept, self._jobs)
+        failed = self._index.failed()
         ignored = [f.path for f in failed if _ignorable(f)]
         skipped = [Skipped(f.path, f.error or "") for f in failed if not _ignorable(f)]
         if final:
@@ -309,7 +311,6 @@ class Aggregation:
         self._reported = self._used(chosen.files)
         self._reload_changed(self._reported, names, chain)
         self._kept = set()
-        self._streams = {id(f.result): f.stream for f in files if f.result is not None}
         skipped += chosen.skipped
         return Prepared(windows, chosen, skipped, ignored, options, apart, waiting, metrics_only)
 
@@ -327,9 +328,7 @@ class Aggregation:
     def _chain(self, names: dict[str, str]) -> list[str]:
         """The NCCL Inspector windows' names in order (`straddle`: each matched with its
         neighbours)."""
-        logs = {f.folder for f in self.finished.values() if f.meta.source == INSPECTOR_LOGS} - {
-            f.folder for f in self.finished.values() if f.meta.source != INSPECTOR_LOGS
-        }
+        logs = self._index.inspector_folders()
         return sorted(
             (names[f] for f in logs if f in names and is_window(names[f])), key=window_order
         )
@@ -354,6 +353,8 @@ class Aggregation:
         """Each folder's streams a report over `chosen` uses: its files of the job reported,
         and those that hold no result (a file of another job is left out)."""
         results = {id(item.result) for item in chosen}
+        if len(results) == self._index.results():  # every file with a result: the usual case
+            return {folder: set(streams) for folder, streams in self._folders().items()}
         return {
             folder: {s for s in streams if self._in_report(s, results)}
             for folder, streams in self._folders().items()
@@ -414,7 +415,7 @@ class Aggregation:
         """Read back a result's samples if they were shed; its shed tallies (None: not shed)."""
         if not any(isinstance(tally, ShedTally) for tally in result.ops.values()):
             return None
-        shed, result.ops = result.ops, self._stored(self._streams[id(result)]).ops
+        shed, result.ops = result.ops, self._stored(self._index.stream_of(result)).ops
         return shed
 
     def _drop_calls(self, streams: Iterable[str]) -> set[str]:
@@ -464,11 +465,8 @@ class Aggregation:
         return stored.result
 
     def _folders(self) -> dict[str, set[str]]:
-        """Each folder's finished streams."""
-        found: dict[str, set[str]] = {}
-        for item in self.finished.values():
-            found.setdefault(item.folder, set()).add(item.stream)
-        return found
+        """Each folder's finished streams (kept as files finish: not to be changed here)."""
+        return self._index.streams
 
 
 class _Windows:
@@ -512,6 +510,100 @@ class _Windows:
             self.whole[folder] = bool(seen) and _whole(seen.keys(), max(worlds), owned)
             self.steps[folder] = _steps(seen.keys(), max(worlds, default=0), owned)
         self.changed.clear()
+
+
+class _Index:
+    """The finished files by folder, kept as they finish and go (in `Aggregation.finished`'s
+    order), and what a report reads of each folder, found again only once its files changed:
+    a report then costs the files that changed, not every file of the run again."""
+
+    def __init__(self) -> None:
+        self.streams: dict[str, set[str]] = {}  # folder -> its finished streams
+        self._files: dict[str, dict[str, FinishedFile]] = {}  # folder -> stream -> file
+        self._roots: Counter[str] = Counter()
+        self._results: dict[int, str] = {}  # each finished file's result -> its stream
+        self._failed: dict[str, FinishedFile] = {}  # the finished files without a result
+        # folder -> (its window's name, its usable files as the report takes them, by path)
+        self._parsed: dict[str, tuple[str, list[ParsedFile]]] = {}
+        self._logs_only: dict[str, bool] = {}  # folder -> it holds NCCL Inspector logs alone
+
+    def add(self, item: FinishedFile, old: FinishedFile | None = None) -> None:
+        """A file finished (`old`: the stream's file it replaces, which keeps its place)."""
+        if old is not None and old.folder != item.folder:
+            self.remove(old)
+        elif old is not None:
+            self._forget(old)
+        self._files.setdefault(item.folder, {})[item.stream] = item
+        self.streams.setdefault(item.folder, set()).add(item.stream)
+        self._roots[item.root_name] += 1
+        if item.result is not None:
+            self._results[id(item.result)] = item.stream
+        else:
+            self._failed[item.stream] = item
+        self._changed(item.folder)
+
+    def remove(self, item: FinishedFile) -> None:
+        self._forget(item)
+        files = self._files[item.folder]
+        del files[item.stream]
+        self.streams[item.folder].discard(item.stream)
+        if not files:
+            del self._files[item.folder], self.streams[item.folder]
+        self._changed(item.folder)
+
+    def _forget(self, item: FinishedFile) -> None:
+        self._roots[item.root_name] -= 1
+        if self._roots[item.root_name] <= 0:
+            del self._roots[item.root_name]
+        if item.result is not None:
+            self._results.pop(id(item.result), None)
+        self._failed.pop(item.stream, None)
+
+    def _changed(self, folder: str) -> None:
+        self._parsed.pop(folder, None)
+        self._logs_only.pop(folder, None)
+
+    def stream_of(self, result: RankResult) -> str:
+        """A finished file's stream by its result (KeyError: the file is gone, superseded)."""
+        return self._results[id(result)]
+
+    def results(self) -> int:
+        """How many finished files hold a result."""
+        return len(self._results)
+
+    def names(self) -> dict[str, str]:
+        """Each folder's window name (`window_names`)."""
+        folders = sorted(self._files)
+        root = min(self._roots, default=".")
+        return dict(zip(folders, window_names(root, folders), strict=True))
+
+    def parsed(self, names: dict[str, str]) -> list[ParsedFile]:
+        """The usable files as the report takes them, each in the window its folder is named,
+        in window order and by path within a window."""
+        folders = sorted(names, key=lambda folder: window_order(names[folder]))
+        return [item for folder in folders for item in self._folder(folder, names[folder])]
+
+    def _folder(self, folder: str, name: str) -> list[ParsedFile]:
+        found = self._parsed.get(folder)
+        if found is None or found[0] != name:
+            files = sorted(self._files[folder].values(), key=lambda f: f.path)
+            found = self._parsed[folder] = (name, _parsed(files, {folder: name}))
+        return found[1]
+
+    def failed(self) -> list[FinishedFile]:
+        """The finished files that hold no result, by path."""
+        return sorted(self._failed.values(), key=lambda f: f.path)
+
+    def inspector_folders(self) -> set[str]:
+        """The folders that hold NCCL Inspector logs and nothing else."""
+        return {folder for folder in self._files if self._logs(folder)}
+
+    def _logs(self, folder: str) -> bool:
+        found = self._logs_only.get(folder)
+        if found is None:
+            files = self._files[folder].values()
+            found = self._logs_only[folder] = all(f.meta.source == INSPECTOR_LOGS for f in files)
+        return found
 
 
 def _whole(seen: Set[int], world: int, owned: frozenset[int] | None) -> bool:
@@ -575,16 +667,6 @@ def _parsed(files: Iterable[FinishedFile], names: dict[str, str]) -> list[Parsed
         for f in files
         if f.result is not None
     ]
-
-
-def _names(files: list[FinishedFile]) -> dict[str, str]:
-    folders = sorted({f.folder for f in files})
-    roots = sorted({f.root_name for f in files})
-    return dict(zip(folders, window_names(roots[0] if roots else ".", folders), strict=True))
-
-
-def _file_order(item: ParsedFile) -> tuple[tuple[int, int, str], str]:
-    return window_order(item.window), item.path
 
 
 def _ignorable(item: FinishedFile) -> bool:

@@ -23,17 +23,19 @@ reason (the live aggregator serves one job, and `analyse` agrees with it).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from dataclasses import replace as dataclass_replace
 from datetime import UTC, datetime
+from itertools import groupby, pairwise
+from operator import attrgetter
 from typing import Final
 
 from commscope.collector.schema import JobInfo, Report, Skipped
 from commscope.pipeline import ranks
 from commscope.pipeline.accumulate import CPU
 from commscope.pipeline.clocks import epoch_ns
-from commscope.pipeline.ranks import Placement
+from commscope.pipeline.ranks import Placement, Ranked
 from commscope.pipeline.report import Options, ParsedFile, build_report
 from msgspec.structs import replace
 
@@ -92,7 +94,14 @@ def split(files: Sequence[ParsedFile]) -> Split:
     for members in groups.values():
         runs, loose = _runs(members, files, times)
         skipped += loose
-        jobs += [_job([files[i] for i in run], [kinds[i] for i in run]) for run in runs]
+        jobs += [
+            _job(
+                [files[i] for i in run],
+                Counter(kinds[i] for i in run),
+                min((t for i in run if (t := times[i]) is not None), default=None),
+            )
+            for run in runs
+        ]
     jobs.sort(key=lambda j: (j.start_ns is None, j.start_ns or 0, _kind_order(_kind(j))))
     return Split(jobs, skipped)
 
@@ -110,7 +119,7 @@ def _kind_order(value: Kind) -> tuple[int, tuple[tuple[bool, str], ...]]:
     return -known, tuple((v is None, str(v)) for v in value)
 
 
-def _job_kinds(kinds: Sequence[Kind]) -> list[Kind]:
+def _job_kinds(kinds: Iterable[Kind]) -> list[Kind]:
     """One kind per job: a kind that fits none found so far (most values known first)."""
     found: list[Kind] = []
     for value in sorted(set(kinds), key=_kind_order):
@@ -267,20 +276,24 @@ def _distance(start: int, run: _Run) -> float:
 # ---------------------------------------------------------------- jobs and reports
 
 
-def _job(files: list[ParsedFile], kinds: list[Kind]) -> Job:
-    starts = [t for item in files if (t := start_time_ns(item)) is not None]
-    world, backend, gpu = (_most_common([k[n] for k in kinds]) for n in range(3))
+def _job(files: Sequence[ParsedFile], kinds: Counter[Kind], start_ns: int | None) -> Job:
+    """The job of these files, of these kinds (counted), the first starting at `start_ns`."""
+    world, backend, gpu = (_most_common(kinds, n) for n in range(3))
     return Job(
         files=tuple(files),
         world_size=world if isinstance(world, int) else None,
         backend=backend if isinstance(backend, str) else None,
         gpu_name=gpu if isinstance(gpu, str) else None,
-        start_ns=min(starts, default=None),
+        start_ns=start_ns,
     )
 
 
-def _most_common(values: Sequence[int | str | None]) -> int | str | None:
-    counts = Counter(v for v in values if v is not None)
+def _most_common(kinds: Counter[Kind], n: int) -> int | str | None:
+    """The value of the n-th part of the files' kinds most of them state."""
+    counts: Counter[int | str] = Counter()
+    for value, count in kinds.items():
+        if (part := value[n]) is not None:
+            counts[part] += count
     return max(counts, key=lambda v: (counts[v], str(v))) if counts else None
 
 
@@ -324,9 +337,18 @@ def info(job: Job, number: int) -> JobInfo:
     )
 
 
-def usable(files: Sequence[ParsedFile]) -> tuple[list[Job], list[Skipped]]:
+def usable(
+    files: Sequence[ParsedFile], memo: Memo | None = None
+) -> tuple[list[Job], list[Skipped]]:
     """The jobs with a file placed at a rank, and the files left out: those that could
-    belong to several jobs, and those of jobs where no file could be placed."""
+    belong to several jobs, and those of jobs where no file could be placed. `memo`: what was
+    found of each window's files before (`Memo`)."""
+    one = memo.one_job(files) if memo is not None else None
+    if one is not None:
+        job, placement = one
+        if placement.placed:
+            return [dataclass_replace(job, placement=placement)], []
+        return [], list(placement.skipped)
     found = split(files)
     jobs, skipped = [], list(found.skipped)
     for job in found.jobs:
@@ -364,9 +386,10 @@ def reports(
     ]
 
 
-def largest(parsed: Sequence[ParsedFile]) -> Chosen:
-    """The job with the most files (the earliest on a tie); every other file is skipped."""
-    jobs, left_out = usable(parsed)
+def largest(parsed: Sequence[ParsedFile], memo: Memo | None = None) -> Chosen:
+    """The job with the most files (the earliest on a tie); every other file is skipped.
+    `memo`: as `usable`'s."""
+    jobs, left_out = usable(parsed, memo)
     if not jobs:
         return Chosen([], left_out)
     if len(jobs) == 1:
@@ -389,3 +412,73 @@ def labelled(report: Report, chosen: Chosen, ignored: Sequence[str] = ()) -> Rep
     """The report with the jobs it covers and leaves out, and the files ignored, said."""
     inputs = replace(report.inputs, ignored=sorted(ignored), job=chosen.job, jobs=list(chosen.jobs))
     return replace(report, inputs=inputs)
+
+
+# ---------------------------------------------------------------- one job, window by window
+
+
+@dataclass
+class _Window:
+    """What `Memo` keeps of one window's files."""
+
+    files: tuple[ParsedFile, ...]
+    kinds: Counter[Kind]  # their kinds, counted
+    clusters: int  # runs of its timed files more than GAP_NS apart (`_clusters`)
+    start_ns: int | None  # the first start among them
+    by_path: bool  # given in path order, no two paths alike (so in the order `split` gives)
+    ranked: Ranked[ParsedFile] | None = field(default=None)  # at their ranks, once asked
+
+
+class Memo:
+    """What `usable` found of each window's files, kept while they are the very same files
+    (by identity): the live aggregator's reports come one after another over a run whose
+    windows, once complete, do not change, so a report costs the windows that changed, not
+    every window again. Only the usual case is taken from it: every file is of one job (one
+    kind, each window's files within GAP_NS of each other), given window by window and by
+    path within one, no two paths alike (as `split` then orders them); anything else is split
+    anew."""
+
+    def __init__(self) -> None:
+        self._windows: dict[str, tuple[tuple[int, ...], _Window]] = {}
+
+    def one_job(self, files: Sequence[ParsedFile]) -> tuple[Job, Placement[ParsedFile]] | None:
+        """The one job of `files` and its placement, as `split` and `ranks.assign` find them,
+        when it is the usual case (else None); windows no longer given are forgotten."""
+        groups = [(name, tuple(items)) for name, items in groupby(files, attrgetter("window"))]
+        if len({name for name, _ in groups}) != len(groups):
+            return None  # a window's files not together
+        windows = [self._window(name, items) for name, items in groups]
+        self._windows = {name: self._windows[name] for name, _ in groups}
+        kinds: Counter[Kind] = Counter()
+        for window in windows:
+            kinds.update(window.kinds)
+        if len(_job_kinds(kinds)) != 1 or not all(w.clusters <= 1 and w.by_path for w in windows):
+            return None
+        starts = [w.start_ns for w in windows if w.start_ns is not None]
+        job = _job(files, kinds, min(starts, default=None))
+        placement = ranks.merged([(name, self._ranked(name)) for name, _ in groups])
+        return job, placement
+
+    def _window(self, name: str, files: tuple[ParsedFile, ...]) -> _Window:
+        key = tuple(map(id, files))  # the entry keeps the files alive: ids are not reused
+        known = self._windows.get(name)
+        if known is not None and known[0] == key:
+            return known[1]
+        times = [start_time_ns(item) for item in files]
+        clusters, _ = _clusters(range(len(files)), times)
+        paths = [item.path for item in files]
+        found = _Window(
+            files=files,
+            kinds=Counter(kind(item) for item in files),
+            clusters=len(clusters),
+            start_ns=min((t for t in times if t is not None), default=None),
+            by_path=all(a < b for a, b in pairwise(paths)),
+        )
+        self._windows[name] = (key, found)
+        return found
+
+    def _ranked(self, name: str) -> Ranked[ParsedFile]:
+        window = self._windows[name][1]
+        if window.ranked is None:
+            window.ranked = ranks.ranked(name, window.files)
+        return window.ranked

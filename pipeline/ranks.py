@@ -65,23 +65,56 @@ def rank_set(spec: str) -> frozenset[int]:
     return frozenset(found)
 
 
+@dataclass(frozen=True)
+class Ranked(Generic[F]):
+    """One window's files at their ranks (`ranked`): those placed, those whose rank could not
+    be found, those that claim a rank another file claims too, and how the ranks that the
+    traces did not say were found (the paths by way)."""
+
+    placed: dict[int, F]
+    refused: list[Skipped]
+    conflicts: list[Skipped]
+    named: dict[str, list[str]]
+
+
 def assign(files: Iterable[F]) -> Placement[F]:
     by_window: dict[str, list[F]] = {}
     for item in files:
         by_window.setdefault(item.window, []).append(item)
-    out: Placement[F] = Placement()
-    claims: dict[tuple[str, int], list[F]] = {}
+    return merged([(window, ranked(window, items)) for window, items in by_window.items()])
+
+
+def ranked(window: str, items: Sequence[F]) -> Ranked[F]:
+    """One window's files at their ranks."""
+    refused: list[Skipped] = []
+    claims: dict[int, list[F]] = {}
     named: dict[str, list[str]] = {FROM_PATTERN: [], FROM_NUMBER: [], "lone": []}
-    for window, items in by_window.items():
-        for rank, item, how in _window_ranks(items, out.skipped):
-            claims.setdefault((window, rank), []).append(item)
-            if how:
-                named[how].append(item.path)
-    for key, items in claims.items():
-        if len(items) == 1:
-            out.placed[key] = items[0]
+    for rank, item, how in _window_ranks(items, refused):
+        claims.setdefault(rank, []).append(item)
+        if how:
+            named[how].append(item.path)
+    placed: dict[int, F] = {}
+    conflicts: list[Skipped] = []
+    for rank, claiming in claims.items():
+        if len(claiming) == 1:
+            placed[rank] = claiming[0]
         else:
-            out.skipped.extend(_conflict(key, item, items) for item in items)
+            conflicts.extend(_conflict((window, rank), item, claiming) for item in claiming)
+    return Ranked(placed, refused, conflicts, named)
+
+
+def merged(windows: Sequence[tuple[str, Ranked[F]]]) -> Placement[F]:
+    """The windows' placements as one (`assign`): the files refused in window order, then the
+    conflicts; the notes over every window."""
+    out: Placement[F] = Placement()
+    named: dict[str, list[str]] = {FROM_PATTERN: [], FROM_NUMBER: [], "lone": []}
+    for window, found in windows:
+        out.placed.update({(window, rank): item for rank, item in found.placed.items()})
+        out.skipped.extend(found.refused)
+        for how, paths in found.named.items():
+            named[how].extend(paths)
+    for _, found in windows:
+        out.skipped.extend(found.conflicts)
     out.notes = _notes(named)
     return out
 
