@@ -137,6 +137,7 @@ class Aggregation:
         self._shed: dict[str, tuple[frozenset[str], set[str]]] = {}
         self._reported: dict[str, set[str]] = {}  # each folder's streams in the last report
         self._kept: set[int] = set()  # results whose samples the last report's run figures read
+        self._sampled: set[str] = set()  # streams whose samples were shed (or that had none)
         self._windows = _Windows()  # each folder's ranks, kept as files finish and go
         self._index = _Index()  # the finished files by folder, kept as they finish and go
         self._jobs = jobs.Memo()  # each window's files as the last report split them
@@ -260,6 +261,7 @@ class Aggregation:
                 self._windows.remove(gone)
                 self._index.remove(gone)
             self.retired.add(old)
+            self._sampled.discard(old)
             superseded = (old,)
         self._by_path[key] = start.stream
         self.open[start.stream] = OpenStream(start, tailed=inspector_live.tailed(start.path))
@@ -273,6 +275,7 @@ class Aggregation:
         self.finished[item.stream] = item
         self._windows.add(item)
         self._index.add(item, old)
+        self._sampled.discard(item.stream)  # a new result: its samples not shed yet
 
     def complete_windows(self) -> list[str]:
         """Folders whose every rank (0 … world-1, or each rank `owned` when set: a shard's)
@@ -381,17 +384,23 @@ class Aggregation:
             _, shed = self._shed.setdefault(folder, (frozenset(streams), set()))
             newly = self._drop_calls(streams - shed)
             shed |= newly
-            dropped += len(newly | self._shed_samples(streams, self.cache.sketch))
+            sketched = self._shed_samples(streams - self._sampled, self.cache.sketch)
+            dropped += len(newly | sketched)
         return dropped
 
     def _shed_samples(self, streams: Iterable[str], sketcher: Sketcher | None = None) -> set[str]:
         """Replace these files' samples by their sketches, in place (but those the last
         report's run figures read), each found by `sketcher` (the report's, which found them
-        already, and then lets them go); the streams that had samples."""
+        already, and then lets them go); the streams that had samples. Each stream done is
+        kept in `_sampled`, so that a report does not look at it again until its samples are
+        given back (`_exact`, `_reload`)."""
         sketched = set()
         for stream in streams:
             result = self.finished[stream].result
-            if result is not None and id(result) not in self._kept and _has_samples(result):
+            if result is not None and id(result) in self._kept:
+                continue
+            self._sampled.add(stream)
+            if result is not None and _has_samples(result):
                 ops, result.ops = result.ops, _sketched(result.ops, sketcher)
                 self.cache.forget(ops.values())
                 sketched.add(stream)
@@ -405,6 +414,7 @@ class Aggregation:
         given = [(result, shed) for result in results if (shed := self._give_back(result))]
         if again:
             self._kept.update(map(id, results))
+            self._sampled.difference_update(self._index.stream_of(r) for r, _ in given)
         yield
         if not again:
             for result, shed in given:
@@ -455,6 +465,7 @@ class Aggregation:
         item.result.calls = stored.calls
         if samples:
             item.result.ops = stored.ops
+            self._sampled.discard(stream)
 
     def _stored(self, stream: str) -> RankResult:
         """A finished file's result as stored."""

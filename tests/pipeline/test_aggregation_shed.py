@@ -279,6 +279,25 @@ def test_a_restart_keeps_samples_as_sketches_and_reads_one_window_at_a_time() ->
     assert exact_held(pair.lean) == 0
 
 
+def test_samples_read_back_for_the_run_are_shed_again_once_it_no_longer_reads_them() -> None:
+    """A restart with one window sheds its samples; the next report's run (one window: its
+    exact samples) reads them back and keeps them; once a second window is in, a shed gives
+    them up again (a stream shed once is looked at again when its samples came back)."""
+    pair = Pair()
+    every_file(pair, [1])
+    pair.same()
+    pair.restart()
+    assert shed_files(pair.lean) == {WINDOWS[0]: [0, 1, 2]}
+    pair.same()
+    pair.lean.shed()
+    assert exact_held(pair.lean) == 3  # the run's figures read them: kept
+    every_file(pair, [2])
+    pair.same()
+    pair.lean.shed()
+    assert shed_files(pair.lean) == {w: [0, 1, 2] for w in WINDOWS[:2]}
+    assert exact_held(pair.lean) == 0
+
+
 def test_the_aggregator_sheds_samples_once_stored_and_a_restart_agrees(tmp_path: Path) -> None:
     settings = loopback_settings(tmp_path)
     aggregator = Aggregator(settings)
@@ -304,6 +323,21 @@ def test_the_aggregator_sheds_samples_once_stored_and_a_restart_agrees(tmp_path:
 
 
 # ---------------------------------------------------------------- any sequence
+
+
+def assert_samples_shed(aggregation: Aggregation) -> None:
+    """What `shed` promises (however often a stream was shed, given back and read again): no
+    file of a complete window the last report used as it is keeps exact samples, but those
+    the last report's run figures read."""
+    folders = aggregation._folders()
+    for folder in aggregation.complete_windows():
+        if aggregation._reported.get(folder) != folders[folder] or folder in aggregation._held:
+            continue
+        for stream in folders[folder]:
+            result = aggregation.finished[stream].result
+            if result is not None and id(result) not in aggregation._kept:
+                assert not any(tally.algbw_Bps for tally in result.ops.values()), stream
+
 
 Apply = st.tuples(st.just("apply"), st.integers(1, 3), st.integers(0, WORLD - 1), st.integers(0, 1))
 Half = st.tuples(st.just("half"), st.integers(1, 3), st.integers(0, WORLD - 1), st.integers(0, 1))
@@ -346,6 +380,7 @@ def test_any_sequence_gives_the_reports_of_an_aggregation_that_never_sheds(
                 pair.same_metrics(PEAK if peak else PLAIN)
             case ("shed",):
                 pair.lean.shed()
+                assert_samples_shed(pair.lean)
             case ("restart",):
                 pair.restart()
     pair.same()
