@@ -14,6 +14,8 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from dataclasses import replace as dataclass_replace
+from itertools import groupby
+from operator import attrgetter
 from typing import Generic, Literal, TypeVar
 
 from commscope.collector.inspector_windows import is_window
@@ -114,6 +116,9 @@ class WindowCache:
         self._sketches: dict[int, tuple[OpTally, dict[str, Sketch]]] = {}
         self._sketches_used: set[int] = set()
         self._sketches_before: set[int] = set()  # those used in the interval before
+        # each window's files counted for the report's inputs (`file_counts`), as long as used
+        self._counts: dict[tuple[int, ...], tuple[tuple[ParsedFile, ...], FileCounts]] = {}
+        self._counts_used: set[tuple[int, ...]] = set()
         # the run's α-β fits and skew section, with the pooled facts they came from (`crossed`)
         self._crossed: tuple[CrossRank, tuple[float | None, bool], CrossSections] | None = None
 
@@ -224,6 +229,16 @@ class WindowCache:
         self._crossed = (cross, (peak_Bps, plots), found)
         return found
 
+    def file_counts(self, items: Sequence[ParsedFile]) -> FileCounts:
+        """`file_counts` of one window's files, found once while they are the very same (the entry
+        keeps them alive: their ids are not reused)."""
+        key = tuple(map(id, items))
+        self._counts_used.add(key)
+        entry = self._counts.get(key)
+        if entry is None:
+            entry = self._counts[key] = (tuple(items), file_counts(items))
+        return entry[1]
+
     def prime(self, parsed: Sequence[ParsedFile], chain: Chain | None = None) -> CrossRank | None:
         """Find one window's cross-rank facts now, from its files, as a report would (kept
         until the report after next, like those a report uses); `chain`: as `window`'s."""
@@ -242,6 +257,8 @@ class WindowCache:
         self._used = set()
         for folds in (self._runs, self._sums, self._pools):
             folds.keep()
+        self._counts = {k: v for k, v in self._counts.items() if k in self._counts_used}
+        self._counts_used = set()
         recent = self._sketches_used | self._sketches_before
         self._sketches = {k: v for k, v in self._sketches.items() if k in recent}
         self._sketches_before, self._sketches_used = self._sketches_used, set()
@@ -386,7 +403,8 @@ def build_report(
         config=run_config,
         windows=window_list,
         inputs=replace(
-            _inputs(parsed, [*skipped, *conflicts], placement.notes), open_windows=waiting
+            _inputs(parsed, [*skipped, *conflicts], placement.notes, cache.file_counts),
+            open_windows=waiting,
         ),
         diagnosis=Diagnosis() if metrics_only else diagnose(run),
         **asdict(run),
@@ -587,30 +605,65 @@ def _run_config(
     )
 
 
-def _inputs(
-    parsed: Sequence[ParsedFile], skipped: Sequence[Skipped], notes: Sequence[str] = ()
-) -> Inputs:
-    """Counts over the files that were used (a parsed file may still be skipped later)."""
-    bad = {s.path for s in skipped}
-    used = [p for p in parsed if p.path not in bad]
+@dataclass(frozen=True)
+class FileCounts:
+    """What `_inputs` counts of some files (a window's, in `WindowCache.file_counts`)."""
+
+    paths: frozenset[str]
+    bytes_read: int
+    events: int
+    dropped: Counter[str]
+    sizes_unknown: int
+    notes: list[str]
+    sources: Counter[str]
+
+
+def file_counts(used: Sequence[ParsedFile]) -> FileCounts:
     dropped: Counter[str] = Counter()
     for item in used:
         dropped.update(item.stats.dropped)
-    return Inputs(
-        files=len({p.path for p in parsed} | bad),
-        skipped=sorted(skipped, key=lambda s: s.path),
+    return FileCounts(
+        paths=frozenset(p.path for p in used),
         bytes_read=sum(p.stats.bytes_read for p in used),
         events=sum(p.stats.events for p in used),
-        dropped_events=dict(sorted(dropped.items())),
+        dropped=dropped,
         sizes_unknown=sum(p.stats.sizes_unknown for p in used),
-        notes=[*notes, *dict.fromkeys(f"{p.path}: {p.note}" for p in used if p.note)],
-        sources=_sources(used),
+        notes=[f"{p.path}: {p.note}" for p in used if p.note],
+        sources=Counter(p.meta.source for p in used),
     )
 
 
-def _sources(used: Sequence[ParsedFile]) -> dict[str, int]:
-    """How many (window, rank) results each format gave (`TraceMeta.source`)."""
-    return dict(sorted(Counter(p.meta.source for p in used).items()))
+def _inputs(
+    parsed: Sequence[ParsedFile],
+    skipped: Sequence[Skipped],
+    notes: Sequence[str] = (),
+    counted: Callable[[Sequence[ParsedFile]], FileCounts] = file_counts,
+) -> Inputs:
+    """Counts over the files that were used (a parsed file may still be skipped later), each
+    window's files counted by `counted` (`WindowCache.file_counts`: once while the same)."""
+    bad = {s.path for s in skipped}
+    parts = []
+    for _, group in groupby(parsed, attrgetter("window")):
+        items = tuple(group)
+        part = counted(items)
+        if not bad.isdisjoint(part.paths):
+            part = file_counts([p for p in items if p.path not in bad])
+        parts.append(part)
+    dropped: Counter[str] = Counter()
+    sources: Counter[str] = Counter()
+    for part in parts:
+        dropped.update(part.dropped)
+        sources.update(part.sources)
+    return Inputs(
+        files=len(frozenset().union(*(part.paths for part in parts)) | bad),
+        skipped=sorted(skipped, key=lambda s: s.path),
+        bytes_read=sum(part.bytes_read for part in parts),
+        events=sum(part.events for part in parts),
+        dropped_events=dict(sorted(dropped.items())),
+        sizes_unknown=sum(part.sizes_unknown for part in parts),
+        notes=[*notes, *dict.fromkeys(note for part in parts for note in part.notes)],
+        sources=dict(sorted(sources.items())),
+    )
 
 
 def _most_common(values: Iterable[str | None]) -> str | None:
