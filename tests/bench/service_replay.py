@@ -24,7 +24,9 @@ figure to quote on a loaded machine.
 The job's folders: ROOT/node<N>/iteration_<W>/<files> (scale_bench.py's `job/`) or
 ROOT/iteration_<W>/<files> (simjob.py's, one node a folder of 8 ranks). `--windows N` replays
 N windows however many the job has: the job's windows in turn, each time under a new folder
-name and stream (what a report costs as a run grows, without generating and parsing N).
+name and stream (what a report costs as a run grows, without generating and parsing N); from
+20 windows on, the last lines compare each tree's mean CPU of its last 10 windows with its
+first 10 (how a window's cost grows with the windows before it).
 """
 
 from __future__ import annotations
