@@ -423,10 +423,12 @@ class Normalizer:
 
     def feed(self, events: list[Any]) -> None:
         """Handle `events` (RawEvents, and items that are not objects: dropped, counted)."""
-        handlers, unseen = self.handlers, self.unseen
+        handlers = self.handlers
         for raw in events:
             try:
-                handler = handlers.get(raw.cat, unseen)
+                handler = handlers[raw.cat]  # a subscript costs less than a call to `get`
+            except KeyError:
+                handler = self.unseen
             except (AttributeError, TypeError):
                 self.drop(_ODD_CAT if isinstance(raw, RawEvent) else _NOT_OBJECT)
                 continue
@@ -528,19 +530,22 @@ class Normalizer:
         if raw.name != "[memory]":
             return
         args: Mapping[str, Any] = raw.args if type(raw.args) is dict else self._args(raw)
-        get = args.get
-        device, kind, allocated = get("Device Id"), get("Device Type"), get("Total Allocated")
+        try:  # subscripts: ~1 in 7 events is `[memory]`, and a call to `get` costs more
+            device, kind = args["Device Id"], args["Device Type"]
+            allocated = args["Total Allocated"]
+        except KeyError:
+            device = kind = allocated = None
         if type(device) is not int or type(kind) is not int or type(allocated) is not int:
             self.drop(_NO_MEMORY)
             return
-        if not 0 <= allocated <= MAX_COUNT:  # a count (inline: ~1 in 7 events is `[memory]`)
+        if not 0 <= allocated <= MAX_COUNT:  # a count (inline, as above)
             self.drop(_NO_MEMORY)
             return
         if kind == _CPU_DEVICE:
             return
         if allocated > self._allocated.get(device, -1):
             self._allocated[device] = allocated
-        reserved = get("Total Reserved")  # a count when above the highest so far (or -1)
+        reserved = args.get("Total Reserved")  # a count when above the highest so far (or -1)
         if type(reserved) is int and MAX_COUNT >= reserved > self._reserved.get(device, -1):
             self._reserved[device] = reserved
 
@@ -769,13 +774,11 @@ class Normalizer:
         records = [primary, *(c for c in own if c.name == "record_param_comms")]
         collective = collective_of(primary, records, own)
         group, source = self._group_size(records, own)
-        size = next((r.nelems_bytes for r in records if r.nelems_bytes is not None), None)
+        size, pg, seq = _first_known(records)
         if size is None:
             size = size_from_calls(own, collective, group)
         if size is None:
             self.stats.sizes_unknown += 1
-        pg = next((r.pg for r in records if r.pg is not None), None)
-        seq = next((r.seq for r in records if r.seq is not None), None)
         start, dur = primary.start_ns, primary.end_ns - primary.start_ns
         return CommOp(collective, start, dur, size, group, on_gpu, pg, seq, source)
 
@@ -820,6 +823,16 @@ class Normalizer:
         self._reserved.clear()
         self._launches = self._old_launches = Launches()
         self._landed.clear()
+
+
+def _first_known(records: list[CommCall]) -> tuple[int | None, str | None, int | None]:
+    """The first size, process group and sequence number that `records` give, in turn."""
+    size = pg = seq = None
+    for record in records:
+        size = record.nelems_bytes if size is None else size
+        pg = record.pg if pg is None else pg
+        seq = record.seq if seq is None else seq
+    return size, pg, seq
 
 
 def own_calls(calls: list[CommCall]) -> list[CommCall]:
