@@ -164,7 +164,7 @@ class Aggregation:
             self._prime_chain(chain, names)
 
     def _prime(
-        self, folder: str, streams: set[str], chain: Chain | None = None
+        self, folder: str, streams: Set[str], chain: Chain | None = None
     ) -> CrossRank | None:
         """Match one restored window (its call lists read back, then dropped again)."""
         for stream in streams:
@@ -475,9 +475,9 @@ class Aggregation:
             raise LookupError(f"{path}: the stored result of stream {stream} is missing")
         return stored.result
 
-    def _folders(self) -> dict[str, set[str]]:
-        """Each folder's finished streams (kept as files finish: not to be changed here)."""
-        return self._index.streams
+    def _folders(self) -> dict[str, Set[str]]:
+        """Each folder's finished streams."""
+        return self._index.streams()
 
 
 class _Windows:
@@ -529,7 +529,6 @@ class _Index:
     a report then costs the files that changed, not every file of the run again."""
 
     def __init__(self) -> None:
-        self.streams: dict[str, set[str]] = {}  # folder -> its finished streams
         self._files: dict[str, dict[str, FinishedFile]] = {}  # folder -> stream -> file
         self._roots: Counter[str] = Counter()
         self._results: dict[int, str] = {}  # each finished file's result -> its stream
@@ -545,7 +544,6 @@ class _Index:
         elif old is not None:
             self._forget(old)
         self._files.setdefault(item.folder, {})[item.stream] = item
-        self.streams.setdefault(item.folder, set()).add(item.stream)
         self._roots[item.root_name] += 1
         if item.result is not None:
             self._results[id(item.result)] = item.stream
@@ -557,9 +555,8 @@ class _Index:
         self._forget(item)
         files = self._files[item.folder]
         del files[item.stream]
-        self.streams[item.folder].discard(item.stream)
         if not files:
-            del self._files[item.folder], self.streams[item.folder]
+            del self._files[item.folder]
         self._changed(item.folder)
 
     def _forget(self, item: FinishedFile) -> None:
@@ -573,6 +570,10 @@ class _Index:
     def _changed(self, folder: str) -> None:
         self._parsed.pop(folder, None)
         self._logs_only.pop(folder, None)
+
+    def streams(self) -> dict[str, Set[str]]:
+        """Each folder's finished streams (live views: they change as files finish)."""
+        return {folder: files.keys() for folder, files in self._files.items()}
 
     def stream_of(self, result: RankResult) -> str:
         """A finished file's stream by its result (KeyError: the file is gone, superseded)."""

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from dataclasses import replace as dataclass_replace
 from datetime import UTC, datetime
+from functools import partial
 from itertools import groupby, pairwise
 from operator import attrgetter
 from typing import Final
@@ -36,7 +37,7 @@ from commscope.pipeline import ranks
 from commscope.pipeline.accumulate import CPU
 from commscope.pipeline.clocks import epoch_ns
 from commscope.pipeline.ranks import Placement, Ranked
-from commscope.pipeline.report import Options, ParsedFile, build_report
+from commscope.pipeline.report import Kept, Options, ParsedFile, build_report
 from msgspec.structs import replace
 
 GAP_NS: Final = 3600 * 10**9  # ranks of one job in one window start within this of each other
@@ -428,6 +429,11 @@ class _Window:
     by_path: bool  # given in path order, no two paths alike (so in the order `split` gives)
     ranked: Ranked[ParsedFile] | None = field(default=None)  # at their ranks, once asked
 
+    def at_ranks(self, name: str) -> Ranked[ParsedFile]:
+        if self.ranked is None:
+            self.ranked = ranks.ranked(name, self.files)
+        return self.ranked
+
 
 class Memo:
     """What `usable` found of each window's files, kept while they are the very same files
@@ -439,7 +445,7 @@ class Memo:
     anew."""
 
     def __init__(self) -> None:
-        self._windows: dict[str, tuple[tuple[int, ...], _Window]] = {}
+        self._windows = Kept[_Window]()
 
     def one_job(self, files: Sequence[ParsedFile]) -> tuple[Job, Placement[ParsedFile]] | None:
         """The one job of `files` and its placement, as `split` and `ranks.assign` find them,
@@ -447,8 +453,8 @@ class Memo:
         groups = [(name, tuple(items)) for name, items in groupby(files, attrgetter("window"))]
         if len({name for name, _ in groups}) != len(groups):
             return None  # a window's files not together
-        windows = [self._window(name, items) for name, items in groups]
-        self._windows = {name: self._windows[name] for name, _ in groups}
+        windows = [self._windows.get(items, partial(_window, items)) for _, items in groups]
+        self._windows.keep()
         kinds: Counter[Kind] = Counter()
         for window in windows:
             kinds.update(window.kinds)
@@ -456,29 +462,18 @@ class Memo:
             return None
         starts = [w.start_ns for w in windows if w.start_ns is not None]
         job = _job(files, kinds, min(starts, default=None))
-        placement = ranks.merged([(name, self._ranked(name)) for name, _ in groups])
-        return job, placement
+        ranked = [(name, w.at_ranks(name)) for (name, _), w in zip(groups, windows, strict=True)]
+        return job, ranks.merged(ranked)
 
-    def _window(self, name: str, files: tuple[ParsedFile, ...]) -> _Window:
-        key = tuple(map(id, files))  # the entry keeps the files alive: ids are not reused
-        known = self._windows.get(name)
-        if known is not None and known[0] == key:
-            return known[1]
-        times = [start_time_ns(item) for item in files]
-        clusters, _ = _clusters(range(len(files)), times)
-        paths = [item.path for item in files]
-        found = _Window(
-            files=files,
-            kinds=Counter(kind(item) for item in files),
-            clusters=len(clusters),
-            start_ns=min((t for t in times if t is not None), default=None),
-            by_path=all(a < b for a, b in pairwise(paths)),
-        )
-        self._windows[name] = (key, found)
-        return found
 
-    def _ranked(self, name: str) -> Ranked[ParsedFile]:
-        window = self._windows[name][1]
-        if window.ranked is None:
-            window.ranked = ranks.ranked(name, window.files)
-        return window.ranked
+def _window(files: tuple[ParsedFile, ...]) -> _Window:
+    times = [start_time_ns(item) for item in files]
+    clusters, _ = _clusters(range(len(files)), times)
+    paths = [item.path for item in files]
+    return _Window(
+        files=files,
+        kinds=Counter(kind(item) for item in files),
+        clusters=len(clusters),
+        start_ns=min((t for t in times if t is not None), default=None),
+        by_path=all(a < b for a, b in pairwise(paths)),
+    )

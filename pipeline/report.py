@@ -102,8 +102,7 @@ class WindowCache:
     def __init__(self, exact: Exact = _as_they_are) -> None:
         self.exact = exact
         self._sections: dict[str, tuple[Context, tuple[object, ...], Window]] = {}
-        self._cross: dict[tuple[int, ...], tuple[tuple[object, ...], CrossRank]] = {}
-        self._used: set[tuple[int, ...]] = set()
+        self._cross = Kept[CrossRank]()
         # each rank's windows merged (a single window is not sketched: folds from two on)
         self._runs = _Folds[RankResult](lambda parts: merge_results(parts, self.sketch), 2)
         # the same without samples (a mid-run report's: `build_report`'s `metrics_only`)
@@ -117,8 +116,7 @@ class WindowCache:
         self._sketches_used: set[int] = set()
         self._sketches_before: set[int] = set()  # those used in the interval before
         # each window's files counted for the report's inputs (`file_counts`), as long as used
-        self._counts: dict[tuple[int, ...], tuple[tuple[ParsedFile, ...], FileCounts]] = {}
-        self._counts_used: set[tuple[int, ...]] = set()
+        self._counts = Kept[FileCounts]()
         # the run's α-β fits and skew section, with the pooled facts they came from (`crossed`)
         self._crossed: tuple[CrossRank, tuple[float | None, bool], CrossSections] | None = None
 
@@ -158,7 +156,7 @@ class WindowCache:
         """An open window's sections without its cross-rank ones (`build_report`'s
         `waiting`): found anew each time, never kept (its files are still arriving). Its
         cross-rank facts, if known (`prime`), are kept for the report that gives them."""
-        self._used.add(tuple(map(id, _key(items))))
+        self._cross.touch(_key(items))
         with self.exact([item.result for item in items.values()], False):
             return _window(name, items, context, None, self.sketch)
 
@@ -176,20 +174,15 @@ class WindowCache:
     def _cross_facts(
         self, items: dict[int, ParsedFile], key: tuple[object, ...], chain: Chain | None = None
     ) -> CrossRank:
-        """The window's cross-rank facts; `key` (which holds the very objects) keeps the ids
-        from being reused while the entry lives."""
-        ids = tuple(map(id, key))
-        self._used.add(ids)
-        entry = self._cross.get(ids)
-        if entry is not None:
-            return entry[1]
-        results = {rank: item.result for rank, item in items.items()}
-        if chain is None:
-            found = crossrank.window(results, _infos(items))
-        else:
-            found = _chained(results, _infos(items), chain)
-        self._cross[ids] = (key, found)
-        return found
+        """The window's cross-rank facts, kept by the identities of the objects in `key`."""
+
+        def find() -> CrossRank:
+            results = {rank: item.result for rank, item in items.items()}
+            if chain is None:
+                return crossrank.window(results, _infos(items))
+            return _chained(results, _infos(items), chain)
+
+        return self._cross.get(key, find)
 
     def forget(self, tallies: Iterable[OpTally]) -> None:
         """Let these tallies' sketches go (the aggregator shed their samples: no figure reads
@@ -230,14 +223,8 @@ class WindowCache:
         return found
 
     def file_counts(self, items: Sequence[ParsedFile]) -> FileCounts:
-        """`file_counts` of one window's files, found once while they are the very same (the entry
-        keeps them alive: their ids are not reused)."""
-        key = tuple(map(id, items))
-        self._counts_used.add(key)
-        entry = self._counts.get(key)
-        if entry is None:
-            entry = self._counts[key] = (tuple(items), file_counts(items))
-        return entry[1]
+        """`file_counts` of one window's files, found once while they are the very same."""
+        return self._counts.get(items, lambda: file_counts(items))
 
     def prime(self, parsed: Sequence[ParsedFile], chain: Chain | None = None) -> CrossRank | None:
         """Find one window's cross-rank facts now, from its files, as a report would (kept
@@ -253,18 +240,58 @@ class WindowCache:
         last call."""
         wanted = set(names)
         self._sections = {k: v for k, v in self._sections.items() if k in wanted}
-        self._cross = {k: v for k, v in self._cross.items() if k in self._used}
-        self._used = set()
+        self._cross.keep()
         for folds in (self._runs, self._sums, self._pools):
             folds.keep()
-        self._counts = {k: v for k, v in self._counts.items() if k in self._counts_used}
-        self._counts_used = set()
+        self._counts.keep()
         recent = self._sketches_used | self._sketches_before
         self._sketches = {k: v for k, v in self._sketches.items() if k in recent}
         self._sketches_before, self._sketches_used = self._sketches_used, set()
 
 
 T = TypeVar("T")
+
+
+class Kept(Generic[T]):
+    """Values found of sequences of objects, by the objects' identities (an entry holds its
+    objects, so their ids are not reused while it lives), each kept until a call of `keep`
+    finds it unused since the call before."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[int, ...], tuple[tuple[object, ...], T]] = {}
+        self._used: set[tuple[int, ...]] = set()
+
+    def get(self, objects: Sequence[object], find: Callable[[], T]) -> T:
+        """The value kept for these very objects, else `find()`, kept."""
+        key = tuple(map(id, objects))
+        self._used.add(key)
+        entry = self._found.get(key)
+        if entry is None:
+            entry = self._found[key] = (tuple(objects), find())
+        return entry[1]
+
+    def known(self, objects: Sequence[object]) -> T | None:
+        """The value kept for these very objects, if any (then kept as used)."""
+        key = tuple(map(id, objects))
+        entry = self._found.get(key)
+        if entry is None:
+            return None
+        self._used.add(key)
+        return entry[1]
+
+    def touch(self, objects: Sequence[object]) -> None:
+        """Keep the value of these objects, if any, as if used."""
+        self._used.add(tuple(map(id, objects)))
+
+    def keep(self) -> None:
+        self._found = {k: v for k, v in self._found.items() if k in self._used}
+        self._used = set()
+
+    def clear(self) -> None:
+        self._found, self._used = {}, set()
+
+    def __len__(self) -> int:
+        return len(self._found)
 
 
 class _Folds(Generic[T]):
@@ -275,25 +302,17 @@ class _Folds(Generic[T]):
 
     def __init__(self, fold: Callable[[Sequence[T]], T], shortest: int) -> None:
         self._fold, self._shortest = fold, shortest
-        self._found: dict[tuple[int, ...], tuple[tuple[T, ...], T]] = {}
-        self._used: set[tuple[int, ...]] = set()
+        self._kept = Kept[T]()
 
     def __call__(self, items: Sequence[T]) -> T:
-        key = tuple(map(id, items))
-        self._used.add(key)
-        entry = self._found.get(key)
-        if entry is not None:
-            return entry[1]
-        prior = self._found.get(key[:-1]) if len(key) > self._shortest else None
-        if prior is not None:
-            self._used.add(key[:-1])
-        found = self._fold([prior[1], items[-1]] if prior is not None else items)
-        self._found[key] = (tuple(items), found)
-        return found
+        return self._kept.get(items, lambda: self._folded(items))
+
+    def _folded(self, items: Sequence[T]) -> T:
+        prior = self._kept.known(items[:-1]) if len(items) > self._shortest else None
+        return self._fold([prior, items[-1]] if prior is not None else items)
 
     def keep(self) -> None:
-        self._found = {k: v for k, v in self._found.items() if k in self._used}
-        self._used = set()
+        self._kept.keep()
 
 
 @dataclass(frozen=True)

@@ -218,6 +218,20 @@ def callgrind(trees: dict[str, Path | None], cache: Path, tmp: str, windows: int
         print(f"  this/base {found['this'] / found['base']:.2f}")
 
 
+GROWTH = 10  # windows at each end of a run that `growth` compares
+
+
+def growth(rows: list[dict[str, float]]) -> str:
+    """How a window's CPU grew over the run: the median over runs of the mean of its last
+    GROWTH windows, against that of its first GROWTH."""
+    first = statistics.median(statistics.mean(list(r.values())[:GROWTH]) for r in rows)
+    last = statistics.median(statistics.mean(list(r.values())[-GROWTH:]) for r in rows)
+    return (
+        f"windows 1-{GROWTH} {first:.3f} s, last {GROWTH} {last:.3f} s a window: "
+        f"x{last / first:.2f}"
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("root", type=Path, nargs="?")
@@ -258,20 +272,6 @@ def main() -> None:
     if len(runs["this"][0]) >= 2 * GROWTH:
         for name, rows in runs.items():
             print(f"  {name}: " + growth(rows))
-
-
-GROWTH = 10  # windows at each end of a run that `growth` compares
-
-
-def growth(rows: list[dict[str, float]]) -> str:
-    """How a window's CPU grew over the run: the median over runs of the mean of its last
-    GROWTH windows, against that of its first GROWTH."""
-    first = statistics.median(statistics.mean(list(r.values())[:GROWTH]) for r in rows)
-    last = statistics.median(statistics.mean(list(r.values())[-GROWTH:]) for r in rows)
-    return (
-        f"windows 1-{GROWTH} {first:.3f} s, last {GROWTH} {last:.3f} s a window: "
-        f"x{last / first:.2f}"
-    )
 
 
 if __name__ == "__main__":
