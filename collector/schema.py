@@ -14,7 +14,9 @@ import msgspec
 
 # 4: each window carries `facts` (per-rank integer sums and bandwidth sketches), so that
 # `commscope merge` recomputes every figure over ranks exactly from shard reports.
-SCHEMA_VERSION: Final = 4
+# 5: exposed communication split into transfer, waiting and unmatched; `skew.waited_for_rank`
+# (was `slowest_rank`: the rank the others wait for can have the shortest step).
+SCHEMA_VERSION: Final = 5
 PROTOCOL_VERSION: Final = 8  # 4: labels, sizes and counts bounded at decode; 5: `Facts`
 # 6: NCCL Inspector logs (`FileStats.dropped` has the Inspector line reasons below)
 # 7: `Facts.covers` (a tailed Inspector log's record holds many ops, numbered by op)
@@ -272,6 +274,9 @@ class RankResult(msgspec.Struct, kw_only=True):
     end_ns: int | None = None  # the latest end of any event kept
     in_steps: InSteps | None = None  # clipped to the profiled steps (None: kept before these)
     ungrouped_calls: int = 0  # collectives without a Process Group Name
+    # the window's own, for exposed waiting and transfer (`pipeline.waiting`); empty once merged:
+    exposed_runs: bytes = b""  # E = C \ P, packed runs (`pipeline.intervals.pack`)
+    step_runs: bytes = b""  # S, the union of the profiled steps' spans, packed runs
 
 
 # ---------------------------------------------------------------- the report document
@@ -296,6 +301,11 @@ class RankOverlap(msgspec.Struct, kw_only=True):
     exposed_comm_time_s: float
     compute_time_s: float
     source: str  # "gpu kernels" | "cpu (gloo)" | "none"
+    # exposed communication split (`pipeline.waiting`): the three sum to exposed_comm_time_s;
+    # None where the window's cross-rank facts are not in yet (an open window)
+    exposed_transfer_s: float | None = None  # |E ∩ T|: moving data, no member still awaited
+    exposed_waiting_s: float | None = None  # |(E ∩ W) \ T|: waiting for the last member
+    exposed_unmatched_s: float | None = None  # calls matched to no instance (not split)
 
 
 class Overlap(msgspec.Struct, kw_only=True):
@@ -468,7 +478,7 @@ class SkewInstances(msgspec.Struct, kw_only=True):
 class Skew(msgspec.Struct, kw_only=True):
     per_collective: dict[str, CollectiveSkew] = {}
     per_rank: dict[str, RankArrival] = {}
-    slowest_rank: int | None = None
+    waited_for_rank: int | None = None  # the rank the others wait for (named when clear)
     evidence: str = ""
     instances: dict[str, SkewInstances] = {}  # the whole run's only (windows leave it empty)
 
@@ -515,6 +525,8 @@ class Diagnosis(msgspec.Struct, kw_only=True):
     findings: list[Finding] = []
     assumptions: list[str] = []  # what the verdict and figures rest on that the traces do not show
     left_out: list[str] = []  # what the figures leave out (time outside the profiled steps)
+    confidence: str = "n/a"  # low (under 3 profiled steps), medium, high
+    confidence_reason: str = ""
 
 
 class RankSteps(msgspec.Struct, kw_only=True):
@@ -532,6 +544,9 @@ class RankSteps(msgspec.Struct, kw_only=True):
     gpu_busy_s: float | None = None  # |GPU busy ∩ S|; None for a rank without GPU activity
     comm_outside_s: float | None = None  # |C| - |C ∩ S|: communication outside the steps
     compute_outside_s: float | None = None  # |P| - |P ∩ S|
+    exposed_transfer_s: float | None = None  # within S, as `RankOverlap` splits it
+    exposed_waiting_s: float | None = None
+    exposed_unmatched_s: float | None = None
 
 
 class Skipped(msgspec.Struct, frozen=True):
@@ -612,6 +627,18 @@ class Sections(msgspec.Struct, kw_only=True):
     health: Health = msgspec.field(default_factory=Health)
 
 
+class ExposedSplit(msgspec.Struct, frozen=True, kw_only=True):
+    """A rank's exposed communication |E| and its exposed transfer and waiting (ns), over its
+    window(s) and within its profiled steps (`pipeline.waiting`); the rest is unmatched."""
+
+    exposed_ns: int = 0
+    transfer_ns: int = 0
+    waiting_ns: int = 0
+    exposed_in_steps_ns: int = 0
+    transfer_in_steps_ns: int = 0
+    waiting_in_steps_ns: int = 0
+
+
 class RankFacts(msgspec.Struct, kw_only=True):
     """One rank's window as a JSON report carries it for `commscope merge`: the result's
     integer sums (its call list, files and bandwidth samples left out: `pipeline.facts`), its
@@ -624,6 +651,7 @@ class RankFacts(msgspec.Struct, kw_only=True):
     meta: TraceMeta = TraceMeta()
     pg_config: bool = False
     stats: FileStats = msgspec.field(default_factory=FileStats)
+    split: ExposedSplit | None = None  # None: the window's cross-rank facts were not in
 
 
 class Window(Sections, kw_only=True):

@@ -17,6 +17,9 @@ from commscope.exporters.textfmt import na, pct, rank_list, row
 
 _FIGURES = (
     ("exposed_comm_fraction", "exposed communication / step time"),
+    ("exposed_transfer_fraction", "  of it transfer (no member still awaited)"),
+    ("exposed_waiting_fraction", "  of it waiting for the last member to arrive"),
+    ("exposed_unmatched_fraction", "  of it in calls matched to no other rank's (not split)"),
     ("compute_fraction", "compute / step time"),
     ("gpu_busy_fraction", "GPU busy / step time"),
     ("gpu_idle_fraction", "GPU idle / GPU active span (first to last activity)"),
@@ -30,6 +33,7 @@ _FIGURES = (
 def diagnosis_lines(report: Report) -> Iterator[str]:
     d = report.diagnosis
     yield f"Verdict: {d.verdict}"
+    yield f"Confidence: {d.confidence}{f' ({d.confidence_reason})' if d.confidence_reason else ''}"
     yield ""
     yield "Figures (whole run, mean over ranks; step time = the profiled steps' span):"
     for key, label in _FIGURES:
@@ -171,8 +175,8 @@ def skew_lines(report: Report) -> Iterator[str]:
                      duration(a.caused_wait_s), duration(a.waited_s)]  # fmt: skip
             yield row(cells, _ARRIVAL_WIDTHS)
     yield ""
-    slowest = f"rank {s.slowest_rank}" if s.slowest_rank is not None else "none named"
-    yield f"Slowest Rank: {slowest}"
+    awaited = f"rank {s.waited_for_rank}" if s.waited_for_rank is not None else "none named"
+    yield f"The Rank the Others Wait For: {awaited}"
     yield f"  {s.evidence}"
     yield ""
     t = report.stragglers

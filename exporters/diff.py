@@ -78,8 +78,8 @@ def _lines(
         yield row([kind, rate(va), rate(vb), change(va, vb, False)], _WIDTHS)
     yield ""
     yield f"Verdict: {a.diagnosis.verdict} → {b.diagnosis.verdict}"
-    slow_a, slow_b = (_slowest(r) for r in (a, b))
-    yield f"Slowest rank: {slow_a} → {slow_b}"
+    slow_a, slow_b = (_awaited(r) for r in (a, b))
+    yield f"The rank the others wait for: {slow_a} → {slow_b}"
 
 
 def _busbw(report: Report, kind: str) -> float | None:
@@ -87,8 +87,9 @@ def _busbw(report: Report, kind: str) -> float | None:
     return stats.busbw_Bps.median if stats else None
 
 
-def _slowest(report: Report) -> str:
-    return f"rank {report.skew.slowest_rank}" if report.skew.slowest_rank is not None else "none"
+def _awaited(report: Report) -> str:
+    rank = report.skew.waited_for_rank
+    return f"rank {rank}" if rank is not None else "none"
 
 
 def step_significance(test: StepTest) -> str:

@@ -81,7 +81,7 @@ BANDWIDTH_ABOUT: Final = (
 )
 SKEW_ABOUT: Final = (
     "Skew is the time between the first and the last member starting a collective; the "
-    "instances where the slowest rank arrived last are highlighted."
+    "instances where the rank the others wait for arrived last are highlighted."
 )
 
 
@@ -103,6 +103,9 @@ def header(report: Report) -> Iterator[str]:
         "</p>"
     )
     yield f'<p class="verdict">Verdict: <b>{esc(report.diagnosis.verdict)}</b></p>'
+    d = report.diagnosis
+    why = f" ({d.confidence_reason})" if d.confidence_reason else ""
+    yield f'<p class="sub">Confidence: {esc(d.confidence)}{esc(why)}</p>'
     yield '<div class="cards">'
     for value, label in cards(report):
         yield (
@@ -114,7 +117,7 @@ def header(report: Report) -> Iterator[str]:
 
 def cards(report: Report) -> list[tuple[str, str]]:
     """(value, what it is) for the header, formatted as the text report formats them."""
-    slowest = report.skew.slowest_rank
+    awaited = report.skew.waited_for_rank
     ranks = report.overlap.per_rank.values()  # an Inspector rank's exposed time is unknown
     exposed = [o.exposed_comm_time_s for o in ranks if not inspected(o.source)]
     return [
@@ -122,7 +125,7 @@ def cards(report: Report) -> list[tuple[str, str]]:
         (pct(report.overlap.mean), "overlap (mean over ranks)"),
         (duration(max(exposed)) if exposed else "n/a", "exposed communication (worst rank)"),
         (rate(report.network.mean_bus_bandwidth_Bps), "bus bandwidth (mean over ranks)"),
-        ("none named" if slowest is None else f"rank {slowest}", "slowest rank"),
+        ("none named" if awaited is None else f"rank {awaited}", "the rank the others wait for"),
     ]
 
 

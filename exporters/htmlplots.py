@@ -2,10 +2,10 @@
 
 Overlap and exposed communication per window and rank (heat maps), busbw against message size
 per collective type (log-log, its group of most bus bytes, with the α-β line and the link
-peak), arrival skew per instance with the slowest rank's arrivals highlighted, GPU time by
-kernel category per rank (stacked bars), and step times per rank (each step, min to max and
-the mean). Every figure is read from the `Report` as
-the JSON report carries it; a plot that would be too large shows the first `MAX_RANKS` ranks,
+peak), arrival skew per instance with the arrivals of the rank the others wait for
+highlighted, GPU time by kernel category per rank (stacked bars), and step times per rank
+(each step, min to max and the mean). Every figure is read from the `Report` as the JSON
+report carries it; a plot that would be too large shows the first `MAX_RANKS` ranks,
 `MAX_WINDOWS` windows or `MAX_PANELS` panels and says so. A plot without data says why in
 a sentence instead of drawing empty axes.
 """
@@ -314,13 +314,13 @@ def skew_panels(report: Report) -> str:
     series = report.skew.instances
     if not series:
         return note("No collective was matched across ranks: arrival skew needs two ranks' calls.")
-    slowest = report.skew.slowest_rank
+    awaited = report.skew.waited_for_rank
     kinds = sorted(series, key=lambda k: -series[k].total)
-    panels = [skew_panel(kind, series[kind], slowest) for kind in kinds[:MAX_PANELS]]
+    panels = [skew_panel(kind, series[kind], awaited) for kind in kinds[:MAX_PANELS]]
     who = (
-        f"Rank {slowest} is named the slowest: {report.skew.evidence}"
-        if slowest is not None
-        else f"No rank is named the slowest: {report.skew.evidence}"
+        f"Rank {awaited} is the rank the others wait for: {report.skew.evidence}"
+        if awaited is not None
+        else f"No rank is named as the one the others wait for: {report.skew.evidence}"
     )
     return (
         note(who)
@@ -331,7 +331,7 @@ def skew_panels(report: Report) -> str:
     )
 
 
-def skew_panel(kind: str, found: SkewInstances, slowest: int | None) -> str:
+def skew_panel(kind: str, found: SkewInstances, awaited: int | None) -> str:
     frame = PANEL_FRAME
     most = max(found.skew_s, default=0.0) or 1e-6  # every skew 0: a 1 µs axis, not 1 s
     top = svg.nice_top(most, 4)  # as many intervals as its ticks
@@ -348,7 +348,7 @@ def skew_panel(kind: str, found: SkewInstances, slowest: int | None) -> str:
     positions = svg.ticks(1.0, float(len(found.skew_s)), 5)
     body += svg.x_axis(frame, sx, [p for p in positions if p == int(p)], _count, "instance")
     for i, (skew, last) in enumerate(zip(found.skew_s, found.last, strict=True), start=1):
-        mark = slowest is not None and last == slowest
+        mark = awaited is not None and last == awaited
         who = "no last arriver" if last is None else f"rank {last} arrived last"
         body.append(
             svg.circle(
@@ -361,8 +361,10 @@ def skew_panel(kind: str, found: SkewInstances, slowest: int | None) -> str:
             )
         )
     legend: list[svg.Key] = [("another rank (or none) arrived last", svg.SKY, "dot")]
-    if slowest is not None:
-        legend.insert(0, (f"rank {slowest} (slowest) arrived last", svg.VERMILLION, "dot"))
+    if awaited is not None:
+        legend.insert(
+            0, (f"rank {awaited} (the others wait for it) arrived last", svg.VERMILLION, "dot")
+        )
     body += svg.legend(legend, frame.left, frame.bottom + 58, frame.width)
     return svg.document(PANEL[0], PANEL[1], f"arrival skew per instance, {kind}", body)
 

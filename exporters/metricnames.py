@@ -35,7 +35,8 @@ BUSBW_BUCKETS: Final = (
     1e7, 1e8, 2.5e8, 5e8, 1e9, 2.5e9, 5e9, 1e10, 2.5e10, 5e10, 1e11, 2.5e11, 5e11, 1e12,
 )  # fmt: skip
 # The per-rank series an aggregator exports by default (`--max-rank-series`): beyond it the
-# lowest-numbered ranks keep theirs (and the slowest rank), the rest are folded (counted).
+# lowest-numbered ranks keep theirs (and the rank the others wait for), the rest are folded
+# (counted).
 MAX_RANK_SERIES: Final = 1024
 
 
@@ -64,6 +65,27 @@ FAMILIES: Final = (
         "counter",
         _JR,
         "communication time not overlapped by compute (|C| - |C ∩ P|), finished windows",
+    ),
+    Family(
+        "commscope_exposed_transfer_seconds_total",
+        "counter",
+        _JR,
+        "exposed communication moving data: no member of the collective still awaited, finished "
+        "windows with cross-rank facts",
+    ),
+    Family(
+        "commscope_exposed_waiting_seconds_total",
+        "counter",
+        _JR,
+        "exposed communication waiting for the last member of a matched collective to arrive, "
+        "finished windows with cross-rank facts",
+    ),
+    Family(
+        "commscope_exposed_unmatched_seconds_total",
+        "counter",
+        _JR,
+        "exposed communication in calls matched to no other rank's call (not split), finished "
+        "windows with cross-rank facts",
     ),
     Family("commscope_comm_seconds_total", "counter", _JR, "|C|: union of communication time"),
     Family("commscope_compute_seconds_total", "counter", _JR, "|P|: union of compute time"),
@@ -168,11 +190,11 @@ FAMILIES: Final = (
         "time the rank waited for the last arriver of matched collectives",
     ),
     Family(
-        "commscope_rank_slowest",
+        "commscope_rank_waited_for",
         "gauge",
         _JR,
-        "1 for the rank that makes the others wait, when the evidence is clear; 0 for every "
-        "other rank with matched collectives",
+        "1 for the rank the others wait for, when the evidence is clear; 0 for every other "
+        "rank with matched collectives",
     ),
     Family(
         "commscope_matched_collectives_total",

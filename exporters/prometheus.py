@@ -6,7 +6,8 @@ quantiles, the per-op busbw histogram, its own and its collectors' counters); `f
 turns it into metric families named in `metricnames.FAMILIES`; `SnapshotCollector.collect()`
 yields those of the latest snapshot, so a scrape never computes anything nor waits for the
 aggregator's loop. With more ranks than `Snapshot.max_rank_series`, only the lowest-numbered
-ranks (and the slowest) get per-rank series; `commscope_ranks_folded` counts the others.
+ranks (and the rank the others wait for) get per-rank series; `commscope_ranks_folded`
+counts the others.
 `BusbwHistogram` counts per-op busbw into the fixed `BUSBW_BUCKETS` as windows finish.
 """
 
@@ -173,14 +174,15 @@ def _of_service(name: str) -> bool:
 
 def kept_ranks(report: Report, cap: int) -> frozenset[str] | None:
     """The ranks with per-rank series under a cap of `cap` (None: all of them): the `cap`
-    lowest-numbered, the slowest rank in place of the last when it is not among them."""
+    lowest-numbered, the rank the others wait for in place of the last when it is not among
+    them."""
     ranks = sorted(set(report.ranks))
     if cap <= 0 or len(ranks) <= cap:
         return None
     kept = ranks[:cap]
-    slowest = report.skew.slowest_rank
-    if slowest is not None and slowest not in kept:
-        kept[-1] = slowest
+    awaited = report.skew.waited_for_rank
+    if awaited is not None and awaited not in kept:
+        kept[-1] = awaited
     return frozenset(str(rank) for rank in kept)
 
 
@@ -207,6 +209,9 @@ def _ranks(out: Families, snapshot: Snapshot) -> None:
     for rank, o in snapshot.report.overlap.per_rank.items():
         out.add("commscope_run_comm_compute_overlap_ratio", (job, rank), o.ratio)
         out.add("commscope_exposed_comm_seconds_total", (job, rank), o.exposed_comm_time_s)
+        out.add("commscope_exposed_transfer_seconds_total", (job, rank), o.exposed_transfer_s)
+        out.add("commscope_exposed_waiting_seconds_total", (job, rank), o.exposed_waiting_s)
+        out.add("commscope_exposed_unmatched_seconds_total", (job, rank), o.exposed_unmatched_s)
         out.add("commscope_comm_seconds_total", (job, rank), o.comm_time_s)
         out.add("commscope_compute_seconds_total", (job, rank), o.compute_time_s)
 
@@ -271,9 +276,9 @@ def _cross_rank(out: Families, snapshot: Snapshot) -> None:
         out.add("commscope_late_arrivals_total", (job, rank), arrival.last)
         out.add("commscope_caused_wait_seconds_total", (job, rank), arrival.caused_wait_s)
         out.add("commscope_waited_seconds_total", (job, rank), arrival.waited_s)
-    slowest = report.skew.slowest_rank
+    awaited = report.skew.waited_for_rank
     for rank in report.skew.per_rank:
-        out.add("commscope_rank_slowest", (job, rank), float(rank == str(slowest)))
+        out.add("commscope_rank_waited_for", (job, rank), float(rank == str(awaited)))
     out.add("commscope_matched_collectives_total", (job,), report.matching.instances)
     out.add("commscope_collective_desyncs_total", (job,), report.matching.desync_count)
     analysed = [w for w in report.windows if w.name not in report.inputs.open_windows]

@@ -72,19 +72,20 @@ def render(report: Report) -> str:
 
 
 def summary_line(report: Report) -> str:
-    """The console's one line: what was read, the verdict, the slowest rank, the overlap."""
+    """The console's one line: what was read, the verdict, the rank the others wait for, the
+    overlap."""
     inputs = report.inputs
     job = ""
     if inputs.job is not None:
         job = (
             f"job {inputs.job} of {len(inputs.jobs)} ({inputs.jobs[inputs.job - 1].description}): "
         )
-    slowest = report.skew.slowest_rank
+    awaited = report.skew.waited_for_rank
     return (
         f"commscope: {job}{inputs.files - len(inputs.skipped)} of {inputs.files} files, "
         f"{_count(len(report.windows), 'window')}, {_count(len(report.ranks), 'rank')}. "
         f"Verdict: {report.diagnosis.verdict}. "
-        f"Slowest rank: {'none named' if slowest is None else slowest}. "
+        f"Waiting for: {'no rank named' if awaited is None else f'rank {awaited}'}. "
         f"Overlap: mean {pct(report.overlap.mean)}{_lowest(report)}."
     )
 
@@ -292,18 +293,22 @@ def _traffic(report: Report) -> Iterator[str]:
 
 
 def _exposed(report: Report) -> Iterator[str]:
-    yield "Exposed = comm time not hidden under compute: |C| - |C ∩ P| (per rank)"
+    yield "Exposed = comm time not hidden under compute: |C| - |C ∩ P| (per rank), split into"
+    yield "transfer (no member of the collective still awaited), waiting (for the last member"
+    yield "to arrive, on aligned clocks) and unmatched (calls matched to no other rank's)"
     yield ""
-    widths = [6, 12, 12, 12, 12]
-    yield row(["rank", "comm", "overlapped", "exposed", "compute"], widths)
+    widths = [6, 11, 11, 11, 11, 11, 11, 11]
+    head = ["rank", "comm", "overlapped", "exposed", "transfer", "waiting", "unmatched", "compute"]
+    yield row(head, widths)
     for rank, r in report.overlap.per_rank.items():
-        times = (r.comm_time_s, r.overlapped_time_s, r.exposed_comm_time_s, r.compute_time_s)
-        shown = [duration(times[0]), *("n/a",) * 3] if inspected(r.source) else map(duration, times)
+        times = (r.comm_time_s, r.overlapped_time_s, r.exposed_comm_time_s, r.exposed_transfer_s,
+                 r.exposed_waiting_s, r.exposed_unmatched_s, r.compute_time_s)  # fmt: skip
+        shown = [duration(times[0]), *("n/a",) * 6] if inspected(r.source) else map(duration, times)
         yield row([rank, *shown], widths)
     yield from _in_steps(report)
 
 
-_STEP_WIDTHS = [6, 11, 11, 11, 11, 11, 13, 15]
+_STEP_WIDTHS = [6, 11, 11, 11, 11, 11, 11, 11, 11, 13, 15]
 
 
 def _in_steps(report: Report) -> Iterator[str]:
@@ -311,12 +316,13 @@ def _in_steps(report: Report) -> Iterator[str]:
     yield "Within the profiled steps (S = union of the ProfilerStep spans, events clipped to S;"
     yield "the diagnosis divides these by |S|), and what lies outside them:"
     yield ""
-    head = ["rank", "steps |S|", "comm", "exposed", "compute", "GPU busy", "comm outside",
-            "compute outside"]  # fmt: skip
+    head = ["rank", "steps |S|", "comm", "exposed", "transfer", "waiting", "unmatched",
+            "compute", "GPU busy", "comm outside", "compute outside"]  # fmt: skip
     yield row(head, _STEP_WIDTHS)
     for rank, s in report.steps.items():
-        times = (s.span_s, s.comm_s, s.exposed_comm_s, s.compute_s, s.gpu_busy_s,
-                 s.comm_outside_s, s.compute_outside_s)  # fmt: skip
+        times = (s.span_s, s.comm_s, s.exposed_comm_s, s.exposed_transfer_s, s.exposed_waiting_s,
+                 s.exposed_unmatched_s, s.compute_s, s.gpu_busy_s, s.comm_outside_s,
+                 s.compute_outside_s)  # fmt: skip
         yield row([rank, *map(duration, times)], _STEP_WIDTHS)
 
 

@@ -46,6 +46,7 @@ from commscope.pipeline.intervals import (
     difference,
     intersection,
     intersection_measure,
+    packed,
     union,
 )
 from commscope.pipeline.sketch import merge_all, pack, sketch_of, unpack
@@ -169,6 +170,7 @@ class Accumulator:
             source, comm, compute, ops = NONE, IntervalSet(), IntervalSet(), {}
         busy = self.gpu_busy()
         start, end = self.time_range()
+        steps = self.step_union()
         return RankResult(
             source=source,
             comm_ns=comm.measure(),
@@ -185,13 +187,20 @@ class Accumulator:
             memory_reserved_peak_bytes=self.reserved_peak,
             start_ns=start,
             end_ns=end,
-            in_steps=self.in_steps(comm, compute, busy),
+            in_steps=self.in_steps(comm, compute, busy, steps),
             ungrouped_calls=sum(1 for call in calls if call.process_group is None),
+            exposed_runs=packed(difference(comm, compute)),
+            step_runs=packed(steps),
         )
 
-    def in_steps(self, comm: IntervalSet, compute: IntervalSet, busy: IntervalSet) -> InSteps:
+    def step_union(self) -> IntervalSet:
+        """S, the union of the profiled steps' spans."""
+        return IntervalSet((start, start + dur) for dur, _, start in self.steps.values())
+
+    def in_steps(
+        self, comm: IntervalSet, compute: IntervalSet, busy: IntervalSet, steps: IntervalSet
+    ) -> InSteps:
         """C, C ∩ P, P and GPU busy time within S, the union of the profiled steps' spans."""
-        steps = IntervalSet((start, start + dur) for dur, _, start in self.steps.values())
         comm_in = intersection(comm, steps)
         return InSteps(
             span_ns=steps.measure(),

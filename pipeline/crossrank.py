@@ -26,7 +26,7 @@ from commscope.collector.schema import (
     Matching,
     RankResult,
 )
-from commscope.pipeline import alphabeta, skew, straddle
+from commscope.pipeline import alphabeta, skew, straddle, waiting
 from commscope.pipeline.clocks import NO_MATCH, Found, clocks, offsets
 from commscope.pipeline.matching import MAX_DESYNCS, Instance, Matched, group_order, match
 from commscope.pipeline.stats import ratio, thin_indices
@@ -64,6 +64,8 @@ class CrossRank:
     factors: dict[tuple[str, str], float] = field(default_factory=dict)
     # an NCCL Inspector window's: the instances it took whole from the next (`straddle`)
     taken: frozenset[straddle.Key] = frozenset()
+    # each rank's exposed communication split into transfer and waiting (`waiting`)
+    split: dict[int, waiting.Split] = field(default_factory=dict)
 
 
 def aligned(
@@ -76,10 +78,34 @@ def aligned(
         for group, ranks in info.pg_ranks.items():
             members.setdefault(group, ranks)
     matched = match(calls, members, {r: i.base_ns for r, i in infos.items()})
-    untimed = {rank for rank, info in infos.items() if not info.call_starts}
+    untimed = _untimed(infos)
     found = offsets([i for i in matched.instances if untimed.isdisjoint(i.starts)])
-    shifts = {rank: offset for rank, (offset, _, _) in found.items()}
-    return matched, found, [_arrival(i, shifts, untimed) for i in matched.instances]
+    return matched, found, [_arrival(i, shifts(found), untimed) for i in matched.instances]
+
+
+def _untimed(infos: Mapping[int, RankInfo]) -> set[int]:
+    return {rank for rank, info in infos.items() if not info.call_starts}
+
+
+def shifts(found: Found) -> dict[int, float]:
+    """Each rank's clock offset (ns to subtract from its times)."""
+    return {rank: offset for rank, (offset, _, _) in found.items()}
+
+
+def exposed_split(
+    results: Mapping[int, RankResult],
+    infos: Mapping[int, RankInfo],
+    matched: Matched,
+    found: Found,
+) -> dict[int, waiting.Split]:
+    """Each rank's exposed transfer and waiting over the window's matched instances."""
+    exposed = {
+        rank: waiting.Exposed(
+            result.exposed_runs, result.step_runs, infos[rank].base_ns if rank in infos else 0
+        )
+        for rank, result in results.items()
+    }
+    return waiting.split(matched.instances, shifts(found), exposed, _untimed(infos))
 
 
 def _arrival(instance: Instance, shifts: Mapping[int, float], untimed: set[int]) -> skew.Arrival:
@@ -99,6 +125,7 @@ def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> 
         instances=Counter((item.group, item.collective) for item in arrivals),
         points=alpha_beta_points(arrivals),
         factors=bus_factors(arrivals),
+        split=exposed_split(results, infos, matched, found),
     )
 
 
@@ -116,6 +143,7 @@ def pooled(windows: Sequence[CrossRank], clocked: bool = True) -> CrossRank:
         instances=sum((w.instances for w in windows), Counter()),
         points={k: _joined(w.points.get(k) for w in windows) for k in _keys(windows)},
         factors=_common_factors([w.factors for w in windows]),
+        split=waiting.pooled([w.split for w in windows]),
     )
 
 

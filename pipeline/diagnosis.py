@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Final
 
 from commscope.collector.schema import (
@@ -24,6 +25,7 @@ from commscope.collector.schema import (
     AlphaBeta,
     Diagnosis,
     Finding,
+    RunConfig,
     Sections,
 )
 from commscope.collector.units import duration, rate, size
@@ -47,20 +49,90 @@ MIN_INSTANCES: Final = 3  # matched collectives to judge late arrivals by
 # all-reduce traffic below it is one bucket whatever bucket_cap_mb says.
 DDP_FIRST_BUCKET: Final = 2**20
 NO_COMMUNICATION: Final = "no communication"
+WAITING: Final = "waiting for"
+MIN_STEPS: Final = 3  # profiled steps below which the diagnosis says its confidence is low
+SURE_STEPS: Final = 10  # profiled steps from which it is high
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the job is seen to run, each a line of evidence ("" when not seen): FSDP (a
+    config shard degree > 1, or parameter all-gathers with gradient reduce-scatters), DDP (a
+    config replicate degree > 1 without sharding, or gradient all-reduces in every profiled
+    step without FSDP's pattern), NCCL (the traces' backend)."""
+
+    fsdp: str = ""
+    ddp: str = ""
+    nccl: bool = False
+
+    @classmethod
+    def of(cls, run: Sections, config: RunConfig) -> Evidence:
+        degrees = config.parallelism
+        shard = degrees.get("data_parallel_shard_degree", 0)
+        replicate = degrees.get("data_parallel_replicate_degree", 0)
+        fsdp = f"config data_parallel_shard_degree = {shard}" if shard > 1 else _fsdp_calls(run)
+        ddp = ""
+        if replicate > 1 and shard <= 1:
+            ddp = f"config data_parallel_replicate_degree = {replicate}, no sharding"
+        elif not fsdp and not degrees:
+            ddp = _ddp_calls(run)
+        return cls(fsdp=fsdp, ddp=ddp, nccl="nccl" in (config.backend or "").lower())
+
+
+def _fsdp_calls(run: Sections) -> str:
+    """FSDP's pattern in the calls: all-gathers of parameters (forward, and again in backward
+    when resharded) at least as many as the reduce-scatters of gradients, both every step."""
+    ops, steps = run.collectives.all_ranks, run.throughput.iterations
+    gathers = ops["AllGather"].count if "AllGather" in ops else 0
+    scatters = ops["ReduceScatter"].count if "ReduceScatter" in ops else 0
+    ranks = len(run.ranks) or 1
+    if not steps or scatters < steps * ranks or gathers < scatters:
+        return ""
+    return (
+        f"{gathers} all-gathers and {scatters} reduce-scatters over {steps} profiled steps "
+        "(parameters gathered, gradients reduce-scattered)"
+    )
+
+
+def _ddp_calls(run: Sections) -> str:
+    """DDP's pattern: gradient all-reduces in every profiled step of every rank."""
+    counts = [
+        (stats["AllReduce"].count, run.steps[rank].count)
+        for rank, stats in run.collectives.per_rank.items()
+        if "AllReduce" in stats and rank in run.steps
+    ]
+    if (
+        not counts
+        or len(counts) < len(run.ranks)
+        or any(n < steps or not steps for n, steps in counts)
+    ):
+        return ""
+    total = sum(n for n, _ in counts)
+    return (
+        f"all-reduces in every profiled step of every rank ({total} in all), as DDP's "
+        "gradient buckets"
+    )
 
 
 def figures(run: Sections) -> dict[str, float | None]:
     """The few numbers the verdicts rest on (fractions of 1)."""
     exposed, compute, busy = [], [], []
+    transfer, waiting, unmatched = [], [], []
     for steps in run.steps.values():
         span = steps.span_s or None
         exposed.append(ratio(steps.exposed_comm_s, span))
         compute.append(ratio(steps.compute_s, span))
         busy.append(ratio(steps.gpu_busy_s, span))
+        transfer.append(ratio(steps.exposed_transfer_s, span))
+        waiting.append(ratio(steps.exposed_waiting_s, span))
+        unmatched.append(ratio(steps.exposed_unmatched_s, span))
     waits = math.fsum(s.wait_in_call_s for s in run.skew.per_collective.values())
     calls = math.fsum(s.call_time_s for s in run.skew.per_collective.values())
     return {
         "exposed_comm_fraction": mean(exposed),
+        "exposed_transfer_fraction": mean(transfer),
+        "exposed_waiting_fraction": mean(waiting),
+        "exposed_unmatched_fraction": mean(unmatched),
         "compute_fraction": mean(compute),
         "gpu_busy_fraction": mean(busy),
         "gpu_idle_fraction": run.kernels.idle_ratio_mean,
@@ -74,27 +146,45 @@ def figures(run: Sections) -> dict[str, float | None]:
 def _weight(verdict: str, found: dict[str, float | None]) -> float:
     """A verdict's weight, to rank several: the figure that triggered it."""
     if verdict == "communication-bound":
-        return found["exposed_comm_fraction"] or 0.0
+        return exposed_parts(found)[0]
+    if verdict.startswith(WAITING):
+        return exposed_parts(found)[1]
     if verdict == "input- or launch-bound":
         busy = found["gpu_busy_fraction"]
         return 0.0 if busy is None else 1.0 - busy
     return found["compute_fraction"] or 0.0
 
 
+def exposed_parts(found: dict[str, float | None]) -> tuple[float, float]:
+    """(communication, waiting) as fractions of step time: exposed transfer plus exposed
+    unmatched, and exposed waiting. Without the split (no rank's cross-rank facts), all of
+    the exposed communication counts as communication."""
+    transfer, waiting = found["exposed_transfer_fraction"], found["exposed_waiting_fraction"]
+    if transfer is None or waiting is None:
+        return found["exposed_comm_fraction"] or 0.0, 0.0
+    return transfer + (found["exposed_unmatched_fraction"] or 0.0), waiting
+
+
+def _bound(verdict: str) -> bool:
+    return verdict in _BOUND or verdict.startswith(WAITING)
+
+
 _BOUND: Final = ("communication-bound", "input- or launch-bound", "compute-bound")
 
 
-def diagnose(run: Sections) -> Diagnosis:
+def diagnose(run: Sections, config: RunConfig | None = None) -> Diagnosis:
+    """`config`: the job's configuration (its parallel degrees are evidence for advice)."""
     found = figures(run)
     gap = too_little(run)
+    jobs = Evidence.of(run, config or RunConfig())
     findings = [
-        *(_step_findings(run, found) if gap is None else ()),
+        *(_step_findings(run, found, jobs) if gap is None else ()),
         *_silence(run),
-        *_late_rank(run, found),
+        *_late_rank(run, found, gap is None),
         *_stragglers(run),
     ]
     bound = sorted(
-        (f for f in findings if f.verdict in _BOUND), key=lambda f: -_weight(f.verdict, found)
+        (f for f in findings if _bound(f.verdict)), key=lambda f: -_weight(f.verdict, found)
     )
     if bound:
         verdict = bound[0].verdict + "".join(f"; also {f.verdict}" for f in bound[1:])
@@ -104,17 +194,38 @@ def diagnose(run: Sections) -> Diagnosis:
         verdict = "no communication in the traces (compute only); nothing past a threshold"
     else:
         verdict = "balanced"
+    level, why = confidence(run)
     return Diagnosis(
         verdict=verdict,
         figures=found,
-        findings=[*bound, *(f for f in findings if f.verdict not in _BOUND)],  # verdict's order
+        findings=[*bound, *(f for f in findings if not _bound(f.verdict))],  # verdict's order
         assumptions=assumptions(run, found),
         left_out=left_out(run),
+        confidence=level,
+        confidence_reason=why,
     )
 
 
-def _step_findings(run: Sections, found: dict[str, float | None]) -> Iterator[Finding]:
-    yield from _communication(run, found)
+def confidence(run: Sections) -> tuple[str, str]:
+    """How far the verdict can be trusted from the number of profiled steps it rests on."""
+    steps = run.throughput.iterations
+    if not steps:
+        return "n/a", "no profiled step"
+    if steps < MIN_STEPS:
+        return "low", (
+            f"from {steps} profiled step{'s' * (steps != 1)}, fewer than {MIN_STEPS}: one "
+            "step's noise can decide the verdict, and no advice rests on a fit over steps"
+        )
+    if steps < SURE_STEPS:
+        return "medium", f"from {steps} profiled steps, fewer than {SURE_STEPS}"
+    return "high", f"from {steps} profiled steps"
+
+
+def _step_findings(
+    run: Sections, found: dict[str, float | None], jobs: Evidence
+) -> Iterator[Finding]:
+    yield from _communication(run, found, jobs)
+    yield from _waiting(run, found)
     yield from _host(found)
     yield from _compute(run, found)
 
@@ -151,50 +262,103 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1%}"
 
 
-def _communication(run: Sections, found: dict[str, float | None]) -> Iterator[Finding]:
-    exposed = found["exposed_comm_fraction"]
-    if exposed is None or exposed < COMM_BOUND:
+def _communication(
+    run: Sections, found: dict[str, float | None], jobs: Evidence
+) -> Iterator[Finding]:
+    """Communication-bound on exposed transfer (plus exposed unmatched, said), never on
+    waiting: when its own figure passes `COMM_BOUND`, or the exposed communication does and
+    transfer outweighs waiting."""
+    moving, waiting = exposed_parts(found)
+    exposed = found["exposed_comm_fraction"] or 0.0
+    if moving < COMM_BOUND and not (exposed >= COMM_BOUND and moving > waiting):
         return
-    evidence = [f"exposed communication is {_pct(exposed)} of step time (mean over ranks)"]
+    evidence = [_moving_evidence(found, exposed)]
     advice = []
     overlap = found["overlap"]
     if overlap is not None and overlap < LOW_OVERLAP:
         evidence.append(f"only {_pct(overlap)} of communication overlaps compute")
         compute = found["compute_fraction"]
-        if compute is not None and compute < exposed:
+        if compute is not None and compute < moving:
             evidence.append(
                 f"compute is {_pct(compute)} of step time: even full overlap hides at most "
                 "that much of the exposed communication"
             )
-        advice.append(_overlap_advice(run, evidence))
-    waiting = found["wait_fraction_of_comm"]
-    if waiting is not None and waiting >= MOSTLY_WAITING and _enough_instances(run):
-        evidence.append(
-            f"{_pct(waiting)} of the matched collectives' time is waiting for late arrivers: "
-            "the imbalance between ranks, not the network, comes first"
-        )
-        advice.append(
-            "even the ranks out first (see the late arrivals): overlap and network tuning "
-            "cannot recover time spent waiting for a late rank"
-        )
-    advice.extend(_network_advice(run, found, evidence))
+        advice.append(_overlap_advice(run, evidence, jobs))
+    advice.extend(_network_advice(run, found, evidence, jobs))
     yield Finding(verdict="communication-bound", evidence=evidence, suggestions=advice)
 
 
-def _overlap_advice(run: Sections, evidence: list[str]) -> str:
-    """FSDP prefetching; DDP's bucket_cap_mb only when a step's all-reduce traffic exceeds
-    DDP's first bucket (below it, every gradient travels in one bucket whatever the cap)."""
-    advice = (
-        "overlap communication with compute: FSDP prefetching (forward/backward prefetch, "
-        "reshard_after_forward=False for the last blocks)"
+def _moving_evidence(found: dict[str, float | None], exposed: float) -> str:
+    transfer, unmatched = found["exposed_transfer_fraction"], found["exposed_unmatched_fraction"]
+    if transfer is None:
+        return f"exposed communication is {_pct(exposed)} of step time (mean over ranks)"
+    line = (
+        f"exposed transfer is {_pct(transfer)} of step time (mean over ranks; exposed "
+        f"communication {_pct(exposed)}, of it waiting {_pct(found['exposed_waiting_fraction'])})"
     )
+    if unmatched:
+        line += (
+            f"; {_pct(unmatched)} more is in calls matched to no other rank's call, "
+            "counted as communication since its waiting cannot be told apart"
+        )
+    return line
+
+
+def _waiting(run: Sections, found: dict[str, float | None]) -> Iterator[Finding]:
+    """Waiting for the rank the others wait for (imbalance): when exposed waiting passes
+    `COMM_BOUND`, or the exposed communication does and waiting outweighs transfer."""
+    moving, waiting = exposed_parts(found)
+    exposed = found["exposed_comm_fraction"] or 0.0
+    if waiting <= 0 or (waiting < COMM_BOUND and not (exposed >= COMM_BOUND and waiting >= moving)):
+        return
+    rank = run.skew.waited_for_rank
+    evidence = [
+        f"exposed waiting is {_pct(waiting)} of step time (mean over ranks): ranks sit in "
+        f"collectives until the last member arrives; exposed transfer is {_pct(moving)}",
+        run.skew.evidence,
+    ]
+    if rank is None:
+        verdict, advice = (
+            f"{WAITING} late ranks (no single rank)",
+            (
+                "even the ranks' work out before the collectives they wait in (see the late "
+                "arrivals): overlap and network tuning cannot recover time spent waiting"
+            ),
+        )
+    else:
+        verdict, advice = (
+            f"{WAITING} rank {rank}",
+            (
+                f"look at what rank {rank} does before the collectives the others wait in: its "
+                "host's data loading, CPU contention, thermal or clock throttling, uneven work; "
+                "overlap and network tuning cannot recover time spent waiting for it"
+            ),
+        )
+    yield Finding(verdict=verdict, evidence=evidence, suggestions=[advice])
+
+
+def _overlap_advice(run: Sections, evidence: list[str], jobs: Evidence) -> str:
+    """Advice that names FSDP or DDP only with evidence that the job runs it (`Evidence`);
+    DDP's bucket_cap_mb only when a step's all-reduce traffic exceeds DDP's first bucket
+    (below it, every gradient travels in one bucket whatever the cap)."""
+    advice = (
+        "overlap communication with compute: issue collectives ahead of the compute that needs them"
+    )
+    if jobs.fsdp:
+        evidence.append(f"the job runs FSDP: {jobs.fsdp}")
+        advice = (
+            "overlap communication with compute: FSDP prefetching (forward/backward prefetch, "
+            "reshard_after_forward=False for the last blocks)"
+        )
+    if not jobs.ddp:
+        return advice
+    evidence.append(f"the job runs DDP: {jobs.ddp}")
     per_step = _allreduce_per_step(run)
     if per_step is None:
-        if "AllReduce" in run.collectives.all_ranks:
-            evidence.append("all-reduce traffic per step unknown: no DDP bucket advice")
+        evidence.append("all-reduce traffic per step unknown: no DDP bucket advice")
         return advice
     if per_step > DDP_FIRST_BUCKET:
-        return advice + ", DDP bucket_cap_mb so gradient all-reduces start during backward"
+        return advice + "; DDP bucket_cap_mb so gradient all-reduces start during backward"
     evidence.append(
         f"all-reduce traffic is {size(per_step)} per step (mean over ranks), within "
         "DDP's first bucket (1 MiB): bucket_cap_mb cannot split it, so no bucket advice"
@@ -213,7 +377,7 @@ def _allreduce_per_step(run: Sections) -> float | None:
 
 
 def _network_advice(
-    run: Sections, found: dict[str, float | None], evidence: list[str]
+    run: Sections, found: dict[str, float | None], evidence: list[str], jobs: Evidence
 ) -> list[str]:
     advice = []
     top = next(iter(run.traffic.items()), None)
@@ -225,9 +389,14 @@ def _network_advice(
         basis = "mean bus bandwidth over ranks, waiting included"
     if used is not None and used < LOW_UTILIZATION:
         evidence.append(f"the network delivers {_pct(used)} of the link peak ({basis})")
+        check = (
+            "NCCL's topology and transport (NCCL_DEBUG=INFO)"
+            if jobs.nccl
+            else "the communication library's topology and transport"
+        )
         advice.append(
-            "collectives run well below the link: check NCCL's topology and transport "
-            "(NCCL_DEBUG=INFO), and message sizes against the α-β fit (small messages pay α)"
+            f"collectives run well below the link: check {check}, and message sizes against "
+            "the α-β fit (small messages pay α)"
         )
     for group, kinds in run.alpha_beta.items():
         for kind, fit in kinds.items():
@@ -271,6 +440,8 @@ def _no_bucketing(fit: AlphaBeta, knee: float, steps: int) -> str | None:
         return f"under {LATENCY_BOUND:.0%} of its instances below the knee: no bucketing advice"
     if fit.bus_bytes is None or not steps:
         return "its traffic per profiled step is unknown, so no bucketing advice"
+    if steps < MIN_STEPS:
+        return f"from {steps} profiled step{'s' * (steps != 1)} (under {MIN_STEPS}): no advice"
     per_step = fit.bus_bytes / steps
     if per_step <= knee:
         return (
@@ -350,16 +521,20 @@ def _enough_instances(run: Sections) -> bool:
     return sum(s.instances for s in run.skew.per_collective.values()) >= MIN_INSTANCES
 
 
-def _late_rank(run: Sections, found: dict[str, float | None]) -> Iterator[Finding]:
+def _late_rank(run: Sections, found: dict[str, float | None], judged: bool) -> Iterator[Finding]:
+    """Late arrivals, when the waiting verdict (`_waiting`) does not already say them."""
     waiting = found["wait_fraction_of_comm"]
     if waiting is None or waiting < WAIT_SHARE or not _enough_instances(run):
+        return
+    if judged and any(f.verdict.startswith(WAITING) for f in _waiting(run, found)):
         return
     evidence = [f"{_pct(waiting)} of the matched collectives' time is ranks waiting for "
                 "late arrivers", run.skew.evidence]  # fmt: skip
     advice = []
-    if run.skew.slowest_rank is not None:
+    if run.skew.waited_for_rank is not None:
         advice.append(
-            f"look at rank {run.skew.slowest_rank}: its host's data loading, CPU contention, "
+            f"look at rank {run.skew.waited_for_rank}, the rank the others wait for: its host's "
+            "data loading, CPU contention, "
             "thermal or clock throttling, or a slower link"
         )
     yield Finding(verdict="late arrivals", evidence=evidence, suggestions=advice)

@@ -15,7 +15,6 @@ give, in whatever split (`from_facts`).
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
@@ -27,9 +26,8 @@ from commscope.collector.schema import (
     Step,
 )
 from commscope.pipeline.accumulate import Accumulator, highest
-from commscope.pipeline.intervals import IntervalSet
+from commscope.pipeline.intervals import IntervalSet, pack, unpack
 
-_LITTLE: Final = array("q", [1]).tobytes()[0] == 1
 RUNS: Final[tuple[RunsName, ...]] = ("compute", "gpu_comm", "cpu_comm", "copies")
 
 
@@ -129,25 +127,6 @@ def _sets(acc: Accumulator) -> dict[RunsName, IntervalSet]:
         "cpu_comm": acc.cpu_comm,
         "copies": acc.copies,
     }
-
-
-def pack(starts: array[int], ends: array[int]) -> bytes:
-    """Runs as little-endian int64 pairs (start, end)."""
-    both = array("q", bytes(RUN_BYTES * len(starts)))
-    both[0::2] = starts
-    both[1::2] = ends
-    if not _LITTLE:
-        both.byteswap()
-    return both.tobytes()
-
-
-def unpack(data: bytes) -> tuple[array[int], array[int]]:
-    """The starts and ends of packed runs (`well_formed` says whether they can be read)."""
-    both = array("q")
-    both.frombytes(data)
-    if not _LITTLE:
-        both.byteswap()
-    return both[0::2], both[1::2]
 
 
 def well_formed(part: Facts) -> bool:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from commscope.collector.schema import (
+    ExposedSplit,
     FileStats,
     OpTally,
     RankFacts,
@@ -33,13 +34,17 @@ _SOME_PG_CONFIG = {"pg_config": [0]}
 
 
 def of(
-    meta: TraceMeta, stats: FileStats, result: RankResult, sketcher: Sketcher | None = None
+    meta: TraceMeta,
+    stats: FileStats,
+    result: RankResult,
+    sketcher: Sketcher | None = None,
+    split: ExposedSplit | None = None,
 ) -> RankFacts:
     """The facts of one rank's window (its result's samples sketched, by `sketcher`: default
-    `bandwidth_sketch`)."""
+    `bandwidth_sketch`; `split`: its exposed split, when its cross-rank facts are in)."""
     sketch = sketcher or bandwidth_sketch
     ops = {kind: _bare(result.ops[kind]) for kind in sorted(result.ops)}
-    plain = replace(result, ops=ops, calls=[], files=[])
+    plain = replace(result, ops=ops, calls=[], files=[], exposed_runs=b"", step_runs=b"")
     plain = replace(plain, steps=_by_key(result.steps), kernel_ns=_by_key(result.kernel_ns))
     return RankFacts(
         result=plain,
@@ -48,6 +53,7 @@ def of(
         meta=replace(meta, pg_ranks={}, pg_sizes={}),
         pg_config=bool(meta.pg_ranks),
         stats=stats,
+        split=split,
     )
 
 

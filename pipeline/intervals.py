@@ -15,7 +15,10 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
 from typing import Final
 
+from commscope.collector.schema import RUN_BYTES
+
 PENDING_LIMIT: Final = 4096
+_LITTLE: Final = array("q", [1]).tobytes()[0] == 1
 
 
 class IntervalSet:
@@ -239,3 +242,35 @@ def difference(a: IntervalSet, b: IntervalSet) -> IntervalSet:
         if cursor < end:
             result.add(cursor, end)
     return result
+
+
+def pack(starts: array[int], ends: array[int]) -> bytes:
+    """Runs as little-endian int64 pairs (start, end)."""
+    both = array("q", bytes(RUN_BYTES * len(starts)))
+    both[0::2] = starts
+    both[1::2] = ends
+    if not _LITTLE:
+        both.byteswap()
+    return both.tobytes()
+
+
+def unpack(data: bytes) -> tuple[array[int], array[int]]:
+    """The starts and ends of packed runs (`well_formed` says whether they can be read)."""
+    both = array("q")
+    both.frombytes(data)
+    if not _LITTLE:
+        both.byteswap()
+    return both[0::2], both[1::2]
+
+
+def packed(runs: IntervalSet) -> bytes:
+    """A set's runs packed (`pack`)."""
+    return pack(*runs.arrays())
+
+
+def unpacked(data: bytes) -> IntervalSet:
+    """Packed runs as a set."""
+    found = IntervalSet()
+    if data:
+        found.add_runs(*unpack(data))
+    return found

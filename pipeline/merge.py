@@ -8,7 +8,9 @@ except bandwidth medians and p95 over ranks of several shards, which come from t
 sketches (within 1%, labelled); per-rank rows are the shards' own. A window (or the run)
 that one shard holds whole is taken from it as it is.
 
-The cross-rank analysis was made within each shard. The merged report keeps, per process
+The cross-rank analysis was made within each shard, and so was each rank's exposed split
+into transfer, waiting and unmatched (a rank two shards hold keeps the split of more matched
+time). The merged report keeps, per process
 group, the matching and α-β fits of the groups whose traced members all lie in one shard, as
 that shard found them; a group across shards is named and not analysed. Clock offsets and
 arrival skew pool every group a shard saw (and each shard's offsets are relative to its own
@@ -42,11 +44,11 @@ from commscope.collector.schema import (
     Skew,
     Window,
 )
-from commscope.pipeline import facts, health
+from commscope.pipeline import facts, health, waiting
 from commscope.pipeline.accumulate import merge_results
 from commscope.pipeline.diagnosis import diagnose
 from commscope.pipeline.matching import MAX_DESYNCS, group_order
-from commscope.pipeline.sections import Context, sections
+from commscope.pipeline.sections import Context, sections, with_split
 from msgspec.structs import asdict, replace
 
 NOT_ACROSS: Final = (
@@ -100,7 +102,7 @@ def combine(named: Sequence[tuple[str, Report]]) -> Report:
         inputs=_inputs(
             [r.inputs for r in reports], [i for name in names for i in placed[name].values()]
         ),
-        diagnosis=diagnose(run),
+        diagnosis=diagnose(run, reports[0].config),
         merge=info,
         **asdict(run),
     )
@@ -184,12 +186,29 @@ def _place(name: str, parts: Sequence[tuple[str, Report]]) -> dict[int, Placed]:
                 row = window.collectives.per_rank.get(rank_key, {})
                 item = Placed(index, rank_facts, row)
                 seen = placed.setdefault(rank, item)
-                if seen is not item and (seen.facts != rank_facts or seen.row != row):
+                if seen is item:
+                    continue
+                if _own(seen.facts) != _own(rank_facts) or seen.row != row:
                     raise MergeError(
                         f"rank {rank} of window {name} is in {parts[seen.shard][0]} and {path} "
                         "with different numbers"
                     )
+                if _matched(rank_facts.split) > _matched(seen.facts.split):
+                    placed[rank] = Placed(seen.shard, rank_facts, seen.row)
     return dict(sorted(placed.items()))
+
+
+def _own(found: RankFacts) -> RankFacts:
+    """A rank's facts but for its exposed split, which depends on the ranks its shard held."""
+    return replace(found, split=None)
+
+
+def _matched(split: waiting.Split | None) -> tuple[int, ...]:
+    """Of a rank's splits from two shards, the one of most matched time (then the largest
+    fields: order-free)."""
+    if split is None:
+        return (-1,)
+    return (split.transfer_ns + split.waiting_ns, *asdict(split).values())
 
 
 # ---------------------------------------------------------------- windows and the run
@@ -228,7 +247,16 @@ def _sections(
 ) -> Sections:
     """Sections over the placed ranks; each rank's collective row its shard's where given."""
     results = {rank: facts.result(item.facts) for rank, item in placed.items()}
-    return _with_rows(sections(results, context), rows)
+    found = with_split(sections(results, context), _splits({r: [p] for r, p in placed.items()}))
+    return _with_rows(found, rows)
+
+
+def _splits(items: Mapping[int, Sequence[Placed]]) -> dict[int, waiting.Split]:
+    """Each rank's exposed split (its shard's, `pipeline.waiting`) summed over the windows
+    that have one."""
+    return waiting.pooled(
+        [{r: i.facts.split} for r, found in items.items() for i in found if i.facts.split]
+    )
 
 
 def _with_rows(found: Sections, rows: Mapping[int, dict[str, CollectiveStats] | None]) -> Sections:
@@ -259,7 +287,8 @@ def _run(
         r: merge_results(facts.result(i.facts) for i in items) for r, items in by_rank.items()
     }
     rows = {r: _run_row(items, reports, r) for r, items in by_rank.items()}
-    found = _with_rows(sections(dict(sorted(results.items())), context), rows)
+    found = with_split(sections(dict(sorted(results.items())), context), _splits(by_rank))
+    found = _with_rows(found, rows)
     cover = Cover(
         owners={r: {i.shard for i in items} for r, items in by_rank.items()},
         views=dict(enumerate(reports)),

@@ -42,7 +42,13 @@ from commscope.pipeline.config import JobConfig, global_batch, resolve
 from commscope.pipeline.crossrank import CrossRank
 from commscope.pipeline.diagnosis import diagnose
 from commscope.pipeline.flops import flops_per_token, hfu_factor, model_shape, peak_flops
-from commscope.pipeline.sections import Context, metrics_sections, peak_bandwidth, sections
+from commscope.pipeline.sections import (
+    Context,
+    metrics_sections,
+    peak_bandwidth,
+    sections,
+    with_split,
+)
 from msgspec.structs import asdict, replace
 
 CrossSections = tuple[dict[str, dict[str, AlphaBeta]], Skew]  # α-β fits, skew (`cross_sections`)
@@ -372,8 +378,9 @@ def _window(
     results = {rank: item.result for rank, item in items.items()}
     found = _with_cross(sections(results, context), cross, context)
     found.health = health.check(items.values(), found)
+    splits = cross.split if cross is not None else {}
     kept = {
-        str(rank): facts.of(item.meta, item.stats, item.result, sketcher)
+        str(rank): facts.of(item.meta, item.stats, item.result, sketcher, splits.get(rank))
         for rank, item in items.items()
     }
     return Window(name=name, **asdict(found), facts=kept)
@@ -425,7 +432,7 @@ def build_report(
             _inputs(parsed, [*skipped, *conflicts], placement.notes, cache.file_counts),
             open_windows=waiting,
         ),
-        diagnosis=Diagnosis() if metrics_only else diagnose(run),
+        diagnosis=Diagnosis() if metrics_only else diagnose(run, run_config),
         **asdict(run),
     )
     return inspector_sources.labelled(report, metas)
@@ -534,6 +541,7 @@ def _with_cross(
     fits, skewed = (
         cache.crossed(cross, peak, plots) if cache else cross_sections(cross, peak, plots)
     )
+    found = with_split(found, cross.split)
     return replace(
         found, matching=cross.matching, clocks=cross.clocks, skew=skewed, alpha_beta=fits
     )

@@ -40,6 +40,7 @@ from commscope.pipeline import sketch
 from commscope.pipeline.accumulate import Sketcher, bandwidth_sketch, bus_bytes, pooled_ops
 from commscope.pipeline.skew import stragglers
 from commscope.pipeline.stats import mean, ratio, sample_values, summarize
+from commscope.pipeline.waiting import Split, unmatched_in_steps_ns, unmatched_ns
 
 NS: Final = 1e-9
 GPU_ACTIVITY: Final = (*KERNEL_CATEGORIES, "communication", "memcpy", "memset")
@@ -360,3 +361,39 @@ def rank_kernels(result: RankResult) -> RankKernels:
 def _shares(times: Mapping[str, float]) -> dict[str, float]:
     total = math.fsum(times.values())
     return {c: t / total for c, t in times.items()} if total else {}
+
+
+def with_split(found: Sections, split: Mapping[int, Split]) -> Sections:
+    """`found` with each rank's exposed communication split into transfer, waiting and
+    unmatched (`pipeline.waiting`) over the windows whose cross-rank facts are in; a rank
+    with none (only open windows) keeps None."""
+    per_rank = {
+        name: _split_overlap(row, split[int(name)]) if int(name) in split else row
+        for name, row in found.overlap.per_rank.items()
+    }
+    steps = {
+        name: _split_steps(row, split[int(name)]) if int(name) in split else row
+        for name, row in found.steps.items()
+    }
+    overlap = msgspec.structs.replace(found.overlap, per_rank=per_rank)
+    return msgspec.structs.replace(found, overlap=overlap, steps=steps)
+
+
+def _split_overlap(row: RankOverlap, split: Split) -> RankOverlap:
+    return msgspec.structs.replace(
+        row,
+        exposed_transfer_s=split.transfer_ns * NS,
+        exposed_waiting_s=split.waiting_ns * NS,
+        exposed_unmatched_s=unmatched_ns(split) * NS,
+    )
+
+
+def _split_steps(row: RankSteps, split: Split) -> RankSteps:
+    if row.exposed_comm_s is None:
+        return row
+    return msgspec.structs.replace(
+        row,
+        exposed_transfer_s=split.transfer_in_steps_ns * NS,
+        exposed_waiting_s=split.waiting_in_steps_ns * NS,
+        exposed_unmatched_s=unmatched_in_steps_ns(split) * NS,
+    )

@@ -5,13 +5,14 @@ start; the last arriver is the member with the latest start (none when all start
 each other member waited (last start - its start) for it. Per rank: how often it arrived last
 against how often it would by chance (1/members per instance), the wait it caused and the wait
 it suffered. A wait counted within the call (`wait_in_call_s`) is at most the member's own
-call duration, so its share of the members' call time can never exceed 1. The slowest rank
-is named only when the evidence is clear: it caused at least half of all waiting, arrived
-last at least `MIN_LAST` times, and collecting that much of the waiting by chance (each
-instance's last arriver drawn at random among its members, the instance's wait going to it)
-or arriving last that often by chance has probability at most `CLEAR_P`, Bonferroni-corrected
-over the two tests and the ranks. Step-time stragglers: z over ranks of each rank's mean step
-time, flagged by the robust (median/MAD) z ≥ 3.5 and at least 5% above the median.
+call duration, so its share of the members' call time can never exceed 1. The rank the
+others wait for (never "slowest": its own step can be the shortest) is named only when the
+evidence is clear: it caused at least half of all waiting, arrived last at least `MIN_LAST`
+times, and collecting that much of the waiting by chance (each instance's last arriver drawn
+at random among its members, the instance's wait going to it) or arriving last that often by
+chance has probability at most `CLEAR_P`, Bonferroni-corrected over the two tests and the
+ranks. Step-time stragglers: z over ranks of each rank's mean step time, flagged by the
+robust (median/MAD) z ≥ 3.5 and at least 5% above the median.
 """
 
 from __future__ import annotations
@@ -196,7 +197,7 @@ def section(found: Tally, plot_points: int = 0) -> Skew:
         )
         for rank, entry in sorted(found.per_rank.items())
     }
-    slowest, evidence = slowest_rank(found.draws, per_rank)
+    awaited, evidence = waited_for(found.draws, per_rank)
     return Skew(
         per_collective={
             kind: CollectiveSkew(
@@ -209,7 +210,7 @@ def section(found: Tally, plot_points: int = 0) -> Skew:
             for kind, skews in sorted(found.skews.items())
         },
         per_rank={str(r): a for r, a in per_rank.items()},
-        slowest_rank=slowest,
+        waited_for_rank=awaited,
         evidence=evidence,
         instances=instances(found, plot_points) if plot_points else {},
     )
@@ -229,7 +230,7 @@ def instances(found: Tally, cap: int) -> dict[str, SkewInstances]:
     return series
 
 
-def slowest_rank(draws: Draws, ranks: Mapping[int, RankArrival]) -> tuple[int | None, str]:
+def waited_for(draws: Draws, ranks: Mapping[int, RankArrival]) -> tuple[int | None, str]:
     """(the rank, why) when the evidence is clear; (None, why not) otherwise."""
     total = math.fsum(r.caused_wait_s for r in ranks.values())
     if not draws or total <= 0:
@@ -246,7 +247,7 @@ def slowest_rank(draws: Draws, ranks: Mapping[int, RankArrival]) -> tuple[int | 
     )
     if share >= CLEAR_SHARE and entry.last >= MIN_LAST and p <= CLEAR_P:
         return rank, facts
-    return None, f"no clear slowest rank: {facts}"
+    return None, f"no rank clearly the one the others wait for: {facts}"
 
 
 def chance_of(draws: Draws, rank: int, entry: RankArrival) -> float:

@@ -533,7 +533,7 @@ def _aggregate_parser(commands: Any) -> None:
         default=MAX_RANK_SERIES,
         metavar="N",
         help="per-rank Prometheus series for N ranks at most: beyond, only the N "
-        "lowest-numbered ranks (the slowest in place of the last) keep theirs and "
+        "lowest-numbered ranks (the rank the others wait for in place of the last) keep theirs and "
         "commscope_ranks_folded counts the rest; job-wide series still cover every rank; "
         "0: no cap (default: %(default)s)",
     )

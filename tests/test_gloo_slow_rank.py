@@ -42,7 +42,7 @@ def reported(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
 def test_the_report_names_the_slowed_rank(reported: tuple[dict, str]) -> None:
     report, text = reported
     skew = report["skew"]
-    assert skew["slowest_rank"] == 1, skew["evidence"]
+    assert skew["waited_for_rank"] == 1, skew["evidence"]
     assert skew["evidence"].startswith("rank 1 arrived last at ")
     assert "Slowest Rank: rank 1" in text
 

@@ -64,6 +64,7 @@ ROWS = {
         "Iteration time per rank",
         "Bus bandwidth per rank",
         "Bus bandwidth per rank against the link peak",
+        "Exposed communication share split: transfer, waiting, unmatched (job)",
     ],
     "Collectives": [
         "busbw per collective (rolling p50, p95, mean)",
@@ -73,7 +74,7 @@ ROWS = {
         "busbw per collective (histogram p50, p95) and the link peak",
     ],
     "Cross-rank": [
-        "Slowest rank",
+        "The rank the others wait for",
         "Matched collectives (time range)",
         "Collective desyncs (time range)",
         "α-β fits not shown (process groups)",
@@ -105,7 +106,7 @@ ROWS = {
 }
 # Panels naming a rank in their legend that must not follow the rank variable: the verdict is
 # the job's, whatever ranks are picked.
-WHOLE_JOB = {"Slowest rank"}
+WHOLE_JOB = {"The rank the others wait for"}
 # Panels with a bad side, the value where red starts, and whether higher is worse.
 RED = {
     "Exposed communication share (job)": (0.3, True),
@@ -338,13 +339,15 @@ def test_desyncs_turn_red_when_there_is_any(dashboard: dict[str, Any]) -> None:
     assert panel["options"]["colorMode"] == "background"
 
 
-def test_slowest_rank_shows_only_the_current_verdict(dashboard: dict[str, Any]) -> None:
+def test_the_rank_the_others_wait_for_shows_only_the_current_verdict(
+    dashboard: dict[str, Any],
+) -> None:
     """An instant query: the last value over a range would name a rank no longer clear. The
     rank is a label of the 0/1 gauge, shown by name, for the whole job."""
-    (panel,) = panels_showing(dashboard, "commscope_rank_slowest")
+    (panel,) = panels_showing(dashboard, "commscope_rank_waited_for")
     (target,) = panel["targets"]
     assert (target["instant"], target["range"]) == (True, False)
-    assert target["expr"] == 'commscope_rank_slowest{job=~"$job"} == 1'
+    assert target["expr"] == 'commscope_rank_waited_for{job=~"$job"} == 1'
     assert "{{rank}}" in target["legendFormat"] and panel["options"]["textMode"] == "name"
     assert panel["fieldConfig"]["defaults"]["noValue"]
 

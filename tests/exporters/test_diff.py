@@ -41,7 +41,7 @@ def run_report(steps_s: list[float], overlap: float, busbw: float, slowest: int 
         ),
         overlap=Overlap(mean=overlap),
         collectives=Collectives(all_ranks={"AllReduce": stats}),
-        skew=Skew(slowest_rank=slowest),
+        skew=Skew(waited_for_rank=slowest),
     )
 
 
@@ -62,7 +62,7 @@ def test_the_table_shows_each_figure_and_its_change() -> None:
         "  AllReduce                                   100 GB/s         80.0 GB/s      -20.0%"
         in lines
     )
-    assert "Slowest rank: none → rank 3" in lines
+    assert "The rank the others wait for: none → rank 3" in lines
     assert lines[:2] == ["A: a.json", "B: b.json"]
 
 
@@ -107,7 +107,7 @@ def test_a_report_written_before_the_cross_rank_keys_still_loads() -> None:
     doc["config"] = {k: v for k, v in doc["config"].items() if "warnings" not in k
                      and not k.startswith("parallelism_")}  # fmt: skip
     old = compare.load(json.dumps(doc).encode(), "old.json")
-    assert old.skew.slowest_rank is None and old.overlap.mean == doc["overlap"]["mean"]
+    assert old.skew.waited_for_rank is None and old.overlap.mean == doc["overlap"]["mean"]
     assert old.schema_version == 1 and old.config.warnings == []
 
 

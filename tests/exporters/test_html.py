@@ -74,7 +74,7 @@ def report(name: str = NASTY, ranks: int = 2) -> Report:
         alpha_beta={name: {"AllReduce": fit()}},
         network=Network(peak_bandwidth_Bps=5e10),
         skew=Skew(
-            slowest_rank=1,
+            waited_for_rank=1,
             evidence="rank 1 arrived last at 2 of 3",
             instances={"AllReduce": SkewInstances(skew_s=[1e-4, 2e-4, 0.0], last=[1, 0, None])},
         ),
@@ -155,10 +155,10 @@ def test_fit_curve_leaves_out_sizes_where_a_negative_alpha_gives_no_time() -> No
     assert [x for x, _ in htmlplots.fit_curve(negative, [1e4, 1e5, 1e6])] == [1e6]
 
 
-def test_the_slowest_ranks_arrivals_are_highlighted() -> None:
+def test_the_arrivals_of_the_rank_the_others_wait_for_are_highlighted() -> None:
     drawn = htmlplots.skew_panels(report())
     assert drawn.count(f'fill="{svg.VERMILLION}"') == 2  # one instance, and its legend swatch
-    assert "rank 1 (slowest) arrived last" in drawn
+    assert "rank 1 (the others wait for it) arrived last" in drawn
 
 
 def test_step_plot_marks_the_flagged_straggler_and_the_iteration_time() -> None:

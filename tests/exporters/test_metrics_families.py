@@ -113,10 +113,19 @@ def test_every_family_is_served_and_promtool_accepts_them() -> None:
 
 def test_cross_rank_families_carry_the_report_numbers() -> None:
     text, found = exposition(), report()
-    # the slowest rank is a label on a 0/1 gauge, every other rank with arrivals at 0
+    # the rank the others wait for is a label on a 0/1 gauge, every other rank's at 0
     for rank in range(4):
         flag = 1.0 if rank == SLOW else 0.0
-        assert f'commscope_rank_slowest{{job="llama",rank="{rank}"}} {flag}' in text
+        assert f'commscope_rank_waited_for{{job="llama",rank="{rank}"}} {flag}' in text
+    for rank, row in found.overlap.per_rank.items():  # the exposed split, as the report's
+        parts = {}
+        for part in ("transfer", "waiting", "unmatched"):
+            value = getattr(row, f"exposed_{part}_s")
+            line = f'commscope_exposed_{part}_seconds_total{{job="llama",rank="{rank}"}} {value}'
+            assert line in text
+            parts[part] = value
+        assert math.fsum(parts.values()) == pytest.approx(row.exposed_comm_time_s, abs=1e-12)
+    assert found.overlap.per_rank[str(SLOW)].exposed_waiting_s == 0.0  # nobody to wait for
     late = found.skew.per_rank[str(SLOW)].last
     assert f'commscope_late_arrivals_total{{job="llama",rank="{SLOW}"}} {float(late)}' in text
     beta = found.alpha_beta["0"]["AllReduce"].beta_Bps

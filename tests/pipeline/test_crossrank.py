@@ -69,8 +69,10 @@ def test_skew_last_arriver_and_waits_on_aligned_clocks() -> None:
            for r, a in found.per_rank.items()}  # fmt: skip
     assert got == {"0": (0, 0, 700), "1": (1, 500, 300), "2": (1, 700, 200)}
     assert [a.expected_last for a in found.per_rank.values()] == pytest.approx([2 / 3] * 3)
-    assert found.slowest_rank is None
-    assert found.evidence.startswith("no clear slowest rank: rank 2 arrived last at 1 of 2")
+    assert found.waited_for_rank is None
+    assert found.evidence.startswith(
+        "no rank clearly the one the others wait for: rank 2 arrived last at 1 of 2"
+    )
 
 
 def test_the_fastest_member_gives_the_wait_free_duration() -> None:
@@ -196,7 +198,7 @@ def test_an_injected_slow_rank_is_named(ranks: int, data: st.DataObject, seed: i
     )
     per_rank, truth = calls(scenario)
     found = skew(arrivals(per_rank))
-    assert found.slowest_rank == slow
+    assert found.waited_for_rank == slow
     assert found.per_rank[str(slow)].last == truth.last.count(slow) == 24
 
 
@@ -204,8 +206,8 @@ def test_an_injected_slow_rank_is_named(ranks: int, data: st.DataObject, seed: i
 def test_no_rank_is_named_when_arrivals_are_random(seed: int) -> None:
     scenario = Scenario(ranks=4, instances=40, jitter_ns=500_000, end_noise_ns=1_000, seed=seed)
     found = skew(arrivals(calls(scenario)[0]))
-    assert found.slowest_rank is None
-    assert found.evidence.startswith("no clear slowest rank")
+    assert found.waited_for_rank is None
+    assert found.evidence.startswith("no rank clearly the one the others wait for")
 
 
 def test_skews_match_the_injected_ones() -> None:

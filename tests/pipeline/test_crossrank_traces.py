@@ -62,7 +62,7 @@ def test_clock_offsets_are_recovered_within_1pct_of_the_skew_scale(report: Repor
 
 
 def test_the_slow_rank_is_named(report: Report) -> None:
-    assert report.skew.slowest_rank == SLOW
+    assert report.skew.waited_for_rank == SLOW
     assert report.skew.per_rank[str(SLOW)].last == INSTANCES
     skew = report.skew.per_collective["AllReduce"].skew_s
     assert (LATE_NS - JITTER_NS) * 1e-9 <= skew.min <= skew.max <= (LATE_NS + JITTER_NS) * 1e-9

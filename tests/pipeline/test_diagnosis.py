@@ -37,14 +37,14 @@ from commscope.pipeline.report import Options, ParsedFile, build_report
 
 def run(*, comm: float, exposed: float, compute: float, busy: float | None = 0.95,
         idle: float | None = None, step_total: float = 1.0,
-        shares: dict[str, float] | None = None) -> Sections:  # fmt: skip
-    """One rank, two steps taking `step_total` seconds in all, one kind of collective; times in
-    seconds, all within the steps (`busy`: GPU busy time within them; `idle`: the GPU's idle
-    share of its active span)."""
+        shares: dict[str, float] | None = None, steps: int = 2) -> Sections:  # fmt: skip
+    """One rank, `steps` steps taking `step_total` seconds in all, one kind of collective
+    (4 calls); times in seconds, all within the steps (`busy`: GPU busy time within them;
+    `idle`: the GPU's idle share of its active span)."""
     overlap = RankOverlap(ratio=(comm - exposed) / comm if comm else None, comm_time_s=comm,
                           overlapped_time_s=comm - exposed, exposed_comm_time_s=exposed,
                           compute_time_s=compute, source="gpu kernels")  # fmt: skip
-    steps = RankSteps(count=2, mean_s=step_total / 2, min_s=None, max_s=None,
+    stepped = RankSteps(count=steps, mean_s=step_total / steps, min_s=None, max_s=None,
                       span_s=step_total, comm_s=comm, exposed_comm_s=exposed, compute_s=compute,
                       gpu_busy_s=busy, comm_outside_s=0.0, compute_outside_s=0.0)  # fmt: skip
     stats = CollectiveStats(count=4, sized_count=4, message_bytes=4 * 2**20, bus_bytes=None,
@@ -52,12 +52,12 @@ def run(*, comm: float, exposed: float, compute: float, busy: float | None = 0.9
     return Sections(
         ranks=[0],
         overlap=Overlap(mean=overlap.ratio, per_rank={"0": overlap}),
-        steps={"0": steps},
+        steps={"0": stepped},
         kernels=Kernels(idle_ratio_mean=idle, share=shares or {}),
         collectives=Collectives(
             per_rank={"0": {"AllReduce": stats}}, all_ranks={"AllReduce": stats}
         ),
-        throughput=Throughput(iterations=2),
+        throughput=Throughput(iterations=steps),
     )
 
 
@@ -140,14 +140,14 @@ def test_late_arrivals_name_the_rank_only_when_the_skew_named_it() -> None:
     sections = run(comm=0.5, exposed=0.3, compute=0.3)
     waits = {"AllReduce": CollectiveSkew(instances=8, skew_s=Summary(), wait_s=0.4,
                                          wait_in_call_s=0.4, call_time_s=0.5)}  # fmt: skip
-    sections.skew = Skew(per_collective=waits, slowest_rank=3, evidence="why")
+    sections.skew = Skew(per_collective=waits, waited_for_rank=3, evidence="why")
     (late,) = [f for f in diagnose(sections).findings if f.verdict == "late arrivals"]
     assert late.evidence == [
         "80.0% of the matched collectives' time is ranks waiting for late arrivers",
         "why",
     ]
-    assert late.suggestions[0].startswith("look at rank 3: ")
-    sections.skew = Skew(per_collective=waits, slowest_rank=None, evidence="why")
+    assert late.suggestions[0].startswith("look at rank 3, the rank the others wait for: ")
+    sections.skew = Skew(per_collective=waits, waited_for_rank=None, evidence="why")
     (late,) = [f for f in diagnose(sections).findings if f.verdict == "late arrivals"]
     assert late.suggestions == []
 
@@ -156,7 +156,7 @@ def test_two_matched_collectives_are_too_few_to_judge_late_arrivals_by() -> None
     sections = run(comm=0.5, exposed=0.3, compute=0.3)
     waits = {"AllReduce": CollectiveSkew(instances=2, skew_s=Summary(), wait_s=0.4,
                                          wait_in_call_s=0.4, call_time_s=0.5)}  # fmt: skip
-    sections.skew = Skew(per_collective=waits, slowest_rank=None, evidence="why")
+    sections.skew = Skew(per_collective=waits, waited_for_rank=None, evidence="why")
     assert "late arrivals" not in [f.verdict for f in diagnose(sections).findings]
 
 
@@ -176,9 +176,9 @@ KNEE_LINE = (
 
 
 def test_a_tight_fit_with_traffic_above_the_knee_advises_bucketing() -> None:
-    # 10 MB of AllReduce bus bytes over 2 steps: 5 MB per step, above the 1 MB knee
-    finding = fitted(run(comm=0.5, exposed=0.45, compute=0.3), r2=0.97, latency_bound=0.4,
-                     bus_bytes=10e6, peak_ratio=0.2)  # fmt: skip
+    # 10 MB of AllReduce bus bytes over 4 steps: 2.5 MB per step, above the 1 MB knee
+    finding = fitted(run(comm=0.5, exposed=0.45, compute=0.3, steps=4), r2=0.97,
+                     latency_bound=0.4, bus_bytes=10e6, peak_ratio=0.2)  # fmt: skip
     assert f"{KNEE_LINE} (40.0% of its instances)" in finding.evidence
     assert (
         "the network delivers 20.0% of the link peak "
@@ -196,18 +196,28 @@ def test_a_tight_fit_with_traffic_above_the_knee_advises_bucketing() -> None:
         (0.5, 0.4, 10e6, "a loose fit (R² 0.50), so no advice from it"),
         (None, 0.4, 10e6, "a loose fit (R² n/a), so no advice from it"),
         (0.97, 0.1, 10e6, "under 25% of its instances below the knee: no bucketing advice"),
-        # the 6.8k-parameter job: 54.4 kB over 2 steps is 27.2 KB per step, under the knee
-        (0.97, 0.4, 54_400, "its traffic is 27.2 KB per step, below the knee: bucketing "
-                            "cannot lift messages above it"),
+        # the 6.8k-parameter job: 108.8 kB over 4 steps is 27.2 KB per step, under the knee
+        (0.97, 0.4, 108_800, "its traffic is 27.2 KB per step, below the knee: bucketing "
+                             "cannot lift messages above it"),
         (0.97, 0.4, None, "its traffic per profiled step is unknown, so no bucketing advice"),
     ],
 )  # fmt: skip
 def test_no_bucketing_advice_unless_it_can_help(
     r2: float | None, below: float, bus_bytes: float | None, says: str
 ) -> None:
-    finding = fitted(run(comm=0.5, exposed=0.45, compute=0.3), r2=r2, latency_bound=below,
-                     bus_bytes=bus_bytes)  # fmt: skip
+    finding = fitted(run(comm=0.5, exposed=0.45, compute=0.3, steps=4), r2=r2,
+                     latency_bound=below, bus_bytes=bus_bytes)  # fmt: skip
     assert f"{KNEE_LINE} ({below:.1%} of its instances); {says}" in finding.evidence
+    assert not any(s.startswith("bucket") for s in finding.suggestions)
+
+
+def test_no_bucketing_advice_from_a_tight_fit_over_fewer_than_three_steps() -> None:
+    # the DLRM traces: one profiled step; 10 MB over 2 steps would be well above the knee
+    finding = fitted(run(comm=0.5, exposed=0.45, compute=0.3, steps=2), r2=0.97,
+                     latency_bound=0.4, bus_bytes=10e6)  # fmt: skip
+    assert (
+        f"{KNEE_LINE} (40.0% of its instances); from 2 profiled steps (under 3): no advice"
+    ) in finding.evidence
     assert not any(s.startswith("bucket") for s in finding.suggestions)
 
 

@@ -7,7 +7,7 @@ import itertools
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import pytest
@@ -17,6 +17,8 @@ from commscope.collector.schema import (
     Event,
     FileStats,
     GpuOp,
+    RankOverlap,
+    RankSteps,
     Report,
     Step,
     TraceMeta,
@@ -33,7 +35,9 @@ from msgspec.structs import replace
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces" / "kineto"
 GPU = "NVIDIA H100 80GB HBM3"
 QUANTILES = ("median", "p95", "relative_error")
-CROSS_RANK = ("matching", "clocks", "skew", "alpha_beta", "health", "diagnosis")
+# the exposed split into transfer, waiting and unmatched rests on each shard's matching
+SPLIT = ("exposed_transfer_s", "exposed_waiting_s", "exposed_unmatched_s", "split")
+CROSS_RANK = ("matching", "clocks", "skew", "alpha_beta", "health", "diagnosis", *SPLIT)
 
 
 def parsed(window: str, rank: int, events: Iterable[Event], **meta: Any) -> ParsedFile:
@@ -163,7 +167,7 @@ def test_groups_inside_one_shard_are_kept_and_groups_across_are_named() -> None:
     assert merged.merge.groups_across == {"0": [0, 1]}
     assert merged.clocks.method == NOT_ACROSS
     assert merged.skew.per_rank == {}
-    assert merged.skew.slowest_rank is None
+    assert merged.skew.waited_for_rank is None
     assert_same_but_quantiles_and_cross_rank(merged, report(files))
 
 
@@ -288,6 +292,19 @@ def test_merging_is_order_free_and_one_report_is_itself(
 # ---------------------------------------------------------------- a real job in two shards
 
 
+T = TypeVar("T", RankOverlap, RankSteps)
+
+
+def unsplit(row: T) -> T:
+    """A rank's row without its exposed split (each shard matched its own ranks' calls); the
+    split itself must still add up to the exposed time."""
+    exposed = row.exposed_comm_time_s if isinstance(row, RankOverlap) else row.exposed_comm_s
+    parts = (row.exposed_transfer_s, row.exposed_waiting_s, row.exposed_unmatched_s)
+    assert exposed is not None and None not in parts
+    assert math.fsum(p for p in parts if p is not None) == pytest.approx(exposed, abs=1e-12)
+    return replace(row, exposed_transfer_s=None, exposed_waiting_s=None, exposed_unmatched_s=None)
+
+
 @pytest.mark.skipif(not TRACES.is_dir(), reason=f"{TRACES} not present")
 def test_dlrm_in_two_shards_merges_to_the_report_on_all_eight_ranks(tmp_path: Path) -> None:
     source = TRACES / "dlrm_8rank_v100"
@@ -299,11 +316,11 @@ def test_dlrm_in_two_shards_merges_to_the_report_on_all_eight_ranks(tmp_path: Pa
             (folder / trace.name).symlink_to(trace)
     a, b, whole = (analyse(tmp_path / s / "dlrm", Options()) for s in ("a", "b", "all"))
     merged = combine([("a.json", a), ("b.json", b)])
-    for rank in map(str, range(8)):  # every per-rank figure, exactly
-        assert merged.overlap.per_rank[rank] == whole.overlap.per_rank[rank]
+    for rank in map(str, range(8)):  # every per-rank figure, exactly, but the shard's split
+        assert unsplit(merged.overlap.per_rank[rank]) == unsplit(whole.overlap.per_rank[rank])
         assert merged.collectives.per_rank[rank] == whole.collectives.per_rank[rank]
         assert merged.network.per_rank[rank] == whole.network.per_rank[rank]
-        assert merged.steps[rank] == whole.steps[rank]
+        assert unsplit(merged.steps[rank]) == unsplit(whole.steps[rank])
         assert merged.kernels.per_rank[rank] == whole.kernels.per_rank[rank]
     assert_same_but_quantiles_and_cross_rank(merged, whole)
     assert merged.merge is not None

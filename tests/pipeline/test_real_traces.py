@@ -102,7 +102,7 @@ def test_dlrm_skews_agree_with_the_raw_kernel_starts(dlrm: Report) -> None:
 
 
 def test_dlrm_names_rank_7_as_the_rank_the_others_wait_for(dlrm: Report) -> None:
-    assert dlrm.skew.slowest_rank == 7
+    assert dlrm.skew.waited_for_rank == 7
     assert dlrm.skew.per_rank["7"].last == 5
     assert "rank 7 arrived last at 5 of 8" in dlrm.skew.evidence
 
