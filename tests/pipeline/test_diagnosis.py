@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 from commscope.collector.schema import (
     AlphaBeta,
@@ -21,6 +22,7 @@ from commscope.collector.schema import (
     RankOverlap,
     RankSteps,
     Report,
+    RunConfig,
     Sections,
     Skew,
     Step,
@@ -328,3 +330,150 @@ def test_the_bundled_6_8k_parameter_cpu_job_gets_no_bucket_advice() -> None:
     report = analyse(root / "gloo_ddp_2rank", Options(config=config, config_path="mlp_ddp.toml"))
     advice = [s for f in report.diagnosis.findings for s in f.suggestions]
     assert advice and not any("bucket" in s for s in advice)
+
+
+# ---------------------------------------------------------------- waiting is not communication
+
+
+def split(sections: Sections, transfer: float, waiting: float, unmatched: float) -> Sections:
+    """`sections` with rank 0's exposed communication split (seconds within the steps)."""
+    steps = sections.steps["0"]
+    assert steps.exposed_comm_s == pytest.approx(transfer + waiting + unmatched)
+    sections.steps["0"] = msgspec.structs.replace(
+        steps, exposed_transfer_s=transfer, exposed_waiting_s=waiting,
+        exposed_unmatched_s=unmatched,
+    )  # fmt: skip
+    return sections
+
+
+def named(sections: Sections, rank: int | None) -> Sections:
+    sections.skew = Skew(waited_for_rank=rank, evidence="rank 3 caused 90% of all waiting")
+    return sections
+
+
+def test_exposed_waiting_is_a_verdict_of_its_own_naming_the_rank_the_others_wait_for() -> None:
+    # the DLRM shape: 45% exposed, of it 43% waiting and 2% transfer
+    sections = named(split(run(comm=0.5, exposed=0.45, compute=0.3), 0.02, 0.43, 0.0), 3)
+    found = diagnose(sections)
+    assert found.verdict == "waiting for rank 3"
+    assert found.figures["exposed_waiting_fraction"] == pytest.approx(0.43)
+    (finding,) = found.findings
+    assert finding.evidence == [
+        "exposed waiting is 43.0% of step time (mean over ranks): ranks sit in collectives "
+        "until the last member arrives; exposed transfer is 2.0%",
+        "rank 3 caused 90% of all waiting",
+    ]
+    assert finding.suggestions[0].startswith("look at what rank 3 does before the collectives")
+
+
+def test_waiting_without_a_named_rank_says_no_single_rank() -> None:
+    sections = named(split(run(comm=0.5, exposed=0.45, compute=0.3), 0.02, 0.43, 0.0), None)
+    assert diagnose(sections).verdict == "waiting for late ranks (no single rank)"
+
+
+def test_communication_bound_weighs_transfer_and_unmatched_and_says_the_unmatched() -> None:
+    sections = split(run(comm=0.5, exposed=0.45, compute=0.3), 0.15, 0.20, 0.10)
+    found = diagnose(named(sections, 3))
+    # transfer + unmatched 25% and waiting 20% both pass a fifth: both verdicts, by weight
+    assert found.verdict == "communication-bound; also waiting for rank 3"
+    assert found.findings[0].evidence[0] == (
+        "exposed transfer is 15.0% of step time (mean over ranks; exposed communication "
+        "45.0%, of it waiting 20.0%); 10.0% more is in calls matched to no other rank's call, "
+        "counted as communication since its waiting cannot be told apart"
+    )
+
+
+def test_exposed_communication_past_a_fifth_goes_to_the_larger_of_its_parts() -> None:
+    # 30% exposed: 12% transfer, 18% waiting: neither passes a fifth alone
+    sections = named(split(run(comm=0.5, exposed=0.30, compute=0.3), 0.12, 0.18, 0.0), 3)
+    assert diagnose(sections).verdict == "waiting for rank 3"
+    sections = named(split(run(comm=0.5, exposed=0.30, compute=0.3), 0.18, 0.12, 0.0), 3)
+    assert diagnose(sections).verdict == "communication-bound"
+
+
+def test_late_arrivals_are_not_said_twice_when_waiting_is_the_verdict() -> None:
+    sections = named(split(run(comm=0.5, exposed=0.45, compute=0.3), 0.02, 0.43, 0.0), 3)
+    sections.skew.per_collective = {
+        "AllReduce": CollectiveSkew(
+            instances=8, skew_s=Summary(), wait_s=0.4, wait_in_call_s=0.4, call_time_s=0.5
+        )
+    }
+    assert [f.verdict for f in diagnose(sections).findings] == ["waiting for rank 3"]
+
+
+# ---------------------------------------------------------------- advice needs evidence
+
+
+def verdicts_advice(sections: Sections, config: RunConfig | None = None) -> str:
+    return " ".join(s for f in diagnose(sections, config).findings for s in f.suggestions)
+
+
+def test_fsdp_advice_needs_fsdp_in_the_config_or_the_calls() -> None:
+    sections = run(comm=0.5, exposed=0.45, compute=0.3)
+    assert "FSDP" not in verdicts_advice(sections)  # all-reduces only: DDP's pattern
+    fsdp = RunConfig(parallelism={"data_parallel_shard_degree": 8})
+    (finding,) = diagnose(sections, fsdp).findings
+    assert "the job runs FSDP: config data_parallel_shard_degree = 8" in finding.evidence
+    assert "FSDP prefetching" in finding.suggestions[0]
+
+
+def test_fsdp_is_seen_in_parameter_all_gathers_and_gradient_reduce_scatters() -> None:
+    sections = run(comm=0.5, exposed=0.45, compute=0.3)
+    gather = CollectiveStats(count=8, sized_count=0, message_bytes=None, bus_bytes=None,
+                             time_s=0.1, algbw_Bps=Summary(), busbw_Bps=Summary())  # fmt: skip
+    scatter = msgspec.structs.replace(gather, count=4)
+    sections.collectives.all_ranks = {"AllGather": gather, "ReduceScatter": scatter}
+    sections.collectives.per_rank = {"0": {"AllGather": gather, "ReduceScatter": scatter}}
+    (finding,) = diagnose(sections).findings
+    assert (
+        "the job runs FSDP: 8 all-gathers and 4 reduce-scatters over 2 profiled steps "
+        "(parameters gathered, gradients reduce-scattered)"
+    ) in finding.evidence
+    assert "FSDP prefetching" in finding.suggestions[0]
+
+
+def test_a_ddp_config_gets_no_fsdp_advice() -> None:
+    # the 2-rank DDP sample's config
+    ddp = RunConfig(
+        parallelism={"data_parallel_replicate_degree": 2, "data_parallel_shard_degree": 1}
+    )
+    (finding,) = diagnose(run(comm=0.5, exposed=0.45, compute=0.3), ddp).findings
+    assert "the job runs DDP: config data_parallel_replicate_degree = 2, no sharding" in (
+        finding.evidence
+    )
+    assert "FSDP" not in " ".join(finding.suggestions)
+
+
+def test_a_config_naming_neither_gets_neither_advice() -> None:
+    tp = RunConfig(parallelism={"tensor_parallel_degree": 8, "data_parallel_shard_degree": 1})
+    advice = verdicts_advice(run(comm=0.5, exposed=0.45, compute=0.3), tp)
+    assert "FSDP" not in advice and "DDP" not in advice
+    assert advice.startswith("overlap communication with compute: issue collectives ahead")
+
+
+def test_nccl_is_named_only_for_an_nccl_job() -> None:
+    sections = run(comm=0.5, exposed=0.45, compute=0.3)
+    sections.network = Network(utilization=0.1)
+    assert "NCCL" not in verdicts_advice(sections, RunConfig(backend="gloo"))
+    assert "NCCL's topology" in verdicts_advice(sections, RunConfig(backend="nccl"))
+
+
+# ---------------------------------------------------------------- confidence
+
+
+@pytest.mark.parametrize(
+    ("steps", "level", "reason"),
+    [
+        (1, "low", "from 1 profiled step, fewer than 3: one step's noise can decide the "
+                   "verdict, and no advice rests on a fit over steps"),
+        (2, "low", "from 2 profiled steps, fewer than 3: one step's noise can decide the "
+                   "verdict, and no advice rests on a fit over steps"),
+        (3, "medium", "from 3 profiled steps, fewer than 10"),
+        (10, "high", "from 10 profiled steps"),
+    ],
+)  # fmt: skip
+def test_the_diagnosis_rates_its_confidence_by_the_profiled_steps(
+    steps: int, level: str, reason: str
+) -> None:
+    found = diagnose(run(comm=0.5, exposed=0.45, compute=0.3, steps=steps))
+    assert (found.confidence, found.confidence_reason) == (level, reason)

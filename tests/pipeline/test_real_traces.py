@@ -107,6 +107,60 @@ def test_dlrm_names_rank_7_as_the_rank_the_others_wait_for(dlrm: Report) -> None
     assert "rank 7 arrived last at 5 of 8" in dlrm.skew.evidence
 
 
+def _raw_split(folder: Path) -> dict[int, tuple[float, float, float]]:
+    """An independent read of the files, µs unit by µs unit (integer-µs timestamps): each
+    rank's (exposed, exposed transfer, exposed waiting), the instances the i-th NCCL kernel
+    of every rank, each waiting from its start to the latest start (clocks taken as equal)."""
+    kernels: dict[int, list[tuple[int, int, bool]]] = {}
+    for path in sorted(folder.glob("worker*.json")):
+        events = json.loads(path.read_text())["traceEvents"]
+        found = [e for e in events if e.get("cat") == "kernel"]
+        kernels[int(path.name[6])] = [
+            (e["ts"], e["ts"] + e["dur"], e["name"].startswith("nccl")) for e in found
+        ]
+    comm = {r: sorted((s, e) for s, e, nccl in ks if nccl) for r, ks in kernels.items()}
+    found_split = {}
+    for rank, ks in kernels.items():
+        busy = {t for s, e, nccl in ks if not nccl for t in range(s, e)}
+        exposed = {t for s, e in comm[rank] for t in range(s, e)} - busy
+        waits: set[int] = set()
+        moves: set[int] = set()
+        for i, (s, e) in enumerate(comm[rank]):
+            last = max(calls[i][0] for calls in comm.values())
+            waits |= set(range(s, min(last, e)))
+            moves |= set(range(max(last, s), e))
+        found_split[rank] = (len(exposed), len(exposed & moves), len((exposed & waits) - moves))
+    return found_split
+
+
+def test_dlrm_exposed_communication_is_waiting_for_rank_7_not_transfer(dlrm: Report) -> None:
+    raw = _raw_split(TRACES / "dlrm_8rank_v100")
+    for rank, row in dlrm.overlap.per_rank.items():
+        parts = (row.exposed_transfer_s, row.exposed_waiting_s, row.exposed_unmatched_s)
+        assert None not in parts
+        transfer, waiting, unmatched = (p or 0.0 for p in parts)
+        assert transfer + waiting + unmatched == pytest.approx(row.exposed_comm_time_s, abs=1e-12)
+        assert unmatched == 0.0  # every call matched
+        exposed, raw_transfer, raw_waiting = (x * 1e-6 for x in raw[int(rank)])
+        assert row.exposed_comm_time_s == pytest.approx(exposed, abs=1e-9)
+        # the offsets (under 5 µs, 8 instances) are all that separates the two reads
+        assert transfer == pytest.approx(raw_transfer, abs=20e-6)
+        assert waiting == pytest.approx(raw_waiting, abs=20e-6)
+        assert transfer < 0.25e-3 < waiting
+
+
+def test_dlrm_diagnosis_is_host_bound_and_waiting_for_rank_7_without_network_advice(
+    dlrm: Report,
+) -> None:
+    d = dlrm.diagnosis
+    assert d.verdict == "input- or launch-bound; also waiting for rank 7"
+    assert [f.verdict for f in d.findings] == ["input- or launch-bound", "waiting for rank 7"]
+    advice = " ".join(s for f in d.findings for s in f.suggestions)
+    for named in ("NCCL", "bucket", "FSDP", "DDP", "topology"):
+        assert named not in advice
+    assert d.confidence == "low" and d.confidence_reason.startswith("from 1 profiled step,")
+
+
 def test_dlrm_alpha_beta_fits_stay_below_the_v100_link(dlrm: Report) -> None:
     fits = dlrm.alpha_beta["(unnamed)"]
     for kind in ("AllReduce", "AllToAll"):
