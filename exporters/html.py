@@ -3,7 +3,7 @@
 Inline CSS and inline SVG only: no script, no font, no image or style sheet from anywhere, so
 the page reads the same offline and a browser makes no request to show it. The header gives
 the verdict and the figures a reader looks for first (with the text report's own formatting);
-then the five plots of `htmlplots`, the diagnosis, and the whole text report folded at the end,
+then the six plots of `htmlplots`, the diagnosis, and the whole text report folded at the end,
 so every number of the text and JSON reports is on the page as well.
 """
 
@@ -42,7 +42,7 @@ ul { margin: 4px 0 8px; padding-left: 22px; }
 
 
 def render(report: Report, text_report: str | None = None) -> str:
-    """The page: header, the five plots, the diagnosis, the text report folded (`text_report`:
+    """The page: header, the six plots, the diagnosis, the text report folded (`text_report`:
     `text.render(report)` when the caller has it already)."""
     shown = text.render(report) if text_report is None else text_report
     parts = [
@@ -54,6 +54,8 @@ def render(report: Report, text_report: str | None = None) -> str:
         *header(report),
         *section("Communication hidden and exposed, per window and rank", OVERLAP_ABOUT),
         htmlplots.overlap_maps(report),
+        *section("Exposed communication: transfer or waiting", SPLIT_ABOUT),
+        htmlplots.split_bars(report),
         *section("Bus bandwidth against message size", BANDWIDTH_ABOUT),
         htmlplots.bandwidth_panels(report),
         *section("Arrival skew per matched collective", SKEW_ABOUT),
@@ -73,6 +75,12 @@ def render(report: Report, text_report: str | None = None) -> str:
 OVERLAP_ABOUT: Final = (
     "Overlap is the share of a rank's communication time that compute ran under; exposed "
     "communication is the rest, time the rank spent communicating with nothing else to do."
+)
+SPLIT_ABOUT: Final = (
+    "Each rank's exposed communication, split on aligned clocks: waiting from its start at a "
+    "matched collective until the last member arrived (imbalance: the network cannot help), "
+    "transfer the rest (what overlap and the network can change), unmatched for calls no "
+    "other rank's call was matched to."
 )
 BANDWIDTH_ABOUT: Final = (
     "Each dot is one collective matched across its group, timed by its fastest member (the "

@@ -1,6 +1,7 @@
-"""The HTML report's five plots, each from the report document to an inline SVG (pure).
+"""The HTML report's six plots, each from the report document to an inline SVG (pure).
 
-Overlap and exposed communication per window and rank (heat maps), busbw against message size
+Overlap and exposed communication per window and rank (heat maps), each rank's exposed
+communication as transfer, waiting and unmatched (stacked bars), busbw against message size
 per collective type (log-log, its group of most bus bytes, with the α-β line and the link
 peak), arrival skew per instance with the arrivals of the rank the others wait for
 highlighted, GPU time by kernel category per rank (stacked bars), and step times per rank
@@ -382,47 +383,89 @@ def kernel_bars(report: Report) -> str:
         return note(f"No GPU time by kernel category to plot ({NO_COMPUTE}).")
     if not per_rank:
         return note("No GPU activity in the traces: no GPU time to break down.")
-    ranks = _ranks(list(per_rank))
-    shown = ranks[:MAX_RANKS]
+    shown = _ranks(list(per_rank))[:MAX_RANKS]
     keys = {c for r in shown for c, t in per_rank[str(r)].items() if t > 0}  # in the bars
     categories = [c for c in CATEGORY_COLOURS if c in keys] + sorted(keys - set(CATEGORY_COLOURS))
+    swatches = [(c, CATEGORY_COLOURS.get(c, svg.GREY)) for c in categories]
+    titles = ("GPU time per rank", "Σ kernel durations per category (streams may overlap)")
+    return stacked_bars(per_rank, swatches, titles, "GPU time by kernel category", "GPU time")
+
+
+SPLIT_COLOURS: Final = (
+    ("transfer", svg.BLUE),
+    ("waiting", svg.VERMILLION),
+    ("unmatched", svg.GREY),
+)
+
+
+def split_bars(report: Report) -> str:
+    """Each rank's exposed communication as transfer, waiting and unmatched (whole run)."""
+    per_rank = {
+        rank: {part: getattr(row, f"exposed_{part}_s") or 0.0 for part, _ in SPLIT_COLOURS}
+        for rank, row in report.overlap.per_rank.items()
+        if row.exposed_transfer_s is not None and not inspected(row.source)
+    }
+    per_rank = {rank: parts for rank, parts in per_rank.items() if math.fsum(parts.values()) > 0}
+    if not per_rank:
+        return note("No exposed communication split to plot (no rank's cross-rank facts).")
+    titles = (
+        "Exposed communication per rank",
+        "transfer: no member still awaited; waiting: for the last member; unmatched: not split",
+    )
+    return stacked_bars(
+        per_rank, list(SPLIT_COLOURS), titles, "exposed communication split", "exposed time"
+    )
+
+
+def stacked_bars(
+    per_rank: Mapping[str, Mapping[str, float]],
+    swatches: Sequence[tuple[str, str]],
+    titles: tuple[str, str],
+    label: str,
+    whole: str,
+) -> str:
+    """One horizontal bar a rank (the first `MAX_RANKS`), stacked by part in `swatches`'
+    order, with its legend and a time axis; `whole`: what a bar is, in its tooltips."""
+    ranks = _ranks(list(per_rank))
+    shown = ranks[:MAX_RANKS]
     top = svg.nice_top(max(math.fsum(per_rank[str(r)].values()) for r in shown))
     height = 22 if len(shown) <= 24 else 11
     frame = Frame(80, 76, WIDTH - 110, height * len(shown))
     sx = Scale(0.0, top, frame.left, frame.right)
-    body = _panel_title(
-        "GPU time per rank", "Σ kernel durations per category (streams may overlap)"
-    )
-    swatches = [(c, CATEGORY_COLOURS.get(c, svg.GREY)) for c in categories]
-    body += svg.legend(swatches, frame.left, 58, frame.width)
+    body = _panel_title(*titles)
+    body += svg.legend(list(swatches), frame.left, 58, frame.width)
     body += [svg.line(sx(v), frame.top, sx(v), frame.bottom, "#dddddd") for v in svg.ticks(0, top)]
     font = svg.FONT if height > 12 else 9
     every = max(1, math.ceil(len(shown) / 32))
+    colours = dict(swatches)
     for i, rank in enumerate(shown):
         y = frame.top + i * height
         if i % every == 0:
             at = (frame.left - 8, y + height / 2 + 4)
             body.append(svg.text(*at, f"rank {rank}", "end", font_size=font))
-        body += _stack(per_rank[str(rank)], categories, sx, (y + 2, height - 4), rank)
-    body += svg.x_axis(frame, sx, svg.ticks(0.0, top, 5), svg.tick(duration), "GPU time per rank")
-    return svg.document(WIDTH, int(frame.bottom + 48), "GPU time by kernel category", body) + (
+        band = (y + 2, height - 4)
+        body += _stack(per_rank[str(rank)], colours, sx, band, rank=rank, whole=whole)
+    body += svg.x_axis(frame, sx, svg.ticks(0.0, top, 5), svg.tick(duration), titles[0])
+    return svg.document(WIDTH, int(frame.bottom + 48), label, body) + (
         capped("ranks", len(shown), len(ranks))
     )
 
 
 def _stack(
     times: Mapping[str, float],
-    categories: Sequence[str],
+    colours: Mapping[str, str],
     sx: Scale,
     band: tuple[float, float],
+    *,
     rank: int,
+    whole: str,
 ) -> list[str]:
     (y, h), out, start = band, [], 0.0
     total = math.fsum(times.values())
-    for category in categories:
+    for category, colour in colours.items():
         value = times.get(category, 0.0)
         if value > 0:
-            share = f" ({value / total:.1%} of the rank's GPU time)" if total else ""
+            share = f" ({value / total:.1%} of the rank's {whole})" if total else ""
             about = f"rank {rank}, {category}: {duration(value)}{share}"
             out.append(
                 svg.rect(
@@ -430,7 +473,7 @@ def _stack(
                     y,
                     sx(start + value) - sx(start),
                     h,
-                    CATEGORY_COLOURS.get(category, svg.GREY),
+                    colour,
                     title=about,
                 )
             )

@@ -365,8 +365,9 @@ def _shares(times: Mapping[str, float]) -> dict[str, float]:
 
 def with_split(found: Sections, split: Mapping[int, Split]) -> Sections:
     """`found` with each rank's exposed communication split into transfer, waiting and
-    unmatched (`pipeline.waiting`) over the windows whose cross-rank facts are in; a rank
-    with none (only open windows) keeps None."""
+    unmatched (`pipeline.waiting`) over the windows whose cross-rank facts are in. A rank
+    keeps None where its split does not cover its exposed time: only open windows, a window
+    still open beside closed ones, or results kept by a commscope before the split."""
     per_rank = {
         name: _split_overlap(row, split[int(name)]) if int(name) in split else row
         for name, row in found.overlap.per_rank.items()
@@ -380,6 +381,8 @@ def with_split(found: Sections, split: Mapping[int, Split]) -> Sections:
 
 
 def _split_overlap(row: RankOverlap, split: Split) -> RankOverlap:
+    if round(row.exposed_comm_time_s / NS) != split.exposed_ns:
+        return row
     return msgspec.structs.replace(
         row,
         exposed_transfer_s=split.transfer_ns * NS,
@@ -389,7 +392,7 @@ def _split_overlap(row: RankOverlap, split: Split) -> RankOverlap:
 
 
 def _split_steps(row: RankSteps, split: Split) -> RankSteps:
-    if row.exposed_comm_s is None:
+    if row.exposed_comm_s is None or round(row.exposed_comm_s / NS) != split.exposed_in_steps_ns:
         return row
     return msgspec.structs.replace(
         row,

@@ -7,6 +7,7 @@ import re
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
+import msgspec
 from commscope.collector.schema import (
     AlphaBeta,
     Kernels,
@@ -343,3 +344,24 @@ def test_the_panels_say_why_no_link_peak_is_drawn() -> None:
     drawn = htmlplots.bandwidth_panels(found)
     assert "No link peak drawn: GPU unknown (no deviceProperties); give --peak-bandwidth." in drawn
     assert "No link peak drawn" not in htmlplots.bandwidth_panels(report())  # 50 GB/s known
+
+
+def test_each_ranks_exposed_communication_is_drawn_as_transfer_waiting_and_unmatched() -> None:
+    found = report()
+    for name, row in found.overlap.per_rank.items():
+        found.overlap.per_rank[name] = msgspec.structs.replace(
+            row, exposed_comm_time_s=0.004, exposed_transfer_s=0.001, exposed_waiting_s=0.003,
+            exposed_unmatched_s=0.0,
+        )  # fmt: skip
+    drawn = htmlplots.split_bars(found)
+    assert svg.esc("rank 0, transfer: 1.00 ms (25.0% of the rank's exposed time)") in drawn
+    assert svg.esc("rank 0, waiting: 3.00 ms (75.0% of the rank's exposed time)") in drawn
+    assert "rank 0, unmatched" not in drawn  # a zero part draws nothing
+    assert ">unmatched</text>" in drawn  # but keeps its legend
+    assert "Exposed communication: transfer or waiting" in html.render(found)
+
+
+def test_without_the_split_the_exposed_bars_say_why() -> None:
+    assert htmlplots.split_bars(report()) == htmlplots.note(
+        "No exposed communication split to plot (no rank's cross-rank facts)."
+    )
