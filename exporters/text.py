@@ -85,7 +85,7 @@ def summary_line(report: Report) -> str:
         f"commscope: {job}{inputs.files - len(inputs.skipped)} of {inputs.files} files, "
         f"{_count(len(report.windows), 'window')}, {_count(len(report.ranks), 'rank')}. "
         f"Verdict: {report.diagnosis.verdict}. "
-        f"Waiting for: {'no rank named' if awaited is None else f'rank {awaited}'}. "
+        f"The rank the others wait for: {'none named' if awaited is None else awaited}. "
         f"Overlap: mean {pct(report.overlap.mean)}{_lowest(report)}."
     )
 

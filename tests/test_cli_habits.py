@@ -129,13 +129,13 @@ def test_the_json_report_says_who_wrote_it_when_and_from_what(window: Path, tmp_
     assert f"Generated: {found['generated_utc']} by commscope " in text_path.read_text()
 
 
-def test_the_summary_line_gives_the_verdict_and_the_slowest_rank(
+def test_the_summary_line_gives_the_verdict_and_the_rank_the_others_wait_for(
     window: Path, tmp_path: Path
 ) -> None:
     result = commscope("report", window, "--out", tmp_path / "o", cwd=tmp_path)
     summary = result.stdout.splitlines()[0]
     assert summary.startswith("commscope: 2 of 2 files, 1 window, 2 ranks. Verdict: ")
-    assert ". Slowest rank: " in summary and ". Overlap: mean " in summary
+    assert ". The rank the others wait for: " in summary and ". Overlap: mean " in summary
 
 
 @pytest.mark.parametrize("blocker", ["a-file", "a-file/below"])
