@@ -225,7 +225,7 @@ def _step_findings(
     run: Sections, found: dict[str, float | None], jobs: Evidence
 ) -> Iterator[Finding]:
     yield from _communication(run, found, jobs)
-    yield from _waiting(run, found)
+    yield from _waiting(run, found, jobs)
     yield from _host(found)
     yield from _compute(run, found)
 
@@ -268,10 +268,10 @@ def _communication(
     """Communication-bound on exposed transfer (plus exposed unmatched, said), never on
     waiting: when its own figure passes `COMM_BOUND`, or the exposed communication does and
     transfer outweighs waiting."""
-    moving, waiting = exposed_parts(found)
-    exposed = found["exposed_comm_fraction"] or 0.0
-    if moving < COMM_BOUND and not (exposed >= COMM_BOUND and moving > waiting):
+    if not _moving_bound(found):
         return
+    moving = exposed_parts(found)[0]
+    exposed = found["exposed_comm_fraction"] or 0.0
     evidence = [_moving_evidence(found, exposed)]
     advice = []
     overlap = found["overlap"]
@@ -304,19 +304,40 @@ def _moving_evidence(found: dict[str, float | None], exposed: float) -> str:
     return line
 
 
-def _waiting(run: Sections, found: dict[str, float | None]) -> Iterator[Finding]:
-    """Waiting for the rank the others wait for (imbalance): when exposed waiting passes
-    `COMM_BOUND`, or the exposed communication does and waiting outweighs transfer."""
+def _moving_bound(found: dict[str, float | None]) -> bool:
+    """Exposed transfer (+ unmatched) past `COMM_BOUND`, or the exposed communication past it
+    with transfer outweighing waiting."""
     moving, waiting = exposed_parts(found)
     exposed = found["exposed_comm_fraction"] or 0.0
-    if waiting <= 0 or (waiting < COMM_BOUND and not (exposed >= COMM_BOUND and waiting >= moving)):
+    return moving >= COMM_BOUND or (exposed >= COMM_BOUND and moving > waiting)
+
+
+def _waiting_bound(found: dict[str, float | None]) -> bool:
+    """Exposed waiting past `COMM_BOUND`, or the exposed communication past it with waiting
+    outweighing transfer."""
+    moving, waiting = exposed_parts(found)
+    exposed = found["exposed_comm_fraction"] or 0.0
+    return waiting > 0 and (waiting >= COMM_BOUND or (exposed >= COMM_BOUND and waiting >= moving))
+
+
+def _waiting(run: Sections, found: dict[str, float | None], jobs: Evidence) -> Iterator[Finding]:
+    """Waiting for the rank the others wait for (imbalance, `_waiting_bound`). Alone, it keeps
+    the network's evidence (overlap, traffic, the fits) without its advice: the network is
+    not what the time waits on."""
+    if not _waiting_bound(found):
         return
+    moving, waiting = exposed_parts(found)
     rank = run.skew.waited_for_rank
     evidence = [
         f"exposed waiting is {_pct(waiting)} of step time (mean over ranks): ranks sit in "
         f"collectives until the last member arrives; exposed transfer is {_pct(moving)}",
         run.skew.evidence,
     ]
+    if not _moving_bound(found):
+        overlap = found["overlap"]
+        if overlap is not None and overlap < LOW_OVERLAP:
+            evidence.append(f"only {_pct(overlap)} of communication overlaps compute")
+        _network_advice(run, found, evidence, jobs)  # its evidence only
     if rank is None:
         verdict, advice = (
             f"{WAITING} late ranks (no single rank)",
@@ -526,7 +547,7 @@ def _late_rank(run: Sections, found: dict[str, float | None], judged: bool) -> I
     waiting = found["wait_fraction_of_comm"]
     if waiting is None or waiting < WAIT_SHARE or not _enough_instances(run):
         return
-    if judged and any(f.verdict.startswith(WAITING) for f in _waiting(run, found)):
+    if judged and _waiting_bound(found):
         return
     evidence = [f"{_pct(waiting)} of the matched collectives' time is ranks waiting for "
                 "late arrivers", run.skew.evidence]  # fmt: skip

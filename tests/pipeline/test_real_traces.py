@@ -158,6 +158,10 @@ def test_dlrm_diagnosis_is_host_bound_and_waiting_for_rank_7_without_network_adv
     advice = " ".join(s for f in d.findings for s in f.suggestions)
     for named in ("NCCL", "bucket", "FSDP", "DDP", "topology"):
         assert named not in advice
+    # the network's evidence stays, true as it was, without its advice
+    waiting = d.findings[1].evidence
+    assert "AllReduce carries 98.7% of the traffic" in waiting
+    assert any(line.endswith("from 1 profiled step (under 3): no advice") for line in waiting)
     assert d.confidence == "low" and d.confidence_reason.startswith("from 1 profiled step,")
 
 
