@@ -362,11 +362,11 @@ def _group_sources(report: Report) -> Iterator[str]:
         yield from lines
 
 
-_WINDOW_WIDTHS = [18, 5, 8, 12, 14, 10]
+_WINDOW_WIDTHS = [18, 5, 8, 12, 12, 14, 10]
 
 
 def _windows(report: Report) -> Iterator[str]:
-    head = ["window", "ranks", "overlap", "exposed/rank", "bus bw", "iteration"]
+    head = ["window", "ranks", "overlap", "exposed/rank", "waiting/rank", "bus bw", "iteration"]
     longest = max((len(w.name) for w in report.windows), default=0)
     widths = [max(_WINDOW_WIDTHS[0], longest), *_WINDOW_WIDTHS[1:]]  # names of any length
     yield row(head, widths)
@@ -380,11 +380,15 @@ def _window_row(name: str, s: Sections, widths: list[int]) -> str:
         r.exposed_comm_time_s for r in s.overlap.per_rank.values() if not inspected(r.source)
     ]  # an Inspector rank has no compute kernels: nothing to be exposed against
     mean_exposed = sum(exposed) / len(exposed) if exposed else None
+    waited = [r.exposed_waiting_s for r in s.overlap.per_rank.values() if not inspected(r.source)]
+    known = [w for w in waited if w is not None]
+    mean_waited = sum(known) / len(known) if known and len(known) == len(waited) else None
     cells = [
         name,
         str(len(s.ranks)),
         pct(s.overlap.mean),
         duration(mean_exposed),
+        duration(mean_waited),
         rate(s.network.mean_bus_bandwidth_Bps),
         duration(s.throughput.iteration_time_s),
     ]
