@@ -272,6 +272,9 @@ class RankResult(msgspec.Struct, kw_only=True):
     end_ns: int | None = None  # the latest end of any event kept
     in_steps: InSteps | None = None  # clipped to the profiled steps (None: kept before these)
     ungrouped_calls: int = 0  # collectives without a Process Group Name
+    # True: a step is a capture span, not a training step (an Nsight Systems export without
+    # NVTX step ranges): it serves the step figures, not the iteration time
+    capture_step: bool = False
 
 
 # ---------------------------------------------------------------- the report document
@@ -532,6 +535,7 @@ class RankSteps(msgspec.Struct, kw_only=True):
     gpu_busy_s: float | None = None  # |GPU busy ∩ S|; None for a rank without GPU activity
     comm_outside_s: float | None = None  # |C| - |C ∩ S|: communication outside the steps
     compute_outside_s: float | None = None  # |P| - |P ∩ S|
+    capture_span: bool = False  # the rank's step is its export's capture span (assumed)
 
 
 class Skipped(msgspec.Struct, frozen=True):

@@ -377,7 +377,7 @@ def _stragglers(run: Sections) -> Iterator[Finding]:
 
 def assumptions(run: Sections, found: dict[str, float | None]) -> list[str]:
     """What the verdict and figures rest on that the traces themselves do not show."""
-    said = []
+    said = list(_capture(run))
     if any(o.source.startswith("cpu") for o in run.overlap.per_rank.values()):
         said.append(
             "CPU-only ranks: compute is the training thread's cpu_op time outside collective "
@@ -396,6 +396,20 @@ def assumptions(run: Sections, found: dict[str, float | None]) -> list[str]:
     if u.hfu is not None and u.hfu_reason and "assum" in u.hfu_reason:
         said.append(f"HFU: {u.hfu_reason}")
     return said
+
+
+def _capture(run: Sections) -> Iterator[str]:
+    """The ranks whose one step is their export's capture span (`RankSteps.capture_span`)."""
+    captured = sum(1 for steps in run.steps.values() if steps.capture_span)
+    if captured:
+        yield (
+            f"step time is the capture span on {captured} of {len(run.steps)} ranks: their "
+            "Nsight Systems exports have no NVTX step range in NVTX_EVENTS (ProfilerStep#N, "
+            "train_step, iteration N), so each rank's one step runs from the first start to "
+            "the last end of its export's GPU activity (CUPTI_ACTIVITY_KIND_KERNEL, _MEMCPY, "
+            "_MEMSET); the step figures cover that span, which may hold several training "
+            "steps or part of one"
+        )
 
 
 def left_out(run: Sections) -> list[str]:

@@ -122,6 +122,8 @@ def _ranked(
     window: str, shown: str, export: nsysdb.Export, accumulators: dict[int, Accumulator], pid: int
 ) -> ParsedFile:
     result = accumulators.get(pid, Accumulator()).result([shown])
+    if export.capture_span:
+        result = struct_replace(result, capture_step=True)
     meta, stats = export.meta[pid], export.stats[pid]
     return ParsedFile(window, shown, None, meta, result, stats, export.note)
 

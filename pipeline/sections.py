@@ -10,10 +10,11 @@ a window's are exact.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Final, Literal
 
 import msgspec
+from commscope.collector.fields import CAPTURE_ONLY, where
 from commscope.collector.inspector import inspected
 from commscope.collector.schema import (
     KERNEL_CATEGORIES,
@@ -76,12 +77,15 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     hfu_reason: str | None = None
 
 
-def peak_bandwidth(gpu_name: str | None, override_Bps: float | None) -> tuple[float | None, str]:
-    """(peak link bandwidth per direction, where it came from)."""
+def peak_bandwidth(
+    gpu_name: str | None, override_Bps: float | None, sources: Collection[str] = ()
+) -> tuple[float | None, str]:
+    """(peak link bandwidth per direction, where it came from); `sources`: the input formats,
+    whose field for the GPU name a missing one names."""
     if override_Bps is not None:
         return override_Bps, "--peak-bandwidth"
     if gpu_name is None:
-        return None, "GPU unknown (no deviceProperties); give --peak-bandwidth"
+        return None, f"GPU unknown ({where('gpu_name', sources)}); give --peak-bandwidth"
     upper = gpu_name.upper()
     for key, peak in PEAK_BPS:
         if key in upper:
@@ -111,7 +115,9 @@ def sections(
         steps={str(rank): s for rank, s in steps.items()},
         utilization=utilization(rates, context),
         kernels=kernels(ordered),
-        stragglers=stragglers({r: s.mean_s for r, s in steps.items() if s.mean_s is not None}),
+        stragglers=stragglers(
+            {r: s.mean_s for r, s in steps.items() if s.mean_s is not None and not s.capture_span}
+        ),
     )
 
 
@@ -237,17 +243,20 @@ def traffic(results: Mapping[int, RankResult]) -> dict[str, TrafficShare]:
 
 
 def throughput(results: Mapping[int, RankResult], context: Context) -> Throughput:
-    """Iteration time = mean over ranks of (Σ step durations / number of steps)."""
-    per_rank = [sum(r.steps.values()) * NS / len(r.steps) for r in results.values() if r.steps]
+    """Iteration time = mean over ranks of (Σ step durations / number of steps); a rank
+    whose step is a capture span (`RankResult.capture_step`) is left out: not an iteration."""
+    stepped = [r for r in results.values() if not r.capture_step]
+    per_rank = [sum(r.steps.values()) * NS / len(r.steps) for r in stepped if r.steps]
     iteration = mean(per_rank)
-    iterations = max((len(r.steps) for r in results.values()), default=0)
-    reason = _throughput_gap(iteration, context)
+    iterations = max((len(r.steps) for r in stepped), default=0)
+    captured = len(stepped) < len(results)
+    reason = _throughput_gap(iteration, context, captured)
     tokens = samples = None
     if reason is None and iteration and context.global_batch is not None:
         samples = context.global_batch / iteration
         tokens = samples * context.seq_len if context.seq_len is not None else None
     by_step: dict[int, list[int]] = {}
-    for result in results.values():
+    for result in stepped:
         for step, duration in result.steps.items():
             by_step.setdefault(step, []).append(duration)
     return Throughput(
@@ -263,9 +272,9 @@ def throughput(results: Mapping[int, RankResult], context: Context) -> Throughpu
     )
 
 
-def _throughput_gap(iteration: float | None, context: Context) -> str | None:
+def _throughput_gap(iteration: float | None, context: Context, captured: bool) -> str | None:
     if iteration is None:
-        return "no ProfilerStep spans in the traces"
+        return CAPTURE_ONLY if captured else "no ProfilerStep spans in the traces"
     if context.global_batch is None:
         return context.batch_reason or "no batch size (give --config or --batch-size)"
     if context.seq_len is None:
@@ -281,6 +290,7 @@ def rank_steps(result: RankResult) -> RankSteps:
         mean_s=mean(durations),
         min_s=min(durations) if durations else None,
         max_s=max(durations) if durations else None,
+        capture_span=result.capture_step,
     )
     clip = result.in_steps
     if clip is None:

@@ -91,7 +91,8 @@ def test_without_payloads_ranks_follow_the_devices_and_sizes_stay_unknown(tmp_pa
     first, second = read(two_ranks(payloads=False).write(tmp_path / "run.sqlite"))
     assert [p.meta.rank for p in (first, second)] == [0, 1]
     assert first.note == (
-        "no NCCL rank in the export (no NCCL NVTX payload: NCCL 2.19+ writes them, "
+        "no NCCL rank in the export (no communicator-init payload of NCCL in NVTX_EVENTS: "
+        "NCCL 2.19+ writes them, "
         "`nsys export --include-blobs true` keeps them): ranks assumed from the order "
         "of the processes' CUDA devices: pid 200 (GPU 0) rank 0, pid 300 (GPU 1) rank 1"
     )
@@ -155,7 +156,7 @@ def test_profiler_steps_memcpy_and_memset(tmp_path: Path) -> None:
     export = Export()
     export.kernel(1, 0, 100, 200, GEMM)
     export.nvtx(1, 7, 0, 1000, "ProfilerStep#3")
-    export.nvtx(1, 7, 1000, 1500, "train_step 4")
+    export.nvtx(1, 7, 1000, 1500, "ProfilerStep#4, op_id = 99")  # as emit_nvtx writes it
     export.copy("memcpy", 1, 0, 300, 340)
     export.copy("memset", 1, 0, 400, 405)
     (rank,) = read(export.write(tmp_path / "s.sqlite"))
@@ -164,10 +165,10 @@ def test_profiler_steps_memcpy_and_memset(tmp_path: Path) -> None:
     assert (kernel_ns["gemm"], kernel_ns["memcpy"], kernel_ns["memset"]) == (100, 40, 5)
 
 
-def test_a_step_is_a_step_event_on_its_thread() -> None:
-    from commscope.collector.nsys import step_event
+def test_a_step_is_a_step_on_its_thread() -> None:
+    from commscope.collector.nsys import steps_of
 
-    assert step_event("ProfilerStep#3", 0, 1000, (1 << 48) + (5 << 24) + 7) == Step(3, 0, 1000, 7)
+    assert steps_of([(0, 0, 1000, 3, (1 << 48) + (5 << 24) + 7)]) == [Step(3, 0, 1000, 7)]
 
 
 def older(kernel_table: str) -> Export:
