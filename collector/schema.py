@@ -272,9 +272,10 @@ class RankResult(msgspec.Struct, kw_only=True):
     end_ns: int | None = None  # the latest end of any event kept
     in_steps: InSteps | None = None  # clipped to the profiled steps (None: kept before these)
     ungrouped_calls: int = 0  # collectives without a Process Group Name
-    # True: a step is a capture span, not a training step (an Nsight Systems export without
-    # NVTX step ranges): it serves the step figures, not the iteration time
-    capture_step: bool = False
+    # an Nsight Systems export without NVTX step ranges: its capture span, taken as its one
+    # step (ns; summed over windows), is in `in_steps` (the step figures) but not in `steps`
+    # (training steps: the iteration time)
+    capture_ns: int = 0
 
 
 # ---------------------------------------------------------------- the report document

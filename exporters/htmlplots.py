@@ -441,8 +441,7 @@ def _stack(
 
 
 def step_plot(report: Report) -> str:
-    steps = {r: s for r, s in report.steps.items()
-             if s.count and s.mean_s is not None and not s.capture_span}  # fmt: skip
+    steps = {r: s for r, s in report.steps.items() if s.count and s.mean_s is not None}
     if not steps and any(s.capture_span for s in report.steps.values()):
         return note(f"No step times to plot: {CAPTURE_ONLY}.")
     if not steps:

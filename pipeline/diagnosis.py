@@ -121,7 +121,7 @@ def _step_findings(run: Sections, found: dict[str, float | None]) -> Iterator[Fi
 
 def too_little(run: Sections) -> str | None:
     """Why the step time is too little to judge by, or None when it is enough."""
-    spans = [s.span_s for s in run.steps.values() if s.count]
+    spans = [s.span_s for s in run.steps.values() if s.count or s.capture_span]
     if not spans:
         return "no profiled step (ProfilerStep) in the traces; the verdicts weigh step time"
     known = [span for span in spans if span is not None]
@@ -425,7 +425,7 @@ def left_out(run: Sections) -> list[str]:
             f"communication ({_pct(ratio(comm_out, comm))} of it) and {duration(compute_out)} "
             f"of compute ({_pct(ratio(compute_out, compute))} of it)"
         )
-    bare = [rank for rank, steps in run.steps.items() if not steps.count]
+    bare = [rank for rank, s in run.steps.items() if not s.count and not s.capture_span]
     if bare and len(bare) < len(run.steps):
         lines.append(f"ranks without a profiled step: {', '.join(bare)}")
     return lines

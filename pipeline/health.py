@@ -113,7 +113,7 @@ def _sources(files: Sequence[TraceFile]) -> set[str]:
 
 
 def _steps(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
-    bare = sum(1 for steps in found.steps.values() if not steps.count)
+    bare = sum(1 for s in found.steps.values() if not s.count and not s.capture_span)
     return issue("steps", "ProfilerStep spans", (bare, len(found.steps)), "ranks")
 
 

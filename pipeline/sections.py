@@ -115,9 +115,7 @@ def sections(
         steps={str(rank): s for rank, s in steps.items()},
         utilization=utilization(rates, context),
         kernels=kernels(ordered),
-        stragglers=stragglers(
-            {r: s.mean_s for r, s in steps.items() if s.mean_s is not None and not s.capture_span}
-        ),
+        stragglers=stragglers({r: s.mean_s for r, s in steps.items() if s.mean_s is not None}),
     )
 
 
@@ -243,20 +241,19 @@ def traffic(results: Mapping[int, RankResult]) -> dict[str, TrafficShare]:
 
 
 def throughput(results: Mapping[int, RankResult], context: Context) -> Throughput:
-    """Iteration time = mean over ranks of (Σ step durations / number of steps); a rank
-    whose step is a capture span (`RankResult.capture_step`) is left out: not an iteration."""
-    stepped = [r for r in results.values() if not r.capture_step]
-    per_rank = [sum(r.steps.values()) * NS / len(r.steps) for r in stepped if r.steps]
+    """Iteration time = mean over ranks of (Σ step durations / number of steps); an export's
+    capture span (`RankResult.capture_ns`) is no training step."""
+    per_rank = [sum(r.steps.values()) * NS / len(r.steps) for r in results.values() if r.steps]
     iteration = mean(per_rank)
-    iterations = max((len(r.steps) for r in stepped), default=0)
-    captured = len(stepped) < len(results)
+    iterations = max((len(r.steps) for r in results.values()), default=0)
+    captured = any(r.capture_ns for r in results.values())
     reason = _throughput_gap(iteration, context, captured)
     tokens = samples = None
     if reason is None and iteration and context.global_batch is not None:
         samples = context.global_batch / iteration
         tokens = samples * context.seq_len if context.seq_len is not None else None
     by_step: dict[int, list[int]] = {}
-    for result in stepped:
+    for result in results.values():
         for step, duration in result.steps.items():
             by_step.setdefault(step, []).append(duration)
     return Throughput(
@@ -290,7 +287,7 @@ def rank_steps(result: RankResult) -> RankSteps:
         mean_s=mean(durations),
         min_s=min(durations) if durations else None,
         max_s=max(durations) if durations else None,
-        capture_span=result.capture_step,
+        capture_span=result.capture_ns > 0,
     )
     clip = result.in_steps
     if clip is None:
