@@ -114,7 +114,8 @@ def _sources(files: Sequence[TraceFile]) -> set[str]:
 
 def _steps(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
     bare = sum(1 for s in found.steps.values() if not s.count and not s.capture_span)
-    return issue("steps", "ProfilerStep spans", (bare, len(found.steps)), "ranks")
+    missing = f"{where('steps', _sources(files), ' or ')} spans"
+    return issue("steps", missing, (bare, len(found.steps)), "ranks")
 
 
 def _capture_step(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
@@ -234,7 +235,6 @@ def _call_starts(files: Sequence[TraceFile], found: Sections) -> HealthIssue | N
 Check = Callable[[Sequence[TraceFile], Sections], HealthIssue | None]
 CHECKS: Final[tuple[tuple[str, Check], ...]] = (
     ("steps", _steps),
-    ("capture_step", _capture_step),
     ("ranks", _ranks),
     ("process_group", _groups),
     ("pg_config", _pg_config),
@@ -249,6 +249,7 @@ CHECKS: Final[tuple[tuple[str, Check], ...]] = (
     ("dropped", _dropped),
     ("compute", _compute),
     ("call_starts", _call_starts),
+    ("capture_step", _capture_step),
 )
 
 
