@@ -103,3 +103,43 @@ def test_the_real_export_is_judged_on_its_capture_span() -> None:
     written = text.render(report)
     for key in KINETO_KEYS:
         assert key not in written, key
+
+
+def test_a_process_without_step_ranges_beside_one_with_is_a_rank_without_steps(
+    tmp_path: Path,
+) -> None:
+    export = job()
+    export.nvtx(200, 1, 0, 10 * MS, "iteration 7")  # the second process (rank 1) only
+    report = report_of(export, tmp_path)
+    assert [(s.count, s.capture_span) for s in report.steps.values()] == [(0, False), (1, False)]
+    steps = next(issue for issue in report.health.issues if issue.key == "steps")
+    assert (steps.missing, steps.count, steps.total) == ("NVTX step range spans", 1, 2)
+    assert report.diagnosis.left_out == [  # rank 0's 0.5 ms and 9.5 ms: half of each total
+        "outside the profiled steps (summed over ranks): 500 µs of communication (50.0% of "
+        "it) and 9.50 ms of compute (50.0% of it)",
+        "ranks without a profiled step: 0",
+    ]
+
+
+def test_a_capture_window_beside_kineto_windows_keeps_their_iterations(tmp_path: Path) -> None:
+    from builders import GPU, rank_trace, write
+    from nsys_builder import INIT, blob
+
+    root = tmp_path / "run"
+    for rank in (0, 1):
+        write(root / "iteration_10" / f"rank{rank}_trace.json", rank_trace(rank, 2))
+    kineto = analyse(root, Options())
+    export = Export(gpus={0: GPU, 1: GPU})
+    for pid, device in ((10, 0), (11, 1)):
+        export.nvtx(
+            pid, 1, 0, 5, "ncclCommInitRank", payload=blob(INIT, comm=1, ranks=2, rank=device)
+        )
+        export.kernel(pid, device, 10, 20, "ampere_sgemm_128x64_tn")
+    export.write(root / "nsys" / "job.sqlite")
+    both = analyse(root, Options())
+    assert [w.name for w in both.windows] == ["iteration_10", "nsys"]
+    assert both.throughput.iteration_time_s == kineto.throughput.iteration_time_s is not None
+    assert both.throughput.iterations == kineto.throughput.iterations
+    assert both.windows[1].throughput.na_reason == CAPTURE_ONLY
+    assert both.diagnosis.assumptions[0].startswith("step time is the capture span on 2 of 2")
+    assert [s.span_s for s in both.windows[1].steps.values()] == [1e-08, 1e-08]
