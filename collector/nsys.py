@@ -88,7 +88,8 @@ STEP_RANGES: Final = (
     # `torch.cuda.nvtx.range("train_step")` around Megatron-LM's
     # megatron.training.training.train_step (hao-ai-lab/DistCA, its Megatron training
     # script), "train_step_{n:03d}" and `nsys --capture-range=nvtx --nvtx-capture=train_step`
-    # in public training scripts; "train_step N" and "step N" as read before
+    # in public training scripts; `range_push(f"step {i}")` and f"Step {step}" around the
+    # steps of public training loops
     re.compile(r"train[_ ]?step(?:[ _#:-]*(\d{1,18}))?|step[ _#:-]*(\d{1,18})", re.I),
     # `torch.cuda.nvtx.range_push("iteration{}".format(step))` (PyTorch dev-discuss, "Using
     # Nsight Systems to profile GPU workload"), f"iteration_{i}" and f"Iteration {i}" in
@@ -564,8 +565,7 @@ def ranks_of(processes: Sequence[Process]) -> tuple[dict[int, int], str | None]:
     note = (
         "no NCCL rank in the export (no communicator-init payload of NCCL in NVTX_EVENTS: "
         "NCCL 2.19+ writes them, `nsys export --include-blobs true` keeps them): ranks "
-        "assumed from the order "
-        f"of the processes' CUDA devices: {described}"
+        f"assumed from the order of the processes' CUDA devices: {described}"
     )
     return ranks, note
 

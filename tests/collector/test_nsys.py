@@ -65,6 +65,7 @@ def test_step_range_names_by_family_with_their_numbers() -> None:
         "train_step_003": (1, 3),
         "train step 4": (1, 4),
         "step 3": (1, 3),
+        "Step 9": (1, 9),
         "iteration": (2, None),
         "iteration5": (2, 5),
         "iteration_7": (2, 7),
