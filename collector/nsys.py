@@ -21,7 +21,9 @@ process per GPU). What the tables give, as the Kineto normaliser makes it (`norm
   per peer of an all-to-all), the sum of the sends of a group (an all-to-all). Without a
   payload a size is unknown; a payload that cannot be read is counted by reason in the
   export's note (`export_note`).
-- Steps: `ProfilerStep#N` ranges (and `step N`, `iteration N`, `train_step N`).
+- Steps: NVTX step ranges (`STEP_RANGES`: PyTorch's `ProfilerStep#N`, the `train_step`
+  and `iteration N` ranges put around Megatron-LM's and other training steps); an export
+  with none: its capture span as one step (`capture_step`), which the report says.
 - Time: the export's clock (ns); the time base `TARGET_INFO_SESSION_START_TIME.utcEpochNs -
   systemClockNs` (the session start on both clocks).
 - Ranks (`ranks_of`): the `Rank` of each process's NCCL communicator init payload (its
@@ -73,8 +75,26 @@ _SIZES: Final = ("Message size [bytes]", "Bytes")
 # Payload sizes that are one rank's share: S = size x n (the send count of an all-gather, the
 # receive count of a reduce-scatter, the bytes per peer of ncclAlltoAll).
 _SHARDED: Final = frozenset({"AllGather", "ReduceScatter", "AllToAll"})
-_STEP: Final = re.compile(
-    r"^(?:ProfilerStep#|(?:train[_ ]?)?step[ _#:-]*|iteration[ _#:-]*)(\d{1,18})$", re.I
+# NVTX ranges that mark one training step, by family, the first family first: a process
+# whose ranges are of several families keeps the first (an emit_nvtx `ProfilerStep#N` inside
+# a user's `train_step` is one step, not two). Each with where its name is written:
+STEP_RANGES: Final = (
+    # PyTorch: `torch.profiler.profile.step()` records "ProfilerStep#" + step_num
+    # (pytorch/pytorch torch/profiler/profiler.py), an NVTX range under
+    # `torch.autograd.profiler.emit_nvtx`, which Megatron-LM's `--profile`, NeMo's
+    # NsysCallback (NVIDIA/NeMo nemo/lightning/pytorch/callbacks/nsys.py) and Megatron-Bridge
+    # (src/megatron/bridge/training/profiling.py, start_nsys_profiler) enter
+    re.compile(r"ProfilerStep#(\d{1,18})"),
+    # `torch.cuda.nvtx.range("train_step")` around Megatron-LM's
+    # megatron.training.training.train_step (hao-ai-lab/DistCA, its Megatron training
+    # script), "train_step_{n:03d}" and `nsys --capture-range=nvtx --nvtx-capture=train_step`
+    # in public training scripts; `range_push(f"step {i}")` and f"Step {step}" around the
+    # steps of public training loops
+    re.compile(r"train[_ ]?step(?:[ _#:-]*(\d{1,18}))?|step[ _#:-]*(\d{1,18})", re.I),
+    # `torch.cuda.nvtx.range_push("iteration{}".format(step))` (PyTorch dev-discuss, "Using
+    # Nsight Systems to profile GPU workload"), f"iteration_{i}" and f"Iteration {i}" in
+    # public training and benchmark scripts
+    re.compile(r"iteration[ _#:-]*(\d{1,18})?", re.I),
 )
 _TID_BITS: Final = 24  # a serialized global id: ... | pid << 24 | tid
 
@@ -110,9 +130,15 @@ def call_name(text: str) -> str:
     return head if sep and rest.startswith(("op_id", "seq", "sizes")) else text
 
 
-def step_number(name: str) -> int | None:
-    match = _STEP.match(name)
-    return int(match.group(1)) if match else None
+def step_range(name: str) -> tuple[int, int | None] | None:
+    """(family, step number or None when the name has none) of a step range's name (a
+    range name cut of emit_nvtx's suffixes, `call_name`), None for any other range."""
+    for family, pattern in enumerate(STEP_RANGES):
+        match = pattern.fullmatch(name)
+        if match:
+            number = next((n for n in match.groups() if n is not None), None)
+            return family, None if number is None else int(number)
+    return None
 
 
 def is_nccl_api(name: str) -> bool:
@@ -483,11 +509,31 @@ def enclosing(index: CallIndex, launch: tuple[int, int] | None) -> list[CommCall
     return None if launch is None else index.enclosing(*launch)
 
 
-def step_event(name: str, start_ns: int, end_ns: int, global_tid: int) -> Step | None:
-    number = step_number(name)
-    if number is None:
+StepRange = tuple[int, int, int, int | None, int]  # family, start, end, number, global tid
+
+
+def steps_of(ranges: Iterable[StepRange]) -> list[Step]:
+    """One process's steps from its step ranges: those of its first family (`STEP_RANGES`)
+    only; numbered by their names, or all by start order from 1 when one has no number (in
+    any order of the rows: sorted by start, end, thread)."""
+    found = sorted(ranges, key=lambda r: (r[0], r[1], r[2], r[4]))
+    chosen = [r for r in found if r[0] == found[0][0]] if found else []
+    numbered = all(r[3] is not None for r in chosen)
+    return [
+        Step(r[3] if numbered and r[3] is not None else k, r[1], r[2] - r[1], thread_id(r[4]))
+        for k, r in enumerate(chosen, start=1)
+    ]
+
+
+CAPTURE_STEP: Final = 0  # the number of the step that is an export's capture span
+
+
+def capture_step(span: tuple[int, int] | None) -> Step | None:
+    """An export without any step range: its capture span (the first start to the last end
+    of its GPU activity, all processes) as one step, said in the report as an assumption."""
+    if span is None:
         return None
-    return Step(number, start_ns, end_ns - start_ns, thread_id(global_tid))
+    return Step(CAPTURE_STEP, span[0], span[1] - span[0], 0)
 
 
 # ---------------------------------------------------------------- ranks
@@ -517,9 +563,9 @@ def ranks_of(processes: Sequence[Process]) -> tuple[dict[int, int], str | None]:
         for p in order
     )
     note = (
-        "no NCCL rank in the export (no NCCL NVTX payload: NCCL 2.19+ writes them, "
-        "`nsys export --include-blobs true` keeps them): ranks assumed from the order "
-        f"of the processes' CUDA devices: {described}"
+        "no NCCL rank in the export (no communicator-init payload of NCCL in NVTX_EVENTS: "
+        "NCCL 2.19+ writes them, `nsys export --include-blobs true` keeps them): ranks "
+        f"assumed from the order of the processes' CUDA devices: {described}"
     )
     return ranks, note
 

@@ -20,7 +20,7 @@ from typing import Final
 from commscope.collector import nsys
 from commscope.collector.errors import TraceError
 from commscope.collector.normalize import CallIndex, CommCall
-from commscope.collector.schema import MAX_LABEL, Event, FileStats, Step, TraceMeta
+from commscope.collector.schema import MAX_LABEL, Event, FileStats, TraceMeta
 from msgspec.structs import replace
 
 BATCH: Final = 4096
@@ -53,6 +53,10 @@ class Export:
         self.note: str | None = None
         self.meta: dict[int, TraceMeta] = {}
         self._unread: dict[str, int] = {}  # NCCL payloads not read, by reason
+        self._gpu_span: tuple[int, int] | None = None  # first start, last end of GPU rows
+        # True once read, when the export had no NVTX step range: each rank's one step is
+        # the export's capture span (`nsys.capture_step`)
+        self.capture_span = False
 
     def close(self) -> None:
         self._db.close()
@@ -120,8 +124,20 @@ class Export:
             found = nsys.pick_table(self._tables, (table,))
             if found is not None:
                 yield from self._copies(found, kind)
-        for pid, kept in steps.items():
-            yield pid, list(kept)
+        yield from self._steps(steps)
+
+    def _steps(self, steps: dict[int, list[nsys.StepRange]]) -> Iterator[tuple[int, list[Event]]]:
+        """Each process's steps from its step ranges; with none in the export, its capture
+        span as one step of every process."""
+        if any(steps.values()):
+            for pid, ranges in steps.items():
+                yield pid, list(nsys.steps_of(ranges))
+            return
+        step = nsys.capture_step(self._gpu_span)
+        self.capture_span = step is not None
+        if step is not None:
+            for process in self._processes:
+                yield process.global_pid, [step]
 
     def _set_ranks(self) -> None:
         self.ranks, note = nsys.ranks_of(self._processes)
@@ -140,10 +156,12 @@ class Export:
 
     def _ranges(
         self, pids: set[int]
-    ) -> tuple[dict[int, list[nsys.ApiCall | tuple[int, CommCall]]], dict[int, list[Step]]]:
-        """NCCL API calls and PyTorch comm calls per process, and the steps."""
+    ) -> tuple[
+        dict[int, list[nsys.ApiCall | tuple[int, CommCall]]], dict[int, list[nsys.StepRange]]
+    ]:
+        """NCCL API calls and PyTorch comm calls per process, and the step ranges."""
         calls: dict[int, list[nsys.ApiCall | tuple[int, CommCall]]] = {p: [] for p in pids}
-        steps: dict[int, list[Step]] = {}
+        steps: dict[int, list[nsys.StepRange]] = {}
         if nsys.NVTX_TABLE not in self._tables:
             return calls, steps
         comms = {p.global_pid: p.comms for p in self._processes}
@@ -161,8 +179,8 @@ class Export:
                 calls.get(pid, []).append(nsys.ApiCall(tid, start, end, name, payload))
             elif nsys.is_pytorch_call(name):
                 calls.get(pid, []).append((tid, CommCall(name, start, end)))
-            elif (step := nsys.step_event(name, start, end, tid)) is not None and pid in pids:
-                steps.setdefault(pid, []).append(step)
+            elif (step := nsys.step_range(name)) is not None and pid in pids:
+                steps.setdefault(pid, []).append((step[0], start, end, step[1], tid))
         return calls, steps
 
     def _nvtx_query(self) -> str:
@@ -259,6 +277,7 @@ class Export:
         stats = self.stats[pid]
         stats.events += 1
         if type(start) is int and type(end) is int and end - start >= 0 and abs(start) < 2**62:
+            self._gpu_span = _widened(self._gpu_span, start, end)
             return True
         stats.dropped[_BAD_SPAN] = stats.dropped.get(_BAD_SPAN, 0) + 1
         return False
@@ -329,6 +348,10 @@ def _add(
     batch.append(event)
     if len(batch) >= BATCH:
         yield pid, batches.pop(pid)
+
+
+def _widened(span: tuple[int, int] | None, start: int, end: int) -> tuple[int, int]:
+    return (start, end) if span is None else (min(span[0], start), max(span[1], end))
 
 
 def _ints(*values: object) -> bool:

@@ -277,6 +277,10 @@ class RankResult(msgspec.Struct, kw_only=True):
     # the window's own, for exposed waiting and transfer (`pipeline.waiting`); empty once merged:
     exposed_runs: bytes = b""  # E = C \ P, packed runs (`pipeline.intervals.pack`)
     step_runs: bytes = b""  # S, the union of the profiled steps' spans, packed runs
+    # an Nsight Systems export without NVTX step ranges: its capture span, taken as its one
+    # step (ns; summed over windows), is in `in_steps` (the step figures) but not in `steps`
+    # (training steps: the iteration time)
+    capture_ns: int = 0
 
 
 # ---------------------------------------------------------------- the report document
@@ -547,6 +551,7 @@ class RankSteps(msgspec.Struct, kw_only=True):
     exposed_transfer_s: float | None = None  # within S, as `RankOverlap` splits it
     exposed_waiting_s: float | None = None
     exposed_unmatched_s: float | None = None
+    capture_span: bool = False  # the rank's step is its export's capture span (assumed)
 
 
 class Skipped(msgspec.Struct, frozen=True):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from commscope.collector.fields import where
 from commscope.collector.inspector import NO_COMPUTE, inspected
 from commscope.collector.schema import Clocks, Matching, Report
 from commscope.collector.units import duration, flop_rate, flops, rate, size
@@ -101,7 +102,7 @@ _GROUP_WIDTHS = [12, 14, 14, 5, 9, 7, 9]
 def matching_lines(report: Report) -> Iterator[str]:
     m = report.matching
     yield "An instance = one collective on every member of its process group whose trace is here"
-    yield "(by Process Group Name + Seq when every call has them, else by running index)"
+    yield f"({where('matching_key', report.inputs.sources)})"
     yield (
         f"Matched Instances: {m.instances} ({m.by_seq} by Seq, {m.by_index} by index); "
         f"unmatched calls: {m.unmatched}; desyncs: {m.desync_count}"

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
+from commscope.collector.fields import CAPTURE_ONLY
 from commscope.collector.inspector import NO_COMPUTE, inspected
 from commscope.collector.schema import AlphaBeta, RankOverlap, RankSteps, Report, SkewInstances
 from commscope.collector.units import duration, rate, size
@@ -486,6 +487,8 @@ def _stack(
 
 def step_plot(report: Report) -> str:
     steps = {r: s for r, s in report.steps.items() if s.count and s.mean_s is not None}
+    if not steps and any(s.capture_span for s in report.steps.values()):
+        return note(f"No step times to plot: {CAPTURE_ONLY}.")
     if not steps:
         return note("No ProfilerStep spans in the traces: no step times to plot.")
     ranks = _ranks(list(steps))

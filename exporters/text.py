@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Iterable, Iterator
 from typing import Final
 
+from commscope.collector.fields import where
 from commscope.collector.inspector import NO_COMPUTE, inspected
 from commscope.collector.schema import (
     CollectiveStats,
@@ -197,11 +198,12 @@ def _throughput(report: Report) -> Iterator[str]:
     device = "GPU" if on_gpu(report) else "rank"  # a CPU (gloo) run has no GPU to count
     yield f"Tokens per Second per {device}: {na(num(t.tokens_per_second_per_gpu), why)}"
     yield f"Samples per Second: {na(num(t.samples_per_second), why)}"
+    step = where("steps", report.inputs.sources, " or ")
     yield (
         f"Time per Iteration: {na(duration(t.iteration_time_s), why)}"
-        "  (per rank Σ ProfilerStep time / steps, mean over ranks)"
+        f"  (per rank Σ {step} time / steps, mean over ranks)"
     )
-    yield f"Profiled Iterations: {t.iterations}  (distinct ProfilerStep numbers, max over ranks)"
+    yield f"Profiled Iterations: {t.iterations}  (distinct {step} numbers, max over ranks)"
 
 
 def _overlap(report: Report) -> Iterator[str]:
@@ -313,7 +315,8 @@ _STEP_WIDTHS = [6, 11, 11, 11, 11, 11, 11, 11, 11, 13, 15]
 
 def _in_steps(report: Report) -> Iterator[str]:
     yield ""
-    yield "Within the profiled steps (S = union of the ProfilerStep spans, events clipped to S;"
+    step = where("steps", report.inputs.sources, " or ")
+    yield f"Within the profiled steps (S = union of the {step} spans, events clipped to S;"
     yield "the diagnosis divides these by |S|), and what lies outside them:"
     yield ""
     head = ["rank", "steps |S|", "comm", "exposed", "transfer", "waiting", "unmatched",
@@ -324,6 +327,12 @@ def _in_steps(report: Report) -> Iterator[str]:
                  s.exposed_unmatched_s, s.compute_s, s.gpu_busy_s, s.comm_outside_s,
                  s.compute_outside_s)  # fmt: skip
         yield row([rank, *map(duration, times)], _STEP_WIDTHS)
+    captured = [int(rank) for rank, s in report.steps.items() if s.capture_span]
+    if captured:
+        yield (
+            f"  ranks {rank_list(captured)}: S is the export's capture span, assumed one step "
+            "(no NVTX step range in its NVTX_EVENTS)"
+        )
 
 
 def _bandwidth(report: Report) -> Iterator[str]:
@@ -400,10 +409,7 @@ def _inputs(report: Report) -> Iterator[str]:
     analysed = i.files - len(i.skipped)
     yield f"Files: {i.files} ({analysed} analysed, {len(i.skipped)} skipped)"
     yield f"Read: {size(i.bytes_read)}, {i.events:,} events"
-    yield (
-        f"Collectives of unknown size: {i.sizes_unknown}"
-        "  (neither args, record_param_comms nor Input Dims gave one)"
-    )
+    yield (f"Collectives of unknown size: {i.sizes_unknown}  ({where('size_none', i.sources)})")
     for reason, count in i.dropped_events.items():
         yield f"Events dropped: {count} ({reason})"
     if i.skipped:

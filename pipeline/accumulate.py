@@ -328,6 +328,7 @@ def merge_results(
         memory_reserved_peak_bytes=highest(r.memory_reserved_peak_bytes for r in results),
         in_steps=merge_in_steps([r.in_steps for r in results]),
         ungrouped_calls=sum(r.ungrouped_calls for r in results),
+        capture_ns=sum(r.capture_ns for r in results),
     )
 
 

@@ -232,7 +232,7 @@ def _step_findings(
 
 def too_little(run: Sections) -> str | None:
     """Why the step time is too little to judge by, or None when it is enough."""
-    spans = [s.span_s for s in run.steps.values() if s.count]
+    spans = [s.span_s for s in run.steps.values() if s.count or s.capture_span]
     if not spans:
         return "no profiled step (ProfilerStep) in the traces; the verdicts weigh step time"
     known = [span for span in spans if span is not None]
@@ -573,7 +573,7 @@ def _stragglers(run: Sections) -> Iterator[Finding]:
 
 def assumptions(run: Sections, found: dict[str, float | None]) -> list[str]:
     """What the verdict and figures rest on that the traces themselves do not show."""
-    said = []
+    said = list(_capture(run))
     if any(o.source.startswith("cpu") for o in run.overlap.per_rank.values()):
         said.append(
             "CPU-only ranks: compute is the training thread's cpu_op time outside collective "
@@ -594,6 +594,20 @@ def assumptions(run: Sections, found: dict[str, float | None]) -> list[str]:
     return said
 
 
+def _capture(run: Sections) -> Iterator[str]:
+    """The ranks whose one step is their export's capture span (`RankSteps.capture_span`)."""
+    captured = sum(1 for steps in run.steps.values() if steps.capture_span)
+    if captured:
+        yield (
+            f"step time is the capture span on {captured} of {len(run.steps)} ranks: their "
+            "Nsight Systems exports have no NVTX step range in NVTX_EVENTS (ProfilerStep#N, "
+            "train_step, iteration N), so each rank's one step runs from the first start to "
+            "the last end of its export's GPU activity (CUPTI_ACTIVITY_KIND_KERNEL, _MEMCPY, "
+            "_MEMSET); the step figures cover that span, which may hold several training "
+            "steps or part of one"
+        )
+
+
 def left_out(run: Sections) -> list[str]:
     """What the step figures leave out: time outside the profiled steps, ranks without one."""
     lines = []
@@ -607,7 +621,7 @@ def left_out(run: Sections) -> list[str]:
             f"communication ({_pct(ratio(comm_out, comm))} of it) and {duration(compute_out)} "
             f"of compute ({_pct(ratio(compute_out, compute))} of it)"
         )
-    bare = [rank for rank, steps in run.steps.items() if not steps.count]
+    bare = [rank for rank, s in run.steps.items() if not s.count and not s.capture_span]
     if bare and len(bare) < len(run.steps):
         lines.append(f"ranks without a profiled step: {', '.join(bare)}")
     return lines

@@ -10,8 +10,10 @@ None and why, so the report can name what is missing instead of printing a wrong
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Final, NamedTuple
+
+from commscope.collector.fields import where
 
 PEAK_SOURCE: Final = "table value (TorchTitan, dense BF16)"
 ASK_PEAK: Final = "give --peak-tflops"
@@ -93,12 +95,15 @@ DEFAULT_AC_OPTION: Final = "2"
 FULL_RECOMPUTE: Final = "(8N + 16·L·D·T)/(6N + 12·L·D·T) = 4/3"
 
 
-def peak_flops(gpu_name: str | None, override: float | None) -> tuple[float | None, str]:
-    """(dense BF16 peak FLOP/s of one GPU, where it came from or why it is unknown)."""
+def peak_flops(
+    gpu_name: str | None, override: float | None, sources: Collection[str] = ()
+) -> tuple[float | None, str]:
+    """(dense BF16 peak FLOP/s of one GPU, where it came from or why it is unknown);
+    `sources`: the input formats, whose field for the GPU name a missing one names."""
     if override is not None:
         return override, "--peak-tflops"
     if gpu_name is None:
-        return None, f"GPU unknown (no deviceProperties); {ASK_PEAK}"
+        return None, f"GPU unknown ({where('gpu_name', sources)}); {ASK_PEAK}"
     upper = gpu_name.upper()
     for parts, label, peak in PEAK_FLOPS:
         if all(part in upper for part in parts):

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Final, Protocol
 
 from commscope.collector.classify import bus_fraction
+from commscope.collector.fields import where
 from commscope.collector.schema import (
     INSPECTOR_LOGS,
     FileStats,
@@ -31,6 +32,12 @@ WEAKENS: Final[dict[str, tuple[str, ...]]] = {
     "steps": (
         "throughput: iteration time and tokens/s leave these ranks out (n/a without any)",
         "diagnosis: no step-relative figure for these ranks",
+        "step-time stragglers: these ranks are left out",
+    ),
+    "capture_step": (
+        "throughput: iteration time and tokens/s leave these ranks out (n/a without any)",
+        "diagnosis: the step figures of these ranks cover their export's capture span "
+        "(assumed one step)",
         "step-time stragglers: these ranks are left out",
     ),
     "ranks": (
@@ -101,9 +108,23 @@ def _calls(found: Sections) -> int:
     return sum(s.count for s in found.collectives.all_ranks.values())
 
 
+def _sources(files: Sequence[TraceFile]) -> set[str]:
+    return {f.meta.source for f in files}
+
+
 def _steps(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
-    bare = sum(1 for steps in found.steps.values() if not steps.count)
-    return issue("steps", "ProfilerStep spans", (bare, len(found.steps)), "ranks")
+    bare = sum(1 for s in found.steps.values() if not s.count and not s.capture_span)
+    missing = f"{where('steps', _sources(files), ' or ')} spans"
+    return issue("steps", missing, (bare, len(found.steps)), "ranks")
+
+
+def _capture_step(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+    captured = sum(1 for steps in found.steps.values() if steps.capture_span)
+    what = (
+        "an NVTX step range in their Nsight Systems export's NVTX_EVENTS (ProfilerStep#N, "
+        "train_step, iteration N: the capture span taken as one step)"
+    )
+    return issue("capture_step", what, (captured, len(found.steps)), "ranks")
 
 
 def _ranks(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
@@ -115,30 +136,32 @@ def _ranks(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
 def _groups(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
     ungrouped = sum(f.result.ungrouped_calls for f in files)
     counts = (ungrouped, _calls(found))
-    return issue("process_group", "a Process Group Name", counts, "collective calls")
+    missing = where("process_group", _sources(files))
+    return issue("process_group", missing, counts, "collective calls")
 
 
 def _pg_config(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
     if len(found.ranks) < 2 or not found.collectives.all_ranks:
         return None
     bare = sum(1 for f in files if not f.meta.pg_ranks)
-    return issue("pg_config", "pg_config (their groups' members)", (bare, len(files)), "files")
+    return issue("pg_config", where("pg_config", _sources(files)), (bare, len(files)), "files")
 
 
 def _seq(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
     m = found.matching
     counts = (m.by_index, m.instances)
-    return issue("seq", "Seq (matched by running index)", counts, "matched instances")
+    return issue("seq", where("seq", _sources(files)), counts, "matched instances")
 
 
 def _launch(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
     counts = (sum(f.stats.no_launch for f in files), sum(f.stats.comm_kernels for f in files))
-    return issue("launch", "the call that launched them", counts, "communication kernels")
+    missing = where("launch", _sources(files))
+    return issue("launch", missing, counts, "communication kernels")
 
 
 def _sizes(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
     unknown = sum(s.count - s.sized_count for s in found.collectives.all_ranks.values())
-    missing = "a message size (args, record_param_comms or Input Dims)"
+    missing = f"a message size ({where('size', _sources(files))})"
     return issue("sizes", missing, (unknown, _calls(found)), "collective calls")
 
 
@@ -146,13 +169,13 @@ def _group_sizes(source: str) -> Callable[[Sequence[TraceFile], Sections], Healt
     """Calls whose bus factor needs n and got it from `source` ("world size" or "unknown")."""
     world = source == "world size"
     key = "group_size_world" if world else "group_size_unknown"
-    missing = (
-        "a group size of their own (n fell back to the world size)"
-        if world
-        else "any group size (no Group size, pg_config, shapes or world size)"
-    )
 
     def check(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+        missing = (
+            "a group size of their own (n fell back to the world size)"
+            if world
+            else f"any group size ({where('group_size', _sources(files))})"
+        )
         kinds = [s for kind, s in found.collectives.all_ranks.items()
                  if bus_fraction(kind, None) is None]  # fmt: skip
         count = sum(s.group_size_sources.get(source, 0) for s in kinds)
@@ -165,7 +188,7 @@ def _base_time(files: Sequence[TraceFile], found: Sections) -> HealthIssue | Non
     if len(found.ranks) < 2:
         return None
     bare = sum(1 for f in files if epoch_ns(f.meta.base_time_ns, f.result.start_ns) is None)
-    what = "a time base (baseTimeNanoseconds, or epoch timestamps)"
+    what = f"a time base ({where('base_time', _sources(files))})"
     return issue("base_time", what, (bare, len(files)), "files")
 
 
@@ -176,14 +199,15 @@ def _on_gpu(files: Sequence[TraceFile]) -> list[TraceFile]:
 def _gpu_name(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
     gpu = _on_gpu(files)
     bare = sum(1 for f in gpu if not f.meta.gpu_name)
-    what = "the GPU's name (Kineto's deviceProperties, an Nsight Systems export's TARGET_INFO_GPU)"
+    what = f"the GPU's name ({where('gpu_name_health', _sources(files))})"
     return issue("gpu_name", what, (bare, len(gpu)), "GPU files")
 
 
 def _memory(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
     gpu = _on_gpu(files)
     bare = sum(1 for f in gpu if f.result.memory_peak_bytes is None)
-    return issue("memory", "memory events ([memory])", (bare, len(gpu)), "GPU files")
+    what = f"memory events ({where('memory', _sources(files))})"
+    return issue("memory", what, (bare, len(gpu)), "GPU files")
 
 
 def _dropped(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
@@ -225,6 +249,7 @@ CHECKS: Final[tuple[tuple[str, Check], ...]] = (
     ("dropped", _dropped),
     ("compute", _compute),
     ("call_starts", _call_starts),
+    ("capture_step", _capture_step),
 )
 
 

@@ -31,7 +31,8 @@ from commscope.collector.errors import NotATraceError, TraceError
 from commscope.collector.inspector_windows import WindowRule
 from commscope.collector.kineto import TraceReader
 from commscope.collector.names import input_kind, looks_like_trace, window_order
-from commscope.collector.schema import INSPECTOR_LOGS, Report, Skipped
+from commscope.collector.nsys import CAPTURE_STEP
+from commscope.collector.schema import INSPECTOR_LOGS, RankResult, Report, Skipped
 from commscope.pipeline import cluster as dask_cluster
 from commscope.pipeline import inspector, inspector_beside, inspector_sources, jobs, parallel
 from commscope.pipeline.accumulate import Accumulator
@@ -122,8 +123,19 @@ def _ranked(
     window: str, shown: str, export: nsysdb.Export, accumulators: dict[int, Accumulator], pid: int
 ) -> ParsedFile:
     result = accumulators.get(pid, Accumulator()).result([shown])
+    if export.capture_span:
+        result = captured(result)
     meta, stats = export.meta[pid], export.stats[pid]
     return ParsedFile(window, shown, None, meta, result, stats, export.note)
+
+
+def captured(result: RankResult) -> RankResult:
+    """The result of a rank whose one step is its export's capture span (`nsys.capture_step`):
+    the step clipped the in-step figures; it moves from `steps` (training steps) to
+    `capture_ns`."""
+    steps = dict(result.steps)
+    span = steps.pop(CAPTURE_STEP, 0)
+    return struct_replace(result, steps=steps, capture_ns=span)
 
 
 def _not_exported(

@@ -413,7 +413,13 @@ def build_report(
     batch, batch_reason = global_batch(config, world)
     run_config = _run_config(metas, world, config, batch, options)
     context = _context(
-        run_config, config, batch=batch, batch_reason=batch_reason, world=world, options=options
+        run_config,
+        config,
+        batch=batch,
+        batch_reason=batch_reason,
+        world=world,
+        options=options,
+        sources={m.source for m in metas},
     )
     by_window: dict[str, dict[int, ParsedFile]] = {name: {} for name in windows}
     for (window, rank), item in sorted(placed.items()):
@@ -562,10 +568,12 @@ def _context(
     batch_reason: str | None,
     world: int | None,
     options: Options,
+    sources: Collection[str] = (),
 ) -> Context:
-    peak, peak_source = peak_bandwidth(run_config.gpu_name, options.peak_override_Bps)
+    gpu = run_config.gpu_name
+    peak, peak_source = peak_bandwidth(gpu, options.peak_override_Bps, sources)
     fpt, fpt_source = _flops(config, options)
-    flops_peak, flops_peak_source = peak_flops(run_config.gpu_name, options.peak_flops_override)
+    flops_peak, flops_peak_source = peak_flops(gpu, options.peak_flops_override, sources)
     factor, factor_reason = _hfu(config, options)
     return Context(
         world_size=world,

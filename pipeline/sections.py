@@ -10,10 +10,11 @@ a window's are exact.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Final, Literal
 
 import msgspec
+from commscope.collector.fields import CAPTURE_ONLY, where
 from commscope.collector.inspector import inspected
 from commscope.collector.schema import (
     KERNEL_CATEGORIES,
@@ -77,12 +78,15 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     hfu_reason: str | None = None
 
 
-def peak_bandwidth(gpu_name: str | None, override_Bps: float | None) -> tuple[float | None, str]:
-    """(peak link bandwidth per direction, where it came from)."""
+def peak_bandwidth(
+    gpu_name: str | None, override_Bps: float | None, sources: Collection[str] = ()
+) -> tuple[float | None, str]:
+    """(peak link bandwidth per direction, where it came from); `sources`: the input formats,
+    whose field for the GPU name a missing one names."""
     if override_Bps is not None:
         return override_Bps, "--peak-bandwidth"
     if gpu_name is None:
-        return None, "GPU unknown (no deviceProperties); give --peak-bandwidth"
+        return None, f"GPU unknown ({where('gpu_name', sources)}); give --peak-bandwidth"
     upper = gpu_name.upper()
     for key, peak in PEAK_BPS:
         if key in upper:
@@ -238,11 +242,13 @@ def traffic(results: Mapping[int, RankResult]) -> dict[str, TrafficShare]:
 
 
 def throughput(results: Mapping[int, RankResult], context: Context) -> Throughput:
-    """Iteration time = mean over ranks of (Σ step durations / number of steps)."""
+    """Iteration time = mean over ranks of (Σ step durations / number of steps); an export's
+    capture span (`RankResult.capture_ns`) is no training step."""
     per_rank = [sum(r.steps.values()) * NS / len(r.steps) for r in results.values() if r.steps]
     iteration = mean(per_rank)
     iterations = max((len(r.steps) for r in results.values()), default=0)
-    reason = _throughput_gap(iteration, context)
+    captured = any(r.capture_ns for r in results.values())
+    reason = _throughput_gap(iteration, context, captured)
     tokens = samples = None
     if reason is None and iteration and context.global_batch is not None:
         samples = context.global_batch / iteration
@@ -264,9 +270,9 @@ def throughput(results: Mapping[int, RankResult], context: Context) -> Throughpu
     )
 
 
-def _throughput_gap(iteration: float | None, context: Context) -> str | None:
+def _throughput_gap(iteration: float | None, context: Context, captured: bool) -> str | None:
     if iteration is None:
-        return "no ProfilerStep spans in the traces"
+        return CAPTURE_ONLY if captured else "no ProfilerStep spans in the traces"
     if context.global_batch is None:
         return context.batch_reason or "no batch size (give --config or --batch-size)"
     if context.seq_len is None:
@@ -282,6 +288,7 @@ def rank_steps(result: RankResult) -> RankSteps:
         mean_s=mean(durations),
         min_s=min(durations) if durations else None,
         max_s=max(durations) if durations else None,
+        capture_span=result.capture_ns > 0,
     )
     clip = result.in_steps
     if clip is None:

@@ -7,6 +7,7 @@ import struct
 
 from commscope.collector import nsys
 from commscope.collector.nsys import ApiCall, Comms, Process
+from commscope.collector.schema import Step
 from hypothesis import given
 from hypothesis import strategies as st
 from nsys_builder import (
@@ -56,9 +57,56 @@ def test_nccls_own_ranges_are_told_from_pytorchs() -> None:
     assert not nsys.is_nccl_api("nccl:all_reduce")
 
 
-def test_step_names() -> None:
-    names = ["ProfilerStep#12", "step 3", "train_step_4", "iteration 5", "Optimizer.step#SGD.step"]
-    assert [nsys.step_number(n) for n in names] == [12, 3, 4, 5, None]
+def test_step_range_names_by_family_with_their_numbers() -> None:
+    # 0: PyTorch's ProfilerStep#N; 1: train_step (Megatron-LM scripts), step N; 2: iteration
+    names = {
+        "ProfilerStep#12": (0, 12),
+        "train_step": (1, None),
+        "train_step_003": (1, 3),
+        "train step 4": (1, 4),
+        "step 3": (1, 3),
+        "Step 9": (1, 9),
+        "iteration": (2, None),
+        "iteration5": (2, 5),
+        "iteration_7": (2, 7),
+        "Iteration 8": (2, 8),
+    }
+    assert {name: nsys.step_range(name) for name in names} == names
+
+
+def test_names_that_only_contain_step_are_no_step_range() -> None:
+    names = ["Optimizer.step#SGD.step", "step", "ProfilerStep#", "stepper 3", "pre_iteration 3"]
+    assert [nsys.step_range(name) for name in names] == [None] * 5
+
+
+TID = gpid(9) + 4  # thread 4 of process 9
+
+
+def test_the_first_family_present_gives_the_steps() -> None:
+    # train_step [0, 2000] around emit_nvtx's ProfilerStep#5 [100, 1900]: one step, #5
+    ranges = [(1, 0, 2000, None, TID), (0, 100, 1900, 5, TID), (2, 0, 50, 1, TID)]
+    assert nsys.steps_of(ranges) == [Step(5, 100, 1800, 4)]
+
+
+def test_unnumbered_step_ranges_are_numbered_by_start_from_1() -> None:
+    ranges = [(1, 500, 900, None, TID), (1, 0, 400, None, TID), (1, 950, 1000, 7, TID)]
+    assert nsys.steps_of(ranges) == [Step(1, 0, 400, 4), Step(2, 500, 400, 4), Step(3, 950, 50, 4)]
+
+
+@given(st.permutations([(1, 500, 900, None, TID), (1, 0, 400, None, TID + 1),
+                        (2, 0, 99, 3, TID), (1, 0, 300, None, TID)]))  # fmt: skip
+def test_steps_do_not_depend_on_the_order_of_the_rows(
+    ranges: list[tuple[int, int, int, int | None, int]],
+) -> None:
+    # the ties at start 0 are ordered by end, then thread
+    expected = [Step(1, 0, 300, 4), Step(2, 0, 400, 5), Step(3, 500, 400, 4)]
+    assert nsys.steps_of(ranges) == expected
+
+
+def test_without_step_ranges_the_capture_span_is_step_0() -> None:
+    assert nsys.capture_step((50, 700)) == Step(nsys.CAPTURE_STEP, 50, 650, 0)
+    assert nsys.capture_step(None) is None
+    assert nsys.steps_of([]) == []
 
 
 def test_the_builders_structs_are_24_bytes_and_laid_out_as_their_entries_say() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from commscope.collector import nsys
+from commscope.collector import nsys, nsysdb
 from commscope.collector.discover import find_windows
 from commscope.collector.errors import TraceError
 from commscope.collector.schema import CommOp, Step
@@ -91,7 +91,8 @@ def test_without_payloads_ranks_follow_the_devices_and_sizes_stay_unknown(tmp_pa
     first, second = read(two_ranks(payloads=False).write(tmp_path / "run.sqlite"))
     assert [p.meta.rank for p in (first, second)] == [0, 1]
     assert first.note == (
-        "no NCCL rank in the export (no NCCL NVTX payload: NCCL 2.19+ writes them, "
+        "no NCCL rank in the export (no communicator-init payload of NCCL in NVTX_EVENTS: "
+        "NCCL 2.19+ writes them, "
         "`nsys export --include-blobs true` keeps them): ranks assumed from the order "
         "of the processes' CUDA devices: pid 200 (GPU 0) rank 0, pid 300 (GPU 1) rank 1"
     )
@@ -155,7 +156,7 @@ def test_profiler_steps_memcpy_and_memset(tmp_path: Path) -> None:
     export = Export()
     export.kernel(1, 0, 100, 200, GEMM)
     export.nvtx(1, 7, 0, 1000, "ProfilerStep#3")
-    export.nvtx(1, 7, 1000, 1500, "train_step 4")
+    export.nvtx(1, 7, 1000, 1500, "ProfilerStep#4, op_id = 99")  # as emit_nvtx writes it
     export.copy("memcpy", 1, 0, 300, 340)
     export.copy("memset", 1, 0, 400, 405)
     (rank,) = read(export.write(tmp_path / "s.sqlite"))
@@ -164,10 +165,97 @@ def test_profiler_steps_memcpy_and_memset(tmp_path: Path) -> None:
     assert (kernel_ns["gemm"], kernel_ns["memcpy"], kernel_ns["memset"]) == (100, 40, 5)
 
 
-def test_a_step_is_a_step_event_on_its_thread() -> None:
-    from commscope.collector.nsys import step_event
+def test_a_step_is_a_step_on_its_thread() -> None:
+    from commscope.collector.nsys import steps_of
 
-    assert step_event("ProfilerStep#3", 0, 1000, (1 << 48) + (5 << 24) + 7) == Step(3, 0, 1000, 7)
+    assert steps_of([(0, 0, 1000, 3, (1 << 48) + (5 << 24) + 7)]) == [Step(3, 0, 1000, 7)]
+
+
+# Each recognised step range, as two ranges at [0, 1000] and [1000, 1500] on thread 7, and
+# the steps they give (collector/nsys.py STEP_RANGES has the source of each name).
+STEP_NAMES = [
+    (("ProfilerStep#3, op_id = 12", "ProfilerStep#4, op_id = 90"), {3: 1000, 4: 500}),
+    (("train_step", "train_step"), {1: 1000, 2: 500}),  # unnumbered: by start from 1
+    (("train_step_003", "train_step_004"), {3: 1000, 4: 500}),
+    (("step 8", "step 9"), {8: 1000, 9: 500}),
+    (("iteration10", "iteration11"), {10: 1000, 11: 500}),
+    (("iteration_0", "Iteration 1"), {0: 1000, 1: 500}),
+    (("iteration", "iteration"), {1: 1000, 2: 500}),
+]
+
+
+@pytest.mark.parametrize(("names", "steps"), STEP_NAMES)
+def test_each_recognised_step_range_gives_the_steps(
+    tmp_path: Path, names: tuple[str, str], steps: dict[int, int]
+) -> None:
+    export = Export()
+    export.kernel(1, 0, 100, 1400, GEMM)
+    export.nvtx(1, 7, 0, 1000, names[0])
+    export.nvtx(1, 7, 1000, 1500, names[1])
+    (rank,) = read(export.write(tmp_path / "s.sqlite"))
+    assert rank.result.steps == steps
+    assert rank.result.capture_ns == 0
+    assert rank.result.in_steps is not None and rank.result.in_steps.span_ns == 1500
+
+
+def test_a_profiler_step_inside_a_train_step_range_is_one_step(tmp_path: Path) -> None:
+    export = Export()
+    export.kernel(1, 0, 100, 1400, GEMM)
+    export.nvtx(1, 7, 0, 2000, "train_step")
+    export.nvtx(1, 7, 50, 1900, "ProfilerStep#5, op_id = 3")
+    (rank,) = read(export.write(tmp_path / "s.sqlite"))
+    assert rank.result.steps == {5: 1850}
+
+
+def capture_export() -> Export:
+    """No step range: pid 1 (GPU 0) runs a GEMM at [100, 300] and a memcpy at [50, 60],
+    pid 2 (GPU 1) a GEMM at [150, 700]: the capture span is [50, 700] for both."""
+    export = Export()
+    export.kernel(1, 0, 100, 300, GEMM)
+    export.copy("memcpy", 1, 0, 50, 60)
+    export.kernel(2, 1, 150, 700, GEMM)
+    export.nvtx(1, 7, 0, 10, "Optimizer.step#SGD.step")  # a range, not a step
+    return export
+
+
+def test_without_step_ranges_each_rank_has_the_capture_span_as_one_step(tmp_path: Path) -> None:
+    first, second = read(capture_export().write(tmp_path / "c.sqlite"))
+    for rank in (first, second):  # in the step figures, not a training step
+        assert (rank.result.steps, rank.result.capture_ns) == ({}, 650)
+        assert rank.result.in_steps is not None and rank.result.in_steps.span_ns == 650
+    assert first.result.in_steps is not None and second.result.in_steps is not None
+    # GPU busy within [50, 700]: pid 1 10 + 200 ns, pid 2 550 ns
+    assert (first.result.in_steps.gpu_busy_ns, second.result.in_steps.gpu_busy_ns) == (210, 550)
+
+
+def test_steps_on_one_process_leave_the_other_without_and_no_capture_span(
+    tmp_path: Path,
+) -> None:
+    export = capture_export()
+    export.nvtx(2, 3, 150, 650, "iteration 4")
+    first, second = read(export.write(tmp_path / "c.sqlite"))
+    assert (first.result.steps, second.result.steps) == ({}, {4: 500})
+    assert first.result.capture_ns == second.result.capture_ns == 0
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), batch=st.sampled_from([1, 2, 4096]))
+def test_the_steps_read_whole_or_streamed_in_any_batch_and_order_agree(
+    tmp_path_factory: pytest.TempPathFactory, seed: int, batch: int
+) -> None:
+    """The export's rows arrive in batches of `BATCH` rows (the streamed path): batches of
+    one row or two, and rows in any order, give the same ranks as one batch in order."""
+    folder = tmp_path_factory.mktemp("stream")
+    stepped = two_ranks()
+    stepped.nvtx(200, 1, 0, 1000, "train_step")
+    for export, name in ((capture_export(), "capture"), (stepped, "two")):
+        whole = read(export.write(folder / f"{name}.sqlite"))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(nsysdb, "BATCH", batch)
+            streamed = read(export.write(folder / f"{name}_s.sqlite", seed=seed))
+        assert [msgspec.json.encode(p.result) for p in whole] == [
+            msgspec.json.encode(p.result).replace(b"_s.sqlite", b".sqlite") for p in streamed
+        ]
 
 
 def older(kernel_table: str) -> Export:
