@@ -209,6 +209,8 @@ def diagnose(run: Sections, config: RunConfig | None = None) -> Diagnosis:
 def confidence(run: Sections) -> tuple[str, str]:
     """How far the verdict can be trusted from the number of profiled steps it rests on."""
     steps = run.throughput.iterations
+    if any(s.capture_span for s in run.steps.values()):
+        return "low", "from an Nsight Systems capture span taken as one step (no step range)"
     if not steps:
         return "n/a", "no profiled step"
     if steps < MIN_STEPS:

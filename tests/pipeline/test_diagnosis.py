@@ -479,3 +479,14 @@ def test_the_diagnosis_rates_its_confidence_by_the_profiled_steps(
 ) -> None:
     found = diagnose(run(comm=0.5, exposed=0.45, compute=0.3, steps=steps))
     assert (found.confidence, found.confidence_reason) == (level, reason)
+
+
+def test_a_capture_span_taken_as_one_step_gives_low_confidence() -> None:
+    sections = run(comm=0.5, exposed=0.45, compute=0.3, steps=1)
+    sections.steps["0"] = msgspec.structs.replace(sections.steps["0"], capture_span=True)
+    sections.throughput = Throughput(iterations=0)  # a capture span is no iteration
+    found = diagnose(sections)
+    assert (found.confidence, found.confidence_reason) == (
+        "low",
+        "from an Nsight Systems capture span taken as one step (no step range)",
+    )
