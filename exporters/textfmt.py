@@ -43,3 +43,18 @@ def rank_list(ranks: Sequence[int], width: int | None = None) -> str:
         return f"{ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else str(ranks[0])
     text = ", ".join(map(str, ranks))
     return text if width is None or len(text) <= width else f"{len(ranks)} ranks"
+
+
+def rank_runs(ranks: Sequence[int], most: int = 8) -> str:
+    """`0-40, 42-1023`: runs of consecutive ranks; beyond `most` runs, the first `most` and how
+    many ranks in all."""
+    if not ranks:
+        return "none"
+    runs: list[list[int]] = []
+    for rank in ranks:
+        if runs and rank == runs[-1][-1] + 1:
+            runs[-1].append(rank)
+        else:
+            runs.append([rank])
+    text = ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs[:most])
+    return text if len(runs) <= most else f"{text}, … ({len(ranks):,} ranks in all)"

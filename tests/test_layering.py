@@ -64,6 +64,7 @@ PURE = [
     "exporters/naming.py",
     "exporters/text.py",
     "exporters/textfmt.py",
+    "exporters/extremes.py",
 ]
 SHELL_ONLY = {
     "os",
