@@ -154,8 +154,8 @@ def summary(
     """The line under a cut table: rows shown of all, why, and the key figure over all rows."""
     values = [v for v in figures.values() if v is not None]
     why = f"the {EACH_END} lowest and {EACH_END} highest by {what}" if values else "the first"
-    if len(values) < 2 * EACH_END:
-        why += f", then the first without {what}" if values else f" (no {what} on any)"
+    if 0 < len(values) < 2 * EACH_END:
+        why += f", then the first with {what} n/a"
     if named:
         why += f", and {noun} named in the report: {', '.join(map(str, named))}"
     head = f"  … {shown:,} of {len(figures):,} {noun} shown ({why}; all in the JSON and HTML)"
