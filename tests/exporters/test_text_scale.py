@@ -279,3 +279,12 @@ def test_a_job_of_16_ranks_keeps_every_row() -> None:
     report = big(16)
     assert text.render(report) == text.render(report, every_row=True)
     assert "  … " not in text.render(report)
+
+
+def test_the_header_writes_the_traced_ranks_as_runs() -> None:
+    traced = [r for r in range(1024) if r % 100 != 7]  # 11 ranks without a trace
+    header = text.render(Report(ranks=traced, world_size=1024)).splitlines()
+    assert (
+        "Ranks: 0-6, 8-106, 108-206, 208-306, 308-406, 408-506, 508-606, 608-706, … (1,013 ranks "
+        "in all)  (1013 of 1024 ranks have traces)"
+    ) in header
