@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from commscope.collector.inspector import NO_COMPUTE, inspected
 from commscope.collector.schema import AlphaBeta, Clocks, Matching, Report
 from commscope.collector.units import duration, flop_rate, flops, rate, size
-from commscope.exporters.extremes import FULL_UP_TO, Cut, plain
-from commscope.exporters.textfmt import na, pct, rank_list, rank_runs, row
+from commscope.exporters.extremes import FULL_UP_TO, Cut
+from commscope.exporters.textfmt import na, pct, plain, rank_list, rank_runs, row
 
 _FIGURES = (
     ("exposed_comm_fraction", "exposed communication / step time"),

@@ -19,22 +19,15 @@ from statistics import fmean, median
 from typing import Final, Generic, TypeVar
 
 from commscope.collector.schema import Report
-from commscope.collector.units import quantity
 
 FULL_UP_TO: Final = 16  # a job (or a table) of this many ranks (rows) or fewer shows every row
 EACH_END: Final = 3  # rows shown at each end of a longer table, by its key figure
 MAX_NAMED: Final = 6  # rows a table keeps because the report names them
 MAX_LINES: Final = 12  # a long list shows its first ones
-PLAIN: Final = ((1.0, ""),)  # a count's units: none
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 Format = Callable[[float | None], str]
-
-
-def plain(value: float | None) -> str:
-    """A count or its mean: `12`, `12.3`, `1234`, three significant figures."""
-    return quantity(value, PLAIN, whole_base=True).rstrip()
 
 
 @dataclass(frozen=True)
@@ -84,8 +77,9 @@ class Cut:
         shown = pick(figures, named)
         if len(shown) == len(table):
             return Rows(list(table.items()), [])
-        kept = [key for key in shown if key in _first_named(figures, named)]
-        line = summary(figures, len(shown), kept, what=what, fmt=fmt, noun=noun)
+        kept = _first_named(figures, named)
+        line = summary(figures, len(shown), [k for k in shown if k in kept], what=what, fmt=fmt,
+                       noun=noun)  # fmt: skip
         return Rows([(key, table[key]) for key in shown], [line])
 
     def lines(self, items: Sequence[str], noun: str) -> list[str]:

@@ -10,6 +10,11 @@ rows are right-aligned cells (the first left-aligned), two spaces apart whatever
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
+
+from commscope.collector.units import quantity
+
+PLAIN: Final = ((1.0, ""),)  # a count's units: none
 
 
 def pct(value: float | None, decimals: int = 2) -> str:
@@ -19,6 +24,11 @@ def pct(value: float | None, decimals: int = 2) -> str:
 def num(value: float | None) -> str:
     """A plain figure (tokens/s, a t statistic): two decimals, thousands separated."""
     return "n/a" if value is None else f"{value:,.2f}"
+
+
+def plain(value: float | None) -> str:
+    """A count or its mean: `12`, `12.3`, `1234`, three significant figures."""
+    return quantity(value, PLAIN, whole_base=True).rstrip()
 
 
 def na(value: str, reason: str | None) -> str:

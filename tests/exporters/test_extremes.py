@@ -14,9 +14,8 @@ from commscope.exporters.extremes import (
     cut_of,
     named_ranks,
     pick,
-    plain,
 )
-from commscope.exporters.textfmt import pct, rank_runs
+from commscope.exporters.textfmt import pct, plain, rank_runs
 from hypothesis import given
 from hypothesis import strategies as st
 
