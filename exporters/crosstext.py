@@ -12,9 +12,10 @@ from collections.abc import Iterator
 
 from commscope.collector.fields import where
 from commscope.collector.inspector import NO_COMPUTE, inspected
-from commscope.collector.schema import Clocks, Matching, Report
+from commscope.collector.schema import AlphaBeta, Clocks, Matching, Report
 from commscope.collector.units import duration, flop_rate, flops, rate, size
-from commscope.exporters.textfmt import na, pct, rank_list, row
+from commscope.exporters.extremes import FULL_UP_TO, Cut
+from commscope.exporters.textfmt import na, pct, plain, rank_list, rank_runs, row
 
 _FIGURES = (
     ("exposed_comm_fraction", "exposed communication / step time"),
@@ -70,7 +71,7 @@ _KERNEL_WIDTHS = [15, 12, 8]
 _RANK_WIDTHS = [6, 11, 11, 11, 7, 12, 12]
 
 
-def kernel_lines(report: Report) -> Iterator[str]:
+def kernel_lines(report: Report, cut: Cut) -> Iterator[str]:
     k = report.kernels
     if not k.per_rank:
         if any(inspected(o.source) for o in report.overlap.per_rank.values()):
@@ -89,17 +90,19 @@ def kernel_lines(report: Report) -> Iterator[str]:
     yield ""
     head = ["rank", "busy", "span", "idle", "idle", "mem peak", "reserved"]
     yield row(head, _RANK_WIDTHS)
-    for rank, r in k.per_rank.items():
+    shown = cut.ranks(k.per_rank, lambda r: r.idle_ratio, "idle", pct)
+    for rank, r in shown.items:
         times = (r.busy_s, r.span_s, r.idle_s)
         cells = [rank, *map(duration, times), pct(r.idle_ratio),
                  size(r.memory_peak_bytes), size(r.memory_reserved_peak_bytes)]  # fmt: skip
         yield row(cells, _RANK_WIDTHS)
+    yield from shown.summary
 
 
 _GROUP_WIDTHS = [12, 14, 14, 5, 9, 7, 9]
 
 
-def matching_lines(report: Report) -> Iterator[str]:
+def matching_lines(report: Report, cut: Cut) -> Iterator[str]:
     m = report.matching
     yield "An instance = one collective on every member of its process group whose trace is here"
     yield f"({where('matching_key', report.inputs.sources)})"
@@ -112,23 +115,42 @@ def matching_lines(report: Report) -> Iterator[str]:
         yield ""
         head = ["group", "members", "traced", "key", "instances", "desyncs", "unmatched"]
         yield row(head, _GROUP_WIDTHS)
-        for name, g in m.groups.items():
+        shown = cut.rows(m.groups, lambda g: g.instances, "instances", plain, noun="groups",
+                         named=_troubled(m))  # fmt: skip
+        for name, g in shown.items:
             cells = [name, rank_list(g.members, 14), rank_list(g.ranks_with_traces, 14), g.key,
                      str(g.instances), str(g.desyncs), str(g.unmatched)]  # fmt: skip
             yield row(cells, _GROUP_WIDTHS)
-    yield from _desyncs(m)
+        yield from shown.summary
+    yield from _desyncs(m, cut)
     yield ""
-    yield from _clocks(report.clocks)
+    yield from _clocks(report.clocks, cut)
 
 
-def _desyncs(m: Matching) -> Iterator[str]:
+def _troubled(m: Matching) -> list[str]:
+    """The groups with desyncs or unmatched calls, most first (a cut table keeps them)."""
+    found = [(g.desyncs + g.unmatched, name) for name, g in m.groups.items()]
+    return [name for count, name in sorted(found, key=lambda x: -x[0]) if count]
+
+
+def _desyncs(m: Matching, cut: Cut) -> Iterator[str]:
     if not m.desyncs:
         return
     yield ""
     yield f"Desyncs (members disagree; first {len(m.desyncs)} of {m.desync_count}):"
     for d in m.desyncs:
-        calls = ", ".join(f"rank {rank}: {_sized(call)}" for rank, call in d.calls.items())
-        yield f"  group {d.process_group} {d.key} {d.position}: {calls}"
+        yield f"  group {d.process_group} {d.key} {d.position}: {_calls(d.calls, cut)}"
+
+
+def _calls(calls: dict[str, str], cut: Cut) -> str:
+    """Each member's call; in a cut report, the ranks of each distinct call (`AllReduce 4.19
+    MB: ranks 0-511; AllReduce 2.10 MB: ranks 512-1023`) when there are many members."""
+    if cut.every or len(calls) <= FULL_UP_TO:
+        return ", ".join(f"rank {rank}: {_sized(call)}" for rank, call in calls.items())
+    by_call: dict[str, list[int]] = {}
+    for rank, call in calls.items():
+        by_call.setdefault(call, []).append(int(rank))
+    return "; ".join(f"{_sized(c)}: ranks {rank_runs(sorted(r))}" for c, r in by_call.items())
 
 
 def _sized(call: str) -> str:
@@ -138,23 +160,26 @@ def _sized(call: str) -> str:
     return f"{kind} {size(int(count))}" if count.isdigit() and unit == "B" else call
 
 
-def _clocks(c: Clocks) -> Iterator[str]:
+def _clocks(c: Clocks, cut: Cut) -> Iterator[str]:
     yield f"Clock Offsets: {c.method}"
     if not c.per_rank:
         return
     yield f"  (subtracted from each rank's times; rank {c.reference_rank} is the reference)"
     widths = [6, 12, 12, 8]
     yield row(["rank", "offset", "± (1 s.e.)", "samples"], widths)
-    for rank, o in c.per_rank.items():
+    reference = () if c.reference_rank is None else (str(c.reference_rank),)
+    shown = cut.ranks(c.per_rank, lambda o: o.offset_s, "offset", duration, also=reference)
+    for rank, o in shown.items:
         cells = [rank, duration(o.offset_s), duration(o.uncertainty_s), str(o.samples)]
         yield row(cells, widths)
+    yield from shown.summary
 
 
 _SKEW_WIDTHS = [13, 9, 11, 11, 11, 11]
 _ARRIVAL_WIDTHS = [6, 9, 11, 9, 13, 11]
 
 
-def skew_lines(report: Report) -> Iterator[str]:
+def skew_lines(report: Report, cut: Cut) -> Iterator[str]:
     s = report.skew
     yield "Skew = latest - earliest start of a matched instance (clocks aligned);"
     yield "waiting = Σ over members of (last arriver's start - own start)"
@@ -171,10 +196,12 @@ def skew_lines(report: Report) -> Iterator[str]:
         yield ""
         head = ["rank", "last", "expected", "share", "caused wait", "waited"]
         yield row(head, _ARRIVAL_WIDTHS)
-        for rank, a in s.per_rank.items():
+        shown = cut.ranks(s.per_rank, lambda a: a.caused_wait_s, "caused wait", duration)
+        for rank, a in shown.items:
             cells = [rank, f"{a.last}/{a.instances}", f"{a.expected_last:.1f}", pct(a.last_share),
                      duration(a.caused_wait_s), duration(a.waited_s)]  # fmt: skip
             yield row(cells, _ARRIVAL_WIDTHS)
+        yield from shown.summary
     yield ""
     awaited = f"rank {s.waited_for_rank}" if s.waited_for_rank is not None else "none named"
     yield f"The Rank the Others Wait For: {awaited}"
@@ -183,13 +210,13 @@ def skew_lines(report: Report) -> Iterator[str]:
     t = report.stragglers
     threshold = f"robust z ≥ {t.robust_z_threshold:g}" if t.robust_z_threshold else "not tested"
     yield f"Step-Time Stragglers (z over ranks of the mean step time; flagged: {threshold}):"
-    yield f"  flagged: {', '.join(map(str, t.flagged)) or 'none'}; {t.evidence}"
+    yield f"  flagged: {cut.listed(t.flagged) or 'none'}; {t.evidence}"
 
 
 _FIT_WIDTHS = [10, 13, 9, 5, 10, 10, 6, 7, 9]
 
 
-def alpha_beta_lines(report: Report) -> Iterator[str]:
+def alpha_beta_lines(report: Report, cut: Cut) -> Iterator[str]:
     yield "T = α + S·F/β fitted (Theil-Sen on per-size medians) to each matched instance's"
     yield "fastest member (the one that did not wait); β is comparable to busbw;"
     yield "below knee: share of the instances with S·F < α·β (latency-bound)"
@@ -201,19 +228,36 @@ def alpha_beta_lines(report: Report) -> Iterator[str]:
     yield ""
     head = ["group", "collective", "instances", "sizes", "α", "β", "R²", "β/peak", "below knee"]
     yield row(head, _FIT_WIDTHS)
-    reasons = []
-    for group, kinds in report.alpha_beta.items():
-        for kind, f in kinds.items():
-            alpha = duration(f.alpha_s)
-            r2 = f"{f.r2:.3f}" if f.r2 is not None else "n/a"
-            cells = [group, kind, str(f.instances), str(f.sizes), alpha, rate(f.beta_Bps), r2,
-                     pct(f.peak_ratio), pct(f.latency_bound)]  # fmt: skip
-            yield row(cells, _FIT_WIDTHS)
-            if f.na_reason:
-                reasons.append(f"  {group} {kind}: n/a ({f.na_reason})")
+    fits = {(group, kind): f for group, kinds in report.alpha_beta.items()
+            for kind, f in kinds.items()}  # fmt: skip
+    shown = cut.rows(fits, lambda f: f.beta_Bps, "β", rate, noun="fits")
+    for (group, kind), f in shown.items:
+        alpha = duration(f.alpha_s)
+        r2 = f"{f.r2:.3f}" if f.r2 is not None else "n/a"
+        cells = [group, kind, str(f.instances), str(f.sizes), alpha, rate(f.beta_Bps), r2,
+                 pct(f.peak_ratio), pct(f.latency_bound)]  # fmt: skip
+        yield row(cells, _FIT_WIDTHS)
+    yield from shown.summary
+    reasons = _fit_reasons(fits, tally=bool(shown.summary))
     if reasons:
         yield ""
         yield from reasons
+
+
+Fit = tuple[str, str]  # (process group, collective)
+
+
+def _fit_reasons(fits: dict[Fit, AlphaBeta], *, tally: bool) -> list[str]:
+    """Why each fit is n/a; `tally` (a cut table): each reason once, with how many fits of
+    all it stops and the first of them."""
+    failed = [(key, reason) for key, f in fits.items() if (reason := f.na_reason)]
+    if not tally:
+        return [f"  {group} {kind}: n/a ({reason})" for (group, kind), reason in failed]
+    by_reason: dict[str, list[Fit]] = {}
+    for key, reason in failed:
+        by_reason.setdefault(reason, []).append(key)
+    return [f"  n/a ({reason}): {len(keys):,} of {len(fits):,} fits (first: {' '.join(keys[0])})"
+            for reason, keys in by_reason.items()]  # fmt: skip
 
 
 def health_lines(report: Report) -> Iterator[str]:

@@ -15,7 +15,7 @@ from typing import Final
 from commscope.collector.inspector import inspected
 from commscope.collector.schema import Report
 from commscope.collector.units import duration, rate
-from commscope.exporters import htmlplots, text
+from commscope.exporters import extremes, htmlplots, text
 from commscope.exporters.svg import esc
 from commscope.exporters.textfmt import pct
 
@@ -42,9 +42,11 @@ ul { margin: 4px 0 8px; padding-left: 22px; }
 
 
 def render(report: Report, text_report: str | None = None) -> str:
-    """The page: header, the six plots, the diagnosis, the text report folded (`text_report`:
-    `text.render(report)` when the caller has it already)."""
-    shown = text.render(report) if text_report is None else text_report
+    """The page: header, the six plots, the diagnosis, the text report folded with every row
+    (`text_report`: `text.render(report)` when the caller has it already; rendered again with
+    every row when that one leaves rows out)."""
+    if text_report is None or extremes.cuts(report):
+        text_report = text.render(report, every_row=True)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -66,7 +68,7 @@ def render(report: Report, text_report: str | None = None) -> str:
         htmlplots.step_plot(report),
         *diagnosis(report),
         "<details><summary>The text report (every figure, with its definition)</summary>",
-        f"<pre>{esc(shown)}</pre></details>",
+        f"<pre>{esc(text_report)}</pre></details>",
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"

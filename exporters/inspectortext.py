@@ -7,28 +7,31 @@ from collections.abc import Callable, Iterator
 
 from commscope.collector.schema import Report, Sections
 from commscope.exporters.crosstext import matching_lines, skew_lines
+from commscope.exporters.extremes import cut_of
 from msgspec.structs import asdict
 
 Table = Callable[[Report], Iterator[str]]
 
 
-def sources_lines(report: Report, bandwidth: Table) -> Iterator[str]:
+def sources_lines(report: Report, bandwidth: Table, every_row: bool) -> Iterator[str]:
     """Each section's source; then, when Inspector logs were set apart, their own
-    collective bandwidth, matching and skew (`bandwidth`: the report's section 6 table)."""
+    collective bandwidth, matching and skew (`bandwidth`: the report's section 6 table;
+    `every_row`: no table cut, as `text.render`)."""
     yield "Which input gave each section (JSON key: source)"
     for key, source in report.sources.items():
         yield f"  {key}: {source}"
     if report.inspector is not None:
-        yield from _apart(report.inspector, bandwidth)
+        yield from _apart(report.inspector, bandwidth, every_row)
 
 
-def _apart(sections: Sections, bandwidth: Table) -> Iterator[str]:
+def _apart(sections: Sections, bandwidth: Table, every_row: bool) -> Iterator[str]:
     own = Report(**asdict(sections))
+    cut = cut_of(own, every_row)
     yield ""
     yield "NCCL Inspector logs, the whole run (apart: these collectives are not in 1-15)"
     yield ""
     yield from bandwidth(own)
     yield ""
-    yield from matching_lines(own)
+    yield from matching_lines(own, cut)
     yield ""
-    yield from skew_lines(own)
+    yield from skew_lines(own, cut)

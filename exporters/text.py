@@ -19,10 +19,12 @@ from commscope.collector.fields import where
 from commscope.collector.inspector import NO_COMPUTE, inspected
 from commscope.collector.schema import (
     CollectiveStats,
+    RankOverlap,
     Report,
     RunConfig,
     Sections,
     Summary,
+    Window,
 )
 from commscope.collector.units import UNITS_NOTE, duration, rate, size
 from commscope.exporters.crosstext import (
@@ -34,37 +36,49 @@ from commscope.exporters.crosstext import (
     skew_lines,
     utilization_lines,
 )
+from commscope.exporters.extremes import Cut, cut_of
 from commscope.exporters.inspectortext import sources_lines
-from commscope.exporters.textfmt import na, num, pct, rank_list, row
+from commscope.exporters.textfmt import na, num, pct, rank_list, rank_runs, row
 
 RULE = "=" * 80
 THIN = "-" * 80
 MAX_WARNINGS = 12
 
 
-def render(report: Report) -> str:
+def render(report: Report, *, every_row: bool = False) -> str:
+    """The report's text; a job of more than 16 ranks shows the extreme rows of each long
+    table and a summary line (`extremes`), unless `every_row` (the HTML's copy)."""
+    cut = cut_of(report, every_row)
     lines = [
-        *_header(report),
+        *_header(report, cut),
         *_section("1. THROUGHPUT", _throughput(report)),
-        *_section("2. COMMUNICATION-COMPUTATION OVERLAP", _overlap(report)),
-        *_section("3. NETWORK LOAD", _network(report)),
+        *_section("2. COMMUNICATION-COMPUTATION OVERLAP", _overlap(report, cut)),
+        *_section("3. NETWORK LOAD", _network(report, cut)),
         *_section("4. TRAFFIC DISTRIBUTION", _traffic(report)),
-        *_section("5. EXPOSED COMMUNICATION", _exposed(report)),
+        *_section("5. EXPOSED COMMUNICATION", _exposed(report, cut)),
         *_section("6. COLLECTIVE BANDWIDTH: ALGBW AND BUSBW", _bandwidth(report)),
-        *_section("7. PER-WINDOW SUMMARY", _windows(report)),
+        *_section("7. PER-WINDOW SUMMARY", _windows(report, cut)),
         *_section("8. DIAGNOSIS", diagnosis_lines(report)),
         *_section("9. MODEL FLOPS UTILIZATION", utilization_lines(report)),
-        *_section("10. GPU TIME BY KERNEL CATEGORY, IDLE TIME, MEMORY", kernel_lines(report)),
+        *_section("10. GPU TIME BY KERNEL CATEGORY, IDLE TIME, MEMORY", kernel_lines(report, cut)),
         *_section(
             "11. COLLECTIVES MATCHED ACROSS RANKS, CLOCK OFFSETS",
-            _within_shards(report, matching_lines(report)),
+            _within_shards(report, matching_lines(report, cut)),
         ),
-        *_section("12. ARRIVAL SKEW AND SLOW RANKS", _within_shards(report, skew_lines(report))),
-        *_section("13. NETWORK MODEL: α-β FIT", _within_shards(report, alpha_beta_lines(report))),
+        *_section(
+            "12. ARRIVAL SKEW AND SLOW RANKS", _within_shards(report, skew_lines(report, cut))
+        ),
+        *_section(
+            "13. NETWORK MODEL: α-β FIT", _within_shards(report, alpha_beta_lines(report, cut))
+        ),
         *_section("14. TRACE HEALTH", health_lines(report)),
-        *_section("15. INPUTS", _inputs(report)),
+        *_section("15. INPUTS", _inputs(report, cut)),
         *(_section("16. MERGED FROM SHARDS", _merged(report)) if report.merge else []),
-        *(_section("SOURCES", sources_lines(report, _bandwidth)) if report.sources else []),
+        *(
+            _section("SOURCES", sources_lines(report, _bandwidth, every_row))
+            if report.sources
+            else []
+        ),
         RULE,
         "END OF REPORT",
         RULE,
@@ -111,7 +125,7 @@ def _section(title: str, body: Iterator[str]) -> list[str]:
 # ---------------------------------------------------------------- sections
 
 
-def _header(report: Report) -> Iterator[str]:
+def _header(report: Report, cut: Cut) -> Iterator[str]:
     config = report.config
     yield RULE
     yield "COMMSCOPE DISTRIBUTED TRAINING PERFORMANCE METRICS"
@@ -133,7 +147,8 @@ def _header(report: Report) -> Iterator[str]:
     missing = ""
     if report.world_size is not None and len(report.ranks) < report.world_size:
         missing = f"  ({len(report.ranks)} of {report.world_size} ranks have traces)"
-    yield f"Ranks: {rank_list(report.ranks)}{missing}"
+    ranks = rank_list(report.ranks) if cut.every else rank_runs(report.ranks)
+    yield f"Ranks: {ranks}{missing}"
     yield from _source_header(report)
     yield from _warnings(config)
     yield from _job_header(report)
@@ -206,7 +221,7 @@ def _throughput(report: Report) -> Iterator[str]:
     yield f"Profiled Iterations: {t.iterations}  (distinct {step} numbers, max over ranks)"
 
 
-def _overlap(report: Report) -> Iterator[str]:
+def _overlap(report: Report, cut: Cut) -> Iterator[str]:
     o = report.overlap
     yield "Overlap = |comm ∩ compute| / |comm| per rank (unions over all streams)"
     yield f"Average Overlap: {pct(o.mean)}"
@@ -214,16 +229,18 @@ def _overlap(report: Report) -> Iterator[str]:
     yield f"Max Overlap: {pct(o.max)}"
     yield ""
     yield "Per-Rank Overlap:"
-    for rank, r in o.per_rank.items():
+    shown = cut.ranks(o.per_rank, lambda r: r.ratio, "overlap", pct)
+    for rank, r in shown.items:
         ratio = pct(r.ratio) if r.ratio is not None else _no_ratio(r.source)
         yield f"  rank {rank}: {ratio}  [{r.source}]"
+    yield from shown.summary
 
 
 def _no_ratio(source: str) -> str:
     return NO_COMPUTE if inspected(source) else "n/a (no communication)"
 
 
-def _network(report: Report) -> Iterator[str]:
+def _network(report: Report, cut: Cut) -> Iterator[str]:
     n = report.network
     yield "Bus bandwidth = Σ bus bytes / Σ op time over ops of known size (nccl-tests busbw)"
     yield f"Average Bus Bandwidth: {rate(n.mean_bus_bandwidth_Bps)}"
@@ -235,7 +252,8 @@ def _network(report: Report) -> Iterator[str]:
     yield f"Total Traffic: {size(n.total_bus_bytes)}  (Σ bus bytes over ranks)"
     yield ""
     yield "Per-Rank Network Stats:"
-    for rank, r in n.per_rank.items():
+    shown = cut.ranks(n.per_rank, lambda r: r.bus_bandwidth_Bps, "bus bandwidth", rate)
+    for rank, r in shown.items:
         yield ""
         yield f"  rank {rank}:"
         yield f"    Bus Bandwidth: {rate(r.bus_bandwidth_Bps)}"
@@ -246,6 +264,9 @@ def _network(report: Report) -> Iterator[str]:
         yield "    Collective Breakdown:"
         for kind, stats in report.collectives.per_rank.get(rank, {}).items():
             yield from _breakdown(kind, stats)
+    if shown.summary:
+        yield ""
+        yield from shown.summary
 
 
 def _breakdown(kind: str, s: CollectiveStats) -> Iterator[str]:
@@ -294,7 +315,7 @@ def _traffic(report: Report) -> Iterator[str]:
         yield f"  Average Time: {duration(t.mean_time_s)}"
 
 
-def _exposed(report: Report) -> Iterator[str]:
+def _exposed(report: Report, cut: Cut) -> Iterator[str]:
     yield "Exposed = comm time not hidden under compute: |C| - |C ∩ P| (per rank), split into"
     yield "transfer (no member of the collective still awaited), waiting (for the last member"
     yield "to arrive, on aligned clocks) and unmatched (calls matched to no other rank's)"
@@ -302,18 +323,25 @@ def _exposed(report: Report) -> Iterator[str]:
     widths = [6, 11, 11, 11, 11, 11, 11, 11]
     head = ["rank", "comm", "overlapped", "exposed", "transfer", "waiting", "unmatched", "compute"]
     yield row(head, widths)
-    for rank, r in report.overlap.per_rank.items():
+    rows = cut.ranks(report.overlap.per_rank, _exposed_s, "exposed", duration)
+    for rank, r in rows.items:
         times = (r.comm_time_s, r.overlapped_time_s, r.exposed_comm_time_s, r.exposed_transfer_s,
                  r.exposed_waiting_s, r.exposed_unmatched_s, r.compute_time_s)  # fmt: skip
         shown = [duration(times[0]), *("n/a",) * 6] if inspected(r.source) else map(duration, times)
         yield row([rank, *shown], widths)
-    yield from _in_steps(report)
+    yield from rows.summary
+    yield from _in_steps(report, cut)
+
+
+def _exposed_s(r: RankOverlap) -> float | None:
+    """A rank's exposed communication; None for an Inspector rank (no compute to hide it)."""
+    return None if inspected(r.source) else r.exposed_comm_time_s
 
 
 _STEP_WIDTHS = [6, 11, 11, 11, 11, 11, 11, 11, 11, 13, 15]
 
 
-def _in_steps(report: Report) -> Iterator[str]:
+def _in_steps(report: Report, cut: Cut) -> Iterator[str]:
     yield ""
     step = where("steps", report.inputs.sources, " or ")
     yield f"Within the profiled steps (S = union of the {step} spans, events clipped to S;"
@@ -322,11 +350,13 @@ def _in_steps(report: Report) -> Iterator[str]:
     head = ["rank", "steps |S|", "comm", "exposed", "transfer", "waiting", "unmatched",
             "compute", "GPU busy", "comm outside", "compute outside"]  # fmt: skip
     yield row(head, _STEP_WIDTHS)
-    for rank, s in report.steps.items():
+    shown = cut.ranks(report.steps, lambda s: s.exposed_comm_s, "exposed", duration)
+    for rank, s in shown.items:
         times = (s.span_s, s.comm_s, s.exposed_comm_s, s.exposed_transfer_s, s.exposed_waiting_s,
                  s.exposed_unmatched_s, s.compute_s, s.gpu_busy_s, s.comm_outside_s,
                  s.compute_outside_s)  # fmt: skip
         yield row([rank, *map(duration, times)], _STEP_WIDTHS)
+    yield from shown.summary
     captured = [int(rank) for rank, s in report.steps.items() if s.capture_span]
     if captured:
         yield (
@@ -374,21 +404,30 @@ def _group_sources(report: Report) -> Iterator[str]:
 _WINDOW_WIDTHS = [18, 5, 8, 12, 12, 14, 10]
 
 
-def _windows(report: Report) -> Iterator[str]:
+def _windows(report: Report, cut: Cut) -> Iterator[str]:
     head = ["window", "ranks", "overlap", "exposed/rank", "waiting/rank", "bus bw", "iteration"]
     longest = max((len(w.name) for w in report.windows), default=0)
     widths = [max(_WINDOW_WIDTHS[0], longest), *_WINDOW_WIDTHS[1:]]  # names of any length
     yield row(head, widths)
-    for window in report.windows:
-        yield _window_row(window.name, window, widths)
+    by_name = {w.name: w for w in report.windows}
+    named = report.inputs.open_windows
+    shown = cut.rows(by_name, _mean_exposed, "exposed/rank", duration, noun="windows", named=named)
+    for name, window in shown.items:
+        yield _window_row(name, window, widths)
     yield _window_row("whole run", report, widths)
+    yield from shown.summary
+
+
+def _mean_exposed(s: Sections) -> float | None:
+    """Exposed communication, mean over ranks (an Inspector rank has no compute kernels:
+    nothing to be exposed against)."""
+    exposed = [
+        r.exposed_comm_time_s for r in s.overlap.per_rank.values() if not inspected(r.source)
+    ]
+    return sum(exposed) / len(exposed) if exposed else None
 
 
 def _window_row(name: str, s: Sections, widths: list[int]) -> str:
-    exposed = [
-        r.exposed_comm_time_s for r in s.overlap.per_rank.values() if not inspected(r.source)
-    ]  # an Inspector rank has no compute kernels: nothing to be exposed against
-    mean_exposed = sum(exposed) / len(exposed) if exposed else None
     waited = [r.exposed_waiting_s for r in s.overlap.per_rank.values() if not inspected(r.source)]
     known = [w for w in waited if w is not None]
     mean_waited = sum(known) / len(known) if known and len(known) == len(waited) else None
@@ -396,7 +435,7 @@ def _window_row(name: str, s: Sections, widths: list[int]) -> str:
         name,
         str(len(s.ranks)),
         pct(s.overlap.mean),
-        duration(mean_exposed),
+        duration(_mean_exposed(s)),
         duration(mean_waited),
         rate(s.network.mean_bus_bandwidth_Bps),
         duration(s.throughput.iteration_time_s),
@@ -404,7 +443,7 @@ def _window_row(name: str, s: Sections, widths: list[int]) -> str:
     return row(cells, widths)
 
 
-def _inputs(report: Report) -> Iterator[str]:
+def _inputs(report: Report, cut: Cut) -> Iterator[str]:
     i = report.inputs
     analysed = i.files - len(i.skipped)
     yield f"Files: {i.files} ({analysed} analysed, {len(i.skipped)} skipped)"
@@ -415,10 +454,9 @@ def _inputs(report: Report) -> Iterator[str]:
     if i.skipped:
         yield ""
         yield "Skipped:"
-        for s in i.skipped:
-            yield f"  {s.path}: {s.reason}"
-    yield from _source_lines(report)
-    yield from _more_inputs(report)
+        yield from cut.lines([f"  {s.path}: {s.reason}" for s in i.skipped], "skipped files")
+    yield from _source_lines(report, cut)
+    yield from _more_inputs(report, cut)
 
 
 _SOURCE_NAMES = {
@@ -448,17 +486,21 @@ def _source_header(report: Report) -> Iterator[str]:
         yield f"Source: {', '.join(parts)}"
 
 
-def _source_lines(report: Report) -> Iterator[str]:
+def _source_lines(report: Report, cut: Cut) -> Iterator[str]:
     """Each window's ranks by the format they were read from, when any is not Kineto."""
     if set(report.inputs.sources) - {"kineto"}:
         yield ""
         yield "Sources by window:"
-        for window in report.windows:
-            by_source: dict[str, list[int]] = {}
-            for rank, facts in sorted(window.facts.items(), key=lambda kv: int(kv[0])):
-                by_source.setdefault(facts.meta.source, []).append(int(rank))
-            found = "; ".join(f"{s}: ranks {rank_list(r)}" for s, r in by_source.items())
-            yield f"  {window.name}: {found}"
+        yield from cut.lines([_window_sources(w, cut) for w in report.windows], "windows")
+
+
+def _window_sources(window: Window, cut: Cut) -> str:
+    by_source: dict[str, list[int]] = {}
+    for rank, facts in sorted(window.facts.items(), key=lambda kv: int(kv[0])):
+        by_source.setdefault(facts.meta.source, []).append(int(rank))
+    ranks = rank_list if cut.every else rank_runs
+    found = "; ".join(f"{s}: ranks {ranks(r)}" for s, r in by_source.items())
+    return f"  {window.name}: {found}"
 
 
 def _job_header(report: Report) -> Iterator[str]:
@@ -481,7 +523,7 @@ def _job_header(report: Report) -> Iterator[str]:
         )
 
 
-def _more_inputs(report: Report) -> Iterator[str]:
+def _more_inputs(report: Report, cut: Cut) -> Iterator[str]:
     i = report.inputs
     if i.unended_collectors:
         yield ""
@@ -490,11 +532,11 @@ def _more_inputs(report: Report) -> Iterator[str]:
     if i.ignored:
         yield ""
         yield "Ignored (valid JSON without traceEvents, not named as a trace):"
-        yield from (f"  {path}" for path in i.ignored)
+        yield from cut.lines([f"  {path}" for path in i.ignored], "ignored files")
     if i.notes:
         yield ""
         yield "Notes:"
-        yield from (f"  {note}" for note in i.notes)
+        yield from cut.lines([f"  {note}" for note in i.notes], "notes")
     if i.jobs:
         yield ""
         yield (

@@ -10,6 +10,11 @@ rows are right-aligned cells (the first left-aligned), two spaces apart whatever
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
+
+from commscope.collector.units import quantity
+
+PLAIN: Final = ((1.0, ""),)  # a count's units: none
 
 
 def pct(value: float | None, decimals: int = 2) -> str:
@@ -19,6 +24,11 @@ def pct(value: float | None, decimals: int = 2) -> str:
 def num(value: float | None) -> str:
     """A plain figure (tokens/s, a t statistic): two decimals, thousands separated."""
     return "n/a" if value is None else f"{value:,.2f}"
+
+
+def plain(value: float | None) -> str:
+    """A count or its mean: `12`, `12.3`, `1234`, three significant figures."""
+    return quantity(value, PLAIN, whole_base=True).rstrip()
 
 
 def na(value: str, reason: str | None) -> str:
@@ -43,3 +53,18 @@ def rank_list(ranks: Sequence[int], width: int | None = None) -> str:
         return f"{ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else str(ranks[0])
     text = ", ".join(map(str, ranks))
     return text if width is None or len(text) <= width else f"{len(ranks)} ranks"
+
+
+def rank_runs(ranks: Sequence[int], most: int = 8) -> str:
+    """`0-40, 42-1023`: runs of consecutive ranks; beyond `most` runs, the first `most` and how
+    many ranks in all."""
+    if not ranks:
+        return "none"
+    runs: list[list[int]] = []
+    for rank in ranks:
+        if runs and rank == runs[-1][-1] + 1:
+            runs[-1].append(rank)
+        else:
+            runs.append([rank])
+    text = ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs[:most])
+    return text if len(runs) <= most else f"{text}, … ({len(ranks):,} ranks in all)"

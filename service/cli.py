@@ -658,7 +658,7 @@ def _report(args: argparse.Namespace) -> int:
     reports = [files.stamped(r, source, args.command, now) for r in reports]
     console = sys.stderr if args.format == "json" else sys.stdout  # stdout: the JSON alone
     for report in reports:
-        rendered = text.render(report)  # once: the .txt, the HTML's copy and --print
+        rendered = text.render(report)  # the .txt and --print (and the HTML up to 16 ranks)
         paths = write_reports(report, args.out, args.traces.resolve().name, now, rendered)
         if args.print or args.format == "text":
             sys.stdout.write(rendered)

@@ -53,6 +53,7 @@ PURE = [
     "pipeline/sketch.py",
     "pipeline/report.py",
     "pipeline/stats.py",
+    "pipeline/waiting.py",
     "pipeline/facts.py",
     "pipeline/merge.py",
     "exporters/crosstext.py",
@@ -65,6 +66,7 @@ PURE = [
     "exporters/naming.py",
     "exporters/text.py",
     "exporters/textfmt.py",
+    "exporters/extremes.py",
 ]
 SHELL_ONLY = {
     "os",
