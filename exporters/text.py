@@ -17,6 +17,7 @@ from typing import Final
 
 from commscope.collector.inspector import NO_COMPUTE, inspected
 from commscope.collector.schema import (
+    FUSED,
     CollectiveStats,
     Report,
     RunConfig,
@@ -214,6 +215,19 @@ def _overlap(report: Report) -> Iterator[str]:
     for rank, r in o.per_rank.items():
         ratio = pct(r.ratio) if r.ratio is not None else _no_ratio(r.source)
         yield f"  rank {rank}: {ratio}  [{r.source}]"
+    yield from _fused(report)
+
+
+def _fused(report: Report) -> Iterator[str]:
+    """Fused kernels (compute and communicate) are in neither union: said with their time."""
+    seconds = report.kernels.time_s.get(FUSED)
+    if seconds:
+        yield ""
+        yield (
+            f"Fused compute+communication kernels (comm-GEMM overlap, e.g. TransformerEngine "
+            f"userbuffers): {duration(seconds)} GPU time, all ranks, in neither the "
+            "communication nor the compute union (10. GPU TIME)"
+        )
 
 
 def _no_ratio(source: str) -> str:
