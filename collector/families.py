@@ -176,9 +176,9 @@ DEVICE_CATEGORIES: Final[dict[str, tuple[Literal["kernel", "communication"], str
 # named that matches no family is listed in trace health.
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 _LOOKALIKE: Final = re.compile(
-    r"\b(?:all ?reduce|all ?gather\w*|reduce ?scatter|all ?to ?all\w*|all2all|a2a|dispatch"
-    r"|combine|send ?recv|i?send|i?recv|p2p|nvshmem\w*|multimem|broadcast|bcast|collective"
-    r"|ccl|peer)\b"
+    r"\b(?:all ?reduce|all ?gather\w*|reduce ?scatter|all ?to ?all\w*|all ?2 ?all|a ?2 ?a"
+    r"|dispatch|combine|send ?recv|i?send|i?recv|p ?2 ?p|nvshmem\w*|multimem|broadcast|bcast"
+    r"|collective|ccl|peer)\b"
 )
 
 

@@ -223,10 +223,10 @@ def _fused(report: Report) -> Iterator[str]:
     seconds = report.kernels.time_s.get(FUSED)
     if seconds:
         yield ""
+        yield "Fused compute+communication kernels (comm-GEMM overlap, e.g. TE userbuffers):"
         yield (
-            f"Fused compute+communication kernels (comm-GEMM overlap, e.g. TransformerEngine "
-            f"userbuffers): {duration(seconds)} GPU time, all ranks, in neither the "
-            "communication nor the compute union (10. GPU TIME)"
+            f"  {duration(seconds)} GPU time over all ranks, in neither the communication nor "
+            "the compute union (see 10.)"
         )
 
 
