@@ -121,8 +121,10 @@ FAMILIES: Final[tuple[Family, ...]] = (
         "comm",
         (
             (r"(?:^|::)multimem_all_gather\w*_kernel$", "AllGather"),
-            (r"(?:^|::)(?:multimem_(?:one_shot_)?|one_shot_|two_shot_)all_reduce\w*_kernel$",
-             "AllReduce"),
+            (
+                r"(?:^|::)(?:multimem_(?:one_shot_)?|one_shot_|two_shot_)all_reduce\w*_kernel$",
+                "AllReduce",
+            ),
         ),
         "pytorch/pytorch torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemoryOps.cu",
     ),

@@ -109,8 +109,10 @@ _CATEGORY: Final = {
     "user_annotation": "user_annotation",
     "cpu_instant_event": "cpu_instant_event",
     # other devices' activity (MTIA's `mtia_ccp_events`, `collective_comm`): `families`
-    **{cat: "kernel" if kind == "kernel" else "device_comm" for cat, (kind, _) in
-       DEVICE_CATEGORIES.items()},  # fmt: skip
+    **{
+        cat: "kernel" if kind == "kernel" else "device_comm"
+        for cat, (kind, _) in DEVICE_CATEGORIES.items()
+    },
 }
 LOOKALIKE_NAMES: Final = MAX_LOOKALIKES // 2  # look-alike kernel names a file reports
 # Bounds on what a trace may claim (beyond them a value is dropped, and counted): times in µs
@@ -517,10 +519,10 @@ class Normalizer:
         if span is None or not isinstance(name, str):
             return
         self.has_gpu = True
-        category = self._categories.get(name, _UNSEEN)
+        category: KernelCategory | Special | None = self._categories.get(name, _UNSEEN)
         if category is _UNSEEN:
             category = self._category(name)
-        if type(category) is str:
+        if isinstance(category, str):  # most kernels: plain compute
             self.out.append(GpuOp("compute", span[0], span[1], category))
             self._land(raw.args)
         elif category is None:

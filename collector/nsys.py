@@ -451,9 +451,9 @@ def kernel_event(
 ) -> GpuOp | CommOp:
     """A kernel as an event; `calls`: the ranges enclosing its launch, innermost first (None
     when its launch is not in the export)."""
-    kind = _kind(name[:MAX_NAME])
-    if kind is not None:
-        return _compute(kind, start_ns, end_ns - start_ns, tally)
+    computes = _kind(name[:MAX_NAME])
+    if computes is not None:
+        return _compute(computes, start_ns, end_ns - start_ns, tally)
     tally.comm_kernels += 1
     tally.no_launch += calls is None
     primary = CommCall(name[:MAX_NAME], start_ns, end_ns)

@@ -5,7 +5,8 @@ and names a gap only when there is one: ranks without profiled steps or without 
 all, collectives without a process group, a `Seq`, a launch in the trace, a size or a group
 size of their own, traces without `pg_config`, a time base, a GPU name or memory events,
 events dropped, and kernels named like communication that match no communicating family
-(`collector.families`), with their GPU time. `checked` lists every check made, so no issue means none of them found a gap.
+(`collector.families`), with their GPU time. `checked` lists every check made, so no issue
+means none of them found a gap.
 """
 
 from __future__ import annotations

@@ -330,9 +330,7 @@ def utilization(rates: Throughput, context: Context) -> Utilization:
 def kernels(results: Mapping[int, RankResult]) -> Kernels:
     """GPU time by category (Σ durations) over all ranks and per rank, and idle time."""
     fused = any(res.kernel_ns.get(FUSED) for res in results.values())
-    per_rank = {
-        str(r): rank_kernels(res, fused) for r, res in results.items() if res.gpu_span_ns
-    }
+    per_rank = {str(r): rank_kernels(res, fused) for r, res in results.items() if res.gpu_span_ns}
     totals = {
         category: sum(res.kernel_ns.get(category, 0) for res in results.values()) * NS
         for category in activity(fused)

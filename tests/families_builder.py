@@ -73,14 +73,18 @@ def mtia(rank: int) -> list[dict[str, Any]]:
     floats in, 2048 out: S = 8192 B) and its launch, the device row in `mtia_ccp_events`.
     Device compute [0, 300] and [400, 700]; the all-gathers [250, 350], [650, 750] and
     [800, 900]: C = 300 µs, C ∩ P = 50 + 50 = 100 µs, exposed 200 µs."""
-    events: list[dict[str, Any]] = [step(), device("mm_kernel", 0, 300), device("mm_kernel", 400, 300)]
+    events: list[dict[str, Any]] = [
+        step(),
+        device("mm_kernel", 0, 300),
+        device("mm_kernel", 400, 300),
+    ]
     args = collective_args("allgather", 1024, 2048, "Float", **{"Group size": RANKS})
     for correlation, start in enumerate((250, 650, 800), start=1):
+        linked = {"correlation": correlation}
         events += [
             annotation("hccl:all_gather", start - 20, 15),
             cpu_op("record_param_comms", start - 18, 10, args=args),
-            span("mtia_runtime", "mtiaLaunchKernel", start - 15, 1, COMPUTE_TID,
-                 args={"correlation": correlation}),  # fmt: skip
+            span("mtia_runtime", "mtiaLaunchKernel", start - 15, 1, COMPUTE_TID, args=linked),
             device("hccl::all_gather", start, 100, {"correlation": correlation}),
         ]
     return events

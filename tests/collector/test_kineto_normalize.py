@@ -628,7 +628,10 @@ def test_look_alike_kernels_count_as_compute_and_are_named_in_the_stats() -> Non
     parsed = read(trace(events, dist_head()))
     assert [op.kind for op in parsed.of(GpuOp)] == ["compute"] * 4
     assert parsed.stats.lookalike_ns == 9_000
-    assert parsed.stats.lookalikes == {"my_moe::alltoall_dispatch": 7_000, "custom_allgather_v2": 2_000}
+    assert parsed.stats.lookalikes == {
+        "my_moe::alltoall_dispatch": 7_000,
+        "custom_allgather_v2": 2_000,
+    }
 
 
 def test_a_file_names_its_longest_look_alikes_only() -> None:

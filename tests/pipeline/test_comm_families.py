@@ -27,8 +27,9 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Report]:
 
 def overlap(report: Report) -> list[float | None]:
     """Per rank in turn: overlap ratio, |C|, |C ∩ P| and exposed communication (s)."""
-    return [value for r in report.overlap.per_rank.values()
-            for value in (r.ratio, r.comm_time_s, r.overlapped_time_s, r.exposed_comm_time_s)]  # fmt: skip
+    figures = [(r.ratio, r.comm_time_s, r.overlapped_time_s, r.exposed_comm_time_s)
+               for r in report.overlap.per_rank.values()]  # fmt: skip
+    return [value for rank in figures for value in rank]
 
 
 def test_a_deepep_moe_step_has_its_communication_found(reports: dict[str, Report]) -> None:
@@ -63,7 +64,9 @@ def test_a_fused_kernel_is_in_neither_union_and_shown_apart(reports: dict[str, R
     assert fused.kernels.per_rank["0"].busy_s == pytest.approx(550 * US)  # [0, 400] ∪ [500, 650]
     report = text.render(fused)
     assert "Fused compute+communication kernels" in report
-    assert "  400 µs GPU time over all ranks, in neither the communication nor the compute" in report
+    assert (
+        "  400 µs GPU time over all ranks, in neither the communication nor the compute" in report
+    )
 
 
 def test_no_fused_category_without_fused_kernels(reports: dict[str, Report]) -> None:
@@ -77,7 +80,10 @@ def test_look_alike_kernels_are_named_in_trace_health(reports: dict[str, Report]
     assert (gap.count, gap.total, gap.unit) == (RANKS * 150_000, RANKS * 450_000,
                                                 "ns of GPU kernel time")  # fmt: skip
     assert gap.kernels == pytest.approx(
-        {"my_moe::alltoall_dispatch_kernel": RANKS * 100 * US, "custom_allgather_v2": RANKS * 50 * US}
+        {
+            "my_moe::alltoall_dispatch_kernel": RANKS * 100 * US,
+            "custom_allgather_v2": RANKS * 50 * US,
+        }
     )
     lines = text.render(reports["lookalike"])
     assert "the 2 longest (GPU time, all ranks):" in lines
