@@ -1,6 +1,6 @@
 """What a GPU compute kernel does, judged from its name alone (pure).
 
-Sorts the non-NCCL kernels of a trace into the families of a "share of GPU time" breakdown:
+Sorts the kernels that do not communicate (`families`) into a "share of GPU time" breakdown:
 matrix multiplies and convolutions, attention, elementwise work (maps, and data movement such
 as copies and transposes), reductions and normalisations, and everything else. A Kineto kernel
 name is often a long C++ signature, so the rules read the kernel's own name: what stands before
