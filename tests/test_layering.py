@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PURE = [
     "collector/classify.py",
     "collector/errors.py",
+    "collector/families.py",
     "collector/fastparse.py",
     "collector/jsonguard.py",
     "collector/jsonstream.py",
