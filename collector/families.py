@@ -158,19 +158,22 @@ FAMILIES: Final[tuple[Family, ...]] = (
     ),
 )
 
-# Trace categories of device activity other than Kineto's `kernel`, and what their events are:
-# `kernel` (a device kernel, communication or compute by its name) or `communication` (every
-# event of the category communicates, whatever its name).
-DEVICE_CATEGORIES: Final[dict[str, tuple[Literal["kernel", "communication"], str]]] = {
+# Trace categories of other accelerators' activity, and what their events are: `kernel` (device
+# work: a kernel that communicates or computes by its name, as Kineto's `kernel`) or `call`
+# (a host-side collective call: `xccl::…`, `hccl::…` name the collective of the kernels
+# launched inside it, as PyTorch's `nccl:…` annotations do; they are not device time).
+ACTIVITY_CATEGORIES: Final[dict[str, tuple[Literal["kernel", "call"], str]]] = {
     "mtia_ccp_events": (
         "kernel",
         "pytorch/kineto libkineto/include/ActivityType.h (MTIA_CCP_EVENTS: MTIA on-device "
-        "events; later an alias of CONCURRENT_KERNEL)",
+        "events, later an alias of CONCURRENT_KERNEL); MTIA device rows `hccl::<op>` "
+        "(pytorch/kineto#1440)",
     ),
     "collective_comm": (
-        "communication",
-        "pytorch/kineto libkineto/include/ActivityType.h (COLLECTIVE_COMM: collective "
-        "communication); pytorch/pytorch#144490 (HCCL traces use it)",
+        "call",
+        "pytorch/kineto libkineto/include/ActivityType.h (COLLECTIVE_COMM); pytorch/kineto#1396 "
+        "(oneCCL host-side collectives as COLLECTIVE_COMM named `xccl::…`), "
+        "pytorch/pytorch#144490 (HCCL traces use it)",
     ),
 }
 

@@ -46,7 +46,7 @@ from commscope.collector.classify import (
     nelems_bytes,
     shape_group,
 )
-from commscope.collector.families import DEVICE_CATEGORIES, looks_like_comm, role, shown_name
+from commscope.collector.families import ACTIVITY_CATEGORIES, looks_like_comm, role, shown_name
 from commscope.collector.kernels import kernel_category
 from commscope.collector.schema import (
     GROUP_SOURCES,
@@ -108,10 +108,10 @@ _CATEGORY: Final = {
     "operator": "cpu_op",
     "user_annotation": "user_annotation",
     "cpu_instant_event": "cpu_instant_event",
-    # other devices' activity (MTIA's `mtia_ccp_events`, `collective_comm`): `families`
+    # other accelerators' activity (MTIA's `mtia_ccp_events`, `collective_comm`): `families`
     **{
-        cat: "kernel" if kind == "kernel" else "device_comm"
-        for cat, (kind, _) in DEVICE_CATEGORIES.items()
+        cat: "kernel" if kind == "kernel" else "user_annotation"
+        for cat, (kind, _) in ACTIVITY_CATEGORIES.items()
     },
 }
 LOOKALIKE_NAMES: Final = MAX_LOOKALIKES // 2  # look-alike kernel names a file reports
@@ -435,7 +435,6 @@ class Normalizer:
             "cpu_op": self._cpu_op,
             "user_annotation": self._annotation,
             "cpu_instant_event": self._instant,
-            "device_comm": self._device_comm,
         }
         # Each `cat` value seen -> its handler, None for categories of no use (learnt).
         self.handlers: dict[object, Callable[[RawEvent], None] | None] = {
@@ -529,14 +528,6 @@ class Normalizer:
             self._comm_kernel(raw, name, span)
         else:
             self._special(raw, span, category)
-
-    def _device_comm(self, raw: RawEvent) -> None:
-        """A device event of a category that communicates whatever its name."""
-        span = self._span(raw)
-        name = raw.name
-        if span is not None and isinstance(name, str):
-            self.has_gpu = True
-            self._comm_kernel(raw, name, span)
 
     def _special(self, raw: RawEvent, span: tuple[int, int], special: Special) -> None:
         if special.fused:

@@ -8,7 +8,7 @@ import re
 import pytest
 from commscope.collector.classify import is_comm_kernel, kernel_collective
 from commscope.collector.families import (
-    DEVICE_CATEGORIES,
+    ACTIVITY_CATEGORIES,
     FAMILIES,
     family_of,
     looks_like_comm,
@@ -178,10 +178,10 @@ def test_compute_kernels_and_family_kernels_are_no_look_alikes(name: str) -> Non
     assert not looks_like_comm(name)
 
 
-def test_every_device_category_says_where_it_comes_from() -> None:
-    for category, (kind, source) in DEVICE_CATEGORIES.items():
+def test_every_activity_category_says_where_it_comes_from() -> None:
+    for category, (kind, source) in ACTIVITY_CATEGORIES.items():
         assert category == category.lower()
-        assert kind in ("kernel", "communication")
+        assert kind in ("kernel", "call")
         assert re.search(r"\w+/[\w.-]+", source)
 
 

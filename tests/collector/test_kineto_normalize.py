@@ -603,19 +603,29 @@ def test_a_fused_kernel_is_neither_compute_nor_communication() -> None:
     assert parsed.stats.comm_kernels == 0
 
 
-def test_mtia_device_rows_are_kernels_and_collective_comm_rows_communicate() -> None:
+def test_mtia_device_rows_are_kernels() -> None:
     events = [
         span("mtia_ccp_events", "mm_kernel", 0, 10, 7),
         span("mtia_ccp_events", "hccl::all_gather", 10, 5, 7),
-        span("collective_comm", "AllGather", 20, 5, 7),  # a name of no family: the category
     ]
     parsed = read(trace(events, dist_head(world_size=2)))
     assert parsed.of(GpuOp) == [GpuOp("compute", 0, 10_000, "gemm")]
-    assert [(op.collective, op.start_ns) for op in parsed.comm] == [
-        ("AllGather", 10_000),
-        ("AllGather", 20_000),
+    assert [(op.collective, op.start_ns) for op in parsed.comm] == [("AllGather", 10_000)]
+    assert parsed.has_gpu and parsed.stats.comm_kernels == 1
+
+
+def test_a_collective_comm_row_is_a_host_call_naming_the_kernel_inside() -> None:
+    # XPU: oneCCL's host-side collective (`xccl::allreduce`) around the launch of a kernel of
+    # no collective type of its own: the call names it; the call itself is no device time
+    events = [
+        span("collective_comm", "xccl::all_to_all", 0, 20, LAUNCH_TID),
+        launch(5, 10, LAUNCH_TID),
+        kernel("xcclKernel_Generic", 30, 5, {"correlation": 5}),
     ]
-    assert parsed.has_gpu and parsed.stats.comm_kernels == 2
+    parsed = read(trace(events, dist_head(world_size=2)))
+    assert [(op.collective, op.start_ns, op.dur_ns) for op in parsed.comm] == [
+        ("AllToAll", 30_000, 5_000)
+    ]
 
 
 def test_look_alike_kernels_count_as_compute_and_are_named_in_the_stats() -> None:
