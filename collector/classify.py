@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final, TypeGuard
 
+from commscope.collector.families import LIBRARIES, family_of
 from commscope.collector.schema import CollectiveType
 
 # nccl-tests convention: a dtype's size in bytes, keyed by lower-cased name without `c10::`.
@@ -64,8 +65,7 @@ _ONE_WAY: Final = frozenset({"AllGather", "ReduceScatter", "AllToAll"})
 
 # NCCL's kernels since 2.5 (`ncclDevKernel_AllReduce_Sum_f32_RING_LL`, `ncclKernel_SendRecv`)
 # and before (`ncclAllReduceRingLLKernel_sum_f32`); RCCL's; HCCL's and XCCL's the same way.
-_KERNEL_PREFIX = re.compile(r"^(?:nccl|rccl|hccl|xccl)(?:(?:Dev)?Kernel_)?", re.IGNORECASE)
-_COMM_KERNEL_LIBRARIES: Final = ("nccl", "rccl", "hccl", "xccl")
+_KERNEL_PREFIX = re.compile(rf"^(?:{'|'.join(LIBRARIES)})(?:(?:Dev)?Kernel_)?", re.IGNORECASE)
 _NON_LETTERS = re.compile(r"[^a-z0-9]")
 
 # Ops that name the collective library's call (user annotations, or cpu ops in old traces):
@@ -99,9 +99,19 @@ def _dtype_size(dtype: str) -> int | None:
 
 
 def is_comm_kernel(name: str) -> bool:
-    """A collective library's kernel: the name starts with `nccl`, `rccl`, `hccl` or `xccl`
-    in any case."""
-    return name[:4].lower() in _COMM_KERNEL_LIBRARIES
+    """A kernel of a family that communicates (`families.FAMILIES`): NCCL, RCCL, HCCL, XCCL
+    (`nccl*`, …, in any case), DeepEP, NVSHMEM, custom all-reduce kernels, …"""
+    found = family_of(name)
+    return found is not None and found.family.role == "comm"
+
+
+def kernel_collective(name: str) -> CollectiveType:
+    """The collective type a communication kernel's name gives: its family's, else the name
+    read as NCCL names its kernels (`collective_type`)."""
+    found = family_of(name)
+    if found is not None and found.collective is not None:
+        return found.collective
+    return collective_type(name)
 
 
 def is_comm_call(name: str) -> bool:

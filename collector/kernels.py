@@ -1,6 +1,6 @@
 """What a GPU compute kernel does, judged from its name alone (pure).
 
-Sorts the non-NCCL kernels of a trace into the families of a "share of GPU time" breakdown:
+Sorts the kernels that do not communicate (`families`) into a "share of GPU time" breakdown:
 matrix multiplies and convolutions, attention, elementwise work (maps, and data movement such
 as copies and transposes), reductions and normalisations, and everything else. A Kineto kernel
 name is often a long C++ signature, so the rules read the kernel's own name: what stands before
@@ -105,7 +105,7 @@ _THEN: Final = tuple((category, re.compile(pattern)) for category, pattern in _A
 def kernel_category(name: str) -> KernelCategory:
     """The family (one of `schema.KERNEL_CATEGORIES`) of the GPU kernel called `name`; `other`
     if none fits."""
-    spoken = _words(_own_name(name))
+    spoken = words(own_name(name))
     for category, pattern in _FIRST:
         if pattern.search(spoken):
             return category
@@ -117,7 +117,7 @@ def kernel_category(name: str) -> KernelCategory:
     return "other"
 
 
-def _own_name(name: str) -> str:
+def own_name(name: str) -> str:
     """Before the first `<` or `(`, without the return type; a launcher keeps its arguments."""
     text = _ANONYMOUS.sub("anonymous", name)
     returns = _RETURN_TYPE.match(text)
@@ -128,6 +128,6 @@ def _own_name(name: str) -> str:
     return text.split("(", 1)[0] if _LAUNCHER.search(own) else own
 
 
-def _words(text: str) -> str:
+def words(text: str) -> str:
     """Lower-case words, one space between: `cunn_SoftMaxForward` -> `cunn soft max forward`."""
     return " ".join(_WORD.findall(text)).lower()

@@ -42,15 +42,18 @@ from commscope.collector.classify import (
     input_dims_bytes,
     is_comm_call,
     is_comm_kernel,
+    kernel_collective,
     nelems_bytes,
     shape_group,
 )
+from commscope.collector.families import ACTIVITY_CATEGORIES, looks_like_comm, role, shown_name
 from commscope.collector.kernels import kernel_category
 from commscope.collector.schema import (
     GROUP_SOURCES,
     LABEL_PATTERN,
     MAX_GROUPS,
     MAX_LABEL,
+    MAX_LOOKALIKES,
     MAX_RANKS,
     CollectiveType,
     CommOp,
@@ -105,7 +108,13 @@ _CATEGORY: Final = {
     "operator": "cpu_op",
     "user_annotation": "user_annotation",
     "cpu_instant_event": "cpu_instant_event",
+    # other accelerators' activity (MTIA's `mtia_ccp_events`, `collective_comm`): `families`
+    **{
+        cat: "kernel" if kind == "kernel" else "user_annotation"
+        for cat, (kind, _) in ACTIVITY_CATEGORIES.items()
+    },
 }
+LOOKALIKE_NAMES: Final = MAX_LOOKALIKES // 2  # look-alike kernel names a file reports
 # Bounds on what a trace may claim (beyond them a value is dropped, and counted): times in µs
 # fit int64 nanoseconds with room, names and labels stay short.
 # 2**62 / 1000 is the double 4611686018427388.0 exactly: as an int it bounds every int and float
@@ -197,6 +206,16 @@ def comm_call(name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) ->
         seq=_bounded(_int(args.get("Seq")), MAX_COUNT),
         shape_group=_bounded(shape_group(name, args), MAX_RANKS, least=1),
     )
+
+
+class Special(msgspec.Struct, frozen=True, gc=False):
+    """How a kernel that is neither plain compute nor communication counts: `fused` (computes
+    and communicates: in neither union), or a compute kernel named like communication
+    (`lookalike`, its time listed under its shown name)."""
+
+    fused: bool
+    category: KernelCategory
+    shown: str | None = None
 
 
 class PendingKernel:
@@ -404,7 +423,8 @@ class Normalizer:
         self._busy = CpuRuns(comm_call=False)
         self._calling = CpuRuns(comm_call=True)
         self._roles: dict[str, int] = {}
-        self._categories: dict[str, KernelCategory | None] = {}  # None: a comm kernel
+        self._categories: dict[str, KernelCategory | Special | None] = {}  # None: comm
+        self._lookalikes: dict[str, int] = {}  # shown name -> ns (ROLE_MEMORY names at most)
         self._allocated: dict[int, int] = {}  # GPU device -> highest Total Allocated
         self._reserved: dict[int, int] = {}  # GPU device -> highest Total Reserved
         self._kinds: dict[str, Callable[[RawEvent], None]] = {
@@ -498,13 +518,32 @@ class Normalizer:
         if span is None or not isinstance(name, str):
             return
         self.has_gpu = True
-        category = self._categories.get(name, _UNSEEN)
+        category: KernelCategory | Special | None = self._categories.get(name, _UNSEEN)
         if category is _UNSEEN:
             category = self._category(name)
-        if category is not None:
+        if isinstance(category, str):  # most kernels: plain compute
             self.out.append(GpuOp("compute", span[0], span[1], category))
             self._land(raw.args)
-            return
+        elif category is None:
+            self._comm_kernel(raw, name, span)
+        else:
+            self._special(raw, span, category)
+
+    def _special(self, raw: RawEvent, span: tuple[int, int], special: Special) -> None:
+        if special.fused:
+            self.out.append(GpuOp("fused", span[0], span[1]))
+        else:
+            self.out.append(GpuOp("compute", span[0], span[1], special.category))
+            self._lookalike(special.shown, span[1])
+        self._land(raw.args)
+
+    def _lookalike(self, shown: str | None, dur_ns: int) -> None:
+        self.stats.lookalike_ns += dur_ns
+        names = self._lookalikes
+        if shown is not None and (shown in names or len(names) < ROLE_MEMORY):
+            names[shown] = names.get(shown, 0) + dur_ns
+
+    def _comm_kernel(self, raw: RawEvent, name: str, span: tuple[int, int]) -> None:
         self.stats.comm_kernels += 1
         args = self._args(raw)
         facts = comm_call(name, span[0], span[0] + span[1], args)
@@ -518,9 +557,10 @@ class Normalizer:
         kernel.launch = self._launch(correlation)
         self._wait(correlation, kernel)
 
-    def _category(self, name: str) -> KernelCategory | None:
-        """A kernel's category; None for a communication kernel (remembered, bounded)."""
-        category = None if is_comm_kernel(name) else kernel_category(name[:MAX_NAME])
+    def _category(self, name: str) -> KernelCategory | Special | None:
+        """A kernel's category; None for a communication kernel, a `Special` for a fused one
+        or one named like communication (remembered, bounded)."""
+        category = kernel_kind(name)
         if len(self._categories) < ROLE_MEMORY and len(name) <= MAX_NAME:
             self._categories[name] = category
         return category
@@ -823,6 +863,26 @@ class Normalizer:
         self._reserved.clear()
         self._launches = self._old_launches = Launches()
         self._landed.clear()
+        self.stats.lookalikes = longest(self._lookalikes, LOOKALIKE_NAMES)
+
+
+def kernel_kind(name: str) -> KernelCategory | Special | None:
+    """None for a communication kernel, a `Special` for a fused kernel or a compute kernel
+    named like communication, else the compute kernel's category."""
+    kind = role(name)
+    if kind == "comm":
+        return None
+    category = kernel_category(name[:MAX_NAME])
+    if kind == "fused":
+        return Special(True, category)
+    if kind is None and looks_like_comm(name):
+        return Special(False, category, shown_name(name))
+    return category
+
+
+def longest(times: Mapping[str, int], count: int) -> dict[str, int]:
+    """The `count` entries of largest time (ties: by name), in that order."""
+    return dict(sorted(times.items(), key=lambda item: (-item[1], item[0]))[:count])
 
 
 def _first_known(records: list[CommCall]) -> tuple[int | None, str | None, int | None]:
@@ -863,7 +923,7 @@ def collective_of(
     for call in calls:
         if call.name.startswith(_C10D_PREFIXES) and (kind := collective_type(call.name)) != "Other":
             return kind
-    kind = collective_type(primary.name)
+    kind = kernel_collective(primary.name)
     return "Other" if kind == "SendRecv" and is_comm_kernel(primary.name) else kind
 
 

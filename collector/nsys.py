@@ -5,8 +5,9 @@ One export holds every profiled process: each process that ran GPU kernels is on
 process per GPU). What the tables give, as the Kineto normaliser makes it (`normalize`):
 
 - kernels (`CUPTI_ACTIVITY_KIND_KERNEL`, older `..._CONCURRENT_KERNEL`, or either with a
-  version suffix; names through `StringIds`): NCCL/RCCL kernels are communication, the others
-  compute with their category (`kernels`); memcpy and memset tables as copies.
+  version suffix; names through `StringIds`): kernels of a communicating family
+  (`families`) are communication, fused ones neither, the others compute with their category
+  (`kernels`); memcpy and memset tables as copies.
 - A communication kernel's call: its `correlationId` → the `CUPTI_ACTIVITY_KIND_RUNTIME`
   launch (thread, time) → the NVTX ranges enclosing the launch on that thread. The collective
   is PyTorch's `nccl:<op>` range (`emit_nvtx`) when there is one, else NCCL's own API range
@@ -45,10 +46,15 @@ from commscope.collector.classify import (
     BACKEND_CALL_PREFIXES,
     COMM_CALL_PREFIXES,
     collective_type,
-    is_comm_kernel,
 )
-from commscope.collector.kernels import kernel_category
-from commscope.collector.normalize import MAX_NAME, CallIndex, CommCall, collective_of
+from commscope.collector.normalize import (
+    MAX_NAME,
+    CallIndex,
+    CommCall,
+    Special,
+    collective_of,
+    kernel_kind,
+)
 from commscope.collector.schema import (
     MAX_LABEL,
     MAX_RANKS,
@@ -56,6 +62,7 @@ from commscope.collector.schema import (
     CommOp,
     GpuOp,
     GroupSource,
+    KernelCategory,
     Step,
 )
 
@@ -451,6 +458,8 @@ class Tally:
     comm_kernels: int = 0
     no_launch: int = 0
     sizes_unknown: int = 0
+    lookalike_ns: int = 0  # compute kernels named like communication (`FileStats`)
+    lookalikes: dict[str, int] = field(default_factory=dict)  # shown name -> ns
 
 
 def gpu_op(kind: str, start_ns: int, end_ns: int) -> GpuOp:
@@ -468,8 +477,9 @@ def kernel_event(
 ) -> GpuOp | CommOp:
     """A kernel as an event; `calls`: the ranges enclosing its launch, innermost first (None
     when its launch is not in the export)."""
-    if not is_comm_kernel(name):
-        return GpuOp("compute", start_ns, end_ns - start_ns, _category(name[:MAX_NAME]))
+    computes = _kind(name[:MAX_NAME])
+    if computes is not None:
+        return _compute(computes, start_ns, end_ns - start_ns, tally)
     tally.comm_kernels += 1
     tally.no_launch += calls is None
     primary = CommCall(name[:MAX_NAME], start_ns, end_ns)
@@ -483,7 +493,20 @@ def kernel_event(
                   api.pg if api else None, None, source)  # fmt: skip
 
 
-_category: Final = functools.lru_cache(maxsize=4096)(kernel_category)  # a run's few names
+_kind: Final = functools.lru_cache(maxsize=4096)(kernel_kind)  # a run's few names
+
+
+def _compute(kind: KernelCategory | Special, start_ns: int, dur_ns: int, tally: Tally) -> GpuOp:
+    """A kernel that does not communicate: compute (its time listed when it is named like
+    communication, `Special`), or fused."""
+    if not isinstance(kind, Special):
+        return GpuOp("compute", start_ns, dur_ns, kind)
+    if kind.fused:
+        return GpuOp("fused", start_ns, dur_ns)
+    tally.lookalike_ns += dur_ns
+    if kind.shown is not None:
+        tally.lookalikes[kind.shown] = tally.lookalikes.get(kind.shown, 0) + dur_ns
+    return GpuOp("compute", start_ns, dur_ns, kind.category)
 
 
 def _collective(primary: CommCall, calls: list[CommCall], api: CommCall | None) -> CollectiveType:

@@ -19,7 +19,7 @@ from typing import Final
 
 from commscope.collector import nsys
 from commscope.collector.errors import TraceError
-from commscope.collector.normalize import CallIndex, CommCall
+from commscope.collector.normalize import LOOKALIKE_NAMES, CallIndex, CommCall, longest
 from commscope.collector.schema import MAX_LABEL, Event, FileStats, TraceMeta
 from msgspec.structs import replace
 
@@ -255,6 +255,8 @@ class Export:
             stats = self.stats[pid]
             stats.comm_kernels, stats.no_launch = tally.comm_kernels, tally.no_launch
             stats.sizes_unknown = tally.sizes_unknown
+            stats.lookalike_ns = tally.lookalike_ns
+            stats.lookalikes = longest(tally.lookalikes, LOOKALIKE_NAMES)
         self._set_backend()
 
     def _set_backend(self) -> None:

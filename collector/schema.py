@@ -17,11 +17,12 @@ import msgspec
 # 5: exposed communication split into transfer, waiting and unmatched; `skew.waited_for_rank`
 # (was `slowest_rank`: the rank the others wait for can have the shortest step).
 SCHEMA_VERSION: Final = 5
-PROTOCOL_VERSION: Final = 8  # 4: labels, sizes and counts bounded at decode; 5: `Facts`
+PROTOCOL_VERSION: Final = 9  # 4: labels, sizes and counts bounded at decode; 5: `Facts`
 # 6: NCCL Inspector logs (`FileStats.dropped` has the Inspector line reasons below)
 # 7: `Facts.covers` (a tailed Inspector log's record holds many ops, numbered by op)
 # 8: a tailed Inspector log is a stream per time window (`collector.inspector_windows`), all
 #    of its path: the aggregator keys a stream by (node, path, folder)
+# 9: `fused` GPU time (`GpuTimeKey`, `GpuKind`); FileStats names look-alike kernels
 # Persisted state (the collector's checkpoint, the aggregator's store). Version 1 carried no
 # version field; readers migrate it explicitly.
 STATE_VERSION: Final = 2
@@ -32,7 +33,9 @@ STORE_VERSION: Final = 3
 
 KernelCategory = Literal["gemm", "attention", "elementwise", "reduction", "other"]
 KERNEL_CATEGORIES: Final[tuple[KernelCategory, ...]] = get_args(KernelCategory)
-GpuKind = Literal["compute", "memcpy", "memset"]
+# `fused`: a kernel that computes and communicates (comm-GEMM overlap), in neither union
+GpuKind = Literal["compute", "memcpy", "memset", "fused"]
+FUSED: Final[GpuKind] = "fused"
 
 # Where a collective's group size n came from (DESIGN.md rulings, in order of preference).
 GroupSource = Literal[
@@ -93,6 +96,7 @@ MAX_RANKS: Final = 2**24  # ranks are 0 … MAX_RANKS-1, a world at most MAX_RAN
 MAX_GROUPS: Final = 1 << 16  # process groups a trace describes
 MAX_LABEL: Final = 256  # a name a trace gives: a process group, a GPU, a backend
 LABEL_PATTERN: Final = "^[^\\x00-\\x1f\\x7f]+$"  # no control characters
+MAX_LOOKALIKES: Final = 64  # kernel names a file lists as looking like communication
 MAX_BATCH_EVENTS: Final = 4096  # events in one Batch (what the collector sends, at most)
 Rank = Annotated[int, msgspec.Meta(ge=0, lt=MAX_RANKS)]
 WorldSize = Annotated[int, msgspec.Meta(ge=1, le=MAX_RANKS)]
@@ -125,7 +129,8 @@ class TraceMeta(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class GpuOp(msgspec.Struct, frozen=True, gc=False, tag="gpu", array_like=True):
-    """A non-communication GPU activity: a compute kernel, a memcpy or a memset."""
+    """A non-communication GPU activity: a compute kernel, a memcpy, a memset, or a fused kernel
+    (computes and communicates: counted in neither union)."""
 
     kind: GpuKind
     start_ns: int
@@ -183,8 +188,15 @@ class FileStats(msgspec.Struct, kw_only=True):
     events: int = 0
     dropped: dict[EventDropReason, int] = {}
     sizes_unknown: int = 0
-    comm_kernels: int = 0  # communication kernels (NCCL/RCCL) read
+    comm_kernels: int = 0  # communication kernels (`collector.families`) read
     no_launch: int = 0  # of those, kernels whose launching call is not in the trace
+    # compute kernels named like communication that match no family: their GPU time, and the
+    # longest of them by shown name (`normalize.LOOKALIKE_NAMES` at most)
+    lookalike_ns: Annotated[int, msgspec.Meta(ge=0, le=2**62)] = 0
+    lookalikes: Annotated[
+        dict[Label, Annotated[int, msgspec.Meta(ge=0, le=2**62)]],
+        msgspec.Meta(max_length=MAX_LOOKALIKES),
+    ] = {}
 
 
 # ---------------------------------------------------------------- per-rank results
@@ -603,6 +615,8 @@ class HealthIssue(msgspec.Struct, kw_only=True):
     unit: str  # what `count` and `total` count: ranks, files, collective calls, ...
     share: float | None = None  # count / total
     weakens: list[str] = []
+    # the kernels behind the gap, by shown name: GPU time (s), longest first (`comm_lookalike`)
+    kernels: dict[str, float] = {}
 
 
 class Health(msgspec.Struct, kw_only=True):
@@ -818,7 +832,15 @@ class StreamEnd(msgspec.Struct, frozen=True, kw_only=True, tag="end"):
 
 # Where a GPU activity's time is summed (`RankResult.kernel_ns` keys).
 GpuTimeKey = Literal[
-    "gemm", "attention", "elementwise", "reduction", "other", "memcpy", "memset", "communication"
+    "gemm",
+    "attention",
+    "elementwise",
+    "reduction",
+    "other",
+    "memcpy",
+    "memset",
+    "communication",
+    "fused",
 ]
 RunsName = Literal["compute", "gpu_comm", "cpu_comm", "copies"]
 MAX_FACT_ITEMS: Final = MAX_BATCH_EVENTS  # runs, threads, steps and calls in one `Facts`

@@ -271,3 +271,6 @@ def health_lines(report: Report) -> Iterator[str]:
         yield f"{issue.unit} without {issue.missing}: {issue.count} of {issue.total} " \
               f"({pct(issue.share)})"  # fmt: skip
         yield from (f"  weakens {line}" for line in issue.weakens)
+        if issue.kernels:
+            yield f"  the {len(issue.kernels)} longest (GPU time, all ranks):"
+            yield from (f"    {duration(s):>10}  {name}" for name, s in issue.kernels.items())

@@ -42,6 +42,7 @@ CATEGORY_COLOURS: Final = {
     "memcpy": svg.SKY,
     "memset": svg.YELLOW,
     "communication": svg.VERMILLION,
+    "fused": svg.INK,  # computes and communicates (comm-GEMM overlap)
 }
 
 

@@ -238,7 +238,7 @@ FAMILIES: Final = (
         "commscope_gpu_time_seconds_total",
         "counter",
         ("job", "category"),
-        "Σ GPU activity durations by category (gemm, attention, …, communication, memcpy)",
+        "Σ GPU activity durations by category (gemm, attention, …, communication, memcpy, fused)",
     ),
     Family(
         "commscope_gpu_idle_ratio",

@@ -18,6 +18,7 @@ from typing import Final
 from commscope.collector.fields import where
 from commscope.collector.inspector import NO_COMPUTE, inspected
 from commscope.collector.schema import (
+    FUSED,
     CollectiveStats,
     RankOverlap,
     Report,
@@ -234,6 +235,19 @@ def _overlap(report: Report, cut: Cut) -> Iterator[str]:
         ratio = pct(r.ratio) if r.ratio is not None else _no_ratio(r.source)
         yield f"  rank {rank}: {ratio}  [{r.source}]"
     yield from shown.summary
+    yield from _fused(report)
+
+
+def _fused(report: Report) -> Iterator[str]:
+    """Fused kernels (compute and communicate) are in neither union: said with their time."""
+    seconds = report.kernels.time_s.get(FUSED)
+    if seconds:
+        yield ""
+        yield "Fused compute+communication kernels (comm-GEMM overlap, e.g. TE userbuffers):"
+        yield (
+            f"  {duration(seconds)} GPU time over all ranks, in neither the communication nor "
+            "the compute union (see 10.)"
+        )
 
 
 def _no_ratio(source: str) -> str:

@@ -5,7 +5,8 @@ metrics need: unions of intervals (GPU compute, GPU communication, gloo communic
 per thread the cpu_op time and the time inside collective calls), per-type tallies with
 per-op bandwidth samples, and step durations. `result()` applies the contract:
 
-- GPU traces: C = union of NCCL/RCCL kernels, P = union of compute kernels (all streams).
+- GPU traces: C = union of communication kernels (`collector.families`), P = union of compute
+  kernels (all streams); fused kernels (compute and communicate) are in neither.
 - CPU-only traces (no GPU activity): C = union of gloo spans; P = cpu_op time on the training
   thread (the one carrying ProfilerStep) minus its time inside collective calls.
 
@@ -75,7 +76,9 @@ class Accumulator:
         self.has_gpu = False
         self.gpu_calls: list[CommOp] = []
         self.cpu_calls: list[CommOp] = []
-        self.copies = IntervalSet()  # memcpy and memset: neither compute nor communication
+        # memcpy, memset and fused kernels: GPU activity in neither the compute nor the
+        # communication union
+        self.copies = IntervalSet()
         self.kernel_ns: dict[str, int] = {}
         self.memory_peak: int | None = None
         self.reserved_peak: int | None = None

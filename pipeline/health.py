@@ -3,8 +3,10 @@
 Each check reads the parsed files' metadata and counters and the sections built from them,
 and names a gap only when there is one: ranks without profiled steps or without a trace at
 all, collectives without a process group, a `Seq`, a launch in the trace, a size or a group
-size of their own, traces without `pg_config`, a time base, a GPU name or memory events, and
-events dropped. `checked` lists every check made, so no issue means none of them found a gap.
+size of their own, traces without `pg_config`, a time base, a GPU name or memory events,
+events dropped, and kernels named like communication that match no communicating family
+(`collector.families`), with their GPU time. `checked` lists every check made, so no issue
+means none of them found a gap.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from commscope.collector.classify import bus_fraction
 from commscope.collector.fields import where
 from commscope.collector.schema import (
     INSPECTOR_LOGS,
+    KERNEL_CATEGORIES,
     FileStats,
     Health,
     HealthIssue,
@@ -74,6 +77,11 @@ WEAKENS: Final[dict[str, tuple[str, ...]]] = {
     "compute": (
         "overlap, exposed communication, GPU time by category and idle time: n/a",
         "diagnosis: no compute-relative figure for these ranks",
+    ),
+    "comm_lookalike": (
+        "overlap, exposed communication and the verdict: these kernels count as compute; "
+        "if they communicate, communication is understated",
+        "collectives, network load and traffic: they are not counted",
     ),
     "call_starts": (
         "clock offsets and arrival skew: n/a for the collectives these ranks take part in "
@@ -232,6 +240,30 @@ def _call_starts(files: Sequence[TraceFile], found: Sections) -> HealthIssue | N
     return issue("call_starts", what, (bare, len(files)), "files")
 
 
+LISTED: Final = 10  # look-alike kernels named in the report
+_KERNEL_TIME: Final = (*KERNEL_CATEGORIES, "communication", "fused")  # kernels, not copies
+
+
+def _lookalikes(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+    named = sum(f.stats.lookalike_ns for f in files)
+    total = sum(f.result.kernel_ns.get(key, 0) for f in files for key in _KERNEL_TIME)
+    what = "a communicating family (named like communication, counted as compute)"
+    gap = issue("comm_lookalike", what, (named, total), "ns of GPU kernel time")
+    if gap is not None:
+        gap.kernels = lookalike_kernels(files)
+    return gap
+
+
+def lookalike_kernels(files: Iterable[TraceFile]) -> dict[str, float]:
+    """The LISTED longest look-alike kernels over the files (each file keeps its longest:
+    `FileStats.lookalikes`), GPU seconds by shown name."""
+    times: Counter[str] = Counter()
+    for f in files:
+        times.update(f.stats.lookalikes)
+    ranked = sorted(times.items(), key=lambda item: (-item[1], item[0]))[:LISTED]
+    return {name: ns * 1e-9 for name, ns in ranked}
+
+
 Check = Callable[[Sequence[TraceFile], Sections], HealthIssue | None]
 CHECKS: Final[tuple[tuple[str, Check], ...]] = (
     ("steps", _steps),
@@ -250,6 +282,7 @@ CHECKS: Final[tuple[tuple[str, Check], ...]] = (
     ("compute", _compute),
     ("call_starts", _call_starts),
     ("capture_step", _capture_step),
+    ("comm_lookalike", _lookalikes),
 )
 
 

@@ -17,6 +17,7 @@ import msgspec
 from commscope.collector.fields import CAPTURE_ONLY, where
 from commscope.collector.inspector import inspected
 from commscope.collector.schema import (
+    FUSED,
     KERNEL_CATEGORIES,
     Collectives,
     CollectiveStats,
@@ -336,10 +337,11 @@ def utilization(rates: Throughput, context: Context) -> Utilization:
 
 def kernels(results: Mapping[int, RankResult]) -> Kernels:
     """GPU time by category (Σ durations) over all ranks and per rank, and idle time."""
-    per_rank = {str(r): rank_kernels(res) for r, res in results.items() if res.gpu_span_ns}
+    fused = any(res.kernel_ns.get(FUSED) for res in results.values())
+    per_rank = {str(r): rank_kernels(res, fused) for r, res in results.items() if res.gpu_span_ns}
     totals = {
         category: sum(res.kernel_ns.get(category, 0) for res in results.values()) * NS
-        for category in GPU_ACTIVITY
+        for category in activity(fused)
     }
     return Kernels(
         time_s=totals,
@@ -349,9 +351,14 @@ def kernels(results: Mapping[int, RankResult]) -> Kernels:
     )
 
 
-def rank_kernels(result: RankResult) -> RankKernels:
+def activity(fused: bool) -> tuple[str, ...]:
+    """The GPU time categories a report lists (`fused` when some rank has fused kernels)."""
+    return (*GPU_ACTIVITY, FUSED) if fused else GPU_ACTIVITY
+
+
+def rank_kernels(result: RankResult, fused: bool = False) -> RankKernels:
     """Idle = span of GPU activity minus the union of all GPU activity."""
-    times = {c: result.kernel_ns.get(c, 0) * NS for c in GPU_ACTIVITY}
+    times = {c: result.kernel_ns.get(c, 0) * NS for c in activity(fused)}
     idle = result.gpu_span_ns - result.gpu_busy_ns
     return RankKernels(
         time_s=times,

@@ -13,6 +13,7 @@ PURE = [
     "collector/classify.py",
     "collector/errors.py",
     "collector/fields.py",
+    "collector/families.py",
     "collector/fastparse.py",
     "collector/jsonguard.py",
     "collector/jsonstream.py",

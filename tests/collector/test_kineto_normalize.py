@@ -583,3 +583,70 @@ def test_a_lookup_reaches_back_to_a_long_call_that_encloses_the_instant() -> Non
         calls.add(7, CommCall("nccl:all_reduce", start, end))
     spans = {ts: [(c.start_ns, c.end_ns) for c in calls.enclosing(7, ts)] for ts in (35, 25, 150)}
     assert spans == {35: [(30, 40), (0, 100)], 25: [(0, 100)], 150: []}
+
+
+# ------------------------------------------------------------------ kernel families
+
+
+def test_a_deepep_kernel_is_an_alltoall_of_unknown_size() -> None:
+    name = "void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int*)"
+    parsed = read(trace([kernel(name, 10, 5), kernel(GEMM, 10, 5)], dist_head(world_size=4)))
+    assert parsed.comm == [CommOp("AllToAll", 10_000, 5_000, None, 4, True, None, None,
+                                  "world size")]  # fmt: skip
+    assert (parsed.stats.comm_kernels, parsed.stats.sizes_unknown) == (1, 1)
+
+
+def test_a_fused_kernel_is_neither_compute_nor_communication() -> None:
+    name = "void userbuffers_fp16_sum_inplace_gpu_rr_rs<8>(int, int, int, void**)"
+    parsed = read(trace([kernel(name, 10, 5)], dist_head()))
+    assert parsed.events == [GpuOp("fused", 10_000, 5_000)]
+    assert parsed.stats.comm_kernels == 0
+
+
+def test_mtia_device_rows_are_kernels() -> None:
+    events = [
+        span("mtia_ccp_events", "mm_kernel", 0, 10, 7),
+        span("mtia_ccp_events", "hccl::all_gather", 10, 5, 7),
+    ]
+    parsed = read(trace(events, dist_head(world_size=2)))
+    assert parsed.of(GpuOp) == [GpuOp("compute", 0, 10_000, "gemm")]
+    assert [(op.collective, op.start_ns) for op in parsed.comm] == [("AllGather", 10_000)]
+    assert parsed.has_gpu and parsed.stats.comm_kernels == 1
+
+
+def test_a_collective_comm_row_is_a_host_call_naming_the_kernel_inside() -> None:
+    # XPU: oneCCL's host-side collective (`xccl::allreduce`) around the launch of a kernel of
+    # no collective type of its own: the call names it; the call itself is no device time
+    events = [
+        span("collective_comm", "xccl::all_to_all", 0, 20, LAUNCH_TID),
+        launch(5, 10, LAUNCH_TID),
+        kernel("xcclKernel_Generic", 30, 5, {"correlation": 5}),
+    ]
+    parsed = read(trace(events, dist_head(world_size=2)))
+    assert [(op.collective, op.start_ns, op.dur_ns) for op in parsed.comm] == [
+        ("AllToAll", 30_000, 5_000)
+    ]
+
+
+def test_look_alike_kernels_count_as_compute_and_are_named_in_the_stats() -> None:
+    events = [
+        kernel("void my_moe::alltoall_dispatch<4>(float*)", 0, 3),
+        kernel("void my_moe::alltoall_dispatch<8>(float*)", 5, 4),  # the same shown name
+        kernel("custom_allgather_v2", 10, 2),
+        kernel(GEMM, 20, 50),
+    ]
+    parsed = read(trace(events, dist_head()))
+    assert [op.kind for op in parsed.of(GpuOp)] == ["compute"] * 4
+    assert parsed.stats.lookalike_ns == 9_000
+    assert parsed.stats.lookalikes == {
+        "my_moe::alltoall_dispatch": 7_000,
+        "custom_allgather_v2": 2_000,
+    }
+
+
+def test_a_file_names_its_longest_look_alikes_only() -> None:
+    # 40 names, the k-th running k µs: the 32 longest are kept (40 … 9 µs), all 820 µs counted
+    events = [kernel(f"alltoall_{k}_kernel", 100 * k, k) for k in range(1, 41)]
+    stats = read(trace(events, dist_head())).stats
+    assert stats.lookalike_ns == sum(range(1, 41)) * 1000
+    assert list(stats.lookalikes) == [f"alltoall_{k}_kernel" for k in range(40, 8, -1)]

@@ -190,10 +190,20 @@ def test_a100_metadata_from_pg_config() -> None:
 
 def test_b200_has_one_allgather_of_the_gathered_output() -> None:
     # Out msg nelems 201088 x 2 (BFloat16) = 402176 B; Group size 8; Process Group Name "3"
-    (op,) = parsed(B200).comm
+    (op,) = [op for op in parsed(B200).comm if op.collective == "AllGather"]
     assert op == CommOp(
         "AllGather", op.start_ns, op.dur_ns, 402176, 8, True, "3", None, "Group size arg"
     )
+
+
+def test_b200_symmetric_memory_all_reduces_are_communication() -> None:
+    # 73 `multimem_all_reduce_kernel` launches (PyTorch symmetric memory, `collector.families`):
+    # AllReduce by their family, no collective args (size unknown), n from the world size
+    others = [op for op in parsed(B200).comm if op.collective != "AllGather"]
+    facts = Counter((op.collective, op.message_bytes, op.group_size, op.group_source)
+                    for op in others)  # fmt: skip
+    assert facts == Counter({("AllReduce", None, 8, "world size"): 73})
+    assert (parsed(B200).stats.comm_kernels, parsed(B200).stats.sizes_unknown) == (74, 73)
 
 
 def test_mi300_has_seventeen_comm_kernels() -> None:

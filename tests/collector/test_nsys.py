@@ -7,7 +7,7 @@ import struct
 
 from commscope.collector import nsys
 from commscope.collector.nsys import ApiCall, Comms, Process
-from commscope.collector.schema import Step
+from commscope.collector.schema import CommOp, GpuOp, Step
 from hypothesis import given
 from hypothesis import strategies as st
 from nsys_builder import (
@@ -330,3 +330,19 @@ def test_a_payload_whose_schema_id_has_its_upper_half_set_still_decodes() -> Non
     flagged = bytearray(blob(INIT, comm=9, ranks=2, rank=1))
     flagged[12:16] = b"\x01\x00\x00\x00"  # bytes 12-15: reserved beside the 32-bit schema id
     assert nsys.decode_payload(bytes(flagged), SCHEMAS, 1)[0]["Rank"] == 1
+
+
+# ---------------------------------------------------------------- kernel families
+
+
+def test_a_kernel_of_each_kind_in_an_export() -> None:
+    tally = nsys.Tally()
+    fused = "userbuffers_fp16_sum_inplace_gpu_rr_rs"
+    lookalike = "void my_moe::alltoall_dispatch<4>(float*)"
+    deepep = "void deep_ep::internode_ll::combine<3, 10, 7168>(void*)"
+    made = [nsys.kernel_event(name, 0, 10, None, world=2, tally=tally)
+            for name in (fused, lookalike, deepep, lookalike)]  # fmt: skip
+    assert made[:2] == [GpuOp("fused", 0, 10), GpuOp("compute", 0, 10, "other")]
+    assert made[2] == CommOp("AllToAll", 0, 10, None, 2, True, None, None, "world size")
+    assert (tally.comm_kernels, tally.no_launch, tally.sizes_unknown) == (1, 1, 1)
+    assert (tally.lookalike_ns, tally.lookalikes) == (20, {"my_moe::alltoall_dispatch": 20})

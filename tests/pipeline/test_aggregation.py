@@ -56,6 +56,7 @@ from commscope.pipeline.edge import Reduction, facts, pack
 from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
 from commscope.service.aggregate import Aggregator, AggregatorSettings
+from families_builder import BUILDERS, write_job
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -284,6 +285,16 @@ def test_live_report_equals_offline(root: Path, size: int) -> None:
     aggregation = Aggregation()
     apply_all(aggregation, round_robin(streams))
     assert aggregation.open == {}
+    assert live_document(aggregation) == offline(root)
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_live_report_equals_offline_for_every_kernel_family(tmp_path: Path, name: str) -> None:
+    # fused kernels, DeepEP, MTIA device rows and look-alike names reach the live report too
+    root = tmp_path / name
+    write_job(root / "iteration_1", BUILDERS[name])
+    aggregation = Aggregation()
+    apply_all(aggregation, round_robin(run_records(root, 3)))
     assert live_document(aggregation) == offline(root)
 
 
