@@ -122,15 +122,18 @@ def _desyncs(m: Matching) -> Iterator[str]:
     yield ""
     yield f"Desyncs (members disagree; first {len(m.desyncs)} of {m.desync_count}):"
     for d in m.desyncs:
-        calls = ", ".join(f"rank {rank}: {_sized(call)}" for rank, call in d.calls.items())
-        yield f"  group {d.process_group} {d.key} {d.position}: {calls}"
+        differ = f"{', '.join(d.differs)} differ" if d.differs else "differ"
+        departing = f", ranks {rank_list(d.ranks, 40)} depart" if d.ranks else ""
+        yield f"  group {d.process_group} {d.key} {d.position} ({differ}{departing}):"
+        yield "    " + ", ".join(f"rank {rank}: {_sized(call)}" for rank, call in d.calls.items())
 
 
 def _sized(call: str) -> str:
-    """A desync's call as the JSON keeps it (`AllReduce 107822144 B`), its size scaled."""
-    kind, _, rest = call.partition(" ")
-    count, _, unit = rest.partition(" ")
-    return f"{kind} {size(int(count))}" if count.isdigit() and unit == "B" else call
+    """A desync's call as the JSON keeps it (`AllReduce 107822144 B Float`), its size scaled."""
+    kind, count, *rest = call.split(" ")
+    if count.isdigit() and rest[:1] == ["B"]:
+        return " ".join([kind, size(int(count)), *rest[1:]])
+    return call
 
 
 def _clocks(c: Clocks) -> Iterator[str]:
@@ -222,3 +225,4 @@ def health_lines(report: Report) -> Iterator[str]:
         yield f"{issue.unit} without {issue.missing}: {issue.count} of {issue.total} " \
               f"({pct(issue.share)})"  # fmt: skip
         yield from (f"  weakens {line}" for line in issue.weakens)
+        yield from (f"  {line}" for line in issue.named)

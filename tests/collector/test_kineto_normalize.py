@@ -125,7 +125,7 @@ def test_nccl_kernel_with_full_args_is_a_sized_comm_op() -> None:
     )
     parsed = read(trace([kernel(ALLGATHER_KERNEL, 100.0, 12.5, args)], dist_head(world_size=8)))
     assert parsed.events == [
-        CommOp("AllGather", 100000, 12500, 16000, 8, True, "3", 7, "Group size arg")
+        CommOp("AllGather", 100000, 12500, 16000, 8, True, "3", 7, "Group size arg", "BFloat16")
     ]
     assert parsed.stats.sizes_unknown == 0
 
@@ -160,7 +160,9 @@ def _recorded_allreduce() -> tuple[list[dict], list[dict], dict]:
 
 
 # innermost record on the launching thread: 1024 x 4 B (Float) = 4096 B; n = world_size 8
-RECORDED_ALLREDUCE = CommOp("AllReduce", 40000, 3000, 4096, 8, True, None, None, "world size")
+RECORDED_ALLREDUCE = CommOp(
+    "AllReduce", 40000, 3000, 4096, 8, True, None, None, "world size", "Float"
+)
 
 
 @pytest.mark.parametrize(
@@ -202,7 +204,7 @@ def test_collective_name_of_the_record_wins_over_the_kernel_name() -> None:
     ]
     parsed = read(trace(events, dist_head(world_size=8)))
     assert parsed.comm == [
-        CommOp("AllToAll", 30000, 2000, 24576, 8, True, None, None, "world size")
+        CommOp("AllToAll", 30000, 2000, 24576, 8, True, None, None, "world size", "Float")
     ]
 
 
@@ -221,7 +223,7 @@ def test_input_dims_of_the_innermost_comm_op_when_no_record_has_counts() -> None
     ]
     parsed = read(trace(events, dist_head(world_size=8)))
     assert parsed.comm == [
-        CommOp("AllReduce", 155000, 246000, 1576964, 8, True, None, None, "world size")
+        CommOp("AllReduce", 155000, 246000, 1576964, 8, True, None, None, "world size", "Float")
     ]
 
 
@@ -237,7 +239,7 @@ def test_all_gather_from_a_backend_annotation_is_shard_times_group() -> None:
     ]
     parsed = read(trace(events, dist_head(world_size=8)))
     assert parsed.comm == [
-        CommOp("AllGather", 50000, 4000, 402176, 8, True, None, None, "world size")
+        CommOp("AllGather", 50000, 4000, 402176, 8, True, None, None, "world size", "BFloat16")
     ]
 
 
@@ -251,7 +253,7 @@ def test_reduce_scatter_from_a_c10d_op_is_output_shard_times_group() -> None:
     ]
     parsed = read(trace(events, dist_head(world_size=8)))
     assert parsed.comm == [
-        CommOp("ReduceScatter", 50000, 4000, 3200, 8, True, None, None, "tensor shapes")
+        CommOp("ReduceScatter", 50000, 4000, 3200, 8, True, None, None, "tensor shapes", "Float")
     ]
 
 
@@ -342,7 +344,7 @@ def test_gloo_all_reduce_is_a_cpu_comm_op_sized_from_input_dims() -> None:
     event = annotation("gloo:all_reduce", 50, 10, 33, dims_args([[256, 4]], ["float"]))
     parsed = read(trace([event], dist_head(world_size=2, backend="gloo")))
     assert parsed.events == [
-        CommOp("AllReduce", 50000, 10000, 4096, 2, False, None, None, "world size")
+        CommOp("AllReduce", 50000, 10000, 4096, 2, False, None, None, "world size", "Float")
     ]
     assert not parsed.has_gpu
 
@@ -352,7 +354,7 @@ def test_gloo_all_gather_is_shard_times_the_pg_config_group() -> None:
     event = annotation("gloo:all_gather", 50, 10, 33, dims_args([[100]], ["float"]))
     parsed = read(trace([event], dist_head(world_size=8, backend="gloo", pg_sizes={"0": 4})))
     assert parsed.events == [
-        CommOp("AllGather", 50000, 10000, 1600, 4, False, None, None, "pg_config")
+        CommOp("AllGather", 50000, 10000, 1600, 4, False, None, None, "pg_config", "Float")
     ]
 
 
@@ -360,13 +362,17 @@ def test_gloo_all_reduce_without_metadata_keeps_its_size() -> None:
     # 256 x 4 B = 1024 B needs no group size
     event = annotation("gloo:all_reduce", 50, 10, 33, dims_args([[256]], ["float"]))
     parsed = read(trace([event]))
-    assert parsed.events == [CommOp("AllReduce", 50000, 10000, 1024, None, False, None, None)]
+    assert parsed.events == [
+        CommOp("AllReduce", 50000, 10000, 1024, None, False, None, None, None, "Float")
+    ]
 
 
 def test_gloo_all_gather_without_a_group_size_has_unknown_size() -> None:
     event = annotation("gloo:all_gather", 50, 10, 33, dims_args([[100]], ["float"]))
     parsed = read(trace([event]))
-    assert parsed.events == [CommOp("AllGather", 50000, 10000, None, None, False, None, None)]
+    assert parsed.events == [
+        CommOp("AllGather", 50000, 10000, None, None, False, None, None, None, "Float")
+    ]
     assert parsed.stats.sizes_unknown == 1
 
 
