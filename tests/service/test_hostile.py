@@ -334,7 +334,7 @@ def test_a_protocol_4_batch_is_refused_undecoded_with_both_versions(agg: Aggrega
             stream=LEGIT,
             seq=2,
             calls=[CommOp("AllToAll", 0, 1, 8, 2, True, out_splits=(1,) * 1025)],
-        ),  # fmt: skip
+        ),
         Facts(stream=LEGIT, seq=2, runs={"compute": bytes(RUN_BYTES * (MAX_FACT_ITEMS + 1))}),
         Facts(stream=LEGIT, seq=2, busy={1: bytes(RUN_BYTES + 1)}),
     ],
