@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-from msgspec.structs import replace
 from commscope.collector.normalize import LAUNCH_MEMORY
 from commscope.collector.schema import CommOp, CpuSpan, Event, GpuOp, Step
 from hypothesis import given, settings
@@ -28,6 +27,7 @@ from kineto_builder import (
     trace,
     union,
 )
+from msgspec.structs import replace
 
 PROPERTY = settings(deadline=None, max_examples=60, database=None)
 
