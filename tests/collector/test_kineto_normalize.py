@@ -208,6 +208,38 @@ def test_collective_name_of_the_record_wins_over_the_kernel_name() -> None:
     ]
 
 
+def all_to_all_v() -> list[dict]:
+    """An all_to_allv recorded as PyTorch records it: 8 Floats sent (2 to group rank 0, 6 to
+    group rank 1), 8 received (4 from each), run by a SendRecv kernel launched inside."""
+    splits = {"In split size": "[2, 6]", "Out split size": "[4, 4]", "Group size": 2}
+    args = collective_args("all_to_allv", 8, 8, "Float", **splits)
+    return [
+        cpu_op("c10d::alltoall_base_", 9, 14, LAUNCH_TID, dims_args([[8], [8]], ["float"] * 2)),
+        cpu_op("record_param_comms", 10, 10, LAUNCH_TID, args),
+        launch(3, 12, LAUNCH_TID),
+        kernel(SENDRECV_KERNEL, 30, 2, {"correlation": 3}),
+    ]
+
+
+def test_an_all_to_all_v_keeps_its_dtype_and_split_sizes() -> None:
+    # S = max(8, 8) x 4 B = 32 B; splits as recorded, in group-rank order
+    parsed = read(trace(all_to_all_v(), dist_head(world_size=8)))
+    expected = CommOp("AllToAll", 30000, 2000, 32, 2, True, None, None, "Group size arg",
+                      "Float", (2, 6), (4, 4))  # fmt: skip
+    assert parsed.comm == [expected]
+
+
+def test_the_dtype_of_a_first_input_that_gives_no_size_is_not_taken() -> None:
+    # a TensorList (or a scalar's tag) as the first input: neither a size nor a dtype
+    events = [
+        cpu_op("record_param_comms", 10, 10, LAUNCH_TID, dims_args([[]], ["TensorList"])),
+        launch(3, 12, LAUNCH_TID),
+        kernel(ALLREDUCE_KERNEL, 30, 2, {"correlation": 3}),
+    ]
+    (op,) = read(trace(events, dist_head(world_size=8))).comm
+    assert (op.message_bytes, op.dtype) == (None, None)
+
+
 def test_input_dims_of_the_innermost_comm_op_when_no_record_has_counts() -> None:
     # the DLRM layout: c10d::allreduce_ > record_param_comms (TensorList, no dims) >
     # nccl:all_reduce annotation with Input Dims [[394241]] float: 394241 x 4 B = 1576964 B
