@@ -159,9 +159,9 @@ def agree(a: CommOp, b: CommOp, places: Mapping[int, int] | None, ranks: Sequenc
     if None not in (a.dtype, b.dtype) and a.dtype != b.dtype:
         return False
     both_uneven = all(c.collective == "AllToAll" and (c.in_splits or c.out_splits) for c in (a, b))
-    if None not in (a.message_bytes, b.message_bytes) and not both_uneven:
-        if a.message_bytes != b.message_bytes:
-            return False
+    sizes = {a.message_bytes, b.message_bytes}
+    if None not in sizes and len(sizes) > 1 and not both_uneven:
+        return False
     if places is None or a.collective != "AllToAll":
         return True
     i, j = places[ranks[0]], places[ranks[1]]
