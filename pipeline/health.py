@@ -150,7 +150,8 @@ def desync_line(d: Desync) -> str:
     """`group 0 seq 12: dtype, message size differ (ranks 3, 5 depart)`."""
     shown = ", ".join(map(str, d.ranks[:_NAMED_RANKS]))
     more = f" and {len(d.ranks) - _NAMED_RANKS} more" if len(d.ranks) > _NAMED_RANKS else ""
-    departing = f" (ranks {shown}{more} depart)" if d.ranks else ""
+    who = f"rank {shown} departs" if len(d.ranks) == 1 else f"ranks {shown}{more} depart"
+    departing = f" ({who})" if d.ranks else ""
     return f"group {d.process_group} {d.key} {d.position}: {', '.join(d.differs)} differ{departing}"
 
 
