@@ -122,9 +122,9 @@ def _desyncs(m: Matching) -> Iterator[str]:
     yield ""
     yield f"Desyncs (members disagree; first {len(m.desyncs)} of {m.desync_count}):"
     for d in m.desyncs:
-        differ = f"{', '.join(d.differs)} differ" if d.differs else "differ"
+        differ = f"calls differ in {', '.join(d.differs)}" if d.differs else "calls differ"
         who = "rank {} departs" if len(d.ranks) == 1 else "ranks {} depart"
-        departing = ", " + who.format(rank_list(d.ranks, 40)) if d.ranks else ""
+        departing = "; " + who.format(rank_list(d.ranks, 40)) if d.ranks else ""
         yield f"  group {d.process_group} {d.key} {d.position} ({differ}{departing}):"
         yield "    " + ", ".join(f"rank {rank}: {_sized(call)}" for rank, call in d.calls.items())
 

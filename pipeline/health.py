@@ -147,12 +147,13 @@ def _desyncs(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
 
 
 def desync_line(d: Desync) -> str:
-    """`group 0 seq 12: dtype, message size differ (ranks 3, 5 depart)`."""
+    """`group 0 seq 12: calls differ in message size, dtype (ranks 3, 5 depart)`."""
     shown = ", ".join(map(str, d.ranks[:_NAMED_RANKS]))
     more = f" and {len(d.ranks) - _NAMED_RANKS} more" if len(d.ranks) > _NAMED_RANKS else ""
     who = f"rank {shown} departs" if len(d.ranks) == 1 else f"ranks {shown}{more} depart"
     departing = f" ({who})" if d.ranks else ""
-    return f"group {d.process_group} {d.key} {d.position}: {', '.join(d.differs)} differ{departing}"
+    where = f"group {d.process_group} {d.key} {d.position}"
+    return f"{where}: calls differ in {', '.join(d.differs)}{departing}"
 
 
 _NAMED_RANKS: Final = 8

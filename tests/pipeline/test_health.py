@@ -121,8 +121,8 @@ def test_a_desync_is_a_gap_that_names_the_position_what_differs_and_the_ranks() 
     report = build_report(["w"], files, [], Options())
     (gap,) = [i for i in report.health.issues if i.key == "desync"]
     assert (gap.count, gap.total, gap.unit) == (1, 2, "positions")
-    assert gap.named == ["group 0 seq 1: dtype differ (rank 1 departs)"]
-    assert "\n  group 0 seq 1: dtype differ (rank 1 departs)\n" in text.render(report)
+    assert gap.named == ["group 0 seq 1: calls differ in dtype (rank 1 departs)"]
+    assert "\n  group 0 seq 1: calls differ in dtype (rank 1 departs)\n" in text.render(report)
 
 
 def test_traces_with_everything_have_no_gap() -> None:

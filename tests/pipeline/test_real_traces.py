@@ -190,7 +190,10 @@ def test_sampled_pair_never_pairs_unlike_calls(sampled: Report) -> None:
     assert set(sampled.skew.per_collective) == {"AllGather", "AllReduce"}
     (gap,) = [issue for issue in sampled.health.issues if issue.key == "desync"]
     assert (gap.count, gap.total, len(gap.named)) == (6, 10, 6)
-    assert gap.named[0] == "group (unnamed) index 0: message size, dtype differ (ranks 0, 1 depart)"
+    assert (
+        gap.named[0]
+        == "group (unnamed) index 0: calls differ in message size, dtype (ranks 0, 1 depart)"
+    )
 
 
 def test_sampled_pair_waits_only_in_genuine_pairs(sampled: Report) -> None:
