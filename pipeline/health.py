@@ -140,7 +140,9 @@ def _seq(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
 def _desyncs(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
     m = found.matching
     what = "agreement between their members (desyncs: type, size, dtype or split sizes differ)"
-    gap = issue("desync", what, (m.desync_count, m.instances + m.desync_count), "positions")
+    gap = issue(
+        "desync", what, (m.desync_count, m.instances + m.desync_count), "collective positions"
+    )
     if gap is not None:
         gap.named = [desync_line(d) for d in m.desyncs]
     return gap

@@ -120,7 +120,7 @@ def test_a_desync_is_a_gap_that_names_the_position_what_differs_and_the_ranks() 
         files.append(parsed(rank, calls, meta[rank], FileStats(events=2)))
     report = build_report(["w"], files, [], Options())
     (gap,) = [i for i in report.health.issues if i.key == "desync"]
-    assert (gap.count, gap.total, gap.unit) == (1, 2, "positions")
+    assert (gap.count, gap.total, gap.unit) == (1, 2, "collective positions")
     assert gap.named == ["group 0 seq 1: calls differ in dtype (rank 1 departs)"]
     assert "\n  group 0 seq 1: calls differ in dtype (rank 1 departs)\n" in text.render(report)
 
