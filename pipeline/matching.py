@@ -117,7 +117,7 @@ def _match_group(
     for rank, own in ranks.items():
         for position, op in _keyed(own, by_seq):
             positions.setdefault(position, {})[rank] = op
-    local = placement(member_list, known is not None, ranks)
+    local = _placement(member_list, known is not None, ranks)
     for position in sorted(positions):
         found = positions[position]
         if len(found) < 2:
@@ -155,7 +155,7 @@ def _keyed(ops: list[CommOp], by_seq: bool) -> list[tuple[tuple[int, int], CommO
     return keyed
 
 
-def placement(
+def _placement(
     members: Sequence[int], known: bool, ranks: Mapping[int, Sequence[CommOp]]
 ) -> dict[int, int]:
     """Each member's group rank (its place in the sorted member list, as PyTorch numbers a
@@ -202,19 +202,19 @@ def _odd(values: Mapping[int, Hashable | None]) -> set[int]:
     return set(known) if odd and 2 * len(odd) >= len(known) else odd
 
 
-def uneven(op: CommOp) -> bool:
+def _uneven(op: CommOp) -> bool:
     """An all-to-all that recorded its split sizes: its size may differ from its peers'."""
     return op.collective in _UNEVEN and bool(op.in_splits or op.out_splits)
 
 
 def _odd_sizes(ops: Mapping[int, CommOp]) -> set[int]:
     """Sizes are compared between two calls unless both recorded split sizes."""
-    even = {rank: op.message_bytes for rank, op in ops.items() if not uneven(op)}
+    even = {rank: op.message_bytes for rank, op in ops.items() if not _uneven(op)}
     common = _common(even)
     odd = _odd(even)
     if common is not None:
         odd.update(rank for rank, op in ops.items()
-                   if uneven(op) and op.message_bytes not in (None, common))  # fmt: skip
+                   if _uneven(op) and op.message_bytes not in (None, common))  # fmt: skip
     return odd
 
 
