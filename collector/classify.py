@@ -1,7 +1,8 @@
 """Classification of trace events per the metric contract (pure).
 
-Which kernels communicate, which collective a name stands for, how many bytes a dtype has,
-which CPU ops are calls into a collective, and how a message size follows from op args.
+Which kernels communicate, which collective a name stands for, how many bytes a dtype has and
+what it is called, which CPU ops are calls into a collective, and how a message size and an
+all-to-all's split sizes follow from op args.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Final, TypeGuard
 
 from commscope.collector.families import LIBRARIES, family_of
-from commscope.collector.schema import CollectiveType
+from commscope.collector.schema import MAX_SPLITS, CollectiveType
 
 # nccl-tests convention: a dtype's size in bytes, keyed by lower-cased name without `c10::`.
 _DTYPE_BYTES: Final = {
@@ -40,6 +41,38 @@ _DTYPE_BYTES: Final = {
     "uint8": 1,
 }
 
+# A dtype's one name (PyTorch's ScalarType, what record_param_comms' `dtype` says), keyed as
+# `_DTYPE_BYTES`: `Input type` gives caffe2's names for the same types (`long int`, `float`).
+_DTYPE_NAMES: Final = {
+    "float": "Float",
+    "float32": "Float",
+    "double": "Double",
+    "float64": "Double",
+    "half": "Half",
+    "float16": "Half",
+    "bfloat16": "BFloat16",
+    "long": "Long",
+    "int64": "Long",
+    "long int": "Long",
+    "int": "Int",
+    "int32": "Int",
+    "short": "Short",
+    "short int": "Short",
+    "int16": "Short",
+    "char": "Char",
+    "signed char": "Char",
+    "int8": "Char",
+    "byte": "Byte",
+    "unsigned char": "Byte",
+    "uint8": "Byte",
+    "bool": "Bool",
+    "complexfloat": "ComplexFloat",
+    "complex<float>": "ComplexFloat",
+    "complexdouble": "ComplexDouble",
+    "complex<double>": "ComplexDouble",
+    "complexhalf": "ComplexHalf",
+    "complex<c10::half>": "ComplexHalf",
+}
 # Ordered: the first prefix that matches the squashed name wins.
 _COLLECTIVE_PREFIXES: Final[tuple[tuple[str, CollectiveType], ...]] = (
     ("allreduce", "AllReduce"),
@@ -96,6 +129,43 @@ def _dtype_size(dtype: str) -> int | None:
     if name.startswith("float8"):
         return 1
     return _DTYPE_BYTES.get(name)
+
+
+def dtype_name(dtype: object) -> str | None:
+    """A dtype's one name whichever spelling a trace uses (`c10::Half`, `half`, `Half` ->
+    `Half`); a name outside the table keeps its own spelling, lower-cased without `c10::`
+    (`Float8_e4m3fn` and `c10::Float8_e4m3fn` agree). None for a missing or blank name."""
+    if not isinstance(dtype, str):
+        return None
+    name = dtype.strip().lower().removeprefix("c10::")
+    return _DTYPE_NAMES.get(name, name) or None
+
+
+def split_sizes(value: object) -> tuple[int, ...]:
+    """An all-to-all's split sizes as recorded (`In split size` / `Out split size`: Kineto's
+    string `"[4, 2, 0]"`, cut as `"[4, 2, ...]"` past 30 entries; the execution trace's whole
+    list; or a JSON list): the first MAX_SPLITS entries, in group-rank order. Empty when none
+    are recorded (an even split) or the value is not a list of counts below 2**62."""
+    entries = _split_entries(value) if isinstance(value, str) else value
+    if not isinstance(entries, list):
+        return ()
+    known = entries[:MAX_SPLITS]
+    if all(_is_count(entry) and entry < 2**62 for entry in known):
+        return tuple(known)
+    return ()
+
+
+def _split_entries(text: str) -> list[object] | None:
+    body = text.strip()
+    if not (body.startswith("[") and body.endswith("]")):
+        return None
+    parts = [part.strip() for part in body[1:-1].split(",", MAX_SPLITS)][:MAX_SPLITS]
+    if parts and parts[-1] == "...":
+        parts.pop()
+    if parts == [""]:
+        return []
+    return [int(part) if part.isascii() and part.isdigit() and len(part) < 20 else part
+            for part in parts]  # fmt: skip
 
 
 def is_comm_kernel(name: str) -> bool:

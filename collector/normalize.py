@@ -39,12 +39,14 @@ from commscope.collector.classify import (
     BACKEND_CALL_PREFIXES,
     COMM_CALL_PREFIXES,
     collective_type,
+    dtype_name,
     input_dims_bytes,
     is_comm_call,
     is_comm_kernel,
     kernel_collective,
     nelems_bytes,
     shape_group,
+    split_sizes,
 )
 from commscope.collector.families import ACTIVITY_CATEGORIES, looks_like_comm, role, shown_name
 from commscope.collector.kernels import kernel_category
@@ -166,6 +168,9 @@ class CommCall(msgspec.Struct, frozen=True, gc=False):
     pg: str | None = None
     seq: int | None = None
     shape_group: int | None = None  # the group size its tensor shapes imply
+    dtype: str | None = None  # `dtype`, else the `Input type` of a first input it sized
+    in_splits: tuple[int, ...] = ()
+    out_splits: tuple[int, ...] = ()
 
     @property
     def backend(self) -> bool:
@@ -186,6 +191,8 @@ _FACT_KEYS: Final = frozenset(
         "Group size",
         "Process Group Name",
         "Seq",
+        "In split size",
+        "Out split size",
     }
 )
 
@@ -194,17 +201,21 @@ def comm_call(name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) ->
     if _FACT_KEYS.isdisjoint(args):
         return CommCall(name[:MAX_NAME], start_ns, end_ns)
     label = args.get("Collective name")
+    dims = input_dims_bytes(args)
     return CommCall(
         name[:MAX_NAME],
         start_ns,
         end_ns,
         collective_name=str(label)[:MAX_LABEL] if label is not None else None,
         nelems_bytes=_bounded(nelems_bytes(args), MAX_COUNT),
-        dims_bytes=_bounded(input_dims_bytes(args), MAX_COUNT),
+        dims_bytes=_bounded(dims, MAX_COUNT),
         group_size=_bounded(_int(args.get("Group size")), MAX_RANKS, least=1),
         pg=_pg(args),
         seq=_bounded(_int(args.get("Seq")), MAX_COUNT),
         shape_group=_bounded(shape_group(name, args), MAX_RANKS, least=1),
+        dtype=_dtype(args, sized=dims is not None),
+        in_splits=split_sizes(args.get("In split size")),
+        out_splits=split_sizes(args.get("Out split size")),
     )
 
 
@@ -216,6 +227,15 @@ class Special(msgspec.Struct, frozen=True, gc=False):
     fused: bool
     category: KernelCategory
     shown: str | None = None
+
+
+def _dtype(args: Mapping[str, Any], sized: bool) -> str | None:
+    """The call's dtype: its `dtype` arg, else the `Input type` of its first input when that
+    input gave a size (`sized`: a tensor, never a scalar's or a list's tag)."""
+    given = args.get("dtype")
+    if given is None and sized:
+        given = args["Input type"][0]
+    return _label(dtype_name(given))
 
 
 class PendingKernel:
@@ -340,7 +360,8 @@ class CallIndex:
 
     def add(self, tid: int, call: CommCall) -> None:
         key = (call.name, call.collective_name, call.nelems_bytes, call.dims_bytes,
-               call.group_size, call.pg, call.shape_group)  # fmt: skip
+               call.group_size, call.pg, call.shape_group, call.dtype, call.in_splits,
+               call.out_splits)  # fmt: skip
         fact = self._ids.get(key)
         if fact is None:
             fact = self._ids[key] = len(self._facts)
@@ -379,10 +400,11 @@ class CallIndex:
         return found
 
     def _call(self, thread: ThreadCalls, i: int) -> CommCall:
-        name, label, nelems, dims, group, pg, shape = self._facts[thread.facts[i]]
-        seq = thread.seqs[i]
+        facts, seq = self._facts[thread.facts[i]], thread.seqs[i]
+        name, label, nelems, dims, group, pg, shape, dtype, sends, receives = facts
         return CommCall(name, thread.starts[i], thread.ends[i], label, nelems, dims, group, pg,
-                        None if seq == self._NO_SEQ else seq, shape)  # fmt: skip
+                        None if seq == self._NO_SEQ else seq, shape, dtype, sends,
+                        receives)  # fmt: skip
 
 
 def start_order(starts: array[int], ends: array[int]) -> tuple[Sequence[int], Sequence[int]]:
@@ -820,7 +842,10 @@ class Normalizer:
         if size is None:
             self.stats.sizes_unknown += 1
         start, dur = primary.start_ns, primary.end_ns - primary.start_ns
-        return CommOp(collective, start, dur, size, group, on_gpu, pg, seq, source)
+        dtype = next((c.dtype for c in (*records, *own) if c.dtype is not None), None)
+        sends, receives = _splits(records)
+        return CommOp(collective, start, dur, size, group, on_gpu, pg, seq, source, dtype,
+                      sends, receives)  # fmt: skip
 
     def _group_size(
         self, records: list[CommCall], calls: list[CommCall]
@@ -893,6 +918,14 @@ def _first_known(records: list[CommCall]) -> tuple[int | None, str | None, int |
         pg = record.pg if pg is None else pg
         seq = record.seq if seq is None else seq
     return size, pg, seq
+
+
+def _splits(records: list[CommCall]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The split sizes of the first record that has any (sent, received)."""
+    for record in records:
+        if record.in_splits or record.out_splits:
+            return record.in_splits, record.out_splits
+    return (), ()
 
 
 def own_calls(calls: list[CommCall]) -> list[CommCall]:

@@ -22,7 +22,8 @@ PROTOCOL_VERSION: Final = 9  # 4: labels, sizes and counts bounded at decode; 5:
 # 7: `Facts.covers` (a tailed Inspector log's record holds many ops, numbered by op)
 # 8: a tailed Inspector log is a stream per time window (`collector.inspector_windows`), all
 #    of its path: the aggregator keys a stream by (node, path, folder)
-# 9: `fused` GPU time (`GpuTimeKey`, `GpuKind`); FileStats names look-alike kernels
+# 9: `fused` GPU time (`GpuTimeKey`, `GpuKind`); FileStats names look-alike kernels;
+#    `CommOp.dtype`, `in_splits`, `out_splits` (cross-rank matching compares them)
 # Persisted state (the collector's checkpoint, the aggregator's store). Version 1 carried no
 # version field; readers migrate it explicitly.
 STATE_VERSION: Final = 2
@@ -102,6 +103,10 @@ Rank = Annotated[int, msgspec.Meta(ge=0, lt=MAX_RANKS)]
 WorldSize = Annotated[int, msgspec.Meta(ge=1, le=MAX_RANKS)]
 Label = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_LABEL, pattern=LABEL_PATTERN)]
 Text = Annotated[str, msgspec.Meta(max_length=16384)]  # a reason or an error message
+MAX_SPLITS: Final = 1024  # split sizes an all-to-all call keeps (`classify.split_sizes`)
+Splits = Annotated[
+    tuple[Annotated[int, msgspec.Meta(ge=0, lt=2**62)], ...], msgspec.Meta(max_length=MAX_SPLITS)
+]
 
 
 # ---------------------------------------------------------------- normalised events
@@ -150,6 +155,11 @@ class CommOp(msgspec.Struct, frozen=True, gc=False, tag="comm", array_like=True)
     process_group: Label | None = None
     seq: int | None = None
     group_source: GroupSource | None = None  # None when n is unknown (checked at decode)
+    dtype: Label | None = None  # one name per type (`classify.dtype_name`); None: unknown
+    # an all-to-all-v's split sizes as recorded (the first MAX_SPLITS, in group-rank order):
+    # in_splits[j] is what this rank sends to group rank j, out_splits[j] what it receives
+    in_splits: Splits = ()
+    out_splits: Splits = ()
 
 
 class Step(msgspec.Struct, frozen=True, gc=False, tag="step", array_like=True):
@@ -436,7 +446,9 @@ class Desync(msgspec.Struct, kw_only=True):
     process_group: str
     key: str
     position: int
-    calls: dict[str, str]  # rank -> "AllReduce 4194304 B"
+    calls: dict[str, str]  # rank -> "AllReduce 4194304 B Float"
+    differs: list[str] = []  # what: "collective", "message size", "dtype", "split sizes"
+    ranks: list[int] = []  # the ranks whose call departs from the others'
 
 
 class Matching(msgspec.Struct, kw_only=True):
@@ -617,6 +629,7 @@ class HealthIssue(msgspec.Struct, kw_only=True):
     weakens: list[str] = []
     # the kernels behind the gap, by shown name: GPU time (s), longest first (`comm_lookalike`)
     kernels: dict[str, float] = {}
+    named: list[str] = []  # the first few cases, each in one line
 
 
 class Health(msgspec.Struct, kw_only=True):

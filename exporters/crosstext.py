@@ -139,7 +139,11 @@ def _desyncs(m: Matching, cut: Cut) -> Iterator[str]:
     yield ""
     yield f"Desyncs (members disagree; first {len(m.desyncs)} of {m.desync_count}):"
     for d in m.desyncs:
-        yield f"  group {d.process_group} {d.key} {d.position}: {_calls(d.calls, cut)}"
+        differ = f"calls differ in {', '.join(d.differs)}" if d.differs else "calls differ"
+        who = "rank {} departs" if len(d.ranks) == 1 else "ranks {} depart"
+        departing = "; " + who.format(rank_list(d.ranks, 40)) if d.ranks else ""
+        yield f"  group {d.process_group} {d.key} {d.position} ({differ}{departing}):"
+        yield f"    {_calls(d.calls, cut)}"
 
 
 def _calls(calls: dict[str, str], cut: Cut) -> str:
@@ -154,10 +158,11 @@ def _calls(calls: dict[str, str], cut: Cut) -> str:
 
 
 def _sized(call: str) -> str:
-    """A desync's call as the JSON keeps it (`AllReduce 107822144 B`), its size scaled."""
-    kind, _, rest = call.partition(" ")
-    count, _, unit = rest.partition(" ")
-    return f"{kind} {size(int(count))}" if count.isdigit() and unit == "B" else call
+    """A desync's call as the JSON keeps it (`AllReduce 107822144 B Float`), its size scaled."""
+    kind, count, *rest = call.split(" ")
+    if count.isdigit() and rest[:1] == ["B"]:
+        return " ".join([kind, size(int(count)), *rest[1:]])
+    return call
 
 
 def _clocks(c: Clocks, cut: Cut) -> Iterator[str]:
@@ -274,3 +279,4 @@ def health_lines(report: Report) -> Iterator[str]:
         if issue.kernels:
             yield f"  the {len(issue.kernels)} longest (GPU time, all ranks):"
             yield from (f"    {duration(s):>10}  {name}" for name, s in issue.kernels.items())
+        yield from (f"  {line}" for line in issue.named)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from commscope.collector.classify import bus_fraction
 from commscope.collector.schema import (
@@ -245,10 +245,11 @@ class Accumulator:
         return max(sorted(self.busy), key=lambda tid: self.busy[tid].measure())
 
 
-def call_order(op: CommOp) -> tuple[int, int, str, int, str, int]:
-    """Start order, ties broken by every other field: the same calls sort the same way."""
+def call_order(op: CommOp) -> tuple[Any, ...]:
+    """Start order, ties broken by the other fields: the same calls sort the same way."""
     return (op.start_ns, op.dur_ns, op.collective, op.message_bytes or -1,
-            op.process_group or "", op.seq if op.seq is not None else -1)  # fmt: skip
+            op.process_group or "", op.seq if op.seq is not None else -1, op.dtype or "",
+            op.in_splits, op.out_splits)  # fmt: skip
 
 
 def count_op(tally: OpTally, op: CommOp) -> None:

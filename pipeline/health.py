@@ -3,10 +3,10 @@
 Each check reads the parsed files' metadata and counters and the sections built from them,
 and names a gap only when there is one: ranks without profiled steps or without a trace at
 all, collectives without a process group, a `Seq`, a launch in the trace, a size or a group
-size of their own, traces without `pg_config`, a time base, a GPU name or memory events,
-events dropped, and kernels named like communication that match no communicating family
-(`collector.families`), with their GPU time. `checked` lists every check made, so no issue
-means none of them found a gap.
+size of their own, collectives whose members disagree (desyncs, each named), traces without
+`pg_config`, a time base, a GPU name or memory events, events dropped, and kernels named like
+communication that match no communicating family (`collector.families`), with their GPU time.
+`checked` lists every check made, so no issue means none of them found a gap.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from commscope.collector.fields import where
 from commscope.collector.schema import (
     INSPECTOR_LOGS,
     KERNEL_CATEGORIES,
+    Desync,
     FileStats,
     Health,
     HealthIssue,
@@ -50,6 +51,10 @@ WEAKENS: Final[dict[str, tuple[str, ...]]] = {
     "process_group": (f"{MATCHING}: these calls form one unnamed group, paired by index",),
     "pg_config": (f"{MATCHING}: group members guessed from the ranks seen",),
     "seq": (f"{MATCHING}: a call missing on one rank shifts every later pairing (desyncs)",),
+    "desync": (
+        f"{MATCHING}: these positions pair nothing (a job out of step, or calls missing from a "
+        "trace that was cut or sampled, shifting the pairing by index)",
+    ),
     "launch": (
         "collectives: type unknown (Other), size only from the kernel's own args",
         MATCHING,
@@ -159,6 +164,30 @@ def _seq(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
     m = found.matching
     counts = (m.by_index, m.instances)
     return issue("seq", where("seq", _sources(files)), counts, "matched instances")
+
+
+def _desyncs(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+    m = found.matching
+    what = "agreement between their members (desyncs: type, size, dtype or split sizes differ)"
+    gap = issue(
+        "desync", what, (m.desync_count, m.instances + m.desync_count), "collective positions"
+    )
+    if gap is not None:
+        gap.named = [desync_line(d) for d in m.desyncs]
+    return gap
+
+
+def desync_line(d: Desync) -> str:
+    """`group 0 seq 12: calls differ in message size, dtype (ranks 3, 5 depart)`."""
+    shown = ", ".join(map(str, d.ranks[:_NAMED_RANKS]))
+    more = f" and {len(d.ranks) - _NAMED_RANKS} more" if len(d.ranks) > _NAMED_RANKS else ""
+    who = f"rank {shown} departs" if len(d.ranks) == 1 else f"ranks {shown}{more} depart"
+    departing = f" ({who})" if d.ranks else ""
+    place = f"group {d.process_group} {d.key} {d.position}"
+    return f"{place}: calls differ in {', '.join(d.differs)}{departing}"
+
+
+_NAMED_RANKS: Final = 8
 
 
 def _launch(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
@@ -271,6 +300,7 @@ CHECKS: Final[tuple[tuple[str, Check], ...]] = (
     ("process_group", _groups),
     ("pg_config", _pg_config),
     ("seq", _seq),
+    ("desync", _desyncs),
     ("launch", _launch),
     ("sizes", _sizes),
     ("group_size_world", _group_sizes("world size")),

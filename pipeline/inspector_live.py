@@ -12,7 +12,8 @@ Arrival skew live (`LiveSkew`): a collective instance is (process group, Seq, ty
 many tailed logs as its group size have sent it, its skew is the latest minus the earliest
 start, on the hosts' own clocks (Inspector's `coll_start_ts`, gettimeofday: no alignment, so
 across hosts it holds their clock difference too; the final report aligns clocks). Calls
-without a start (logs not verbose), without a Seq or group, and point-to-point calls give none.
+without a start (logs not verbose), without a Seq or group, and point-to-point calls give none;
+nor does an instance whose members disagree (`matching.disagree`: a desync, counted).
 At most `max_pending` instances wait for their last member (the oldest is dropped: a member
 whose log is not tailed would keep its instances waiting forever). `RecentSkews` keeps the
 skews of the last `horizon_s` seconds (at most `max_values` each type) for p50, p95 and max.
@@ -25,10 +26,11 @@ from typing import Final
 
 from commscope.collector.inspector import as_result
 from commscope.collector.names import base_name, is_inspector_name
-from commscope.collector.schema import Facts, RankResult, TraceMeta
+from commscope.collector.schema import CommOp, Facts, RankResult, TraceMeta
 from commscope.pipeline import straddle
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.edge import absorb
+from commscope.pipeline.matching import disagree
 from commscope.pipeline.stats import quantile, sample_values
 
 
@@ -64,8 +66,9 @@ class LiveSkew:
 
     def __init__(self, max_pending: int = 1 << 16) -> None:
         self.max_pending = max_pending
-        self.pending: OrderedDict[Key, dict[str, int]] = OrderedDict()
+        self.pending: OrderedDict[Key, dict[str, CommOp]] = OrderedDict()
         self.dropped = 0  # instances given up waiting for
+        self.desynced = 0  # instances whose members disagree: never a skew
 
     def add(self, stream: str, part: Facts) -> list[tuple[str, float]]:
         """The instances `part` completes, as (collective type, skew seconds)."""
@@ -76,15 +79,23 @@ class LiveSkew:
             key, n = straddle.key(call), call.group_size
             if key is None or n is None:
                 continue
-            starts = self.pending.setdefault(key, {})
-            starts[stream] = call.start_ns
-            if len(starts) >= n:
+            calls = self.pending.setdefault(key, {})
+            calls[stream] = call
+            if len(calls) >= n:
                 del self.pending[key]
-                done.append((call.collective, (max(starts.values()) - min(starts.values())) / 1e9))
+                done.extend(self._skew(list(calls.values())))
         while len(self.pending) > self.max_pending:
             self.pending.popitem(last=False)
             self.dropped += 1
         return done
+
+    def _skew(self, calls: list[CommOp]) -> list[tuple[str, float]]:
+        """The instance's skew; none when its members disagree (counted)."""
+        if disagree(dict(enumerate(calls)), {}).differs:
+            self.desynced += 1
+            return []
+        starts = [call.start_ns for call in calls]
+        return [(calls[0].collective, (max(starts) - min(starts)) / 1e9)]
 
 
 class RecentSkews:

@@ -3,15 +3,20 @@
 Within a window, each rank's collectives are split by process group (`Process Group Name`;
 calls without one form the group "(unnamed)"). A group whose calls all carry `Seq` is matched
 by sequence number; otherwise by the running index of the group's calls on each rank (start
-order). Members must agree on the collective type, and on the message size except for
-AllToAll (uneven splits are legal): a disagreement is a desync, reported and never matched.
-A call with no partner although another member of its group has a trace in the window is
-unmatched. SendRecv calls are pairwise, not group-wide: they are counted, not matched.
+order). Members must agree on the collective type and, where both calls know it, on the
+dtype and the message size; two all-to-all calls that both recorded their split sizes may
+differ in size (uneven splits are legal), but what group rank i sends to j must be what j
+receives from i wherever both recorded it (and the group's ranks are placed: pg_config, or
+every member traced). A disagreement is a desync, named and never matched: the calls at that
+position pair with nothing. A call with no partner although another member of its group has a
+trace in the window is unmatched. SendRecv calls are pairwise, not group-wide: they are
+counted, not matched.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -21,6 +26,7 @@ UNNAMED: Final = "(unnamed)"
 MAX_DESYNCS: Final = 20
 _POINT_TO_POINT: Final = "SendRecv"
 _UNEVEN: Final = frozenset({"AllToAll"})
+_SHOWN_SPLITS: Final = 8  # split sizes a desync's description shows of each list
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,15 @@ class Instance:
 class Matched:
     instances: list[Instance] = field(default_factory=list)
     summary: Matching = field(default_factory=Matching)
+    desynced: int = 0  # calls at the positions of desyncs (paired with nothing)
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """What the members' calls at one position differ in, and the ranks that depart."""
+
+    differs: tuple[str, ...]
+    ranks: tuple[int, ...]
 
 
 def group_of(op: CommOp) -> str:
@@ -102,14 +117,17 @@ def _match_group(
     for rank, own in ranks.items():
         for position, op in _keyed(own, by_seq):
             positions.setdefault(position, {})[rank] = op
+    local = _placement(member_list, known is not None, ranks)
     for position in sorted(positions):
         found = positions[position]
         if len(found) < 2:
             stats.unmatched += 1 if len(with_traces) > 1 else 0
             continue
-        if not _agree(list(found.values())):
+        disagreement = disagree(found, local)
+        if disagreement.differs:
             stats.desyncs += 1
-            _desync(result.summary, group, stats.key, position[0], found)
+            result.desynced += len(found)
+            _desync(result.summary, group, (stats.key, position[0]), found, disagreement)
             continue
         stats.instances += 1
         result.instances.append(_instance(group, position[0], found, base_ns))
@@ -137,28 +155,118 @@ def _keyed(ops: list[CommOp], by_seq: bool) -> list[tuple[tuple[int, int], CommO
     return keyed
 
 
-def _agree(ops: list[CommOp]) -> bool:
-    kinds = {op.collective for op in ops}
-    if len(kinds) > 1:
-        return False
-    if kinds <= _UNEVEN:
-        return True
-    sizes = {op.message_bytes for op in ops if op.message_bytes is not None}
-    return len(sizes) <= 1
+def _placement(
+    members: Sequence[int], known: bool, ranks: Mapping[int, Sequence[CommOp]]
+) -> dict[int, int]:
+    """Each member's group rank (its place in the sorted member list, as PyTorch numbers a
+    group): known from pg_config, or when the traced ranks are every member (their calls'
+    group size); else empty (split sizes cannot be checked across members)."""
+    sizes = {op.group_size for ops in ranks.values() for op in ops}
+    if known or sizes == {len(members)}:
+        return {rank: index for index, rank in enumerate(members)}
+    return {}
+
+
+def disagree(ops: Mapping[int, CommOp], local: Mapping[int, int]) -> Disagreement:
+    """What the calls at one position disagree on (nothing: they are one instance)."""
+    alike = {(op.collective, op.message_bytes, op.dtype, op.in_splits, op.out_splits)
+             for op in ops.values()}  # fmt: skip
+    if len(alike) == 1 and not any(next(iter(alike))[3:]):
+        return _AGREE  # the common case: the same call everywhere, no splits to cross-check
+    checks = (
+        ("collective", _odd({rank: op.collective for rank, op in ops.items()})),
+        ("message size", _odd_sizes(ops)),
+        ("dtype", _odd({rank: op.dtype for rank, op in ops.items()})),
+        ("split sizes", _split_conflicts(ops, local)),
+    )
+    odd = [(what, ranks) for what, ranks in checks if ranks]
+    departing = tuple(sorted(set().union(*(ranks for _, ranks in odd))))
+    return Disagreement(differs=tuple(what for what, _ in odd), ranks=departing)
+
+
+_AGREE: Final = Disagreement(differs=(), ranks=())
+
+
+def _common(values: Mapping[int, Hashable | None]) -> Hashable | None:
+    """The most common known value (a tie: the lowest rank's); None if none is known."""
+    counts = Counter(values[rank] for rank in sorted(values) if values[rank] is not None)
+    return counts.most_common(1)[0][0] if counts else None
+
+
+def _odd(values: Mapping[int, Hashable | None]) -> set[int]:
+    """The ranks whose known value is not the one most of them hold; every rank with a known
+    value when they differ and no value has a majority."""
+    known = {rank: value for rank, value in values.items() if value is not None}
+    common = _common(known)
+    odd = {rank for rank, value in known.items() if value != common}
+    return set(known) if odd and 2 * len(odd) >= len(known) else odd
+
+
+def _uneven(op: CommOp) -> bool:
+    """An all-to-all that recorded its split sizes: its size may differ from its peers'."""
+    return op.collective in _UNEVEN and bool(op.in_splits or op.out_splits)
+
+
+def _odd_sizes(ops: Mapping[int, CommOp]) -> set[int]:
+    """Sizes are compared between two calls unless both recorded split sizes."""
+    even = {rank: op.message_bytes for rank, op in ops.items() if not _uneven(op)}
+    common = _common(even)
+    odd = _odd(even)
+    if common is not None:
+        odd.update(rank for rank, op in ops.items()
+                   if _uneven(op) and op.message_bytes not in (None, common))  # fmt: skip
+    return odd
+
+
+def _split_conflicts(ops: Mapping[int, CommOp], local: Mapping[int, int]) -> set[int]:
+    """The ranks i, j of every all-to-all pair where what i records sending to j
+    (`in_splits[j]`) is not what j records receiving from i (`out_splits[i]`)."""
+    if any(op.collective not in _UNEVEN for op in ops.values()):
+        return set()
+    placed = {local[rank]: rank for rank in ops if rank in local}
+    found: set[int] = set()
+    for sender, op in ops.items():
+        if sender not in local:
+            continue
+        at = local[sender]
+        for place, sent in enumerate(op.in_splits):
+            receiver = placed.get(place)
+            if receiver is None:
+                continue
+            received = ops[receiver].out_splits
+            if at < len(received) and received[at] != sent:
+                found.update((sender, receiver))
+    return found
 
 
 def _desync(
-    summary: Matching, group: str, key: str, position: int, ops: Mapping[int, CommOp]
+    summary: Matching,
+    group: str,
+    where: tuple[str, int],
+    ops: Mapping[int, CommOp],
+    disagreement: Disagreement,
 ) -> None:
     if len(summary.desyncs) >= MAX_DESYNCS:
         return
+    key, position = where
     described = {str(rank): describe(op) for rank, op in sorted(ops.items())}
-    summary.desyncs.append(Desync(process_group=group, key=key, position=position, calls=described))
+    found = Desync(process_group=group, key=key, position=position, calls=described,
+                   differs=list(disagreement.differs), ranks=list(disagreement.ranks))  # fmt: skip
+    summary.desyncs.append(found)
 
 
 def describe(op: CommOp) -> str:
+    """`AllToAll 4096 B Float splits in [2, 2] out [1, 3]` (what it knows of these)."""
     size = f"{op.message_bytes} B" if op.message_bytes is not None else "size unknown"
-    return f"{op.collective} {size}"
+    parts = [op.collective, size, *([op.dtype] if op.dtype is not None else [])]
+    if op.in_splits or op.out_splits:
+        parts += ["splits in", _listed(op.in_splits), "out", _listed(op.out_splits)]
+    return " ".join(parts)
+
+
+def _listed(splits: Sequence[int]) -> str:
+    shown = ", ".join(map(str, splits[:_SHOWN_SPLITS]))
+    return f"[{shown}, ...]" if len(splits) > _SHOWN_SPLITS else f"[{shown}]"
 
 
 def _instance(

@@ -7,12 +7,15 @@ from commscope.collector.classify import (
     bus_factor,
     collective_type,
     dtype_bytes,
+    dtype_name,
     input_dims_bytes,
     is_comm_call,
     is_comm_kernel,
     nelems_bytes,
     shape_group,
+    split_sizes,
 )
+from commscope.collector.schema import MAX_SPLITS
 
 # ------------------------------------------------------------------ collective_type
 
@@ -405,3 +408,54 @@ def test_shapes_imply_the_group_of_gathers_and_scatters(
 )
 def test_shapes_that_say_nothing_give_no_group(name: str, args: dict[str, object]) -> None:
     assert shape_group(name, args) is None
+
+
+# ------------------------------------------------------------------ dtype names, split sizes
+
+
+@pytest.mark.parametrize(
+    ("spellings", "name"),
+    [
+        (["Float", "float", "float32", "c10::Float"], "Float"),
+        (["Long", "long int", "int64", "c10::Long"], "Long"),
+        (["Byte", "unsigned char", "uint8"], "Byte"),
+        (["Char", "signed char", "int8"], "Char"),
+        (["Half", "c10::Half", "float16"], "Half"),
+        (["BFloat16", "c10::BFloat16", "bfloat16"], "BFloat16"),
+        (["Float8_e4m3fn", "c10::Float8_e4m3fn"], "float8_e4m3fn"),
+        (["ComplexFloat", "c10::complex<float>"], "ComplexFloat"),
+    ],
+)
+def test_every_spelling_of_a_dtype_has_one_name(spellings: list[str], name: str) -> None:
+    """record_param_comms' `dtype` says ScalarType names, `Input type` caffe2's."""
+    assert {dtype_name(spelling) for spelling in spellings} == {name}
+
+
+@pytest.mark.parametrize("dtype", [None, "", "  ", 4])
+def test_a_missing_dtype_has_no_name(dtype: object) -> None:
+    assert dtype_name(dtype) is None
+
+
+@pytest.mark.parametrize(
+    ("recorded", "splits"),
+    [
+        ("[1, 2]", (1, 2)),
+        ("[4, 0, 7]", (4, 0, 7)),
+        ("[]", ()),  # an even split: none recorded
+        ("[" + ", ".join(map(str, range(30))) + ", ...]", tuple(range(30))),  # Kineto's cut
+        ([3, 5], (3, 5)),
+        ("[1, -2]", ()),
+        ("[1, x]", ()),
+        ("1, 2", ()),
+        (None, ()),
+        ([True], ()),
+        ("[4611686018427387904]", ()),  # 2**62: beyond a count
+    ],
+)
+def test_split_sizes_are_the_entries_recorded(recorded: object, splits: tuple[int, ...]) -> None:
+    assert split_sizes(recorded) == splits
+
+
+def test_split_sizes_keep_the_first_max_splits_entries() -> None:
+    recorded = "[" + ", ".join(["7"] * 3000) + "]"
+    assert split_sizes(recorded) == (7,) * MAX_SPLITS

@@ -519,3 +519,23 @@ def test_minus_two_to_the_63_is_mended_on_both_paths() -> None:
     assert len(fast[0]) == 21  # every kernel read
     assert sum(fast[2].dropped.values()) == 1
     assert reader.parser == "ijson"
+
+
+def test_split_sizes_and_dtypes_read_alike_on_both_paths() -> None:
+    """The args matching compares (`dtype`, `In/Out split size`, `Input type`) come from
+    msgspec's typed decode as from ijson's dicts."""
+    splits = {"In split size": "[2, 6, ...]", "Out split size": "[4, 4]"}
+    args = {"Collective name": "all_to_allv", "In msg nelems": 8, "Out msg nelems": 8,
+            "dtype": "Float", **splits}  # fmt: skip
+    events = [
+        cpu_op(
+            "c10d::alltoall_base_", 9, 14, 11, {"Input Dims": [[8]], "Input type": ["long int"]}
+        ),
+        cpu_op("record_param_comms", 10, 10, 11, args),
+        launch(3, 12, 11),
+        kernel("ncclKernel_SendRecv(x)", 30, 2, {"correlation": 3}),
+    ]
+    fast, slow, reader = both(kineto_doc(events, dist_head(world_size=8)))
+    assert fast == slow and reader.parser == "fast"
+    (call,) = [e for e in fast[0] if type(e).__name__ == "CommOp"]
+    assert (call.dtype, call.in_splits, call.out_splits) == ("Float", (2, 6), (4, 4))

@@ -42,7 +42,9 @@ def expected(count: int, group: int | None, source: str | None) -> Counter[CommO
     ops = []
     for i in range(count):
         start_ns, size = (10_000 + 100 * i) * 1000, 4 * (i + 1)
-        ops.append(CommOp("AllReduce", start_ns, 3000, size, group, True, None, None, source))
+        ops.append(
+            CommOp("AllReduce", start_ns, 3000, size, group, True, None, None, source, "Float")
+        )
     return Counter(ops)
 
 

@@ -125,7 +125,7 @@ def test_nccl_kernel_with_full_args_is_a_sized_comm_op() -> None:
     )
     parsed = read(trace([kernel(ALLGATHER_KERNEL, 100.0, 12.5, args)], dist_head(world_size=8)))
     assert parsed.events == [
-        CommOp("AllGather", 100000, 12500, 16000, 8, True, "3", 7, "Group size arg")
+        CommOp("AllGather", 100000, 12500, 16000, 8, True, "3", 7, "Group size arg", "BFloat16")
     ]
     assert parsed.stats.sizes_unknown == 0
 
@@ -160,7 +160,9 @@ def _recorded_allreduce() -> tuple[list[dict], list[dict], dict]:
 
 
 # innermost record on the launching thread: 1024 x 4 B (Float) = 4096 B; n = world_size 8
-RECORDED_ALLREDUCE = CommOp("AllReduce", 40000, 3000, 4096, 8, True, None, None, "world size")
+RECORDED_ALLREDUCE = CommOp(
+    "AllReduce", 40000, 3000, 4096, 8, True, None, None, "world size", "Float"
+)
 
 
 @pytest.mark.parametrize(
@@ -202,8 +204,40 @@ def test_collective_name_of_the_record_wins_over_the_kernel_name() -> None:
     ]
     parsed = read(trace(events, dist_head(world_size=8)))
     assert parsed.comm == [
-        CommOp("AllToAll", 30000, 2000, 24576, 8, True, None, None, "world size")
+        CommOp("AllToAll", 30000, 2000, 24576, 8, True, None, None, "world size", "Float")
     ]
+
+
+def all_to_all_v() -> list[dict]:
+    """An all_to_allv recorded as PyTorch records it: 8 Floats sent (2 to group rank 0, 6 to
+    group rank 1), 8 received (4 from each), run by a SendRecv kernel launched inside."""
+    splits = {"In split size": "[2, 6]", "Out split size": "[4, 4]", "Group size": 2}
+    args = collective_args("all_to_allv", 8, 8, "Float", **splits)
+    return [
+        cpu_op("c10d::alltoall_base_", 9, 14, LAUNCH_TID, dims_args([[8], [8]], ["float"] * 2)),
+        cpu_op("record_param_comms", 10, 10, LAUNCH_TID, args),
+        launch(3, 12, LAUNCH_TID),
+        kernel(SENDRECV_KERNEL, 30, 2, {"correlation": 3}),
+    ]
+
+
+def test_an_all_to_all_v_keeps_its_dtype_and_split_sizes() -> None:
+    # S = max(8, 8) x 4 B = 32 B; splits as recorded, in group-rank order
+    parsed = read(trace(all_to_all_v(), dist_head(world_size=8)))
+    expected = CommOp("AllToAll", 30000, 2000, 32, 2, True, None, None, "Group size arg",
+                      "Float", (2, 6), (4, 4))  # fmt: skip
+    assert parsed.comm == [expected]
+
+
+def test_the_dtype_of_a_first_input_that_gives_no_size_is_not_taken() -> None:
+    # a TensorList (or a scalar's tag) as the first input: neither a size nor a dtype
+    events = [
+        cpu_op("record_param_comms", 10, 10, LAUNCH_TID, dims_args([[]], ["TensorList"])),
+        launch(3, 12, LAUNCH_TID),
+        kernel(ALLREDUCE_KERNEL, 30, 2, {"correlation": 3}),
+    ]
+    (op,) = read(trace(events, dist_head(world_size=8))).comm
+    assert (op.message_bytes, op.dtype) == (None, None)
 
 
 def test_input_dims_of_the_innermost_comm_op_when_no_record_has_counts() -> None:
@@ -221,7 +255,7 @@ def test_input_dims_of_the_innermost_comm_op_when_no_record_has_counts() -> None
     ]
     parsed = read(trace(events, dist_head(world_size=8)))
     assert parsed.comm == [
-        CommOp("AllReduce", 155000, 246000, 1576964, 8, True, None, None, "world size")
+        CommOp("AllReduce", 155000, 246000, 1576964, 8, True, None, None, "world size", "Float")
     ]
 
 
@@ -237,7 +271,7 @@ def test_all_gather_from_a_backend_annotation_is_shard_times_group() -> None:
     ]
     parsed = read(trace(events, dist_head(world_size=8)))
     assert parsed.comm == [
-        CommOp("AllGather", 50000, 4000, 402176, 8, True, None, None, "world size")
+        CommOp("AllGather", 50000, 4000, 402176, 8, True, None, None, "world size", "BFloat16")
     ]
 
 
@@ -251,7 +285,7 @@ def test_reduce_scatter_from_a_c10d_op_is_output_shard_times_group() -> None:
     ]
     parsed = read(trace(events, dist_head(world_size=8)))
     assert parsed.comm == [
-        CommOp("ReduceScatter", 50000, 4000, 3200, 8, True, None, None, "tensor shapes")
+        CommOp("ReduceScatter", 50000, 4000, 3200, 8, True, None, None, "tensor shapes", "Float")
     ]
 
 
@@ -342,7 +376,7 @@ def test_gloo_all_reduce_is_a_cpu_comm_op_sized_from_input_dims() -> None:
     event = annotation("gloo:all_reduce", 50, 10, 33, dims_args([[256, 4]], ["float"]))
     parsed = read(trace([event], dist_head(world_size=2, backend="gloo")))
     assert parsed.events == [
-        CommOp("AllReduce", 50000, 10000, 4096, 2, False, None, None, "world size")
+        CommOp("AllReduce", 50000, 10000, 4096, 2, False, None, None, "world size", "Float")
     ]
     assert not parsed.has_gpu
 
@@ -352,7 +386,7 @@ def test_gloo_all_gather_is_shard_times_the_pg_config_group() -> None:
     event = annotation("gloo:all_gather", 50, 10, 33, dims_args([[100]], ["float"]))
     parsed = read(trace([event], dist_head(world_size=8, backend="gloo", pg_sizes={"0": 4})))
     assert parsed.events == [
-        CommOp("AllGather", 50000, 10000, 1600, 4, False, None, None, "pg_config")
+        CommOp("AllGather", 50000, 10000, 1600, 4, False, None, None, "pg_config", "Float")
     ]
 
 
@@ -360,13 +394,17 @@ def test_gloo_all_reduce_without_metadata_keeps_its_size() -> None:
     # 256 x 4 B = 1024 B needs no group size
     event = annotation("gloo:all_reduce", 50, 10, 33, dims_args([[256]], ["float"]))
     parsed = read(trace([event]))
-    assert parsed.events == [CommOp("AllReduce", 50000, 10000, 1024, None, False, None, None)]
+    assert parsed.events == [
+        CommOp("AllReduce", 50000, 10000, 1024, None, False, None, None, None, "Float")
+    ]
 
 
 def test_gloo_all_gather_without_a_group_size_has_unknown_size() -> None:
     event = annotation("gloo:all_gather", 50, 10, 33, dims_args([[100]], ["float"]))
     parsed = read(trace([event]))
-    assert parsed.events == [CommOp("AllGather", 50000, 10000, None, None, False, None, None)]
+    assert parsed.events == [
+        CommOp("AllGather", 50000, 10000, None, None, False, None, None, None, "Float")
+    ]
     assert parsed.stats.sizes_unknown == 1
 
 

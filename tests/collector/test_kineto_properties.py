@@ -27,6 +27,7 @@ from kineto_builder import (
     trace,
     union,
 )
+from msgspec.structs import replace
 
 PROPERTY = settings(deadline=None, max_examples=60, database=None)
 
@@ -70,13 +71,16 @@ def collectives(draw: st.DrawFn, out: Generated, world: int) -> None:
         nelems = draw(st.integers(1, 10**6))
         dtype = draw(st.sampled_from(sorted(DTYPE_BYTES)))
         group = draw(st.sampled_from([None, 2, world]))
-        extra = {} if group is None else {"Group size": group}
+        extra: dict[str, Any] = {} if group is None else {"Group size": group}
+        splits = draw(SPLITS) if name == "all_to_all" else ((), ())
+        if any(splits):
+            extra["In split size"], extra["Out split size"] = map(split_text, splits)
         args = collective_args(name, nelems, nelems, dtype, **extra)
         slot, gpu_ts, gpu_dur = 100.0 * i, 10_000.0 + 100 * i, draw(st.integers(1, 90)) / 8
         correlation = 1000 + i
         kernel_args: dict[str, Any] = {"correlation": correlation}
         size: int | None = nelems * DTYPE_BYTES[dtype]
-        label = by_name
+        label, kind = by_name, dtype
         if how == "kernel args":
             kernel_args.update(args)
         elif how == "record":
@@ -92,9 +96,11 @@ def collectives(draw: st.DrawFn, out: Generated, world: int) -> None:
                 nelems * 4,
                 None,
             )
+            kind, splits = "Float", ((), ())
         else:
             # the kernel name alone: a SendRecv kernel may run any collective
             label, size, group = "Other" if by_kernel == "SendRecv" else by_kernel, None, None
+            kind, splits = None, ((), ())
             if how == "plain op":
                 out.cpu.append(cpu_op("aten::copy_", slot + 1, 38, tid))
         if how != "no launch":
@@ -102,7 +108,21 @@ def collectives(draw: st.DrawFn, out: Generated, world: int) -> None:
         out.device.append(kernel(kernel_name, gpu_ts, gpu_dur, kernel_args))
         start, dur = round(gpu_ts * 1000), round(gpu_dur * 1000)
         n, source = expected_group(group, label, how, world)
-        out.expected_comm.append(CommOp(label, start, dur, size, n, True, group_source=source))
+        kept = splits[0][:30], splits[1][:30]  # Kineto writes the first 30
+        op = CommOp(label, start, dur, size, n, True, group_source=source, dtype=kind)
+        out.expected_comm.append(replace(op, in_splits=kept[0], out_splits=kept[1]))
+
+
+# an all-to-all's split sizes (sent, received), each none or a list, maybe past Kineto's 30
+_SPLIT = st.integers(0, 10**6)
+_SPLIT_LIST = st.lists(_SPLIT, max_size=4) | st.lists(_SPLIT, min_size=29, max_size=40)
+SPLITS = st.tuples(_SPLIT_LIST.map(tuple), _SPLIT_LIST.map(tuple))
+
+
+def split_text(splits: tuple[int, ...]) -> str:
+    """A split list as Kineto writes it: past 30 entries, the first 30 and `...`."""
+    shown = ", ".join(map(str, splits[:30]))
+    return f"[{shown}, ...]" if len(splits) > 30 else f"[{shown}]"
 
 
 def expected_group(group: int | None, label: str, how: str, world: int) -> tuple[int, str]:
@@ -139,6 +159,7 @@ def generated_traces(draw: st.DrawFn) -> Generated:
                 world,
                 False,
                 group_source="world size",
+                dtype="Float",
             )
         )
     for _ in range(draw(st.integers(0, 6))):
@@ -224,6 +245,9 @@ EVENTS = st.one_of(
         st.booleans(),
         st.none() | st.text(st.characters(exclude_categories=("Cc", "Cs")), min_size=1, max_size=8),
         st.none() | INT64,
+        dtype=st.none() | st.sampled_from(["Float", "Long", "float8_e4m3fn"]),
+        in_splits=st.lists(st.integers(0, 2**62 - 1), max_size=5).map(tuple),
+        out_splits=st.lists(st.integers(0, 2**62 - 1), max_size=5).map(tuple),
     ),
     st.builds(Step, INT64, INT64, INT64, INT64),
     st.builds(CpuSpan, INT64, INT64, INT64, st.booleans()),

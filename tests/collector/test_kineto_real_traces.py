@@ -192,8 +192,9 @@ def test_b200_has_one_allgather_of_the_gathered_output() -> None:
     # Out msg nelems 201088 x 2 (BFloat16) = 402176 B; Group size 8; Process Group Name "3"
     (op,) = [op for op in parsed(B200).comm if op.collective == "AllGather"]
     assert op == CommOp(
-        "AllGather", op.start_ns, op.dur_ns, 402176, 8, True, "3", None, "Group size arg"
-    )
+        "AllGather", op.start_ns, op.dur_ns, 402176, 8, True, "3", None, "Group size arg",
+        "BFloat16",
+    )  # fmt: skip
 
 
 def test_b200_symmetric_memory_all_reduces_are_communication() -> None:

@@ -72,7 +72,7 @@ def test_pytorch_1_8_categories_are_read() -> None:
         GpuOp("memset", 310_000, 1_000),
     ]
     assert parsed.comm == [
-        CommOp("AllReduce", 200_000, 60_000, 4096, 8, True, None, None, "world size")
+        CommOp("AllReduce", 200_000, 60_000, 4096, 8, True, None, None, "world size", "Float")
     ]
 
 

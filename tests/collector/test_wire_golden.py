@@ -70,11 +70,15 @@ STATS = FileStats(
     comm_kernels=4,
     no_launch=1,
 )
-CALL = CommOp("AllReduce", 100, 50, 4096, 8, True, "0", 7, "pg_config")
+CALL = CommOp("AllReduce", 100, 50, 4096, 8, True, "0", 7, "pg_config", "Float")
+# an all-to-all-v: 512 + 1024 Floats sent to group ranks 0 and 1, 768 received from each
+SPLIT_CALL = CommOp("AllToAll", 200, 50, 6144, 2, True, "1", 3, "pg_config", "Float",
+                    (512, 1024), (768, 768))  # fmt: skip
 EVENTS = [
     GpuOp("compute", 0, 100, "gemm"),
     GpuOp("memcpy", 10, 5),
     CALL,
+    SPLIT_CALL,
     Step(12, 0, 1000, 42),
     CpuSpan(42, 0, 900, True),
     MemoryPeak(0, 2**30, 2**31),
@@ -137,7 +141,7 @@ EXAMPLES: dict[str, tuple[Any, Any]] = {
             busy={42: b""},
             call_time={42: pack(array("q", [0]), array("q", [900]))},
             steps=[Step(12, 0, 1000, 42)],
-            calls=[CALL],
+            calls=[CALL, SPLIT_CALL],
             kernel_ns={"gemm": 100, "memcpy": 5, "communication": 50},
             has_gpu=True,
             memory_peak_bytes=2**30,
@@ -230,3 +234,12 @@ def test_the_head_knows_every_message_kind_an_aggregator_receives() -> None:
     the wire's own, no more, no less."""
     tags = {kind.__struct_config__.tag for kind in get_args(schema.ToAggregator)}
     assert set(get_args(get_type_hints(schema.Head)["type"])) == tags
+
+
+def test_a_call_stored_before_protocol_9_reads_with_its_dtype_and_splits_unknown() -> None:
+    """The aggregator's state keeps calls: one written without the fields protocol 9 appended
+    reads with their defaults, so STATE_VERSION stays."""
+    old = msgspec.msgpack.encode(["comm", "AllReduce", 100, 50, 4096, 8, True, "0", 7, "pg_config"])
+    call = msgspec.msgpack.decode(old, type=CommOp)
+    assert call == CommOp("AllReduce", 100, 50, 4096, 8, True, "0", 7, "pg_config")
+    assert (call.dtype, call.in_splits, call.out_splits) == (None, (), ())

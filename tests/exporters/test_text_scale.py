@@ -262,7 +262,7 @@ def test_long_lists_show_their_first_lines(rendered: str) -> None:
     inputs = section(rendered, "15. INPUTS")
     assert "  … 38 more skipped files in the JSON and HTML reports" in inputs
     assert "  … 18 more notes in the JSON and HTML reports" in inputs
-    desync = "  group 0 seq 5: AllReduce 4.10 KB: ranks 0-511; AllReduce 2.05 KB: ranks 512-1023"
+    desync = "    AllReduce 4.10 KB: ranks 0-511; AllReduce 2.05 KB: ranks 512-1023"
     assert desync in section(rendered, "11. COLLECTIVES")
     stragglers = section(rendered, "12. ARRIVAL SKEW")
     assert any(line.startswith("  flagged: 12, 640;") for line in stragglers)

@@ -52,6 +52,9 @@ comm_ops = st.builds(
     st.sampled_from([None, "0", "1"]),
     st.sampled_from([None, 0, 1, 2]),
     st.sampled_from([None, "pg_config", "world size"]),
+    st.sampled_from([None, "Float", "Long"]),
+    st.sampled_from([(), (1, 3)]),
+    st.sampled_from([(), (2, 2)]),
 )
 cpu_spans = st.builds(CpuSpan, st.integers(1, 3), times, times, st.booleans())
 steps = st.builds(Step, st.integers(0, 4), times, durations, st.integers(1, 3))

@@ -19,6 +19,7 @@ from commscope.exporters import text
 from commscope.pipeline import health
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report
+from msgspec.structs import replace
 
 US = 1000
 ARG, WORLD = "Group size arg", "world size"
@@ -104,6 +105,24 @@ def test_calls_matched_by_index_are_a_gap() -> None:
     found = Sections(ranks=[0, 1], matching=Matching(instances=10, by_index=4, by_seq=6))
     (issue,) = health.check([], found).issues
     assert (issue.key, issue.count, issue.total) == ("seq", 4, 10)
+
+
+def test_a_desync_is_a_gap_that_names_the_position_what_differs_and_the_ranks() -> None:
+    # seq 0 pairs; at seq 1 rank 1 called with Half what ranks 0 and 2 called with Float
+    meta = [TraceMeta(rank=r, world_size=3, pg_ranks={"0": [0, 1, 2]}) for r in range(3)]
+    files = []
+    for rank in range(3):
+        calls: list[Event] = [
+            replace(comm("AllReduce", 100, 4096, 3, pg="0", seq=0), dtype="Float"),
+            replace(comm("AllReduce", 200, 4096, 3, pg="0", seq=1),
+                    dtype="Half" if rank == 1 else "Float"),
+        ]  # fmt: skip
+        files.append(parsed(rank, calls, meta[rank], FileStats(events=2)))
+    report = build_report(["w"], files, [], Options())
+    (gap,) = [i for i in report.health.issues if i.key == "desync"]
+    assert (gap.count, gap.total, gap.unit) == (1, 2, "collective positions")
+    assert gap.named == ["group 0 seq 1: calls differ in dtype (rank 1 departs)"]
+    assert "\n  group 0 seq 1: calls differ in dtype (rank 1 departs)\n" in text.render(report)
 
 
 def test_traces_with_everything_have_no_gap() -> None:

@@ -82,6 +82,14 @@ def test_no_skew_from_calls_without_starts_seq_or_between_two() -> None:
     assert skew.pending == {}
 
 
+def test_an_instance_whose_members_disagree_gives_no_skew() -> None:
+    # Seq 1 of one communicator: 1 MB on rank A, 2 MB on rank B: a desync, never a pair
+    skew = LiveSkew()
+    skew.add(STREAM_A, part(STREAM_A, op(1_000_000)))
+    assert skew.add(STREAM_B, part(STREAM_B, op(1_030_000, size=2_000_000))) == []
+    assert (skew.desynced, skew.pending) == (1, {})
+
+
 def test_instances_waiting_for_an_untailed_member_are_bounded() -> None:
     skew = LiveSkew(max_pending=2)
     for seq in (1, 2, 3):

@@ -32,6 +32,9 @@ comm_ops = st.builds(
     st.one_of(st.none(), st.integers(0, 10**9)),
     st.one_of(st.none(), st.integers(1, 64)),
     st.booleans(),
+    dtype=st.sampled_from([None, "Float", "Long"]),
+    in_splits=st.sampled_from([(), (1, 3)]),
+    out_splits=st.sampled_from([(), (2, 2)]),
 )
 cpu_spans = st.builds(
     lambda tid, start, dur, call: CpuSpan(tid, start, start + dur, call),

@@ -322,7 +322,10 @@ def test_a_waiting_window_has_no_cross_rank_sections_and_the_report_says_so() ->
         {},
     )
     assert open_b.collectives == full.windows[1].collectives
-    assert open_b.facts == full.windows[1].facts
+    # its facts but for the exposed split, which rests on the cross-rank facts: not in yet
+    unsplit = {r: msgspec.structs.replace(f, split=None) for r, f in full.windows[1].facts.items()}
+    assert unsplit == open_b.facts
+    assert all(row.exposed_waiting_s is None for row in open_b.overlap.per_rank.values())
     assert mid.windows[0] == full.windows[0]
     assert (mid.matching, mid.clocks, mid.skew) == (only_a.matching, only_a.clocks, only_a.skew)
     assert mid.alpha_beta == only_a.alpha_beta

@@ -328,6 +328,13 @@ def test_a_protocol_4_batch_is_refused_undecoded_with_both_versions(agg: Aggrega
         Facts(stream=LEGIT, seq=2, runs={"rocket": b""}),  # type: ignore[dict-item]
         Facts(stream=LEGIT, seq=2, calls=[CommOp("AllReduce", 0, 1, 8, 2, True)] * 4097),
         Facts(stream=LEGIT, seq=2, calls=[CommOp("AllReduce", 0, 1, 8, 2, True, "a\nb")]),
+        Facts(stream=LEGIT, seq=2, calls=[CommOp("AllToAll", 0, 1, 8, 2, True, dtype="x" * 257)]),
+        Facts(stream=LEGIT, seq=2, calls=[CommOp("AllToAll", 0, 1, 8, 2, True, in_splits=(-1,))]),
+        Facts(
+            stream=LEGIT,
+            seq=2,
+            calls=[CommOp("AllToAll", 0, 1, 8, 2, True, out_splits=(1,) * 1025)],
+        ),
         Facts(stream=LEGIT, seq=2, runs={"compute": bytes(RUN_BYTES * (MAX_FACT_ITEMS + 1))}),
         Facts(stream=LEGIT, seq=2, busy={1: bytes(RUN_BYTES + 1)}),
     ],
@@ -341,6 +348,9 @@ def test_a_protocol_4_batch_is_refused_undecoded_with_both_versions(agg: Aggrega
         "set-name",
         "calls-too-many",
         "control-character",
+        "dtype-too-long",
+        "split-negative",
+        "splits-too-many",
         "runs-too-many",
         "runs-not-whole",
     ],
