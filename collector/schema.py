@@ -15,11 +15,12 @@ import msgspec
 # 4: each window carries `facts` (per-rank integer sums and bandwidth sketches), so that
 # `commscope merge` recomputes every figure over ranks exactly from shard reports.
 SCHEMA_VERSION: Final = 4
-PROTOCOL_VERSION: Final = 8  # 4: labels, sizes and counts bounded at decode; 5: `Facts`
+PROTOCOL_VERSION: Final = 9  # 4: labels, sizes and counts bounded at decode; 5: `Facts`
 # 6: NCCL Inspector logs (`FileStats.dropped` has the Inspector line reasons below)
 # 7: `Facts.covers` (a tailed Inspector log's record holds many ops, numbered by op)
 # 8: a tailed Inspector log is a stream per time window (`collector.inspector_windows`), all
 #    of its path: the aggregator keys a stream by (node, path, folder)
+# 9: `FileStats.dropped` reason for cpu events whose tid is neither a number nor a name
 # Persisted state (the collector's checkpoint, the aggregator's store). Version 1 carried no
 # version field; readers migrate it explicitly.
 STATE_VERSION: Final = 2
@@ -79,6 +80,7 @@ EventDropReason = Literal[
     "inspector record missing keys or with bad values",
     "inspector line longer than 1 MiB (left out)",
     "inspector op of a multi-GPU process on a communicator other than its largest",
+    "cpu event whose tid is neither a number nor a name",  # protocol 9
 ]
 # What a collector counts as dropped (`CollectorStats.dropped` keys: a fixed set, label values).
 DropReason = Literal[
