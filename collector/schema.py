@@ -14,7 +14,8 @@ import msgspec
 
 # 4: each window carries `facts` (per-rank integer sums and bandwidth sketches), so that
 # `commscope merge` recomputes every figure over ranks exactly from shard reports.
-SCHEMA_VERSION: Final = 4
+# 5: bus bytes (`bus_bytes`, `total_bus_bytes`) are floats: Σ S x F exact, never rounded.
+SCHEMA_VERSION: Final = 5
 PROTOCOL_VERSION: Final = 9  # 4: labels, sizes and counts bounded at decode; 5: `Facts`
 # 6: NCCL Inspector logs (`FileStats.dropped` has the Inspector line reasons below)
 # 7: `Facts.covers` (a tailed Inspector log's record holds many ops, numbered by op)
@@ -311,7 +312,7 @@ class CollectiveStats(msgspec.Struct, kw_only=True):
     count: int
     sized_count: int
     message_bytes: int | None
-    bus_bytes: int | None
+    bus_bytes: float | None  # Σ S x F, exact to a float: never rounded to whole bytes
     time_s: float
     algbw_Bps: Summary
     busbw_Bps: Summary
@@ -327,7 +328,7 @@ class RankNetwork(msgspec.Struct, kw_only=True):
     bus_bandwidth_Bps: float | None
     simple_bandwidth_Bps: float | None
     message_bytes: int | None
-    bus_bytes: int | None
+    bus_bytes: float | None
     ops: int
 
 
@@ -336,13 +337,13 @@ class Network(msgspec.Struct, kw_only=True):
     peak_bandwidth_Bps: float | None = None
     peak_source: str | None = None
     utilization: float | None = None
-    total_bus_bytes: int | None = None
+    total_bus_bytes: float | None = None
     per_rank: dict[str, RankNetwork] = {}
 
 
 class TrafficShare(msgspec.Struct, kw_only=True):
     count: int
-    bus_bytes: int | None
+    bus_bytes: float | None
     share: float | None
     mean_time_s: float | None
 
