@@ -415,7 +415,7 @@ class Normalizer:
         self._busy = CpuRuns(comm_call=False)
         self._calling = CpuRuns(comm_call=True)
         self._roles: dict[str, int] = {}
-        self._tids: dict[str, int] = {}  # string tid -> its id (`thread_id`), bounded
+        self._tids: dict[str, int] = {}  # string tid -> its id (`string_tid`), bounded
         self._categories: dict[str, KernelCategory | None] = {}  # None: a comm kernel
         self._allocated: dict[int, int] = {}  # GPU device -> highest Total Allocated
         self._reserved: dict[int, int] = {}  # GPU device -> highest Total Reserved
