@@ -8,7 +8,10 @@ dicts (`from_item`). What it emits goes to `out`
 the collective's name or size wait in `_pending` for their launch (by `correlation`) and the
 innermost enclosing comm calls on the launching thread (record_param_comms args first, then
 `Input Dims` of the comm ops); at `finish` each is resolved, so the result does not depend on
-the order of events in the file. Memory is bounded by constants, not by the file:
+the order of events in the file. A `tid` may be a string (PyTorch 1.8-1.10): a decimal one is
+its number, any other a name with an id of its own (`string_tid`).
+
+Memory is bounded by constants, not by the file:
 - At most PENDING_MEMORY kernels wait. Past it, one is resolved now: in Kineto's layout (the
   head gives `distributedInfo`, a top-level key given twice counting once, so the group
   metadata is final; each thread's cpu ops and call annotations in start order) a kernel
@@ -26,6 +29,7 @@ the order of events in the file. Memory is bounded by constants, not by the file
 from __future__ import annotations
 
 import functools
+import hashlib
 import heapq
 import re
 from array import array
@@ -82,6 +86,7 @@ _NOT_OBJECT: Final = "traceEvents item that is not an object"
 _ODD_CAT: Final = "event whose cat is not a string"
 _NO_MEMORY: Final = "[memory] event without Device Id/Type or Total Allocated"
 _EARLY: Final = "comm kernel resolved without all its calls (file beyond the memory bounds)"
+_NO_TID: Final = "cpu event whose tid is neither a number nor a name"
 _LABEL: Final = re.compile(LABEL_PATTERN)
 _PLAIN, _CALL, _RECORDED_CALL = 0, 1, 2
 _BACKEND_PREFIXES: Final = (*BACKEND_CALL_PREFIXES, "record_param_comms")
@@ -125,6 +130,12 @@ MAX_US: Final = round(2**62 / 1000)
 _MIN_US: Final = -MAX_US  # once: `-MAX_US` in a test makes a float per event
 MAX_NAME: Final = 4096
 MAX_COUNT: Final = 2**62
+# Thread ids: PyTorch 1.8-1.10 write `"tid": "1234"` for a thread and `"tid": "stream 7"` for a
+# GPU stream. A decimal string is its number; any other string is a name, given an id of its
+# own from a hash, at or below NAMED_TIDS, where no thread's number falls (a decimal string
+# there is read as a name too).
+NAMED_TIDS: Final = -(2**62)
+_DECIMAL: Final = re.compile(r"-?[0-9]{1,19}")
 
 
 class RawEvent(msgspec.Struct, gc=False):
@@ -445,6 +456,7 @@ class Normalizer:
         self._busy = CpuRuns(comm_call=False)
         self._calling = CpuRuns(comm_call=True)
         self._roles: dict[str, int] = {}
+        self._tids: dict[str, int] = {}  # string tid -> its id (`string_tid`), bounded
         self._categories: dict[str, KernelCategory | Special | None] = {}  # None: comm
         self._lookalikes: dict[str, int] = {}  # shown name -> ns (ROLE_MEMORY names at most)
         self._allocated: dict[int, int] = {}  # GPU device -> highest Total Allocated
@@ -630,10 +642,12 @@ class Normalizer:
                 return
             args, tid, ts = raw.args, raw.tid, raw.ts
             correlation = args.get("correlation") if type(args) is dict else None
-            if type(correlation) is not int or type(tid) is not int or not _MIN_US <= ts <= MAX_US:
+            if type(correlation) is not int or not _MIN_US <= ts <= MAX_US:
                 return
         except TypeError:
             return  # a runtime call we cannot place is no launch we could use
+        if type(tid) is not int and (tid := self._thread(tid)) is None:
+            return
         pending = self._pending.get(correlation)
         if pending is not None:
             launch = (tid, round(ts * 1000))
@@ -678,13 +692,15 @@ class Normalizer:
             role = self._roles.get(name)
             if role is None:
                 role = self._role(name)
-            if not (0 <= dur <= MAX_US and _MIN_US <= ts <= MAX_US) or type(tid) is not int:
+            if not (0 <= dur <= MAX_US and _MIN_US <= ts <= MAX_US):
                 raise ValueError
         except (TypeError, ValueError):
             self.drop(_BAD_SPAN)
             return
         if role and role == _STEP:  # most ops are plain (0): one test
             self._step(raw, name)  # PyTorch 1.8-1.10 record ProfilerStep#N as an operator
+            return
+        if type(tid) is not int and (tid := self._thread(tid)) is None:
             return
         busy = self._busy
         start = busy.start.get(tid)
@@ -697,6 +713,22 @@ class Normalizer:
                 start_ns = round(ts * 1000)
                 call = comm_call(name, start_ns, round(end * 1000), self._args(raw))
                 self._add_call(tid, call)
+
+    def _thread(self, tid: object) -> int | None:
+        """The id of a trace's `tid`: an int as it is, a string as `string_tid` reads it
+        (remembered, bounded); None for anything else (null, a bool, a float, a list): the
+        event is dropped (counted)."""
+        if type(tid) is int:
+            return tid
+        if not isinstance(tid, str):
+            self.drop(_NO_TID)
+            return None
+        found = self._tids.get(tid)
+        if found is None:
+            found = string_tid(tid)
+            if len(self._tids) < ROLE_MEMORY and len(tid) <= MAX_NAME:
+                self._tids[tid] = found
+        return found
 
     def _role(self, name: object) -> int:
         if not isinstance(name, str):
@@ -719,15 +751,17 @@ class Normalizer:
         elif name.startswith("gloo:"):
             self._gloo(raw, name)
         elif name.startswith(BACKEND_CALL_PREFIXES):
-            span, tid = self._span(raw), raw.tid
-            if span is not None and type(tid) is int:
+            span = self._span(raw)
+            tid = self._thread(raw.tid) if span is not None else None
+            if span is not None and tid is not None:
                 self._advance(tid, raw.ts)
                 self._add_call(tid, comm_call(name, span[0], sum(span), self._args(raw)))
 
     def _step(self, raw: RawEvent, name: str) -> None:
-        span, tid = self._span(raw), raw.tid
+        span = self._span(raw)
+        tid = self._thread(raw.tid) if span is not None else None
         number = name.removeprefix("ProfilerStep#")
-        if span is None or type(tid) is not int:
+        if span is None or tid is None:
             return
         if not (number.isascii() and number.isdigit() and len(number) <= 18):
             self.drop("ProfilerStep without a step number")
@@ -1072,3 +1106,13 @@ def _ns(us: float) -> int:
 
 def _bounded(value: int | None, high: int, least: int = 0) -> int | None:
     return value if value is not None and least <= value <= high else None
+
+
+def string_tid(tid: str) -> int:
+    """A decimal string as its number (above NAMED_TIDS, within int64); any other string as a
+    name: an id of its own at or below NAMED_TIDS, the same for the same name in every file
+    and run (62 bits of its blake2b hash)."""
+    if _DECIMAL.fullmatch(tid) is not None and NAMED_TIDS < int(tid) < 2**63:
+        return int(tid)
+    digest = hashlib.blake2b(tid.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return NAMED_TIDS - (int.from_bytes(digest, "big") >> 2)

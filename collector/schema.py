@@ -15,7 +15,8 @@ import msgspec
 # 4: each window carries `facts` (per-rank integer sums and bandwidth sketches), so that
 # `commscope merge` recomputes every figure over ranks exactly from shard reports.
 # 5: exposed communication split into transfer, waiting and unmatched; `skew.waited_for_rank`
-# (was `slowest_rank`: the rank the others wait for can have the shortest step).
+# (was `slowest_rank`: the rank the others wait for can have the shortest step); bus bytes
+# (`bus_bytes`, `total_bus_bytes`) are floats: Σ S x F exact, never rounded.
 SCHEMA_VERSION: Final = 5
 PROTOCOL_VERSION: Final = 9  # 4: labels, sizes and counts bounded at decode; 5: `Facts`
 # 6: NCCL Inspector logs (`FileStats.dropped` has the Inspector line reasons below)
@@ -23,7 +24,8 @@ PROTOCOL_VERSION: Final = 9  # 4: labels, sizes and counts bounded at decode; 5:
 # 8: a tailed Inspector log is a stream per time window (`collector.inspector_windows`), all
 #    of its path: the aggregator keys a stream by (node, path, folder)
 # 9: `fused` GPU time (`GpuTimeKey`, `GpuKind`); FileStats names look-alike kernels;
-#    `CommOp.dtype`, `in_splits`, `out_splits` (cross-rank matching compares them)
+#    `CommOp.dtype`, `in_splits`, `out_splits` (cross-rank matching compares them); a
+#    `FileStats.dropped` reason for cpu events whose tid is neither a number nor a name
 # Persisted state (the collector's checkpoint, the aggregator's store). Version 1 carried no
 # version field; readers migrate it explicitly.
 STATE_VERSION: Final = 2
@@ -85,6 +87,7 @@ EventDropReason = Literal[
     "inspector record missing keys or with bad values",
     "inspector line longer than 1 MiB (left out)",
     "inspector op of a multi-GPU process on a communicator other than its largest",
+    "cpu event whose tid is neither a number nor a name",  # protocol 9
 ]
 # What a collector counts as dropped (`CollectorStats.dropped` keys: a fixed set, label values).
 DropReason = Literal[
@@ -345,7 +348,7 @@ class CollectiveStats(msgspec.Struct, kw_only=True):
     count: int
     sized_count: int
     message_bytes: int | None
-    bus_bytes: int | None
+    bus_bytes: float | None  # Σ S x F, exact to a float: never rounded to whole bytes
     time_s: float
     algbw_Bps: Summary
     busbw_Bps: Summary
@@ -361,7 +364,7 @@ class RankNetwork(msgspec.Struct, kw_only=True):
     bus_bandwidth_Bps: float | None
     simple_bandwidth_Bps: float | None
     message_bytes: int | None
-    bus_bytes: int | None
+    bus_bytes: float | None
     ops: int
 
 
@@ -370,13 +373,13 @@ class Network(msgspec.Struct, kw_only=True):
     peak_bandwidth_Bps: float | None = None
     peak_source: str | None = None
     utilization: float | None = None
-    total_bus_bytes: int | None = None
+    total_bus_bytes: float | None = None
     per_rank: dict[str, RankNetwork] = {}
 
 
 class TrafficShare(msgspec.Struct, kw_only=True):
     count: int
-    bus_bytes: int | None
+    bus_bytes: float | None
     share: float | None
     mean_time_s: float | None
 

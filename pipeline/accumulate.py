@@ -22,9 +22,9 @@ figures need the samples back.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from fractions import Fraction
 from typing import Any, Final, Literal
 
 from commscope.collector.classify import bus_fraction
@@ -295,8 +295,18 @@ def count_ops(tally: OpTally, ops: Sequence[CommOp]) -> None:
 
 
 def bus_bytes(tally: OpTally) -> float:
-    """Σ S x F over the tally's ops of known size and group size."""
-    return math.fsum(total / n for n, total in sorted(tally.bus_parts.items()))
+    """Σ S x F over the tally's ops of known size and group size (see `bus_total`)."""
+    return bus_total((tally,))
+
+
+def bus_total(tallies: Iterable[OpTally]) -> float:
+    """Σ S x F over the ops of all `tallies`: exact (each n's Σ S x F x n is an integer, so
+    the sum is a fraction with no error), then rounded once to the nearest float: never to
+    whole bytes (AllGather of 16 B over 3 ranks: 10.666… B)."""
+    parts: Counter[int] = Counter()
+    for tally in tallies:
+        parts.update(tally.bus_parts)
+    return float(sum((Fraction(total, n) for n, total in parts.items()), Fraction(0)))
 
 
 def merge_results(

@@ -113,7 +113,7 @@ def combine(named: Sequence[tuple[str, Report]]) -> Report:
 
 def _check_version(name: str, report: Report) -> None:
     if report.schema_version != SCHEMA_VERSION:
-        why = "older: no per-rank facts" if report.schema_version < SCHEMA_VERSION else "newer"
+        why = "older" if report.schema_version < SCHEMA_VERSION else "newer"
         raise MergeError(
             f"{name}: schema version {report.schema_version}, this commscope merges "
             f"{SCHEMA_VERSION} ({why}); run this commscope's `commscope report` on its traces"

@@ -39,7 +39,13 @@ from commscope.collector.schema import (
     Utilization,
 )
 from commscope.pipeline import sketch
-from commscope.pipeline.accumulate import Sketcher, bandwidth_sketch, bus_bytes, pooled_ops
+from commscope.pipeline.accumulate import (
+    Sketcher,
+    bandwidth_sketch,
+    bus_bytes,
+    bus_total,
+    pooled_ops,
+)
 from commscope.pipeline.skew import stragglers
 from commscope.pipeline.stats import mean, ratio, sample_values, summarize
 from commscope.pipeline.waiting import Split, unmatched_in_steps_ns, unmatched_ns
@@ -176,7 +182,7 @@ def tally_stats(tally: OpTally) -> CollectiveStats:
         count=tally.count,
         sized_count=tally.sized_count,
         message_bytes=tally.message_bytes if tally.sized_count else None,
-        bus_bytes=round(bus_bytes(tally)) if tally.bus_count else None,
+        bus_bytes=bus_bytes(tally) if tally.bus_count else None,
         time_s=tally.time_ns * NS,
         algbw_Bps=_bandwidths(tally, "algbw"),
         busbw_Bps=_bandwidths(tally, "busbw"),
@@ -197,13 +203,13 @@ def _bandwidths(tally: OpTally, which: Literal["algbw", "busbw"]) -> Summary:
 def network(results: Mapping[int, RankResult], context: Context) -> Network:
     per_rank = {str(rank): rank_network(result) for rank, result in results.items()}
     bus_bandwidth = mean([n.bus_bandwidth_Bps for n in per_rank.values()])
-    known = [n.bus_bytes for n in per_rank.values() if n.bus_bytes is not None]
+    tallies = [tally for result in results.values() for tally in result.ops.values()]
     return Network(
         mean_bus_bandwidth_Bps=bus_bandwidth,
         peak_bandwidth_Bps=context.peak_Bps,
         peak_source=context.peak_source,
         utilization=ratio(bus_bandwidth, context.peak_Bps),
-        total_bus_bytes=sum(known) if known else None,
+        total_bus_bytes=bus_total(tallies) if any(t.bus_count for t in tallies) else None,
         per_rank=per_rank,
     )
 
@@ -213,7 +219,7 @@ def rank_network(result: RankResult) -> RankNetwork:
     tallies = result.ops.values()
     sized = sum(t.sized_count for t in tallies)
     bus_known = sum(t.bus_count for t in tallies)
-    bus = math.fsum(bus_bytes(t) for t in tallies)
+    bus = bus_total(tallies)
     message_bytes = sum(t.message_bytes for t in tallies)
     return RankNetwork(
         bus_bandwidth_Bps=ratio(bus, sum(t.bus_time_ns for t in tallies) * NS)
@@ -221,7 +227,7 @@ def rank_network(result: RankResult) -> RankNetwork:
         else None,
         simple_bandwidth_Bps=ratio(message_bytes, result.comm_ns * NS) if sized else None,
         message_bytes=message_bytes if sized else None,
-        bus_bytes=round(bus) if bus_known else None,
+        bus_bytes=bus if bus_known else None,
         ops=sum(t.count for t in tallies),
     )
 
@@ -230,11 +236,11 @@ def traffic(results: Mapping[int, RankResult]) -> dict[str, TrafficShare]:
     """Per collective type over all ranks: count, bus bytes, share of all bus bytes."""
     totals = pooled_ops(results.values(), samples=False)
     sums = {kind: bus_bytes(t) for kind, t in totals.items()}
-    everything = math.fsum(sums.values())
+    everything = bus_total(totals.values())
     return {
         kind: TrafficShare(
             count=t.count,
-            bus_bytes=round(sums[kind]) if t.bus_count else None,
+            bus_bytes=sums[kind] if t.bus_count else None,
             share=ratio(sums[kind], everything) if t.bus_count else None,
             mean_time_s=ratio(t.time_ns * NS, t.count),
         )

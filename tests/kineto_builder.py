@@ -51,7 +51,10 @@ def dist_head(
     return head
 
 
-def span(cat: str, name: str, ts: float, dur: float, tid: int, *, args: Any = None) -> dict:
+Tid = int | str  # PyTorch 1.8-1.10 write tids as strings: "1234", "stream 7"
+
+
+def span(cat: str, name: str, ts: float, dur: float, tid: Tid, *, args: Any = None) -> dict:
     """One complete (`ph: X`) event."""
     event: dict[str, Any] = {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": tid}
     event["ts"] = ts
@@ -65,15 +68,15 @@ def kernel(name: str, ts: float, dur: float, args: Any = None) -> dict[str, Any]
     return span("kernel", name, ts, dur, GPU_STREAM, args=args)
 
 
-def launch(correlation: int, ts: float, tid: int, name: str = "cudaLaunchKernel") -> dict[str, Any]:
+def launch(correlation: int, ts: float, tid: Tid, name: str = "cudaLaunchKernel") -> dict[str, Any]:
     return span("cuda_runtime", name, ts, 1, tid, args={"correlation": correlation})
 
 
-def cpu_op(name: str, ts: float, dur: float, tid: int = COMPUTE_TID, args: Any = None) -> dict:
+def cpu_op(name: str, ts: float, dur: float, tid: Tid = COMPUTE_TID, args: Any = None) -> dict:
     return span("cpu_op", name, ts, dur, tid, args=args)
 
 
-def annotation(name: str, ts: float, dur: float, tid: int = COMPUTE_TID, args: Any = None) -> dict:
+def annotation(name: str, ts: float, dur: float, tid: Tid = COMPUTE_TID, args: Any = None) -> dict:
     return span("user_annotation", name, ts, dur, tid, args=args)
 
 
@@ -92,6 +95,29 @@ def collective_args(
 
 def dims_args(dims: list[Any], types: list[str]) -> dict[str, Any]:
     return {"Input Dims": dims, "Input type": types}
+
+
+# PyTorch 1.8-1.10's category names for today's (the rest were written as they are now)
+LEGACY_CATS = {"cpu_op": "Operator", "cuda_runtime": "Runtime", "kernel": "Kernel",
+               "gpu_memcpy": "Memcpy", "gpu_memset": "Memset"}  # fmt: skip
+_GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
+
+
+def legacy_event(event: Any, thread: str = "{}") -> Any:
+    """`event` as PyTorch 1.8-1.10 write it: its category capitalised (`Operator`, `Kernel`,
+    …), `ProfilerStep#N` an `Operator`, an integer tid a string: a GPU event's `"stream 7"`,
+    a thread's `thread` with its number in it (`"4242"`, or a name such as `"thread 4242"`)."""
+    if not isinstance(event, dict):
+        return event
+    cat, tid, name = event.get("cat"), event.get("tid"), event.get("name")
+    out = dict(event)
+    if isinstance(cat, str):
+        out["cat"] = LEGACY_CATS.get(cat, cat)
+    if isinstance(name, str) and name.startswith("ProfilerStep#") and cat == "user_annotation":
+        out["cat"] = "Operator"
+    if type(tid) is int:
+        out["tid"] = f"stream {tid}" if cat in _GPU_CATS else thread.format(tid)
+    return out
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,16 @@ from commscope.collector.kineto import TraceReader
 from commscope.collector.normalize import RawEvent, from_item
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kineto_builder import ChunkedReader, annotation, cpu_op, dist_head, kernel, launch, trace
+from kineto_builder import (
+    ChunkedReader,
+    annotation,
+    cpu_op,
+    dist_head,
+    kernel,
+    launch,
+    span,
+    trace,
+)
 
 REAL = Path("../shared/traces/kineto")
 U64_COMMS_ID = 10159970886766084423  # > 2^63: yajl's "integer overflow", mended by ijson's path
@@ -122,6 +131,13 @@ _arg_value = st.one_of(
     st.lists(st.sampled_from(["float", "c10::Half"]), max_size=2),
     _value,
 )
+# PyTorch 1.8-1.10's string tids and pids (a thread's number, a stream's or Kineto's names)
+_tid = st.one_of(
+    st.integers(0, 3),
+    st.sampled_from(["0", "3", "007", "-1", "stream 7", "stream 7 user", "", "9" * 20]),
+    _text,
+)
+_pid = st.one_of(st.integers(0, 3), st.sampled_from(["Spans", "Traces", "", "gpu 0", "0"]))
 _known_args = st.dictionaries(st.sampled_from(_ARG_KEYS) | _text, _arg_value, max_size=6)
 _field = st.one_of(_time, st.none(), _text, st.lists(st.integers(0, 3), max_size=2))
 _kineto_event = st.fixed_dictionaries(
@@ -130,8 +146,8 @@ _kineto_event = st.fixed_dictionaries(
         "ph": st.sampled_from(["X", "i", "s"]) | _scalar,
         "cat": st.sampled_from(_CATS) | _scalar | st.lists(st.integers(0, 9), max_size=1),
         "name": st.sampled_from(_NAMES) | _scalar,
-        "pid": st.integers(0, 3),
-        "tid": st.integers(0, 3) | _text,
+        "pid": _pid,
+        "tid": _tid,
         "ts": _field,
         "dur": _field,
         "args": _known_args | _args | st.lists(st.integers(0, 9), max_size=2) | _text,
@@ -139,9 +155,9 @@ _kineto_event = st.fixed_dictionaries(
 ).filter(bool)  # Kineto writes no {}
 _event = st.one_of(
     st.builds(kernel, _text, _time, _time, _args),
-    st.builds(cpu_op, _text, _time, _time, st.integers(0, 3), _args),
-    st.builds(annotation, _text, _time, _time, st.integers(0, 3), _args),
-    st.builds(launch, st.integers(0, 50), _time, st.integers(0, 3)),
+    st.builds(cpu_op, _text, _time, _time, _tid, _args),
+    st.builds(annotation, _text, _time, _time, _tid, _args),
+    st.builds(launch, st.integers(0, 50), _time, _tid),
     st.dictionaries(_text, _value, min_size=1, max_size=4),
     _kineto_event,
     _kineto_event,
@@ -292,6 +308,24 @@ def test_every_real_trace_reads_the_same_by_both_paths(path: Path) -> None:
 
 def test_the_real_traces_are_all_there() -> None:
     assert len(_real_traces()) == 14  # 8 DLRM + 2 sampled + 4 single-rank
+
+
+def test_a_pytorch_1_8_layout_reads_fast_as_the_ijson_path_reads_it() -> None:
+    # string tids and pids, capitalised categories, Kineto's own spans (pytorch/kineto 1.8-1.10)
+    events = [
+        span("Operator", "ProfilerStep#3", 0, 500, "4242"),
+        span("Operator", "nccl:all_reduce", 10, 40, "4242", args={"Input dims": [[8]]}),
+        span("Runtime", "cudaLaunchKernel", 20, 5, "4242", args={"correlation": 6}),
+        span("Kernel", "ncclAllReduceRingLLKernel_sum_f32", 200, 100, "stream 7",
+             args={"correlation": 6}),
+        {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans",
+         "tid": "PyTorch Profiler", "ts": 0, "dur": 1000},
+        {"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "", "ts": 1000},
+    ]  # fmt: skip
+    fast, slow, reader = both(kineto_doc(events, dist_head()))
+    assert fast == slow
+    assert reader.parser == "fast"
+    assert [type(e).__name__ for e in fast[0]] == ["Step", "CommOp", "CpuSpan", "CpuSpan"]
 
 
 # ------------------------------------------------------------------ what takes the ijson path

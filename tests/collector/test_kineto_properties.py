@@ -1,14 +1,16 @@
-"""Properties of the reader (hypothesis): chunking, event order and encoding change nothing."""
+"""Properties of the reader (hypothesis): chunking, event order, encoding and PyTorch 1.8-1.10's
+layout (string tids, capitalised categories) change nothing."""
 
 from __future__ import annotations
 
+import functools
 import random
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-from commscope.collector.normalize import LAUNCH_MEMORY
+from commscope.collector.normalize import LAUNCH_MEMORY, string_tid
 from commscope.collector.schema import CommOp, CpuSpan, Event, GpuOp, Step
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,6 +24,7 @@ from kineto_builder import (
     dist_head,
     kernel,
     launch,
+    legacy_event,
     read,
     span,
     trace,
@@ -228,6 +231,45 @@ def test_shuffling_all_events_gives_the_expected_comm_ops(
     parsed = read(trace(events, gen.head))
     assert Counter(parsed.comm) == Counter(gen.expected_comm)
     assert parsed.stats.sizes_unknown == sum(op.message_bytes is None for op in gen.expected_comm)
+
+
+# ------------------------------------------------------------------ PyTorch 1.8-1.10 layout
+
+
+@PROPERTY
+@given(generated_traces())
+def test_the_legacy_layout_with_numbers_for_threads_gives_the_same_events(gen: Generated) -> None:
+    # `"tid": "11"`, `"stream 7"`, `Operator`, `Kernel`, ...: each thread is its number
+    now, then = read(gen.doc()), read(legacy_doc(gen, "{}"))
+    assert then.events == now.events
+    assert same_but_bytes(then, now)
+
+
+@PROPERTY
+@given(generated_traces())
+def test_the_legacy_layout_with_named_threads_relabels_them_one_to_one(gen: Generated) -> None:
+    # `"tid": "thread 11"`: thread 11's events, steps and calls all under one id of its own
+    now, then = read(gen.doc()), read(legacy_doc(gen, "thread {}"))
+    named = {tid: string_tid(f"thread {tid}") for tid in range(100)}
+    assert len(set(named.values())) == len(named)
+    assert Counter(then.events) == Counter(map(functools.partial(relabel, named), now.events))
+    assert same_but_bytes(then, now)
+
+
+def legacy_doc(gen: Generated, thread: str) -> bytes:
+    return gen.doc(*([legacy_event(e, thread) for e in part] for part in (gen.cpu, gen.device)))
+
+
+def same_but_bytes(one: Parsed, other: Parsed) -> bool:
+    """The same meta, GPU flag and stats but for the bytes read (the layouts' lengths differ)."""
+    stats = msgspec.structs.replace(one.stats, bytes_read=other.stats.bytes_read)
+    return (one.meta, stats, one.has_gpu) == (other.meta, other.stats, other.has_gpu)
+
+
+def relabel(tids: dict[int, int], event: Event) -> Event:
+    if isinstance(event, Step | CpuSpan):
+        return msgspec.structs.replace(event, tid=tids[event.tid])
+    return event
 
 
 # ------------------------------------------------------------------ (d) encoding

@@ -27,6 +27,7 @@ SENDRECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
 ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 ALLGATHER = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 BAD_SPAN = "span without numeric ts/dur (or out of range)"
+NO_TID = "cpu event whose tid is neither a number nor a name"
 
 
 # ------------------------------------------------------------------ PyTorch 1.8-1.10 layout
@@ -242,9 +243,10 @@ def test_out_of_range_spans_are_dropped_and_counted(ts: Any, dur: Any) -> None:
     assert parsed.stats.dropped == {BAD_SPAN: 2}
 
 
-def test_a_cpu_op_on_a_thread_that_is_not_a_number_is_dropped() -> None:
-    parsed = read(trace([span("cpu_op", "aten::mm", 1, 1, "main")]))  # type: ignore[arg-type]
-    assert (parsed.cpu, parsed.stats.dropped) == ([], {BAD_SPAN: 1})
+@pytest.mark.parametrize("tid", [None, 1.5, [1], True], ids=["null", "float", "list", "bool"])
+def test_a_cpu_op_whose_tid_is_neither_a_number_nor_a_name_is_dropped(tid: Any) -> None:
+    parsed = read(trace([span("cpu_op", "aten::mm", 1, 1, tid)]))
+    assert (parsed.cpu, parsed.stats.dropped) == ([], {NO_TID: 1})
 
 
 @pytest.mark.parametrize("number", ["²", "1" * 30, "x"])
