@@ -33,6 +33,7 @@ from kineto_builder import (
     span,
     trace,
 )
+from msgspec.structs import replace
 
 REAL = Path("../shared/traces/kineto")
 U64_COMMS_ID = 10159970886766084423  # > 2^63: yajl's "integer overflow", mended by ijson's path
@@ -464,7 +465,14 @@ def test_a_growing_file_reads_fast_as_a_whole_file_reads(
         reader = TraceReader(f, str(path))
         events_read = [e for batch in reader.batches(16) for e in batch]
     _, slow, _ = both(doc)
-    assert (events_read, reader.meta, reader.stats) == slow[:3]
+    # a followed file has ended once its object closes: whitespace after it (the last newline)
+    # may not be written yet, and is then not read
+    read = reader.stats.bytes_read
+    assert doc[read:].strip() == b"" and read <= len(doc)
+    assert (events_read, reader.meta, reader.stats) == (
+        *slow[:2],
+        replace(slow[2], bytes_read=read),
+    )
     assert reader.parser == "fast", reader.fast_miss
 
 
