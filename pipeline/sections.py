@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping
-from typing import Final, Literal
+from typing import Final, Literal, TypeVar
 
 import msgspec
 from commscope.collector.fields import CAPTURE_ONLY, where
@@ -48,7 +48,7 @@ from commscope.pipeline.accumulate import (
 )
 from commscope.pipeline.skew import stragglers
 from commscope.pipeline.stats import mean, ratio, sample_values, summarize
-from commscope.pipeline.waiting import Split, unmatched_in_steps_ns, unmatched_ns
+from commscope.pipeline.waiting import Split
 
 NS: Final = 1e-9
 GPU_ACTIVITY: Final = (*KERNEL_CATEGORIES, "communication", "memcpy", "memset")
@@ -389,34 +389,39 @@ def with_split(found: Sections, split: Mapping[int, Split]) -> Sections:
     keeps None where its split does not cover its exposed time: only open windows, a window
     still open beside closed ones, or results kept by a commscope before the split."""
     per_rank = {
-        name: _split_overlap(row, split[int(name)]) if int(name) in split else row
+        name: _split_row(row, row.exposed_comm_time_s, _whole(split.get(int(name))))
         for name, row in found.overlap.per_rank.items()
     }
     steps = {
-        name: _split_steps(row, split[int(name)]) if int(name) in split else row
+        name: _split_row(row, row.exposed_comm_s, _in_steps(split.get(int(name))))
         for name, row in found.steps.items()
     }
     overlap = msgspec.structs.replace(found.overlap, per_rank=per_rank)
     return msgspec.structs.replace(found, overlap=overlap, steps=steps)
 
 
-def _split_overlap(row: RankOverlap, split: Split) -> RankOverlap:
-    if round(row.exposed_comm_time_s / NS) != split.exposed_ns:
-        return row
-    return msgspec.structs.replace(
-        row,
-        exposed_transfer_s=split.transfer_ns * NS,
-        exposed_waiting_s=split.waiting_ns * NS,
-        exposed_unmatched_s=unmatched_ns(split) * NS,
-    )
+Parts = tuple[int, int, int] | None  # (|E|, exposed transfer, exposed waiting) ns
+Row = TypeVar("Row", RankOverlap, RankSteps)
 
 
-def _split_steps(row: RankSteps, split: Split) -> RankSteps:
-    if row.exposed_comm_s is None or round(row.exposed_comm_s / NS) != split.exposed_in_steps_ns:
+def _whole(split: Split | None) -> Parts:
+    return None if split is None else (split.exposed_ns, split.transfer_ns, split.waiting_ns)
+
+
+def _in_steps(split: Split | None) -> Parts:
+    if split is None:
+        return None
+    return (split.exposed_in_steps_ns, split.transfer_in_steps_ns, split.waiting_in_steps_ns)
+
+
+def _split_row(row: Row, exposed_s: float | None, parts: Parts) -> Row:
+    """The row with its split when `parts` covers its exposed time exactly."""
+    if parts is None or exposed_s is None or round(exposed_s / NS) != parts[0]:
         return row
+    exposed, transfer, waiting = parts
     return msgspec.structs.replace(
         row,
-        exposed_transfer_s=split.transfer_in_steps_ns * NS,
-        exposed_waiting_s=split.waiting_in_steps_ns * NS,
-        exposed_unmatched_s=unmatched_in_steps_ns(split) * NS,
+        exposed_transfer_s=transfer * NS,
+        exposed_waiting_s=waiting * NS,
+        exposed_unmatched_s=(exposed - transfer - waiting) * NS,
     )

@@ -35,10 +35,6 @@ def unmatched_ns(split: Split) -> int:
     return split.exposed_ns - split.transfer_ns - split.waiting_ns
 
 
-def unmatched_in_steps_ns(split: Split) -> int:
-    return split.exposed_in_steps_ns - split.transfer_in_steps_ns - split.waiting_in_steps_ns
-
-
 @dataclass(frozen=True)
 class Exposed:
     """What a rank's split needs of its window: E = C \\ P and S, as packed runs (own clock)."""
