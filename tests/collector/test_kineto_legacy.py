@@ -65,7 +65,7 @@ def test_a_pytorch_1_8_trace_is_read_whole() -> None:
     ]
     # 1024 floats = 4096 B, n = the world (2); launched on "4242" inside nccl:all_reduce
     assert parsed.comm == [
-        CommOp("AllReduce", 250_000, 80_000, 4096, 2, True, None, None, "world size")
+        CommOp("AllReduce", 250_000, 80_000, 4096, 2, True, None, None, "world size", "Float")
     ]
     # busy: aten::mm [10, 60), the nccl: op [100, 140), aten::add [600, 620); the call apart
     assert [(s.tid, s.start_ns, s.end_ns, s.comm_call) for s in parsed.cpu] == [
