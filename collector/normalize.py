@@ -46,6 +46,7 @@ from commscope.collector.classify import (
     shape_group,
 )
 from commscope.collector.kernels import kernel_category
+from commscope.collector.launches import KernelNames, LaunchJoin, is_launch_call
 from commscope.collector.schema import (
     GROUP_SOURCES,
     LABEL_PATTERN,
@@ -407,6 +408,9 @@ class Normalizer:
         self._categories: dict[str, KernelCategory | None] = {}  # None: a comm kernel
         self._allocated: dict[int, int] = {}  # GPU device -> highest Total Allocated
         self._reserved: dict[int, int] = {}  # GPU device -> highest Total Reserved
+        self._names = KernelNames()  # count and time per kernel name (`collector.launches`)
+        self._join = LaunchJoin()  # kernels joined to their launch calls
+        self._launch_names: dict[str, bool] = {}  # runtime call name -> launches a kernel
         self._kinds: dict[str, Callable[[RawEvent], None]] = {
             "kernel": self._kernel,
             "gpu_memcpy": self._memcpy,
@@ -501,6 +505,8 @@ class Normalizer:
         category = self._categories.get(name, _UNSEEN)
         if category is _UNSEEN:
             category = self._category(name)
+        self._names.add(name, span[1], category is None)
+        self._join_kernel(raw.args, span)
         if category is not None:
             self.out.append(GpuOp("compute", span[0], span[1], category))
             self._land(raw.args)
@@ -517,6 +523,12 @@ class Normalizer:
         kernel = PendingKernel(facts)
         kernel.launch = self._launch(correlation)
         self._wait(correlation, kernel)
+
+    def _join_kernel(self, args: Any, span: tuple[int, int]) -> None:
+        """Join a kernel to its launch call by `correlation` (`collector.launches`)."""
+        correlation = args.get("correlation") if type(args) is dict else None
+        if type(correlation) is int:
+            self._join.kernel(self.out, correlation, span[0], span[1])
 
     def _category(self, name: str) -> KernelCategory | None:
         """A kernel's category; None for a communication kernel (remembered, bounded)."""
@@ -572,6 +584,11 @@ class Normalizer:
                 return
         except TypeError:
             return  # a runtime call we cannot place is no launch we could use
+        kernel_launch = self._launch_names.get(name)
+        if kernel_launch is None:
+            kernel_launch = self._launch_kind(name)
+        if kernel_launch:
+            self._launch_call(correlation, ts, raw.dur)
         pending = self._pending.get(correlation)
         if pending is not None:
             launch = (tid, round(ts * 1000))
@@ -588,6 +605,18 @@ class Normalizer:
         launches.tid[correlation] = tid
         if len(launches.ts) >= LAUNCH_MEMORY:
             self._old_launches, self._launches = launches, Launches()
+
+    def _launch_kind(self, name: str) -> bool:
+        """Whether a runtime call of this name launches one kernel (remembered, bounded)."""
+        launches = is_launch_call(name)
+        if len(self._launch_names) < ROLE_MEMORY and len(name) <= MAX_NAME:
+            self._launch_names[name] = launches
+        return launches
+
+    def _launch_call(self, correlation: int, ts: Any, dur: Any) -> None:
+        """A kernel launch call (a duration that is no number in range: not counted)."""
+        if type(dur) in (int, float) and 0 <= dur <= MAX_US:
+            self._join.call(self.out, correlation, _ns(ts), _ns(dur))
 
     def _land(self, args: Any) -> None:
         """A kernel that needs no launch arrived: remember its correlation if its launch is
@@ -821,6 +850,9 @@ class Normalizer:
             self.out.append(MemoryPeak(device, allocated, self._reserved.get(device)))
         self._allocated.clear()
         self._reserved.clear()
+        self.out.extend(self._names.events())
+        self._names = KernelNames()
+        self._join.finish(self.out)
         self._launches = self._old_launches = Launches()
         self._landed.clear()
 

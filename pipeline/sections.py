@@ -40,6 +40,7 @@ from commscope.pipeline import sketch
 from commscope.pipeline.accumulate import Sketcher, bandwidth_sketch, bus_bytes, pooled_ops
 from commscope.pipeline.skew import stragglers
 from commscope.pipeline.stats import mean, ratio, sample_values, summarize
+from commscope.pipeline.topkernels import launches, top_kernels
 
 NS: Final = 1e-9
 GPU_ACTIVITY: Final = (*KERNEL_CATEGORIES, "communication", "memcpy", "memset")
@@ -112,6 +113,8 @@ def sections(
         utilization=utilization(rates, context),
         kernels=kernels(ordered),
         stragglers=stragglers({r: s.mean_s for r, s in steps.items() if s.mean_s is not None}),
+        top_kernels=top_kernels(ordered),
+        launches=launches(ordered),
     )
 
 
