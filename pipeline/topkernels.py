@@ -36,10 +36,10 @@ from commscope.pipeline.stats import ratio
 
 NAMES: Final = 200  # kernel names kept per rank (and pooled); the rest summed in one row
 NS: Final = 1e-9
-NO_NAMES: Final = "no kernel names in the traces (no GPU kernels, or a source without them)"
+NO_NAMES: Final = "no kernel names in the traces: no GPU kernels, or a source without them"
 NO_LAUNCHES: Final = (
-    "no kernel launch calls in the traces (CPU-side runtime events not recorded, or a source "
-    "without them)"
+    "no kernel launch calls in the traces: CPU-side runtime events not recorded, or a source "
+    "without them"
 )
 
 
