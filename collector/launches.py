@@ -125,13 +125,17 @@ class LaunchJoin:
 
     def call(self, out: list[Event], correlation: int, start_ns: int, dur_ns: int) -> None:
         """A launch call; joined now if its kernel came first."""
-        self.calls += 1
-        self.call_ns += dur_ns
+        self.counted(dur_ns)
         kernel = self._kernels.take(correlation)
         if kernel is None:
             self._calls.put(correlation, start_ns, dur_ns)
         else:
-            self._join(out, (start_ns, dur_ns), kernel)
+            self.joined(out, (start_ns, dur_ns), kernel)
+
+    def counted(self, dur_ns: int) -> None:
+        """A launch call counted (its kernel joined elsewhere: `joined`)."""
+        self.calls += 1
+        self.call_ns += dur_ns
 
     def kernel(self, out: list[Event], correlation: int, start_ns: int, dur_ns: int) -> None:
         """A kernel; joined now if its launch call came first."""
@@ -139,9 +143,10 @@ class LaunchJoin:
         if call is None:
             self._kernels.put(correlation, start_ns, dur_ns)
         else:
-            self._join(out, call, (start_ns, dur_ns))
+            self.joined(out, call, (start_ns, dur_ns))
 
-    def _join(self, out: list[Event], call: tuple[int, int], kernel: tuple[int, int]) -> None:
+    def joined(self, out: list[Event], call: tuple[int, int], kernel: tuple[int, int]) -> None:
+        """A kernel and its launch call, each (start, duration) in ns."""
         self.kernels += 1
         self.shorter += kernel[1] < call[1]
         self.delays.append(kernel[0] - call[0])

@@ -76,7 +76,8 @@ _SHARDED: Final = frozenset({"AllGather", "ReduceScatter", "AllToAll"})
 _STEP: Final = re.compile(
     r"^(?:ProfilerStep#|(?:train[_ ]?)?step[ _#:-]*|iteration[ _#:-]*)(\d{1,18})$", re.I
 )
-_TID_BITS: Final = 24  # a serialized global id: ... | pid << 24 | tid
+TID_BITS: Final = 24  # a serialized global id: ... | pid << 24 | tid
+_TID_BITS: Final = TID_BITS
 
 
 def pick_table(tables: Iterable[str], bases: Sequence[str]) -> str | None:

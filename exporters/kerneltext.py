@@ -20,10 +20,16 @@ from commscope.exporters.textfmt import pct, row
 TOP: Final = 15  # kernel names in the text; the JSON has every name kept
 SHORT: Final = 72
 OTHER: Final = "(other kernels)"
-_ANONYMOUS: Final = "(anonymous namespace)"
+_ANONYMOUS: Final = ("(anonymous namespace)", "<unnamed>")  # GCC's and Nsight's demangling
 _OPEN: Final = {"<": ">", "(": ")"}
-# the first qualified name among template arguments: its last part (`sqrt_kernel_cuda`)
-_FIRST_NAME: Final = re.compile(r"(?:[A-Za-z_]\w*::)*([A-Za-z_]\w*)")
+_WORD: Final = re.compile(r"[A-Za-z_]\w*")
+# wrappers and types a template argument names that tell two kernels of one name nothing
+_GENERIC: Final = frozenset(
+    {"BinaryFunctor", "UnaryFunctor", "gpu_kernel_impl", "gpu_kernel_impl_nocast", "void",
+     "int", "long", "unsigned", "float", "double", "char", "bool", "short", "signed", "const",
+     "at", "native", "c10", "std", "array", "detail", "Array", "lambda", "instance",
+     "operator", "BFloat16", "Half"}
+)  # fmt: skip
 
 
 def short_name(name: str | None, width: int = SHORT) -> str:
@@ -35,9 +41,10 @@ def short_name(name: str | None, width: int = SHORT) -> str:
     at = 0
     while at < len(text):
         char = text[at]
-        if text.startswith(_ANONYMOUS, at):
-            found.append(_ANONYMOUS)
-            at += len(_ANONYMOUS)
+        anonymous = next((a for a in _ANONYMOUS if text.startswith(a, at)), None)
+        if anonymous is not None:
+            found.append(anonymous)
+            at += len(anonymous)
         elif char == "(" and found:
             break  # the argument list
         elif char == "<":
@@ -62,8 +69,17 @@ def short_names(names: list[str | None], width: int = SHORT) -> list[str]:
 
 
 def _hinted(short: str, name: str | None) -> str:
-    first = _FIRST_NAME.search(name[name.find("<") :]) if name and "<" in name else None
-    return f"{short} [{first.group(1)}]" if first else short
+    hint = _hint(name[name.find("<") :]) if name and "<" in name else None
+    return f"{short} [{hint}]" if hint else short
+
+
+def _hint(arguments: str) -> str | None:
+    """What names the work among template arguments: the last functor, else the first kernel
+    function, else the first name that is no type or wrapper."""
+    words = [w for w in _WORD.findall(arguments) if w not in _GENERIC]
+    functors = [w for w in words if "Functor" in w]
+    kernels = [w for w in words if "kernel" in w.lower()]
+    return functors[-1] if functors else kernels[0] if kernels else next(iter(words), None)
 
 
 def _closed(text: str, at: int) -> int:
