@@ -103,17 +103,17 @@ class _Waiting:
         self.start[correlation] = start_ns
         self.dur[correlation] = dur_ns
 
-    def take(self, correlation: int) -> tuple[int, int] | None:
-        """The entry of `correlation`, taken out; None when there is none."""
-        for starts, durs in ((self.start, self.dur), (self.old_start, self.old_dur)):
-            start = starts.pop(correlation, None)
-            if start is not None:
-                return start, durs.pop(correlation)
-        return None
+    def take_old(self, correlation: int) -> tuple[int, int] | None:
+        """The entry of `correlation` in the older generation, taken out; None if none (the
+        newer one is looked up by the caller first: `LaunchJoin.call`, `LaunchJoin.kernel`)."""
+        start = self.old_start.pop(correlation, None)
+        return None if start is None else (start, self.old_dur.pop(correlation))
 
 
 class LaunchJoin:
-    """Launch calls and kernels joined by correlation; see the module docstring."""
+    """Launch calls and kernels joined by correlation; see the module docstring. The two
+    methods the normaliser calls for every kernel and launch look up the newer generation of
+    waiting partners inline: they are on the parser's hot path."""
 
     __slots__ = ("_calls", "_kernels", "call_ns", "calls", "delays", "kernels", "shorter")
 
@@ -125,12 +125,16 @@ class LaunchJoin:
 
     def call(self, out: list[Event], correlation: int, start_ns: int, dur_ns: int) -> None:
         """A launch call; joined now if its kernel came first."""
-        self.counted(dur_ns)
-        kernel = self._kernels.take(correlation)
-        if kernel is None:
-            self._calls.put(correlation, start_ns, dur_ns)
-        else:
+        self.calls += 1
+        self.call_ns += dur_ns
+        kernels = self._kernels
+        kernel_start = kernels.start.pop(correlation, None)
+        if kernel_start is not None:
+            self.joined(out, (start_ns, dur_ns), (kernel_start, kernels.dur.pop(correlation)))
+        elif (kernel := kernels.take_old(correlation)) is not None:
             self.joined(out, (start_ns, dur_ns), kernel)
+        else:
+            self._calls.put(correlation, start_ns, dur_ns)
 
     def counted(self, dur_ns: int) -> None:
         """A launch call counted (its kernel joined elsewhere: `joined`)."""
@@ -139,18 +143,22 @@ class LaunchJoin:
 
     def kernel(self, out: list[Event], correlation: int, start_ns: int, dur_ns: int) -> None:
         """A kernel; joined now if its launch call came first."""
-        call = self._calls.take(correlation)
-        if call is None:
-            self._kernels.put(correlation, start_ns, dur_ns)
-        else:
+        calls = self._calls
+        call_start = calls.start.pop(correlation, None)
+        if call_start is not None:
+            self.joined(out, (call_start, calls.dur.pop(correlation)), (start_ns, dur_ns))
+        elif (call := calls.take_old(correlation)) is not None:
             self.joined(out, call, (start_ns, dur_ns))
+        else:
+            self._kernels.put(correlation, start_ns, dur_ns)
 
     def joined(self, out: list[Event], call: tuple[int, int], kernel: tuple[int, int]) -> None:
         """A kernel and its launch call, each (start, duration) in ns."""
         self.kernels += 1
         self.shorter += kernel[1] < call[1]
-        self.delays.append(kernel[0] - call[0])
-        if len(self.delays) >= DELAYS:
+        delays = self.delays
+        delays.append(kernel[0] - call[0])
+        if len(delays) >= DELAYS:
             out.append(self.part())
 
     def part(self) -> LaunchDelays:

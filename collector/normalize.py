@@ -84,6 +84,7 @@ _BACKEND_PREFIXES: Final = (*BACKEND_CALL_PREFIXES, "record_param_comms")
 _CPU_DEVICE: Final = 0  # c10::DeviceType::CPU in `[memory]` events; GPUs are 1 (CUDA, HIP)
 _C10D_PREFIXES: Final = ("c10d::", "_c10d_functional")
 _UNSEEN: Final[Any] = object()
+_NUMBERS: Final = (int, float)  # a value's `type` among these: a number, not a bool
 _STEP = 3  # a role: `ProfilerStep#N` as a cpu op (PyTorch 1.8-1.10 traces)
 # Event categories by their lower-case name: today's Kineto names, PyTorch 1.8-1.10's
 # capitalised ones (`Kernel`, `Operator`, `Runtime`, `Memcpy`, `Memset`), other devices'.
@@ -506,7 +507,9 @@ class Normalizer:
         if category is _UNSEEN:
             category = self._category(name)
         self._names.add(name, span[1], category is None)
-        self._join_kernel(raw.args, span)
+        args = raw.args
+        if type(args) is dict and type(correlation := args.get("correlation")) is int:
+            self._join.kernel(self.out, correlation, span[0], span[1])  # `collector.launches`
         if category is not None:
             self.out.append(GpuOp("compute", span[0], span[1], category))
             self._land(raw.args)
@@ -523,12 +526,6 @@ class Normalizer:
         kernel = PendingKernel(facts)
         kernel.launch = self._launch(correlation)
         self._wait(correlation, kernel)
-
-    def _join_kernel(self, args: Any, span: tuple[int, int]) -> None:
-        """Join a kernel to its launch call by `correlation` (`collector.launches`)."""
-        correlation = args.get("correlation") if type(args) is dict else None
-        if type(correlation) is int:
-            self._join.kernel(self.out, correlation, span[0], span[1])
 
     def _category(self, name: str) -> KernelCategory | None:
         """A kernel's category; None for a communication kernel (remembered, bounded)."""
@@ -587,8 +584,8 @@ class Normalizer:
         kernel_launch = self._launch_names.get(name)
         if kernel_launch is None:
             kernel_launch = self._launch_kind(name)
-        if kernel_launch:
-            self._launch_call(correlation, ts, raw.dur)
+        if kernel_launch and type(dur := raw.dur) in _NUMBERS and 0 <= dur <= MAX_US:
+            self._join.call(self.out, correlation, _ns(ts), _ns(dur))  # `collector.launches`
         pending = self._pending.get(correlation)
         if pending is not None:
             launch = (tid, round(ts * 1000))
@@ -612,11 +609,6 @@ class Normalizer:
         if len(self._launch_names) < ROLE_MEMORY and len(name) <= MAX_NAME:
             self._launch_names[name] = launches
         return launches
-
-    def _launch_call(self, correlation: int, ts: Any, dur: Any) -> None:
-        """A kernel launch call (a duration that is no number in range: not counted)."""
-        if type(dur) in (int, float) and 0 <= dur <= MAX_US:
-            self._join.call(self.out, correlation, _ns(ts), _ns(dur))
 
     def _land(self, args: Any) -> None:
         """A kernel that needs no launch arrived: remember its correlation if its launch is
