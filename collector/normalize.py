@@ -54,6 +54,7 @@ from commscope.collector.classify import (
 )
 from commscope.collector.families import ACTIVITY_CATEGORIES, looks_like_comm, role, shown_name
 from commscope.collector.kernels import kernel_category
+from commscope.collector.launches import KernelNames, LaunchJoin, is_launch_call
 from commscope.collector.schema import (
     GROUP_SOURCES,
     LABEL_PATTERN,
@@ -93,6 +94,7 @@ _BACKEND_PREFIXES: Final = (*BACKEND_CALL_PREFIXES, "record_param_comms")
 _CPU_DEVICE: Final = 0  # c10::DeviceType::CPU in `[memory]` events; GPUs are 1 (CUDA, HIP)
 _C10D_PREFIXES: Final = ("c10d::", "_c10d_functional")
 _UNSEEN: Final[Any] = object()
+_NUMBERS: Final = (int, float)  # a value's `type` among these: a number, not a bool
 _STEP = 3  # a role: `ProfilerStep#N` as a cpu op (PyTorch 1.8-1.10 traces)
 # Event categories by their lower-case name: today's Kineto names, PyTorch 1.8-1.10's
 # capitalised ones (`Kernel`, `Operator`, `Runtime`, `Memcpy`, `Memset`), other devices'.
@@ -461,6 +463,9 @@ class Normalizer:
         self._lookalikes: dict[str, int] = {}  # shown name -> ns (ROLE_MEMORY names at most)
         self._allocated: dict[int, int] = {}  # GPU device -> highest Total Allocated
         self._reserved: dict[int, int] = {}  # GPU device -> highest Total Reserved
+        self._names = KernelNames()  # count and time per kernel name (`collector.launches`)
+        self._join = LaunchJoin()  # kernels joined to their launch calls
+        self._launch_names: dict[str, bool] = {}  # runtime call name -> launches a kernel
         self._kinds: dict[str, Callable[[RawEvent], None]] = {
             "kernel": self._kernel,
             "gpu_memcpy": self._memcpy,
@@ -555,6 +560,10 @@ class Normalizer:
         category: KernelCategory | Special | None = self._categories.get(name, _UNSEEN)
         if category is _UNSEEN:
             category = self._category(name)
+        self._names.add(name, span[1], category is None)
+        args = raw.args
+        if type(args) is dict and type(correlation := args.get("correlation")) is int:
+            self._join.kernel(self.out, correlation, span[0], span[1])  # `collector.launches`
         if isinstance(category, str):  # most kernels: plain compute
             self.out.append(GpuOp("compute", span[0], span[1], category))
             self._land(raw.args)
@@ -646,6 +655,11 @@ class Normalizer:
                 return
         except TypeError:
             return  # a runtime call we cannot place is no launch we could use
+        kernel_launch = self._launch_names.get(name)
+        if kernel_launch is None:
+            kernel_launch = self._launch_kind(name)
+        if kernel_launch and type(dur := raw.dur) in _NUMBERS and 0 <= dur <= MAX_US:
+            self._join.call(self.out, correlation, _ns(ts), _ns(dur))  # `collector.launches`
         if type(tid) is not int and (tid := self._thread(tid)) is None:
             return
         pending = self._pending.get(correlation)
@@ -664,6 +678,13 @@ class Normalizer:
         launches.tid[correlation] = tid
         if len(launches.ts) >= LAUNCH_MEMORY:
             self._old_launches, self._launches = launches, Launches()
+
+    def _launch_kind(self, name: str) -> bool:
+        """Whether a runtime call of this name launches one kernel (remembered, bounded)."""
+        launches = is_launch_call(name)
+        if len(self._launch_names) < ROLE_MEMORY and len(name) <= MAX_NAME:
+            self._launch_names[name] = launches
+        return launches
 
     def _land(self, args: Any) -> None:
         """A kernel that needs no launch arrived: remember its correlation if its launch is
@@ -920,6 +941,9 @@ class Normalizer:
             self.out.append(MemoryPeak(device, allocated, self._reserved.get(device)))
         self._allocated.clear()
         self._reserved.clear()
+        self.out.extend(self._names.events())
+        self._names = KernelNames()
+        self._join.finish(self.out)
         self._launches = self._old_launches = Launches()
         self._landed.clear()
         self.stats.lookalikes = longest(self._lookalikes, LOOKALIKE_NAMES)

@@ -103,7 +103,8 @@ STEP_RANGES: Final = (
     # public training and benchmark scripts
     re.compile(r"iteration[ _#:-]*(\d{1,18})?", re.I),
 )
-_TID_BITS: Final = 24  # a serialized global id: ... | pid << 24 | tid
+TID_BITS: Final = 24  # a serialized global id: ... | pid << 24 | tid
+_TID_BITS: Final = TID_BITS
 
 
 def pick_table(tables: Iterable[str], bases: Sequence[str]) -> str | None:

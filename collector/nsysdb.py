@@ -4,8 +4,10 @@
 `StringIds`), reads the small tables whole (processes, payload schemas, the session start)
 and the NCCL/PyTorch NVTX ranges and launches of communication kernels (bounded by the number
 of collective calls, as the Kineto reader's call index is), then streams the kernel, memcpy
-and memset tables row by row into per-process batches (`batches`). Rows may come in any
-order: accumulation is order-free, and NVTX ranges are sorted per thread where order matters.
+and memset tables row by row into per-process batches (`batches`), each process's kernel
+names at the end, and its kernel launch calls with the kernels joined to them in SQL. Rows may
+come in any order: accumulation is order-free, and NVTX ranges are sorted per thread where
+order matters.
 The mapping itself is `nsys` (pure). A file that cannot be read raises TraceError with the
 reason; nothing here raises anything else for a bad file.
 """
@@ -19,13 +21,18 @@ from typing import Final
 
 from commscope.collector import nsys
 from commscope.collector.errors import TraceError
+from commscope.collector.launches import KernelNames, LaunchJoin, is_launch_call
 from commscope.collector.normalize import LOOKALIKE_NAMES, CallIndex, CommCall, longest
-from commscope.collector.schema import MAX_LABEL, Event, FileStats, TraceMeta
+from commscope.collector.schema import MAX_LABEL, CommOp, Event, FileStats, TraceMeta
 from msgspec.structs import replace
 
 BATCH: Final = 4096
 SQLITE_MAGIC: Final = b"SQLite format 3\x00"
 _BAD_SPAN: Final = "span without numeric ts/dur (or out of range)"
+_LAUNCHES: Final = (  # a runtime table's kernel launch calls (`launches.is_launch_call` then)
+    "JOIN StringIds s ON s.id = r.nameId WHERE s.value LIKE '%LaunchKernel%' OR s.value LIKE "
+    "'%LaunchCooperativeKernel%'"
+)
 _COMM_NAMES: Final = " OR ".join(f"s.value LIKE '{p}%'" for p in ("nccl", "rccl", "hccl", "xccl"))
 _NVTX_NAMES: Final = (
     "name LIKE 'nccl%' OR name LIKE 'c10d::%' OR name LIKE '_c10d_functional%' OR name LIKE "
@@ -120,6 +127,7 @@ class Export:
         launches = self._launches(pids)
         self._set_ranks()
         yield from self._kernel_batches(index, launches)
+        yield from self._launch_parts(pids)
         for table, kind in ((nsys.MEMCPY_TABLE, "memcpy"), (nsys.MEMSET_TABLE, "memset")):
             found = nsys.pick_table(self._tables, (table,))
             if found is not None:
@@ -231,6 +239,34 @@ class Export:
                 found[nsys.global_pid(tid), correlation] = (tid, start)
         return found
 
+    def _launch_parts(self, pids: set[int]) -> Iterator[tuple[int, list[Event]]]:
+        """Each process's kernel launch calls (CUPTI runtime and driver API records), and its
+        kernels joined to them by correlation id within the process (`collector.launches`)."""
+        runtime = nsys.pick_table(self._tables, (nsys.RUNTIME_TABLE,))
+        if runtime is None or self._correlation == "NULL" or self._pid != "globalPid":
+            return
+        joins = {pid: LaunchJoin() for pid in pids}
+        out: dict[int, list[Event]] = {pid: [] for pid in pids}
+        query = f"SELECT r.globalTid, r.start, r.end, s.value FROM {runtime} r {_LAUNCHES}"
+        for tid, start, end, name in self._db.execute(query):
+            if _ints(tid, start, end) and _launch(name) and nsys.global_pid(tid) in joins:
+                joins[nsys.global_pid(tid)].counted(end - start)
+        for pid, k_start, k_end, start, end, name in self._db.execute(self._joined_query(runtime)):
+            if pid in joins and _ints(k_start, k_end, start, end) and _launch(name):
+                joins[pid].joined(out[pid], (start, end - start), (k_start, k_end - k_start))
+        for pid, join in joins.items():
+            join.finish(out[pid])
+            yield pid, out[pid]
+
+    def _joined_query(self, runtime: str) -> str:
+        """Kernels with the launch call of their correlation id in the same process."""
+        return (
+            f"SELECT k.globalPid, k.start, k.end, r.start, r.end, s.value FROM {self._kernels} k "
+            f"JOIN {runtime} r ON r.correlationId = k.correlationId "
+            f"AND (r.globalTid >> {nsys.TID_BITS}) << {nsys.TID_BITS} = k.globalPid "
+            f"{_LAUNCHES}"
+        )
+
     def _kernel_batches(
         self, index: dict[int, CallIndex], launches: dict[tuple[int, int], tuple[int, int]]
     ) -> Iterator[tuple[int, list[Event]]]:
@@ -241,6 +277,7 @@ class Export:
         tallies = {pid: nsys.Tally() for pid in self.stats}
         worlds = {pid: meta.world_size for pid, meta in self.meta.items()}
         batches: dict[int, list[Event]] = {}
+        names = {pid: KernelNames() for pid in self.stats}
         for pid, start, end, correlation, name in self._db.execute(query):
             if pid not in tallies or not self._span(pid, start, end) or not isinstance(name, str):
                 continue
@@ -249,8 +286,11 @@ class Export:
             event = nsys.kernel_event(
                 name, start, end, calls, world=worlds[pid], tally=tallies[pid]
             )
+            names[pid].add(name, end - start, type(event) is CommOp)
             yield from _add(batches, pid, event)
         yield from batches.items()
+        for pid, kept in names.items():
+            yield pid, list(kept.events())
         for pid, tally in tallies.items():
             stats = self.stats[pid]
             stats.comm_kernels, stats.no_launch = tally.comm_kernels, tally.no_launch
@@ -354,6 +394,10 @@ def _add(
 
 def _widened(span: tuple[int, int] | None, start: int, end: int) -> tuple[int, int]:
     return (start, end) if span is None else (min(span[0], start), max(span[1], end))
+
+
+def _launch(name: object) -> bool:
+    return isinstance(name, str) and is_launch_call(name)
 
 
 def _ints(*values: object) -> bool:

@@ -16,7 +16,8 @@ import msgspec
 # `commscope merge` recomputes every figure over ranks exactly from shard reports.
 # 5: exposed communication split into transfer, waiting and unmatched; `skew.waited_for_rank`
 # (was `slowest_rank`: the rank the others wait for can have the shortest step); bus bytes
-# (`bus_bytes`, `total_bus_bytes`) are floats: Σ S x F exact, never rounded.
+# (`bus_bytes`, `total_bus_bytes`) are floats: Σ S x F exact, never rounded; top kernels and
+# kernel launches.
 SCHEMA_VERSION: Final = 5
 PROTOCOL_VERSION: Final = 9  # 4: labels, sizes and counts bounded at decode; 5: `Facts`
 # 6: NCCL Inspector logs (`FileStats.dropped` has the Inspector line reasons below)
@@ -25,7 +26,8 @@ PROTOCOL_VERSION: Final = 9  # 4: labels, sizes and counts bounded at decode; 5:
 #    of its path: the aggregator keys a stream by (node, path, folder)
 # 9: `fused` GPU time (`GpuTimeKey`, `GpuKind`); FileStats names look-alike kernels;
 #    `CommOp.dtype`, `in_splits`, `out_splits` (cross-rank matching compares them); a
-#    `FileStats.dropped` reason for cpu events whose tid is neither a number nor a name
+#    `FileStats.dropped` reason for cpu events whose tid is neither a number nor a name;
+#    `Facts.kernel_names` and `Facts.launches` (top kernels, kernel launches)
 # Persisted state (the collector's checkpoint, the aggregator's store). Version 1 carried no
 # version field; readers migrate it explicitly.
 STATE_VERSION: Final = 2
@@ -191,7 +193,32 @@ class MemoryPeak(msgspec.Struct, frozen=True, gc=False, tag="mem", array_like=Tr
     reserved_bytes: int | None = None
 
 
-Event = GpuOp | CommOp | Step | CpuSpan | MemoryPeak
+class KernelTime(msgspec.Struct, frozen=True, gc=False, tag="ktime", array_like=True):
+    """One kernel name's kernels in a file, or a rank's: how many, their Σ duration, and
+    whether they communicate; `name` None is the row of the names beyond the cap, summed
+    (`pipeline.topkernels`)."""
+
+    name: Name | None
+    count: Count
+    time_ns: Count
+    communication: bool = False
+
+
+class LaunchDelays(msgspec.Struct, frozen=True, gc=False, tag="launches", array_like=True):
+    """Kernel launches of a file as the normaliser joined them (`collector.launches`), in
+    parts of at most `collector.launches.DELAYS` kernels: the launch calls (cudaLaunchKernel,
+    cuLaunchKernel, hipLaunchKernel and their variants) and their Σ duration, the kernels
+    joined to their call by `correlation`, those shorter than their call, and each joined
+    kernel's queue delay (its start minus its call's start, ns) packed as little-endian int64."""
+
+    calls: int = 0
+    call_ns: int = 0
+    kernels: int = 0
+    shorter: int = 0
+    delays_ns: bytes = b""
+
+
+Event = GpuOp | CommOp | Step | CpuSpan | MemoryPeak | KernelTime | LaunchDelays
 
 
 class FileStats(msgspec.Struct, kw_only=True):
@@ -227,6 +254,17 @@ class Sketch(msgspec.Struct, kw_only=True):
     zeros: int = 0
     positive: dict[int, int] = {}
     negative: dict[int, int] = {}
+
+
+class LaunchTally(msgspec.Struct, kw_only=True):
+    """A rank's kernel launches (`LaunchDelays` summed, the queue delays as a sketch in ns):
+    mergeable over files and windows (`pipeline.topkernels.merge_launches`)."""
+
+    calls: Count = 0  # launch calls
+    call_ns: Count = 0  # Σ their durations: the CPU time spent launching
+    kernels: Count = 0  # kernels joined to their launch call
+    shorter: Count = 0  # of those, kernels shorter than their launch call
+    delay_ns: Sketch = msgspec.field(default_factory=Sketch)  # kernel start - call start
 
 
 class OpTally(msgspec.Struct, kw_only=True):
@@ -306,6 +344,10 @@ class RankResult(msgspec.Struct, kw_only=True):
     # step (ns; summed over windows), is in `in_steps` (the step figures) but not in `steps`
     # (training steps: the iteration time)
     capture_ns: int = 0
+    # kernels per name, by GPU time: at most `pipeline.topkernels.NAMES` names, the rest in
+    # one row whose name is None (`pipeline.topkernels.capped`)
+    kernel_names: list[KernelTime] = []
+    launches: LaunchTally | None = None  # None: the source records no launch calls
 
 
 # ---------------------------------------------------------------- the report document
@@ -642,6 +684,47 @@ class Health(msgspec.Struct, kw_only=True):
     issues: list[HealthIssue] = []
 
 
+class KernelRow(msgspec.Struct, kw_only=True):
+    """One kernel name's GPU time; `name` None: the names beyond the cap, summed."""
+
+    name: str | None
+    count: int
+    time_s: float
+    mean_s: float | None
+    share: float | None  # of the Σ duration of every kernel (of the rank, or of all ranks)
+    communication: bool | None  # a communication kernel; None on the summed row
+
+
+class TopKernels(msgspec.Struct, kw_only=True):
+    """Kernels by name and GPU time (Σ durations; streams may overlap), per rank and pooled
+    over ranks; each list is sorted by time, the names beyond `names_kept` summed in a last
+    row (name null), so the rows add up to `count` and `time_s` exactly."""
+
+    count: int = 0
+    time_s: float = 0.0
+    names_kept: int = 0
+    all_ranks: list[KernelRow] = []
+    per_rank: dict[str, list[KernelRow]] = {}
+    na_reason: str | None = None
+
+
+class RankLaunches(msgspec.Struct, kw_only=True):
+    """Kernel launches: CPU time in launch calls, and each kernel against its launch call."""
+
+    calls: int = 0
+    call_time_s: float = 0.0
+    kernels: int = 0  # kernels joined to their launch call (by correlation)
+    queue_delay_s: Summary = msgspec.field(default_factory=Summary)  # kernel start - call start
+    shorter: int = 0  # kernels shorter than their launch call
+    shorter_share: float | None = None  # of `kernels`
+
+
+class Launches(msgspec.Struct, kw_only=True):
+    all_ranks: RankLaunches | None = None
+    per_rank: dict[str, RankLaunches] = {}
+    na_reason: str | None = None
+
+
 class Sections(msgspec.Struct, kw_only=True):
     """The report sections, for the whole run or for one window."""
 
@@ -660,6 +743,8 @@ class Sections(msgspec.Struct, kw_only=True):
     stragglers: Stragglers = msgspec.field(default_factory=Stragglers)
     alpha_beta: dict[str, dict[str, AlphaBeta]] = {}  # process group -> collective -> fit
     health: Health = msgspec.field(default_factory=Health)
+    top_kernels: TopKernels = msgspec.field(default_factory=TopKernels)
+    launches: Launches = msgspec.field(default_factory=Launches)
 
 
 class ExposedSplit(msgspec.Struct, frozen=True, kw_only=True):
@@ -889,6 +974,8 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True, tag="facts"):
     covers: Annotated[int, msgspec.Meta(ge=1, le=MAX_FACT_ITEMS)] = 1  # the seqs it takes: a
     # tailed Inspector log numbers its ops (1, 2, …) and a record of ops k … k+c-1 is seq k
     # covering c, so the numbering is the file's whatever the records' cuts (protocol 7)
+    kernel_names: Annotated[list[KernelTime], msgspec.Meta(max_length=MAX_FACT_ITEMS)] = []
+    launches: LaunchTally | None = None  # checked by `pipeline.edge.well_formed` (protocol 9)
 
 
 Record = StreamStart | Facts | StreamEnd

@@ -3,8 +3,9 @@
 Inline CSS and inline SVG only: no script, no font, no image or style sheet from anywhere, so
 the page reads the same offline and a browser makes no request to show it. The header gives
 the verdict and the figures a reader looks for first (with the text report's own formatting);
-then the six plots of `htmlplots`, the diagnosis, and the whole text report folded at the end,
-so every number of the text and JSON reports is on the page as well.
+then the six plots of `htmlplots`, the top kernels and launches (`kernelhtml`), the
+diagnosis, and the whole text report folded at the end, so every number of the text and JSON
+reports is on the page as well.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Final
 from commscope.collector.inspector import inspected
 from commscope.collector.schema import Report
 from commscope.collector.units import duration, rate
-from commscope.exporters import extremes, htmlplots, text
+from commscope.exporters import extremes, htmlplots, kernelhtml, text
 from commscope.exporters.svg import esc
 from commscope.exporters.textfmt import pct
 
@@ -38,6 +39,9 @@ svg { max-width: 100%; height: auto; font-family: inherit; }
 pre { font-size: 12px; overflow-x: auto; background: #f7f7f7; padding: 10px; }
 details { margin-top: 24px; }
 ul { margin: 4px 0 8px; padding-left: 22px; }
+table { border-collapse: collapse; font-size: 13px; margin: 6px 0 10px; }
+th, td { padding: 2px 8px; text-align: right; border-bottom: 1px solid #eee; }
+th.n, td.n { text-align: left; }
 """
 
 
@@ -64,6 +68,8 @@ def render(report: Report, text_report: str | None = None) -> str:
         htmlplots.skew_panels(report),
         *section("GPU time by kernel category", ""),
         htmlplots.kernel_bars(report),
+        *section("Top kernels and kernel launches", kernelhtml.ABOUT),
+        *kernelhtml.tables(report),
         *section("Step times per rank", ""),
         htmlplots.step_plot(report),
         *diagnosis(report),

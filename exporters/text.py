@@ -3,8 +3,9 @@
 Sections in the order users of the original tool know — header, THROUGHPUT,
 COMMUNICATION-COMPUTATION OVERLAP, NETWORK LOAD, TRAFFIC DISTRIBUTION — then what commscope
 adds: exposed communication, algbw and busbw side by side, the per-window table, the
-diagnosis, MFU, GPU time by kernel category, the cross-rank analysis (matching, clocks,
-arrival skew, α-β fits), what the traces lack (trace health), and the inputs that were
+diagnosis, MFU, GPU time by kernel category, the top kernels and the kernel launches
+(`kerneltext`), the cross-rank analysis (matching, clocks, arrival skew, α-β fits), what the
+traces lack (trace health), and the inputs that were
 skipped and why. Every number goes through `textfmt` (units that scale, decimal:
 GB = 1e9 B); "n/a" always says why.
 """
@@ -39,6 +40,7 @@ from commscope.exporters.crosstext import (
 )
 from commscope.exporters.extremes import Cut, cut_of
 from commscope.exporters.inspectortext import sources_lines
+from commscope.exporters.kerneltext import launch_lines, top_kernel_lines
 from commscope.exporters.textfmt import na, num, pct, rank_list, rank_runs, row
 
 RULE = "=" * 80
@@ -62,6 +64,8 @@ def render(report: Report, *, every_row: bool = False) -> str:
         *_section("8. DIAGNOSIS", diagnosis_lines(report)),
         *_section("9. MODEL FLOPS UTILIZATION", utilization_lines(report)),
         *_section("10. GPU TIME BY KERNEL CATEGORY, IDLE TIME, MEMORY", kernel_lines(report, cut)),
+        *_section("10a. TOP KERNELS BY GPU TIME", top_kernel_lines(report, cut)),
+        *_section("10b. KERNEL LAUNCHES", launch_lines(report, cut)),
         *_section(
             "11. COLLECTIVES MATCHED ACROSS RANKS, CLOCK OFFSETS",
             _within_shards(report, matching_lines(report, cut)),

@@ -34,6 +34,9 @@ from commscope.collector.schema import (
     Event,
     GpuOp,
     InSteps,
+    KernelTime,
+    LaunchDelays,
+    LaunchTally,
     MemoryPeak,
     OpTally,
     RankResult,
@@ -52,6 +55,7 @@ from commscope.pipeline.intervals import (
 )
 from commscope.pipeline.sketch import merge_all, pack, sketch_of, unpack
 from commscope.pipeline.stats import add_samples, sample_values
+from commscope.pipeline.topkernels import add_delays, capped, merge_launches, merge_names
 
 GPU, CPU, NONE = "gpu kernels", "cpu (gloo)", "none"
 SKETCHED: Final = (RunTally, ShedTally)  # tallies that keep sketches instead of samples
@@ -82,6 +86,8 @@ class Accumulator:
         self.kernel_ns: dict[str, int] = {}
         self.memory_peak: int | None = None
         self.reserved_peak: int | None = None
+        self.kernel_names: list[KernelTime] = []  # as read: `topkernels.capped` sums them
+        self.launches: LaunchTally | None = None
 
     def add_all(self, events: Iterable[Event]) -> None:
         for event in events:
@@ -99,6 +105,10 @@ class Accumulator:
             self._step(event)
         elif type(event) is MemoryPeak:
             self._memory(event)
+        elif type(event) is KernelTime:
+            self.kernel_names.append(event)
+        elif type(event) is LaunchDelays:
+            self.launches = add_delays(self.launches, event)
 
     def _gpu(self, op: GpuOp) -> None:
         self.has_gpu = True
@@ -194,6 +204,8 @@ class Accumulator:
             ungrouped_calls=sum(1 for call in calls if call.process_group is None),
             exposed_runs=packed(difference(comm, compute)),
             step_runs=packed(steps),
+            kernel_names=capped(self.kernel_names),
+            launches=self.launches,
         )
 
     def step_union(self) -> IntervalSet:
@@ -343,6 +355,8 @@ def merge_results(
         in_steps=merge_in_steps([r.in_steps for r in results]),
         ungrouped_calls=sum(r.ungrouped_calls for r in results),
         capture_ns=sum(r.capture_ns for r in results),
+        kernel_names=merge_names(results),
+        launches=merge_launches(r.launches for r in results),
     )
 
 

@@ -6,7 +6,8 @@ what lies outside the steps is stated apart (`left_out`). Figures, means over ra
 communication, compute and GPU busy time as fractions of step time; the GPU's idle share of
 its active span (shown; no verdict rests on it); overlap; the share of the matched calls'
 time spent waiting for late arrivers. Verdicts, each only when its figure passes its
-threshold: communication-bound, input- or launch-bound (GPU idle within the steps),
+threshold: communication-bound, input- or launch-bound (GPU idle within the steps; the
+kernel launch figures back launch overhead or rule it out, and its advice needs them),
 compute-bound. With none of them: "too little to judge" below the minimums (no profiled step,
 under `MIN_STEP_S` of step time per rank), "no communication" when no rank ran a collective,
 else balanced. Every suggestion is tied to the figures that show it can help; every
@@ -25,6 +26,7 @@ from commscope.collector.schema import (
     AlphaBeta,
     Diagnosis,
     Finding,
+    RankLaunches,
     RunConfig,
     Sections,
 )
@@ -112,6 +114,16 @@ def _ddp_calls(run: Sections) -> str:
         f"all-reduces in every profiled step of every rank ({total} in all), as DDP's "
         "gradient buckets"
     )
+
+
+LAUNCH_SHORT: Final = 0.50  # kernels shorter than their launch call / kernels joined to one
+LAUNCH_QUEUE_S: Final = 50e-6  # median launch-to-kernel queue delay below: an empty queue
+INPUT_ADVICE: Final = (
+    "the host does not keep the GPU fed: more DataLoader workers with pin_memory, prefetching"
+)
+LAUNCH_ADVICE: Final = (
+    "fewer, larger kernels (torch.compile, CUDA graphs): the gaps sit between short kernel launches"
+)
 
 
 def figures(run: Sections) -> dict[str, float | None]:
@@ -228,7 +240,7 @@ def _step_findings(
 ) -> Iterator[Finding]:
     yield from _communication(run, found, jobs)
     yield from _waiting(run, found, jobs)
-    yield from _host(found)
+    yield from _host(run, found)
     yield from _compute(run, found)
 
 
@@ -489,7 +501,7 @@ def _wait_free_utilization(run: Sections) -> tuple[float | None, str]:
     return fit.peak_ratio, f"β of the {kind} fit on group {group}, R² {fit.r2:.2f}: no waiting"
 
 
-def _host(found: dict[str, float | None]) -> Iterator[Finding]:
+def _host(run: Sections, found: dict[str, float | None]) -> Iterator[Finding]:
     busy = found["gpu_busy_fraction"]
     if busy is None or 1.0 - busy < HOST_BOUND:
         return
@@ -502,15 +514,44 @@ def _host(found: dict[str, float | None]) -> Iterator[Finding]:
         evidence.append(
             f"between its first and last activity it sits idle {_pct(span)} of the time"
         )
-    yield Finding(
-        verdict="input- or launch-bound",
-        evidence=evidence,
-        suggestions=[
-            "the host does not keep the GPU fed: more DataLoader workers with pin_memory, "
-            "prefetching; fewer, larger kernels (torch.compile, CUDA graphs) if the gaps "
-            "sit between short kernel launches"
-        ],
+    launches = run.launches.all_ranks
+    evidence += launch_evidence(launches)
+    advice = [INPUT_ADVICE, *([LAUNCH_ADVICE] if launch_bound(launches) else [])]
+    yield Finding(verdict="input- or launch-bound", evidence=evidence, suggestions=advice)
+
+
+def launch_bound(launches: RankLaunches | None) -> bool:
+    """Whether the launch figures show the CPU's launches holding the GPU back: most kernels
+    shorter than their launch call, and a median queue delay under LAUNCH_QUEUE_S."""
+    if launches is None or launches.shorter_share is None:
+        return False
+    median = launches.queue_delay_s.median
+    return launches.shorter_share >= LAUNCH_SHORT and median is not None and median < LAUNCH_QUEUE_S
+
+
+def launch_evidence(launches: RankLaunches | None) -> list[str]:
+    """The launch figures (all ranks), and what they say of launch overhead."""
+    if launches is None or not launches.kernels:
+        return ["no kernel joined to a launch call in the traces: launch overhead is neither "
+                "shown nor ruled out"]  # fmt: skip
+    delay = launches.queue_delay_s
+    figures = (
+        f"kernel launches (all ranks): {launches.calls} calls, {duration(launches.call_time_s)}"
+        f" of CPU time; queue delay (kernel start - launch start) median ~{duration(delay.median)},"
+        f" p95 ~{duration(delay.p95)}; {launches.shorter} of {launches.kernels} kernels "
+        f"({_pct(launches.shorter_share)}) ran shorter than their launch call"
     )
+    if launch_bound(launches):
+        reading = (
+            "launch-bound: most kernels run shorter than their launch call and start within "
+            f"{duration(LAUNCH_QUEUE_S)} of it (an empty queue): the CPU cannot launch fast enough"
+        )
+    else:
+        reading = (
+            f"not launch-bound: that takes {_pct(LAUNCH_SHORT)} or more of the kernels shorter "
+            f"than their launch call and a median queue delay under {duration(LAUNCH_QUEUE_S)}"
+        )
+    return [figures, reading]
 
 
 def _compute(run: Sections, found: dict[str, float | None]) -> Iterator[Finding]:

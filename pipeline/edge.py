@@ -6,7 +6,9 @@ disjoint runs (packed `RUN_BYTES` a run), per thread the cpu_op time and the tim
 collective calls (of a rank with GPU activity, only their bounds: `shipped`), the kept
 ProfilerSteps, the collectives (each type's tally follows from
 them, so the aggregator counts them itself and a peer cannot send tallies that disagree),
-the GPU time per category, the memory peaks and whether the rank used a GPU. The state is
+the GPU time per category and per kernel name (capped: `pipeline.topkernels`), the kernel
+launches (counts and the queue-delay sketch), the memory peaks and whether the rank used a
+GPU. The state is
 cut into records of at most `MAX_FACT_ITEMS` items (a run, a thread's entry, a step or a call
 each count one), so a record stays bounded however large the file. `absorb` adds one record
 to an accumulator: absorbing every record of a file gives exactly the `result()` its events
@@ -23,12 +25,16 @@ from commscope.collector.schema import (
     RUN_BYTES,
     Facts,
     RunsName,
+    Sketch,
     Step,
 )
 from commscope.pipeline.accumulate import Accumulator, highest
 from commscope.pipeline.intervals import IntervalSet, pack, unpack
+from commscope.pipeline.topkernels import capped, merge_launches
 
 RUNS: Final[tuple[RunsName, ...]] = ("compute", "gpu_comm", "cpu_comm", "copies")
+MAX_BUCKET: Final = 2200  # log_γ 2^63 ≈ 2,183 (γ of `pipeline.sketch`)
+MAX_SUM_PARTS: Final = 64
 
 
 class Reduction(Accumulator):
@@ -56,6 +62,7 @@ def _parts(acc: Accumulator, limit: int) -> Iterator[dict[str, Any]]:
         has_gpu=acc.has_gpu,
         memory_peak_bytes=acc.memory_peak,
         memory_reserved_peak_bytes=acc.reserved_peak,
+        launches=acc.launches,
     )
     for name in RUNS:
         yield from parts.runs("runs", name, _sets(acc)[name])
@@ -66,6 +73,7 @@ def _parts(acc: Accumulator, limit: int) -> Iterator[dict[str, Any]]:
     steps = [Step(step, start, duration, tid) for step, (duration, tid, start) in acc.steps.items()]
     yield from parts.items("steps", steps)
     yield from parts.items("calls", [*acc.gpu_calls, *acc.cpu_calls])
+    yield from parts.items("kernel_names", capped(acc.kernel_names))
     if parts.used or not parts.flushed:
         yield parts.fields
 
@@ -130,9 +138,28 @@ def _sets(acc: Accumulator) -> dict[RunsName, IntervalSet]:
 
 
 def well_formed(part: Facts) -> bool:
-    """Whether every packed field holds whole runs (what a peer sends is checked first)."""
+    """Whether every packed field holds whole runs, and the launches' sketch is one (what a
+    peer sends is checked first)."""
     packed = [*part.runs.values(), *part.busy.values(), *part.call_time.values()]
-    return all(len(data) % RUN_BYTES == 0 for data in packed)
+    whole = all(len(data) % RUN_BYTES == 0 for data in packed)
+    return whole and (part.launches is None or sketch_sane(part.launches.delay_ns))
+
+
+def sketch_sane(found: Sketch) -> bool:
+    """A sketch a peer may send: buckets within the range of int64 nanoseconds (a bucket
+    index beyond ±MAX_BUCKET is no time), positive counts adding up to `count`, a few sum
+    parts, and min ≤ max when it holds values."""
+    buckets = (found.positive, found.negative)
+    counts = [n for side in buckets for n in side.values()]
+    return (
+        all(abs(index) <= MAX_BUCKET for side in buckets for index in side)
+        and all(0 < n <= found.count for n in counts)
+        and found.zeros >= 0
+        and found.count == found.zeros + sum(counts)
+        and len(found.sum_parts) <= MAX_SUM_PARTS
+        and (found.count == 0 or (found.min is not None and found.max is not None
+                                  and found.min <= found.max))
+    )  # fmt: skip
 
 
 def absorb(acc: Accumulator, part: Facts) -> None:
@@ -151,6 +178,8 @@ def absorb(acc: Accumulator, part: Facts) -> None:
     for step in part.steps:
         acc.add(step)
     acc.keep_calls(part.calls)
+    acc.kernel_names.extend(part.kernel_names)
+    acc.launches = merge_launches((acc.launches, part.launches))
 
 
 def from_facts(parts: Iterable[Facts]) -> Accumulator:

@@ -48,6 +48,7 @@ from commscope.pipeline.accumulate import (
 )
 from commscope.pipeline.skew import stragglers
 from commscope.pipeline.stats import mean, ratio, sample_values, summarize
+from commscope.pipeline.topkernels import launches, top_kernels
 from commscope.pipeline.waiting import Split
 
 NS: Final = 1e-9
@@ -124,6 +125,8 @@ def sections(
         utilization=utilization(rates, context),
         kernels=kernels(ordered),
         stragglers=stragglers({r: s.mean_s for r, s in steps.items() if s.mean_s is not None}),
+        top_kernels=top_kernels(ordered),
+        launches=launches(ordered),
     )
 
 

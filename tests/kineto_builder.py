@@ -11,12 +11,21 @@ import io
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from commscope.collector.kineto import TraceReader
-from commscope.collector.schema import CommOp, CpuSpan, Event, FileStats, TraceMeta
+from commscope.collector.schema import (
+    CommOp,
+    CpuSpan,
+    Event,
+    FileStats,
+    KernelTime,
+    LaunchDelays,
+    TraceMeta,
+)
 
+TALLIES = (KernelTime, LaunchDelays)  # what a file's reader gives at its end, untimed
 COMPUTE_TID = 1
 GPU_STREAM = 7
 
@@ -124,10 +133,19 @@ def legacy_event(event: Any, thread: str = "{}") -> Any:
 class Parsed:
     """Everything one pass of TraceReader produced."""
 
-    events: list[Event]
+    events: list[Event]  # the timed events (what the file's tallies sum is in `tallies`)
     meta: TraceMeta
     stats: FileStats
     has_gpu: bool
+    tallies: list[Event] = field(default_factory=list)  # KernelTime, LaunchDelays
+
+    @property
+    def names(self) -> list[KernelTime]:
+        return [e for e in self.tallies if isinstance(e, KernelTime)]
+
+    @property
+    def launches(self) -> list[LaunchDelays]:
+        return [e for e in self.tallies if isinstance(e, LaunchDelays)]
 
     def of(self, kind: type) -> list[Any]:
         return [e for e in self.events if isinstance(e, kind)]
@@ -149,7 +167,9 @@ def read(doc: bytes, stream: IO[bytes] | None = None, batch: int | None = None) 
     reader = TraceReader(stream if stream is not None else io.BytesIO(doc), "x.json")
     batches = reader.batches() if batch is None else reader.batches(batch)
     events = [event for chunk in batches for event in chunk]
-    return Parsed(events, reader.meta, reader.stats, reader.has_gpu)
+    timed = [e for e in events if not isinstance(e, TALLIES)]
+    tallies = [e for e in events if isinstance(e, TALLIES)]
+    return Parsed(timed, reader.meta, reader.stats, reader.has_gpu, tallies)
 
 
 class ChunkedReader:

@@ -526,8 +526,10 @@ def test_batches_split_the_same_events() -> None:
     doc = trace([kernel(GEMM, i, 1) for i in range(3000)])
     reader = TraceReader(io.BytesIO(doc), "x.json")
     batches = list(reader.batches(1000))
-    assert [len(b) for b in batches] == [1000, 1000, 1000]  # one GpuOp per kernel
-    assert [e for b in batches for e in b] == read(doc).events
+    # one GpuOp per kernel, then the file's one KernelTime (one kernel name)
+    assert [len(b) for b in batches] == [1000, 1000, 1000, 1]
+    parsed = read(doc)
+    assert [e for b in batches for e in b] == [*parsed.events, *parsed.tallies]
 
 
 def test_batches_hold_n_events_even_what_the_end_of_the_file_resolves() -> None:
@@ -536,14 +538,15 @@ def test_batches_hold_n_events_even_what_the_end_of_the_file_resolves() -> None:
     kernels = [kernel("ncclKernel_AllReduce", 10 * i, 1, {"correlation": i}) for i in range(5)]
     reader = TraceReader(io.BytesIO(trace(kernels)), "x.json")
     batches = list(reader.batches(2))
-    assert [len(b) for b in batches] == [2, 2, 1]
-    assert all(isinstance(e, CommOp) for b in batches for e in b)
+    assert [len(b) for b in batches] == [2, 2, 2]  # the fifth with the file's KernelTime
+    events = [e for b in batches for e in b]
+    assert all(isinstance(e, CommOp) for e in events[:5])
 
 
 def test_batches_of_one_are_single_events() -> None:
     doc = trace([kernel(GEMM, i, 1) for i in range(3)])
     batches = list(TraceReader(io.BytesIO(doc), "x.json").batches(1))
-    assert [len(b) for b in batches] == [1, 1, 1]
+    assert [len(b) for b in batches] == [1, 1, 1, 1]  # three GpuOps, one KernelTime
 
 
 def memory(device_type: int, device: int, allocated: object, reserved: object = None) -> dict:

@@ -13,7 +13,7 @@ import pytest
 from commscope.collector import nsys, nsysdb
 from commscope.collector.discover import find_windows
 from commscope.collector.errors import TraceError
-from commscope.collector.schema import CommOp, Step
+from commscope.collector.schema import CommOp, KernelTime, Step
 from commscope.pipeline.offline import EXPORT_FIRST, Failed, outcome, parse_windows, read_nsys
 from commscope.pipeline.report import ParsedFile
 from hypothesis import given, settings
@@ -78,6 +78,27 @@ def test_each_process_is_a_rank_with_its_nccl_rank_size_and_communicator(tmp_pat
         100,
         200,
     )
+
+
+def test_each_rank_has_its_kernel_names_and_its_launches_joined_in_its_process(
+    tmp_path: Path,
+) -> None:
+    # both processes launch their AllReduce with correlation id 7: a join stays in its process
+    export = two_ranks()
+    export.launched(200, 1, 500, corr=8, kernel=(0, 600, 602, GEMM))  # 2 ns, its call 5: short
+    first, second = read(export.write(tmp_path / "run.sqlite"))
+    allreduce = KernelTime(ALLREDUCE, 1, 200, communication=True)
+    assert first.result.kernel_names == [allreduce, KernelTime(GEMM, 1, 200)]  # a tie: by name
+    assert second.result.kernel_names == [KernelTime(GEMM, 2, 202), allreduce]
+    # each call [at, at + 5]: the AllReduce starts 50 ns after its call, the GEMM 100 after
+    launches = first.result.launches
+    assert launches is not None
+    assert (launches.calls, launches.call_ns, launches.kernels, launches.shorter) == (1, 5, 1, 0)
+    assert (launches.delay_ns.min, launches.delay_ns.max) == (50.0, 50.0)
+    launches = second.result.launches
+    assert launches is not None
+    assert (launches.calls, launches.call_ns, launches.kernels, launches.shorter) == (2, 10, 2, 1)
+    assert (launches.delay_ns.min, launches.delay_ns.max) == (50.0, 100.0)
 
 
 def test_the_metadata_says_nsys_the_world_gpu_and_time_base(tmp_path: Path) -> None:

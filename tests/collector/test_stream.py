@@ -10,7 +10,7 @@ from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from commscope.collector.schema import Facts, GpuOp, StreamEnd, StreamStart
+from commscope.collector.schema import Facts, GpuOp, KernelTime, StreamEnd, StreamStart
 from commscope.collector.stream import FileStream, Item, Reduced, StreamSettings, fingerprint
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.edge import Reduction, from_facts
@@ -106,7 +106,8 @@ def test_a_complete_gzip_document_is_emitted_without_any_quiet_wait(tmp_path: Pa
 
 def test_a_complete_file_is_its_start_its_facts_and_its_end(tmp_path: Path) -> None:
     """Two overlapping gemm kernels (1-3 µs and 2-5 µs): one Facts record holding the compute
-    union [1000, 5000) ns and 5000 ns of gemm time, the same result as the events give."""
+    union [1000, 5000) ns and 5000 ns of gemm time (of the kernel name `gemm` too), the same
+    result as the events give."""
     path = tmp_path / "rank0_trace.json"
     path.write_bytes(trace([kernel("gemm", 1, 2), kernel("gemm", 2, 3)], head=dist_head()))
     worker, out = stream(path, FakeClock())
@@ -117,7 +118,8 @@ def test_a_complete_file_is_its_start_its_facts_and_its_end(tmp_path: Path) -> N
     assert list(from_facts([part]).compute.runs()) == [(1000, 5000)]
     assert part.kernel_ns == {"gemm": 5000}
     events = Accumulator()
-    events.add_all([GpuOp("compute", 1000, 2000, "gemm"), GpuOp("compute", 2000, 3000, "gemm")])
+    events.add_all([GpuOp("compute", 1000, 2000, "gemm"), GpuOp("compute", 2000, 3000, "gemm"),
+                    KernelTime("gemm", 2, 5000)])  # fmt: skip
     assert from_facts([part]).result() == events.result()
 
 
@@ -179,7 +181,8 @@ def test_a_whole_file_reduced_in_a_worker_gives_the_same_records(tmp_path: Path)
     there.run()
     records = [item.record for item in items(out_there)]
     assert records == [item.record for item in items(out_here)]
-    assert (there.elsewhere, here.elsewhere, there.events) == (True, False, 2)
+    # two GpuOps and their name's KernelTime
+    assert (there.elsewhere, here.elsewhere, there.events) == (True, False, 3)
 
 
 def test_a_file_the_worker_finds_cut_short_is_read_here_as_it_grows(tmp_path: Path) -> None:

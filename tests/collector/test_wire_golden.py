@@ -16,6 +16,7 @@ from typing import Any, get_args, get_type_hints
 import msgspec
 import pytest
 from commscope.collector import schema
+from commscope.collector.launches import pack as pack_delays
 from commscope.collector.schema import (
     PROTOCOL_VERSION,
     STATE_VERSION,
@@ -32,6 +33,9 @@ from commscope.collector.schema import (
     Heartbeat,
     Hello,
     InSteps,
+    KernelTime,
+    LaunchDelays,
+    LaunchTally,
     MemoryPeak,
     Nodes,
     OpTally,
@@ -49,6 +53,7 @@ from commscope.collector.schema import (
     Welcome,
 )
 from commscope.pipeline.edge import pack
+from commscope.pipeline.sketch import sketch_of
 
 GOLDEN = Path(__file__).parent / "golden" / "encodings.json"
 STREAM = "0123456789abcdef0123456789abcdef"
@@ -82,7 +87,13 @@ EVENTS = [
     Step(12, 0, 1000, 42),
     CpuSpan(42, 0, 900, True),
     MemoryPeak(0, 2**30, 2**31),
+    KernelTime("volta_sgemm_128x32_nt", 2, 100),
+    LaunchDelays(2, 12_000, 2, 1, pack_delays(array("q", [7_000, 9_000]))),
 ]
+KERNELS = [KernelTime("volta_sgemm_128x32_nt", 2, 100), KernelTime(None, 1, 50)]
+LAUNCHES = LaunchTally(
+    calls=2, call_ns=12_000, kernels=2, shorter=1, delay_ns=sketch_of([7_000.0, 9_000.0])
+)
 RESULT = RankResult(
     source="gpu kernels",
     comm_ns=50,
@@ -115,6 +126,8 @@ RESULT = RankResult(
     end_ns=1000,
     in_steps=InSteps(span_ns=1000, comm_ns=50, overlap_ns=20, compute_ns=100, gpu_busy_ns=150),
     ungrouped_calls=0,
+    kernel_names=KERNELS,
+    launches=LAUNCHES,
 )
 START = StreamStart(
     stream=STREAM,
@@ -146,6 +159,8 @@ EXAMPLES: dict[str, tuple[Any, Any]] = {
             has_gpu=True,
             memory_peak_bytes=2**30,
             memory_reserved_peak_bytes=2**31,
+            kernel_names=KERNELS,
+            launches=LAUNCHES,
         ),
         ToAggregator,
     ),

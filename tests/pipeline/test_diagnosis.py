@@ -17,8 +17,10 @@ from commscope.collector.schema import (
     Finding,
     GpuOp,
     Kernels,
+    Launches,
     Network,
     Overlap,
+    RankLaunches,
     RankOverlap,
     RankSteps,
     Report,
@@ -32,7 +34,7 @@ from commscope.collector.schema import (
 )
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.config import parse_config
-from commscope.pipeline.diagnosis import diagnose
+from commscope.pipeline.diagnosis import INPUT_ADVICE, LAUNCH_ADVICE, diagnose
 from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options, ParsedFile, build_report
 
@@ -96,7 +98,48 @@ def test_a_gpu_idle_within_the_steps_is_input_or_launch_bound() -> None:
     assert found.findings[0].evidence == [
         "the GPU is busy 65.0% of step time: idle 35.0% of the profiled steps (mean over ranks)",
         "between its first and last activity it sits idle 5.0% of the time",
+        "no kernel joined to a launch call in the traces: launch overhead is neither shown nor "
+        "ruled out",
     ]
+    # without launch figures, no launch advice
+    assert found.findings[0].suggestions == [INPUT_ADVICE]
+
+
+def host_bound(launches: RankLaunches) -> Finding:
+    sections = run(comm=0.1, exposed=0.05, compute=0.4, busy=0.65, idle=0.05)
+    sections.launches = Launches(all_ranks=launches, per_rank={"0": launches})
+    (finding,) = diagnose(sections).findings
+    return finding
+
+
+def test_short_kernels_started_at_once_back_launch_bound_and_its_advice() -> None:
+    # 600 of 1000 kernels shorter than their launch call (60% >= 50%), median delay 8 µs < 50 µs
+    delay = Summary(median=8e-6, p95=300e-6, relative_error=0.01)
+    launches = RankLaunches(calls=1000, call_time_s=5e-3, kernels=1000, queue_delay_s=delay,
+                            shorter=600, shorter_share=0.6)  # fmt: skip
+    finding = host_bound(launches)
+    assert finding.evidence[2:] == [
+        "kernel launches (all ranks): 1000 calls, 5.00 ms of CPU time; queue delay (kernel start"
+        " - launch start) median ~8.00 µs, p95 ~300 µs; 600 of 1000 kernels (60.0%) ran shorter"
+        " than their launch call",
+        "launch-bound: most kernels run shorter than their launch call and start within 50.0 µs "
+        "of it (an empty queue): the CPU cannot launch fast enough",
+    ]
+    assert finding.suggestions == [INPUT_ADVICE, LAUNCH_ADVICE]
+
+
+@pytest.mark.parametrize(("shorter", "median_s"), [(400, 8e-6), (600, 2e-3)])
+def test_long_kernels_or_a_full_queue_refute_launch_bound(shorter: int, median_s: float) -> None:
+    # 40% short (below half), or kernels waiting a median 2 ms in the queue: no launch advice
+    delay = Summary(median=median_s, p95=median_s, relative_error=0.01)
+    launches = RankLaunches(calls=1000, call_time_s=5e-3, kernels=1000, queue_delay_s=delay,
+                            shorter=shorter, shorter_share=shorter / 1000)  # fmt: skip
+    finding = host_bound(launches)
+    assert finding.evidence[3] == (
+        "not launch-bound: that takes 50.0% or more of the kernels shorter than their launch "
+        "call and a median queue delay under 50.0 µs"
+    )
+    assert finding.suggestions == [INPUT_ADVICE]
 
 
 def test_several_verdicts_are_ranked_by_their_figure() -> None:

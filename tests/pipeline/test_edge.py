@@ -11,6 +11,7 @@ import msgspec
 import pytest
 from commscope.collector.discover import open_trace
 from commscope.collector.kineto import TraceReader
+from commscope.collector.launches import pack as pack_delays
 from commscope.collector.schema import (
     MAX_FACT_ITEMS,
     CommOp,
@@ -18,15 +19,21 @@ from commscope.collector.schema import (
     Event,
     Facts,
     GpuOp,
+    KernelTime,
+    LaunchDelays,
+    LaunchTally,
     MemoryPeak,
     Record,
+    Sketch,
     Step,
 )
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.edge import facts, from_facts, pack, unpack, well_formed
 from commscope.pipeline.intervals import IntervalSet
+from commscope.pipeline.sketch import sketch_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces" / "kineto"
 STREAM = "0123456789abcdef0123456789abcdef"
@@ -59,7 +66,15 @@ comm_ops = st.builds(
 cpu_spans = st.builds(CpuSpan, st.integers(1, 3), times, times, st.booleans())
 steps = st.builds(Step, st.integers(0, 4), times, durations, st.integers(1, 3))
 peaks = st.builds(MemoryPeak, st.integers(0, 1), st.integers(0, 10**6), st.none() | times)
-events = st.lists(st.one_of(gpu_ops, comm_ops, cpu_spans, steps, peaks), max_size=80)
+kernel_times = st.builds(
+    KernelTime, st.sampled_from([None, "a", "b", "c"]), st.integers(1, 5), st.integers(0, 99),
+    st.booleans(),
+)  # fmt: skip
+delays = st.lists(st.integers(-100, 10**6), max_size=6).map(lambda v: pack_delays(array("q", v)))
+launch_parts = st.builds(LaunchDelays, *[st.integers(0, 9)] * 4, delays)
+events = st.lists(
+    st.one_of(gpu_ops, comm_ops, cpu_spans, steps, peaks, kernel_times, launch_parts), max_size=80
+)
 
 
 def accumulated(items: list[Event]) -> Accumulator:
@@ -167,3 +182,20 @@ def test_real_traces_give_the_same_result_through_their_facts(name: str) -> None
             acc.add_all(batch)
     parts = over_the_wire(acc)
     assert from_facts(parts).result([name]) == acc.result([name])
+
+
+def test_a_launch_sketch_from_a_peer_must_be_one() -> None:
+    good = sketch_of([7_000.0, 9_000.0, -5.0, 0.0])
+    assert well_formed(launch_facts(good))
+    bad = [
+        replace(good, count=5),  # counts that do not add up
+        replace(good, positive={10**6: 2}),  # a bucket beyond any int64 of nanoseconds
+        replace(good, positive={400: 0, 450: 2}),  # an empty bucket
+        replace(good, min=10.0, max=1.0),
+        replace(good, sum_parts=[1.0] * 65),
+    ]
+    assert not any(well_formed(launch_facts(sketch)) for sketch in bad)
+
+
+def launch_facts(delays: Sketch) -> Facts:
+    return Facts(stream=STREAM, seq=1, launches=LaunchTally(calls=4, kernels=4, delay_ns=delays))
