@@ -171,8 +171,13 @@ def agree(a: CommOp, b: CommOp, places: Mapping[int, int] | None, ranks: Sequenc
 
 
 def placed(group: str, calls: Mapping[int, list[CommOp]], known: bool) -> dict[int, int] | None:
-    """Group ranks: pg_config's order, or every rank's when each has calls in the group."""
-    having = sorted(r for r, ops in calls.items() if any(group_of(o) == group for o in ops))
+    """Group ranks: pg_config's order, or every rank's when each has calls in the group
+    (SendRecv calls are pairwise: not matched, so they make no rank a member)."""
+    having = sorted(
+        r
+        for r, ops in calls.items()
+        if any(group_of(o) == group and o.collective != "SendRecv" for o in ops)
+    )
     if known or having == sorted(calls):
         return {rank: place for place, rank in enumerate(sorted(calls))}
     return None
