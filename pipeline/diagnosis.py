@@ -536,9 +536,9 @@ def launch_evidence(launches: RankLaunches | None) -> list[str]:
                 "shown nor ruled out"]  # fmt: skip
     delay = launches.queue_delay_s
     figures = (
-        f"kernel launches (all ranks): {launches.calls} calls, {duration(launches.call_time_s)}"
+        f"kernel launches (all ranks): {launches.calls:,} calls, {duration(launches.call_time_s)}"
         f" of CPU time; queue delay (kernel start - launch start) median ~{duration(delay.median)},"
-        f" p95 ~{duration(delay.p95)}; {launches.shorter} of {launches.kernels} kernels "
+        f" p95 ~{duration(delay.p95)}; {launches.shorter:,} of {launches.kernels:,} kernels "
         f"({_pct(launches.shorter_share)}) ran shorter than their launch call"
     )
     if launch_bound(launches):

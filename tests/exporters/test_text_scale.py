@@ -19,12 +19,15 @@ from commscope.collector.schema import (
     Desync,
     GroupMatch,
     Inputs,
+    KernelRow,
     Kernels,
+    Launches,
     Matching,
     Network,
     Overlap,
     RankArrival,
     RankKernels,
+    RankLaunches,
     RankNetwork,
     RankOverlap,
     RankSteps,
@@ -33,6 +36,7 @@ from commscope.collector.schema import (
     Skipped,
     Stragglers,
     Summary,
+    TopKernels,
     Window,
 )
 from commscope.exporters import html, svg, text
@@ -161,6 +165,29 @@ def skew(ranks: list[str]) -> Skew:
                 per_collective=kinds, per_rank=found)  # fmt: skip
 
 
+def top_kernels(ranks: list[str]) -> TopKernels:
+    """Each rank's top kernel, its share of the rank's GPU time figure(rank) / 10,000."""
+
+    def row(share: float) -> KernelRow:
+        return KernelRow(name="void gemm<float>(float*)", count=10, time_s=share, mean_s=share / 10,
+                         share=share, communication=False)  # fmt: skip
+
+    per_rank = {r: [row(figure(int(r)) / 10_000)] for r in ranks}
+    return TopKernels(count=10 * len(ranks), time_s=1.0, names_kept=200, all_ranks=[row(0.5)],
+                      per_rank=per_rank)  # fmt: skip
+
+
+def launches(ranks: list[str]) -> Launches:
+    """Each rank's median queue delay figure(rank) µs."""
+
+    def rank(delay_us: float) -> RankLaunches:
+        delay = Summary(median=delay_us * US)
+        return RankLaunches(calls=100, call_time_s=0.001, kernels=100, shorter=50,
+                            shorter_share=0.5, queue_delay_s=delay)  # fmt: skip
+
+    return Launches(all_ranks=rank(1500.0), per_rank={r: rank(figure(int(r))) for r in ranks})
+
+
 def big(world: int = 1024) -> Report:
     ranks = [str(r) for r in range(world)]
     skipped = [Skipped(f"w/rank{r}.json", "truncated") for r in range(50)]
@@ -174,6 +201,8 @@ def big(world: int = 1024) -> Report:
         ),
         steps={r: steps(int(r)) for r in ranks},
         kernels=kernels(ranks),
+        top_kernels=top_kernels(ranks),
+        launches=launches(ranks),
         matching=matching(ranks),
         clocks=clocks(ranks),
         skew=skew(ranks),
@@ -216,6 +245,8 @@ def test_every_per_rank_table_shows_the_extremes_and_the_named_ranks(rendered: s
         ("2. COMMUNICATION", set()),
         ("3. NETWORK LOAD", set()),
         ("10. GPU TIME", set()),
+        ("10a. TOP KERNELS", set()),
+        ("10b. KERNEL LAUNCHES", set()),
         ("12. ARRIVAL SKEW", set()),
     ):
         assert set(ranks_in(section(rendered, title))) == extremes | named | more, title
@@ -236,8 +267,8 @@ def test_each_cut_table_ends_with_its_summary_line(rendered: str) -> None:
         "1.52 ms, median 1.51 ms, min 10.0 µs, max 9.00 ms"
     )
     summaries = [line for line in rendered.splitlines() if " shown (" in line]
-    assert len(summaries) == 10  # 7 per-rank tables, groups, fits, windows
-    assert sum("of 1,024 ranks shown" in line for line in summaries) == 7
+    assert len(summaries) == 12  # 9 per-rank tables, groups, fits, windows
+    assert sum("of 1,024 ranks shown" in line for line in summaries) == 9
 
 
 def test_groups_fits_and_windows_show_their_extremes(rendered: str) -> None:

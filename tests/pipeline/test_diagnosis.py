@@ -119,8 +119,8 @@ def test_short_kernels_started_at_once_back_launch_bound_and_its_advice() -> Non
                             shorter=600, shorter_share=0.6)  # fmt: skip
     finding = host_bound(launches)
     assert finding.evidence[2:] == [
-        "kernel launches (all ranks): 1000 calls, 5.00 ms of CPU time; queue delay (kernel start"
-        " - launch start) median ~8.00 µs, p95 ~300 µs; 600 of 1000 kernels (60.0%) ran shorter"
+        "kernel launches (all ranks): 1,000 calls, 5.00 ms of CPU time; queue delay (kernel start"
+        " - launch start) median ~8.00 µs, p95 ~300 µs; 600 of 1,000 kernels (60.0%) ran shorter"
         " than their launch call",
         "launch-bound: most kernels run shorter than their launch call and start within 50.0 µs "
         "of it (an empty queue): the CPU cannot launch fast enough",
