@@ -562,23 +562,24 @@ class Normalizer:
             category = self._category(name)
         self._names.add(name, span[1], category is None)
         args = raw.args
-        if type(args) is dict and type(correlation := args.get("correlation")) is int:
+        correlation = args.get("correlation") if type(args) is dict else None
+        if type(correlation) is int:
             self._join.kernel(self.out, correlation, span[0], span[1])  # `collector.launches`
         if isinstance(category, str):  # most kernels: plain compute
             self.out.append(GpuOp("compute", span[0], span[1], category))
-            self._land(raw.args)
+            self._land(correlation)
         elif category is None:
             self._comm_kernel(raw, name, span)
         else:
-            self._special(raw, span, category)
+            self._special(correlation, span, category)
 
-    def _special(self, raw: RawEvent, span: tuple[int, int], special: Special) -> None:
+    def _special(self, correlation: object, span: tuple[int, int], special: Special) -> None:
         if special.fused:
             self.out.append(GpuOp("fused", span[0], span[1]))
         else:
             self.out.append(GpuOp("compute", span[0], span[1], special.category))
             self._lookalike(special.shown, span[1])
-        self._land(raw.args)
+        self._land(correlation)
 
     def _lookalike(self, shown: str | None, dur_ns: int) -> None:
         self.stats.lookalike_ns += dur_ns
@@ -594,7 +595,7 @@ class Normalizer:
         described = facts.collective_name is not None and facts.nelems_bytes is not None
         if described or type(correlation) is not int:
             self.out.append(self._comm_op(facts, [], on_gpu=True, launched=described))
-            self._land(args)
+            self._land(correlation)
             return
         kernel = PendingKernel(facts)
         kernel.launch = self._launch(correlation)
@@ -686,11 +687,10 @@ class Normalizer:
             self._launch_names[name] = launches
         return launches
 
-    def _land(self, args: Any) -> None:
-        """A kernel that needs no launch arrived: remember its correlation if its launch is
-        yet to come, so that launch is not kept (a set bounded by LAUNCH_MEMORY, then
+    def _land(self, correlation: object) -> None:
+        """A kernel that needs no launch arrived: remember its correlation (its args') if its
+        launch is yet to come, so that launch is not kept (a set bounded by LAUNCH_MEMORY, then
         cleared: a launch kept for nothing costs memory, never a result)."""
-        correlation = args.get("correlation") if type(args) is dict else None
         if type(correlation) is not int or correlation in self._launches.ts:
             return
         if correlation not in self._old_launches.ts:

@@ -184,10 +184,11 @@ class Accumulator:
         busy = self.gpu_busy()
         start, end = self.time_range()
         steps = self.step_union()
+        exposed = difference(comm, compute)  # C \ P: |C ∩ P| = |C| - |E|
         return RankResult(
             source=source,
             comm_ns=comm.measure(),
-            overlap_ns=intersection_measure(comm, compute),
+            overlap_ns=comm.measure() - exposed.measure(),
             compute_ns=compute.measure(),
             ops=dict(sorted(ops.items())),
             steps={step: duration for step, (duration, _, _) in sorted(self.steps.items())},
@@ -202,7 +203,7 @@ class Accumulator:
             end_ns=end,
             in_steps=self.in_steps(comm, compute, busy, steps),
             ungrouped_calls=sum(1 for call in calls if call.process_group is None),
-            exposed_runs=packed(difference(comm, compute)),
+            exposed_runs=packed(exposed),
             step_runs=packed(steps),
             kernel_names=capped(self.kernel_names),
             launches=self.launches,

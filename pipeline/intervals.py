@@ -15,10 +15,10 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
 from typing import Final
 
+from commscope.collector import launches as int64s  # little-endian int64 packing
 from commscope.collector.schema import RUN_BYTES
 
 PENDING_LIMIT: Final = 4096
-_LITTLE: Final = array("q", [1]).tobytes()[0] == 1
 
 
 class IntervalSet:
@@ -249,17 +249,12 @@ def pack(starts: array[int], ends: array[int]) -> bytes:
     both = array("q", bytes(RUN_BYTES * len(starts)))
     both[0::2] = starts
     both[1::2] = ends
-    if not _LITTLE:
-        both.byteswap()
-    return both.tobytes()
+    return int64s.pack(both)
 
 
 def unpack(data: bytes) -> tuple[array[int], array[int]]:
     """The starts and ends of packed runs (`well_formed` says whether they can be read)."""
-    both = array("q")
-    both.frombytes(data)
-    if not _LITTLE:
-        both.byteswap()
+    both = int64s.unpack(data)
     return both[0::2], both[1::2]
 
 
