@@ -3,7 +3,8 @@
 One table, read by the `/metrics` collector, the deploy checks and the Grafana dashboard test.
 Names follow Prometheus conventions: prefix `commscope_`, base units, counters end `_total`.
 Labels are bounded: `job`, `rank` (at most `--max-rank-series` ranks), `collective`, `node`
-(a collector), `stat`, small fixed `reason`/`kind`/`state`/`category` sets, and
+(a collector), `quantile` ("0.5", "0.95": Prometheus' summary convention; max and
+mean are families of their own), small fixed `reason`/`kind`/`state`/`category` sets, and
 `process_group` for at most `MAX_GROUPS` groups (those with the most matched collectives);
 never file names, kernel names or message sizes. The one histogram (per-op busbw) carries
 `job` and `collective` only: no rank x collective x bucket product.
@@ -23,7 +24,7 @@ SHARD_PATTERN: Final = "^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,62}$"
 
 class Family(NamedTuple):
     name: str  # as exposed (counters with their `_total`; histograms without `_bucket`)
-    kind: str  # "gauge" | "counter" | "histogram"
+    kind: str  # "gauge" | "counter" | "histogram" | "summary" (quantiles only)
     labels: tuple[str, ...]  # a histogram's `le` is not listed
     help: str
 
@@ -43,6 +44,7 @@ MAX_RANK_SERIES: Final = 1024
 _J: Final = ("job",)
 _JR: Final = ("job", "rank")
 _JC: Final = ("job", "collective")
+_JCQ: Final = ("job", "collective", "quantile")  # "0.5", "0.95", as summaries have it
 _JN: Final = ("job", "node")
 _UP: Final = "commscope_collector_up"  # the aggregator's view of a collector
 
@@ -52,19 +54,19 @@ FAMILIES: Final = (
         "commscope_comm_compute_overlap_ratio",
         "gauge",
         _JR,
-        "|C ∩ P| / |C| of the rank's latest finished window (fraction of 1)",
+        "|C & P| / |C| of the rank's latest finished window (fraction of 1)",
     ),
     Family(
         "commscope_run_comm_compute_overlap_ratio",
         "gauge",
         _JR,
-        "|C ∩ P| / |C| of the rank over every finished window so far",
+        "|C & P| / |C| of the rank over every finished window so far",
     ),
     Family(
         "commscope_exposed_comm_seconds_total",
         "counter",
         _JR,
-        "communication time not overlapped by compute (|C| - |C ∩ P|), finished windows",
+        "communication time not overlapped by compute (|C| - |C & P|), finished windows",
     ),
     Family(
         "commscope_exposed_transfer_seconds_total",
@@ -93,7 +95,7 @@ FAMILIES: Final = (
         "commscope_bus_bandwidth_bytes_per_second",
         "gauge",
         _JR,
-        "Σ S·F / Σ dur over the rank's sized collectives in its latest finished window",
+        "sum of S*F / sum of durations over the rank's sized collectives in its latest finished window",
     ),
     Family(
         "commscope_iteration_seconds",
@@ -101,33 +103,52 @@ FAMILIES: Final = (
         _JR,
         "mean ProfilerStep duration of the rank's latest finished window",
     ),
+    Family(
+        "commscope_window_exposed_comm_seconds",
+        "gauge",
+        _JR,
+        "exposed communication (|C| - |C & P|) of the rank's latest finished window: the "
+        "exposed fraction of a run whose windows are far apart, without rate()",
+    ),
+    Family(
+        "commscope_window_compute_seconds",
+        "gauge",
+        _JR,
+        "|P|: union of compute time of the rank's latest finished window",
+    ),
     Family("commscope_collective_ops_total", "counter", _JC, "collectives, all ranks"),
     Family(
         "commscope_collective_message_bytes_total",
         "counter",
         _JC,
-        "Σ message size S of sized collectives, all ranks",
+        "sum of message sizes S of sized collectives, all ranks",
     ),
     Family(
         "commscope_collective_bus_bytes_total",
         "counter",
         _JC,
-        "Σ S·F (traffic) of sized collectives, all ranks",
+        "sum of S*F (traffic) of sized collectives, all ranks",
     ),
     Family(
-        "commscope_collective_seconds_total", "counter", _JC, "Σ collective duration, all ranks"
+        "commscope_collective_seconds_total", "counter", _JC, "sum of collective durations, all ranks"
     ),
     Family(
         "commscope_collective_busbw_bytes_per_second",
+        "summary",
+        _JCQ,
+        "per-op busbw over the rolling horizon: quantile 0.5, 0.95 (log-bucket estimates)",
+    ),
+    Family(
+        "commscope_collective_busbw_mean_bytes_per_second",
         "gauge",
-        ("job", "collective", "stat"),
-        "per-op busbw over the rolling horizon: stat p50, p95 (log-bucket estimates) or mean",
+        _JC,
+        "mean per-op busbw over the rolling horizon",
     ),
     Family(
         "commscope_collective_op_busbw_bytes_per_second",
         "histogram",
         _JC,
-        "per-op busbw (S·F / duration) of sized collectives, all ranks, finished windows since "
+        "per-op busbw (S*F / duration) of sized collectives, all ranks, finished windows since "
         "the aggregator started (no rank label: aggregate with sum by (le, collective))",
     ),
     Family(
@@ -152,24 +173,45 @@ FAMILIES: Final = (
     # ---- cross-rank analysis, MFU, kernels
     Family(
         "commscope_arrival_skew_seconds",
-        "gauge",
-        ("job", "collective", "stat"),
-        "latest - earliest start of matched collectives (aligned clocks), stat p50|p95|max, "
+        "summary",
+        _JCQ,
+        "latest - earliest start of matched collectives (aligned clocks), quantile 0.5|0.95, "
         "in the latest finished window every rank has finished that has the collective",
     ),
     Family(
-        "commscope_live_arrival_skew_seconds",
+        "commscope_arrival_skew_max_seconds",
         "gauge",
-        ("job", "collective", "stat"),
+        _JC,
+        "largest latest - earliest start of matched collectives (aligned clocks) in the latest "
+        "finished window every rank has finished that has the collective",
+    ),
+    Family(
+        "commscope_live_arrival_skew_seconds",
+        "summary",
+        _JCQ,
         "latest - earliest start of collectives in tailed NCCL Inspector logs (hosts' own "
-        "clocks, not aligned), stat p50|p95|max, over the rolling horizon",
+        "clocks, not aligned), quantile 0.5|0.95, over the rolling horizon",
+    ),
+    Family(
+        "commscope_live_arrival_skew_max_seconds",
+        "gauge",
+        _JC,
+        "largest latest - earliest start of collectives in tailed NCCL Inspector logs (hosts' "
+        "own clocks, not aligned) over the rolling horizon",
     ),
     Family(
         "commscope_run_arrival_skew_seconds",
-        "gauge",
-        ("job", "collective", "stat"),
-        "latest - earliest start of matched collectives (aligned clocks), stat p50|p95|max, "
+        "summary",
+        _JCQ,
+        "latest - earliest start of matched collectives (aligned clocks), quantile 0.5|0.95, "
         "over the run's finished windows",
+    ),
+    Family(
+        "commscope_run_arrival_skew_max_seconds",
+        "gauge",
+        _JC,
+        "largest latest - earliest start of matched collectives (aligned clocks) over the "
+        "run's finished windows",
     ),
     Family(
         "commscope_late_arrivals_total",
@@ -218,13 +260,13 @@ FAMILIES: Final = (
         "commscope_alpha_seconds",
         "gauge",
         ("job", "process_group", "collective"),
-        "α of T = α + S·F/β fitted to wait-free collective durations",
+        "alpha of T = alpha + S*F/beta fitted to wait-free collective durations",
     ),
     Family(
         "commscope_beta_bytes_per_second",
         "gauge",
         ("job", "process_group", "collective"),
-        "β of T = α + S·F/β (bus bytes per second, comparable to busbw)",
+        "beta of T = alpha + S*F/beta (bus bytes per second, comparable to busbw)",
     ),
     Family(
         "commscope_alpha_beta_groups_omitted",
@@ -238,7 +280,8 @@ FAMILIES: Final = (
         "commscope_gpu_time_seconds_total",
         "counter",
         ("job", "category"),
-        "Σ GPU activity durations by category (gemm, attention, …, communication, memcpy, fused)",
+        "sum of GPU activity durations by category (gemm, attention, ..., communication, memcpy, "
+        "fused)",
     ),
     Family(
         "commscope_gpu_idle_ratio",

@@ -40,7 +40,9 @@ from commscope.exporters.publish import BUILD, AnyFamily, Published, family
 from prometheus_client.core import HistogramMetricFamily, Metric
 
 STATS: Final = {"p50": 0.5, "p95": 0.95}
-SKEW_STATS: Final = (("p50", "median"), ("p95", "p95"), ("max", "max"))
+# A statistic's `quantile` label (Prometheus' summary convention); max and mean have families.
+QUANTILE: Final = {"p50": "0.5", "p95": "0.95"}
+SKEW_QUANTILES: Final = (("0.5", "median"), ("0.95", "p95"))
 _BY_NAME: Final = {f.name: f for f in FAMILIES}
 
 
@@ -96,6 +98,9 @@ class Snapshot:
     max_rank_series: int = MAX_RANK_SERIES  # ranks with per-rank series at most (0: no cap)
     # tailed NCCL Inspector logs: collective type -> stat (p50, p95, max) -> skew seconds
     live_skew: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # ranks whose streams have started (a file-name rank) or ended (the trace's rank): their
+    # per-rank counters are served at 0 until the report holds them
+    started_ranks: frozenset[int] = frozenset()
 
 
 class Families:
@@ -164,7 +169,9 @@ class Families:
 _SERVICE: Final = frozenset({
     "commscope_build_info", "commscope_windows_completed_total",
     "commscope_collective_busbw_samples", "commscope_collective_busbw_bytes_per_second",
+    "commscope_collective_busbw_mean_bytes_per_second",
     "commscope_collective_op_busbw_bytes_per_second", "commscope_live_arrival_skew_seconds",
+    "commscope_live_arrival_skew_max_seconds",
 })  # fmt: skip
 
 
@@ -172,11 +179,13 @@ def _of_service(name: str) -> bool:
     return name in _SERVICE or name.startswith(("commscope_aggregator_", "commscope_collector_"))
 
 
-def kept_ranks(report: Report, cap: int) -> frozenset[str] | None:
+def kept_ranks(
+    report: Report, cap: int, started: frozenset[int] = frozenset()
+) -> frozenset[str] | None:
     """The ranks with per-rank series under a cap of `cap` (None: all of them): the `cap`
-    lowest-numbered, the rank the others wait for in place of the last when it is not among
-    them."""
-    ranks = sorted(set(report.ranks))
+    lowest-numbered of those reported or `started`, the rank the others wait for in place of
+    the last when it is not among them."""
+    ranks = sorted(set(report.ranks) | started)
     if cap <= 0 or len(ranks) <= cap:
         return None
     kept = ranks[:cap]
@@ -194,7 +203,7 @@ def _filled(
     snapshot: Snapshot, side: bool | None, parts: tuple[Callable[[Families, Snapshot], None], ...]
 ) -> Families:
     """The families of `side` (None: all), filled by `parts`."""
-    keep = kept_ranks(snapshot.report, snapshot.max_rank_series)
+    keep = kept_ranks(snapshot.report, snapshot.max_rank_series, snapshot.started_ranks)
     out = Families(snapshot.shard, keep, side)
     out.add("commscope_build_info", (snapshot.job, *BUILD), 1.0)
     folded = 0 if keep is None else len(set(snapshot.report.ranks)) - len(keep)
@@ -216,6 +225,24 @@ def _ranks(out: Families, snapshot: Snapshot) -> None:
         out.add("commscope_compute_seconds_total", (job, rank), o.compute_time_s)
 
 
+# The per-rank counters, served at 0 for a rank whose stream has started (`_started`).
+_RANK_COUNTERS: Final = tuple(
+    f.name for f in FAMILIES if f.kind == "counter" and f.labels == ("job", "rank")
+)
+
+
+def not_reported(snapshot: Snapshot) -> list[str]:
+    """The ranks started that the report does not hold yet."""
+    reported = set(snapshot.report.ranks)
+    return [str(rank) for rank in sorted(snapshot.started_ranks - reported)]
+
+
+def _started(out: Families, snapshot: Snapshot) -> None:
+    for rank in not_reported(snapshot):
+        for name in _RANK_COUNTERS:
+            out.add(name, (snapshot.job, rank), 0.0)
+
+
 def latest_windows(windows: list[Window]) -> dict[str, Window]:
     """Each rank's latest window (windows are in time order)."""
     return {str(rank): w for w in windows for rank in w.ranks}
@@ -230,6 +257,8 @@ def _latest(out: Families, snapshot: Snapshot) -> None:
         out.add("commscope_comm_compute_overlap_ratio", (job, rank), overlap.ratio)
         out.add("commscope_bus_bandwidth_bytes_per_second", (job, rank), network.bus_bandwidth_Bps)
         out.add("commscope_iteration_seconds", (job, rank), steps.mean_s)
+        out.add("commscope_window_exposed_comm_seconds", (job, rank), overlap.exposed_comm_time_s)
+        out.add("commscope_window_compute_seconds", (job, rank), overlap.compute_time_s)
 
 
 def _collectives(out: Families, snapshot: Snapshot) -> None:
@@ -242,8 +271,11 @@ def _collectives(out: Families, snapshot: Snapshot) -> None:
     for kind, rolling in snapshot.busbw.items():
         out.add("commscope_collective_busbw_samples", (job, kind), rolling.count)
         for stat, value in rolling.stats.items():
-            labels = (job, kind, stat)
-            out.add("commscope_collective_busbw_bytes_per_second", labels, value)
+            if stat in QUANTILE:
+                labels = (job, kind, QUANTILE[stat])
+                out.add("commscope_collective_busbw_bytes_per_second", labels, value)
+        mean = rolling.stats.get("mean")
+        out.add("commscope_collective_busbw_mean_bytes_per_second", (job, kind), mean)
     for kind, buckets in snapshot.busbw_histogram.items():
         out.histogram("commscope_collective_op_busbw_bytes_per_second", (job, kind), buckets)
     peak = snapshot.report.network.peak_bandwidth_Bps
@@ -263,15 +295,16 @@ def _run(out: Families, snapshot: Snapshot) -> None:
 def _cross_rank(out: Families, snapshot: Snapshot) -> None:
     job, report = snapshot.job, snapshot.report
     for name, per_collective in (
-        ("commscope_arrival_skew_seconds", latest_skews(report)),
-        ("commscope_run_arrival_skew_seconds", report.skew.per_collective),
+        ("commscope_arrival_skew", latest_skews(report)),
+        ("commscope_run_arrival_skew", report.skew.per_collective),
     ):
         for kind, skew in per_collective.items():
-            for stat, field_name in SKEW_STATS:
-                out.add(name, (job, kind, stat), getattr(skew.skew_s, field_name))
+            for quantile, field_name in SKEW_QUANTILES:
+                value = getattr(skew.skew_s, field_name)
+                out.add(f"{name}_seconds", (job, kind, quantile), value)
+            out.add(f"{name}_max_seconds", (job, kind), skew.skew_s.max)
     for kind, stats in snapshot.live_skew.items():
-        for stat, value in stats.items():
-            out.add("commscope_live_arrival_skew_seconds", (job, kind, stat), value)
+        _live_skew(out, (job, kind), stats)
     for rank, arrival in report.skew.per_rank.items():
         out.add("commscope_late_arrivals_total", (job, rank), arrival.last)
         out.add("commscope_caused_wait_seconds_total", (job, rank), arrival.caused_wait_s)
@@ -288,6 +321,14 @@ def _cross_rank(out: Families, snapshot: Snapshot) -> None:
             out.add("commscope_clock_offset_seconds", (job, rank), offset.offset_s)
     out.add("commscope_mfu_ratio", (job,), report.utilization.mfu)
     out.add("commscope_hfu_ratio", (job,), report.utilization.hfu)
+
+
+def _live_skew(out: Families, labels: tuple[str, str], stats: Mapping[str, float]) -> None:
+    """A collective's live skew: its quantiles, and its max in a family of its own."""
+    for stat, value in stats.items():
+        if stat in QUANTILE:
+            out.add("commscope_live_arrival_skew_seconds", (*labels, QUANTILE[stat]), value)
+    out.add("commscope_live_arrival_skew_max_seconds", labels, stats.get("max"))
 
 
 def latest_skews(report: Report) -> dict[str, CollectiveSkew]:
@@ -360,7 +401,7 @@ def _collectors(out: Families, snapshot: Snapshot) -> None:
             out.add("commscope_collector_dropped_total", (job, node, reason), count)
 
 
-_PARTS: Final = (_ranks, _latest, _collectives, _run, _cross_rank, _alpha_beta, _gpu,
+_PARTS: Final = (_ranks, _started, _latest, _collectives, _run, _cross_rank, _alpha_beta, _gpu,
                  _aggregator, _collectors)  # fmt: skip
 _SERVICE_PARTS: Final = (_collectives, _run, _cross_rank, _aggregator, _collectors)
 
@@ -378,7 +419,13 @@ class SnapshotCollector(Published):
         self.publish(self._families(snapshot))
 
     def _families(self, snapshot: Snapshot) -> list[Metric]:
-        key = (snapshot.report, snapshot.job, snapshot.shard, snapshot.max_rank_series)
+        key = (
+            snapshot.report,
+            snapshot.job,
+            snapshot.shard,
+            snapshot.max_rank_series,
+            tuple(not_reported(snapshot)),
+        )
         known = self._of_report
         if known is None or known[0][0] is not key[0] or known[0][1:] != key[1:]:
             known = self._of_report = (key, _filled(snapshot, False, _PARTS))

@@ -669,7 +669,18 @@ class Aggregator:
             busbw_histogram=self.busbw_histogram.snapshot(),
             max_rank_series=self.settings.max_rank_series,
             live_skew=self.recent_skews.stats(now),
+            started_ranks=self._ranks_started(),
         )
+
+    def _ranks_started(self) -> frozenset[int]:
+        """Ranks whose streams have started (a file-name rank) or ended usable (the trace's
+        rank), within a shard's `--ranks`: /metrics shows their counters at 0 from then on."""
+        aggregation, owned = self.aggregation, self.settings.ranks
+        started = [s.start.name_rank for s in aggregation.open.values()]
+        ended = [f.meta.rank if f.meta.rank is not None else f.name_rank
+                 for f in aggregation.finished.values() if f.result is not None]  # fmt: skip
+        known = {rank for rank in (*started, *ended) if rank is not None}
+        return frozenset(known if owned is None else known & owned)
 
     def _over(self) -> bool:
         nodes = self.nodes

@@ -37,12 +37,14 @@ def test_what_is_published_is_served() -> None:
     assert 'commscope_collector_connected{job="j",node="n"} 0.0' in text
     assert "commscope_collector_dropped_total" not in text  # nothing dropped yet
     metrics.show(STATS, connected=True)
+    reason = 'reason="malformed reply from the aggregator"'
+    first = served(metrics)  # a new counter series is shown at 0 first (`firstzero`)
+    assert f'commscope_collector_dropped_total{{job="j",node="n",{reason}}} 0.0' in first
     text = served(metrics)
     assert 'commscope_collector_connected{job="j",node="n"} 1.0' in text
     assert f'commscope_build_info{{job="j",protocol="{PROTOCOL_VERSION}",' in text
     assert 'commscope_collector_batches_sent_total{job="j",node="n"} 10.0' in text
     assert 'commscope_collector_lag_seconds{job="j",node="n"} 1.5' in text
-    reason = 'reason="malformed reply from the aggregator"'
     assert f'commscope_collector_dropped_total{{job="j",node="n",{reason}}} 1.0' in text
     assert "commscope_aggregator" not in text and "commscope_windows" not in text
 

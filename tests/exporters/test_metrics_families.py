@@ -161,8 +161,11 @@ def _window_files(name: str, late_ns: int, ranks: range) -> list[ParsedFile]:
 
 
 def _skews(metrics: list[object], name: str) -> dict[str, float]:
-    family = next(m for m in metrics if getattr(m, "name", None) == name)
-    return {s.labels["stat"]: s.value for s in family.samples}  # type: ignore[attr-defined]
+    """A skew's quantiles by `quantile` label, and its max (a family of its own)."""
+    family = next(m for m in metrics if getattr(m, "name", None) == f"{name}_seconds")
+    largest = next(m for m in metrics if getattr(m, "name", None) == f"{name}_max_seconds")
+    found = {s.labels["quantile"]: s.value for s in family.samples}  # type: ignore[attr-defined]
+    return {**found, "max": largest.samples[0].value}  # type: ignore[attr-defined]
 
 
 def test_skew_gauge_is_the_latest_full_window_and_the_run_gauge_the_whole_run() -> None:
@@ -176,14 +179,14 @@ def test_skew_gauge_is_the_latest_full_window_and_the_run_gauge_the_whole_run() 
     metrics: list[object] = list(families(Snapshot(job="j", report=found)))
     latest = found.windows[1].skew.per_collective["AllReduce"].skew_s
     run = found.skew.per_collective["AllReduce"].skew_s
-    assert _skews(metrics, "commscope_arrival_skew_seconds") == {
-        "p50": latest.median,
-        "p95": latest.p95,
+    assert _skews(metrics, "commscope_arrival_skew") == {
+        "0.5": latest.median,
+        "0.95": latest.p95,
         "max": latest.max,
     }
-    assert _skews(metrics, "commscope_run_arrival_skew_seconds") == {
-        "p50": run.median,
-        "p95": run.p95,
+    assert _skews(metrics, "commscope_run_arrival_skew") == {
+        "0.5": run.median,
+        "0.95": run.p95,
         "max": run.max,
     }
     # the windows differ by construction, so the two gauges can tell them apart
@@ -316,6 +319,7 @@ def test_the_aggregators_metrics_render_its_report_once_and_its_own_state_each_t
     a new report (a copy: equal, another object) is rendered anew."""
     first = snapshot()
     collector = SnapshotCollector(first)
+    served(collector)  # its counters at 0 (`firstzero`), then their values
     assert served(collector) == served(_Fixed(first))
     of_report = collector._of_report
     stats = replace(first.aggregator, duplicates=7, received_bytes=123)
