@@ -106,12 +106,13 @@ def unknown_labels(expr: str) -> set[str]:
 
 
 def misused_counters(expr: str) -> set[str]:
-    """Counters read raw and gauges put through rate(): both give meaningless numbers."""
+    """Counters read raw and gauges (or quantiles) put through rate(): both give meaningless
+    numbers."""
     code = _STRING.sub('""', expr)
     every = Counter(t for t in _IDENT.findall(code) if t.startswith("commscope_"))
     rated = Counter(_RATE_CALL.findall(code))
     raw_counters = {n for n, k in every.items() if KIND.get(n) == "counter" and rated[n] < k}
-    rated_gauges = {n for n in rated if KIND.get(n) == "gauge"}
+    rated_gauges = {n for n in rated if KIND.get(n) in {"gauge", "summary"}}
     return raw_counters | rated_gauges
 
 

@@ -34,6 +34,7 @@ SELECTOR = re.compile(r"\b(commscope_[a-z_]+)\s*\{([^}]*)\}")
 NOT_SHOWN = {
     "commscope_run_comm_compute_overlap_ratio": "the latest window's overlap is shown",
     "commscope_run_arrival_skew_seconds": "the latest window's skew is shown",
+    "commscope_run_arrival_skew_max_seconds": "the latest window's skew is shown",
     "commscope_collective_op_busbw_bytes_per_second_sum": "the histogram's quantiles are shown",
     "commscope_collective_op_busbw_bytes_per_second_count": "collectives per second are shown",
     "commscope_collective_message_bytes_total": "bus bytes (S·F) are shown, not S",
@@ -67,7 +68,7 @@ ROWS = {
         "Exposed communication share split: transfer, waiting, unmatched (job)",
     ],
     "Collectives": [
-        "busbw per collective (rolling p50, p95, mean)",
+        "busbw per collective (rolling quantiles 0.5, 0.95 and mean)",
         "Collective traffic (bus bytes) rate",
         "Collective time by type (share of all collective time)",
         "Collectives per second",
@@ -78,7 +79,7 @@ ROWS = {
         "Matched collectives (time range)",
         "Collective desyncs (time range)",
         "α-β fits not shown (process groups)",
-        "Arrival skew per collective (p50, p95, max)",
+        "Arrival skew per collective (quantiles 0.5, 0.95 and max)",
         "Clock offset per rank",
         "Share of the waiting each rank caused",
         "Share of communication time spent waiting, per rank",

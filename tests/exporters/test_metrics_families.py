@@ -330,3 +330,70 @@ def test_the_aggregators_metrics_render_its_report_once_and_its_own_state_each_t
     collector.show(dataclasses.replace(later, report=replace(later.report)))
     assert collector._of_report is not of_report
     assert served(collector) == served(_Fixed(later))
+
+
+def test_every_help_text_is_ascii() -> None:
+    from commscope.exporters.metricnames import COLLECTOR_FAMILIES
+
+    for spec in (*FAMILIES, *COLLECTOR_FAMILIES):
+        assert spec.help.isascii() and spec.help.isprintable(), spec.name
+
+
+def test_quantiles_carry_the_quantile_label_and_max_and_mean_have_families() -> None:
+    text = exposition()
+    assert "# TYPE commscope_collective_busbw_bytes_per_second summary" in text
+    busbw = 'commscope_collective_busbw_bytes_per_second{collective="AllReduce",job="llama",'
+    assert f'{busbw}quantile="0.5"}} 1e+10' in text
+    assert f'{busbw}quantile="0.95"}} 2e+10' in text
+    mean = 'commscope_collective_busbw_mean_bytes_per_second{collective="AllReduce",job="llama"}'
+    assert f"{mean} 1.2e+10" in text
+    live = 'commscope_live_arrival_skew_seconds{collective="AllReduce",job="llama",'
+    assert f'{live}quantile="0.5"}} 1e-05' in text and f'{live}quantile="0.95"}} 4e-05' in text
+    largest = 'commscope_live_arrival_skew_max_seconds{collective="AllReduce",job="llama"}'
+    assert f"{largest} 5e-05" in text
+    assert "stat=" not in text
+
+
+# The per-rank counters (`counter` kind, labels job and rank)
+RANK_COUNTERS = sorted(f.name for f in FAMILIES if f.kind == "counter" and f.labels[1:] == ("rank",))
+
+
+def _samples(snap: Snapshot, rank: str) -> dict[str, float]:
+    return {
+        s.name: s.value
+        for m in families(snap)
+        for s in m.samples
+        if s.labels.get("rank") == rank
+    }
+
+
+def test_a_started_rank_s_counters_are_served_at_0_until_the_report_holds_it() -> None:
+    """Rank 7's stream has started (its file-name rank); the report (ranks 0-3) does not hold
+    it yet: each per-rank counter is served at 0 for it, no gauge; the reported ranks keep
+    their figures."""
+    found = report()
+    started = Snapshot(job="j", report=found, started_ranks=frozenset({1, 7}))
+    assert RANK_COUNTERS == sorted(_RANK_COUNTERS_EXPECTED)
+    assert _samples(started, "7") == dict.fromkeys(RANK_COUNTERS, 0.0)
+    assert _samples(started, "1") == _samples(Snapshot(job="j", report=found), "1")
+    assert _samples(Snapshot(job="j", started_ranks=frozenset({0})), "0") == dict.fromkeys(
+        RANK_COUNTERS, 0.0
+    )
+
+
+_RANK_COUNTERS_EXPECTED = [
+    f"commscope_{name}_total"
+    for name in (
+        "exposed_comm_seconds", "exposed_transfer_seconds", "exposed_waiting_seconds",
+        "exposed_unmatched_seconds", "comm_seconds", "compute_seconds", "late_arrivals",
+        "caused_wait_seconds", "waited_seconds",
+    )
+]  # fmt: skip
+
+
+def test_the_latest_window_gauges_are_the_window_s_exposed_and_compute_time() -> None:
+    found = report()
+    window = found.windows[-1].overlap.per_rank["2"]
+    samples = _samples(Snapshot(job="j", report=found), "2")
+    assert samples["commscope_window_exposed_comm_seconds"] == window.exposed_comm_time_s
+    assert samples["commscope_window_compute_seconds"] == window.compute_time_s

@@ -21,7 +21,7 @@ from service.harness import (
 
 pytestmark = [pytest.mark.timeout(120)]
 
-BUSBW = "commscope_collective_busbw_bytes_per_second"
+BUSBW_MEAN = "commscope_collective_busbw_mean_bytes_per_second"
 SAMPLES = "commscope_collective_busbw_samples"
 
 
@@ -37,7 +37,7 @@ def samples(aggregate: Aggregate, kind: str, count: int) -> float | None:
     assert found <= count, f"{found} samples of {kind} on /metrics, expected {count}"
     if found != count:
         return None
-    return sample_value(text, BUSBW, collective=kind, stat="mean")
+    return sample_value(text, BUSBW_MEAN, collective=kind)
 
 
 def test_an_appended_line_is_on_metrics_and_counted_once(procs: Processes, tmp_path: Path) -> None:
@@ -129,8 +129,8 @@ def test_two_verbose_logs_give_a_live_skew(procs: Processes, tmp_path: Path) -> 
 
     def live_skew() -> float | None:
         text = aggregate.metrics_text() or ""
-        name = "commscope_live_arrival_skew_seconds"
-        return sample_value(text, name, collective="AllReduce", stat="max")
+        name = "commscope_live_arrival_skew_max_seconds"
+        return sample_value(text, name, collective="AllReduce")
 
     assert wait_for("the live skew on /metrics", live_skew, 5.0) == 30e-6
     collector.terminate()

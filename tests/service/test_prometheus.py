@@ -112,7 +112,7 @@ def test_a_real_prometheus_scrapes_overlap_skew_and_caused_wait(
     assert value == pytest.approx(expected["run"], rel=1e-12)
     latest = 'commscope_comm_compute_overlap_ratio{job="mlp",rank="0"}'
     assert promql_value(port, latest) == pytest.approx(expected["latest"], rel=1e-12)
-    skew = 'commscope_arrival_skew_seconds{job="mlp",collective="AllReduce",stat="max"}'
+    skew = 'commscope_arrival_skew_max_seconds{job="mlp",collective="AllReduce"}'
     assert promql_value(port, skew) == pytest.approx(expected["skew"], rel=1e-12)
     run_skew = skew.replace("commscope_", "commscope_run_")
     assert promql_value(port, run_skew) == pytest.approx(expected["run skew"], rel=1e-12)
