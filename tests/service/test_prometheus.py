@@ -36,6 +36,7 @@ CONFIG = ROOT / "samples" / "mlp_ddp.toml"
 # fit). tests/exporters/test_metrics_families.py serves them all.
 CONDITIONAL = {
     "commscope_live_arrival_skew_seconds",  # tailed verbose NCCL Inspector logs only
+    "commscope_live_arrival_skew_max_seconds",
     "commscope_events_dropped_total",
     "commscope_collector_dropped_total",
     "commscope_gpu_time_seconds_total",
