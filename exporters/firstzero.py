@@ -44,8 +44,7 @@ def zeroed(metric: Metric, new: frozenset[SeriesKey]) -> Metric:
     """`metric` with the samples of the series in `new` at 0."""
     held = Metric(metric.name, metric.documentation, metric.type, metric.unit)
     held.samples = [
-        s._replace(value=0.0) if series_key(metric, s.labels) in new else s
-        for s in metric.samples
+        s._replace(value=0.0) if series_key(metric, s.labels) in new else s for s in metric.samples
     ]
     return held
 

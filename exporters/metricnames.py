@@ -95,7 +95,8 @@ FAMILIES: Final = (
         "commscope_bus_bandwidth_bytes_per_second",
         "gauge",
         _JR,
-        "sum of S*F / sum of durations over the rank's sized collectives in its latest finished window",
+        "sum of S*F / sum of durations over the rank's sized collectives in its latest finished "
+        "window",
     ),
     Family(
         "commscope_iteration_seconds",
@@ -130,7 +131,10 @@ FAMILIES: Final = (
         "sum of S*F (traffic) of sized collectives, all ranks",
     ),
     Family(
-        "commscope_collective_seconds_total", "counter", _JC, "sum of collective durations, all ranks"
+        "commscope_collective_seconds_total",
+        "counter",
+        _JC,
+        "sum of collective durations, all ranks",
     ),
     Family(
         "commscope_collective_busbw_bytes_per_second",

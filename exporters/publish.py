@@ -3,7 +3,8 @@
 Each daemon has its own `Published` collector — the aggregator's over its snapshot, a
 collector's over its own counters — naming every family it may serve in `describe()`, so a
 registry refuses a duplicate name and one daemon's /metrics never shows another's families.
-`publish()` swaps in families already computed: a scrape never computes nor waits. `serve`
+`publish()` swaps in families already computed: a scrape never computes nor waits; a counter
+or histogram series is served at 0 by the first scrape that sees it (`firstzero`). `serve`
 puts /metrics on a background thread. `family` makes an empty family from its table entry.
 `BUILD` holds the `commscope_build_info` labels, read once at import (the package's metadata).
 """
@@ -29,7 +30,6 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
-
 
 
 class QuantileFamily(Metric):

@@ -3,12 +3,11 @@ sequence of publications and scrapes (no server, no thread)."""
 
 from __future__ import annotations
 
-from hypothesis import given
-from hypothesis import strategies as st
-
 from commscope.exporters.firstzero import FirstZero
 from commscope.exporters.metricnames import Family
 from commscope.exporters.publish import Published, family
+from hypothesis import given
+from hypothesis import strategies as st
 from prometheus_client.core import HistogramMetricFamily, Metric
 
 OPS = Family("commscope_collective_ops_total", "counter", ("job", "collective"), "ops")
@@ -26,9 +25,7 @@ def metrics(ops: dict[str, float], ranks: float = 2.0) -> list[Metric]:
 
 def values(served: list[Metric]) -> dict[str, float]:
     """Sample name (with its collective) -> value."""
-    return {
-        s.name + s.labels.get("collective", ""): s.value for m in served for s in m.samples
-    }
+    return {s.name + s.labels.get("collective", ""): s.value for m in served for s in m.samples}
 
 
 def scrape(published: Published) -> dict[str, float]:
@@ -87,8 +84,11 @@ def test_a_series_published_but_never_scraped_is_still_held() -> None:
     st.lists(
         st.one_of(
             st.just("scrape"),
-            st.dictionaries(st.sampled_from(["AllReduce", "AllGather", "Broadcast"]),
-                            st.integers(1, 5), max_size=3),  # fmt: skip
+            st.dictionaries(
+                st.sampled_from(["AllReduce", "AllGather", "Broadcast"]),
+                st.integers(1, 5),
+                max_size=3,
+            ),
         ),
         max_size=12,
     )

@@ -355,15 +355,14 @@ def test_quantiles_carry_the_quantile_label_and_max_and_mean_have_families() -> 
 
 
 # The per-rank counters (`counter` kind, labels job and rank)
-RANK_COUNTERS = sorted(f.name for f in FAMILIES if f.kind == "counter" and f.labels[1:] == ("rank",))
+RANK_COUNTERS = sorted(
+    f.name for f in FAMILIES if f.kind == "counter" and f.labels[1:] == ("rank",)
+)
 
 
 def _samples(snap: Snapshot, rank: str) -> dict[str, float]:
     return {
-        s.name: s.value
-        for m in families(snap)
-        for s in m.samples
-        if s.labels.get("rank") == rank
+        s.name: s.value for m in families(snap) for s in m.samples if s.labels.get("rank") == rank
     }
 
 
@@ -373,7 +372,7 @@ def test_a_started_rank_s_counters_are_served_at_0_until_the_report_holds_it() -
     their figures."""
     found = report()
     started = Snapshot(job="j", report=found, started_ranks=frozenset({1, 7}))
-    assert RANK_COUNTERS == sorted(_RANK_COUNTERS_EXPECTED)
+    assert sorted(_RANK_COUNTERS_EXPECTED) == RANK_COUNTERS
     assert _samples(started, "7") == dict.fromkeys(RANK_COUNTERS, 0.0)
     assert _samples(started, "1") == _samples(Snapshot(job="j", report=found), "1")
     assert _samples(Snapshot(job="j", started_ranks=frozenset({0})), "0") == dict.fromkeys(

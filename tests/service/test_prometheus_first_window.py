@@ -116,7 +116,7 @@ def test_after_one_window_every_dashboard_query_returns_numbers(
 
 
 def _fraction_query() -> str:
-    return f'{FRACTIONS[0]}{{job="mlp"}}'
+    return f'{FRACTIONS[1]}{{job="mlp"}}'
 
 
 def _numbers(port: int, query: str) -> list[float] | None:
