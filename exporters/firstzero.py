@@ -50,18 +50,26 @@ def zeroed(metric: Metric, new: frozenset[SeriesKey]) -> Metric:
 
 
 class FirstZero:
-    """The series a scrape has shown (`shown`), and the stages that hold the others at 0."""
+    """The series a scrape has shown (`shown`), and the stages that hold the others at 0.
+    A family object met again whose series were all shown then is not looked through again
+    (the aggregator serves its report's families as the same objects until the next report;
+    families are never changed once published)."""
 
     def __init__(self) -> None:
         self.shown: set[SeriesKey] = set()
+        self._clear: dict[int, Metric] = {}  # by identity, kept alive so no id is reused
 
     def stage(self, metrics: list[Metric]) -> Stage:
         held: list[Metric] = []
         new: set[SeriesKey] = set()
+        clear: dict[int, Metric] = {}
         for metric in metrics:
-            fresh = new_series(metric, self.shown)
+            fresh = frozenset() if id(metric) in self._clear else new_series(metric, self.shown)
             held.append(zeroed(metric, fresh) if fresh else metric)
             new |= fresh
+            if not fresh:
+                clear[id(metric)] = metric
+        self._clear = clear
         return Stage(held if new else metrics, metrics, frozenset(new))
 
     def scraped(self, keys: Iterable[SeriesKey]) -> None:
