@@ -116,3 +116,15 @@ def test_counters_never_go_back_and_two_scrapes_show_the_last_values(steps: list
     assert {k: v for k, v in last.items() if k != "commscope_ranks"} == {
         f"commscope_collective_ops_total{kind}": value for kind, value in totals.items()
     }
+
+
+def test_the_same_family_objects_published_again_are_served_as_they_are() -> None:
+    """The aggregator serves its report's families as the same objects until the next report:
+    once shown, they are served untouched; an object with a new series is held again."""
+    same = metrics({"AllReduce": 4.0})
+    gate = FirstZero()
+    gate.scraped(gate.stage(same).new)
+    again = gate.stage(same)
+    assert again.held is same and again.new == frozenset()
+    grown = metrics({"AllReduce": 4.0, "Broadcast": 1.0})
+    assert values(gate.stage(grown).held)["commscope_collective_ops_totalBroadcast"] == 0.0

@@ -9,19 +9,18 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 from commscope.exporters.metricnames import FAMILIES
-from commscope.pipeline.config import parse_config
 from commscope.pipeline.report import Options
 from service.harness import (
     Aggregate,
     Processes,
     collector_args,
+    copy_tree,
     free_port,
     offline,
     promql,
@@ -52,27 +51,41 @@ FRACTIONS = (
 )
 
 
-@pytest.fixture
-def one_window(procs: Processes, tmp_path: Path) -> tuple[Aggregate, int]:
+# A one-window run: the gloo sample's first window (2 ranks, CPU), and the real DLRM job of
+# ../shared/traces (8 ranks, V100, NCCL) when it is there.
+SHARED = ROOT.parent / "shared" / "traces" / "kineto" / "dlrm_8rank_v100"
+SOURCES = {
+    "gloo": (WINDOW, ("--config", str(CONFIG))),
+    "dlrm": (SHARED, ()),
+}
+
+
+def run_one_window(procs: Processes, tmp_path: Path, source: str) -> tuple[Aggregate, int]:
     """An aggregator scraped by Prometheus (rules loaded) before any file, then sent one
     window; it keeps serving (a second node is expected)."""
-    extra = ("--config", str(CONFIG), "--job", "mlp", "--expect-nodes", "2")
+    window, options = SOURCES[source]
+    if not window.is_dir():
+        pytest.skip(f"{window} not present")
+    extra = (*options, "--job", "mlp", "--expect-nodes", "2")
     aggregate = Aggregate(procs, tmp_path, free_port(), free_port(), extra)
     aggregate.start()
     config = scrape_config([aggregate.metrics_port]) + f"rule_files: ['{RULES}']\n"
     port = start_prometheus(procs, require_tool("prometheus"), tmp_path, config)
     wait_for("a scrape before any file", lambda: promql_value(port, 'up{job="commscope"}'), 60)
-    watch = tmp_path / "traces" / WINDOW.name
-    shutil.copytree(WINDOW, watch)
-    args = collector_args(watch.parent, aggregate.endpoint, "n1", tmp_path / "st", "--once")
-    assert procs.start("collector", *args).wait(60) == 0
+    copy_tree(window, tmp_path / "traces" / window.name)
+    args = collector_args(tmp_path / "traces", aggregate.endpoint, "n1", tmp_path / "st", "--once")
+    assert procs.start("collector", *args).wait(120) == 0
     return aggregate, port
+
+
+@pytest.fixture
+def one_window(procs: Processes, tmp_path: Path) -> tuple[Aggregate, int]:
+    return run_one_window(procs, tmp_path, "gloo")
 
 
 def _expected(tmp_path: Path) -> float:
     """Σ exposed / (Σ compute + Σ exposed) over the ranks, as `commscope report` gives them."""
-    config = parse_config(CONFIG.read_text(), CONFIG.name)
-    report = offline(tmp_path / "traces", Options(config=config))
+    report = offline(tmp_path / "traces", Options())
     per_rank = report["overlap"]["per_rank"].values()
     exposed = math.fsum(r["exposed_comm_time_s"] for r in per_rank)
     compute = math.fsum(r["compute_time_s"] for r in per_rank)
@@ -84,10 +97,11 @@ def _number(port: int, query: str) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
+@pytest.mark.parametrize("source", SOURCES)
 def test_after_one_window_the_exposed_fraction_rules_equal_the_report(
-    one_window: tuple[Aggregate, int], tmp_path: Path
+    procs: Processes, tmp_path: Path, source: str
 ) -> None:
-    _, port = one_window
+    _, port = run_one_window(procs, tmp_path, source)
     expected = _expected(tmp_path)
     assert 0 < expected < 1
     for record in FRACTIONS:
