@@ -255,11 +255,11 @@ def _merge_parser(commands: Any) -> None:
 def _merge(args: argparse.Namespace) -> int:
     """Exit 2 with one line when the reports cannot be merged (a shard given twice too)."""
     if args.out is not None:
-        if args.out.suffix.lower() != ".json":
-            print(f"commscope merge: error: -o {args.out}: name the JSON report (.json): "
-                  "the .txt and .html go beside it", file=sys.stderr)  # fmt: skip
-            return EXIT_USAGE
         files.check_file(args.out)
+        if args.out.suffix.lower() != ".json":
+            why = "name the JSON report (.json): the .txt and .html go beside it"
+            print(f"commscope merge: error: -o {args.out}: {why}", file=sys.stderr)
+            return EXIT_USAGE
     try:
         named = [(str(path), compare.load(_read(path), str(path))) for path in args.reports]
         check_distinct(named)
