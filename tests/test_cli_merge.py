@@ -50,7 +50,8 @@ def test_two_shards_merge_to_text_and_json(shards: tuple[Path, Path], tmp_path: 
     assert (tmp_path / "merged.txt").read_text() == result.stdout
     assert "16. MERGED FROM SHARDS" in (tmp_path / "merged.html").read_text()
     assert result.stderr.splitlines()[-3:] == [
-        f"commscope: wrote {tmp_path / name}" for name in ("merged.txt", "merged.json", "merged.html")
+        f"commscope: wrote {tmp_path / name}"
+        for name in ("merged.txt", "merged.json", "merged.html")
     ]
     assert document["ranks"] == [0, 1]
     assert [shard["ranks"] for shard in document["merge"]["shards"]] == [[0], [1]]

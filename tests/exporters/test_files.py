@@ -23,8 +23,7 @@ def test_three_reports_in_one_second_take_three_names(tmp_path: Path) -> None:
     written = [write_reports(two_ranks(), tmp_path, "run", NOW) for _ in range(3)]
     stems = [[p.name for p in paths] for paths in written]
     assert stems == [
-        [f"{stem}.txt", f"{stem}.json", f"{stem}.html"]
-        for stem in (STEM, f"{STEM}-2", f"{STEM}-3")
+        [f"{stem}.txt", f"{stem}.json", f"{stem}.html"] for stem in (STEM, f"{STEM}-2", f"{STEM}-3")
     ]
     assert len(list(tmp_path.iterdir())) == 9
 
