@@ -39,7 +39,7 @@ from typing import Any, Final, TextIO
 from commscope.collector.errors import ClusterError, CommscopeError, ConfigError, MergeError
 from commscope.collector.inspector_windows import DEFAULT_WINDOW_S, MAX_WINDOW_S, WindowRule
 from commscope.collector.jsonstream import require_c_backend
-from commscope.collector.schema import MAX_BATCH_EVENTS, NODE_PATTERN, Inputs, Report
+from commscope.collector.schema import MAX_BATCH_EVENTS, NODE_PATTERN, Inputs, Report, RunEnd
 from commscope.collector.stream import StreamSettings
 from commscope.collector.version import installed_version
 from commscope.exporters import diff, files, jsonreport, text
@@ -793,16 +793,11 @@ def _aggregate(args: argparse.Namespace) -> int:
     if settings.keys is None:
         curve.warn_insecure(args.listen)
     log = logging.getLogger("commscope.aggregate")  # the summary joins the log stream
-    ended = run_end(settings.state)
-    if ended is not None:  # a restart after the run: nothing to wait for, nothing to write
-        log.warning(
-            "the run of this state folder has ended and its reports are written: nothing "
-            "to do (another --state, or the folder removed, starts a new run)",
-            extra={"state": str(settings.state), "reports": ended.reports, "lost": ended.lost},
-        )
-        return _run_exit(ended.lost)
     stop = _stop_on_signals(args.stop)
     try:
+        ended = run_end(settings.state)
+        if ended is not None:  # a restart after the run: nothing to wait for, nothing to write
+            return _ended_before(settings.state, ended)
         aggregator = Aggregator(settings)
     except OSError as exc:
         raise ConfigError(f"{settings.state}: cannot use the state folder ({exc})") from None
@@ -811,6 +806,16 @@ def _aggregate(args: argparse.Namespace) -> int:
     for warning in report.config.warnings:
         log.warning("config warning", extra={"warning": warning})
     return _run_exit(aggregator.lost)
+
+
+def _ended_before(state: Path, ended: RunEnd) -> int:
+    """Started on the state folder of a run that has ended: one line, the run's exit."""
+    logging.getLogger("commscope.aggregate").warning(
+        "the run of this state folder has ended and its reports are written: nothing to do "
+        "(another --state, or the folder removed, starts a new run)",
+        extra={"state": str(state), "reports": ended.reports, "lost": ended.lost},
+    )
+    return _run_exit(ended.lost)
 
 
 def _run_exit(lost: Sequence[str]) -> int:
