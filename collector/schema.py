@@ -1073,6 +1073,18 @@ class StateVersion(msgspec.Struct, kw_only=True):
 Nodes = dict[NodeName, bool]  # each collector seen -> whether it has sent end-of-run
 EndedBy = dict[NodeName, Instance]  # each ended node -> the collector instance that ended it
 Retired = list[StreamId]  # superseded streams
+
+
+class RunEnd(msgspec.Struct, kw_only=True):
+    """`ended.msgpack`: the run is over and its final reports are written. An aggregator
+    started again on this state folder writes nothing and exits as the run did (its code
+    follows from `lost`)."""
+
+    reports: list[str]  # the final reports' paths
+    lost: list[str] = []  # what never finished (the aggregator's `lost`)
+    generated_utc: str = ""  # when the reports were written (ISO 8601)
+
+
 # What a frame of the aggregator's journal says about `stream` (state version 3).
 JournalKind = Literal["record", "finished", "forget", "forget_log"]
 

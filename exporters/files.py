@@ -23,22 +23,44 @@ def write_reports(
     rendered: str | None = None,
 ) -> tuple[Path, Path, Path]:
     """`out/<timestamp>_<model>_….txt`, `.json` and `.html`, the time `now` (default: the
-    clock's; `rendered`: `text.render(report)` when the caller has it already); ConfigError if
-    `out` cannot be made."""
+    clock's; `rendered`: `text.render(report)` when the caller has it already), never over
+    another report's (`-2`, `-3`, ... as needed); ConfigError if `out` cannot be made."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(
             f"{out}: cannot create the report folder ({exc.strerror or exc})"
         ) from None
-    stem = naming.basename(report, fallback_name, now or datetime.now(UTC))
-    text_path, json_path = out / f"{stem}.txt", out / f"{stem}.json"
+    stem = _unclaimed(out, naming.basename(report, fallback_name, now or datetime.now(UTC)))
+    return write_beside(report, out / f"{stem}.json", rendered)
+
+
+def write_beside(
+    report: Report, json_path: Path, rendered: str | None = None
+) -> tuple[Path, Path, Path]:
+    """The JSON report at `json_path`, its text and HTML beside it (`.txt`, `.html`)."""
+    text_path, html_path = json_path.with_suffix(".txt"), json_path.with_suffix(".html")
     rendered = text.render(report) if rendered is None else rendered
     text_path.write_text(rendered, encoding="utf-8")
     json_path.write_bytes(jsonreport.render(report))
-    html_path = out / f"{stem}.html"
     html_path.write_text(html.render(report, rendered), encoding="utf-8")
     return text_path, json_path, html_path
+
+
+def _unclaimed(out: Path, stem: str) -> str:
+    """`stem`, else `stem-2`, `stem-3`, ...: the first name none of whose three files exists.
+    Its .json is created here, exclusively, so two writers in one second never share a name."""
+    n = 1
+    while True:
+        name = naming.numbered(stem, n)
+        n += 1
+        try:
+            (out / f"{name}.json").touch(exist_ok=False)
+        except FileExistsError:
+            continue
+        if not any((out / f"{name}{ext}").exists() for ext in (".txt", ".html")):
+            return name
+        (out / f"{name}.json").unlink()  # a stray .txt or .html of that name: the next one
 
 
 def stamped(report: Report, inputs: Sequence[str], command: Sequence[str], now: datetime) -> Report:

@@ -1,10 +1,12 @@
-"""Report file names (pure): `<timestamp>_<model>_dp<R>x<S>_tp<T>_<devices>[_job<I>of<J>]`.
+"""Report file names (pure): `<timestamp>_<model>_dp<R>x<S>_tp<T>_<devices>[_job<I>of<J>][-N]`.
 
 Parts that are unknown (no config file, or degrees that do not match the traces) are left
 out rather than guessed; without a model name the input's name stands in (a trace file's
 without its `.pt.trace.json.gz` suffixes). `<devices>` counts what the traces show: `gpu8`
 for 8 traced GPU ranks, `gpu2of128` for 2 traced ranks of a 128-rank job, `cpu2` for a run
-with no GPU in its traces (gloo on CPU). The time arrives as a parameter.
+with no GPU in its traces (gloo on CPU). `-N` (2, 3, ...) tells apart reports that would
+take one name (the same second): the writer (`files.py`) takes the first free one. The time
+arrives as a parameter.
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ def basename(report: Report, fallback_name: str, now: datetime) -> str:
     if report.inputs.job is not None:
         parts.append(f"job{report.inputs.job}of{len(report.inputs.jobs)}")
     return "_".join(parts)
+
+
+def numbered(stem: str, n: int) -> str:
+    """The `n`-th report of one name: `stem` itself, then `stem-2`, `stem-3`, ..."""
+    return stem if n == 1 else f"{stem}-{n}"
 
 
 def _safe(text: str) -> str:

@@ -5,7 +5,8 @@ step time changed significantly.
 defaults; a newer one loads, and the renderer says so). `compare` gives a `RunComparison`:
 the facts of the job that both reports know and that differ, and Welch's t over the
 per-step times (mean over ranks of each ProfilerStep) decided at `SIGNIFICANT`; its `worse`
-is the CI gate: B's step time significantly worse than A's. The renderer
+is the CI gate: B's step time significantly worse than A's, `untested` why the gate cannot
+decide (different jobs, too few steps). The renderer
 (`exporters/diff.py`) only formats these results.
 """
 
@@ -58,6 +59,17 @@ def _not_a_report(document: object) -> str | None:
 
 def compare(a: Report, b: Report) -> RunComparison:
     return RunComparison(differences=differences(a, b), step_time=step_test(a, b))
+
+
+def untested(comparison: RunComparison) -> str | None:
+    """Why the CI gate cannot test B's step time against A's (None: it can): A and B are
+    not two runs of one job, or a side has too few steps for Welch's t."""
+    if comparison.differences:
+        what = ", ".join(d.what for d in comparison.differences)
+        return f"A and B are not two runs of one job (they differ in {what})"
+    if comparison.step_time.p_value is None:
+        return comparison.step_time.reason or "no steps"
+    return None
 
 
 def step_test(a: Report, b: Report, alpha: float = SIGNIFICANT) -> StepTest:

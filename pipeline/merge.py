@@ -18,7 +18,7 @@ lowest rank): they are kept only when one shard holds every matched group, whole
 
 Refused (`MergeError`, one line): reports of different jobs (world size, backend, GPU),
 schema versions or report options, a report without facts, and a rank's window reported by
-two shards with different numbers.
+two shards with different numbers; `check_distinct`: one shard given twice.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+import msgspec
 from commscope.collector.errors import MergeError
 from commscope.collector.names import window_order
 from commscope.collector.schema import (
@@ -109,6 +110,17 @@ def combine(named: Sequence[tuple[str, Report]]) -> Report:
 
 
 # ---------------------------------------------------------------- refusals
+
+
+def check_distinct(named: Sequence[tuple[str, Report]]) -> None:
+    """MergeError when one shard is given twice (the same file, or the same report but for
+    its provenance: `commscope merge` refuses it; `combine` alone counts it once)."""
+    seen: dict[bytes, str] = {}
+    for name, report in named:
+        digest = msgspec.json.encode(replace(report, provenance=None))
+        if digest in seen:
+            raise MergeError(f"{name}: the same shard as {seen[digest]} (given twice)")
+        seen[digest] = name
 
 
 def _check_version(name: str, report: Report) -> None:

@@ -15,8 +15,8 @@
   of the traces').
 - `nodes.msgpack`: the collectors seen and whether each has sent end-of-run; `ended_by.msgpack`
   which collector instance ended each (absent in folders written before it: none known);
-  `retired.msgpack` the superseded streams (each written atomically: temp file + fsync +
-  rename).
+  `retired.msgpack` the superseded streams; `ended.msgpack` (a `RunEnd`) once the final
+  reports are written (each written atomically: temp file + fsync + rename).
 - `version.msgpack`: the format of the folder (`schema.STORE_VERSION`). A folder without it
   is version 1 (a log and a result file per stream, samples as lists of floats); versions 1
   and 2 are migrated in place, explicitly, one version at a time; a folder from a newer
@@ -51,6 +51,7 @@ from commscope.collector.schema import (
     JournalKind,
     Nodes,
     Retired,
+    RunEnd,
     StateVersion,
 )
 from commscope.pipeline.stats import add_sample
@@ -63,6 +64,7 @@ _ENTRY: Final = msgspec.msgpack.Decoder(JournalEntry)
 _ENCODER: Final = msgspec.msgpack.Encoder()
 _SAMPLES: Final = ("algbw_Bps", "busbw_Bps")
 SEGMENT_BYTES: Final = 64 * 2**20
+ENDED: Final = "ended.msgpack"
 T = TypeVar("T")
 
 
@@ -218,6 +220,10 @@ class Store:
         if ended_by is not None:
             write_atomic(self.root / "ended_by.msgpack", msgspec.msgpack.encode(ended_by))
 
+    def save_end(self, end: RunEnd) -> None:
+        """The run is over, its final reports written (`run_end` reads it back)."""
+        write_atomic(self.root / ENDED, msgspec.msgpack.encode(end))
+
     def ended_by(self) -> EndedBy:
         path = self.root / "ended_by.msgpack"
         if not path.exists():
@@ -283,6 +289,15 @@ def _entries(path: Path, segment: int) -> Iterator[tuple[At, JournalEntry]]:
 
 def _entry(body: bytes) -> JournalEntry:
     return _ENTRY.decode(body)
+
+
+def run_end(root: Path) -> RunEnd | None:
+    """The run whose state folder is `root` is over (its final reports written), or None:
+    read without opening the journal."""
+    path = root / ENDED
+    if not path.exists():
+        return None
+    return _read_file(path, root, msgspec.msgpack.Decoder(RunEnd).decode)
 
 
 def _fsync_folder(folder: Path) -> None:

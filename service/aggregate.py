@@ -14,7 +14,9 @@ The run ends when every collector has sent end-of-run, on `stop` (SIGTERM), or a
 without end-of-run is no longer waited for (it exited at its drain deadline, or died);
 the final text and JSON reports are the ones `commscope report` writes for the same files.
 `lost` then names what never finished (streams still open, collectors that never sent
-end-of-run); /metrics stays up `linger_s` longer so the last figures are scraped.
+end-of-run), and the state folder records that the run ended (`Store.save_end`: a restart
+on it writes nothing again); /metrics stays up `linger_s` longer so the last figures are
+scraped.
 
 Strangers: a message is decoded in two steps, its head (kind, stream, seq) first and the whole
 of it only when it will be applied, so an unwanted large record costs no memory. A peer (the
@@ -56,6 +58,7 @@ from commscope.collector.schema import (
     Reject,
     Report,
     RunAck,
+    RunEnd,
     StreamEnd,
     StreamStart,
     ToAggregator,
@@ -139,6 +142,7 @@ class AggregatorSettings:
     ranks: frozenset[int] | None = None  # --ranks: a shard's ranks (None: the job's every rank)
     max_rank_series: int = MAX_RANK_SERIES  # --max-rank-series (0: no cap)
     command: tuple[str, ...] = ()  # the command line, for the JSON report's provenance
+    name: str = ""  # --job: the reports' name when the config names no model ("": a folder's)
 
 
 class Aggregator:
@@ -748,11 +752,15 @@ class Aggregator:
         paths = write_reports(final, self.settings.out, self._fallback_name())
         for path in paths:
             log.info("report written", extra={"path": str(path)})
+        when = final.provenance.generated_utc if final.provenance is not None else ""
+        ended = RunEnd(reports=[str(p) for p in paths], lost=self.lost, generated_utc=when)
+        self.store.save_end(ended)
         return report
 
     def _fallback_name(self) -> str:
+        """--job, else the first collector's watch folder, else `run`."""
         roots = sorted({f.root_name for f in self.aggregation.finished.values()})
-        return roots[0] if roots else "run"
+        return self.settings.name or (roots[0] if roots else "run")
 
 
 class ReportBuild(threading.Thread):

@@ -16,7 +16,8 @@ the report); 4 every input analysed, but they hold several jobs: one report per 
 broken install); 2 usage error, or reports `merge` cannot combine; 5 `diff
 --fail-on-regression` and the step time got significantly worse; 6 `aggregate` wrote the
 final report, but files were lost (streams unfinished when the run ended, or a collector that
-never sent end-of-run).
+never sent end-of-run); 7 `diff --fail-on-regression` could not test (not two runs of one job,
+too few steps). The table of every code per command: docs/service.md, "Exit codes".
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from typing import Any, Final, TextIO
 from commscope.collector.errors import ClusterError, CommscopeError, ConfigError, MergeError
 from commscope.collector.inspector_windows import DEFAULT_WINDOW_S, MAX_WINDOW_S, WindowRule
 from commscope.collector.jsonstream import require_c_backend
-from commscope.collector.schema import MAX_BATCH_EVENTS, NODE_PATTERN, Inputs, Report
+from commscope.collector.schema import MAX_BATCH_EVENTS, NODE_PATTERN, Inputs, Report, RunEnd
 from commscope.collector.stream import StreamSettings
 from commscope.collector.version import installed_version
 from commscope.exporters import diff, files, jsonreport, text
@@ -48,10 +49,11 @@ from commscope.exporters.progress import TerminalProgress
 from commscope.pipeline import compare, parallel
 from commscope.pipeline.cluster import CONNECT_TIMEOUT_S, Cluster
 from commscope.pipeline.config import flags_only, parse_config, with_overrides
-from commscope.pipeline.merge import combine
+from commscope.pipeline.merge import check_distinct, combine
 from commscope.pipeline.offline import analyse_jobs
 from commscope.pipeline.ranks import rank_set
 from commscope.pipeline.report import Options
+from commscope.pipeline.store import run_end
 from commscope.service import curve
 from commscope.service.aggregate import Aggregator, AggregatorSettings
 from commscope.service.collect import Collector, CollectorSettings
@@ -66,6 +68,7 @@ EXIT_SKIPPED: Final = 3
 EXIT_JOBS: Final = 4
 EXIT_REGRESSION: Final = 5
 EXIT_LOST: Final = 6
+EXIT_UNTESTED: Final = 7
 LINGER_S: Final = 45.0  # two scrapes at Prometheus' default 15 s interval, and a margin
 MAX_DIGITS: Final = 18  # integer options above 10^18 are refused, not built digit by digit
 
@@ -158,7 +161,9 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--fail-on-regression",
         action="store_true",
-        help=f"exit {EXIT_REGRESSION} when B's step time is significantly worse than A's",
+        help=f"exit {EXIT_REGRESSION} when B's step time is significantly worse than A's, "
+        f"{EXIT_UNTESTED} when it cannot be tested (A and B not two runs of one job, or under "
+        "3 steps a side)",
     )
     compare.set_defaults(run=_diff)
     _merge_parser(commands)
@@ -225,11 +230,17 @@ def _merge_parser(commands: Any) -> None:
         description="Combine the JSON reports of shards of one job into one report: figures "
         "per rank and over ranks exactly; the cross-rank analysis for the process groups "
         f"inside one shard only. Exit {EXIT_USAGE} with the reason when the reports cannot be "
-        "merged (not reports, different jobs or options, one rank reported differently).",
+        "merged (not reports, different jobs or options, one rank reported differently, a "
+        "shard given twice).",
     )
     merge.add_argument("reports", type=Path, nargs="+", help="the shards' JSON reports")
     merge.add_argument(
-        "-o", "--out", type=Path, help="also write the merged JSON report here (default: none)"
+        "-o",
+        "--out",
+        type=Path,
+        metavar="OUT.json",
+        help="also write the merged report: the JSON here, the .txt and .html beside it "
+        "(default: none)",
     )
     merge.add_argument(
         "--format",
@@ -242,27 +253,33 @@ def _merge_parser(commands: Any) -> None:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    """Exit 2 with one line when the reports cannot be merged."""
+    """Exit 2 with one line when the reports cannot be merged (a shard given twice too)."""
     if args.out is not None:
         files.check_file(args.out)
+        if args.out.suffix.lower() != ".json":
+            why = "name the JSON report (.json): the .txt and .html go beside it"
+            print(f"commscope merge: error: -o {args.out}: {why}", file=sys.stderr)
+            return EXIT_USAGE
     try:
         named = [(str(path), compare.load(_read(path), str(path))) for path in args.reports]
+        check_distinct(named)
         merged = combine(named)
     except (ConfigError, MergeError) as exc:
         print(f"commscope merge: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     inputs = [str(path.resolve()) for path in args.reports]
     merged = files.stamped(merged, inputs, args.command, datetime.now(UTC))
-    document = jsonreport.render(merged)
+    rendered = text.render(merged)
     if args.out is not None:
         try:
-            args.out.write_bytes(document)
+            paths = files.write_beside(merged, args.out, rendered)
         except OSError as exc:
             raise ConfigError(f"{args.out}: cannot write ({exc.strerror or exc})") from None
+        print("\n".join(f"commscope: wrote {path}" for path in paths), file=sys.stderr)
     if args.json or args.format == "json":
-        sys.stdout.buffer.write(document)
+        sys.stdout.buffer.write(jsonreport.render(merged))
     else:
-        sys.stdout.write(text.render(merged))
+        sys.stdout.write(rendered)
     return EXIT_OK
 
 
@@ -417,7 +434,8 @@ def _collect_timing(collect: argparse.ArgumentParser) -> None:
          "within the aggregator's measured round trip if longer (doubling while unanswered)"),
         ("--heartbeat", 5.0, "tell the aggregator every S seconds that this collector lives"),
         ("--drain", 60.0, "after SIGTERM, exit within S seconds even if the last files or "
-         "end-of-run are not acknowledged"),
+         "end-of-run are not acknowledged; with --once, exit 1 once the aggregator has not "
+         "answered for S seconds"),
         ("--silence", 30.0, "warn (and report connected 0) when the aggregator has not "
          "answered for S seconds"),
     ):  # fmt: skip
@@ -483,7 +501,12 @@ def _aggregate_parser(commands: Any) -> None:
     aggregate.add_argument(
         "--metrics-addr", default="0.0.0.0", help="address of /metrics (default: %(default)s)"
     )
-    aggregate.add_argument("--job", default=None, help="the job label (default: model name)")
+    aggregate.add_argument(
+        "--job",
+        default=None,
+        help="the job label of every metric, and the reports' name when the config names no "
+        "model (default: the model's name; the reports: the first watch folder's)",
+    )
     aggregate.add_argument(
         "--shard",
         default="",
@@ -703,6 +726,10 @@ def _diff(args: argparse.Namespace) -> int:
     sys.stdout.write(diff.render(reports[0], reports[1], names, comparison))
     if not args.fail_on_regression:
         return EXIT_OK
+    why = compare.untested(comparison)
+    if why is not None:
+        print(f"commscope: step time not tested, not gated: {why}", file=sys.stderr)
+        return EXIT_UNTESTED
     print(f"commscope: {diff.regression(comparison.step_time)}", file=sys.stderr)
     return EXIT_REGRESSION if comparison.step_time.worse else EXIT_OK
 
@@ -765,17 +792,35 @@ def _aggregate(args: argparse.Namespace) -> int:
     configure_logging()
     if settings.keys is None:
         curve.warn_insecure(args.listen)
+    log = logging.getLogger("commscope.aggregate")  # the summary joins the log stream
     stop = _stop_on_signals(args.stop)
     try:
+        ended = run_end(settings.state)
+        if ended is not None:  # a restart after the run: nothing to wait for, nothing to write
+            return _ended_before(settings.state, ended)
         aggregator = Aggregator(settings)
     except OSError as exc:
         raise ConfigError(f"{settings.state}: cannot use the state folder ({exc})") from None
     report = aggregator.run(stop)
-    log = logging.getLogger("commscope.aggregate")  # the summary joins the log stream
     log.info("run summary", extra={"summary": _summary(report), "lost": len(aggregator.lost)})
     for warning in report.config.warnings:
         log.warning("config warning", extra={"warning": warning})
-    return EXIT_LOST if aggregator.lost else EXIT_OK
+    return _run_exit(aggregator.lost)
+
+
+def _ended_before(state: Path, ended: RunEnd) -> int:
+    """Started on the state folder of a run that has ended: one line, the run's exit."""
+    logging.getLogger("commscope.aggregate").warning(
+        "the run of this state folder has ended and its reports are written: nothing to do "
+        "(another --state, or the folder removed, starts a new run)",
+        extra={"state": str(state), "reports": ended.reports, "lost": ended.lost},
+    )
+    return _run_exit(ended.lost)
+
+
+def _run_exit(lost: Sequence[str]) -> int:
+    """The aggregator's exit: 6 when files were lost (the report is written all the same)."""
+    return EXIT_LOST if lost else EXIT_OK
 
 
 def _aggregator_settings(args: argparse.Namespace) -> AggregatorSettings:
@@ -814,6 +859,7 @@ def _aggregator_settings(args: argparse.Namespace) -> AggregatorSettings:
         ranks=_ranks(args.ranks),
         max_rank_series=_at_least_0("--max-rank-series", args.max_rank_series),
         command=tuple(args.command),
+        name=args.job or "",
     )
 
 

@@ -9,6 +9,8 @@ wait, so memory stays bounded while the aggregator is away. The checkpoint — p
 stream id, the bytes its fingerprint covers, and how many records the aggregator has made
 durable — is rewritten (temp file, fsync, rename) only on acknowledgement, so a restart resumes
 where the aggregator stands: nothing is lost, and what it resends the aggregator recognises.
+With `once`, an aggregator that has not answered for `drain_s` ends the run (False), as the
+drain deadline does after a stop.
 """
 
 from __future__ import annotations
@@ -243,6 +245,13 @@ class Collector:
                 transport.send(payload)
         if self._drain_deadline is not None and now > self._drain_deadline:
             log.warning("drain time over; exiting without end-of-run acknowledged")
+            return False
+        if self.settings.once and now - self.session.heard > self.settings.drain_s:
+            log.warning(
+                "--once: the aggregator has not answered for --drain seconds; exiting "
+                "without end-of-run acknowledged",
+                extra={"aggregator": self.settings.aggregator, "drain_s": self.settings.drain_s},
+            )
             return False
         return None
 

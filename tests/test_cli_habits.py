@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 from builders import rank_trace, write
 from commscope.collector.version import installed_version
 from commscope.service import cli
+from commscope.service.main import SIGPIPE_EXIT
 
 PYTHON_M = [sys.executable, "-m", "commscope"]
 
@@ -191,3 +193,34 @@ def test_the_completion_script_passes_shellcheck(tmp_path: Path) -> None:
         check=False,
     )
     assert checked.returncode == 0, checked.stdout
+
+
+@pytest.mark.parametrize("command", ["report", "diff", "merge", "collect", "aggregate", "keys"])
+def test_an_unknown_option_is_a_usage_error_exit_2(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main([command, "--no-such-option"])
+    assert exited.value.code == cli.EXIT_USAGE
+    assert capsys.readouterr().err.startswith(f"usage: commscope {command} ")
+
+
+def test_keys_exits_0_having_written_the_pair(tmp_path: Path) -> None:
+    assert cli.main(["keys", "--out", str(tmp_path), "--name", "n1"]) == cli.EXIT_OK
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["n1.key", "n1.key_secret"]
+
+
+def test_a_reader_that_leaves_early_ends_with_141(window: Path, tmp_path: Path) -> None:
+    """stdout a pipe whose reader has gone before the first line: no traceback, and the
+    status a shell gives a tool killed by SIGPIPE."""
+    read, written = os.pipe()
+    os.close(read)
+    command = [*PYTHON_M, "report", str(window), "--out", str(tmp_path / "out"), "--print"]
+    try:
+        done = subprocess.run(
+            command, stdout=written, stderr=subprocess.PIPE, text=True, timeout=120, check=False
+        )
+    finally:
+        os.close(written)
+    assert done.returncode == SIGPIPE_EXIT == 141, done.stderr
+    assert "Traceback" not in done.stderr

@@ -46,6 +46,13 @@ def test_two_shards_merge_to_text_and_json(shards: tuple[Path, Path], tmp_path: 
     # step times 1.0 and 1.5 ms (tests/builders.py): the mean over both shards' ranks
     assert "Time per Iteration: 1.25 ms" in result.stdout
     document = json.loads((tmp_path / "merged.json").read_text())
+    # the text and HTML reports beside the JSON, as `report` writes them
+    assert (tmp_path / "merged.txt").read_text() == result.stdout
+    assert "16. MERGED FROM SHARDS" in (tmp_path / "merged.html").read_text()
+    assert result.stderr.splitlines()[-3:] == [
+        f"commscope: wrote {tmp_path / name}"
+        for name in ("merged.txt", "merged.json", "merged.html")
+    ]
     assert document["ranks"] == [0, 1]
     assert [shard["ranks"] for shard in document["merge"]["shards"]] == [[0], [1]]
     printed = commscope("merge", b, a, "--json", cwd=tmp_path)
@@ -90,3 +97,28 @@ def test_one_rank_reported_differently_by_two_shards_is_refused(
     assert result.returncode == 2
     assert "rank 1 of window w is in" in result.stderr
     assert "with different numbers" in result.stderr
+
+
+def test_a_shard_given_twice_is_refused_with_exit_2(
+    shards: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The same file twice, or a copy of it under another name (the same report: only the
+    provenance of a report written again would differ): one line, exit 2, nothing written."""
+    a, b = shards
+    copy = tmp_path / "copy.json"
+    document = json.loads(b.read_text())
+    document["provenance"]["generated_utc"] = "2030-01-01T00:00:00Z"
+    copy.write_text(json.dumps(document))
+    for given, again in ((b, b), (b, copy)):
+        result = commscope("merge", a, given, again, "-o", tmp_path / "m.json", cwd=tmp_path)
+        assert result.returncode == 2
+        assert result.stderr == (
+            f"commscope merge: error: {again}: the same shard as {given} (given twice)\n"
+        )
+        assert not (tmp_path / "m.json").exists()
+
+
+def test_merge_o_names_the_json_report(shards: tuple[Path, Path], tmp_path: Path) -> None:
+    result = commscope("merge", *shards, "-o", tmp_path / "merged.txt", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "name the JSON report (.json)" in result.stderr

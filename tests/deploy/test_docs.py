@@ -1,14 +1,17 @@
 """The repository stands alone: a LICENSE matching pyproject's `license`, and READMEs (and the
 pages of docs/) whose links and paths stay inside the repository (a user needs nothing from
-elsewhere); the README stays short and links every page of docs/."""
+elsewhere); the README stays short and links every page of docs/; every option the pages and
+deploy/ show is one the command has."""
 
 from __future__ import annotations
 
+import argparse
 import re
 import tomllib
 from pathlib import Path
 
 import pytest
+from commscope.service import cli
 from deploycheck import REPO
 
 READMES = [
@@ -50,3 +53,45 @@ def test_the_readme_stays_short_and_links_every_page_of_docs() -> None:
     assert len(text.splitlines()) <= 200  # the details live in docs/, one page a subject
     for page in sorted((REPO / "docs").glob("*.md")):
         assert f"(docs/{page.name}" in text, page.name
+
+
+def _visible_flags() -> dict[str, set[str]]:
+    """Each command's options as --help shows them (hidden old names left out)."""
+    (sub,) = [a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return {name: set(cli._visible(parser)) for name, parser in sub.choices.items()}
+
+
+TEXTS = [
+    *sorted((REPO / "docs").glob("*.md")),
+    *sorted(p for p in (REPO / "deploy").rglob("*") if p.is_file()),
+    REPO / "README.md",
+]
+COMMAND = re.compile(r"\bcommscope +(report|collect|aggregate|diff|merge|keys)\b")
+# An option, not a TorchTitan `--profiling.x=` or a longer word's tail.
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*(?![\w.])")
+
+
+@pytest.mark.parametrize("path", TEXTS, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_commscope_command_shown_uses_options_it_has(path: Path) -> None:
+    """`commscope <command> ... --flag` in docs/, deploy/ and the README (a shell line,
+    continued by `\\`, up to a backtick, pipe, `;`, `&&`, `#` or `)`): each flag is one
+    --help shows for that command."""
+    visible = _visible_flags()
+    text = re.sub(r"\\\n", " ", path.read_text(encoding="utf-8", errors="replace"))
+    for match in COMMAND.finditer(text):
+        rest = re.split(r"[`|;#)\n]|&&", text[match.end() :], maxsplit=1)[0]
+        unknown = set(FLAG.findall(rest)) - visible[match[1]]
+        assert not unknown, f"commscope {match[1]}{rest}: {sorted(unknown)}"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [REPO / "deploy" / "README.md", REPO / "docs" / "service.md", REPO / "docs" / "usage.md"],
+    ids=lambda p: str(p.relative_to(REPO)),
+)
+def test_every_option_the_operator_pages_name_exists(path: Path) -> None:
+    """An option named in passing (`--max-unacked` records...) is one of some command."""
+    every = set().union(*_visible_flags().values(), cli._visible(cli._parser()))
+    text = path.read_text(encoding="utf-8")
+    named = {flag for code in re.findall(r"`[^`\n]+`", text) for flag in FLAG.findall(code)}
+    assert named - every == set()

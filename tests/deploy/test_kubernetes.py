@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from commscope.service.cli import EXIT_FAILED, EXIT_LOST, EXIT_USAGE
 from deploycheck import DEPLOY, FLAGS, REQUIRED, require_tool
 
 K8S = DEPLOY / "kubernetes"
@@ -433,3 +434,22 @@ def test_without_the_operator_the_overlay_renders_without_a_service_monitor(
     kinds = sorted(d["kind"] for d in kustomize(plain))
     assert kinds == ["ConfigMap", "Job", "PersistentVolumeClaim", "Service"]
     assert "ServiceMonitor" not in {d["kind"] for d in documents(BASE_AGGREGATOR)}
+
+
+def test_the_aggregator_job_never_restarts_on_6_and_ignores_disruptions() -> None:
+    """podFailurePolicy as the API server validates it (restartPolicy Never, one of
+    onExitCodes / onPodConditions a rule, In values ascending, unique, never 0, the container
+    named): FailJob on 2 (usage) and 6 (files lost, reports written), an evicted or
+    preempted pod replaced without counting against backoffLimit; a crash (1) is retried."""
+    job = one("Job")
+    spec = job["spec"]
+    assert pod_spec(job)["restartPolicy"] == "Never"
+    fail, ignore = spec["podFailurePolicy"]["rules"]
+    assert fail["action"] == "FailJob" and "onPodConditions" not in fail
+    codes = fail["onExitCodes"]
+    assert codes["containerName"] in {c["name"] for c in pod_spec(job)["containers"]}
+    assert codes["operator"] == "In"
+    assert codes["values"] == sorted(set(codes["values"])) == [EXIT_USAGE, EXIT_LOST]
+    assert EXIT_FAILED not in codes["values"] and 0 not in codes["values"]
+    assert ignore == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+    assert spec["backoffLimit"] >= 1

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from commscope.service.cli import EXIT_FAILED, EXIT_LOST, EXIT_USAGE
 from deploycheck import DEPLOY, FLAGS, REQUIRED, env_file, require_tool
 
 SYSTEMD = DEPLOY / "systemd"
@@ -109,6 +110,15 @@ def test_stop_is_a_bounded_sigterm_and_failures_restart(unit: Path) -> None:
     assert setting(unit, "KillMode") == "mixed"
     assert seconds(setting(unit, "TimeoutStopSec")) >= 60
     assert setting(unit, "Restart") == "on-failure"
+
+
+@pytest.mark.parametrize("unit", [COLLECTOR, AGGREGATOR], ids=lambda u: u.name)
+def test_no_restart_on_a_code_a_restart_cannot_change(unit: Path) -> None:
+    """6 (files lost, the reports written) and 2 (usage) are never restarted; 1 is (a crash,
+    or a collector's key refused until it is allowed: the prolog relies on that)."""
+    prevented = {int(code) for code in setting(unit, "RestartPreventExitStatus").split()}
+    assert prevented == {EXIT_USAGE, EXIT_LOST}
+    assert EXIT_FAILED not in prevented
 
 
 def test_collector_hardening_leaves_trace_folders_readable() -> None:

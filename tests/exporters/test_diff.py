@@ -22,6 +22,8 @@ from commscope.collector.schema import (
 )
 from commscope.exporters import diff, jsonreport
 from commscope.pipeline import compare
+from commscope.service.cli import EXIT_UNTESTED, main
+from msgspec.structs import replace
 
 GOLDEN_JSON = Path(__file__).resolve().parent / "golden" / "report.json"
 ROOT = Path(__file__).resolve().parents[2]
@@ -263,3 +265,35 @@ def test_another_tools_json_is_refused_in_one_line(tmp_path: Path) -> None:
         "(no schema_version, overlap, collectives, throughput, inputs)\n"
     )
     assert done.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("steps_b", "world_b", "why"),
+    [
+        ([0.120], 8, "too few steps (3 needed on each side; got 4 and 1)"),
+        (
+            [0.120, 0.121, 0.119, 0.122],
+            4,
+            "A and B are not two runs of one job (they differ in world size)",
+        ),
+    ],
+    ids=["one step on a side", "unrelated runs"],
+)
+def test_fail_on_regression_exits_7_when_it_cannot_test(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    steps_b: list[float],
+    world_b: int,
+    why: str,
+) -> None:
+    """The gate cannot decide: EXIT_UNTESTED with one line saying why (B is slower in both
+    cases: a gate that said 0 here would pass what it never tested); without the flag, 0."""
+    a = replace(run_report([0.100, 0.102, 0.098, 0.101], 0.4, 1e9, None), world_size=8)
+    b = replace(run_report(steps_b, 0.4, 1e9, None), world_size=world_b)
+    (tmp_path / "a.json").write_bytes(jsonreport.render(a))
+    (tmp_path / "b.json").write_bytes(jsonreport.render(b))
+    paths = [str(tmp_path / "a.json"), str(tmp_path / "b.json")]
+    assert main(["diff", *paths, "--fail-on-regression"]) == EXIT_UNTESTED == 7
+    assert capsys.readouterr().err == f"commscope: step time not tested, not gated: {why}\n"
+    assert main(["diff", *paths]) == 0
+    assert capsys.readouterr().err == ""

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 from commscope.collector.schema import Inputs, JobInfo, Kernels, RankKernels, Report, RunConfig
-from commscope.exporters.naming import basename, clean_name
+from commscope.exporters.naming import basename, clean_name, numbered
 
 NOW = datetime(2026, 11, 24, 12, 0, 5, tzinfo=UTC)
 GPU = RunConfig(gpu_name="NVIDIA H100 80GB HBM3")
@@ -58,3 +58,11 @@ def test_the_file_name_and_the_job_part() -> None:
     jobs = [JobInfo(number=1), JobInfo(number=2)]
     report = Report(world_size=2, ranks=[0, 1], config=GPU, inputs=Inputs(job=2, jobs=jobs))
     assert name(report, "b200_rank0.json.gz") == "20261124_120005_b200_rank0_gpu2_job2of2"
+
+
+def test_a_second_report_of_one_name_is_numbered() -> None:
+    assert [numbered("20261124_120005_run_gpu8", n) for n in (1, 2, 3)] == [
+        "20261124_120005_run_gpu8",
+        "20261124_120005_run_gpu8-2",
+        "20261124_120005_run_gpu8-3",
+    ]

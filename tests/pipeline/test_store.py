@@ -20,11 +20,12 @@ from commscope.collector.schema import (
     FinishedFile,
     JournalEntry,
     RankResult,
+    RunEnd,
     StateVersion,
     TraceMeta,
 )
 from commscope.pipeline.stats import sample_values
-from commscope.pipeline.store import Store, state_version
+from commscope.pipeline.store import ENDED, Store, run_end, state_version
 
 A = "a" * 32
 B = "b" * 32
@@ -399,3 +400,22 @@ def test_a_version_2_store_becomes_one_journal(tmp_path: Path) -> None:
         assert sorted(p.name for p in tmp_path.iterdir()) == ["journal", "version.msgpack"]
     finally:
         store.close()
+
+
+def test_the_run_s_end_is_read_back_without_opening_the_journal(tmp_path: Path) -> None:
+    assert run_end(tmp_path / "state") is None  # a new folder: no run has ended
+    store = Store(tmp_path / "state")
+    assert run_end(tmp_path / "state") is None
+    end = RunEnd(reports=["a.txt", "a.json", "a.html"], lost=["n1: no end-of-run"],
+                 generated_utc="2026-11-28T22:00:00Z")  # fmt: skip
+    store.save_end(end)
+    store.close()
+    assert run_end(tmp_path / "state") == end
+
+
+def test_an_undecodable_end_mark_is_moved_aside_not_fatal(tmp_path: Path) -> None:
+    Store(tmp_path).close()
+    (tmp_path / ENDED).write_bytes(b"\xc1 not msgpack")
+    assert run_end(tmp_path) is None
+    assert not (tmp_path / ENDED).exists()
+    assert (tmp_path / "rejected" / ENDED).exists()

@@ -147,6 +147,38 @@ def test_end_grace_must_be_positive(
     assert capsys.readouterr().err == expected
 
 
+def test_a_restart_after_the_run_writes_nothing_and_exits_as_it_did(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run (n1 never ends: exit 6), finish, restart on the same state without --idle-timeout
+    (as systemd or a Job would): it does not wait for n1 (gone) for --end-grace, writes no
+    second set of reports, says so in one line and exits 6 again."""
+    store = Store(tmp_path / "state")
+    store.save_nodes({"n1": False})
+    store.close()
+    listen = f"tcp://127.0.0.1:{free_port()}"
+    assert aggregate(tmp_path, listen, "--idle-timeout", "0.2") == EXIT_LOST
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert len(written) == 4  # .txt, .json, .html and the state folder
+    capsys.readouterr()
+    assert aggregate(tmp_path, listen, "--end-grace", "600") == EXIT_LOST
+    assert sorted(p.name for p in tmp_path.iterdir()) == written
+    *insecure, line = records(capsys.readouterr().out)
+    assert [r["msg"].split(":")[0] for r in insecure] == ["--insecure"]  # nothing started
+    assert line["msg"].startswith("the run of this state folder has ended and its reports")
+    assert sorted(line["reports"]) == [str(tmp_path / n) for n in written if n != "state"]
+    assert line["lost"] == ["n1: no end-of-run"]
+
+
+def test_the_live_report_is_named_by_job(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state")
+    store.save_nodes({"n1": True})
+    store.close()
+    assert aggregate(tmp_path, f"tcp://127.0.0.1:{free_port()}", "--job", "llama-7") == 0
+    (written,) = tmp_path.glob("*.json")
+    assert written.stem.split("_")[2:] == ["llama-7", "cpu0"]
+
+
 def test_every_collector_ended_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store = Store(tmp_path / "state")
     store.save_nodes({"n1": True})

@@ -218,3 +218,48 @@ def test_a_version_1_checkpoint_is_resumed_from(rig: Rig) -> None:
     )
     saved = msgspec.msgpack.decode((rig.state / CHECKPOINT).read_bytes())
     assert saved["version"] == 2 and len(saved["files"]) == 4
+
+
+class Silent:
+    """A transport to an aggregator that never answers."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    def send(self, payload: bytes) -> None:
+        self.sent += 1
+
+    def receive(self, timeout_s: float) -> list[bytes]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+def test_once_against_a_silent_aggregator_ends_after_drain_seconds(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A fake clock: nothing heard since the start (t = 1000 s), `--drain 60`: still trying
+    at 1060 s, over (False: the CLI's exit 1) just after, with end-of-run sent and one line."""
+    now = [1000.0]
+    (tmp_path / "run").mkdir()
+    settings = CollectorSettings(
+        watch=tmp_path / "run", aggregator="inproc://unused", node=NODE,
+        state=tmp_path / "st", use_inotify=False, poll_s=0.01, once=True, drain_s=60.0,
+    )  # fmt: skip
+    transport = Silent()
+    collector = Collector(settings, transport, clock=lambda: now[0])
+    watcher = Watcher(settings.watch, poll_s=0.01)
+    stop = threading.Event()
+    try:
+        for now[0] in (1000.0, 1030.0, 1060.0):
+            assert collector.step(transport, watcher, stop, 0) is None
+        assert collector.session.end_sent is not None
+        now[0] = 1060.5
+        with caplog.at_level(logging.WARNING, logger="commscope.collect"):
+            assert collector.step(transport, watcher, stop, 0) is False
+    finally:
+        collector.close()
+        watcher.close()
+    (said,) = [r for r in caplog.records if r.getMessage().startswith("--once")]
+    assert said.getMessage().startswith("--once: the aggregator has not answered for --drain")

@@ -5,7 +5,9 @@ with end-of-run. Every wait is bounded and waits on an event (a log line, a scra
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -185,3 +187,18 @@ def test_an_aggregator_of_another_protocol_is_one_line_naming_both_and_exit_1(
         f"commscope: error: the aggregator refused this collector (protocol {PROTOCOL_VERSION}): "
         f"{why}"
     ]
+
+
+def test_once_against_a_dead_aggregator_exits_1_after_drain(tmp_path: Path) -> None:
+    """Nobody listens on the port: `collect --once --drain 2` sends what is there, hears
+    nothing, and exits 1 after 2 s of silence with one line saying so (it waited for ever)."""
+    shutil.copytree(SAMPLE / "iteration_4", tmp_path / "w" / "iteration_4")
+    dead = f"tcp://127.0.0.1:{free_port()}"
+    args = collector_args(tmp_path / "w", dead, "n1", tmp_path / "st", "--once", "--drain", "2")
+    done = subprocess.run(
+        [*ENTRY, *args, "--jobs", "1"], capture_output=True, timeout=60, check=False
+    )
+    assert done.returncode == 1, done.stdout.decode()[-2000:]
+    last = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    assert last["msg"].startswith("--once: the aggregator has not answered for --drain seconds")
+    assert (last["aggregator"], last["drain_s"]) == (dead, 2.0)
