@@ -37,6 +37,7 @@ FLAGS = {
         "--metrics-addr",
         "--job",
         "--jobs",
+        "--drain",
     },
     "aggregate": {
         "--listen",

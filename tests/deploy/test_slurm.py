@@ -29,8 +29,8 @@ EPILOG = SLURM / "epilog.sh"
 TASK_PROLOG = SLURM / "task_prolog.sh"
 SCRIPTS = [PROLOG, EPILOG, TASK_PROLOG]
 JOB = "4242"
-# Per-job ports by default: 20000 + 4242 mod 10000 (ZeroMQ), 30000 + the same (/metrics).
-PORT, METRICS_PORT = 24242, 34242
+# Per-job ports by default: 20000 + 4242 mod 4500 (ZeroMQ), 24500 + the same (/metrics).
+PORT, METRICS_PORT = 24242, 28742
 
 # systemctl: logs its arguments; exits $STUB_SYSTEMCTL_RC; `is-active UNIT` succeeds while
 # $STUB_DIR/active/UNIT holds a number above 0, counting it down; $STUB_HANG makes it hang.
@@ -105,6 +105,11 @@ class Node:
         return self.root / "file_sd"
 
     @property
+    def state_root(self) -> Path:
+        """The units' StateDirectory root (/var/lib)."""
+        return self.root / "var-lib"
+
+    @property
     def reports(self) -> Path:
         """The aggregator unit's report folders (/var/lib/commscope-reports)."""
         return self.root / "commscope-reports"
@@ -137,6 +142,9 @@ class Node:
             "COMMSCOPE_FILE_SD_DIR": str(self.file_sd),
             "COMMSCOPE_REPORTS_DIR": str(self.reports),
             "COMMSCOPE_REPORT_DEST": f"{self.root}/shared/%u/commscope-%j",
+            "COMMSCOPE_LAUNCHER": "systemd",
+            "COMMSCOPE_STATE_ROOT": str(self.state_root),
+            "COMMSCOPE_LOG_DIR": str(self.root / "log"),
         }
         env.update(extra)
         return env
@@ -238,7 +246,7 @@ def test_prolog_on_the_first_node_writes_the_env_file_and_starts_both(node: Node
         "COMMSCOPE_WATCH_DIR": str(watch),
         "COMMSCOPE_AGGREGATOR": f"tcp://node001:{PORT}",
         "COMMSCOPE_NODE": "node001",
-        "COMMSCOPE_COLLECT_ARGS": "",
+        "COMMSCOPE_COLLECT_ARGS": "--drain 20",
         "COMMSCOPE_LISTEN": f"tcp://0.0.0.0:{PORT}",
         "COMMSCOPE_METRICS_PORT": str(METRICS_PORT),
         "COMMSCOPE_AGGREGATE_ARGS": "--expect-nodes 3 --idle-timeout 1800",
@@ -273,7 +281,7 @@ def test_prolog_site_settings_reach_the_env_file(node: Node) -> None:
     node.run(PROLOG, node.environment(SLURMD_NODENAME="node002"))
     env = env_file(node.env_dir / f"{JOB}.env")
     assert env["COMMSCOPE_AGGREGATOR"] == "tcp://node001:6000"
-    assert env["COMMSCOPE_COLLECT_ARGS"] == "--poll --poll-interval 2"
+    assert env["COMMSCOPE_COLLECT_ARGS"] == "--drain 20 --poll --poll-interval 2"
     assert env["COMMSCOPE_AGGREGATE_ARGS"] == (
         "--expect-nodes 3 --idle-timeout 1800 --config /etc/commscope/llama3_8b.toml"
     )
@@ -488,13 +496,15 @@ def test_prolog_told_not_to_make_keys_starts_nothing_without_a_pair(node: Node) 
 # ---- per-job ports, file_sd, reports, TaskProlog
 
 
-@pytest.mark.parametrize(("job", "port"), [("4243", 24243), ("14242", 24242), ("9999", 29999)])
+@pytest.mark.parametrize(
+    ("job", "port"), [("4243", 24243), ("8742", 24242), ("9500", 20500), ("4499", 24499)]
+)
 def test_ports_are_the_job_s_own(node: Node, job: str, port: int) -> None:
-    """20000 + id mod 10000: jobs 4242 and 4243 on one first node never share a port."""
+    """20000 + id mod 4500: jobs 4242 and 4243 on one first node never share a port."""
     node.run(PROLOG, node.environment(SLURM_JOB_ID=job))
     env = env_file(node.env_dir / f"{job}.env")
     assert env["COMMSCOPE_LISTEN"] == f"tcp://0.0.0.0:{port}"
-    assert env["COMMSCOPE_METRICS_PORT"] == str(port + 10000)
+    assert env["COMMSCOPE_METRICS_PORT"] == str(port + 4500)
 
 
 def test_every_node_of_a_job_computes_the_same_port(node: Node) -> None:
@@ -504,6 +514,13 @@ def test_every_node_of_a_job_computes_the_same_port(node: Node) -> None:
         assert env["COMMSCOPE_AGGREGATOR"] == f"tcp://node001:{PORT}"
 
 
+def no_ephemeral(node: Node) -> Path:
+    """An ip_local_port_range with no port below 65535 in it: any port may be bound."""
+    path = node.root / "ip_local_port_range"
+    path.write_text("65535\t65535\n")
+    return path
+
+
 def test_a_port_in_use_keeps_the_aggregator_from_starting_not_the_collector(node: Node) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -511,7 +528,7 @@ def test_a_port_in_use_keeps_the_aggregator_from_starting_not_the_collector(node
         busy = taken.getsockname()[1]
         # base + 4242 mod range = busy: the job's ZeroMQ port is the one taken
         node.conf.write_text(f"COMMSCOPE_PORT_BASE={busy - 4242}\n")
-        done = node.run(PROLOG, node.environment())
+        done = node.run(PROLOG, node.environment(COMMSCOPE_EPHEMERAL_FILE=str(no_ephemeral(node))))
     assert done.returncode == 0
     assert node.calls() == [f"start commscope-collector@{JOB}.service"]
     assert f"port {busy} is in use on node001" in done.stderr
