@@ -121,7 +121,7 @@ pid_of() {
 # Whether service $1 (collector, aggregator) of the job runs.
 is_active() {
     if by_systemd; then
-        bounded "$COMMSCOPE_QUERY_TIMEOUT" systemctl is-active --quiet "$(unit "$1")" 2>/dev/null
+        bounded "$COMMSCOPE_QUERY_TIMEOUT" systemctl is-active --quiet "$(unit "$1")"
     else
         pid_of "$1" >/dev/null
     fi

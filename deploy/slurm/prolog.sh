@@ -52,7 +52,9 @@
 # (--ranks: it completes a window once those have each a file), which holds when the job's
 # node ranks follow Slurm's node order (srun one task a GPU, or torchrun --node_rank=$SLURM_NODEID).
 # The epilog (epilog.sh) stops them; stopping the collector is what sends end-of-run. The
-# collector gets `--drain $COMMSCOPE_DRAIN` (20 s) so that it exits within the epilog's bound.
+# collector gets `--drain $COMMSCOPE_DRAIN` (20 s) and the aggregator `--linger
+# $COMMSCOPE_LINGER` (15 s: one more scrape at Prometheus' default interval) so that both end
+# within the epilog's waits.
 #
 # Keys (CurveZMQ), in $COMMSCOPE_KEYS_DIR (/etc/commscope/keys, where the units load them from):
 #   - aggregator.key and aggregator.key_secret: the site's aggregator pair, the same on every
@@ -120,13 +122,16 @@ fi
 : "${COMMSCOPE_LOG_DIR:=/var/log/commscope}"        # direct: J-collector.log, J-aggregator.log
 : "${COMMSCOPE_COLLECT_JOBS:=4}"                    # direct: collect --jobs (the unit's default)
 : "${COMMSCOPE_DRAIN:=20}"                          # collect --drain: < the epilog's stop bound
+: "${COMMSCOPE_LINGER:=15}"                         # aggregate --linger: < the epilog's wait
 
 log() {
     echo "commscope-prolog: $*" >&2
     logger -t commscope-prolog -- "$*" 2>/dev/null || true
 }
 
-# The port of job $1: $2 when set (fixed), else base $3 + job mod COMMSCOPE_PORT_RANGE.
+# The port of job $1 in REPLY: $2 when set (fixed), else base $3 + job mod
+# COMMSCOPE_PORT_RANGE. (The port functions answer in REPLY, not on stdout: `--ports` runs
+# them for thousands of jobs without a subshell each.)
 job_port() {
     local job="$1" fixed="$2" base="$3" range="$COMMSCOPE_PORT_RANGE" port
     if [[ -n "$fixed" ]]; then
@@ -141,7 +146,7 @@ job_port() {
         log "job $job: port '$port' is not a number in 1..65535"
         return 1
     fi
-    echo "$((10#$port))"
+    REPLY="$((10#$port))"
 }
 
 # Whether something on this node listens on TCP port $1, on any address (IPv4 or IPv6): a
@@ -153,55 +158,64 @@ port_in_use() {
         END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
-# The first port of the node's ephemeral range (the kernel's source ports); 32768 if unknown.
-ephemeral_start() {
+# The first port of the node's ephemeral range (the kernel's source ports) in EPHEMERAL;
+# 32768 (Linux's default) if it cannot be read.
+read_ephemeral_start() {
     local low _
     read -r low _ 2>/dev/null <"$COMMSCOPE_EPHEMERAL_FILE"
-    [[ "$low" =~ ^[0-9]{1,5}$ ]] && echo "$((10#$low))" || echo 32768
+    [[ "$low" =~ ^[0-9]{1,5}$ ]] && EPHEMERAL="$((10#$low))" || EPHEMERAL=32768
 }
 
-# Why port $1 may not be bound (empty: it may): reserved for the training job, or ephemeral.
+# Why port $1 may not be bound, in REPLY (empty: it may): reserved for the training job, or
+# in the ephemeral range (EPHEMERAL).
 port_refusal() {
     local port="$1" span low high
+    REPLY=""
     for span in ${COMMSCOPE_RESERVED_PORTS//,/ }; do
         low="${span%-*}" high="${span#*-}"
         [[ "$low" =~ ^[0-9]{1,5}$ && "$high" =~ ^[0-9]{1,5}$ ]] || continue
         if ((port >= 10#$low && port <= 10#$high)); then
-            echo "in COMMSCOPE_RESERVED_PORTS ($span: torchrun, MASTER_PORT, c10d)"
+            REPLY="in COMMSCOPE_RESERVED_PORTS ($span: torchrun, MASTER_PORT, c10d)"
             return 0
         fi
     done
-    ((port >= $(ephemeral_start))) && echo "in the ephemeral range (from $(ephemeral_start))"
+    ((port >= EPHEMERAL)) && REPLY="in the ephemeral range (from $EPHEMERAL)"
     return 0
 }
 
-# The job's two ports, "ZMQ METRICS", or nothing (logged) when one may not be bound.
+# The job's two ports in REPLY, "ZMQ METRICS"; 1 (logged) when one may not be bound.
 job_ports() {
-    local job="$1" port metrics_port p why
-    port="$(job_port "$job" "$COMMSCOPE_PORT" "$COMMSCOPE_PORT_BASE")" || return 1
-    metrics_port="$(job_port "$job" "$COMMSCOPE_METRICS_PORT" "$COMMSCOPE_METRICS_PORT_BASE")" \
-        || return 1
+    local job="$1" port metrics_port p
+    job_port "$job" "$COMMSCOPE_PORT" "$COMMSCOPE_PORT_BASE" || return 1
+    port="$REPLY"
+    job_port "$job" "$COMMSCOPE_METRICS_PORT" "$COMMSCOPE_METRICS_PORT_BASE" || return 1
+    metrics_port="$REPLY"
     if ((port == metrics_port)); then
         log "job $job: ZeroMQ and /metrics would share port $port"
         return 1
     fi
     for p in "$port" "$metrics_port"; do
-        why="$(port_refusal "$p")"
-        if [[ -n "$why" ]]; then
-            log "job $job: port $p is $why: set COMMSCOPE_PORT_BASE, COMMSCOPE_METRICS_PORT_BASE" \
-                "and COMMSCOPE_PORT_RANGE to blocks below it (defaults 20000, 24500, 4500)"
+        port_refusal "$p"
+        if [[ -n "$REPLY" ]]; then
+            log "job $job: port $p is $REPLY: set COMMSCOPE_PORT_BASE," \
+                "COMMSCOPE_METRICS_PORT_BASE and COMMSCOPE_PORT_RANGE to blocks outside it" \
+                "(defaults 20000, 24500, 4500)"
             return 1
         fi
     done
-    echo "$port $metrics_port"
+    REPLY="$port $metrics_port"
 }
 
 # `prolog.sh --ports J...`: each job's ports, as every node computes them; nothing else.
 print_ports() {
-    local job ports
+    local job
+    read_ephemeral_start
     for job in "$@"; do
-        ports="$(job_ports "$job" 2>/dev/null)" || ports=refused
-        echo "$job $ports"
+        if job_ports "$job" 2>/dev/null; then
+            echo "$job $REPLY"
+        else
+            echo "$job refused"
+        fi
     done
 }
 
@@ -221,6 +235,15 @@ write_file_sd() {
 # SLURM_NODELIST, later ones SLURM_JOB_NODELIST too).
 job_nodes() {
     scontrol show hostnames "${SLURM_JOB_NODELIST:-${SLURM_NODELIST:-}}"
+}
+
+# The address Slurm reaches node $1 at (its NodeAddr: the name itself unless slurm.conf gives
+# NodeAddr or NodeHostname), where the node's aggregator is reached too.
+node_addr() {
+    local addr
+    addr="$(timeout 10 scontrol show node -o "$1" 2>/dev/null | grep -o 'NodeAddr=[^ ]*')"
+    addr="${addr#NodeAddr=}"
+    echo "${addr:-$1}"
 }
 
 # This node's block of the job's nodes (one a line in $2): "FIRST_NODE NODES SHARD RANKS",
@@ -421,16 +444,18 @@ main() {
     node="${SLURMD_NODENAME:-$(hostname -s)}"
     block="$(block_of "$node" "$nodes")" || return 1
     read -r first count shard ranks <<<"$block"
-    local host="${COMMSCOPE_AGGREGATOR_HOST:-$first}"
+    local host="$COMMSCOPE_AGGREGATOR_HOST"
+    [[ -n "$host" ]] || host="$(node_addr "$first")"
     local name_re='^[A-Za-z0-9._-]+$'
     if [[ ! "$node" =~ $name_re || ! "$host" =~ $name_re ]]; then
         log "job $job: unusable node name '$node' or aggregator host '$host'"
         return 1
     fi
-    local ports port metrics_port how
+    local port metrics_port how
     [[ -n "$COMMSCOPE_AGGREGATOR_HOST" && -z "$COMMSCOPE_PORT" ]] && COMMSCOPE_PORT=5555
-    ports="$(job_ports "$job")" || return 1
-    read -r port metrics_port <<<"$ports"
+    read_ephemeral_start
+    job_ports "$job" || return 1
+    read -r port metrics_port <<<"$REPLY"
     how="$(launcher)" || return 1
 
     local watch="$COMMSCOPE_TRACE_ROOT/$job"
@@ -449,7 +474,8 @@ main() {
 
     local collect_args="--drain $COMMSCOPE_DRAIN${COMMSCOPE_COLLECT_ARGS:+ $COMMSCOPE_COLLECT_ARGS}"
     local aggregate_args="--expect-nodes $count${shard:+ --shard $shard}${ranks:+ --ranks $ranks}"
-    aggregate_args+=" --idle-timeout $COMMSCOPE_IDLE_TIMEOUT${COMMSCOPE_AGGREGATE_ARGS:+ $COMMSCOPE_AGGREGATE_ARGS}"
+    aggregate_args+=" --idle-timeout $COMMSCOPE_IDLE_TIMEOUT --linger $COMMSCOPE_LINGER"
+    aggregate_args+="${COMMSCOPE_AGGREGATE_ARGS:+ $COMMSCOPE_AGGREGATE_ARGS}"
     mkdir -p "$COMMSCOPE_ENV_DIR" || return 1
     if ! write_env "$COMMSCOPE_ENV_DIR/$job.env" \
         "# written by the commscope Slurm prolog for job $job; removed by the epilog" \
@@ -470,7 +496,7 @@ main() {
     local status=0
     # The aggregator first, so the collectors' first connection finds it (they retry anyway).
     if [[ -z "$COMMSCOPE_AGGREGATOR_HOST" && "$node" == "$first" ]]; then
-        start_aggregator "$job" "$node" "$port" "$metrics_port" "$shard" "$how" \
+        start_aggregator "$job" "$host" "$port" "$metrics_port" "$shard" "$how" \
             "$aggregate_args" || status=1
     fi
     if [[ "$how" == systemd ]]; then

@@ -54,6 +54,7 @@ FLAGS = {
         "--allow",
         "--shard",
         "--max-rank-series",
+        "--linger",
     },
 }
 REQUIRED = {
