@@ -876,3 +876,26 @@ def test_epilog_never_outlives_its_bound(node: Node) -> None:
     assert "out of time (3s): skipped systemctl is-active" in done.stderr
     (took,) = re.findall(r"epilog done in (\d+)s", done.stderr)
     assert int(took) <= 5
+
+
+def script_default(script: Path, name: str) -> int:
+    """The default of setting `name` in `script` (its `: "${NAME:=N}"` line)."""
+    match = re.search(rf'^: "\${{{name}:=(\d+)}}"', script.read_text(), re.M)
+    assert match, name
+    return int(match[1])
+
+
+def test_the_epilog_s_bound_holds_its_steps_and_outwaits_what_the_prolog_gives() -> None:
+    """The collector drains (--drain) within the epilog's stop timeout, the aggregator lingers
+    (--linger) within its wait, and the steps' bounds fit in the 90 s the docs promise (a
+    systemd unit's longer TimeoutStopSec goes on after the epilog, which keeps the traces)."""
+    epilog = {
+        name: script_default(EPILOG, f"COMMSCOPE_{name}")
+        for name in ("EPILOG_TIMEOUT", "COLLECTOR_STOP_TIMEOUT", "AGGREGATOR_WAIT",
+                     "AGGREGATOR_STOP_TIMEOUT", "COPY_TIMEOUT", "QUERY_TIMEOUT")
+    }  # fmt: skip
+    assert epilog["EPILOG_TIMEOUT"] == 90
+    assert script_default(PROLOG, "COMMSCOPE_DRAIN") < epilog["COLLECTOR_STOP_TIMEOUT"]
+    assert script_default(PROLOG, "COMMSCOPE_LINGER") < epilog["AGGREGATOR_WAIT"]
+    steps = sum(v for k, v in epilog.items() if k not in ("EPILOG_TIMEOUT", "QUERY_TIMEOUT"))
+    assert steps + epilog["QUERY_TIMEOUT"] <= epilog["EPILOG_TIMEOUT"]
