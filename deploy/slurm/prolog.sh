@@ -346,21 +346,23 @@ state_dir() {
         || echo "$COMMSCOPE_STATE_ROOT/commscope-aggregator/$2"
 }
 
-# Direct launcher: `commscope ARGS...` for service $1 (collector, aggregator) of job $2, in its
-# own session with no terminal; its pid in RUN/NAME.pid (written by the process itself, so
-# it is the daemon's whatever setsid does), its output in the log folder.
+# Direct launcher: `commscope ARGS...` for service $1 (collector, aggregator) of job $2 with
+# umask $3 (the unit's), in its own session with no terminal and in /; its pid in
+# RUN/NAME.pid (written by the process itself, so it is the daemon's whatever setsid does),
+# its output in the log folder.
 launch() {
-    local name="$1" job="$2" run="$COMMSCOPE_STATE_ROOT/commscope-run/$2" pid i
+    local name="$1" job="$2" mask="$3" run="$COMMSCOPE_STATE_ROOT/commscope-run/$2" pid i
     local log_file="$COMMSCOPE_LOG_DIR/$2-$1.log"
-    shift 2
+    shift 3
     if ! mkdir -p "$run" "$COMMSCOPE_LOG_DIR" || ! chmod 0700 "$run"; then
         log "job $job: cannot make $run or $COMMSCOPE_LOG_DIR"
         return 1
     fi
     rm -f "$run/$name.pid"
-    # shellcheck disable=SC2016  # $$, $1, $2 and $@ are the inner bash's
-    setsid bash -c 'echo "$$" >"$1.new" && mv -f "$1.new" "$1" && exec "${@:3}" >>"$2" 2>&1' \
-        _ "$run/$name.pid" "$log_file" "$COMMSCOPE_BIN" "$@" </dev/null >/dev/null 2>&1 &
+    # shellcheck disable=SC2016  # $$, $1, $2, $3 and $@ are the inner bash's
+    setsid bash -c 'cd / && umask "$3" && echo "$$" >"$1.new" && mv -f "$1.new" "$1" \
+        && exec "${@:4}" >>"$2" 2>&1' _ "$run/$name.pid" "$log_file" "$mask" "$COMMSCOPE_BIN" "$@" \
+        </dev/null >/dev/null 2>&1 &
     for ((i = 0; i < 50; i++)); do
         [[ -s "$run/$name.pid" ]] && break
         sleep 0.1
@@ -387,7 +389,7 @@ launch_collector() {
         return 1
     fi
     # shellcheck disable=SC2086  # $5: several flags, as the unit splits them
-    launch collector "$job" collect --watch "$watch" --aggregator "$endpoint" --node "$node" \
+    launch collector "$job" 0077 collect --watch "$watch" --aggregator "$endpoint" --node "$node" \
         --state "$(state_dir collector "$job")" --keys "$creds" \
         --server-key "$COMMSCOPE_KEYS_DIR/aggregator.key" --jobs "$COMMSCOPE_COLLECT_JOBS" $5
 }
@@ -397,7 +399,7 @@ launch_aggregator() {
     local job="$1" port="$2" metrics_port="$3"
     mkdir -p "$COMMSCOPE_REPORTS_DIR/$job" && chmod 0755 "$COMMSCOPE_REPORTS_DIR/$job" || return 1
     # shellcheck disable=SC2086  # $4: several flags, as the unit splits them
-    launch aggregator "$job" aggregate --listen "tcp://0.0.0.0:$port" \
+    launch aggregator "$job" 0022 aggregate --listen "tcp://0.0.0.0:$port" \
         --metrics-port "$metrics_port" --out "$COMMSCOPE_REPORTS_DIR/$job" \
         --state "$(state_dir aggregator "$job")" --job "$job" \
         --keys "$COMMSCOPE_KEYS_DIR" --allow "$COMMSCOPE_ALLOW_DIR" $4

@@ -800,6 +800,7 @@ def test_direct_launcher_starts_detached_daemons_with_the_units_flags(reaper: No
         pid, _ = started[command]
         assert (run / f"{name}.pid").read_text().strip() == str(pid)
         assert os.getsid(pid) == pid  # its own session: slurmd's process group is not its
+        assert os.readlink(f"/proc/{pid}/cwd") == "/"  # holds no folder of slurmd's
         assert (node.root / "log" / f"{JOB}-{name}.log").exists()
     collect = started["collect"][1]
     assert collect[collect.index("--state") + 1] == str(node.state_root / "commscope" / JOB)
