@@ -127,15 +127,15 @@ is_active() {
     fi
 }
 
-# Wait up to $2 seconds (within the deadline) for service $1 to end by itself; 0 if it did.
+# Wait up to $2 seconds (within the deadline) for service $1 to end by itself; 0 if it did
+# (seen ended before the time was up).
 wait_inactive() {
     local deadline=$((SECONDS + $(budget "$2")))
-    while is_active "$1"; do
-        if ((SECONDS >= deadline)); then
-            return 1
-        fi
+    while ((SECONDS < deadline)); do
+        is_active "$1" || return 0
         sleep "$COMMSCOPE_POLL_INTERVAL"
     done
+    return 1
 }
 
 # Stop service $1 within $2 seconds; 0 if it ended after SIGTERM (drained, or its reports
