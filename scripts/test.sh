@@ -21,6 +21,14 @@ if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get 
     --no-install-recommends chromium) > .venv/apt-chromium.log 2>&1 \
     || { cat .venv/apt-chromium.log >&2; exit 1; }
 fi
+# Debian's slurm-wlm and munge: a real Slurm (munged, slurmctld, two slurmd) runs a job through
+# deploy/slurm's prolog and epilog (tests/deploy/test_slurm_real.py).
+if ! command -v slurmctld >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "installing Debian packages: slurm-wlm munge" >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    --no-install-recommends slurm-wlm munge) > .venv/apt-slurm.log 2>&1 \
+    || { cat .venv/apt-slurm.log >&2; exit 1; }
+fi
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   .venv/bin/python -m pip install --quiet torch==2.13.0
 fi

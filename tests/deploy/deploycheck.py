@@ -37,6 +37,7 @@ FLAGS = {
         "--metrics-addr",
         "--job",
         "--jobs",
+        "--drain",
     },
     "aggregate": {
         "--listen",
@@ -53,6 +54,7 @@ FLAGS = {
         "--allow",
         "--shard",
         "--max-rank-series",
+        "--linger",
     },
 }
 REQUIRED = {

@@ -10,12 +10,15 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import re
 import shlex
+import signal
 import socket
 import stat
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,8 +32,8 @@ EPILOG = SLURM / "epilog.sh"
 TASK_PROLOG = SLURM / "task_prolog.sh"
 SCRIPTS = [PROLOG, EPILOG, TASK_PROLOG]
 JOB = "4242"
-# Per-job ports by default: 20000 + 4242 mod 10000 (ZeroMQ), 30000 + the same (/metrics).
-PORT, METRICS_PORT = 24242, 34242
+# Per-job ports by default: 20000 + 4242 mod 4500 (ZeroMQ), 24500 + the same (/metrics).
+PORT, METRICS_PORT = 24242, 28742
 
 # systemctl: logs its arguments; exits $STUB_SYSTEMCTL_RC; `is-active UNIT` succeeds while
 # $STUB_DIR/active/UNIT holds a number above 0, counting it down; $STUB_HANG makes it hang.
@@ -105,6 +108,11 @@ class Node:
         return self.root / "file_sd"
 
     @property
+    def state_root(self) -> Path:
+        """The units' StateDirectory root (/var/lib)."""
+        return self.root / "var-lib"
+
+    @property
     def reports(self) -> Path:
         """The aggregator unit's report folders (/var/lib/commscope-reports)."""
         return self.root / "commscope-reports"
@@ -137,6 +145,9 @@ class Node:
             "COMMSCOPE_FILE_SD_DIR": str(self.file_sd),
             "COMMSCOPE_REPORTS_DIR": str(self.reports),
             "COMMSCOPE_REPORT_DEST": f"{self.root}/shared/%u/commscope-%j",
+            "COMMSCOPE_LAUNCHER": "systemd",
+            "COMMSCOPE_STATE_ROOT": str(self.state_root),
+            "COMMSCOPE_LOG_DIR": str(self.root / "log"),
         }
         env.update(extra)
         return env
@@ -238,10 +249,10 @@ def test_prolog_on_the_first_node_writes_the_env_file_and_starts_both(node: Node
         "COMMSCOPE_WATCH_DIR": str(watch),
         "COMMSCOPE_AGGREGATOR": f"tcp://node001:{PORT}",
         "COMMSCOPE_NODE": "node001",
-        "COMMSCOPE_COLLECT_ARGS": "",
+        "COMMSCOPE_COLLECT_ARGS": "--drain 20",
         "COMMSCOPE_LISTEN": f"tcp://0.0.0.0:{PORT}",
         "COMMSCOPE_METRICS_PORT": str(METRICS_PORT),
-        "COMMSCOPE_AGGREGATE_ARGS": "--expect-nodes 3 --idle-timeout 1800",
+        "COMMSCOPE_AGGREGATE_ARGS": "--expect-nodes 3 --idle-timeout 1800 --linger 15",
         "COMMSCOPE_SERVER_KEY": str(node.keys / "aggregator.key"),
         "COMMSCOPE_ALLOW_DIR": str(node.allow),
     }
@@ -249,7 +260,7 @@ def test_prolog_on_the_first_node_writes_the_env_file_and_starts_both(node: Node
         f"start commscope-aggregator@{JOB}.service",
         f"start commscope-collector@{JOB}.service",
     ]
-    assert node.calls("scontrol") == ["show hostnames node[001-003]"]
+    assert node.calls("scontrol") == ["show hostnames node[001-003]", "show node -o node001"]
     assert stat.S_IMODE(watch.stat().st_mode) == 0o700
     assert watch.stat().st_uid == os.getuid()
 
@@ -273,9 +284,9 @@ def test_prolog_site_settings_reach_the_env_file(node: Node) -> None:
     node.run(PROLOG, node.environment(SLURMD_NODENAME="node002"))
     env = env_file(node.env_dir / f"{JOB}.env")
     assert env["COMMSCOPE_AGGREGATOR"] == "tcp://node001:6000"
-    assert env["COMMSCOPE_COLLECT_ARGS"] == "--poll --poll-interval 2"
+    assert env["COMMSCOPE_COLLECT_ARGS"] == "--drain 20 --poll --poll-interval 2"
     assert env["COMMSCOPE_AGGREGATE_ARGS"] == (
-        "--expect-nodes 3 --idle-timeout 1800 --config /etc/commscope/llama3_8b.toml"
+        "--expect-nodes 3 --idle-timeout 1800 --linger 15 --config /etc/commscope/llama3_8b.toml"
     )
 
 
@@ -316,7 +327,7 @@ def test_prolog_with_shards_runs_an_aggregator_per_block_of_nodes(
     assert done.returncode == 0, done.stderr
     env = env_file(node.env_dir / f"{JOB}.env")
     assert env["COMMSCOPE_AGGREGATOR"] == f"tcp://{aggregator}:{PORT}"
-    assert env["COMMSCOPE_AGGREGATE_ARGS"] == f"{args} --idle-timeout 1800"
+    assert env["COMMSCOPE_AGGREGATE_ARGS"] == f"{args} --idle-timeout 1800 --linger 15"
     assert node.calls() == [f"start commscope-{unit}@{JOB}.service" for unit in starts]
 
 
@@ -336,7 +347,7 @@ def test_prolog_with_shards_and_ranks_per_node_gives_each_block_its_ranks(
     done = node.run(PROLOG, node.environment(STUB_NODES=nodes, SLURMD_NODENAME=here))
     assert done.returncode == 0, done.stderr
     env = env_file(node.env_dir / f"{JOB}.env")
-    assert env["COMMSCOPE_AGGREGATE_ARGS"] == f"{args} --idle-timeout 1800"
+    assert env["COMMSCOPE_AGGREGATE_ARGS"] == f"{args} --idle-timeout 1800 --linger 15"
 
 
 def test_prolog_with_unusable_ranks_per_node_starts_nothing_and_exits_0(node: Node) -> None:
@@ -488,13 +499,15 @@ def test_prolog_told_not_to_make_keys_starts_nothing_without_a_pair(node: Node) 
 # ---- per-job ports, file_sd, reports, TaskProlog
 
 
-@pytest.mark.parametrize(("job", "port"), [("4243", 24243), ("14242", 24242), ("9999", 29999)])
+@pytest.mark.parametrize(
+    ("job", "port"), [("4243", 24243), ("8742", 24242), ("9500", 20500), ("4499", 24499)]
+)
 def test_ports_are_the_job_s_own(node: Node, job: str, port: int) -> None:
-    """20000 + id mod 10000: jobs 4242 and 4243 on one first node never share a port."""
+    """20000 + id mod 4500: jobs 4242 and 4243 on one first node never share a port."""
     node.run(PROLOG, node.environment(SLURM_JOB_ID=job))
     env = env_file(node.env_dir / f"{job}.env")
     assert env["COMMSCOPE_LISTEN"] == f"tcp://0.0.0.0:{port}"
-    assert env["COMMSCOPE_METRICS_PORT"] == str(port + 10000)
+    assert env["COMMSCOPE_METRICS_PORT"] == str(port + 4500)
 
 
 def test_every_node_of_a_job_computes_the_same_port(node: Node) -> None:
@@ -504,6 +517,13 @@ def test_every_node_of_a_job_computes_the_same_port(node: Node) -> None:
         assert env["COMMSCOPE_AGGREGATOR"] == f"tcp://node001:{PORT}"
 
 
+def no_ephemeral(node: Node) -> Path:
+    """An ip_local_port_range with no port below 65535 in it: any port may be bound."""
+    path = node.root / "ip_local_port_range"
+    path.write_text("65535\t65535\n")
+    return path
+
+
 def test_a_port_in_use_keeps_the_aggregator_from_starting_not_the_collector(node: Node) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -511,7 +531,7 @@ def test_a_port_in_use_keeps_the_aggregator_from_starting_not_the_collector(node
         busy = taken.getsockname()[1]
         # base + 4242 mod range = busy: the job's ZeroMQ port is the one taken
         node.conf.write_text(f"COMMSCOPE_PORT_BASE={busy - 4242}\n")
-        done = node.run(PROLOG, node.environment())
+        done = node.run(PROLOG, node.environment(COMMSCOPE_EPHEMERAL_FILE=str(no_ephemeral(node))))
     assert done.returncode == 0
     assert node.calls() == [f"start commscope-collector@{JOB}.service"]
     assert f"port {busy} is in use on node001" in done.stderr
@@ -615,3 +635,268 @@ def test_task_prolog_and_epilog_name_the_same_report_folder(node: Node) -> None:
 def test_task_prolog_says_nothing_for_a_job_commscope_does_not_watch(node: Node) -> None:
     done = node.run(TASK_PROLOG, node.environment())
     assert done.returncode == 0 and done.stdout == ""
+
+
+# ---- ports clear of the training job's and of the ephemeral range
+
+
+def prolog_ports(*jobs: int, **env: str) -> dict[int, tuple[int, int] | None]:
+    """`prolog.sh --ports J...`: each job's (ZeroMQ, /metrics) ports, None when refused."""
+    done = subprocess.run(
+        ["/bin/bash", str(PROLOG), "--ports", *map(str, jobs)],
+        env={"PATH": "/usr/bin:/bin", "COMMSCOPE_SLURM_CONF": "/nonexistent", **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    found: dict[int, tuple[int, int] | None] = {}
+    for line in done.stdout.splitlines():
+        job, *ports = line.split()
+        found[int(job)] = None if ports == ["refused"] else (int(ports[0]), int(ports[1]))
+    return found
+
+
+def ephemeral_start() -> int:
+    return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+
+
+def test_every_job_s_ports_avoid_torchrun_and_the_ephemeral_range() -> None:
+    """Every job id (every residue of the 4,500-port range, and the largest ids): ZeroMQ in
+    20000-24499, /metrics in 24500-28999, so no port is in 29400-29600 (torchrun's
+    rendezvous 29400, MASTER_PORT 29500), none in the ephemeral range, and no job's ZeroMQ
+    port is any job's /metrics port."""
+    jobs = [*range(4500), 9500, 2**26 - 1, 2**32 - 1, 10**18 - 1]
+    ports = prolog_ports(*jobs)
+    assert set(ports) == set(jobs)
+    zmq = {p[0] for p in ports.values() if p}
+    metrics = {p[1] for p in ports.values() if p}
+    assert None not in ports.values()
+    assert zmq == set(range(20000, 24500)) and metrics == set(range(24500, 29000))
+    assert all(p < 29400 and p < ephemeral_start() for p in zmq | metrics)
+    assert ports[9500] == ports[500] == (20500, 25000)  # 20000 + 9500 mod 10000 was 29500
+
+
+@pytest.mark.parametrize(
+    ("setting", "refused"),
+    [
+        ({"COMMSCOPE_PORT": "29500"}, "in COMMSCOPE_RESERVED_PORTS (29400-29600"),
+        ({"COMMSCOPE_METRICS_PORT_BASE": "25200"}, "in COMMSCOPE_RESERVED_PORTS (29400-29600"),
+        ({"COMMSCOPE_PORT_BASE": "30000"}, "in the ephemeral range (from 30500)"),
+        ({"COMMSCOPE_METRICS_PORT": "24242"}, "would share port 24242"),
+    ],
+)
+def test_a_port_for_the_training_job_or_the_kernel_starts_nothing(
+    node: Node, setting: dict[str, str], refused: str
+) -> None:
+    node.conf.write_text("".join(f"{k}={v}\n" for k, v in setting.items()))
+    ephemeral = node.root / "ip_local_port_range"
+    ephemeral.write_text("30500\t60999\n")  # a site whose ephemeral range starts lower
+    done = node.run(PROLOG, node.environment(COMMSCOPE_EPHEMERAL_FILE=str(ephemeral)))
+    assert done.returncode == 0
+    assert node.calls() == [] and not (node.env_dir / f"{JOB}.env").exists()
+    assert refused in done.stderr
+
+
+def test_ports_follow_the_ephemeral_range_read_at_run_time(tmp_path: Path) -> None:
+    ephemeral = tmp_path / "ip_local_port_range"
+    ephemeral.write_text("24000 60999\n")  # the metrics block is inside it: refused
+    assert prolog_ports(4242, COMMSCOPE_EPHEMERAL_FILE=str(ephemeral)) == {4242: None}
+    ephemeral.write_text("not numbers\n")  # unreadable: 32768, Linux's default
+    assert prolog_ports(4242, COMMSCOPE_EPHEMERAL_FILE=str(ephemeral)) == {4242: (24242, 28742)}
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("family", "address"),
+    [
+        (socket.AF_INET, "127.0.0.2"),
+        pytest.param(
+            socket.AF_INET6,
+            "::1",
+            marks=pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback here"),
+        ),
+    ],
+)
+def test_a_port_in_use_on_any_address_is_seen(
+    node: Node, family: socket.AddressFamily, address: str
+) -> None:
+    """A listener on an address other than 127.0.0.1 (another loopback, IPv6) holds the port
+    as much as one on every address: the job's aggregator must not start there."""
+    with socket.socket(family) as taken:
+        taken.bind((address, 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        node.conf.write_text(f"COMMSCOPE_PORT_BASE={busy - 4242}\n")
+        done = node.run(PROLOG, node.environment(COMMSCOPE_EPHEMERAL_FILE=str(no_ephemeral(node))))
+    assert node.calls() == [f"start commscope-collector@{JOB}.service"]
+    assert f"port {busy} is in use on node001" in done.stderr
+
+
+# ---- the direct launcher (no systemd) and the epilog's clean-up
+
+# commscope for the direct launcher: `collect`/`aggregate` run until SIGTERM (then exit 0, as
+# after a drain), or ignore it with $STUB_IGNORE_TERM; `keys` is the real CLI's.
+DAEMON = f"""#!/bin/bash
+if [[ "$1" == collect || "$1" == aggregate ]]; then
+    echo "$$ $*" >>"$STUB_DIR/daemons"
+    if [[ -n "${{STUB_IGNORE_TERM:-}}" ]]; then trap '' TERM; else trap 'exit 0' TERM; fi
+    while :; do sleep 0.1; done
+fi
+exec {sys.executable} -m commscope.service.cli "$@"
+"""
+
+
+def direct(node: Node, **extra: str) -> dict[str, str]:
+    (node.root / "bin" / "commscope").write_text(DAEMON)
+    settings = {"COMMSCOPE_LAUNCHER": "direct", "COMMSCOPE_COLLECTOR_STOP_TIMEOUT": "3"}
+    return fast(node, **{**settings, **extra})
+
+
+def daemons(node: Node) -> dict[str, tuple[int, list[str]]]:
+    """The stub daemons started so far: command -> (pid, arguments)."""
+    found = {}
+    path = node.root / "daemons"
+    for line in path.read_text().splitlines() if path.exists() else []:
+        pid, command, *args = line.split()
+        found[command] = (int(pid), args)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat_line.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.fixture
+def reaper(node: Node) -> Iterator[Node]:
+    """Kill whatever stub daemon a test left running."""
+    yield node
+    for pid, _ in daemons(node).values():
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_direct_launcher_starts_detached_daemons_with_the_units_flags(reaper: Node) -> None:
+    node = reaper
+    done = node.run(PROLOG, direct(node))
+    assert done.returncode == 0, done.stderr
+    assert node.calls() == []  # no systemctl
+    started = daemons(node)
+    assert set(started) == {"collect", "aggregate"}
+    run = node.state_root / "commscope-run" / JOB
+    for command, name in (("collect", "collector"), ("aggregate", "aggregator")):
+        pid, _ = started[command]
+        assert (run / f"{name}.pid").read_text().strip() == str(pid)
+        assert os.getsid(pid) == pid  # its own session: slurmd's process group is not its
+        assert os.readlink(f"/proc/{pid}/cwd") == "/"  # holds no folder of slurmd's
+        assert (node.root / "log" / f"{JOB}-{name}.log").exists()
+    collect = started["collect"][1]
+    assert collect[collect.index("--state") + 1] == str(node.state_root / "commscope" / JOB)
+    assert collect[collect.index("--drain") + 1] == "20"
+    keys = Path(collect[collect.index("--keys") + 1])
+    assert [p.name for p in keys.iterdir()] == ["node.key_secret"]
+    aggregate = started["aggregate"][1]
+    assert aggregate[aggregate.index("--listen") + 1] == f"tcp://0.0.0.0:{PORT}"
+    assert aggregate[aggregate.index("--out") + 1] == str(node.reports / JOB)
+    assert "direct" in done.stderr
+
+
+@pytest.mark.parametrize(("mark", "systemctl"), [(True, True), (False, False)])
+def test_auto_launcher_is_systemd_only_where_systemd_runs(
+    reaper: Node, mark: bool, systemctl: bool
+) -> None:
+    node = reaper
+    marker = node.root / "run-systemd-system"
+    if mark:
+        marker.mkdir()
+    env = direct(node, COMMSCOPE_LAUNCHER="auto", COMMSCOPE_SYSTEMD_MARK=str(marker))
+    node.run(PROLOG, env)
+    assert bool(node.calls()) == systemctl
+    assert bool(daemons(node)) != systemctl
+
+
+def _job_left_files(node: Node) -> list[Path]:
+    """Traces, state and pid files of the job on this node (what the epilog removes)."""
+    roots = [
+        node.trace_root / JOB,
+        node.state_root / "commscope" / JOB,
+        node.state_root / "commscope-aggregator" / JOB,
+        node.state_root / "commscope-run" / JOB,
+        node.env_dir / f"{JOB}.env",
+    ]
+    return [p for p in roots if p.exists()]
+
+
+def test_direct_epilog_stops_both_and_removes_the_job_s_files(reaper: Node) -> None:
+    node = reaper
+    node.run(PROLOG, direct(node))
+    for folder in ("commscope", "commscope-aggregator"):
+        (node.state_root / folder / JOB).mkdir(parents=True, exist_ok=True)
+    (node.trace_root / JOB / "rank0_trace.json").write_text("{}")
+    (node.reports / JOB / "report.txt").write_text("the report\n")
+    done = node.run(EPILOG, direct(node))
+    assert done.returncode == 0, done.stderr
+    assert not any(alive(pid) for pid, _ in daemons(node).values())
+    assert _job_left_files(node) == []
+    assert (node.reports / JOB / "report.txt").exists()  # kept where the docs say
+    assert (node.user_reports / f"commscope-{JOB}" / "report.txt").exists()
+    assert (node.root / "log" / f"{JOB}-collector.log").exists()
+
+
+def test_epilog_keeps_the_traces_of_a_collector_it_had_to_kill(reaper: Node) -> None:
+    node = reaper
+    node.run(PROLOG, direct(node, STUB_IGNORE_TERM="1"))
+    done = node.run(EPILOG, direct(node, COMMSCOPE_AGGREGATOR_WAIT="1"))
+    assert done.returncode == 0
+    assert not any(alive(pid) for pid, _ in daemons(node).values())  # SIGKILLed
+    assert "did not end 3s after SIGTERM: killed" in done.stderr
+    assert "trace folder" in done.stderr and (node.trace_root / JOB).exists()
+    assert not (node.state_root / "commscope-run" / JOB).exists()
+
+
+def test_epilog_never_outlives_its_bound(node: Node) -> None:
+    """systemctl hangs: every step is cut at COMMSCOPE_EPILOG_TIMEOUT, the rest skipped."""
+    node.aggregator_active_for(1_000_000)
+    env = node.environment(COMMSCOPE_EPILOG_TIMEOUT="3", STUB_HANG="1")
+    start = time.monotonic()
+    done = node.run(EPILOG, env, timeout=60)
+    assert done.returncode == 0
+    assert time.monotonic() - start < 30  # 3 s, far below the steps' own bounds (30+25+20 s)
+    assert "out of time (3s): skipped systemctl is-active" in done.stderr
+    (took,) = re.findall(r"epilog done in (\d+)s", done.stderr)
+    assert int(took) <= 5
+
+
+def script_default(script: Path, name: str) -> int:
+    """The default of setting `name` in `script` (its `: "${NAME:=N}"` line)."""
+    match = re.search(rf'^: "\${{{name}:=(\d+)}}"', script.read_text(), re.M)
+    assert match, name
+    return int(match[1])
+
+
+def test_the_epilog_s_bound_holds_its_steps_and_outwaits_what_the_prolog_gives() -> None:
+    """The collector drains (--drain) within the epilog's stop timeout, the aggregator lingers
+    (--linger) within its wait, and the steps' bounds fit in the 90 s the docs promise (a
+    systemd unit's longer TimeoutStopSec goes on after the epilog, which keeps the traces)."""
+    epilog = {
+        name: script_default(EPILOG, f"COMMSCOPE_{name}")
+        for name in ("EPILOG_TIMEOUT", "COLLECTOR_STOP_TIMEOUT", "AGGREGATOR_WAIT",
+                     "AGGREGATOR_STOP_TIMEOUT", "COPY_TIMEOUT", "QUERY_TIMEOUT")
+    }  # fmt: skip
+    assert epilog["EPILOG_TIMEOUT"] == 90
+    assert script_default(PROLOG, "COMMSCOPE_DRAIN") < epilog["COLLECTOR_STOP_TIMEOUT"]
+    assert script_default(PROLOG, "COMMSCOPE_LINGER") < epilog["AGGREGATOR_WAIT"]
+    steps = sum(v for k, v in epilog.items() if k not in ("EPILOG_TIMEOUT", "QUERY_TIMEOUT"))
+    assert steps + epilog["QUERY_TIMEOUT"] <= epilog["EPILOG_TIMEOUT"]

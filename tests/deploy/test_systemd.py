@@ -154,27 +154,6 @@ def test_the_collector_s_memory_is_capped_above_what_its_workers_need() -> None:
     assert env_file(SYSTEMD / "example.env")["COMMSCOPE_COLLECT_JOBS"] == str(jobs)
 
 
-def epilog_default(name: str) -> int:
-    match = re.search(
-        rf'^: "\${{{name}:=(\d+)}}"', (DEPLOY / "slurm" / "epilog.sh").read_text(), re.M
-    )
-    assert match, name
-    return int(match[1])
-
-
-@pytest.mark.parametrize(
-    ("unit", "variable"),
-    [
-        (COLLECTOR, "COMMSCOPE_COLLECTOR_STOP_TIMEOUT"),
-        (AGGREGATOR, "COMMSCOPE_AGGREGATOR_STOP_TIMEOUT"),
-    ],
-    ids=["collector", "aggregator"],
-)
-def test_slurm_epilog_waits_longer_than_systemd_does(unit: Path, variable: str) -> None:
-    """The epilog's `timeout systemctl stop` must not give up before systemd's own SIGKILL."""
-    assert epilog_default(variable) > seconds(setting(unit, "TimeoutStopSec"))
-
-
 @pytest.fixture
 def runnable_units(tmp_path: Path) -> list[Path]:
     """Copies whose ExecStart binary exists (verify insists), with a job instance of each."""
