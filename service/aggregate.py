@@ -80,10 +80,10 @@ from commscope.pipeline.report import Options
 from commscope.pipeline.rolling import RollingBandwidth
 from commscope.pipeline.stats import sample_values
 from commscope.pipeline.store import Store
-from commscope.service import curve, heap
+from commscope.service import curve, door, heap
+from commscope.service.links import Links, own_stream
 from commscope.service.logs import sparse
 from commscope.service.pacing import Pacing
-from zmq.utils.monitor import recv_monitor_message
 
 log = logging.getLogger("commscope.aggregate")
 
@@ -108,6 +108,7 @@ REJECT_REASONS: Final = (
     "too_many_streams",  # a StreamStart over the per-node or total cap of open streams
     "too_many_nodes",  # a node name over the cap
     "disconnected",  # a connection dropped (by libzmq for an oversized frame, or the peer)
+    "routing_id_taken",  # a proven node on a routing id another proven node owns
 )
 # A message's kind by its wire tag, from the schema's own tags (the Head's tag set is checked
 # against them in tests/collector/test_wire_golden.py).
@@ -139,6 +140,8 @@ class AggregatorSettings:
     ranks: frozenset[int] | None = None  # --ranks: a shard's ranks (None: the job's every rank)
     max_rank_series: int = MAX_RANK_SERIES  # --max-rank-series (0: no cap)
     command: tuple[str, ...] = ()  # the command line, for the JSON report's provenance
+    handshake_s: float = 5.0  # --handshake-timeout: a connection's handshake at most this long
+    max_handshakes: int = 32  # --max-handshakes: connections in their handshake at once
 
 
 class Aggregator:
@@ -166,7 +169,8 @@ class Aggregator:
         self._heard = dict.fromkeys(self.nodes, clock())  # node -> its last message
         self._gone: set[str] = set()  # nodes silent `end_grace_s` without end-of-run
         self._encoder = msgspec.msgpack.Encoder()
-        self._acks: dict[tuple[bytes, str], None] = {}
+        self._acks: dict[tuple[bytes, str], str] = {}  # (routing id, stream key) -> its id
+        self.links = Links()  # routing id -> the proven node that owns it
         self._replies: list[tuple[bytes, ToCollector]] = []
         self._finished: list[FinishedFile] = []
         self._fed_live: set[str] = set()  # of those, tailed Inspector logs: fed as they came
@@ -192,6 +196,7 @@ class Aggregator:
         self._last_record = self._last_message  # a record applied as received (not a heartbeat)
         self.socket: zmq.Socket[bytes] | None = None
         self.gate: curve.Gate | None = None
+        self.door: door.Door | None = None
 
     # ---------------------------------------------------------------- recovery
     def _recover(self) -> None:
@@ -231,21 +236,22 @@ class Aggregator:
         except msgspec.DecodeError as exc:
             log.warning("logged record refused", extra={"stream": stream, "reason": str(exc)})
             return None
-        return record
+        return msgspec.structs.replace(record, stream=stream)  # logged under its stream's key
 
     # ---------------------------------------------------------------- the loop
     def run(self, stop: threading.Event) -> Report:
+        door.open_files()
         context = zmq.Context()
         self.socket = context.socket(zmq.ROUTER)
         try:
-            monitor = self._bind(self.socket)
+            self.door = self._bind(self.socket)
         except ConfigError:
             context.term()
             raise
         try:
             server = serve(self.exporter, self.settings.metrics_port, self.settings.metrics_addr)
         except OSError as exc:
-            monitor.close(0)
+            self.door.close()
             self.socket.close(0)
             context.term()
             reason = exc.strerror or exc
@@ -257,7 +263,6 @@ class Aggregator:
             while not stop.is_set() and not self._over():
                 if self.socket.poll(100):
                     self._drain(self.socket)
-                self._watch(monitor)
                 self._tick()
             report = self._final()
             stop.wait(self.settings.linger_s)  # /metrics stays up for the last scrapes
@@ -269,38 +274,33 @@ class Aggregator:
             self.store.close()
             if self.gate is not None:
                 self.gate.close()
-            monitor.close(0)
+            self.door.close()
             self.socket.close(0)
             context.term()
             self._heap.stop()
 
-    def _bind(self, socket: zmq.Socket[bytes]) -> zmq.Socket[bytes]:
-        """Set the ROUTER up and bind it (a clear error if it cannot be); its monitor."""
+    def _bind(self, socket: zmq.Socket[bytes]) -> door.Door:
+        """Set the ROUTER up and bind it (a clear error if it cannot be); its door, which
+        watches its monitor (handshakes capped, drops counted)."""
+        settings = self.settings
         socket.setsockopt(zmq.LINGER, 0)
         socket.setsockopt(zmq.MAXMSGSIZE, 2 * MAX_MESSAGE_BYTES)
         socket.setsockopt(zmq.RCVHWM, RECEIVE_QUEUE)
-        socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
-        if self.settings.keys is not None:
-            self.gate = curve.server(socket, self.settings.keys)
-        # One monitor per socket (a second would replace the first): drops and handshakes.
-        monitor = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED | curve.HANDSHAKE_EVENTS)
+        socket.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a node's own reconnection takes its id
+        socket.setsockopt(zmq.HANDSHAKE_IVL, max(1, round(settings.handshake_s * 1000)))
+        if settings.keys is not None:
+            self.gate = curve.server(socket, settings.keys)
+        # One monitor per socket (a second would replace the first).
+        monitor = socket.get_monitor_socket(door.EVENTS)
         try:
-            socket.bind(self.settings.listen)
+            socket.bind(settings.listen)
         except zmq.ZMQError as exc:
             monitor.close(0)
             socket.close(0)
             reason = zmq.strerror(exc.errno or 0)
-            raise ConfigError(f"--listen {self.settings.listen}: {reason}") from None
-        return monitor
-
-    def _watch(self, monitor: zmq.Socket[bytes]) -> None:
-        """Count dropped connections; a failed Curve handshake goes to the gate."""
-        while monitor.poll(0):
-            event = recv_monitor_message(monitor)
-            if event["event"] == zmq.EVENT_DISCONNECTED:
-                self._reject("disconnected")
-            elif self.gate is not None:
-                self.gate.handshake(event)
+            raise ConfigError(f"--listen {settings.listen}: {reason}") from None
+        gate = self.gate
+        return door.Door(monitor, settings.max_handshakes, gate.handshake if gate else None)
 
     def _started(self) -> None:
         settings = self.settings
@@ -342,8 +342,8 @@ class Aggregator:
             self._reject("too_large")
             return
         speaker = peer if peer is not None else identity.decode("utf-8", "replace")
-        if peer is not None and identity != peer.encode():  # another node's routing id
-            self._reject("not_own_node")
+        if peer is not None and not self.links.admit(identity, peer):
+            self._taken(identity, peer)
             return
         try:
             self._receive(identity, speaker, payload)
@@ -353,6 +353,16 @@ class Aggregator:
             self._reject("undecodable")
         else:
             self._heard_from(speaker)
+
+    def _taken(self, identity: bytes, node: str) -> None:
+        """`node` spoke on a routing id another proven node owns: refused, counted, logged
+        once per node; that id gets nothing more until its owner speaks again."""
+        self._tally("routing_id_taken")
+        if self.links.first(node, "routing_id_taken"):
+            log.warning(
+                "message refused: the routing id belongs to another node",
+                extra={"node": node, "owner": self.links.owner(identity)},
+            )
 
     def _heard_from(self, node: str) -> None:
         """A known node spoke (any message): it is not gone (`_silent`), or back if it was."""
@@ -443,8 +453,9 @@ class Aggregator:
             self._reject("too_many_nodes")
 
     def _record(self, identity: bytes, speaker: str, head: Head, payload: bytes) -> None:
-        """A record, judged on its head; decoded whole only to be applied."""
-        stream = head.stream or ""
+        """A record, judged on its head; decoded whole only to be applied. Its stream is
+        keyed by the speaker's node with it (`own_stream`): no node reaches another's."""
+        stream = own_stream(speaker, head.stream or "")
         self._count(_KINDS[head.type])
         owner = self.aggregation.owner(stream)
         if owner is not None and owner != speaker:
@@ -452,7 +463,7 @@ class Aggregator:
             return
         verdict = self.aggregation.verdict_at(stream, head.seq, head.type == "start")
         if verdict is Verdict.APPLY:
-            record = self._records.decode(payload)
+            record = msgspec.structs.replace(self._records.decode(payload), stream=stream)
             if isinstance(record, Facts) and not well_formed(record):
                 raise msgspec.ValidationError("packed runs that are not whole runs")
             if isinstance(record, StreamStart) and not self._may_start(speaker, record):
@@ -462,7 +473,7 @@ class Aggregator:
             self.stats.duplicates += 1
         else:
             self.stats.out_of_order += 1
-        self._acks[(identity, stream)] = None
+        self._acks[(identity, stream)] = head.stream or ""
 
     def _may_start(self, speaker: str, start: StreamStart) -> bool:
         """A node starts only its own streams, within the caps on open streams."""
@@ -524,13 +535,15 @@ class Aggregator:
         self.store.sync()
 
     def _send(self, socket: zmq.Socket[bytes]) -> None:
-        for identity, stream in self._acks:
+        for (identity, stream), wire in self._acks.items():
             next_seq, done = self.aggregation.position(stream)
-            ack = Ack(stream=stream, next_seq=next_seq, done=done, credit=self.settings.credit)
+            ack = Ack(stream=wire, next_seq=next_seq, done=done, credit=self.settings.credit)
             self._replies.append((identity, ack))
             self.stats.acks += 1
         self._acks.clear()
         for identity, reply in self._replies:
+            if not self.links.routable(identity):  # taken over: only its owner is answered
+                continue
             try:
                 socket.send_multipart([identity, self._encoder.encode(reply)], zmq.NOBLOCK)
             except zmq.ZMQError:
@@ -538,9 +551,13 @@ class Aggregator:
         self._replies.clear()
 
     def _reject(self, reason: str) -> None:
-        count = self.stats.rejected[reason] = self.stats.rejected.get(reason, 0) + 1
+        count = self._tally(reason)
         if sparse(count):
             log.warning("message rejected", extra={"reason": reason, "count": count})
+
+    def _tally(self, reason: str) -> int:
+        count = self.stats.rejected[reason] = self.stats.rejected.get(reason, 0) + 1
+        return count
 
     # ---------------------------------------------------------------- publishing and ending
     def _tick(self) -> None:
@@ -574,6 +591,10 @@ class Aggregator:
         self.stats.log_bytes = self.store.log_bytes()
         if self.gate is not None:
             self.stats.refused = self.gate.refused()
+        if self.door is not None:
+            counts = self.door.counts()
+            self.stats.rejected["disconnected"] = counts["disconnected"]
+            self.stats.refused["too_many_handshakes"] = counts["too_many_handshakes"]
         if self._report is not None:
             self.exporter.show(self.snapshot(self._report))
         self._live_pending = False
