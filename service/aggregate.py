@@ -342,8 +342,8 @@ class Aggregator:
             self._reject("too_large")
             return
         speaker = peer if peer is not None else identity.decode("utf-8", "replace")
-        if peer is not None and not self.links.admit(identity, peer):
-            self._taken(identity, peer)
+        if peer is not None and (owner := self.links.claim(identity, peer)) is not None:
+            self._taken(peer, owner)
             return
         try:
             self._receive(identity, speaker, payload)
@@ -354,14 +354,14 @@ class Aggregator:
         else:
             self._heard_from(speaker)
 
-    def _taken(self, identity: bytes, node: str) -> None:
-        """`node` spoke on a routing id another proven node owns: refused, counted, logged
-        once per node; that id gets nothing more until its owner speaks again."""
+    def _taken(self, node: str, owner: str) -> None:
+        """`node` spoke on a routing id `owner` owned: refused, counted, logged once per
+        node; the owner gets nothing more on that id (`Links`)."""
         self._tally("routing_id_taken")
         if self.links.first(node, "routing_id_taken"):
             log.warning(
                 "message refused: the routing id belongs to another node",
-                extra={"node": node, "owner": self.links.owner(identity)},
+                extra={"node": node, "owner": owner},
             )
 
     def _heard_from(self, node: str) -> None:

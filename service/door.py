@@ -22,7 +22,7 @@ import os
 import resource
 import socket
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Final
 
 import zmq
@@ -42,17 +42,17 @@ class Pending:
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
-        self._fds: dict[int, None] = {}
+        self._fds: dict[int, object] = {}  # fd -> its peer's address
 
-    def accepted(self, fd: int) -> int | None:
-        """A connection was accepted; the oldest one to shut to stay within the cap, if any."""
+    def accepted(self, fd: int, peer: object) -> tuple[int, object] | None:
+        """A connection was accepted; the oldest one (fd, peer) to shut to stay within the
+        cap, if any."""
         self._fds.pop(fd, None)
-        self._fds[fd] = None
+        self._fds[fd] = peer
         if len(self._fds) <= self.cap:
             return None
         oldest = next(iter(self._fds))
-        del self._fds[oldest]
-        return oldest
+        return oldest, self._fds.pop(oldest)
 
     def settled(self, fd: int) -> None:
         """Its handshake is done, or it is closed."""
@@ -88,8 +88,8 @@ class Door:
     def handle(self, event: Mapping[str, object]) -> None:
         kind, value = event["event"], event["value"]
         if kind == zmq.EVENT_ACCEPTED and isinstance(value, int):
-            if (oldest := self.pending.accepted(value)) is not None:
-                shut(oldest)
+            if (oldest := self.pending.accepted(value, address(value))) is not None:
+                shut(*oldest)
                 self._count("too_many_handshakes", "connection shut: too many in their handshake")
         elif kind in (zmq.EVENT_HANDSHAKE_SUCCEEDED, zmq.EVENT_DISCONNECTED):
             self.pending.settled(int(value))  # type: ignore[call-overload]
@@ -106,11 +106,38 @@ class Door:
             log.warning(what, extra={"reason": reason, "count": count, "cap": self.pending.cap})
 
 
-def shut(fd: int) -> None:
-    """Shut a connection libzmq holds down (it sees the end and closes it); gone: nothing."""
-    with contextlib.suppress(OSError):
-        with socket.socket(fileno=os.dup(fd)) as peer:
-            peer.shutdown(socket.SHUT_RDWR)
+def address(fd: int) -> object:
+    """The peer address of connection `fd` (None: gone, or not a connection)."""
+    with _borrowed(fd) as connection:
+        if connection is not None:
+            return connection.getpeername()
+    return None
+
+
+def shut(fd: int, peer: object) -> None:
+    """Shut a connection libzmq holds down (it sees the end and closes it), if `fd` is still
+    the connection of `peer` (not a descriptor closed and given to another meanwhile)."""
+    with _borrowed(fd) as connection:
+        if connection is not None and peer is not None and connection.getpeername() == peer:
+            connection.shutdown(socket.SHUT_RDWR)
+
+
+@contextlib.contextmanager
+def _borrowed(fd: int) -> Iterator[socket.socket | None]:
+    """A socket over a copy of `fd` (None: not an open socket); OSError stays inside."""
+    try:
+        copy = os.dup(fd)
+    except OSError:
+        yield None
+        return
+    try:
+        connection = socket.socket(fileno=copy)
+    except OSError:
+        os.close(copy)
+        yield None
+        return
+    with connection, contextlib.suppress(OSError):
+        yield connection
 
 
 def open_files() -> tuple[int, int]:
