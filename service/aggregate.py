@@ -141,7 +141,7 @@ class AggregatorSettings:
     max_rank_series: int = MAX_RANK_SERIES  # --max-rank-series (0: no cap)
     command: tuple[str, ...] = ()  # the command line, for the JSON report's provenance
     handshake_s: float = 5.0  # --handshake-timeout: a connection's handshake at most this long
-    max_handshakes: int = 32  # --max-handshakes: connections in their handshake at once
+    max_handshakes: int = 16  # --max-handshakes: connections in their handshake at once
 
 
 class Aggregator:

@@ -523,7 +523,7 @@ def _aggregate_parser(commands: Any) -> None:
     aggregate.add_argument(
         "--max-handshakes",
         type=count,
-        default=32,
+        default=16,
         metavar="N",
         help="connections in their handshake at once; more are shut at once (default:"
         " %(default)s; memory before authentication is at most N x 4 MiB)",
