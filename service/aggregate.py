@@ -96,6 +96,8 @@ MAX_MESSAGE_BYTES: Final = 2 * 2**20
 RECEIVE_QUEUE: Final = 128
 _DRAIN: Final = 512  # messages handled between two syncs
 LIVE_S: Final = 1.0  # a tailed Inspector op is on /metrics within this (plus the tick)
+IO_RETRY_S: Final = (0.1, 0.5, 1.0, 2.0, 5.0)  # waits after an I/O error: the loop, the reports
+IO_WHERE: Final = ("loop", "reports")  # where an I/O error was survived (`io_errors`)
 REJECT_REASONS: Final = (
     "frames",  # not [routing id, payload]
     "too_large",  # over MAX_MESSAGE_BYTES
@@ -152,6 +154,7 @@ class Aggregator:
         self.stats = AggregatorStats(
             rejected=dict.fromkeys(REJECT_REASONS, 0),
             refused=dict.fromkeys(curve.REFUSED_REASONS, 0),
+            io_errors=dict.fromkeys(IO_WHERE, 0),
         )
         self.rolling = RollingBandwidth(settings.horizon_s)
         self.busbw_histogram = BusbwHistogram()
@@ -260,10 +263,16 @@ class Aggregator:
         self._background = True
         self._heap.start()
         try:
+            failures = 0
             while not stop.is_set() and not self._over():
-                if self.socket.poll(100):
-                    self._drain(self.socket)
-                self._tick()
+                try:
+                    if self.socket.poll(100):
+                        self._drain(self.socket)
+                    self._tick()
+                    failures = 0
+                except OSError as exc:  # out of descriptors, disk full...: wait, go on
+                    stop.wait(self._io_error("loop", exc, failures))
+                    failures += 1
             report = self._final()
             stop.wait(self.settings.linger_s)  # /metrics stays up for the last scrapes
             return report
@@ -550,6 +559,18 @@ class Aggregator:
                 self._reject("unroutable")  # peer gone: it resends and gets a fresh answer
         self._replies.clear()
 
+    def _io_error(self, where: str, exc: OSError, failures: int) -> float:
+        """An I/O error survived: counted, logged (sparse); how long to wait before the retry.
+        What failed is redone: a record not stored is neither applied nor acknowledged (its
+        collector sends it again), acknowledgements wait for the store's next sync."""
+        count = self.stats.io_errors[where] = self.stats.io_errors.get(where, 0) + 1
+        if sparse(count):
+            log.error(
+                "I/O error: retrying",
+                extra={"where": where, "error": exc.strerror or str(exc), "count": count},
+            )
+        return IO_RETRY_S[min(failures, len(IO_RETRY_S) - 1)]
+
     def _reject(self, reason: str) -> None:
         count = self._tally(reason)
         if sparse(count):
@@ -755,10 +776,23 @@ class Aggregator:
             report = msgspec.structs.replace(report, inputs=inputs)
         self.exporter.show(self.snapshot(report))
         final = stamped(report, (), self.settings.command, datetime.now(UTC))
-        paths = write_reports(final, self.settings.out, self._fallback_name())
-        for path in paths:
+        for path in self._write(final):
             log.info("report written", extra={"path": str(path)})
         return report
+
+    def _write(self, final: Report) -> tuple[Path, ...]:
+        """The final reports, written; an I/O error retried (`IO_RETRY_S`), then one line."""
+        failures = 0
+        while True:
+            try:
+                return write_reports(final, self.settings.out, self._fallback_name())
+            except OSError as exc:
+                wait_s = self._io_error("reports", exc, failures)
+                failures += 1
+                if failures > len(IO_RETRY_S):
+                    why = exc.strerror or exc
+                    raise ConfigError(f"--out {self.settings.out}: reports not written ({why})")
+                time.sleep(wait_s)
 
     def _fallback_name(self) -> str:
         roots = sorted({f.root_name for f in self.aggregation.finished.values()})
