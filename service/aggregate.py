@@ -791,7 +791,9 @@ class Aggregator:
                 failures += 1
                 if failures > len(IO_RETRY_S):
                     why = exc.strerror or exc
-                    raise ConfigError(f"--out {self.settings.out}: reports not written ({why})")
+                    raise ConfigError(
+                        f"--out {self.settings.out}: reports not written ({why})"
+                    ) from None
                 time.sleep(wait_s)
 
     def _fallback_name(self) -> str:

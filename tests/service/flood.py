@@ -108,17 +108,21 @@ def flood(address: tuple[str, int], count: int, seconds: float, probe: Callable[
     return attack
 
 
-if __name__ == "__main__":
-    host, _, port = sys.argv[1].rpartition(":")
-    pid = int(sys.argv[2])
+def main(argv: list[str]) -> None:
+    host, _, port = argv[0].rpartition(":")
+    pid = int(argv[1])
     raise_open_files()
     base = peak = rss_bytes(pid)
 
     def watch() -> None:
-        global peak
+        nonlocal peak
         with contextlib.suppress(LookupError, OSError):
             peak = max(peak, rss_bytes(pid))
 
-    done = flood((host, int(port)), int(sys.argv[3]) if len(sys.argv) > 3 else 3000, 10.0, watch)
+    done = flood((host, int(port)), int(argv[2]) if len(argv) > 2 else 3000, 10.0, watch)
     print(f"base {base / 1e6:.0f} MB, peak {peak / 1e6:.0f} MB, {done.opened} opened")
     done.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -22,7 +22,6 @@ from service.harness import (
     normalised,
     offline,
     sample_value,
-    wait_for,
 )
 from service.test_curve import keys_cli
 
