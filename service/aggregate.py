@@ -19,7 +19,11 @@ end-of-run); /metrics stays up `linger_s` longer so the last figures are scraped
 Strangers: a message is decoded in two steps, its head (kind, stream, seq) first and the whole
 of it only when it will be applied, so an unwanted large record costs no memory. A peer (the
 node its connection proved, else its routing id) speaks only for its own node: its Hello,
-heartbeats, end-of-run and streams name it, and it sends records only for its own streams.
+heartbeats, end-of-run and streams name it, and its stream ids are keyed by its node
+(`own_stream`), so it reaches only its own streams. Under CurveZMQ a routing id belongs to
+the proven node that spoke on it first (`Links`): another node's message on it is refused,
+and replies go only to the routing id a node last spoke from. The door (`door.Door`) caps
+connections still in their handshake; an I/O error in the loop is counted and waited out.
 Open streams (per node and in all), nodes and open log handles are capped; whatever is
 refused is counted by reason (`REJECT_REASONS`), never raised.
 """
@@ -263,16 +267,7 @@ class Aggregator:
         self._background = True
         self._heap.start()
         try:
-            failures = 0
-            while not stop.is_set() and not self._over():
-                try:
-                    if self.socket.poll(100):
-                        self._drain(self.socket)
-                    self._tick()
-                    failures = 0
-                except OSError as exc:  # out of descriptors, disk full...: wait, go on
-                    stop.wait(self._io_error("loop", exc, failures))
-                    failures += 1
+            self._loop(self.socket, stop)
             report = self._final()
             stop.wait(self.settings.linger_s)  # /metrics stays up for the last scrapes
             return report
@@ -287,6 +282,20 @@ class Aggregator:
             self.socket.close(0)
             context.term()
             self._heap.stop()
+
+    def _loop(self, socket: zmq.Socket[bytes], stop: threading.Event) -> None:
+        """Until the run is over: receive, store, acknowledge, publish. An I/O error (out of
+        descriptors, disk full...) is waited out and the turn taken again (`_io_error`)."""
+        failures = 0
+        while not stop.is_set() and not self._over():
+            try:
+                if socket.poll(100):
+                    self._drain(socket)
+                self._tick()
+                failures = 0
+            except OSError as exc:
+                stop.wait(self._io_error("loop", exc, failures))
+                failures += 1
 
     def _bind(self, socket: zmq.Socket[bytes]) -> door.Door:
         """Set the ROUTER up and bind it (a clear error if it cannot be); its door, which
@@ -308,8 +317,8 @@ class Aggregator:
             socket.close(0)
             reason = zmq.strerror(exc.errno or 0)
             raise ConfigError(f"--listen {settings.listen}: {reason}") from None
-        gate = self.gate
-        return door.Door(monitor, settings.max_handshakes, gate.handshake if gate else None)
+        pending = door.Pending(settings.max_handshakes, settings.handshake_s)
+        return door.Door(monitor, pending, self.gate.handshake if self.gate else None)
 
     def _started(self) -> None:
         settings = self.settings
@@ -334,6 +343,8 @@ class Aggregator:
             except zmq.Again:
                 break
             self._last_message = self.clock()
+            if self.door is not None:
+                self.door.spoke(frames[-1].get(zmq.SRCFD))
             self.receive([frame.bytes for frame in frames], peer=curve.peer(frames))
         self.commit()
         self._send(socket)

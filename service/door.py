@@ -2,14 +2,17 @@
 monitor on a thread of its own, file descriptors, the open-file limit).
 
 libzmq has no cap on connections, and before a handshake is done each connection may hold a
-frame of up to MAXMSGSIZE. The ROUTER's monitor reports each connection accepted (its file
-descriptor), each handshake done or failed and each connection closed; when one is accepted
-while `cap` others are still in their handshake, the oldest of those is shut down (libzmq
-then closes it: idle connections make way for new ones, which on a healthy link finish their
-handshake in a millisecond), and libzmq closes one whose handshake takes longer than
-HANDSHAKE_IVL. So at most `cap`
-connections are ever unauthenticated: memory before authentication is at most `cap` x
-MAXMSGSIZE, whatever the number of connections. Counted: connections closed (`disconnected`)
+frame of up to MAXMSGSIZE. The ROUTER's monitor reports each connection accepted and each
+connection closed, by file descriptor (a handshake's success carries none); a message
+received names its descriptor (ZMQ_SRCFD), and libzmq closes a connection whose handshake
+takes longer than HANDSHAKE_IVL. So a connection is in its handshake from its acceptance
+until it is closed, a message arrives from it, or HANDSHAKE_IVL has passed (still open, its
+handshake is done). When one is accepted while `cap` others are in their handshake, the
+oldest of those is shut down (libzmq then closes it: idle connections make way for new
+ones, which on a healthy link finish their handshake and speak within milliseconds). So at
+most `cap` connections stay unauthenticated (beyond those accepted since the monitor's last
+events were read): memory before authentication is about `cap` x MAXMSGSIZE, whatever the
+number of connections. Counted: connections closed (`disconnected`)
 and connections shut at the cap (`too_many_handshakes`); failed handshakes go to the Curve
 gate. At start the aggregator raises its open-file limit to the hard limit (`open_files`).
 """
@@ -22,6 +25,7 @@ import os
 import resource
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Final
 
@@ -38,25 +42,36 @@ MAX_OPEN_FILES: Final = 1 << 20  # the soft limit sought when the hard one is un
 
 class Pending:
     """The connections (by file descriptor, oldest first) accepted and not yet through their
-    handshake (pure): at most `cap`."""
+    handshake (pure: time is a parameter): at most `cap`, none older than `timeout_s`."""
 
-    def __init__(self, cap: int) -> None:
+    def __init__(self, cap: int, timeout_s: float) -> None:
         self.cap = cap
-        self._fds: dict[int, object] = {}  # fd -> its peer's address
+        self.timeout_s = timeout_s
+        self._fds: dict[int, tuple[object, float]] = {}  # fd -> (its peer's address, accepted)
 
-    def accepted(self, fd: int, peer: object) -> tuple[int, object] | None:
-        """A connection was accepted; the oldest one (fd, peer) to shut to stay within the
-        cap, if any."""
+    def accepted(self, fd: int, peer: object, now: float) -> tuple[int, object] | None:
+        """A connection was accepted at `now`; the oldest one (fd, peer) to shut to stay
+        within the cap, if any."""
+        self._expire(now)
         self._fds.pop(fd, None)
-        self._fds[fd] = peer
+        self._fds[fd] = (peer, now)
         if len(self._fds) <= self.cap:
             return None
         oldest = next(iter(self._fds))
-        return oldest, self._fds.pop(oldest)
+        return oldest, self._fds.pop(oldest)[0]
 
     def settled(self, fd: int) -> None:
-        """Its handshake is done, or it is closed."""
+        """It spoke (its handshake is done), or it is closed."""
         self._fds.pop(fd, None)
+
+    def _expire(self, now: float) -> None:
+        """Past `timeout_s` a connection still open is through its handshake (libzmq closes
+        the others)."""
+        while self._fds:
+            fd, (_, at) = next(iter(self._fds.items()))
+            if now - at < self.timeout_s:
+                return
+            del self._fds[fd]
 
     def __len__(self) -> int:
         return len(self._fds)
@@ -69,10 +84,10 @@ class Door:
     def __init__(
         self,
         monitor: zmq.Socket[bytes],
-        cap: int,
+        pending: Pending,
         handshake: Callable[[Mapping[str, object]], None] | None = None,
     ) -> None:
-        self.pending = Pending(cap)
+        self.pending = pending
         self._handshake = handshake
         self._lock = threading.Lock()
         self._counts = {"disconnected": 0, "too_many_handshakes": 0}
@@ -85,17 +100,25 @@ class Door:
     def close(self) -> None:
         self._listener.close()
 
+    def spoke(self, fd: int) -> None:
+        """A message came from connection `fd` (ZMQ_SRCFD): its handshake is done."""
+        with self._lock:
+            self.pending.settled(fd)
+
     def handle(self, event: Mapping[str, object]) -> None:
         kind, value = event["event"], event["value"]
         if kind == zmq.EVENT_ACCEPTED and isinstance(value, int):
-            if (oldest := self.pending.accepted(value, address(value))) is not None:
+            peer = address(value)
+            with self._lock:
+                oldest = self.pending.accepted(value, peer, time.monotonic())
+            if oldest is not None:
                 shut(*oldest)
                 self._count("too_many_handshakes", "connection shut: too many in their handshake")
-        elif kind in (zmq.EVENT_HANDSHAKE_SUCCEEDED, zmq.EVENT_DISCONNECTED):
-            self.pending.settled(int(value))  # type: ignore[call-overload]
-            if kind == zmq.EVENT_DISCONNECTED:
-                self._count("disconnected", "connection dropped")
-        elif self._handshake is not None:
+        elif kind == zmq.EVENT_DISCONNECTED and isinstance(value, int):
+            with self._lock:
+                self.pending.settled(value)
+            self._count("disconnected", "connection dropped")
+        elif kind != zmq.EVENT_HANDSHAKE_SUCCEEDED and self._handshake is not None:
             self._handshake(event)
 
     def _count(self, reason: str, what: str) -> None:
