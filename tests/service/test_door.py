@@ -70,12 +70,12 @@ def test_a_descriptor_given_to_another_connection_is_never_shut() -> None:
         assert client.recv(1) == b""  # shut: the peer sees the end
 
 
-def test_a_closed_descriptor_is_nothing_to_shut() -> None:
-    gone = socket.socket()
-    fd = gone.fileno()
-    gone.close()
-    assert door.address(fd) is None
-    door.shut(fd, ("127.0.0.1", 1))  # nothing raised
+def test_a_descriptor_that_is_no_connection_is_nothing_to_shut(tmp_path: Path) -> None:
+    """A descriptor closed and reused for a file (the journal, say): left alone."""
+    with (tmp_path / "journal").open("wb") as journal:
+        assert door.address(journal.fileno()) is None
+        door.shut(journal.fileno(), ("127.0.0.1", 1))  # nothing raised
+        journal.write(b"still open")
 
 
 def test_the_open_file_limit_is_raised_to_the_hard_limit() -> None:

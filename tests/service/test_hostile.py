@@ -783,7 +783,7 @@ MESSAGES = st.fixed_dictionaries(
 def test_nothing_a_peer_sends_escapes_receive(agg: Aggregator, payload: bytes) -> None:
     """Random bytes, random msgpack, and messages of every kind with random fields, sent
     while a legitimate stream is open: each is applied, counted or refused, never raised."""
-    if LEGIT not in agg.aggregation.open:
+    if LEGIT_KEY not in agg.aggregation.open:
         send(agg, LEGIT_RUN[0])
     agg.receive([NODE.encode(), payload], peer=NODE)
     agg.commit()
