@@ -108,7 +108,7 @@ class Door:
     def handle(self, event: Mapping[str, object]) -> None:
         kind, value = event["event"], event["value"]
         if kind == zmq.EVENT_ACCEPTED and isinstance(value, int):
-            peer = address(value)
+            peer = address(value, bytes(event["endpoint"]))  # type: ignore[call-overload]
             with self._lock:
                 oldest = self.pending.accepted(value, peer, time.monotonic())
             if oldest is not None:
@@ -129,19 +129,30 @@ class Door:
             log.warning(what, extra={"reason": reason, "count": count, "cap": self.pending.cap})
 
 
-def address(fd: int) -> object:
-    """The peer address of connection `fd` (None: gone, or not a connection)."""
+def address(fd: int, endpoint: bytes) -> object:
+    """Connection `fd`'s (local, peer) addresses, if it was accepted on `endpoint` (the
+    ROUTER's, as its monitor names it); None: gone, or another descriptor now (/metrics'
+    own connections, a file)."""
     with _borrowed(fd) as connection:
-        if connection is not None:
-            return connection.getpeername()
+        if connection is not None and _on(connection.getsockname(), endpoint.decode()):
+            return connection.getsockname(), connection.getpeername()
     return None
 
 
-def shut(fd: int, peer: object) -> None:
+def _on(local: object, endpoint: str) -> bool:
+    """Whether a socket's local address is `endpoint` (tcp://HOST:PORT, ipc://PATH)."""
+    if isinstance(local, tuple):
+        return endpoint.startswith("tcp://") and endpoint.endswith(f":{local[1]}")
+    return endpoint == f"ipc://{local}"
+
+
+def shut(fd: int, addresses: object) -> None:
     """Shut a connection libzmq holds down (it sees the end and closes it), if `fd` is still
-    the connection of `peer` (not a descriptor closed and given to another meanwhile)."""
+    the connection of `addresses` (not a descriptor closed and given to another meanwhile)."""
     with _borrowed(fd) as connection:
-        if connection is not None and peer is not None and connection.getpeername() == peer:
+        if connection is None or addresses is None:
+            return
+        if (connection.getsockname(), connection.getpeername()) == addresses:
             connection.shutdown(socket.SHUT_RDWR)
 
 

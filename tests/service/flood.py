@@ -100,11 +100,15 @@ def flood(address: tuple[str, int], count: int, seconds: float, probe: Callable[
     """`count` connections, half of them large senders, pumped for `seconds`, `probe()`
     called after each pass."""
     attack = Flood(address)
-    attack.open(count)
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
-        attack.pump()
-        probe()
+    try:
+        attack.open(count)
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            attack.pump()
+            probe()
+    except BaseException:
+        attack.close()
+        raise
     return attack
 
 
