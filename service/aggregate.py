@@ -258,6 +258,8 @@ class Aggregator:
         try:
             server = serve(self.exporter, self.settings.metrics_port, self.settings.metrics_addr)
         except OSError as exc:
+            if self.gate is not None:
+                self.gate.close()
             self.door.close()
             self.socket.close(0)
             context.term()
