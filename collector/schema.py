@@ -1130,6 +1130,7 @@ class AggregatorStats(msgspec.Struct, kw_only=True):
     window_latency_s: float | None = None
     refused: dict[str, int] = {}  # connections refused at the Curve handshake, by reason
     received_bytes: int = 0  # message payloads as received, refused ones included
+    io_errors: dict[str, int] = {}  # I/O errors survived (retried), by where: loop, reports
 
 
 # ---------------------------------------------------------------- collector state

@@ -30,7 +30,8 @@ class Transport(Protocol):
 
 
 class ZmqTransport:
-    """A DEALER socket to `endpoint`, named `node`; at most `queued` messages wait in it."""
+    """A DEALER socket to `endpoint`, named `node` (its routing id, unless `routing_id` is
+    given); at most `queued` messages wait in it."""
 
     def __init__(
         self,
@@ -38,11 +39,12 @@ class ZmqTransport:
         node: str,
         queued: int,
         configure: Callable[[zmq.Socket[bytes]], None] | None = None,
+        routing_id: bytes | None = None,
     ) -> None:
         self._context = zmq.Context()
         self._socket: zmq.Socket[bytes] = self._context.socket(zmq.DEALER)
         try:
-            self._socket.setsockopt(zmq.ROUTING_ID, node.encode())
+            self._socket.setsockopt(zmq.ROUTING_ID, routing_id or node.encode())
             self._socket.setsockopt(zmq.LINGER, 0)
             self._socket.setsockopt(zmq.IMMEDIATE, 1)
             self._socket.setsockopt(zmq.SNDHWM, queued)

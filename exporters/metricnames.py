@@ -365,6 +365,12 @@ FAMILIES: Final = (
         "and routing ids not counted)",
     ),
     Family(
+        "commscope_aggregator_io_errors_total",
+        "counter",
+        ("job", "where"),
+        "I/O errors the aggregator survived and retried (loop: receiving and storing; reports)",
+    ),
+    Family(
         "commscope_aggregator_window_latency_seconds",
         "gauge",
         _J,

@@ -387,6 +387,8 @@ def _aggregator(out: Families, snapshot: Snapshot) -> None:
     out.add("commscope_aggregator_log_bytes", (job,), stats.log_bytes)
     out.add("commscope_aggregator_received_bytes_total", (job,), stats.received_bytes)
     out.add("commscope_aggregator_window_latency_seconds", (job,), stats.window_latency_s)
+    for where, count in stats.io_errors.items():
+        out.add("commscope_aggregator_io_errors_total", (job, where), count)
 
 
 def _collectors(out: Families, snapshot: Snapshot) -> None:

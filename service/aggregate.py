@@ -21,7 +21,11 @@ scraped.
 Strangers: a message is decoded in two steps, its head (kind, stream, seq) first and the whole
 of it only when it will be applied, so an unwanted large record costs no memory. A peer (the
 node its connection proved, else its routing id) speaks only for its own node: its Hello,
-heartbeats, end-of-run and streams name it, and it sends records only for its own streams.
+heartbeats, end-of-run and streams name it, and its stream ids are keyed by its node
+(`own_stream`), so it reaches only its own streams. Under CurveZMQ a routing id belongs to
+the proven node that spoke on it first (`Links`): another node's message on it is refused,
+and replies go only to the routing id a node last spoke from. The door (`door.Door`) caps
+connections still in their handshake; an I/O error in the loop is counted and waited out.
 Open streams (per node and in all), nodes and open log handles are capped; whatever is
 refused is counted by reason (`REJECT_REASONS`), never raised.
 """
@@ -83,10 +87,10 @@ from commscope.pipeline.report import Options
 from commscope.pipeline.rolling import RollingBandwidth
 from commscope.pipeline.stats import sample_values
 from commscope.pipeline.store import Store
-from commscope.service import curve, heap
+from commscope.service import curve, door, heap
+from commscope.service.links import Links, own_stream
 from commscope.service.logs import sparse
 from commscope.service.pacing import Pacing
-from zmq.utils.monitor import recv_monitor_message
 
 log = logging.getLogger("commscope.aggregate")
 
@@ -99,6 +103,8 @@ MAX_MESSAGE_BYTES: Final = 2 * 2**20
 RECEIVE_QUEUE: Final = 128
 _DRAIN: Final = 512  # messages handled between two syncs
 LIVE_S: Final = 1.0  # a tailed Inspector op is on /metrics within this (plus the tick)
+IO_RETRY_S: Final = (0.1, 0.5, 1.0, 2.0, 5.0)  # waits after an I/O error: the loop, the reports
+IO_WHERE: Final = ("loop", "reports")  # where an I/O error was survived (`io_errors`)
 REJECT_REASONS: Final = (
     "frames",  # not [routing id, payload]
     "too_large",  # over MAX_MESSAGE_BYTES
@@ -111,6 +117,7 @@ REJECT_REASONS: Final = (
     "too_many_streams",  # a StreamStart over the per-node or total cap of open streams
     "too_many_nodes",  # a node name over the cap
     "disconnected",  # a connection dropped (by libzmq for an oversized frame, or the peer)
+    "routing_id_taken",  # a proven node on a routing id another proven node owns
 )
 # A message's kind by its wire tag, from the schema's own tags (the Head's tag set is checked
 # against them in tests/collector/test_wire_golden.py).
@@ -143,6 +150,8 @@ class AggregatorSettings:
     max_rank_series: int = MAX_RANK_SERIES  # --max-rank-series (0: no cap)
     command: tuple[str, ...] = ()  # the command line, for the JSON report's provenance
     name: str = ""  # --job: the reports' name when the config names no model ("": a folder's)
+    handshake_s: float = 5.0  # --handshake-timeout: a connection's handshake at most this long
+    max_handshakes: int = 16  # --max-handshakes: connections in their handshake at once
 
 
 class Aggregator:
@@ -153,6 +162,7 @@ class Aggregator:
         self.stats = AggregatorStats(
             rejected=dict.fromkeys(REJECT_REASONS, 0),
             refused=dict.fromkeys(curve.REFUSED_REASONS, 0),
+            io_errors=dict.fromkeys(IO_WHERE, 0),
         )
         self.rolling = RollingBandwidth(settings.horizon_s)
         self.busbw_histogram = BusbwHistogram()
@@ -170,7 +180,8 @@ class Aggregator:
         self._heard = dict.fromkeys(self.nodes, clock())  # node -> its last message
         self._gone: set[str] = set()  # nodes silent `end_grace_s` without end-of-run
         self._encoder = msgspec.msgpack.Encoder()
-        self._acks: dict[tuple[bytes, str], None] = {}
+        self._acks: dict[tuple[bytes, str], str] = {}  # (routing id, stream key) -> its id
+        self.links = Links()  # routing id -> the proven node that owns it
         self._replies: list[tuple[bytes, ToCollector]] = []
         self._finished: list[FinishedFile] = []
         self._fed_live: set[str] = set()  # of those, tailed Inspector logs: fed as they came
@@ -196,6 +207,7 @@ class Aggregator:
         self._last_record = self._last_message  # a record applied as received (not a heartbeat)
         self.socket: zmq.Socket[bytes] | None = None
         self.gate: curve.Gate | None = None
+        self.door: door.Door | None = None
 
     # ---------------------------------------------------------------- recovery
     def _recover(self) -> None:
@@ -235,21 +247,24 @@ class Aggregator:
         except msgspec.DecodeError as exc:
             log.warning("logged record refused", extra={"stream": stream, "reason": str(exc)})
             return None
-        return record
+        return msgspec.structs.replace(record, stream=stream)  # logged under its stream's key
 
     # ---------------------------------------------------------------- the loop
     def run(self, stop: threading.Event) -> Report:
+        door.open_files()
         context = zmq.Context()
         self.socket = context.socket(zmq.ROUTER)
         try:
-            monitor = self._bind(self.socket)
+            self.door = self._bind(self.socket)
         except ConfigError:
             context.term()
             raise
         try:
             server = serve(self.exporter, self.settings.metrics_port, self.settings.metrics_addr)
         except OSError as exc:
-            monitor.close(0)
+            if self.gate is not None:
+                self.gate.close()
+            self.door.close()
             self.socket.close(0)
             context.term()
             reason = exc.strerror or exc
@@ -258,11 +273,7 @@ class Aggregator:
         self._background = True
         self._heap.start()
         try:
-            while not stop.is_set() and not self._over():
-                if self.socket.poll(100):
-                    self._drain(self.socket)
-                self._watch(monitor)
-                self._tick()
+            self._loop(self.socket, stop)
             report = self._final()
             stop.wait(self.settings.linger_s)  # /metrics stays up for the last scrapes
             return report
@@ -273,38 +284,47 @@ class Aggregator:
             self.store.close()
             if self.gate is not None:
                 self.gate.close()
-            monitor.close(0)
+            self.door.close()
             self.socket.close(0)
             context.term()
             self._heap.stop()
 
-    def _bind(self, socket: zmq.Socket[bytes]) -> zmq.Socket[bytes]:
-        """Set the ROUTER up and bind it (a clear error if it cannot be); its monitor."""
+    def _loop(self, socket: zmq.Socket[bytes], stop: threading.Event) -> None:
+        """Until the run is over: receive, store, acknowledge, publish. An I/O error (out of
+        descriptors, disk full...) is waited out and the turn taken again (`_io_error`)."""
+        failures = 0
+        while not stop.is_set() and not self._over():
+            try:
+                if socket.poll(100):
+                    self._drain(socket)
+                self._tick()
+                failures = 0
+            except OSError as exc:
+                stop.wait(self._io_error("loop", exc, failures))
+                failures += 1
+
+    def _bind(self, socket: zmq.Socket[bytes]) -> door.Door:
+        """Set the ROUTER up and bind it (a clear error if it cannot be); its door, which
+        watches its monitor (handshakes capped, drops counted)."""
+        settings = self.settings
         socket.setsockopt(zmq.LINGER, 0)
         socket.setsockopt(zmq.MAXMSGSIZE, 2 * MAX_MESSAGE_BYTES)
         socket.setsockopt(zmq.RCVHWM, RECEIVE_QUEUE)
-        socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
-        if self.settings.keys is not None:
-            self.gate = curve.server(socket, self.settings.keys)
-        # One monitor per socket (a second would replace the first): drops and handshakes.
-        monitor = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED | curve.HANDSHAKE_EVENTS)
+        socket.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a node's own reconnection takes its id
+        socket.setsockopt(zmq.HANDSHAKE_IVL, max(1, round(settings.handshake_s * 1000)))
+        if settings.keys is not None:
+            self.gate = curve.server(socket, settings.keys)
+        # One monitor per socket (a second would replace the first).
+        monitor = socket.get_monitor_socket(door.EVENTS)
         try:
-            socket.bind(self.settings.listen)
+            socket.bind(settings.listen)
         except zmq.ZMQError as exc:
             monitor.close(0)
             socket.close(0)
             reason = zmq.strerror(exc.errno or 0)
-            raise ConfigError(f"--listen {self.settings.listen}: {reason}") from None
-        return monitor
-
-    def _watch(self, monitor: zmq.Socket[bytes]) -> None:
-        """Count dropped connections; a failed Curve handshake goes to the gate."""
-        while monitor.poll(0):
-            event = recv_monitor_message(monitor)
-            if event["event"] == zmq.EVENT_DISCONNECTED:
-                self._reject("disconnected")
-            elif self.gate is not None:
-                self.gate.handshake(event)
+            raise ConfigError(f"--listen {settings.listen}: {reason}") from None
+        pending = door.Pending(settings.max_handshakes, settings.handshake_s)
+        return door.Door(monitor, pending, self.gate.handshake if self.gate else None)
 
     def _started(self) -> None:
         settings = self.settings
@@ -329,6 +349,8 @@ class Aggregator:
             except zmq.Again:
                 break
             self._last_message = self.clock()
+            if self.door is not None:
+                self.door.spoke(frames[-1].get(zmq.SRCFD))
             self.receive([frame.bytes for frame in frames], peer=curve.peer(frames))
         self.commit()
         self._send(socket)
@@ -346,8 +368,8 @@ class Aggregator:
             self._reject("too_large")
             return
         speaker = peer if peer is not None else identity.decode("utf-8", "replace")
-        if peer is not None and identity != peer.encode():  # another node's routing id
-            self._reject("not_own_node")
+        if peer is not None and (owner := self.links.claim(identity, peer)) is not None:
+            self._taken(peer, owner)
             return
         try:
             self._receive(identity, speaker, payload)
@@ -357,6 +379,16 @@ class Aggregator:
             self._reject("undecodable")
         else:
             self._heard_from(speaker)
+
+    def _taken(self, node: str, owner: str) -> None:
+        """`node` spoke on a routing id `owner` owned: refused, counted, logged once per
+        node; the owner gets nothing more on that id (`Links`)."""
+        self._tally("routing_id_taken")
+        if self.links.first(node, "routing_id_taken"):
+            log.warning(
+                "message refused: the routing id belongs to another node",
+                extra={"node": node, "owner": owner},
+            )
 
     def _heard_from(self, node: str) -> None:
         """A known node spoke (any message): it is not gone (`_silent`), or back if it was."""
@@ -447,8 +479,9 @@ class Aggregator:
             self._reject("too_many_nodes")
 
     def _record(self, identity: bytes, speaker: str, head: Head, payload: bytes) -> None:
-        """A record, judged on its head; decoded whole only to be applied."""
-        stream = head.stream or ""
+        """A record, judged on its head; decoded whole only to be applied. Its stream is
+        keyed by the speaker's node with it (`own_stream`): no node reaches another's."""
+        stream = own_stream(speaker, head.stream or "")
         self._count(_KINDS[head.type])
         owner = self.aggregation.owner(stream)
         if owner is not None and owner != speaker:
@@ -456,7 +489,7 @@ class Aggregator:
             return
         verdict = self.aggregation.verdict_at(stream, head.seq, head.type == "start")
         if verdict is Verdict.APPLY:
-            record = self._records.decode(payload)
+            record = msgspec.structs.replace(self._records.decode(payload), stream=stream)
             if isinstance(record, Facts) and not well_formed(record):
                 raise msgspec.ValidationError("packed runs that are not whole runs")
             if isinstance(record, StreamStart) and not self._may_start(speaker, record):
@@ -466,7 +499,7 @@ class Aggregator:
             self.stats.duplicates += 1
         else:
             self.stats.out_of_order += 1
-        self._acks[(identity, stream)] = None
+        self._acks[(identity, stream)] = head.stream or ""
 
     def _may_start(self, speaker: str, start: StreamStart) -> bool:
         """A node starts only its own streams, within the caps on open streams."""
@@ -528,23 +561,41 @@ class Aggregator:
         self.store.sync()
 
     def _send(self, socket: zmq.Socket[bytes]) -> None:
-        for identity, stream in self._acks:
+        for (identity, stream), wire in self._acks.items():
             next_seq, done = self.aggregation.position(stream)
-            ack = Ack(stream=stream, next_seq=next_seq, done=done, credit=self.settings.credit)
+            ack = Ack(stream=wire, next_seq=next_seq, done=done, credit=self.settings.credit)
             self._replies.append((identity, ack))
             self.stats.acks += 1
         self._acks.clear()
         for identity, reply in self._replies:
+            if not self.links.routable(identity):  # taken over: only its owner is answered
+                continue
             try:
                 socket.send_multipart([identity, self._encoder.encode(reply)], zmq.NOBLOCK)
             except zmq.ZMQError:
                 self._reject("unroutable")  # peer gone: it resends and gets a fresh answer
         self._replies.clear()
 
+    def _io_error(self, where: str, exc: OSError, failures: int) -> float:
+        """An I/O error survived: counted, logged (sparse); how long to wait before the retry.
+        What failed is redone: a record not stored is neither applied nor acknowledged (its
+        collector sends it again), acknowledgements wait for the store's next sync."""
+        count = self.stats.io_errors[where] = self.stats.io_errors.get(where, 0) + 1
+        if sparse(count):
+            log.error(
+                "I/O error: retrying",
+                extra={"where": where, "error": exc.strerror or str(exc), "count": count},
+            )
+        return IO_RETRY_S[min(failures, len(IO_RETRY_S) - 1)]
+
     def _reject(self, reason: str) -> None:
-        count = self.stats.rejected[reason] = self.stats.rejected.get(reason, 0) + 1
+        count = self._tally(reason)
         if sparse(count):
             log.warning("message rejected", extra={"reason": reason, "count": count})
+
+    def _tally(self, reason: str) -> int:
+        count = self.stats.rejected[reason] = self.stats.rejected.get(reason, 0) + 1
+        return count
 
     # ---------------------------------------------------------------- publishing and ending
     def _tick(self) -> None:
@@ -578,6 +629,10 @@ class Aggregator:
         self.stats.log_bytes = self.store.log_bytes()
         if self.gate is not None:
             self.stats.refused = self.gate.refused()
+        if self.door is not None:
+            counts = self.door.counts()
+            self.stats.rejected["disconnected"] = counts["disconnected"]
+            self.stats.refused["too_many_handshakes"] = counts["too_many_handshakes"]
         if self._report is not None:
             self.exporter.show(self.snapshot(self._report))
         self._live_pending = False
@@ -749,13 +804,29 @@ class Aggregator:
             report = msgspec.structs.replace(report, inputs=inputs)
         self.exporter.show(self.snapshot(report))
         final = stamped(report, (), self.settings.command, datetime.now(UTC))
-        paths = write_reports(final, self.settings.out, self._fallback_name())
+        paths = self._write(final)
         for path in paths:
             log.info("report written", extra={"path": str(path)})
         when = final.provenance.generated_utc if final.provenance is not None else ""
         ended = RunEnd(reports=[str(p) for p in paths], lost=self.lost, generated_utc=when)
         self.store.save_end(ended)
         return report
+
+    def _write(self, final: Report) -> tuple[Path, ...]:
+        """The final reports, written; an I/O error retried (`IO_RETRY_S`), then one line."""
+        failures = 0
+        while True:
+            try:
+                return write_reports(final, self.settings.out, self._fallback_name())
+            except OSError as exc:
+                wait_s = self._io_error("reports", exc, failures)
+                failures += 1
+                if failures > len(IO_RETRY_S):
+                    why = exc.strerror or exc
+                    raise ConfigError(
+                        f"--out {self.settings.out}: reports not written ({why})"
+                    ) from None
+                time.sleep(wait_s)
 
     def _fallback_name(self) -> str:
         """--job, else the first collector's watch folder, else `run`."""

@@ -544,6 +544,22 @@ def _aggregate_parser(commands: Any) -> None:
         help="collectors (node names) at most (default: %(default)s)",
     )
     aggregate.add_argument(
+        "--max-handshakes",
+        type=count,
+        default=16,
+        metavar="N",
+        help="connections in their handshake at once; more are shut at once (default:"
+        " %(default)s; memory before authentication is at most N x 4 MiB)",
+    )
+    aggregate.add_argument(
+        "--handshake-timeout",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="a connection that has not finished its handshake in S seconds is closed"
+        " (default: %(default)s)",
+    )
+    aggregate.add_argument(
         "--max-streams",
         type=count,
         default=4096,
@@ -829,6 +845,9 @@ def _aggregator_settings(args: argparse.Namespace) -> AggregatorSettings:
     _positive(("--credit", args.credit), ("--horizon", args.horizon))
     _positive(("--end-grace", args.end_grace))
     _positive(("--max-nodes", args.max_nodes), ("--max-streams", args.max_streams))
+    _positive(("--max-handshakes", args.max_handshakes))
+    if not 0 < args.handshake_timeout <= 3600:
+        raise ConfigError(f"--handshake-timeout: 0 < S <= 3600, got {args.handshake_timeout}")
     endpoint("--listen", args.listen, bind=True)
     keys = curve.server_keys(args.listen, args.keys, args.allow, args.insecure)
     _port("--metrics-port", args.metrics_port)
@@ -860,6 +879,8 @@ def _aggregator_settings(args: argparse.Namespace) -> AggregatorSettings:
         max_rank_series=_at_least_0("--max-rank-series", args.max_rank_series),
         command=tuple(args.command),
         name=args.job or "",
+        handshake_s=args.handshake_timeout,
+        max_handshakes=args.max_handshakes,
     )
 
 

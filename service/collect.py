@@ -154,7 +154,11 @@ class Collector:
 
         try:
             return ZmqTransport(
-                settings.aggregator, settings.node, settings.window * 2 + 16, secure
+                settings.aggregator,
+                settings.node,
+                settings.window * 2 + 16,
+                secure,
+                curve.routing_id(settings.node, settings.keys),
             )
         except zmq.ZMQError as exc:
             raise ConfigError(f"--aggregator {settings.aggregator}: {exc}") from None

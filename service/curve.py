@@ -17,6 +17,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import secrets
 import shutil
 import tempfile
 import threading
@@ -38,7 +39,13 @@ log = logging.getLogger("commscope.curve")
 
 PUBLIC: Final = ".key"  # zmq.auth's suffixes
 SECRET: Final = ".key_secret"
-REFUSED_REASONS: Final = ("unknown_key", "no_curve", "cryptographic", "handshake")
+REFUSED_REASONS: Final = (
+    "unknown_key",
+    "no_curve",
+    "cryptographic",
+    "handshake",
+    "too_many_handshakes",  # shut at once: --max-handshakes others were in their handshake
+)
 MAX_LOGGED_PEERS: Final = 1024  # refused (address, key) pairs remembered for the log
 FAILED_HANDSHAKES: Final = 3  # in a row, on a collector: the server key is wrong
 _ZAP: Final = "inproc://zeromq.zap.01"
@@ -436,6 +443,13 @@ def client(socket: zmq.Socket[bytes], keys: ClientKeys | None, endpoint: str = "
         socket.curve_publickey = keys.pair.public
         socket.curve_serverkey = keys.server_key
     return Link(socket, keys, endpoint)
+
+
+def routing_id(node: str, keys: ClientKeys | None) -> bytes:
+    """A collector's routing id: its node name on a plain link (there the id names the node);
+    under CurveZMQ one drawn at random by this process, so that no other peer can take it
+    over (the aggregator knows the node from the handshake, never from the id)."""
+    return node.encode() if keys is None else secrets.token_urlsafe(18).encode()
 
 
 class Link:

@@ -72,6 +72,7 @@ PURE = [
     "exporters/text.py",
     "exporters/textfmt.py",
     "exporters/extremes.py",
+    "service/links.py",
 ]
 SHELL_ONLY = {
     "os",

@@ -229,3 +229,10 @@ def test_public_keys_are_read_in_place_from_documented_defaults() -> None:
     env = env_file(SYSTEMD / "example.env")
     assert env["COMMSCOPE_SERVER_KEY"] == "/etc/commscope/keys/aggregator.key"
     assert env["COMMSCOPE_ALLOW_DIR"] == "/etc/commscope/keys/allow"
+
+
+@pytest.mark.parametrize("unit", [COLLECTOR, AGGREGATOR], ids=lambda u: u.name)
+def test_the_open_file_limit_is_raised_above_the_default_1024(unit: Path) -> None:
+    """A flood of connections never exhausts the aggregator's descriptors (it raises its
+    soft limit to this hard one at start)."""
+    assert int(setting(unit, "LimitNOFILE")) >= 65536

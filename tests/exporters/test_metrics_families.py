@@ -75,6 +75,7 @@ def snapshot(shard: str = "") -> Snapshot:
         rejected={"malformed": 1},
         window_latency_s=0.1,
         refused={"unknown_key": 2},
+        io_errors={"loop": 1},
     )
     node = CollectorStats(dropped={"bad span": 1})
     return Snapshot(

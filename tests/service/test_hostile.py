@@ -44,6 +44,7 @@ from commscope.exporters import jsonreport
 from commscope.pipeline.edge import Reduction
 from commscope.pipeline.report import Options
 from commscope.service.aggregate import MAX_MESSAGE_BYTES, Aggregator, AggregatorSettings
+from commscope.service.links import own_stream
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgspec.structs import replace
@@ -186,6 +187,7 @@ def test_an_oversized_message_drops_the_peer_not_the_aggregator(
 NODE = "n1"
 LEGIT = "0123456789abcdef0123456789abcdef"
 FORGED = "fedcba9876543210fedcba9876543210"
+LEGIT_KEY = own_stream(NODE, LEGIT)  # the aggregator's key of NODE's stream LEGIT
 LEGIT_EVENTS = Reduction()
 LEGIT_EVENTS.add_all(
     [GpuOp("compute", 0, 100), CommOp("AllReduce", 50, 100, 4096, 1, True, "0", 1)]
@@ -308,7 +310,7 @@ def test_a_protocol_4_batch_is_refused_undecoded_with_both_versions(agg: Aggrega
         send(agg, record)
     send(agg, Batch(stream=LEGIT, seq=1, events=[GpuOp("compute", 0, 1)] * 10))
     assert refusals(agg) == {"protocol": 1}
-    assert agg.aggregation.position(LEGIT) == (1, False)
+    assert agg.aggregation.position(LEGIT_KEY) == (1, False)
     ((_, answer),) = agg._replies
     assert answer == Reject(
         reason=f"collector protocol 4 (event batches), aggregator protocol {PROTOCOL_VERSION}: "
@@ -361,7 +363,7 @@ def test_values_out_of_bounds_are_refused_at_decode(agg: Aggregator, message: ob
         send(agg, record)
     send(agg, message)
     assert refusals(agg) == {"invalid": 1}
-    assert agg.aggregation.position(LEGIT) == (2, False)
+    assert agg.aggregation.position(LEGIT_KEY) == (2, False)
 
 
 @pytest.mark.parametrize(
@@ -436,8 +438,8 @@ def test_replays_are_duplicates_and_change_nothing(agg: Aggregator, tmp_path: Pa
 
 def test_a_stranger_beside_a_run_changes_nothing(tmp_path: Path) -> None:
     """Mallory (a connection proved to be another node) forges n1's stream start for n1's
-    path, writes into n1's stream, sends n1's heartbeat and end-of-run, and restarts n1's
-    stream id as its own: each refused; n1's report is the one it has alone."""
+    path, sends n1's heartbeat and end-of-run: each refused; what it writes under n1's stream
+    id lands in mallory's own (never started) stream. n1's report is the one it has alone."""
     alone = capped(tmp_path / "alone")
     for record in LEGIT_RUN:
         send(alone, record)
@@ -453,17 +455,28 @@ def test_a_stranger_beside_a_run_changes_nothing(tmp_path: Path) -> None:
             Facts(stream=LEGIT, seq=1, calls=[huge]),  # 100 TB into n1's stream
             Heartbeat(node=NODE, stats=CollectorStats(files_seen=999)),
             EndOfRun(node=NODE),
-            replace(LEGIT_RUN[0], node="mallory"),  # n1's stream id as mallory's
         ]
         for attack in attacks:
             send(agg, attack, peer="mallory")
         for record in LEGIT_RUN[1:]:
             send(agg, record)
-        assert refusals(agg) == {"not_own_node": 3, "not_own_stream": 2}
+        assert (refusals(agg), agg.stats.out_of_order) == ({"not_own_node": 3}, 1)
         assert (agg.nodes, agg.heartbeats, agg.aggregation.retired) == ({NODE: False}, {}, set())
         assert report_of(agg) == expected
     finally:
         agg.store.close()
+
+
+def test_a_stream_id_claimed_first_by_another_node_stays_the_owners(agg: Aggregator) -> None:
+    """Mallory, proved by its key, starts n1's next stream id (and n1's path) as its own
+    before n1 does: that is mallory's stream; n1's stream of the same id still runs whole."""
+    send(agg, replace(LEGIT_RUN[0], node="mallory"), peer="mallory")
+    for record in LEGIT_RUN:
+        send(agg, record)
+    assert refusals(agg) == {}
+    assert agg.aggregation.position(LEGIT_KEY) == (len(LEGIT_RUN), True)
+    assert agg.aggregation.owner(own_stream("mallory", LEGIT)) == "mallory"
+    assert agg.aggregation.finished[LEGIT_KEY].node == NODE
 
 
 def test_a_forged_stream_for_a_finished_path_cannot_retire_it(agg: Aggregator) -> None:
@@ -471,7 +484,7 @@ def test_a_forged_stream_for_a_finished_path_cannot_retire_it(agg: Aggregator) -
         send(agg, record)
     send(agg, replace(LEGIT_RUN[0], stream=FORGED), peer="mallory")
     send(agg, replace(LEGIT_RUN[0], stream=FORGED, node="mallory"), peer="mallory")  # its own
-    assert agg.aggregation.retired == set() and LEGIT in agg.aggregation.finished
+    assert agg.aggregation.retired == set() and LEGIT_KEY in agg.aggregation.finished
     assert refusals(agg) == {"not_own_node": 1}
 
 
@@ -483,9 +496,15 @@ def test_without_a_proved_peer_the_routing_id_stands_for_the_node(agg: Aggregato
 
 def test_a_proved_peer_may_not_use_another_nodes_routing_id(agg: Aggregator) -> None:
     """With ROUTER_HANDOVER a routing id can be taken over: mallory, proved by its key, takes
-    NODE's routing id; whatever it sends under that id is refused and counted."""
-    agg.receive([NODE.encode(), msgspec.msgpack.encode(EndOfRun(node="mallory"))], "mallory")
-    assert (agg.nodes, refusals(agg)) == ({}, {"not_own_node": 1})
+    the routing id n1 spoke from; what it sends under that id is refused and counted, and
+    n1's reply waiting for that id is not sent (it would reach mallory)."""
+    hello = Hello(protocol=PROTOCOL_VERSION, node=NODE, instance="i")
+    agg.receive([b"r1", msgspec.msgpack.encode(hello)], NODE)
+    agg.receive([b"r1", msgspec.msgpack.encode(EndOfRun(node="mallory"))], "mallory")
+    assert (agg.nodes, refusals(agg)) == ({NODE: False}, {"routing_id_taken": 1})
+    assert [agg.links.routable(identity) for identity, _ in agg._replies] == [False]
+    agg.receive([b"r2", msgspec.msgpack.encode(hello)], NODE)  # n1 again, wherever it is now
+    assert [agg.links.routable(identity) for identity, _ in agg._replies] == [False, True]
 
 
 def starts(count: int, node: str = NODE) -> list[StreamStart]:
@@ -688,6 +707,7 @@ def test_many_routing_ids_speaking_for_the_collector_change_nothing(
     """500 connections, each its own routing id, send random bytes and n1's stream start,
     heartbeat and end-of-run: all refused and counted; n1's run beside them reports exactly
     what `commscope report` says of its files."""
+    aggregate.extra = (*aggregate.extra, "--max-handshakes", "1000")  # not about the cap
     server = aggregate.start()
     context = zmq.Context()
     forged = [
@@ -763,7 +783,7 @@ MESSAGES = st.fixed_dictionaries(
 def test_nothing_a_peer_sends_escapes_receive(agg: Aggregator, payload: bytes) -> None:
     """Random bytes, random msgpack, and messages of every kind with random fields, sent
     while a legitimate stream is open: each is applied, counted or refused, never raised."""
-    if LEGIT not in agg.aggregation.open:
+    if LEGIT_KEY not in agg.aggregation.open:
         send(agg, LEGIT_RUN[0])
     agg.receive([NODE.encode(), payload], peer=NODE)
     agg.commit()
@@ -786,17 +806,17 @@ def test_a_log_kept_before_the_upgrade_replays_up_to_its_first_batch(tmp_path: P
     start is applied, the Batch is not (position 1: the collector is told to send its facts
     from record 1), and the log is cut after the start, so the facts then logged replay."""
     first = capped(tmp_path)
-    first.store.append(LEGIT, msgspec.msgpack.encode(LEGIT_RUN[0]))
-    first.store.append(LEGIT, msgspec.msgpack.encode(Batch(stream=LEGIT, seq=1, events=[])))
+    first.store.append(LEGIT_KEY, msgspec.msgpack.encode(LEGIT_RUN[0]))
+    first.store.append(LEGIT_KEY, msgspec.msgpack.encode(Batch(stream=LEGIT, seq=1, events=[])))
     first.store.close()
     upgraded = capped(tmp_path)
-    assert upgraded.aggregation.position(LEGIT) == (1, False)
+    assert upgraded.aggregation.position(LEGIT_KEY) == (1, False)
     send(upgraded, LEGIT_RUN[1])
     upgraded.commit()
     upgraded.store.close()
     again = capped(tmp_path)
     try:
-        assert again.aggregation.position(LEGIT) == (2, False)
+        assert again.aggregation.position(LEGIT_KEY) == (2, False)
         send(again, LEGIT_RUN[2])
         assert report_of(again) == report_of_run(tmp_path / "alone")
     finally:
