@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Final
 
 NOT_A_TRACE: Final = "no top-level traceEvents array (not a Kineto trace)"
+DIED: Final = "the parsing process died (killed, or out of memory?)"  # a worker, killed
 
 
 class CommscopeError(Exception):
@@ -30,6 +31,11 @@ class TraceError(CommscopeError):
         super().__init__(f"{path}: {reason}")
         self.path = path
         self.reason = reason
+
+
+class ReadError(TraceError):
+    """The file could not be read (an I/O error: gone, no permission, a failing disk), as
+    opposed to what its bytes say: worth reading again."""
 
 
 class LimitError(CommscopeError):

@@ -3,8 +3,9 @@ and from what (shell: files, the clock, the installed version)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -34,11 +35,25 @@ def write_reports(
     stem = naming.basename(report, fallback_name, now or datetime.now(UTC))
     text_path, json_path = out / f"{stem}.txt", out / f"{stem}.json"
     rendered = text.render(report) if rendered is None else rendered
-    text_path.write_text(rendered, encoding="utf-8")
-    json_path.write_bytes(jsonreport.render(report))
     html_path = out / f"{stem}.html"
-    html_path.write_text(html.render(report, rendered), encoding="utf-8")
+    with _writing(out, (text_path, json_path, html_path)):
+        text_path.write_text(rendered, encoding="utf-8")
+        json_path.write_bytes(jsonreport.render(report))
+        html_path.write_text(html.render(report, rendered), encoding="utf-8")
     return text_path, json_path, html_path
+
+
+@contextlib.contextmanager
+def _writing(out: Path, paths: Sequence[Path]) -> Iterator[None]:
+    """The reports' writes: one that fails (a read-only mount, even as root; no space left)
+    is a ConfigError, one line, and what was written of them is removed."""
+    try:
+        yield
+    except OSError as exc:
+        for path in paths:
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+        raise ConfigError(f"cannot write {exc.filename or out}: {exc.strerror or exc}") from None
 
 
 def stamped(report: Report, inputs: Sequence[str], command: Sequence[str], now: datetime) -> Report:
@@ -60,7 +75,13 @@ def check_folder(out: Path) -> None:
     if not existing.is_dir():
         raise ConfigError(f"{out}: cannot write reports there ({existing} is not a folder)")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"{out}: cannot write reports there ({existing} is not writable)")
+        raise ConfigError(f"cannot write {out}: {_refusal(existing)}")
+
+
+def _refusal(folder: Path) -> str:
+    """Why a folder refuses writes: its file system is mounted read-only, or permissions."""
+    read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    return f"{'Read-only file system' if read_only else 'Permission denied'} ({folder})"
 
 
 def check_file(path: Path) -> None:

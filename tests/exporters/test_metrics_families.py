@@ -76,7 +76,11 @@ def snapshot(shard: str = "") -> Snapshot:
         window_latency_s=0.1,
         refused={"unknown_key": 2},
     )
-    node = CollectorStats(dropped={"bad span": 1})
+    node = CollectorStats(
+        dropped={"bad span": 1},
+        read_failures={"worker_died": 2, "unreadable": 1},
+        files_lost={"unreadable": 1},
+    )
     return Snapshot(
         job="llama",
         report=report(),
