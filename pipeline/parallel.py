@@ -59,7 +59,7 @@ def _why(exc: OSError) -> str:
     return f"/dev/shm: {reason}" if exc.errno in _FILE_SYSTEM else reason
 
 
-_FILE_SYSTEM: Final = frozenset({errno.EROFS, errno.EACCES, errno.ENOENT, errno.ENOSPC})
+_FILE_SYSTEM: Final = frozenset({errno.EROFS, errno.EACCES, errno.ENOSPC})
 
 
 class Progress(Protocol):
