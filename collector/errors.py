@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Final
 
 NOT_A_TRACE: Final = "no top-level traceEvents array (not a Kineto trace)"
+DIED: Final = "the parsing process died (killed, or out of memory?)"  # a worker, killed
 
 
 class CommscopeError(Exception):
@@ -23,6 +24,15 @@ class ConfigError(CommscopeError):
     """A job config or command-line value is unusable."""
 
 
+class WriteError(ConfigError):
+    """Reports could not be written (a read-only mount, even as root; no space left): one
+    line; `error` is the OSError, for a caller that retries (the aggregator)."""
+
+    def __init__(self, message: str, error: OSError) -> None:
+        super().__init__(message)
+        self.error = error
+
+
 class TraceError(CommscopeError):
     """A trace file cannot be analysed: truncated, corrupt, or not a trace."""
 
@@ -30,6 +40,11 @@ class TraceError(CommscopeError):
         super().__init__(f"{path}: {reason}")
         self.path = path
         self.reason = reason
+
+
+class ReadError(TraceError):
+    """The file could not be read (an I/O error: gone, no permission, a failing disk), as
+    opposed to what its bytes say: worth reading again."""
 
 
 class LimitError(CommscopeError):

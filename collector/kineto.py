@@ -5,7 +5,9 @@ seekable stream by `fastparse` (msgspec, straight into RawEvents), anything else
 fast-path miss from the start again, with ijson's C backend — and yields lists of events as it
 goes (one normaliser reads both); `meta` and `stats` are complete once it is exhausted. A
 document that is truncated, corrupt or not a trace raises `TraceError` with a plain reason;
-the caller discards what it had read from that file.
+the caller discards what it had read from that file. Read as a trace to analyse
+(`trace_batches`), a document with no event the reader keeps (`"traceEvents": []`, or
+metadata alone: a profiler that recorded nothing) raises it too: skipped, never "analysed".
 
 yajl holds no integer beyond 64 bits, no float beyond a double, no NaN or Infinity, and Python
 no text that is not UTF-8: a document that fails on such a value is valid JSON (or nearly), so
@@ -27,6 +29,7 @@ from commscope.collector.errors import (
     LayoutMissError,
     LimitError,
     NotATraceError,
+    ReadError,
     TraceError,
 )
 from commscope.collector.fastparse import fast_chunks
@@ -96,7 +99,19 @@ class TraceReader:
         except EOFError:
             raise TraceError(self.path, "truncated gzip stream (still being written?)") from None
         except (OSError, zlib.error) as exc:
-            raise TraceError(self.path, f"unreadable ({_short(exc)})") from None
+            # with an errno the reading failed (worth another read), else the bytes did (gzip's
+            # BadGzipFile, zlib's error)
+            failed = ReadError if getattr(exc, "errno", None) else TraceError
+            raise failed(self.path, f"unreadable ({_short(exc)})") from None
+
+    def trace_batches(self, size: int = BATCH_EVENTS) -> Iterator[list[Event]]:
+        """`batches` of a trace to analyse: TraceError after the last when none held an event."""
+        kept = 0
+        for batch in self.batches(size):
+            kept += len(batch)
+            yield batch
+        if not kept:
+            raise TraceError(self.path, no_events(self.stats.events))
 
     def _json_reason(self, exc: Exception) -> str:
         """Truncated or corrupt, as yajl tells: an error at the end of the input (its context
@@ -189,6 +204,16 @@ class TraceReader:
         if self._mended:
             normalizer.drop(_MENDED, self._mended)
         yield from _cut(out, size, whole=True)
+
+
+def no_events(items: int) -> str:
+    """Why a whole document with no event kept is skipped (`items`: traceEvents' length)."""
+    if not items:
+        return "empty trace: traceEvents holds no event"
+    return (
+        f"empty trace: none of its {items} traceEvents items is an event commscope reads "
+        "(no kernel, op, annotation or step)"
+    )
 
 
 def _cut(out: list[Event], size: int, whole: bool = False) -> Iterator[list[Event]]:

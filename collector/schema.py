@@ -96,6 +96,10 @@ DropReason = Literal[
     "unreadable file", "malformed reply from the aggregator", "file changed while resuming"
 ]
 DROP_REASONS: Final[tuple[DropReason, ...]] = get_args(DropReason)
+# Why a collector's read of a file failed (`CollectorStats.read_failures` and `files_lost`
+# keys, label values): its worker process died, an I/O error, a fault of the reader itself.
+ReadFailure = Literal["worker_died", "unreadable", "reader_failed"]
+READ_FAILURES: Final[tuple[ReadFailure, ...]] = get_args(ReadFailure)
 
 # Bounds every value a peer sends is checked against on decode (and the parser keeps to).
 MAX_RANKS: Final = 2**24  # ranks are 0 … MAX_RANKS-1, a world at most MAX_RANKS
@@ -995,6 +999,8 @@ class CollectorStats(msgspec.Struct, kw_only=True):
     unacked_bytes: Count = 0
     lag_s: Annotated[float, msgspec.Meta(ge=0, le=1e9)] = 0.0  # finite: inf and NaN refused
     dropped: dict[DropReason, Count] = {}
+    read_failures: dict[ReadFailure, Count] = {}  # reads of a file that failed (read again)
+    files_lost: dict[ReadFailure, Count] = {}  # files every read of which failed, by the last
 
 
 class Hello(msgspec.Struct, frozen=True, kw_only=True, tag="hello"):

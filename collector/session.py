@@ -41,6 +41,7 @@ from commscope.collector.schema import (
     EndOfRun,
     Facts,
     Hello,
+    ReadFailure,
     Record,
     Reject,
     RunAck,
@@ -413,6 +414,13 @@ class Session:
     def drop(self, reason: DropReason) -> None:
         self.stats.dropped[reason] = self.stats.dropped.get(reason, 0) + 1
 
+    def failed(self, failures: list[ReadFailure], lost: ReadFailure | None) -> None:
+        """A file's reads that failed, and whether it was lost after them (the last's key)."""
+        for key in failures:
+            self.stats.read_failures[key] = self.stats.read_failures.get(key, 0) + 1
+        if lost is not None:
+            self.stats.files_lost[lost] = self.stats.files_lost.get(lost, 0) + 1
+
     # ---------------------------------------------------------------- link and state
     def link(self, now: float) -> bool | None:
         """The link's change at `now`: False once the aggregator has not answered for
@@ -429,7 +437,12 @@ class Session:
 
     def snapshot(self, now: float) -> CollectorStats:
         """The counters as a heartbeat carries them (the shell adds what it reads)."""
-        stats = msgspec.structs.replace(self.stats, dropped=dict(self.stats.dropped))
+        stats = msgspec.structs.replace(
+            self.stats,
+            dropped=dict(self.stats.dropped),
+            read_failures=dict(self.stats.read_failures),
+            files_lost=dict(self.stats.files_lost),
+        )
         stats.unacked = len(self.unacked)
         stats.unacked_bytes = sum(len(p.payload) for p in self.unacked.values())
         oldest = next(iter(self.unacked.values())).first_sent if self.unacked else now

@@ -14,7 +14,14 @@ Given `whole` (the shell's pool of worker processes, `commscope collect --jobs`)
 first reduced whole in a worker, from its start to its end as it is now: a file whose
 document has ended is done there, on another core, with the same records; one still being
 written (the worker finds it cut short) is read here as it grows, as without a pool, and so
-is every file when the worker fails (a dead worker: the file is not lost).
+is every file when no worker can take it (no pool, or it is shut down).
+
+A read that fails — its worker died (killed, out of memory), an I/O error (`ReadError`), a
+fault of the reader itself — is made again after a pause, `ATTEMPTS` reads in all, the last
+one here in this thread whatever killed the workers. Then the file is lost (`lost`: the
+`ReadFailure` key): its stream ends with the reason, so the report names it, and the shell
+counts it and exits non-zero. What the bytes say (truncated, corrupt, no event) is no
+failure: the stream ends with that reason at once, as offline.
 
 A document that ends early is not reported at once: while the file changed within `settle_s`
 the writer may be pausing, so it waits for the file to change and parses again. Only a file
@@ -35,13 +42,14 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from commscope.collector.discover import file_size, rank_from_name, relative_folder, root_name
-from commscope.collector.errors import TraceError
+from commscope.collector.errors import DIED, ReadError, TraceError
 from commscope.collector.follow import open_followed
 from commscope.collector.kineto import TraceReader
 from commscope.collector.schema import (
     Event,
     Facts,
     FileStats,
+    ReadFailure,
     Record,
     StreamEnd,
     StreamStart,
@@ -50,6 +58,7 @@ from commscope.collector.schema import (
 
 FINGERPRINT_BYTES: Final = 64 * 1024
 _RETRYABLE: Final = ("truncated", "empty file")
+ATTEMPTS: Final = 3  # reads of a file that fail before it is lost (the last in its thread)
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,7 @@ class StreamSettings:
     settle_s: float = 300.0  # a document still unfinished after this long is truncated
     poll_s: float = 0.2
     batch_events: int = 4096
+    retry_s: float = 1.0  # the pause before a failed read is made again, doubled each time
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,7 @@ class Reduced:
     stats: FileStats
     events: int
     error: str | None = None
+    read_here: bool = False  # the worker could not (not whole yet, an I/O error): read it here
 
 
 class Reducer(Protocol):
@@ -91,13 +102,37 @@ class Reducer(Protocol):
     def facts(self, stream: str, first_seq: int) -> Iterator[Facts]: ...
 
 
+def retryable(reason: str) -> bool:
+    """Whether a document with this reason may be whole later (cut short, or empty so far)."""
+    return reason.startswith(_RETRYABLE)
+
+
+def read_failure(exc: Exception) -> tuple[ReadFailure, str]:
+    """A failed read's key and reason."""
+    if isinstance(exc, WorkerDiedError):
+        return "worker_died", DIED
+    if isinstance(exc, ReadError):
+        return "unreadable", exc.reason
+    if isinstance(exc, OSError):
+        return "unreadable", f"unreadable ({exc.strerror or exc})"
+    return "reader_failed", f"the reader failed ({type(exc).__name__}: {exc})"[:500]
+
+
+def fingerprint_of_path(path: Path) -> tuple[str, int]:
+    """The stream id of a file none of whose bytes could be read: over its name alone."""
+    return _digest(path, b""), 0
+
+
 def fingerprint(path: Path, length: int = FINGERPRINT_BYTES) -> tuple[str, int]:
     """The stream id of `path` (its name and first `length` bytes) and how many bytes it
     covers; OSError if it cannot be read."""
     with path.open("rb") as handle:
         head = handle.read(length)
-    digest = hashlib.blake2b(str(path).encode() + b"\0" + head, digest_size=16)
-    return digest.hexdigest(), len(head)
+    return _digest(path, head), len(head)
+
+
+def _digest(path: Path, head: bytes) -> str:
+    return hashlib.blake2b(str(path).encode() + b"\0" + head, digest_size=16).hexdigest()
 
 
 class FileStream(threading.Thread):
@@ -132,10 +167,32 @@ class FileStream(threading.Thread):
         self.events = 0
         self.error: str | None = None
         self.elsewhere = False  # reduced in a worker process
+        self.stream: tuple[str, int] | None = None  # its stream id and the bytes it covers
+        self.failures: list[ReadFailure] = []  # each read that failed
+        self.lost: ReadFailure | None = None  # every read failed: why the last did
 
     def run(self) -> None:
         with contextlib.suppress(CancelledError):
-            self._run()
+            self._attempts()
+
+    def _attempts(self) -> None:
+        """Read the file, again after a failed read (see the module docstring), then lose it."""
+        pause = self.settings.retry_s
+        failure: tuple[ReadFailure, str] = ("reader_failed", "")
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                self._read(here=attempt == ATTEMPTS)
+            except CancelledError:
+                raise
+            except Exception as exc:  # every failure is retried, then counted
+                failure = read_failure(exc)
+                self.failures.append(failure[0])
+            else:
+                return
+            if attempt < ATTEMPTS:
+                self._pause(pause)
+                pause *= 2
+        self._lose(*failure)
 
     def _opened(self) -> tuple[str, int] | None:
         """The file's stream id and the bytes it covers, its StreamStart sent; None when it
@@ -143,6 +200,7 @@ class FileStream(threading.Thread):
         reason) once it changes or the collector stops."""
         head = self._head()
         if head is not None:
+            self.stream = head
             self._emit(self._start(head[0]), head[1])
         return head
 
@@ -156,18 +214,20 @@ class FileStream(threading.Thread):
         except OSError as exc:
             self.error = f"unreadable ({exc.strerror or exc})"
             return None
+        self.error = None
         return stream, covered
 
     def _fingerprint_length(self) -> int:
         """How many of the file's first bytes its stream id covers."""
         return self.fingerprint_bytes
 
-    def _run(self) -> None:
+    def _read(self, here: bool) -> None:
+        """One read of the file to its StreamEnd (`here`: not in a worker); raises what failed."""
         opened = self._opened()
         if opened is None:
-            return
+            raise ReadError(str(self.path), self.error or "unreadable")
         stream, covered = opened
-        reduced = self._reduced_elsewhere(stream)
+        reduced = None if here else self._reduced_elsewhere(stream)
         if reduced is not None:
             self.seq, self.events, self.elsewhere = 1, reduced.events, True
             for part in reduced.facts:
@@ -177,12 +237,31 @@ class FileStream(threading.Thread):
         while True:
             try:
                 end = self._parse(stream)
+            except ReadError:
+                raise
             except TraceError as exc:
                 if self._worth_retrying(exc.reason):
                     continue
                 end = self._end(stream, TraceMeta(), FileStats(), exc.reason)
             self._emit(end, covered)
             return
+
+    def _lose(self, key: ReadFailure, reason: str) -> None:
+        """Every read failed: the stream (begun, else over the path alone) ends with why."""
+        self.lost = key
+        stream, covered = self.stream or fingerprint_of_path(self.path)
+        self._emit(self._start(stream), covered)  # not again if it was handed out
+        self.seq = max(self.seq, self.skip)
+        end = self._end(stream, TraceMeta(), FileStats(), f"lost after {ATTEMPTS} reads: {reason}")
+        self._emit(end, covered)
+
+    def _pause(self, seconds: float) -> None:
+        """Wait `seconds` on the clock before a read again (CancelledError: told to stop)."""
+        deadline = self.clock() + seconds
+        while (left := deadline - self.clock()) > 0:
+            if self.cancelled.is_set():
+                raise CancelledError
+            self.sleep(min(self.settings.poll_s, left))
 
     def _start(self, stream: str) -> StreamStart:
         return StreamStart(
@@ -208,34 +287,33 @@ class FileStream(threading.Thread):
             ) as handle:
                 reader = TraceReader(handle, str(self.path))
                 reduction = self.reducer()
-                for events in reader.batches(settings.batch_events):
+                for events in reader.trace_batches(settings.batch_events):
                     self.events += len(events)
                     reduction.add_all(events)
         except OSError as exc:
-            raise TraceError(str(self.path), f"unreadable ({exc.strerror or exc})") from None
+            raise ReadError(str(self.path), f"unreadable ({exc.strerror or exc})") from None
         for part in reduction.facts(stream, 1):  # the document has ended: nothing half-counted
             self._emit(part, 0)
         return self._end(stream, reader.meta, reader.stats, None)
 
     def _reduced_elsewhere(self, stream: str) -> Reduced | None:
-        """The file reduced whole by `whole`; None when there is no pool, when the file is
-        not whole yet (cut short, or empty: it is read here as it grows) or the worker
-        failed (it is read here)."""
+        """The file reduced whole by `whole`; None when there is no pool (or it cannot take
+        the file) or when the worker could not (not whole yet: read here as it grows; an I/O
+        error: read here, where it fails or not). WorkerDiedError: its worker died."""
         if self.whole is None:
             return None
         try:
             future = self.whole(self.path, stream)
-        except RuntimeError:  # the pool is shut down (the collector stops)
+        except (RuntimeError, OSError):  # shut down (the collector stops), or cannot start
             return None
         while not self.cancelled.is_set():
             try:
                 reduced = future.result(timeout=0.1)
             except TimeoutError:
                 continue
-            except BrokenExecutor:  # a worker died (killed, out of memory): read it here
-                return None
-            retry = reduced.error is not None and reduced.error.startswith(_RETRYABLE)
-            return None if retry else reduced
+            except BrokenExecutor:  # a worker died (killed, out of memory)
+                raise WorkerDiedError(DIED) from None
+            return None if reduced.read_here else reduced
         future.cancel()
         raise CancelledError
 
@@ -269,7 +347,7 @@ class FileStream(threading.Thread):
 
     def _worth_retrying(self, reason: str) -> bool:
         """A document cut short while its file still changes: wait for more, parse again."""
-        if self._should_stop() or not reason.startswith(_RETRYABLE):
+        if self._should_stop() or not retryable(reason):
             return False
         return self._wait_for_change(file_size(self.path))
 
@@ -287,3 +365,7 @@ class FileStream(threading.Thread):
 
 class CancelledError(Exception):
     """The stream's worker was told to stop (a rewind, or the aggregator has it all)."""
+
+
+class WorkerDiedError(Exception):
+    """The worker process reducing the file died (the pool is broken)."""

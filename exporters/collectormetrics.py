@@ -31,6 +31,17 @@ def counter_samples(stats: CollectorStats) -> dict[str, float]:
     }
 
 
+def reason_samples(stats: CollectorStats) -> list[tuple[str, str, int]]:
+    """The counters with a `reason` label but `dropped`: (family, reason, count)."""
+    return [
+        *(
+            ("commscope_collector_read_failures_total", k, n)
+            for k, n in stats.read_failures.items()
+        ),
+        *(("commscope_collector_files_lost_total", k, n) for k, n in stats.files_lost.items()),
+    ]
+
+
 def collector_families(job: str, node: str, stats: CollectorStats, connected: bool) -> list[Metric]:
     """Every collector family for one collector (`dropped` only with a reason to show)."""
     made = {spec.name: scalar(spec) for spec in COLLECTOR_FAMILIES}
@@ -40,6 +51,8 @@ def collector_families(job: str, node: str, stats: CollectorStats, connected: bo
     made["commscope_build_info"].add_metric([job, *BUILD], 1.0)
     for reason, count in sorted(stats.dropped.items()):
         made["commscope_collector_dropped_total"].add_metric([job, node, reason], count)
+    for name, key, count in sorted(reason_samples(stats)):
+        made[name].add_metric([job, node, key], count)
     return [family for family in made.values() if family.samples]
 
 

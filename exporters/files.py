@@ -3,12 +3,13 @@ and from what (shell: files, the clock, the installed version)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from commscope.collector.errors import ConfigError
+from commscope.collector.errors import ConfigError, WriteError
 from commscope.collector.schema import Provenance, Report
 from commscope.collector.version import installed_version
 from commscope.exporters import html, jsonreport, naming, text
@@ -24,14 +25,16 @@ def write_reports(
 ) -> tuple[Path, Path, Path]:
     """`out/<timestamp>_<model>_….txt`, `.json` and `.html`, the time `now` (default: the
     clock's; `rendered`: `text.render(report)` when the caller has it already), never over
-    another report's (`-2`, `-3`, ... as needed); ConfigError if `out` cannot be made."""
+    another report's (`-2`, `-3`, ... as needed); WriteError (a ConfigError) if they cannot
+    be written."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigError(
-            f"{out}: cannot create the report folder ({exc.strerror or exc})"
-        ) from None
-    stem = _unclaimed(out, naming.basename(report, fallback_name, now or datetime.now(UTC)))
+        why = f"{out}: cannot create the report folder ({exc.strerror or exc})"
+        raise WriteError(why, exc) from None
+    stem = naming.basename(report, fallback_name, now or datetime.now(UTC))
+    with _writing(out, ()):
+        stem = _unclaimed(out, stem)
     return write_beside(report, out / f"{stem}.json", rendered)
 
 
@@ -41,10 +44,12 @@ def write_beside(
     """The JSON report at `json_path`, its text and HTML beside it (`.txt`, `.html`)."""
     text_path, html_path = json_path.with_suffix(".txt"), json_path.with_suffix(".html")
     rendered = text.render(report) if rendered is None else rendered
-    text_path.write_text(rendered, encoding="utf-8")
-    json_path.write_bytes(jsonreport.render(report))
-    html_path.write_text(html.render(report, rendered), encoding="utf-8")
-    return text_path, json_path, html_path
+    paths = text_path, json_path, html_path
+    with _writing(json_path.parent, paths):
+        text_path.write_text(rendered, encoding="utf-8")
+        json_path.write_bytes(jsonreport.render(report))
+        html_path.write_text(html.render(report, rendered), encoding="utf-8")
+    return paths
 
 
 def _unclaimed(out: Path, stem: str) -> str:
@@ -61,6 +66,20 @@ def _unclaimed(out: Path, stem: str) -> str:
         if not any((out / f"{name}{ext}").exists() for ext in (".txt", ".html")):
             return name
         (out / f"{name}.json").unlink()  # a stray .txt or .html of that name: the next one
+
+
+@contextlib.contextmanager
+def _writing(out: Path, paths: Sequence[Path]) -> Iterator[None]:
+    """The reports' writes: one that fails (a read-only mount, even as root; no space left)
+    is a WriteError, one line, and what was written of them is removed."""
+    try:
+        yield
+    except OSError as exc:
+        for path in paths:
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+        why = f"cannot write {exc.filename or out}: {exc.strerror or exc}"
+        raise WriteError(why, exc) from None
 
 
 def stamped(report: Report, inputs: Sequence[str], command: Sequence[str], now: datetime) -> Report:
@@ -82,7 +101,13 @@ def check_folder(out: Path) -> None:
     if not existing.is_dir():
         raise ConfigError(f"{out}: cannot write reports there ({existing} is not a folder)")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"{out}: cannot write reports there ({existing} is not writable)")
+        raise ConfigError(f"cannot write {out}: {_refusal(existing)}")
+
+
+def _refusal(folder: Path) -> str:
+    """Why a folder refuses writes: its file system is mounted read-only, or permissions."""
+    read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    return f"{'Read-only file system' if read_only else 'Permission denied'} ({folder})"
 
 
 def check_file(path: Path) -> None:

@@ -396,6 +396,18 @@ FAMILIES: Final = (
         ("job", "node", "reason"),
         "what the collector dropped, by reason",
     ),
+    Family(
+        "commscope_collector_read_failures_total",
+        "counter",
+        ("job", "node", "reason"),
+        "reads of a file that failed and were made again (worker_died, unreadable, reader_failed)",
+    ),
+    Family(
+        "commscope_collector_files_lost_total",
+        "counter",
+        ("job", "node", "reason"),
+        "files every read of which failed, by the last failure: named in the report",
+    ),
 )
 
 NAMES: Final = frozenset(f.name for f in FAMILIES)

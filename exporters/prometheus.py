@@ -27,7 +27,7 @@ from commscope.collector.schema import (
     Report,
     Window,
 )
-from commscope.exporters.collectormetrics import counter_samples
+from commscope.exporters.collectormetrics import counter_samples, reason_samples
 from commscope.exporters.metricnames import (
     BUSBW_BUCKETS,
     FAMILIES,
@@ -401,6 +401,8 @@ def _collectors(out: Families, snapshot: Snapshot) -> None:
             out.add(name, labels, value)
         for reason, count in s.dropped.items():
             out.add("commscope_collector_dropped_total", (job, node, reason), count)
+        for name, key, count in reason_samples(s):
+            out.add(name, (job, node, key), count)
 
 
 _PARTS: Final = (_ranks, _started, _latest, _collectives, _run, _cross_rank, _alpha_beta, _gpu,

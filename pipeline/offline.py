@@ -74,7 +74,7 @@ def parse_file(
     try:
         with open_trace(path) as stream:
             reader = TraceReader(stream, str(shown), progress.advance if progress else None)
-            for batch in reader.batches():
+            for batch in reader.trace_batches():
                 accumulator.add_all(batch)
     except OSError as exc:
         raise TraceError(str(shown), f"unreadable ({exc.strerror or exc})") from None

@@ -1,35 +1,65 @@
 """Per-file work in a pool of processes (shell: starts processes).
 
-`outcomes` runs `work(window, path)` for every file in worker processes (forkserver where the
-platform has it, else spawn: never a plain fork of a process that may hold threads) and
-hands the results back in the files' order, whatever order they finish in, so what is built
-from them is the same as from one process. A result is a value the schema's structs make
-(they pickle as they encode). A worker that dies (killed, out of memory) breaks the pool:
-each file it left unfinished is parsed again alone in a fresh process, and a file whose
-process dies again is reported failed, with that reason, instead of stopping the run.
+`outcomes` runs `work(window, path)` for every file in worker processes and hands the
+results back in the files' order, whatever order they finish in, so what is built from them
+is the same as from one process. A result is a value the schema's structs make (they pickle
+as they encode). A worker that dies (killed, out of memory) breaks the pool: each file it
+left unfinished is parsed again alone in a fresh process, and a file whose process dies
+again is reported failed, with that reason, instead of stopping the run.
+
+Workers start by forkserver (never a plain fork of a process that may hold threads), whose
+server listens on a socket in a temporary folder; where no folder for it can be made (a
+read-only root without a writable /tmp: a Kubernetes sidecar with `readOnlyRootFilesystem`)
+they start by spawn, which needs no file at all (pipes only). Spawn, rather than pointing
+the socket at a folder the caller owns: `report` owns none, a socket path is limited to 107
+bytes, and the temporary folder is process-wide state. Either way the pool's locks are POSIX
+semaphores (/dev/shm); where even those cannot be made, `WorkersError` says so in one line.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import multiprocessing
+import multiprocessing.util
 import os
 import select
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Final, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
+
+from commscope.collector.errors import DIED, ConfigError
 
 PRELOAD: Final = "commscope.pipeline.offline"  # what the workers run: imported before forking
-DIED: Final = "the parsing process died (killed, or out of memory?)"
 
 R = TypeVar("R")
+
+
+class WorkersError(ConfigError):
+    """Worker processes cannot start here (no writable /dev/shm for their semaphores, no
+    process to spare): one line that says why and what to do."""
+
+    def __init__(self, exc: OSError) -> None:
+        super().__init__(f"worker processes cannot start here ({_why(exc)}); use --jobs 1")
+
+
+def _why(exc: OSError) -> str:
+    """The reason, and where a file system refused (semaphores live in /dev/shm)."""
+    reason = exc.strerror or str(exc)
+    if exc.filename:
+        return f"{exc.filename}: {reason}"
+    return f"/dev/shm: {reason}" if exc.errno in _FILE_SYSTEM else reason
+
+
+_FILE_SYSTEM: Final = frozenset({errno.EROFS, errno.EACCES, errno.ENOSPC})
 
 
 class Progress(Protocol):
@@ -87,15 +117,27 @@ class _Batch(Generic[R]):
     results: dict[int, R] = field(default_factory=dict)
 
     def run(self, indices: list[int], workers: int) -> list[int]:
-        """Run `indices` in one pool into `results`; the indices lost to a broken pool."""
-        with pool(min(workers, len(indices)), PRELOAD) as workers_pool:
-            pending = {
-                workers_pool.submit(self.work, *self.files[index]): index for index in indices
-            }
+        """Run `indices` in one pool into `results`; the indices lost to a broken pool
+        (WorkersError when no worker can start)."""
+        with _started(min(workers, len(indices))) as workers_pool:
+            pending = self._submitted(workers_pool, indices)
             for future in _finished(pending):
                 self.results[pending[future]] = result = future.result()
                 tell_done(self.progress, self.tally, result)
         return [index for index in indices if index not in self.results]
+
+    def _submitted(self, to: ProcessPoolExecutor, indices: list[int]) -> dict[Future[R], int]:
+        try:  # the workers start with the first task
+            return {to.submit(self.work, *self.files[index]): index for index in indices}
+        except OSError as exc:
+            raise WorkersError(exc) from None
+
+
+def _started(workers: int) -> ProcessPoolExecutor:
+    try:
+        return pool(workers, PRELOAD)
+    except OSError as exc:
+        raise WorkersError(exc) from None
 
 
 def _finished(pending: dict[Future[R], int]) -> Iterator[Future[R]]:
@@ -106,21 +148,68 @@ def _finished(pending: dict[Future[R], int]) -> Iterator[Future[R]]:
 
 
 def pool(workers: int, preload: str) -> ProcessPoolExecutor:
-    """Worker processes: forkserver (its server importing `preload` once for every worker;
-    never a plain fork of a process that may hold threads) where the platform has it, else
-    spawn. Each worker ends itself, and its forkserver, once this process is gone: one killed
-    with SIGKILL (the OOM killer, kill -9) would otherwise leave them running for ever."""
+    """Worker processes: forkserver (its server importing `preload` once for every worker)
+    where the platform has it and a folder for its socket can be made, else spawn (see the
+    module docstring); OSError when the pool's semaphores cannot be made. Each worker ends
+    itself, and its forkserver, once this process is gone: one killed with SIGKILL (the OOM
+    killer, kill -9) would otherwise leave them running for ever."""
     return ProcessPoolExecutor(
         workers, mp_context=_context(preload), initializer=_outlive_not, initargs=(os.getpid(),)
     )
 
 
+class LastingPool:
+    """The pool of a process that outlives its workers (the collector daemon): a worker's
+    death breaks a `ProcessPoolExecutor` for good, so a task after one goes to a new pool
+    (`renewed` counts them). OSError when a pool cannot be made (see `pool`)."""
+
+    def __init__(self, workers: int, preload: str) -> None:
+        self._made = partial(pool, workers, preload)
+        self._pool = self._made()
+        self._lock = threading.Lock()
+        self._closed = False
+        self.renewed = 0
+
+    def submit(self, work: Callable[..., R], /, *args: Any) -> Future[R]:
+        """`work(*args)` in a worker (RuntimeError once shut down)."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the pool is shut down")
+            try:
+                return self._pool.submit(work, *args)
+            except BrokenExecutor:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool, self.renewed = self._made(), self.renewed + 1
+                return self._pool.submit(work, *args)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def start_method() -> str:
+    """How workers start here: forkserver, or spawn where it cannot (module docstring)."""
+    forkserver = "forkserver" in multiprocessing.get_all_start_methods()
+    return "forkserver" if forkserver and socket_folder() else "spawn"
+
+
 def _context(preload: str) -> multiprocessing.context.BaseContext:
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")  # pragma: no cover - not on Linux
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([preload])
+    method = start_method()
+    context = multiprocessing.get_context(method)
+    if isinstance(context, multiprocessing.context.ForkServerContext):
+        context.set_forkserver_preload([preload])
     return context
+
+
+def socket_folder() -> bool:
+    """Whether the forkserver's socket folder can be made: the very call it makes (once per
+    process; the folder is removed at exit), so a yes here is a yes there."""
+    try:
+        multiprocessing.util.get_temp_dir()
+    except OSError:  # FileNotFoundError: "No usable temporary directory found in [...]"
+        return False
+    return True
 
 
 def _outlive_not(owner: int) -> None:

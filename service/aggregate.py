@@ -45,7 +45,7 @@ from typing import Final, get_args
 
 import msgspec
 import zmq
-from commscope.collector.errors import ConfigError
+from commscope.collector.errors import ConfigError, WriteError
 from commscope.collector.schema import (
     PROTOCOL_VERSION,
     Ack,
@@ -818,13 +818,12 @@ class Aggregator:
         while True:
             try:
                 return write_reports(final, self.settings.out, self._fallback_name())
-            except OSError as exc:
-                wait_s = self._io_error("reports", exc, failures)
+            except WriteError as exc:
+                wait_s = self._io_error("reports", exc.error, failures)
                 failures += 1
                 if failures > len(IO_RETRY_S):
-                    why = exc.strerror or exc
                     raise ConfigError(
-                        f"--out {self.settings.out}: reports not written ({why})"
+                        f"--out {self.settings.out}: reports not written: {exc}"
                     ) from None
                 time.sleep(wait_s)
 

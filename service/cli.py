@@ -16,8 +16,9 @@ the report); 4 every input analysed, but they hold several jobs: one report per 
 broken install); 2 usage error, or reports `merge` cannot combine; 5 `diff
 --fail-on-regression` and the step time got significantly worse; 6 `aggregate` wrote the
 final report, but files were lost (streams unfinished when the run ended, or a collector that
-never sent end-of-run); 7 `diff --fail-on-regression` could not test (not two runs of one job,
-too few steps). The table of every code per command: docs/service.md, "Exit codes".
+never sent end-of-run), or `collect` could not read a file (every read failed); 7 `diff
+--fail-on-regression` could not test (not two runs of one job, too few steps). The table of
+every code per command: docs/service.md, "Exit codes".
 """
 
 from __future__ import annotations
@@ -339,7 +340,9 @@ def _collect_parser(commands: Any) -> None:
         "collect",
         help="stream this node's rank traces to the aggregator (a sidecar daemon)",
         description="Watch a folder for rank traces as they are written and stream them to "
-        "the aggregator. SIGTERM: finish the files being read, send end-of-run, exit.",
+        "the aggregator. SIGTERM: finish the files being read, send end-of-run, exit. "
+        f"Exit {EXIT_LOST}: a file could not be read (named in the report); only --state is "
+        "written.",
     )
     collect.add_argument("--watch", type=Path, required=True, help="the trace folder")
     collect.add_argument("--aggregator", required=True, help="e.g. tcp://agg-host:5555")
@@ -760,7 +763,10 @@ def _collect(args: argparse.Namespace) -> int:
         collector = Collector(settings)
     except OSError as exc:
         raise ConfigError(f"{args.state}: cannot use the state folder ({exc})") from None
-    return EXIT_OK if collector.run(stop) else EXIT_FAILED
+    acknowledged = collector.run(stop)
+    if collector.lost:  # named in the report; never exit 0 having lost a file
+        return EXIT_LOST
+    return EXIT_OK if acknowledged else EXIT_FAILED
 
 
 def _collector_settings(args: argparse.Namespace) -> CollectorSettings:

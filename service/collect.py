@@ -11,6 +11,13 @@ durable — is rewritten (temp file, fsync, rename) only on acknowledgement, so 
 where the aggregator stands: nothing is lost, and what it resends the aggregator recognises.
 With `once`, an aggregator that has not answered for `drain_s` ends the run (False), as the
 drain deadline does after a stop.
+
+Nothing is lost silently either: a file every read of which failed (`FileStream`: its
+worker died, I/O errors) is counted by reason (`files_lost`, and each failed read in
+`read_failures`: /metrics), logged once, named in the report (its stream ends with the
+reason) and makes the collector exit non-zero (`lost`). The only folder written is --state:
+the worker processes start without a temporary folder (`parallel.pool`), and with no pool
+at all (no writable /dev/shm) the files are read in their threads, said at start.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -30,7 +37,7 @@ from wsgiref.simple_server import WSGIServer
 import msgspec
 import zmq
 from commscope.collector.atomic import write_atomic
-from commscope.collector.errors import ConfigError, ProtocolError, TraceError
+from commscope.collector.errors import ConfigError, ProtocolError, ReadError, TraceError
 from commscope.collector.follow import open_followed
 from commscope.collector.inspector_stream import InspectorStream
 from commscope.collector.inspector_windows import WindowRule
@@ -45,7 +52,14 @@ from commscope.collector.schema import (
     TraceMeta,
 )
 from commscope.collector.session import Limits, Session, Start, load_checkpoint
-from commscope.collector.stream import FileStream, Item, Reduced, StreamSettings, fingerprint
+from commscope.collector.stream import (
+    FileStream,
+    Item,
+    Reduced,
+    StreamSettings,
+    fingerprint,
+    retryable,
+)
 from commscope.collector.transport import Transport, ZmqTransport
 from commscope.collector.version import installed_version
 from commscope.collector.watch import Watcher
@@ -118,6 +132,7 @@ class Collector:
         self.link: curve.Link | None = None  # watches the handshakes (ZeroMQ only)
         self.pool = _pool(settings.jobs)
         self.in_workers = 0  # files reduced in a worker process
+        self.lost: list[str] = []  # the files every read of which failed
         self._handshakes = 0  # those greeted with a hello
 
     # ---------------------------------------------------------------- the loop
@@ -177,7 +192,7 @@ class Collector:
         for worker in self.workers.values():
             worker.cancelled.set()
         if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool.shutdown()
 
     def _say_hello(self, watcher: Watcher) -> None:
         settings = self.settings
@@ -193,6 +208,7 @@ class Collector:
                 if settings.metrics_port is None
                 else f"{settings.metrics_addr}:{settings.metrics_port}",
                 "watching_by": watcher.mode,
+                "workers": None if self.pool is None else parallel.start_method(),
             },
         )
         self._check_root()
@@ -241,7 +257,10 @@ class Collector:
 
     def _over(self, transport: Transport, now: float) -> bool | None:
         if self.session.run_acked:
-            log.info("end of run acknowledged", extra={"files_in_workers": self.in_workers})
+            log.info(
+                "end of run acknowledged",
+                extra={"files_in_workers": self.in_workers, "files_lost": len(self.lost)},
+            )
             return True
         if self._finished():
             payload = self.session.end_run(now, self._why())
@@ -336,7 +355,9 @@ class Collector:
         return self.settings.once or self.stopping.is_set()
 
     def _whole(self, path: Path, stream: str) -> Future[Reduced]:
-        assert self.pool is not None
+        """The file reduced in a worker (RuntimeError without a pool, OSError: none starts)."""
+        if self.pool is None:
+            raise RuntimeError("no worker processes")
         return self.pool.submit(reduce_whole, str(path), stream, self.settings.stream.batch_events)
 
     def _retire(self, worker: FileStream) -> None:
@@ -350,8 +371,18 @@ class Collector:
             del self.workers[key]
             self.events_done += worker.events
             self.in_workers += worker.elsewhere
-            if worker.error is not None:
+            self.session.failed(worker.failures, worker.lost)
+            if worker.lost is not None:
+                self._lose(key, worker)
+            elif worker.error is not None:
                 self._drop("unreadable file", worker.error)
+
+    def _lose(self, path: str, worker: FileStream) -> None:
+        self.lost.append(path)
+        log.warning(
+            "file lost",
+            extra={"path": path, "reason": worker.lost, "failed_reads": worker.failures},
+        )
 
     def _drop(self, reason: DropReason, detail: str | None = None) -> None:
         self.session.drop(reason)
@@ -410,28 +441,40 @@ _INSTANCE: Final = uuid.uuid4().hex
 _VERSION: Final = installed_version()
 
 
-def _pool(jobs: int) -> ProcessPoolExecutor | None:
-    """Worker processes for whole files (forkserver: never a fork of this threaded process;
-    its server imports this module once for every worker), or none for `jobs` 1."""
+def _pool(jobs: int) -> parallel.LastingPool | None:
+    """Worker processes for whole files (forkserver where it can start: never a fork of this
+    threaded process; its server imports this module once for every worker), or none for
+    `jobs` 1, or when none can start (said once: the files are read in their threads)."""
     if jobs <= 1:
         return None
-    return parallel.pool(jobs, __name__)
+    try:
+        return parallel.LastingPool(jobs, __name__)
+    except OSError as exc:
+        log.warning(
+            "worker processes cannot start: files are read in the collector's threads",
+            extra={"jobs": jobs, "reason": str(parallel.WorkersError(exc))},
+        )
+        return None
 
 
 def reduce_whole(path: str, stream: str, batch_events: int) -> Reduced:
     """A worker's task: the file as it is now, from its start to its end, reduced to its facts
-    (`TraceError`'s reason as a value: a file cut short is read again by its thread)."""
+    (`TraceError`'s reason as a value; a file cut short, or one that could not be read, is read
+    again by its thread)."""
     reduction, events = Reduction(), 0
     try:
         with open_followed(Path(path), idle_s=0.0) as handle:  # as the thread reads, not waiting
             reader = TraceReader(handle, path)
-            for batch in reader.batches(batch_events):
+            for batch in reader.trace_batches(batch_events):
                 events += len(batch)
                 reduction.add_all(batch)
+    except ReadError as exc:
+        return Reduced([], TraceMeta(), FileStats(), 0, exc.reason, read_here=True)
     except TraceError as exc:
-        return Reduced([], TraceMeta(), FileStats(), 0, exc.reason)
+        return Reduced([], TraceMeta(), FileStats(), 0, exc.reason, read_here=retryable(exc.reason))
     except OSError as exc:
-        return Reduced([], TraceMeta(), FileStats(), 0, f"unreadable ({exc.strerror or exc})")
+        reason = f"unreadable ({exc.strerror or exc})"
+        return Reduced([], TraceMeta(), FileStats(), 0, reason, read_here=True)
     return Reduced(list(reduction.facts(stream, 1)), reader.meta, reader.stats, events)
 
 

@@ -1,6 +1,7 @@
 """`commscope report` as a real process on folders that are not one clean job: several jobs
 (a report each, exit 4), nothing usable (exit 1, no report), JSON that is not a trace beside
-the traces (ignored, exit 0), a damaged trace (exit 3), a lone trace without a rank (rank 0)."""
+the traces (ignored, exit 0), a damaged or empty trace (exit 3), a lone trace without a rank
+(rank 0)."""
 
 from __future__ import annotations
 
@@ -107,6 +108,28 @@ def test_a_corrupt_file_named_as_a_trace_is_skipped_and_exits_3(tmp_path: Path) 
     (skipped,) = doc["inputs"]["skipped"]
     assert skipped["path"] == str(folder / "rank1_trace.json")
     assert "corrupt JSON" in skipped["reason"]
+
+
+def test_an_empty_trace_is_skipped_with_its_reason_not_analysed(tmp_path: Path) -> None:
+    """`{"traceEvents": []}` beside a good trace: 2 files, 1 skipped (exit 3), the report
+    over rank 0 alone; every file empty: nothing analysed (exit 1, no report)."""
+    folder = tmp_path / "run"
+    write(folder / "rank0_trace.json", rank_trace(0, 2))
+    write(folder / "rank1_trace.json", b'{"traceEvents": []}')
+    result = run(folder, "--out", tmp_path / "out", cwd=tmp_path)
+    assert result.returncode == 3, result.stderr
+    _, doc = reports(tmp_path / "out")
+    assert doc["inputs"]["files"] == 2 and doc["windows"][0]["ranks"] == [0]
+    assert doc["inputs"]["skipped"] == [
+        {
+            "path": str(folder / "rank1_trace.json"),
+            "reason": "empty trace: traceEvents holds no event",
+        }
+    ]
+    (folder / "rank0_trace.json").write_bytes(b'{"schemaVersion": 1, "traceEvents": []}')
+    result = run(folder, "--out", tmp_path / "none", cwd=tmp_path)
+    assert result.returncode == 1 and not (tmp_path / "none").exists()
+    assert result.stderr.endswith("nothing analysed (2 trace file(s) skipped); no report written\n")
 
 
 def test_valid_json_named_as_a_trace_is_skipped_not_ignored(tmp_path: Path) -> None:

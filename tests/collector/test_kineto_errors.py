@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import gzip
 import io
+from typing import Any
 
 import pytest
-from commscope.collector.errors import TraceError
+from commscope.collector.errors import ReadError, TraceError
+from commscope.collector.kineto import TraceReader
 from kineto_builder import annotation, collective_args, cpu_op, dist_head, kernel, read, trace
 
 GOOD = trace(
@@ -77,6 +80,62 @@ def test_plain_json_read_as_gzip_is_unreadable() -> None:
     reason = reason_of(stream=gzip.GzipFile(fileobj=io.BytesIO(GOOD)))
     assert "unreadable" in reason
     assert "Not a gzipped file" in reason
+
+
+class FailingDisk(io.RawIOBase):
+    """A stream whose second read fails as a failing disk does (EIO)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.reads = data, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        self.reads += 1
+        if self.reads > 1:
+            raise OSError(errno.EIO, "Input/output error")
+        n = min(len(buffer), 100)
+        buffer[:n] = self.data[:n]
+        return n
+
+
+def test_a_read_that_fails_is_a_read_error_the_bytes_are_not() -> None:
+    """An errno: the reading failed (ReadError: worth reading again); gzip's complaints about
+    the bytes are plain TraceErrors."""
+    with pytest.raises(ReadError, match=r"unreadable \(\[Errno 5\] Input/output error\)"):
+        read(b"", FailingDisk(GOOD))  # type: ignore[arg-type]
+    with pytest.raises(TraceError) as caught:
+        read(b"", gzip.GzipFile(fileobj=io.BytesIO(GOOD)))  # type: ignore[arg-type]
+    assert not isinstance(caught.value, ReadError)
+
+
+@pytest.mark.parametrize(
+    ("doc", "reason"),
+    [
+        (b'{"traceEvents": []}', "empty trace: traceEvents holds no event"),
+        (
+            b'{"schemaVersion": 1, "traceEvents": [], "traceName": "t"}',
+            "empty trace: traceEvents holds no event",
+        ),
+        (
+            b'{"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "args": {}}]}',
+            "empty trace: none of its 1 traceEvents items is an event commscope reads "
+            "(no kernel, op, annotation or step)",
+        ),
+    ],
+)
+def test_a_trace_with_no_event_is_no_trace_to_analyse(doc: bytes, reason: str) -> None:
+    """`batches` gives nothing (its metadata is read); `trace_batches`, read to analyse,
+    ends with the reason the file is skipped for."""
+    assert read(doc).events == []
+    with pytest.raises(TraceError) as caught:
+        list(TraceReader(io.BytesIO(doc), "x.json").trace_batches())
+    assert caught.value.reason == reason
+
+
+def test_a_trace_with_one_event_is_analysed() -> None:
+    assert sum(map(len, TraceReader(io.BytesIO(GOOD), "x.json").trace_batches())) > 0
 
 
 @pytest.mark.parametrize(

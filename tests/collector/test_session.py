@@ -911,3 +911,17 @@ def test_a_restart_behind_the_aggregator_sends_the_ops_it_had_not(world: World) 
     (stream,) = world.aggregator.aggregation.open.values()
     assert stream.next_seq == 3  # ops 1 and 2, each once
     assert stream.accumulator.result([str(log)]).ops["AllReduce"].count == 2
+
+
+def test_failed_reads_and_lost_files_are_counted_by_reason_and_snapshot_apart() -> None:
+    """Two files: one read again after its worker died (not lost), one lost after three
+    unreadable reads; a heartbeat's snapshot does not change with later counts."""
+    session = Session(NODE, "i", LIMITS, {}, 0.0)
+    session.failed(["worker_died"], None)
+    session.failed(["unreadable"] * 3, "unreadable")
+    snap = session.snapshot(0.0)
+    assert snap.read_failures == {"worker_died": 1, "unreadable": 3}
+    assert snap.files_lost == {"unreadable": 1}
+    session.failed(["reader_failed"], "reader_failed")
+    assert snap.files_lost == {"unreadable": 1}  # a copy
+    assert session.snapshot(0.0).files_lost == {"unreadable": 1, "reader_failed": 1}

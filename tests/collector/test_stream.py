@@ -4,14 +4,25 @@ pool stood in for by futures made in this thread)."""
 
 from __future__ import annotations
 
+import errno
 import gzip
 import queue
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from commscope.collector.schema import Facts, GpuOp, KernelTime, StreamEnd, StreamStart
-from commscope.collector.stream import FileStream, Item, Reduced, StreamSettings, fingerprint
+import pytest
+from commscope.collector.schema import Event, Facts, GpuOp, KernelTime, StreamEnd, StreamStart
+from commscope.collector.stream import (
+    ATTEMPTS,
+    FileStream,
+    Item,
+    Reduced,
+    StreamSettings,
+    fingerprint,
+    fingerprint_of_path,
+)
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.edge import Reduction, from_facts
 from commscope.service.collect import reduce_whole
@@ -206,12 +217,120 @@ def test_a_file_the_worker_finds_cut_short_is_read_here_as_it_grows(tmp_path: Pa
     assert not worker.elsewhere
 
 
-def test_a_file_whose_worker_died_is_read_here(tmp_path: Path) -> None:
+def test_a_file_whose_worker_died_is_read_again_and_at_last_here(tmp_path: Path) -> None:
+    """Every worker dies (killed): read 1 and 2 go to a worker, a pause of retry_s (1 s) and
+    then 2 s on the clock before each; read 3 is made in the thread: the file whole, two
+    failed reads, nothing lost."""
     path = tmp_path / "rank0_trace.json"
     path.write_bytes(trace([kernel("gemm", 1, 2)], head=dist_head()))
-    worker, out = stream(path, FakeClock())
-    worker.whole = lambda path, stream: done(BrokenProcessPool("killed"))
+    clock = FakeClock()
+    worker, out = stream(path, clock)
+    sent: list[Path] = []
+    worker.whole = lambda path, stream: sent.append(path) or done(BrokenProcessPool("killed"))
     worker.run()
     records = [item.record for item in items(out)]
     assert [type(r) for r in records] == [StreamStart, Facts, StreamEnd]
     assert not worker.elsewhere and records[2].error is None
+    assert (worker.failures, worker.lost, len(sent)) == (["worker_died"] * 2, None, 2)
+    assert clock.now == 3.0  # paused 1 s, then 2 s
+
+
+def test_a_worker_that_died_once_is_replaced_by_the_next(tmp_path: Path) -> None:
+    path = tmp_path / "rank0_trace.json"
+    path.write_bytes(trace([kernel("gemm", 1, 2)], head=dist_head()))
+    outcomes: list[Future[Reduced]] = [done(BrokenProcessPool("killed"))]
+    worker, out = stream(path, FakeClock())
+    worker.whole = lambda path, stream: outcomes.pop() if outcomes else in_a_worker(path, stream)
+    worker.run()
+    assert [type(item.record) for item in items(out)] == [StreamStart, Facts, StreamEnd]
+    assert (worker.failures, worker.lost, worker.elsewhere) == (["worker_died"], None, True)
+
+
+def test_a_file_no_read_of_which_succeeds_is_lost_with_the_reason(tmp_path: Path) -> None:
+    """A folder under a trace's name cannot be opened: three reads fail alike, then its stream
+    (over its name alone: no byte was read) ends with why, so the report names it."""
+    path = tmp_path / "rank0_trace.json"
+    path.mkdir()
+    worker, out = stream(path, FakeClock())
+    worker.run()
+    start, end = (item.record for item in items(out))
+    assert isinstance(start, StreamStart) and isinstance(end, StreamEnd)
+    assert start.stream == fingerprint_of_path(path)[0] == end.stream
+    assert end.error == f"lost after {ATTEMPTS} reads: unreadable (Is a directory)"
+    assert (worker.failures, worker.lost) == (["unreadable"] * ATTEMPTS, "unreadable")
+
+
+class Faulty:
+    """A reducer that raises `fault` on its first `times` batches, then reduces."""
+
+    fault: Exception = RuntimeError("boom")
+    times = 10**9
+
+    def __init__(self) -> None:
+        self.inner = Reduction()
+
+    def add_all(self, events: Iterable[Event]) -> None:
+        if Faulty.times > 0:
+            Faulty.times -= 1
+            raise Faulty.fault
+        self.inner.add_all(events)
+
+    def facts(self, stream: str, first_seq: int) -> Iterator[Facts]:
+        return self.inner.facts(stream, first_seq)
+
+
+def test_a_reader_that_fails_every_time_loses_the_file_with_its_error(tmp_path: Path) -> None:
+    path = tmp_path / "rank0_trace.json"
+    path.write_bytes(trace([kernel("gemm", 1, 2)], head=dist_head()))
+    Faulty.fault, Faulty.times = RuntimeError("boom"), 10**9
+    worker, out = stream(path, FakeClock())
+    worker.reducer = Faulty
+    worker.run()
+    start, end = (item.record for item in items(out))
+    assert start.stream == end.stream == fingerprint(path)[0]  # its bytes were read
+    assert isinstance(end, StreamEnd) and end.seq == 1
+    assert end.error == "lost after 3 reads: the reader failed (RuntimeError: boom)"
+    assert (worker.failures, worker.lost) == (["reader_failed"] * 3, "reader_failed")
+
+
+def test_an_io_error_that_passes_costs_one_read(tmp_path: Path) -> None:
+    path = tmp_path / "rank0_trace.json"
+    path.write_bytes(trace([kernel("gemm", 1, 2)], head=dist_head()))
+    Faulty.fault, Faulty.times = OSError(errno.EIO, "Input/output error"), 1
+    worker, out = stream(path, FakeClock())
+    worker.reducer = Faulty
+    worker.run()
+    records = [item.record for item in items(out)]
+    assert [type(r) for r in records] == [StreamStart, Facts, StreamEnd]
+    assert records[2].error is None and records[2].seq == 2
+    assert (worker.failures, worker.lost) == (["unreadable"], None)
+
+
+@pytest.mark.parametrize(
+    "doc", [b'{"traceEvents": []}', b'{"schemaVersion": 1, "traceEvents": []}']
+)
+@pytest.mark.parametrize("where", ["here", "in a worker"])
+def test_an_empty_trace_ends_at_once_with_its_reason(
+    tmp_path: Path, doc: bytes, where: str
+) -> None:
+    """No event: not a failed read (nothing is read again, nothing lost), a file skipped."""
+    path = tmp_path / "rank0_trace.json"
+    path.write_bytes(doc)
+    clock = FakeClock()
+    worker, out = stream(path, clock)
+    if where != "here":
+        worker.whole = in_a_worker
+    worker.run()
+    _, end = (item.record for item in items(out))
+    assert isinstance(end, StreamEnd) and end.error == "empty trace: traceEvents holds no event"
+    assert (worker.failures, worker.lost, clock.now) == ([], None, 0.0)
+
+
+def test_a_corrupt_file_is_no_failed_read(tmp_path: Path) -> None:
+    path = tmp_path / "rank0_trace.json"
+    path.write_bytes(b'{"traceEvents": [}')
+    worker, out = stream(path, FakeClock())
+    worker.run()
+    end = items(out)[-1].record
+    assert isinstance(end, StreamEnd) and end.error is not None
+    assert end.error.startswith("corrupt JSON") and worker.failures == []

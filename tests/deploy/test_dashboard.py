@@ -53,6 +53,8 @@ NOT_SHOWN = {
     "commscope_collector_events_total": "pipeline bookkeeping",
     "commscope_collector_unacked_bytes": "unacknowledged records are shown",
     "commscope_collector_dropped_total": "pipeline bookkeeping",
+    "commscope_collector_read_failures_total": "collector health: the final report names losses",
+    "commscope_collector_files_lost_total": "the final report names each lost file and why",
 }
 ROWS = {
     "Run": [

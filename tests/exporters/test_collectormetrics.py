@@ -14,6 +14,7 @@ from tools import require_tool
 STATS = CollectorStats(
     files_seen=3, files_done=2, batches_sent=10, batches_acked=8, unacked=2, lag_s=1.5,
     dropped={"malformed reply from the aggregator": 1},
+    read_failures={"worker_died": 2, "unreadable": 3}, files_lost={"unreadable": 1},
 )  # fmt: skip
 
 
@@ -47,6 +48,16 @@ def test_what_is_published_is_served() -> None:
     assert 'commscope_collector_lag_seconds{job="j",node="n"} 1.5' in text
     assert f'commscope_collector_dropped_total{{job="j",node="n",{reason}}} 1.0' in text
     assert "commscope_aggregator" not in text and "commscope_windows" not in text
+
+
+def test_failed_reads_and_lost_files_are_served_by_reason_key() -> None:
+    metrics = CollectorMetrics("j", "n")
+    assert "commscope_collector_files_lost_total{" not in served(metrics)  # none lost yet
+    metrics.show(STATS, connected=True)
+    text = served(metrics)
+    lost = 'commscope_collector_files_lost_total{job="j",node="n",reason="unreadable"} 1.0'
+    failed = 'commscope_collector_read_failures_total{job="j",node="n",reason="worker_died"} 2.0'
+    assert lost in text and failed in text
 
 
 def test_promtool_accepts_it() -> None:

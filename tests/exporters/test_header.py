@@ -9,7 +9,7 @@ from commscope.exporters import diff, text
 from commscope.pipeline import compare
 from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
-from kineto_builder import dist_head, kernel, trace
+from kineto_builder import cpu_op, dist_head, kernel, trace
 
 
 def header(tmp_path: Path, head: dict[str, object], events: list[dict[str, object]]) -> str:
@@ -24,7 +24,7 @@ def test_a_device_with_an_empty_name_that_runs_kernels_is_a_gpu(tmp_path: Path) 
 
 
 def test_a_trace_without_kernels_has_no_gpu(tmp_path: Path) -> None:
-    line = header(tmp_path, dist_head(world_size=1, backend="gloo"), [])
+    line = header(tmp_path, dist_head(world_size=1, backend="gloo"), [cpu_op("aten::mm", 1, 2)])
     assert line == "Configuration: 1 ranks (no GPU in the traces, gloo), 0 iterations"
 
 
@@ -37,7 +37,8 @@ def test_diff_names_the_device_as_the_header_does(tmp_path: Path) -> None:
 
 
 def test_a_cpu_run_counts_tokens_per_rank_not_per_gpu(tmp_path: Path) -> None:
-    write(tmp_path / "rank0_trace.json", trace([], dist_head(world_size=1, backend="gloo")))
+    events = [cpu_op("aten::mm", 1, 2)]  # a trace with no event would be skipped
+    write(tmp_path / "rank0_trace.json", trace(events, dist_head(world_size=1, backend="gloo")))
     rendered = text.render(analyse(tmp_path, Options()))
     assert "Tokens per Second per rank: n/a" in rendered
     assert "Tokens per Second per GPU" not in rendered

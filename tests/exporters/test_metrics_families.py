@@ -77,7 +77,11 @@ def snapshot(shard: str = "") -> Snapshot:
         refused={"unknown_key": 2},
         io_errors={"loop": 1},
     )
-    node = CollectorStats(dropped={"bad span": 1})
+    node = CollectorStats(
+        dropped={"bad span": 1},
+        read_failures={"worker_died": 2, "unreadable": 1},
+        files_lost={"unreadable": 1},
+    )
     return Snapshot(
         job="llama",
         report=report(),

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import errno
+import multiprocessing.util
 import os
 import shutil
 import signal
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from builders import rank_trace, write
+from commscope.collector.errors import DIED
 from commscope.exporters import jsonreport
 from commscope.pipeline import parallel
 from commscope.pipeline.offline import Failed, analyse, analyse_jobs
@@ -64,7 +69,55 @@ def test_a_worker_killed_fails_its_file_only(tmp_path: Path) -> None:
     # again alone, crash.json dies again and gets the reason, the others their results.
     files = [("w", tmp_path / name) for name in ("a.json", "crash.json", "b.json")]
     got = parallel.outcomes(files, 2, crash_on_named, Failed)
-    assert got == ["w/a.json", Failed(parallel.DIED), "w/b.json"]
+    assert got == ["w/a.json", Failed(DIED), "w/b.json"]
+
+
+def test_without_a_folder_for_the_forkserver_socket_workers_start_by_spawn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No usable temporary folder (a read-only root, no /tmp): spawn, which needs no file,
+    and the same report."""
+
+    def no_folder() -> str:
+        raise FileNotFoundError(errno.ENOENT, "No usable temporary directory found in ['/tmp']")
+
+    monkeypatch.setattr(multiprocessing.util, "get_temp_dir", no_folder)
+    assert parallel.start_method() == "spawn"
+    assert documents(SAMPLE, 2) == documents(SAMPLE, 1)
+
+
+def refuse_semaphores(workers: int, preload: str) -> NoReturn:
+    raise OSError(
+        errno.EROFS, "Read-only file system"
+    )  # as SemLock says under a read-only /dev/shm
+
+
+def test_workers_that_cannot_start_are_one_line_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(parallel, "pool", refuse_semaphores)
+    with pytest.raises(parallel.WorkersError):
+        documents(SAMPLE, 2)
+    assert main(["report", str(SAMPLE), "--out", str(tmp_path), "--jobs", "2"]) == 1
+    assert capsys.readouterr().err == (
+        "commscope: error: worker processes cannot start here "
+        "(/dev/shm: Read-only file system); use --jobs 1\n"
+    )
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_lasting_pool_replaces_the_pool_a_dead_worker_broke(tmp_path: Path) -> None:
+    lasting = parallel.LastingPool(1, parallel.PRELOAD)
+    try:
+        killed = lasting.submit(crash_on_named, "w", tmp_path / "crash.json")
+        with pytest.raises(BrokenProcessPool):
+            killed.result(timeout=60)
+        fine = lasting.submit(crash_on_named, "w", tmp_path / "a.json")
+        assert (fine.result(timeout=60), lasting.renewed) == ("w/a.json", 1)
+    finally:
+        lasting.shutdown()
+    with pytest.raises(RuntimeError, match="shut down"):
+        lasting.submit(crash_on_named, "w", tmp_path / "a.json")
 
 
 class Recorder:

@@ -9,17 +9,21 @@ fewer than 64 KiB), restarted on its state folder after the file is complete.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import logging
 import shutil
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
-from commscope.collector.stream import StreamSettings
+from commscope.collector import stream as stream_module
+from commscope.collector.stream import ATTEMPTS, Reduced, StreamSettings
 from commscope.collector.transport import MemoryTransport
 from commscope.collector.watch import Watcher
 from commscope.exporters import jsonreport
@@ -53,7 +57,9 @@ class Rig:
             aggregator="inproc://unused",
             node=NODE,
             state=self.state,
-            stream=StreamSettings(quiet_s=0.05, settle_s=30.0, poll_s=0.01, batch_events=64),
+            stream=StreamSettings(
+                quiet_s=0.05, settle_s=30.0, poll_s=0.01, batch_events=64, retry_s=0.01
+            ),
             use_inotify=False,
             poll_s=0.01,
             resend_s=0.05,
@@ -173,6 +179,56 @@ def test_a_kernel_lasting_1e300_us_costs_its_event_not_the_collector(rig: Rig) -
     (done,) = finished.values()
     assert done.error is None and done.result is not None
     assert done.stats.dropped == {"span without numeric ts/dur (or out of range)": 1}
+
+
+class DyingPool:
+    """Worker processes that are killed whatever they are given (the OOM killer's victims)."""
+
+    def __init__(self) -> None:
+        self.tasks = 0
+
+    def submit(self, work: Callable[..., Reduced], /, *args: Any) -> Future[Reduced]:
+        self.tasks += 1
+        future: Future[Reduced] = Future()
+        future.set_exception(BrokenProcessPool("A process in the process pool was terminated"))
+        return future
+
+    def shutdown(self) -> None:
+        pass
+
+
+def test_a_file_no_read_of_which_succeeds_is_counted_logged_and_named_in_the_report(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every worker dies; rank 0 is read at its third read, in its thread; rank 1 cannot be
+    opened there either (EACCES): lost. The counts by reason, one log line, the collector's
+    `lost` (its exit), and the final report names the file and why."""
+    shutil.copytree(SAMPLE / "iteration_4", rig.watch / "iteration_4")
+    refused = rig.watch / "iteration_4" / "rank1_trace.json.gz"
+    opened = stream_module.open_followed
+
+    def open_but_refused(path: Path, **kw: Any) -> Any:
+        if path == refused:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return opened(path, **kw)
+
+    monkeypatch.setattr(stream_module, "open_followed", open_but_refused)
+    caplog.set_level(logging.INFO, logger="commscope")
+    collector, watcher = rig.collector()
+    collector.pool = dying = DyingPool()  # type: ignore[assignment]
+    try:
+        assert rig.turns(collector, watcher, lambda: False, stop=True) is True
+    finally:
+        collector.close()
+        watcher.close()
+    stats = collector.snapshot(0.0)
+    assert stats.read_failures == {"worker_died": 4, "unreadable": 1}  # 2 + 2 deaths
+    assert stats.files_lost == {"unreadable": 1} and dying.tasks == 4
+    assert collector.lost == [str(refused)]
+    assert [r.getMessage() for r in caplog.records].count("file lost") == 1
+    skipped = rig.report()["inputs"]["skipped"]
+    reason = f"lost after {ATTEMPTS} reads: unreadable (Permission denied)"
+    assert skipped == [{"path": str(refused), "reason": reason}]
 
 
 def test_a_missing_watch_folder_is_waited_for(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:

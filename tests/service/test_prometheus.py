@@ -39,6 +39,8 @@ CONDITIONAL = {
     "commscope_live_arrival_skew_max_seconds",
     "commscope_events_dropped_total",
     "commscope_collector_dropped_total",
+    "commscope_collector_read_failures_total",  # only once a read failed
+    "commscope_collector_files_lost_total",
     "commscope_gpu_time_seconds_total",
     "commscope_gpu_idle_ratio",
     "commscope_gpu_memory_peak_bytes",
