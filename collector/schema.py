@@ -933,6 +933,7 @@ class StreamEnd(msgspec.Struct, frozen=True, kw_only=True, tag="end"):
     stats: FileStats = msgspec.field(default_factory=FileStats)
     size_bytes: Count = 0
     error: Text | None = None
+    lost: bool = False  # every read of the file failed (`error` says why): a file lost
 
 
 # Where a GPU activity's time is summed (`RankResult.kernel_ns` keys).
@@ -1121,6 +1122,7 @@ class FinishedFile(msgspec.Struct, kw_only=True):
     stats: FileStats = msgspec.field(default_factory=FileStats)
     result: RankResult | None = None
     error: str | None = None
+    lost: bool = False  # its collector could not read it (StreamEnd.lost)
 
 
 class AggregatorStats(msgspec.Struct, kw_only=True):

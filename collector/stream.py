@@ -252,7 +252,8 @@ class FileStream(threading.Thread):
         stream, covered = self.stream or fingerprint_of_path(self.path)
         self._emit(self._start(stream), covered)  # not again if it was handed out
         self.seq = max(self.seq, self.skip)
-        end = self._end(stream, TraceMeta(), FileStats(), f"lost after {ATTEMPTS} reads: {reason}")
+        why = f"lost after {ATTEMPTS} reads: {reason}"
+        end = self._end(stream, TraceMeta(), FileStats(), why, lost=True)
         self._emit(end, covered)
 
     def _pause(self, seconds: float) -> None:
@@ -317,10 +318,18 @@ class FileStream(threading.Thread):
         future.cancel()
         raise CancelledError
 
-    def _end(self, stream: str, meta: TraceMeta, stats: FileStats, error: str | None) -> StreamEnd:
+    def _end(
+        self, stream: str, meta: TraceMeta, stats: FileStats, error: str | None, lost: bool = False
+    ) -> StreamEnd:
         size = file_size(self.path)
         return StreamEnd(
-            stream=stream, seq=self.seq, meta=meta, stats=stats, size_bytes=size, error=error
+            stream=stream,
+            seq=self.seq,
+            meta=meta,
+            stats=stats,
+            size_bytes=size,
+            error=error,
+            lost=lost,
         )
 
     def _emit(self, record: Record, covered: int) -> None:

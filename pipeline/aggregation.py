@@ -669,6 +669,7 @@ def _finish(stream: OpenStream, end: StreamEnd) -> FinishedFile:
         stats=end.stats,
         result=result,
         error=end.error,
+        lost=end.lost,
     )
 
 

@@ -780,9 +780,13 @@ class Aggregator:
         return {node for node in live | streaming if not self.nodes.get(node)}
 
     def _lost(self) -> list[str]:
-        """What never finished: streams still open, collectors without end-of-run."""
+        """What never finished: streams still open, files their collector could not read,
+        collectors without end-of-run."""
         lost = [
             f"{s.start.node}: {s.start.path} unfinished" for s in self.aggregation.open.values()
+        ]
+        lost += [
+            f"{f.node}: {f.path} {f.error}" for f in self.aggregation.finished.values() if f.lost
         ]
         lost += [f"{node}: no end-of-run" for node in self._unended()]
         return lost

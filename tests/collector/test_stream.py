@@ -257,6 +257,7 @@ def test_a_file_no_read_of_which_succeeds_is_lost_with_the_reason(tmp_path: Path
     assert isinstance(start, StreamStart) and isinstance(end, StreamEnd)
     assert start.stream == fingerprint_of_path(path)[0] == end.stream
     assert end.error == f"lost after {ATTEMPTS} reads: unreadable (Is a directory)"
+    assert end.lost
     assert (worker.failures, worker.lost) == (["unreadable"] * ATTEMPTS, "unreadable")
 
 

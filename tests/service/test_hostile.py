@@ -584,6 +584,29 @@ def test_one_collectors_end_of_run_does_not_end_the_run_while_another_works(
     assert agg._lost() == ["n2: no end-of-run"]
 
 
+def test_a_file_its_collector_could_not_read_is_lost(agg: Aggregator) -> None:
+    """A stream that ends lost (every read failed, StreamEnd.lost) is finished, named in the
+    report's skipped inputs and among what the aggregator lost (its exit 6); one that ends
+    merely unusable (a corrupt file, lost False) is skipped, not lost."""
+    send(agg, Hello(protocol=PROTOCOL_VERSION, node=NODE, instance="i"))
+    why = "lost after 3 reads: unreadable (Permission denied)"
+    send(agg, LEGIT_RUN[0])
+    send(agg, StreamEnd(stream=LEGIT, seq=1, error=why, lost=True))
+    send(agg, EndOfRun(node=NODE))
+    assert agg._over()
+    assert agg._lost() == [f"{NODE}: /run/w/rank0.json {why}"]
+    skipped = report_of(agg)["inputs"]["skipped"]
+    assert skipped == [{"path": "/run/w/rank0.json", "reason": why}]
+
+
+def test_a_file_merely_unusable_is_not_lost(agg: Aggregator) -> None:
+    send(agg, Hello(protocol=PROTOCOL_VERSION, node=NODE, instance="i"))
+    send(agg, LEGIT_RUN[0])
+    send(agg, StreamEnd(stream=LEGIT, seq=1, error="truncated: unexpected end of file"))
+    send(agg, EndOfRun(node=NODE))
+    assert agg._over() and agg._lost() == []
+
+
 def test_with_expected_nodes_their_end_of_run_ends_the_run(tmp_path: Path) -> None:
     agg = capped(tmp_path, expect_nodes=1)
     try:
