@@ -103,5 +103,5 @@ def test_every_option_the_operator_pages_name_exists(path: Path) -> None:
 def _ours(code: str) -> bool:
     """Whether a code span speaks of commscope's options: it starts with an option, or with
     `commscope` or one of its commands."""
-    first = code.split()[0]
+    first = code.split(maxsplit=1)[0]
     return first.startswith("--") or first in {"commscope", *_visible_flags()}
