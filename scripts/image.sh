@@ -34,7 +34,7 @@ started=$SECONDS
 # /usr (no usrmerge, so no perl), without documentation, manuals, translations or glibc's
 # iconv modules (python does not use them).
 base_options=(
-  --variant=essential --include=python3,libstdc++6
+  --variant=essential --include=python3 --include=libstdc++6
   --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr
   --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*'
   --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*'
