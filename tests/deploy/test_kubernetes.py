@@ -433,3 +433,26 @@ def test_without_the_operator_the_overlay_renders_without_a_service_monitor(
     kinds = sorted(d["kind"] for d in kustomize(plain))
     assert kinds == ["ConfigMap", "Job", "PersistentVolumeClaim", "Service"]
     assert "ServiceMonitor" not in {d["kind"] for d in documents(BASE_AGGREGATOR)}
+
+
+def _version() -> str:
+    text = (DEPLOY.parent / "pyproject.toml").read_text(encoding="utf-8")
+    (found,) = re.findall(r'^version = "([^"]+)"', text, flags=re.MULTILINE)
+    return found
+
+
+def test_collector_and_aggregator_run_the_image_scripts_image_sh_builds() -> None:
+    """commscope:<version> (scripts/image.sh), read-only root kept."""
+    for c in (collector(), container(pod_spec(one("Job")), "aggregator")):
+        assert c["image"] == f"commscope:{_version()}"
+        assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    built = (DEPLOY.parent / "scripts" / "image.sh").read_text(encoding="utf-8")
+    assert "image=${COMMSCOPE_IMAGE:-commscope:$version}" in built
+
+
+def test_sidecar_workers_follow_its_cpu_limit() -> None:
+    """No --jobs: the default is the CPU limit's whole CPUs (the cgroup quota), not one
+    worker per host core on a GPU node."""
+    c = collector()
+    assert "--jobs" not in argv(c)
+    assert c["resources"]["limits"]["cpu"] == "2"
