@@ -76,8 +76,8 @@ for glibc in $(seq 17 36); do platforms+=(--platform "manylinux_2_${glibc}_$(una
   --python-version 3.11 --implementation cp --abi cp311 --abi abi3 --abi none "${platforms[@]}" \
   "$context/wheels/commscope-$version-py3-none-any.whl" pip >&2
 
-# 3. The image.
-podman build --quiet --build-arg "BASE=$base" --build-arg "VERSION=$version" \
+# 3. The image, built without a network.
+podman build --quiet --network none --build-arg "BASE=$base" --build-arg "VERSION=$version" \
   --file deploy/container/Containerfile --tag "$image" "$context" >/dev/null
 size=$(podman image inspect --format '{{.Size}}' "$image")
 echo "built $image: $((size / 1000000)) MB, $((SECONDS - started)) s"
