@@ -51,6 +51,7 @@ if [ "$fresh" = 1 ]; then
 fi
 if [ ! -s "$tarball" ]; then
   echo "making the base with mmdebstrap (about a minute)" >&2
+  rm -f "$cache"/base-*.tar  # bases made with other options
   if ! mmdebstrap --quiet "${base_options[@]}" > "$tarball.part" 2> "$cache/mmdebstrap.log"; then
     cat "$cache/mmdebstrap.log" >&2
     exit 1
@@ -79,5 +80,12 @@ for glibc in $(seq 17 36); do platforms+=(--platform "manylinux_2_${glibc}_$(una
 # 3. The image, built without a network.
 podman build --quiet --network none --build-arg "BASE=$base" --build-arg "VERSION=$version" \
   --file deploy/container/Containerfile --tag "$image" "$context" >/dev/null
+# What earlier builds left: superseded images, install stages but the newest (this build's,
+# made or reused: the cache of the next), bases made with other options.
+podman image prune --force --filter label=org.opencontainers.image.title=commscope >/dev/null
+podman images --quiet --filter label=commscope.stage=install | tail -n +2 \
+  | xargs -r podman image rm --force >/dev/null 2>&1 || true
+podman images --format '{{.Repository}}:{{.Tag}}' localhost/commscope-base | grep -vx "$base" \
+  | xargs -r podman image rm >/dev/null 2>&1 || true
 size=$(podman image inspect --format '{{.Size}}' "$image")
 echo "built $image: $((size / 1000000)) MB, $((SECONDS - started)) s"
