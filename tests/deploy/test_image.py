@@ -102,7 +102,8 @@ class Containers:
         return int(done.stdout.strip())
 
     def logs(self, name: str) -> str:
-        return podman("logs", name).stderr[-4000:]
+        done = podman("logs", name)
+        return (done.stdout + done.stderr)[-4000:]
 
     def remove(self) -> None:
         for name in self.names:
