@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Final, Generic, Protocol, TypeVar
 
 from commscope.collector.errors import DIED, ConfigError
+from commscope.pipeline import cgroup
 
 PRELOAD: Final = "commscope.pipeline.offline"  # what the workers run: imported before forking
 
@@ -79,12 +80,23 @@ def tell_done(
         progress.file_done(events)
 
 
-def cores() -> int:
-    """The cores this process may run on (the default `--jobs`)."""
+def cores(root: Path = Path("/")) -> int:
+    """The CPUs this process may use (the default `--jobs`): its affinity mask, capped by its
+    cgroup's CPU quota (a container's CPU limit) in whole CPUs, at least 1. `root`: where
+    /proc and /sys are (a test's folder)."""
     try:
-        return len(os.sched_getaffinity(0)) or 1
+        affinity = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - platforms without affinity (macOS)
-        return os.cpu_count() or 1
+        affinity = os.cpu_count() or 1
+
+    def read(path: str) -> str | None:
+        try:
+            return (root / path.lstrip("/")).read_text(errors="replace")
+        except OSError:
+            return None
+
+    own = [read(f"/proc/self/{name}") or "" for name in ("cgroup", "mountinfo")]
+    return cgroup.usable(affinity, cgroup.quota(own[0], own[1], read))
 
 
 def outcomes(

@@ -29,6 +29,16 @@ if ! command -v slurmctld >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get
     --no-install-recommends slurm-wlm munge) > .venv/apt-slurm.log 2>&1 \
     || { cat .venv/apt-slurm.log >&2; exit 1; }
 fi
+# Debian's podman, runc and mmdebstrap: the image's test (tests/deploy/test_image.py).
+if ! command -v podman >/dev/null || ! command -v runc >/dev/null \
+  || ! command -v mmdebstrap >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing Debian packages: podman runc mmdebstrap" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      --no-install-recommends podman runc mmdebstrap uidmap containernetworking-plugins) \
+      > .venv/apt-podman.log 2>&1 || { cat .venv/apt-podman.log >&2; exit 1; }
+  fi
+fi
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   .venv/bin/python -m pip install --quiet torch==2.13.0
 fi

@@ -130,8 +130,9 @@ def _parser() -> argparse.ArgumentParser:
         type=count,
         default=parallel.cores(),
         metavar="N",
-        help="files parsed at once, each in its own process (default: the cores, "
-        "%(default)s; 1: all in this process)",
+        help="files parsed at once, each in its own process (default: the CPUs this process "
+        "may use, its affinity capped by a cgroup CPU quota (a container's CPU limit), "
+        "%(default)s here; 1: all in this process)",
     )
     report.add_argument(
         "--dask",
@@ -399,8 +400,9 @@ def _collect_parser(commands: Any) -> None:
         default=parallel.cores(),
         metavar="N",
         help="files whose document has ended are reduced in N worker processes, several at "
-        "once (default: the cores, %(default)s; 1: all in this process); a file still being "
-        "written is read here as it grows",
+        "once (default: the CPUs this process may use, its affinity capped by a cgroup CPU "
+        "quota (a container's CPU limit: a sidecar limited to 2 CPUs starts 2), %(default)s "
+        "here; 1: all in this process); a file still being written is read here as it grows",
     )
     _collect_keys(collect)
     _inspector_window(collect)

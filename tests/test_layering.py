@@ -24,6 +24,7 @@ PURE = [
     "collector/inspector_windows.py",
     "pipeline/inspector_live.py",
     "pipeline/straddle.py",
+    "pipeline/cgroup.py",
     "pipeline/inspector_sources.py",
     "pipeline/inspector_beside.py",
     "exporters/inspectortext.py",

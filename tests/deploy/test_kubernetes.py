@@ -453,3 +453,26 @@ def test_the_aggregator_job_never_restarts_on_6_and_ignores_disruptions() -> Non
     assert EXIT_FAILED not in codes["values"] and 0 not in codes["values"]
     assert ignore == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
     assert spec["backoffLimit"] >= 1
+
+
+def _version() -> str:
+    text = (DEPLOY.parent / "pyproject.toml").read_text(encoding="utf-8")
+    (found,) = re.findall(r'^version = "([^"]+)"', text, flags=re.MULTILINE)
+    return found
+
+
+def test_collector_and_aggregator_run_the_image_scripts_image_sh_builds() -> None:
+    """commscope:<version> (scripts/image.sh), read-only root kept."""
+    for c in (collector(), container(pod_spec(one("Job")), "aggregator")):
+        assert c["image"] == f"commscope:{_version()}"
+        assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    built = (DEPLOY.parent / "scripts" / "image.sh").read_text(encoding="utf-8")
+    assert "image=${COMMSCOPE_IMAGE:-commscope:$version}" in built
+
+
+def test_sidecar_workers_follow_its_cpu_limit() -> None:
+    """No --jobs: the default is the CPU limit's whole CPUs (the cgroup quota), not one
+    worker per host core on a GPU node."""
+    c = collector()
+    assert "--jobs" not in argv(c)
+    assert c["resources"]["limits"]["cpu"] == "2"
