@@ -54,6 +54,7 @@ def test_failed_reads_and_lost_files_are_served_by_reason_key() -> None:
     metrics = CollectorMetrics("j", "n")
     assert "commscope_collector_files_lost_total{" not in served(metrics)  # none lost yet
     metrics.show(STATS, connected=True)
+    served(metrics)  # a new counter series is shown at 0 first (`firstzero`)
     text = served(metrics)
     lost = 'commscope_collector_files_lost_total{job="j",node="n",reason="unreadable"} 1.0'
     failed = 'commscope_collector_read_failures_total{job="j",node="n",reason="worker_died"} 2.0'

@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 import pytest
 import zmq
+from commscope.collector.errors import WriteError
 from commscope.collector.schema import (
     PROTOCOL_VERSION,
     Ack,
@@ -29,14 +30,16 @@ pytestmark = pytest.mark.timeout(120)
 STREAM = "ab" * 16
 
 
-def failing(times: int, call: Callable[..., Any]) -> Callable[..., Any]:
-    """`call`, raising EMFILE the first `times` times."""
+def failing(times: int, call: Callable[..., Any], as_write: bool = False) -> Callable[..., Any]:
+    """`call`, raising EMFILE the first `times` times (as the reports' writer says it: a
+    WriteError carrying the OSError, with `as_write`)."""
     left = [times]
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         if left[0] > 0:
             left[0] -= 1
-            raise OSError(errno.EMFILE, "Too many open files")
+            error = OSError(errno.EMFILE, "Too many open files")
+            raise WriteError(f"cannot write: {error.strerror}", error) if as_write else error
         return call(*args, **kwargs)
 
     return wrapped
@@ -59,7 +62,7 @@ def test_io_errors_in_the_loop_and_the_reports_are_survived(
     """The store fails twice (a record's write), the reports once: each counted and retried;
     the stream still ends whole, the reports are written, the run ends normally."""
     monkeypatch.setattr(aggregate, "IO_RETRY_S", (0.01, 0.05))
-    monkeypatch.setattr(aggregate, "write_reports", failing(1, aggregate.write_reports))
+    monkeypatch.setattr(aggregate, "write_reports", failing(1, aggregate.write_reports, True))
     settings = AggregatorSettings(
         listen="tcp://127.0.0.1:*", out=tmp_path / "out", state=tmp_path / "st", expect_nodes=1
     )
