@@ -12,28 +12,17 @@ from typing import Annotated, Final, Literal, get_args
 
 import msgspec
 
-# 4: each window carries `facts` (per-rank integer sums and bandwidth sketches), so that
-# `commscope merge` recomputes every figure over ranks exactly from shard reports.
-# 5: exposed communication split into transfer, waiting and unmatched; `skew.waited_for_rank`
-# (was `slowest_rank`: the rank the others wait for can have the shortest step); bus bytes
-# (`bus_bytes`, `total_bus_bytes`) are floats: Σ S x F exact, never rounded; top kernels and
-# kernel launches.
+# The versions of what is written: the report document, the wire protocol (a Hello of another
+# version is refused), the collector's checkpoint and the aggregator's state folder. What each
+# version changed: CHANGELOG.md, "Wire protocol and saved state versions".
 SCHEMA_VERSION: Final = 5
-PROTOCOL_VERSION: Final = 9  # 4: labels, sizes and counts bounded at decode; 5: `Facts`
-# 6: NCCL Inspector logs (`FileStats.dropped` has the Inspector line reasons below)
-# 7: `Facts.covers` (a tailed Inspector log's record holds many ops, numbered by op)
-# 8: a tailed Inspector log is a stream per time window (`collector.inspector_windows`), all
-#    of its path: the aggregator keys a stream by (node, path, folder)
-# 9: `fused` GPU time (`GpuTimeKey`, `GpuKind`); FileStats names look-alike kernels;
-#    `CommOp.dtype`, `in_splits`, `out_splits` (cross-rank matching compares them); a
-#    `FileStats.dropped` reason for cpu events whose tid is neither a number nor a name;
-#    `Facts.kernel_names` and `Facts.launches` (top kernels, kernel launches)
+PROTOCOL_VERSION: Final = 9
 # Persisted state (the collector's checkpoint, the aggregator's store). Version 1 carried no
 # version field; readers migrate it explicitly.
 STATE_VERSION: Final = 2
 # The aggregator's state folder (its `version.msgpack`): versions 1 and 2 went with
-# STATE_VERSION; 3: one journal (`JournalEntry` frames in segments, one fsync a drain), not a
-# log and a result file per stream.
+# STATE_VERSION; 3 is one journal (`JournalEntry` frames in segments), which `pipeline.store`
+# migrates version 1 and 2 folders to.
 STORE_VERSION: Final = 3
 
 KernelCategory = Literal["gemm", "attention", "elementwise", "reduction", "other"]
