@@ -105,3 +105,14 @@ def _ours(code: str) -> bool:
     `commscope` or one of its commands."""
     first = code.split(maxsplit=1)[0]
     return first.startswith("--") or first in {"commscope", *_visible_flags()}
+
+
+# A repository path in a code span: a top-level folder of the repository, then a file or folder.
+REPO_PATH = re.compile(r"`((?:collector|pipeline|exporters|service|deploy|tests|commscope)/[\w./-]*)`")
+
+
+def test_every_path_the_architecture_page_names_exists() -> None:
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = REPO_PATH.findall(text)
+    assert len(named) > 30  # the page is a map of the house: it names its files
+    assert [path for path in named if not (REPO / path).exists()] == []
