@@ -108,7 +108,9 @@ def _ours(code: str) -> bool:
 
 
 # A repository path in a code span: a top-level folder of the repository, then a file or folder.
-REPO_PATH = re.compile(r"`((?:collector|pipeline|exporters|service|deploy|tests|commscope)/[\w./-]*)`")
+REPO_PATH = re.compile(
+    r"`((?:collector|pipeline|exporters|service|deploy|tests|commscope)/[\w./-]*)`"
+)
 
 
 def test_every_path_the_architecture_page_names_exists() -> None:
