@@ -16,11 +16,12 @@ types: int, or float as `use_float=True` gives). What it would let through in a 
 or keeps raw (bytes that are not UTF-8, floats beyond a double, integers beyond int64 and
 -2**63) it refuses here in every value, for it skips none: an event's keys are all Kineto's
 (`forbid_unknown_fields`), each typed so (`Scalar`, `Args`) that an integer yajl cannot hold is
-a ValidationError, and every string is decoded (so checked as UTF-8). So a miss is: no
-separator in MAX_PENDING_BYTES (compact JSON, other writers), a head or tail not in that
-layout, a key Kineto does not write, a chunk msgspec refuses, and any number token yajl cannot
-hold (`jsonguard` mends those on the ijson path; the head and trailer, decoded untyped, are
-scanned for them: `check_numbers`).
+a ValidationError, and every string is decoded (so checked as UTF-8).
+
+So a miss is: no separator in MAX_PENDING_BYTES (compact JSON, other writers), a head or tail
+not in that layout, a key Kineto does not write, a chunk msgspec refuses, and any number token
+yajl cannot hold (`jsonguard` mends those on the ijson path; the head and trailer, decoded
+untyped, are scanned for them: `check_numbers`).
 
 The depth and string-length limits (`jsonguard`) are proven rather than walked byte by byte
 (the tap's guard cost a quarter of this path): the tap guards the head, then `unguard`s.

@@ -1,25 +1,28 @@
 """An NCCL Inspector log tailed while the job runs (shell: reads a growing file, a thread).
 
-Inspector appends lines to one log for the whole run, so an `InspectorStream` does not wait
-for the file to end: it cuts the log into time windows (`collector.inspector_windows`: W
-seconds on the log's own clock, aligned across ranks, a function of the file's bytes) and
-ships each window as its own stream, as a Kineto window's file is: its `StreamStart` (the
-log's path, its folder named with `@` and the window's UTC start) when its first op is read,
-the ops of the complete lines of each chunk at once as `Facts` records (the ops' calls and
-intervals, `pipeline.edge` through the injected reducer) of at most `GROUP_OPS` ops, and its
-`StreamEnd` (with the rank the log places so far, `Tail.placed`) when the window closes, so
-the aggregator finishes, matches and sheds it while the log grows on. A window's ops are
-numbered 1, 2, … in the order of the log's lines, and a record of ops k … k+c-1 is seq k
-covering c (`Facts.covers`): the numbering is a function of the file's bytes alone, however
-the records were cut, so a restarted collector that reads the log again from its start passes
-over the windows and ops acknowledged before (`skip`, `windows`: the session's checkpoint)
-and ships the rest from exactly there (nothing lost or counted twice). A record holds ops all
-verbose or none (its `call_starts`). A partial last line is held until its newline. Lines
-left out are counted in the lowest window open. Every window open closes when the collector
-stops, or at the file's current end for `--once`, the log's bytes counted with its last; a
-file found shorter than what was read (truncated or rewritten in place) ends there, keeping
-what was shipped (a file replaced under its name is a new stream: the watcher reports it). A
-gzipped log is read whole once. With W = 0 the whole log is one stream, the log's own.
+Inspector appends lines to one log for the whole run, so an `InspectorStream` does not wait for
+the file to end: it cuts the log into time windows (`collector.inspector_windows`: W seconds on
+the log's own clock, aligned across ranks, a function of the file's bytes) and ships each
+window as its own stream, as a Kineto window's file is: its `StreamStart` (the log's path, its
+folder named with `@` and the window's UTC start) when its first op is read, the ops of the
+complete lines of each chunk at once as `Facts` records (the ops' calls and intervals,
+`pipeline.edge` through the injected reducer) of at most `GROUP_OPS` ops, and its `StreamEnd`
+(with the rank the log places so far, `Tail.placed`) when the window closes, so the aggregator
+finishes, matches and sheds it while the log grows on.
+
+A window's ops are numbered 1, 2, … in the order of the log's lines, and a record of ops k …
+k+c-1 is seq k covering c (`Facts.covers`): the numbering is a function of the file's bytes
+alone, however the records were cut, so a restarted collector that reads the log again from its
+start passes over the windows and ops acknowledged before (`skip`, `windows`: the session's
+checkpoint) and ships the rest from exactly there (nothing lost or counted twice). A record
+holds ops all verbose or none (its `call_starts`). A partial last line is held until its
+newline.
+
+Lines left out are counted in the lowest window open. Every window open closes when the
+collector stops, or at the file's current end for `--once`, the log's bytes counted with its
+last; a file found shorter than what was read (truncated or rewritten in place) ends there,
+keeping what was shipped (a file replaced under its name is a new stream: the watcher reports
+it). A gzipped log is read whole once. With W = 0 the whole log is one stream, the log's own.
 """
 
 from __future__ import annotations

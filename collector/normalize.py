@@ -3,13 +3,14 @@
 `Normalizer.feed` is the hot path: per event one dict lookup on `cat`, then a short handler.
 Events arrive as `RawEvent`s, the few fields a handler reads, from either parser: the fast path
 decodes them straight from JSON (`fastparse.FastEvent`), the ijson path copies them from its
-dicts (`from_item`). What it emits goes to `out`
-(the caller drains it in batches). Communication kernels whose args lack
-the collective's name or size wait in `_pending` for their launch (by `correlation`) and the
-innermost enclosing comm calls on the launching thread (record_param_comms args first, then
-`Input Dims` of the comm ops); at `finish` each is resolved, so the result does not depend on
-the order of events in the file. A `tid` may be a string (PyTorch 1.8-1.10): a decimal one is
-its number, any other a name with an id of its own (`string_tid`).
+dicts (`from_item`). What it emits goes to `out` (the caller drains it in batches).
+
+Communication kernels whose args lack the collective's name or size wait in `_pending` for
+their launch (by `correlation`) and the innermost enclosing comm calls on the launching thread
+(record_param_comms args first, then `Input Dims` of the comm ops); at `finish` each is
+resolved, so the result does not depend on the order of events in the file. A `tid` may be a
+string (PyTorch 1.8-1.10): a decimal one is its number, any other a name with an id of its own
+(`string_tid`).
 
 Memory is bounded by constants, not by the file:
 - At most PENDING_MEMORY kernels wait. Past it, one is resolved now: in Kineto's layout (the

@@ -4,16 +4,18 @@ A `Session` is what one collector knows of its link to the aggregator: per file 
 checkpoint entry (stream id, the bytes its fingerprint covers, how many records are durable
 at the aggregator, whether the stream has ended there), the records sent and not yet
 acknowledged (a go-back-N window of at most `credit`), the resend backoff (doubling up to
-`max_resend_s`, counted from the last progress), and the end-of-run handshake. The timeout
-follows the aggregator's answers as TCP's does (RFC 6298: smoothed round trip plus four
-deviations, sampled only from records acknowledged without a resend, and a backed-off timeout
-kept until such a sample comes: Karn's rule), so an aggregator that is busy but answering is
-not flooded with duplicates. Its inputs
-are files found (with their fingerprint as it reads now), records from the file streams and
-replies from the aggregator; its outputs are payloads to send, `Start`s of file streams to
-(re)start, paths whose stream to cancel, and the checkpoint to persist. The shell
+`max_resend_s`, counted from the last progress), and the end-of-run handshake.
+
+Its inputs are files found (with their fingerprint as it reads now), records from the file
+streams and replies from the aggregator; its outputs are payloads to send, `Start`s of file
+streams to (re)start, paths whose stream to cancel, and the checkpoint to persist. The shell
 (`service/collect.py`) moves bytes and threads; every decision is here, so kills, restarts,
 rewinds and backoff are tested in one process with a fake clock.
+
+The resend timeout follows the aggregator's answers as TCP's does (RFC 6298: smoothed round
+trip plus four deviations, sampled only from records acknowledged without a resend, and a
+backed-off timeout kept until such a sample comes: Karn's rule), so an aggregator that is
+busy but answering is not flooded with duplicates.
 
 A resumed file keeps its stream id: its `Start` carries the fingerprint length the
 checkpoint recorded, so a file that was shorter than 64 KiB when its stream began is

@@ -17,7 +17,9 @@ it; streams still open when the run ends are listed as skipped, never half-count
 Memory: a file's per-call list (`RankResult.calls`) is read only by the cross-rank matching of
 its window, and its bandwidth samples (`OpTally.algbw_Bps`, `busbw_Bps`) only by its window's
 sections and, for a rank of one window, the run's; together they grow with the calls, where
-the rest of the result does not. Given a loader (the durable copy of a finished file),
+the rest of the result does not.
+
+Given a loader (the durable copy of a finished file),
 `shed()` drops the call lists of every complete window once its cross-rank facts are cached,
 and replaces its samples by their sketches (`ShedTally`: all the run needs of a rank of several
 windows) once its sections are; a report over a window whose files have changed since reloads

@@ -3,26 +3,30 @@
 Ranks on different hosts read different clocks. A collective ends at nearly the same instant
 on every member (whoever arrived first waits for the last, then all finish together), so the
 ends of matched instances tell the offsets: end(rank, instance) = centre(instance) +
-offset(rank) + noise. Two stages. (1) Per member set (the instances whose traced members are
-the same ranks, in practice one process group), a median polish: the centre of an instance is
-the median of its members' aligned ends, a member's offset moves by the median of its
-residuals, until nothing moves. This gives the members' offsets relative to each other, robust
-to ends delayed for reasons other than the clock. The set's noise scale (one end's sigma) is
-0.7413 x the median |double difference| of neighbouring members at neighbouring instances
-(free of offsets and centres), floored at `SCALE_FLOOR_NS`; a set of one instance takes the
-median scale of the others. (2) One weighted least-squares fit of every rank's offset to all
-sets' relative offsets, each weighted by its precision, instances / (pi/2 x scale^2) (the
-variance of a median), so a set of many same-clock instances says only what it knows (its
-members' differences) and never outvotes the few instances that link two hosts. Solved by
-conjugate gradients preconditioned by the diagonal, on the normal equations (a weighted graph
-Laplacian, one pass over the memberships per iteration), reweighted by Huber's rule against
-sets that disagree with the rest (IRLS). Offsets are relative to the lowest rank of each
-connected set of ranks (ranks linked by shared instances). A rank's uncertainty is the
-standard error of its offset minus its reference's under the fit's weights (independent noise
-per end, normal in its core, the Huber weights taken as fixed), times the fit's Birge ratio
-when the sets disagree more than their scales say: exact for at most `DRAWS` ranks, else the
-spread of re-fits under `DRAWS` seeded random draws (relative error about 11%). None when no
-residual says how noisy the ends are. Ranks on one host come out equal within it.
+offset(rank) + noise. Two stages.
+
+(1) Per member set (the instances whose traced members are the same ranks, in practice one
+process group), a median polish: the centre of an instance is the median of its members'
+aligned ends, a member's offset moves by the median of its residuals, until nothing moves. This
+gives the members' offsets relative to each other, robust to ends delayed for reasons other
+than the clock. The set's noise scale (one end's sigma) is 0.7413 x the median |double
+difference| of neighbouring members at neighbouring instances (free of offsets and centres),
+floored at `SCALE_FLOOR_NS`; a set of one instance takes the median scale of the others.
+
+(2) One weighted least-squares fit of every rank's offset to all sets' relative offsets, each
+weighted by its precision, instances / (pi/2 x scale^2) (the variance of a median), so a set of
+many same-clock instances says only what it knows (its members' differences) and never outvotes
+the few instances that link two hosts. Solved by conjugate gradients preconditioned by the
+diagonal, on the normal equations (a weighted graph Laplacian, one pass over the memberships
+per iteration), reweighted by Huber's rule against sets that disagree with the rest (IRLS).
+
+Offsets are relative to the lowest rank of each connected set of ranks (ranks linked by shared
+instances). A rank's uncertainty is the standard error of its offset minus its reference's
+under the fit's weights (independent noise per end, normal in its core, the Huber weights taken
+as fixed), times the fit's Birge ratio when the sets disagree more than their scales say: exact
+for at most `DRAWS` ranks, else the spread of re-fits under `DRAWS` seeded random draws
+(relative error about 11%). None when no residual says how noisy the ends are. Ranks on one
+host come out equal within it.
 """
 
 from __future__ import annotations

@@ -1,18 +1,18 @@
 """Edge reduction (pure): one file's `Accumulator` as `Facts` records, and back.
 
-A collector feeds a finished file's events to an `Accumulator` (a `Reduction`), as the
-aggregator did, and ships its state instead of the events: every interval union as its
+A collector feeds a finished file's events to an `Accumulator` (a `Reduction`), the one
+`commscope report` uses, and ships its state instead of the events: every interval union as its
 disjoint runs (packed `RUN_BYTES` a run), per thread the cpu_op time and the time inside
 collective calls (of a rank with GPU activity, only their bounds: `shipped`), the kept
-ProfilerSteps, the collectives (each type's tally follows from
-them, so the aggregator counts them itself and a peer cannot send tallies that disagree),
-the GPU time per category and per kernel name (capped: `pipeline.topkernels`), the kernel
-launches (counts and the queue-delay sketch), the memory peaks and whether the rank used a
-GPU. The state is
-cut into records of at most `MAX_FACT_ITEMS` items (a run, a thread's entry, a step or a call
-each count one), so a record stays bounded however large the file. `absorb` adds one record
-to an accumulator: absorbing every record of a file gives exactly the `result()` its events
-give, in whatever split (`from_facts`).
+ProfilerSteps, the collectives (each type's tally follows from them, so the aggregator counts
+them itself and a peer cannot send tallies that disagree), the GPU time per category and per
+kernel name (capped: `pipeline.topkernels`), the kernel launches (counts and the queue-delay
+sketch), the memory peaks and whether the rank used a GPU.
+
+The state is cut into records of at most `MAX_FACT_ITEMS` items (a run, a thread's entry, a
+step or a call each count one), so a record stays bounded however large the file. `absorb` adds
+one record to an accumulator: absorbing every record of a file gives exactly the `result()` its
+events give, in whatever split (`from_facts`).
 """
 
 from __future__ import annotations

@@ -5,14 +5,17 @@ start; the last arriver is the member with the latest start (none when all start
 each other member waited (last start - its start) for it. Per rank: how often it arrived last
 against how often it would by chance (1/members per instance), the wait it caused and the wait
 it suffered. A wait counted within the call (`wait_in_call_s`) is at most the member's own
-call duration, so its share of the members' call time can never exceed 1. The rank the
-others wait for (never "slowest": its own step can be the shortest) is named only when the
-evidence is clear: it caused at least half of all waiting, arrived last at least `MIN_LAST`
-times, and collecting that much of the waiting by chance (each instance's last arriver drawn
-at random among its members, the instance's wait going to it) or arriving last that often by
-chance has probability at most `CLEAR_P`, Bonferroni-corrected over the two tests and the
-ranks. Step-time stragglers: z over ranks of each rank's mean step time, flagged by the
-robust (median/MAD) z ≥ 3.5 and at least 5% above the median.
+call duration, so its share of the members' call time can never exceed 1.
+
+The rank the others wait for (never "slowest": its own step can be the shortest) is named only
+when the evidence is clear: it caused at least half of all waiting, arrived last at least
+`MIN_LAST` times, and collecting that much of the waiting by chance (each instance's last
+arriver drawn at random among its members, the instance's wait going to it) or arriving last
+that often by chance has probability at most `CLEAR_P`, Bonferroni-corrected over the two tests
+and the ranks.
+
+Step-time stragglers: z over ranks of each rank's mean step time, flagged by the robust
+(median/MAD) z ≥ 3.5 and at least 5% above the median.
 """
 
 from __future__ import annotations

@@ -2,21 +2,22 @@
 
 One loop: receive what collectors send, validate it (a malformed or hostile message is
 counted and answered or dropped, never raised), apply each record at most once through the
-pure `Aggregation`, make it durable (`Store`), then acknowledge. Finished files feed the
-rolling busbw statistics; the report over finished files is published to Prometheus when a
-window completes (at once), and before that at each further quarter of a window's ranks, at
-most `REBUILD_SHARE` of the time going to building reports (`Pacing`); the service's own
-counters every `refresh_s`. Within `run` a report is built on a thread beside the loop
-(`ReportBuild`), from what `Aggregation.prepare` set out, so the loop keeps applying, storing
-and acknowledging (a loop busy for seconds makes collectors resend).
-The run ends when every collector has sent end-of-run, on `stop` (SIGTERM), or after
+pure `Aggregation`, make it durable (`Store`), then acknowledge.
+
+Publishing: finished files feed the rolling busbw statistics; the report over finished files
+is published to Prometheus when a window completes (at once), and before that at each further
+quarter of a window's ranks, at most `REBUILD_SHARE` of the time going to building reports
+(`Pacing`); the service's own counters every `refresh_s`. Within `run` a report is built on a
+thread beside the loop (`ReportBuild`), from what `Aggregation.prepare` set out, so the loop
+keeps applying, storing and acknowledging (a loop busy for seconds makes collectors resend).
+
+The end: the run ends when every collector has sent end-of-run, on `stop` (SIGTERM), or after
 `idle_timeout_s` of silence; a collector silent for `end_grace_s` (no heartbeat, no record)
-without end-of-run is no longer waited for (it exited at its drain deadline, or died);
-the final text and JSON reports are the ones `commscope report` writes for the same files.
-`lost` then names what never finished (streams still open, collectors that never sent
-end-of-run), and the state folder records that the run ended (`Store.save_end`: a restart
-on it writes nothing again); /metrics stays up `linger_s` longer so the last figures are
-scraped.
+without end-of-run is no longer waited for (it exited at its drain deadline, or died); the
+final text and JSON reports are the ones `commscope report` writes for the same files. `lost`
+then names what never finished (streams still open, collectors that never sent end-of-run), and
+the state folder records that the run ended (`Store.save_end`: a restart on it writes nothing
+again); /metrics stays up `linger_s` longer so the last figures are scraped.
 
 Strangers: a message is decoded in two steps, its head (kind, stream, seq) first and the whole
 of it only when it will be applied, so an unwanted large record costs no memory. A peer (the

@@ -1,20 +1,22 @@
-"""The aggregator's door: connections still in their handshake, capped (shell: the ROUTER's
-monitor on a thread of its own, file descriptors, the open-file limit).
+"""The aggregator's door: a cap on connections still in their handshake (shell).
 
+It uses the ROUTER's monitor on a thread of its own, file descriptors and the open-file limit.
 libzmq has no cap on connections, and before a handshake is done each connection may hold a
 frame of up to MAXMSGSIZE. The ROUTER's monitor reports each connection accepted and each
-connection closed, by file descriptor (a handshake's success carries none); a message
-received names its descriptor (ZMQ_SRCFD), and libzmq closes a connection whose handshake
-takes longer than HANDSHAKE_IVL. So a connection is in its handshake from its acceptance
-until it is closed, a message arrives from it, or HANDSHAKE_IVL has passed (still open, its
-handshake is done). When one is accepted while `cap` others are in their handshake, the
-oldest of those is shut down (libzmq then closes it: idle connections make way for new
-ones, which on a healthy link finish their handshake and speak within milliseconds). So at
-most `cap` connections stay unauthenticated (beyond those accepted since the monitor's last
-events were read): memory before authentication is about `cap` x MAXMSGSIZE, whatever the
-number of connections. Counted: connections closed (`disconnected`)
-and connections shut at the cap (`too_many_handshakes`); failed handshakes go to the Curve
-gate. At start the aggregator raises its open-file limit to the hard limit (`open_files`).
+connection closed, by file descriptor (a handshake's success carries none); a message received
+names its descriptor (ZMQ_SRCFD), and libzmq closes a connection whose handshake takes longer
+than HANDSHAKE_IVL. So a connection is in its handshake from its acceptance until it is closed,
+a message arrives from it, or HANDSHAKE_IVL has passed (still open, its handshake is done).
+
+When one is accepted while `cap` others are in their handshake, the oldest of those is shut
+down (libzmq then closes it: idle connections make way for new ones, which on a healthy link
+finish their handshake and speak within milliseconds). So at most `cap` connections stay
+unauthenticated (beyond those accepted since the monitor's last events were read): memory
+before authentication is about `cap` x MAXMSGSIZE, whatever the number of connections.
+
+Counted: connections closed (`disconnected`) and connections shut at the cap
+(`too_many_handshakes`); failed handshakes go to the Curve gate. At start the aggregator raises
+its open-file limit to the hard limit (`open_files`).
 """
 
 from __future__ import annotations

@@ -3,15 +3,17 @@
 What the live aggregator holds grows with the ranks and windows (each file's result, cached
 sections and cross-rank facts) and outlives the reports that made it; the collector's full
 collections walk all of it, in whichever report or drain they happen to land (at 1,024 ranks
-~15% of the CPU a window: docs/performance.md, "Scale"). After each report, `Freezer` moves
-what is alive out of the collector's reach (`gc.freeze`): reference counting still frees
-everything that is not in a cycle, and the collector still walks what is new; and it
-collects less often (`THRESHOLDS`: the youngest generation every 10,000 allocations net, not
-700; a replay of a 1,024-rank window: 0.12 s of GC, against 0.3 s with freezing alone and 0.5 s
-as Python sets it). The aggregator
-makes no cycles of its own once started (a replay of a 1,024-rank run: none but msgspec's at
-start), but a library might: everything is unfrozen and collected once at most every
-`FULL_EVERY` reports, so a cycle among frozen objects does not live for ever.
+~15% of the CPU a window: docs/performance.md, "Scale").
+
+After each report, `Freezer` moves what is alive out of the collector's reach (`gc.freeze`):
+reference counting still frees everything that is not in a cycle, and the collector still walks
+what is new; and it collects less often (`THRESHOLDS`: the youngest generation every 10,000
+allocations net, not 700; a replay of a 1,024-rank window: 0.12 s of GC, against 0.3 s with
+freezing alone and 0.5 s as Python sets it).
+
+The aggregator makes no cycles of its own once started (a replay of a 1,024-rank run: none but
+msgspec's at start), but a library might: everything is unfrozen and collected once at most
+every `FULL_EVERY` reports, so a cycle among frozen objects does not live for ever.
 
 A full collection walks the whole heap, which grows with the run (a replay of 256 ranks: 2.2 s
 at window 60), so it also waits until the process has spent `1 / FULL_SHARE` times the last

@@ -1,11 +1,10 @@
-"""The `commscope` entry point (shell): a daemon's stop signals are caught before the slow
-imports.
+"""The `commscope` entry point (shell): stop signals are caught before the slow imports.
 
-Loading the CLI and its daemons takes ~0.4 s; a SIGTERM (or Ctrl-C) in that time used to
-kill a daemon with 143 and no end-of-run. For `collect` and `aggregate` the handlers go in
-first and only record the signal, so the daemon starts, drains and ends its run as for any
-SIGTERM; the other commands keep Python's usual signal behaviour. Output piped into a reader
-that stops early (`| head`) ends quietly with 141, as a shell tool killed by SIGPIPE does.
+Loading the CLI and its daemons takes ~0.4 s; a SIGTERM (or Ctrl-C) in that time would kill a
+daemon with 143 and no end-of-run. For `collect` and `aggregate` the handlers go in first and
+only record the signal, so the daemon starts, drains and ends its run as for any SIGTERM; the
+other commands keep Python's usual signal behaviour. Output piped into a reader that stops
+early (`| head`) ends quietly with 141, as a shell tool killed by SIGPIPE does.
 """
 
 from __future__ import annotations
