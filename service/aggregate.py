@@ -87,8 +87,8 @@ from commscope.pipeline.rolling import RollingBandwidth
 from commscope.pipeline.stats import sample_values
 from commscope.pipeline.store import Store
 from commscope.service import curve, door, heap
-from commscope.service.intake import Decision, Intake, Membership
-from commscope.service.links import Links, own_stream
+from commscope.service.intake import Admission, Decision, Intake, Rules, Taken
+from commscope.service.links import own_stream
 from commscope.service.logs import sparse
 from commscope.service.pacing import Pacing
 
@@ -119,6 +119,10 @@ REJECT_REASONS: Final = (
     "disconnected",  # a connection dropped (by libzmq for an oversized frame, or the peer)
     "routing_id_taken",  # a proven node on a routing id another proven node owns
 )
+_ADMISSION: Final = {  # a refused StreamStart's reason (REJECT_REASONS)
+    Admission.NOT_OWN_NODE: "not_own_node",
+    Admission.TOO_MANY_STREAMS: "too_many_streams",
+}
 # A message's kind by its wire tag, from the schema's own tags (the Head's tag set is checked
 # against them in tests/collector/test_wire_golden.py).
 _KINDS: Final = {kind.__struct_config__.tag: kind.__name__ for kind in get_args(ToAggregator)}
@@ -168,12 +172,14 @@ class Aggregator:
         self.busbw_histogram = BusbwHistogram()
         self.store = Store(settings.state)
         self.aggregation = Aggregation(load=self.store.load, owned=settings.ranks)
-        self.intake = Intake(  # membership and end-of-run (pure)
-            Membership(
-                settings.expect_nodes,
-                settings.end_grace_s,
-                settings.heartbeat_timeout_s,
-                settings.max_nodes,
+        self.intake = Intake(  # admission, membership and end-of-run (pure)
+            Rules(
+                expect_nodes=settings.expect_nodes,
+                end_grace_s=settings.end_grace_s,
+                heartbeat_timeout_s=settings.heartbeat_timeout_s,
+                max_nodes=settings.max_nodes,
+                max_streams_per_node=settings.max_streams_per_node,
+                max_streams=settings.max_streams,
             ),
             Welcome(protocol=PROTOCOL_VERSION, instance=self.instance, credit=settings.credit),
             clock(),
@@ -186,7 +192,7 @@ class Aggregator:
         self.lost: list[str] = []  # set at the end: what never finished
         self._encoder = msgspec.msgpack.Encoder()
         self._acks: dict[tuple[bytes, str], str] = {}  # (routing id, stream key) -> its id
-        self.links = Links()  # routing id -> the proven node that owns it
+        self.links = self.intake.links  # routing id -> the proven node that owns it
         self._replies: list[tuple[bytes, ToCollector]] = []
         self._finished: list[FinishedFile] = []
         self._fed_live: set[str] = set()  # of those, tailed Inspector logs: fed as they came
@@ -381,9 +387,9 @@ class Aggregator:
         if len(payload) > MAX_MESSAGE_BYTES:
             self._reject("too_large")
             return
-        speaker = peer if peer is not None else identity.decode("utf-8", "replace")
-        if peer is not None and (owner := self.links.claim(identity, peer)) is not None:
-            self._taken(peer, owner)
+        speaker = self.intake.speaker(identity, peer)
+        if isinstance(speaker, Taken):
+            self._taken(speaker.node, speaker.owner)
             return
         try:
             self._receive(identity, speaker, payload)
@@ -492,18 +498,12 @@ class Aggregator:
         self._acks[(identity, stream)] = head.stream or ""
 
     def _may_start(self, speaker: str, start: StreamStart) -> bool:
-        """A node starts only its own streams, within the caps on open streams."""
-        settings = self.settings
-        if start.node != speaker:
-            self._reject("not_own_node")
-            return False
-        if (
-            len(self.aggregation.open) >= settings.max_streams
-            or self.aggregation.open_streams(speaker) >= settings.max_streams_per_node
-        ):
-            self._reject("too_many_streams")
-            return False
-        return True
+        """A node starts only its own streams, within the caps on open streams (`Intake`)."""
+        open_all, open_own = len(self.aggregation.open), self.aggregation.open_streams(speaker)
+        admission = self.intake.may_start(speaker, start.node, open_all, open_own)
+        if admission is not Admission.OPEN:
+            self._reject(_ADMISSION[admission])
+        return admission is Admission.OPEN
 
     def _apply(self, record: Record, payload: bytes, log_it: bool) -> None:
         if log_it:

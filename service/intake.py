@@ -1,6 +1,10 @@
-"""Who is in the run and when it is over: the aggregator's membership (pure: `now` is given).
+"""Who speaks, who may start a stream, who is in the run and when it is over (pure: `now` is
+given): the aggregator's admission and membership.
 
-An `Intake` knows the nodes that said Hello or sent end-of-run (and whether each ended, and
+A message speaks for the node its CurveZMQ handshake proved, else for its routing id; a
+proven node on a routing id another proven node owns is refused (`Links`). A node starts
+only its own streams, within the caps on open streams (per node and in all). An `Intake`
+also knows the nodes that said Hello or sent end-of-run (and whether each ended, and
 which collector instance ended it), the latest heartbeat of each node, and when each known
 node was last heard from. It decides what a Hello, a Heartbeat or an EndOfRun does (a
 `Decision`: the reply to send, whether the node cap refused it, whether the membership must
@@ -16,18 +20,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import Enum
 
 from commscope.collector.schema import CollectorStats, Reject, RunAck, ToCollector, Welcome
+from commscope.service.links import Links
 
 
 @dataclass(frozen=True)
-class Membership:
-    """The settings membership and end-of-run follow (the aggregator's flags)."""
+class Rules:
+    """The caps and times admission, membership and end-of-run follow (the aggregator's flags)."""
 
     expect_nodes: int = 0  # --expect-nodes (0: whoever said Hello)
     end_grace_s: float = 300.0  # --end-grace
     heartbeat_timeout_s: float = 30.0  # a heartbeat this old no longer says "at work"
     max_nodes: int = 1024  # node names kept (Hellos/end-of-runs and heartbeats each)
+    max_streams_per_node: int = 256  # open streams of one node
+    max_streams: int = 4096  # open streams in all
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,22 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class Taken:
+    """A proven `node` spoke on a routing id `owner` owns: refused."""
+
+    node: str
+    owner: str
+
+
+class Admission(Enum):
+    """Whether a StreamStart may open its stream (the shell counts a refusal by reason)."""
+
+    OPEN = "open"
+    NOT_OWN_NODE = "not own node"  # it names another node than the speaker
+    TOO_MANY_STREAMS = "too many streams"  # over the per-node or total cap of open streams
+
+
+@dataclass(frozen=True)
 class Silenced:
     """A node that fell silent without end-of-run (told once, until it is heard again)."""
 
@@ -51,13 +75,13 @@ class Silenced:
 class Intake:
     def __init__(
         self,
-        membership: Membership,
+        rules: Rules,
         welcome: Welcome,
         now: float,
         nodes: dict[str, bool] | None = None,
         ended_by: dict[str, str] | None = None,
     ) -> None:
-        self.membership = membership
+        self.rules = rules
         self.welcome = welcome
         self.nodes: dict[str, bool] = dict(nodes or {})  # node -> it sent end-of-run
         self.ended_by: dict[str, str] = dict(ended_by or {})  # node -> the instance that ended it
@@ -66,6 +90,26 @@ class Intake:
         self._heard = dict.fromkeys(self.nodes, now)  # stored nodes: the grace from now
         self._gone: set[str] = set()  # silent nodes already told (`silenced`)
         self._silenced: list[Silenced] = []
+        self.links = Links()  # routing id -> the proven node that owns it
+
+    # ---------------------------------------------------------------- admission
+    def speaker(self, identity: bytes, peer: str | None) -> str | Taken:
+        """The node a message speaks for: the proven `peer`, else (plain ZeroMQ) its routing
+        id; `Taken` if `peer` spoke on a routing id another proven node owns."""
+        if peer is None:
+            return identity.decode("utf-8", "replace")
+        owner = self.links.claim(identity, peer)
+        return peer if owner is None else Taken(peer, owner)
+
+    def may_start(self, speaker: str, node: str, open_all: int, open_own: int) -> Admission:
+        """Whether `speaker` may open a stream of `node`, with `open_all` streams open in all
+        and `open_own` of its own."""
+        if node != speaker:
+            return Admission.NOT_OWN_NODE
+        rules = self.rules
+        if open_all >= rules.max_streams or open_own >= rules.max_streams_per_node:
+            return Admission.TOO_MANY_STREAMS
+        return Admission.OPEN
 
     # ---------------------------------------------------------------- messages
     def hello(self, node: str, instance: str) -> Decision:
@@ -81,7 +125,7 @@ class Intake:
         return Decision(reply=self.welcome, save=opened)
 
     def heartbeat(self, node: str, stats: CollectorStats, now: float) -> Decision:
-        if node not in self.heartbeats and len(self.heartbeats) >= self.membership.max_nodes:
+        if node not in self.heartbeats and len(self.heartbeats) >= self.rules.max_nodes:
             return Decision(refused=True)
         self.heartbeats[node] = (stats, now)
         return Decision()
@@ -106,17 +150,17 @@ class Intake:
         return back
 
     def _may_join(self, node: str) -> bool:
-        return node in self.nodes or len(self.nodes) < self.membership.max_nodes
+        return node in self.nodes or len(self.nodes) < self.rules.max_nodes
 
     def _over_cap(self) -> Decision:
-        why = f"more than {self.membership.max_nodes} nodes"
+        why = f"more than {self.rules.max_nodes} nodes"
         return Decision(reply=Reject(reason=why), refused=True)
 
     # ---------------------------------------------------------------- the end of the run
     def over(self, now: float, streaming: Iterable[str] = ()) -> bool:
         """Whether membership ends the run: every node seen ended or silent, at least
         `expect_nodes` of them, and (without it) no node without end-of-run at work."""
-        nodes, expect = self.nodes, self.membership.expect_nodes
+        nodes, expect = self.nodes, self.rules.expect_nodes
         silent = self.silent(now)
         return bool(
             nodes
@@ -128,7 +172,7 @@ class Intake:
     def silent(self, now: float) -> set[str]:
         """Nodes without end-of-run heard from last `end_grace_s` ago or more: the run no
         longer waits for them (each newly silent one is kept for `silenced`)."""
-        limit = now - self.membership.end_grace_s
+        limit = now - self.rules.end_grace_s
         silent = {n for n, at in self._heard.items() if at <= limit and not self.nodes.get(n)}
         for node in sorted(silent - self._gone):
             self._silenced.append(Silenced(node, now - self._heard[node]))
@@ -147,7 +191,7 @@ class Intake:
 
     def collectors(self, now: float) -> dict[str, tuple[CollectorStats, bool]]:
         """Each node's latest heartbeat, and whether it is recent (`heartbeat_timeout_s`)."""
-        timeout = self.membership.heartbeat_timeout_s
+        timeout = self.rules.heartbeat_timeout_s
         return {node: (stats, now - at < timeout) for node, (stats, at) in self.heartbeats.items()}
 
     def unended(self) -> list[str]:

@@ -1,7 +1,8 @@
-"""The aggregator's membership and end-of-run (`Intake`), in process with a fake clock: Hello,
-heartbeat and end-of-run sequences worked by hand (resends, restarts, silence past the
-grace, --expect-nodes, the node cap), and a hypothesis oracle that recomputes from the whole
-history of messages whether the run is over."""
+"""The aggregator's admission, membership and end-of-run (`Intake`), in process with a fake
+clock: who a message speaks for, which stream starts are admitted, Hello, heartbeat and
+end-of-run sequences worked by hand (resends, restarts, silence past the grace,
+--expect-nodes, the node cap), and a hypothesis oracle that recomputes from the whole history
+of messages whether the run is over."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from commscope.collector.schema import (
     RunAck,
     Welcome,
 )
-from commscope.service.intake import Decision, Intake, Membership, Silenced
+from commscope.service.intake import Admission, Decision, Intake, Rules, Silenced, Taken
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -24,7 +25,7 @@ BEAT = CollectorStats()
 
 def intake(expect_nodes: int = 0, max_nodes: int = 1024) -> Intake:
     """A fresh intake at t=1000 s (the default grace 300 s, heartbeat timeout 30 s)."""
-    return Intake(Membership(expect_nodes=expect_nodes, max_nodes=max_nodes), WELCOME, 1000.0)
+    return Intake(Rules(expect_nodes=expect_nodes, max_nodes=max_nodes), WELCOME, 1000.0)
 
 
 def hello(run: Intake, node: str, instance: str, now: float = 1000.0) -> Decision:
@@ -44,6 +45,28 @@ def beat(run: Intake, node: str, now: float) -> Decision:
     decision = run.heartbeat(node, BEAT, now)
     run.heard(node, now)
     return decision
+
+
+# ---------------------------------------------------------------- who speaks, who may start
+
+
+def test_a_message_speaks_for_its_proven_node_else_its_routing_id() -> None:
+    run = intake()
+    assert (run.speaker(b"n1", None), run.speaker(b"\xff", None)) == ("n1", "\ufffd")
+    assert run.speaker(b"id", "alice") == "alice"
+    assert run.speaker(b"id", "mallory") == Taken("mallory", "alice")
+    assert run.speaker(b"id", "mallory") == "mallory"  # the id was nobody's: the next owns it
+    assert (run.speaker(b"id2", "alice"), run.links.routable(b"id2")) == ("alice", True)
+
+
+def test_a_node_starts_only_its_own_streams_within_the_caps() -> None:
+    run = Intake(Rules(max_streams_per_node=2, max_streams=3), WELCOME, 0.0)
+    assert run.may_start("n1", "n2", 0, 0) is Admission.NOT_OWN_NODE
+    assert [run.may_start("n1", "n1", 2, own) for own in (1, 2)] == [
+        Admission.OPEN,
+        Admission.TOO_MANY_STREAMS,
+    ]
+    assert run.may_start("n1", "n1", 3, 0) is Admission.TOO_MANY_STREAMS
 
 
 # ---------------------------------------------------------------- Hello and end-of-run
@@ -91,7 +114,7 @@ def test_an_end_of_run_before_any_hello_names_its_instance() -> None:
 
 def test_stored_membership_is_restored_with_the_grace_from_the_start() -> None:
     """A restarted aggregator: n1 ended (by c), n2 did not; n2 gets 300 s from t=0."""
-    run = Intake(Membership(expect_nodes=2), WELCOME, 0.0, {"n1": True, "n2": False}, {"n1": "c"})
+    run = Intake(Rules(expect_nodes=2), WELCOME, 0.0, {"n1": True, "n2": False}, {"n1": "c"})
     assert hello(run, "n1", "c", now=10.0) == Decision(reply=WELCOME)  # a resend: still ended
     assert (run.over(299.0), run.over(300.0)) == (False, True)
 
@@ -242,7 +265,7 @@ def test_the_run_is_over_exactly_when_the_oracle_says(
     history: list[Said], later: int, expect: int, streaming: set[str]
 ) -> None:
     history = sorted(history, key=lambda s: s.at)
-    run = Intake(Membership(expect_nodes=expect), WELCOME, 0.0)
+    run = Intake(Rules(expect_nodes=expect), WELCOME, 0.0)
     for n, s in enumerate(history):
         if s.kind == "hello":
             run.hello(s.node, f"instance{n}")
