@@ -62,7 +62,6 @@ from commscope.collector.schema import (
     Record,
     Reject,
     Report,
-    RunAck,
     RunEnd,
     StreamEnd,
     StreamStart,
@@ -89,7 +88,8 @@ from commscope.pipeline.rolling import RollingBandwidth
 from commscope.pipeline.stats import sample_values
 from commscope.pipeline.store import Store
 from commscope.service import curve, door, heap
-from commscope.service.links import Links, own_stream
+from commscope.service.intake import Admission, Decision, Intake, Rules, Taken
+from commscope.service.links import own_stream
 from commscope.service.logs import sparse
 from commscope.service.pacing import Pacing
 
@@ -120,6 +120,10 @@ REJECT_REASONS: Final = (
     "disconnected",  # a connection dropped (by libzmq for an oversized frame, or the peer)
     "routing_id_taken",  # a proven node on a routing id another proven node owns
 )
+_ADMISSION: Final = {  # a refused StreamStart's reason (REJECT_REASONS)
+    Admission.NOT_OWN_NODE: "not_own_node",
+    Admission.TOO_MANY_STREAMS: "too_many_streams",
+}
 # A message's kind by its wire tag, from the schema's own tags (the Head's tag set is checked
 # against them in tests/collector/test_wire_golden.py).
 _KINDS: Final = {kind.__struct_config__.tag: kind.__name__ for kind in get_args(ToAggregator)}
@@ -169,20 +173,27 @@ class Aggregator:
         self.busbw_histogram = BusbwHistogram()
         self.store = Store(settings.state)
         self.aggregation = Aggregation(load=self.store.load, owned=settings.ranks)
-        self.nodes = self.store.nodes()
-        self.heartbeats: dict[str, tuple[CollectorStats, float]] = {}
-        self._greeted: dict[str, str] = {}  # node -> the collector instance of its last Hello
-        # node -> the collector instance that ended it (kept in the state folder)
-        self._ended_by: dict[str, str] = self.store.ended_by()
+        self.intake = Intake(  # admission, membership and end-of-run (pure)
+            Rules(
+                expect_nodes=settings.expect_nodes,
+                end_grace_s=settings.end_grace_s,
+                heartbeat_timeout_s=settings.heartbeat_timeout_s,
+                max_nodes=settings.max_nodes,
+                max_streams_per_node=settings.max_streams_per_node,
+                max_streams=settings.max_streams,
+            ),
+            Welcome(protocol=PROTOCOL_VERSION, instance=self.instance, credit=settings.credit),
+            clock(),
+            self.store.nodes(),
+            self.store.ended_by(),  # node -> the collector instance that ended it
+        )
         self._decoder = msgspec.msgpack.Decoder(ToAggregator)
         self._head = msgspec.msgpack.Decoder(Head)
         self._records = msgspec.msgpack.Decoder(Record)
         self.lost: list[str] = []  # set at the end: what never finished
-        self._heard = dict.fromkeys(self.nodes, clock())  # node -> its last message
-        self._gone: set[str] = set()  # nodes silent `end_grace_s` without end-of-run
         self._encoder = msgspec.msgpack.Encoder()
         self._acks: dict[tuple[bytes, str], str] = {}  # (routing id, stream key) -> its id
-        self.links = Links()  # routing id -> the proven node that owns it
+        self.links = self.intake.links  # routing id -> the proven node that owns it
         self._replies: list[tuple[bytes, ToCollector]] = []
         self._finished: list[FinishedFile] = []
         self._fed_live: set[str] = set()  # of those, tailed Inspector logs: fed as they came
@@ -209,6 +220,15 @@ class Aggregator:
         self.socket: zmq.Socket[bytes] | None = None
         self.gate: curve.Gate | None = None
         self.door: door.Door | None = None
+
+    @property
+    def nodes(self) -> dict[str, bool]:
+        """The nodes seen (Hello or end-of-run) and whether each ended (`Intake`)."""
+        return self.intake.nodes
+
+    @property
+    def heartbeats(self) -> dict[str, tuple[CollectorStats, float]]:
+        return self.intake.heartbeats
 
     # ---------------------------------------------------------------- recovery
     def _recover(self) -> None:
@@ -368,9 +388,9 @@ class Aggregator:
         if len(payload) > MAX_MESSAGE_BYTES:
             self._reject("too_large")
             return
-        speaker = peer if peer is not None else identity.decode("utf-8", "replace")
-        if peer is not None and (owner := self.links.claim(identity, peer)) is not None:
-            self._taken(peer, owner)
+        speaker = self.intake.speaker(identity, peer)
+        if isinstance(speaker, Taken):
+            self._taken(speaker.node, speaker.owner)
             return
         try:
             self._receive(identity, speaker, payload)
@@ -392,12 +412,9 @@ class Aggregator:
             )
 
     def _heard_from(self, node: str) -> None:
-        """A known node spoke (any message): it is not gone (`_silent`), or back if it was."""
-        if node in self.nodes or node in self.heartbeats:
-            self._heard[node] = self.clock()
-            if node in self._gone:
-                self._gone.discard(node)
-                log.info("collector heard again", extra={"node": node})
+        """A known node spoke (any message): it is not silent, or back if it was."""
+        if self.intake.heard(node, self.clock()):
+            log.info("collector heard again", extra={"node": node})
 
     def _receive(self, identity: bytes, speaker: str, payload: bytes) -> None:
         head = self._head.decode(payload)
@@ -416,17 +433,16 @@ class Aggregator:
         if message.node != speaker:
             self._refuse(identity, "not_own_node", f"{speaker} cannot speak for another node")
         elif isinstance(message, Hello):
-            self._hello(identity, message)
+            self._decided(identity, self.intake.hello(message.node, message.instance))
         elif isinstance(message, Heartbeat):
-            self._heartbeat(message)
-        elif isinstance(message, EndOfRun) and self._known(identity, message.node):
-            self.nodes[message.node] = True
-            self._ended_by.pop(message.node, None)
-            if (instance := message.instance or self._greeted.get(message.node)) is not None:
-                self._ended_by[message.node] = instance
-            self.store.save_nodes(self.nodes, self._ended_by)
-            self._replies.append((identity, RunAck(node=message.node)))
-            log.info("end of run", extra={"node": message.node})
+            self._decided(
+                identity, self.intake.heartbeat(message.node, message.stats, self.clock())
+            )
+        elif isinstance(message, EndOfRun):
+            ended = self.intake.end_of_run(message.node, message.instance)
+            self._decided(identity, ended, ended_by=True)
+            if not ended.refused:
+                log.info("end of run", extra={"node": message.node})
 
     def _old_protocol(self, identity: bytes, speaker: str, protocol: int | None) -> None:
         """A Hello of another protocol version, or protocol 4's event `Batch` (whatever its
@@ -449,35 +465,15 @@ class Aggregator:
         self._reject(reason)
         self._replies.append((identity, Reject(reason=why)))
 
-    def _known(self, identity: bytes, node: str) -> bool:
-        """Whether `node` is known or may join (the cap on node names)."""
-        if node in self.nodes or len(self.nodes) < self.settings.max_nodes:
-            return True
-        self._refuse(identity, "too_many_nodes", f"more than {self.settings.max_nodes} nodes")
-        return False
-
-    def _hello(self, identity: bytes, hello: Hello) -> None:
-        """A node joins (again, if it had ended: a collector restarted). A Hello from the
-        collector instance that sent the node's end-of-run is one of its resends (a Hello
-        leads each), not a new start: it leaves the node ended, or the run would wait for
-        an end-of-run that collector, answered, never sends again."""
-        if not self._known(identity, hello.node):
-            return
-        resent = self.nodes.get(hello.node) and self._ended_by.get(hello.node) == hello.instance
-        self._greeted[hello.node] = hello.instance
-        if not resent and self.nodes.get(hello.node) is not False:
-            self.nodes[hello.node] = False
-            self.store.save_nodes(self.nodes)
-        welcome = Welcome(
-            protocol=PROTOCOL_VERSION, instance=self.instance, credit=self.settings.credit
-        )
-        self._replies.append((identity, welcome))
-
-    def _heartbeat(self, beat: Heartbeat) -> None:
-        if beat.node in self.heartbeats or len(self.heartbeats) < self.settings.max_nodes:
-            self.heartbeats[beat.node] = (beat.stats, self.clock())
-        else:
+    def _decided(self, identity: bytes, decision: Decision, ended_by: bool = False) -> None:
+        """Carry out what the `Intake` decided of a Hello, Heartbeat or EndOfRun: count a
+        refusal over the node cap, store the nodes (with who ended them), reply."""
+        if decision.refused:
             self._reject("too_many_nodes")
+        if decision.save:
+            self.store.save_nodes(self.nodes, self.intake.ended_by if ended_by else None)
+        if decision.reply is not None:
+            self._replies.append((identity, decision.reply))
 
     def _record(self, identity: bytes, speaker: str, head: Head, payload: bytes) -> None:
         """A record, judged on its head; decoded whole only to be applied. Its stream is
@@ -503,18 +499,12 @@ class Aggregator:
         self._acks[(identity, stream)] = head.stream or ""
 
     def _may_start(self, speaker: str, start: StreamStart) -> bool:
-        """A node starts only its own streams, within the caps on open streams."""
-        settings = self.settings
-        if start.node != speaker:
-            self._reject("not_own_node")
-            return False
-        if (
-            len(self.aggregation.open) >= settings.max_streams
-            or self.aggregation.open_streams(speaker) >= settings.max_streams_per_node
-        ):
-            self._reject("too_many_streams")
-            return False
-        return True
+        """A node starts only its own streams, within the caps on open streams (`Intake`)."""
+        open_all, open_own = len(self.aggregation.open), self.aggregation.open_streams(speaker)
+        admission = self.intake.may_start(speaker, start.node, open_all, open_own)
+        if admission is not Admission.OPEN:
+            self._reject(_ADMISSION[admission])
+        return admission is Admission.OPEN
 
     def _apply(self, record: Record, payload: bytes, log_it: bool) -> None:
         if log_it:
@@ -707,10 +697,7 @@ class Aggregator:
             )
             for kind in kinds
         }
-        timeout = self.settings.heartbeat_timeout_s
-        collectors = {
-            node: (stats, now - seen < timeout) for node, (stats, seen) in self.heartbeats.items()
-        }
+        collectors = self.intake.collectors(now)
         aggregation = self.aggregation
         done = aggregation.finished.values()
         return Snapshot(
@@ -743,42 +730,18 @@ class Aggregator:
         return frozenset(known if owned is None else known & owned)
 
     def _over(self) -> bool:
-        nodes = self.nodes
-        expect = self.settings.expect_nodes
-        silent = self._silent()
-        if (
-            nodes
-            and all(ended or node in silent for node, ended in nodes.items())
-            and len(nodes) >= expect
-            and (expect or not self._pending() - silent)
-        ):
-            return True
-        idle = self.settings.idle_timeout_s
-        return idle is not None and self.clock() - self._last_message >= idle
-
-    def _silent(self) -> set[str]:
-        """Nodes without end-of-run that sent nothing (heartbeats included) for `end_grace_s`:
-        the run no longer waits for them (each logged once; it comes back if heard again)."""
-        limit = self.clock() - self.settings.end_grace_s
-        silent = {
-            node for node, at in self._heard.items() if at <= limit and not self.nodes.get(node)
-        }
-        for node in sorted(silent - self._gone):
+        """Whether the run is over: membership says so (`Intake.over`), or `idle_timeout_s`
+        passed without a message. A node newly silent without end-of-run is logged once."""
+        now = self.clock()
+        streaming = {s.start.node for s in self.aggregation.open.values()}
+        over = self.intake.over(now, streaming)
+        for gone in self.intake.silenced():
             log.warning(
                 "collector silent without end-of-run: no longer waited for",
-                extra={"node": node, "silent_s": round(self.clock() - self._heard[node], 1)},
+                extra={"node": gone.node, "silent_s": round(gone.silent_s, 1)},
             )
-        self._gone |= silent
-        return silent
-
-    def _pending(self) -> set[str]:
-        """Nodes without end-of-run that are still at work: their heartbeat is recent, or
-        they have streams open (without --expect-nodes, they keep the run going)."""
-        now = self.clock()
-        timeout = self.settings.heartbeat_timeout_s
-        live = {node for node, (_, seen) in self.heartbeats.items() if now - seen < timeout}
-        streaming = {s.start.node for s in self.aggregation.open.values()}
-        return {node for node in live | streaming if not self.nodes.get(node)}
+        idle = self.settings.idle_timeout_s
+        return over or (idle is not None and now - self._last_message >= idle)
 
     def _lost(self) -> list[str]:
         """What never finished: streams still open, files their collector could not read,
@@ -789,12 +752,8 @@ class Aggregator:
         lost += [
             f"{f.node}: {f.path} {f.error}" for f in self.aggregation.finished.values() if f.lost
         ]
-        lost += [f"{node}: no end-of-run" for node in self._unended()]
+        lost += [f"{node}: no end-of-run" for node in self.intake.unended()]
         return lost
-
-    def _unended(self) -> list[str]:
-        """The collectors seen (Hello or heartbeat) that never sent end-of-run."""
-        return sorted(n for n in set(self.nodes) | set(self.heartbeats) if not self.nodes.get(n))
 
     def _final(self) -> Report:
         self._wait_build()
@@ -804,7 +763,7 @@ class Aggregator:
         if self.lost:
             log.warning("files lost", extra={"count": len(self.lost), "lost": self.lost[:20]})
         report = self.aggregation.report(self.settings.options, final=True)
-        if unended := self._unended():
+        if unended := self.intake.unended():
             inputs = msgspec.structs.replace(report.inputs, unended_collectors=unended)
             report = msgspec.structs.replace(report, inputs=inputs)
         self.exporter.show(self.snapshot(report))

@@ -74,6 +74,7 @@ PURE = [
     "exporters/textfmt.py",
     "exporters/extremes.py",
     "service/links.py",
+    "service/intake.py",
 ]
 SHELL_ONLY = {
     "os",
