@@ -19,7 +19,7 @@ import msgspec
 # (`bus_bytes`, `total_bus_bytes`) are floats: Σ S x F exact, never rounded; top kernels and
 # kernel launches.
 SCHEMA_VERSION: Final = 5
-PROTOCOL_VERSION: Final = 9  # 4: labels, sizes and counts bounded at decode; 5: `Facts`
+PROTOCOL_VERSION: Final = 10  # 4: labels, sizes and counts bounded at decode; 5: `Facts`
 # 6: NCCL Inspector logs (`FileStats.dropped` has the Inspector line reasons below)
 # 7: `Facts.covers` (a tailed Inspector log's record holds many ops, numbered by op)
 # 8: a tailed Inspector log is a stream per time window (`collector.inspector_windows`), all
@@ -28,6 +28,7 @@ PROTOCOL_VERSION: Final = 9  # 4: labels, sizes and counts bounded at decode; 5:
 #    `CommOp.dtype`, `in_splits`, `out_splits` (cross-rank matching compares them); a
 #    `FileStats.dropped` reason for cpu events whose tid is neither a number nor a name;
 #    `Facts.kernel_names` and `Facts.launches` (top kernels, kernel launches)
+# 10: `CollectorStats.dropped` keys are snake_case keys (`DropReason`)
 # Persisted state (the collector's checkpoint, the aggregator's store). Version 1 carried no
 # version field; readers migrate it explicitly.
 STATE_VERSION: Final = 2
@@ -91,15 +92,60 @@ EventDropReason = Literal[
     "inspector op of a multi-GPU process on a communicator other than its largest",
     "cpu event whose tid is neither a number nor a name",  # protocol 9
 ]
-# What a collector counts as dropped (`CollectorStats.dropped` keys: a fixed set, label values).
-DropReason = Literal[
-    "unreadable file", "malformed reply from the aggregator", "file changed while resuming"
-]
+# Reason keys: the `reason` label values (short snake_case keys, fixed sets); `REASONS` below is
+# the one table of their human text (reports and HELP texts read it).
+# What a collector counts as dropped (`CollectorStats.dropped` keys).
+DropReason = Literal["unreadable_file", "malformed_reply", "file_changed"]
 DROP_REASONS: Final[tuple[DropReason, ...]] = get_args(DropReason)
-# Why a collector's read of a file failed (`CollectorStats.read_failures` and `files_lost`
-# keys, label values): its worker process died, an I/O error, a fault of the reader itself.
+# Why a collector's read of a file failed (`CollectorStats.read_failures` and `files_lost` keys).
 ReadFailure = Literal["worker_died", "unreadable", "reader_failed"]
 READ_FAILURES: Final[tuple[ReadFailure, ...]] = get_args(ReadFailure)
+# What the aggregator refused (`AggregatorStats.rejected` keys).
+RejectReason = Literal[
+    "frames",
+    "too_large",
+    "undecodable",
+    "invalid",
+    "protocol",
+    "unroutable",
+    "not_own_node",
+    "not_own_stream",
+    "too_many_streams",
+    "too_many_nodes",
+    "disconnected",
+    "routing_id_taken",
+]
+REJECT_REASONS: Final[tuple[RejectReason, ...]] = get_args(RejectReason)
+# Connections the aggregator refused before a message (`AggregatorStats.refused` keys).
+RefusedReason = Literal[
+    "unknown_key", "no_curve", "cryptographic", "handshake", "too_many_handshakes"
+]
+REFUSED_REASONS: Final[tuple[RefusedReason, ...]] = get_args(RefusedReason)
+REASONS: Final[dict[str, str]] = {
+    "unreadable_file": "a file the collector could not read",
+    "malformed_reply": "a malformed reply from the aggregator",
+    "file_changed": "a file that changed while its stream resumed (streamed anew)",
+    "worker_died": "the worker process reading the file died",
+    "unreadable": "an I/O error reading the file",
+    "reader_failed": "a fault of the reader itself",
+    "frames": "not [routing id, payload]",
+    "too_large": "a message over the size cap",
+    "undecodable": "not msgpack, or nested too deeply",
+    "invalid": "msgpack, but not a message of this protocol or a value out of bounds",
+    "protocol": "a Hello of another protocol version, or a protocol-4 event Batch",
+    "unroutable": "a reply to a peer gone",
+    "not_own_node": "a message naming another node than the peer's own",
+    "not_own_stream": "a record for another node's stream",
+    "too_many_streams": "a stream over the per-node or total cap of open streams",
+    "too_many_nodes": "a node over the cap of nodes",
+    "disconnected": "a connection dropped, by libzmq for an oversized frame or by the peer",
+    "routing_id_taken": "a proven node on a routing id another proven node owns",
+    "unknown_key": "a Curve key not in the allow-list",
+    "no_curve": "a peer without Curve encryption",
+    "cryptographic": "a Curve handshake that failed its cryptography",
+    "handshake": "a failed handshake",
+    "too_many_handshakes": "shut at once: --max-handshakes others were in their handshake",
+}
 
 # Bounds every value a peer sends is checked against on decode (and the parser keeps to).
 MAX_RANKS: Final = 2**24  # ranks are 0 … MAX_RANKS-1, a world at most MAX_RANKS

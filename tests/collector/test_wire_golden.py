@@ -182,7 +182,7 @@ EXAMPLES: dict[str, tuple[Any, Any]] = {
                 unacked=1,
                 unacked_bytes=512,
                 lag_s=0.25,
-                dropped={"unreadable file": 1},
+                dropped={"unreadable_file": 1},
             ),
         ),
         ToAggregator,
