@@ -28,14 +28,14 @@ PROTOCOL_VERSION: Final = 10  # 4: labels, sizes and counts bounded at decode; 5
 #    `CommOp.dtype`, `in_splits`, `out_splits` (cross-rank matching compares them); a
 #    `FileStats.dropped` reason for cpu events whose tid is neither a number nor a name;
 #    `Facts.kernel_names` and `Facts.launches` (top kernels, kernel launches)
-# 10: `CollectorStats.dropped` keys are snake_case keys (`DropReason`)
+# 10: `FileStats.dropped` and `CollectorStats.dropped` keys are snake_case keys (`REASONS`)
 # Persisted state (the collector's checkpoint, the aggregator's store). Version 1 carried no
 # version field; readers migrate it explicitly.
 STATE_VERSION: Final = 2
 # The aggregator's state folder (its `version.msgpack`): versions 1 and 2 went with
 # STATE_VERSION; 3: one journal (`JournalEntry` frames in segments, one fsync a drain), not a
-# log and a result file per stream.
-STORE_VERSION: Final = 3
+# log and a result file per stream; 4: drop reasons keyed as in protocol 10.
+STORE_VERSION: Final = 4
 
 KernelCategory = Literal["gemm", "attention", "elementwise", "reduction", "other"]
 KERNEL_CATEGORIES: Final[tuple[KernelCategory, ...]] = get_args(KernelCategory)
@@ -72,28 +72,29 @@ CollectiveType = Literal[
 ]
 COLLECTIVE_TYPES: Final[tuple[CollectiveType, ...]] = get_args(CollectiveType)
 
-# Why a parser dropped events of a file (`FileStats.dropped` keys: a fixed set, label values).
-EventDropReason = Literal[
-    "span without numeric ts/dur (or out of range)",
-    "kernel/op event that is not a complete span (ph != X)",
-    "args that are not an object",
-    "[memory] event without Device Id/Type or Total Allocated",
-    "ProfilerStep without a step number",
-    "traceEvents item that is not an object",
-    "event whose cat is not a string",
-    "value beyond 64 bits, NaN or Infinity, or bytes not UTF-8 (mended)",
-    "comm kernel resolved without all its calls (file beyond the memory bounds)",
-    # NCCL Inspector logs (`collector.inspector`): a line, or an op, left out
-    "inspector line that is not JSON",
-    "inspector line cut short (no newline at the end of the file)",
-    "inspector record of an unknown format version",
-    "inspector record missing keys or with bad values",
-    "inspector line longer than 1 MiB (left out)",
-    "inspector op of a multi-GPU process on a communicator other than its largest",
-    "cpu event whose tid is neither a number nor a name",  # protocol 9
-]
 # Reason keys: the `reason` label values (short snake_case keys, fixed sets); `REASONS` below is
 # the one table of their human text (reports and HELP texts read it).
+# Why a parser dropped events of a file (`FileStats.dropped` keys).
+EventDropReason = Literal[
+    "bad_span",
+    "not_complete_span",
+    "args_not_object",
+    "memory_event_incomplete",
+    "step_without_number",
+    "event_not_object",
+    "cat_not_string",
+    "value_mended",
+    "comm_kernel_unresolved",
+    "inspector_not_json",
+    "inspector_cut_short",
+    "inspector_unknown_version",
+    "inspector_bad_record",
+    "inspector_line_too_long",
+    "inspector_other_comm",
+    "bad_tid",
+    "inspector_no_time",
+]
+EVENT_DROP_REASONS: Final[tuple[EventDropReason, ...]] = get_args(EventDropReason)
 # What a collector counts as dropped (`CollectorStats.dropped` keys).
 DropReason = Literal["unreadable_file", "malformed_reply", "file_changed"]
 DROP_REASONS: Final[tuple[DropReason, ...]] = get_args(DropReason)
@@ -122,6 +123,26 @@ RefusedReason = Literal[
 ]
 REFUSED_REASONS: Final[tuple[RefusedReason, ...]] = get_args(RefusedReason)
 REASONS: Final[dict[str, str]] = {
+    "bad_span": "span without numeric ts/dur (or out of range)",
+    "not_complete_span": "kernel/op event that is not a complete span (ph != X)",
+    "args_not_object": "args that are not an object",
+    "memory_event_incomplete": "[memory] event without Device Id/Type or Total Allocated",
+    "step_without_number": "ProfilerStep without a step number",
+    "event_not_object": "traceEvents item that is not an object",
+    "cat_not_string": "event whose cat is not a string",
+    "value_mended": "value beyond 64 bits, NaN or Infinity, or bytes not UTF-8 (mended)",
+    "comm_kernel_unresolved": "comm kernel resolved without all its calls "
+    "(file beyond the memory bounds)",
+    "inspector_not_json": "inspector line that is not JSON",
+    "inspector_cut_short": "inspector line cut short (no newline at the end of the file)",
+    "inspector_unknown_version": "inspector record of an unknown format version",
+    "inspector_bad_record": "inspector record missing keys or with bad values",
+    "inspector_line_too_long": "inspector line longer than 1 MiB (left out)",
+    "inspector_other_comm": "inspector op of a multi-GPU process on a communicator "
+    "other than its largest",
+    "bad_tid": "cpu event whose tid is neither a number nor a name",
+    "inspector_no_time": "inspector op without a time "
+    "(no dump_timestamp_us, not verbose): in no window",
     "unreadable_file": "a file the collector could not read",
     "malformed_reply": "a malformed reply from the aggregator",
     "file_changed": "a file that changed while its stream resumed (streamed anew)",
@@ -146,6 +167,12 @@ REASONS: Final[dict[str, str]] = {
     "handshake": "a failed handshake",
     "too_many_handshakes": "shut at once: --max-handshakes others were in their handshake",
 }
+
+
+def reason_text(key: str) -> str:
+    """A reason key's human text (a key not in `REASONS`, from an older report: itself)."""
+    return REASONS.get(key, key)
+
 
 # Bounds every value a peer sends is checked against on decode (and the parser keeps to).
 MAX_RANKS: Final = 2**24  # ranks are 0 … MAX_RANKS-1, a world at most MAX_RANKS

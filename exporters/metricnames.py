@@ -18,6 +18,7 @@ from typing import Final, NamedTuple
 
 from commscope.collector.schema import (
     DROP_REASONS,
+    EVENT_DROP_REASONS,
     READ_FAILURES,
     REASONS,
     REFUSED_REASONS,
@@ -328,7 +329,7 @@ FAMILIES: Final = (
         "commscope_events_dropped_total",
         "counter",
         ("job", "reason"),
-        "malformed trace events dropped, by reason",
+        by_reason("malformed trace events dropped", EVENT_DROP_REASONS),
     ),
     # ---- the aggregator itself
     Family(

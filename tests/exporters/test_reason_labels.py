@@ -5,9 +5,11 @@ their texts, in ASCII."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from commscope.collector.schema import (
     DROP_REASONS,
+    EVENT_DROP_REASONS,
     READ_FAILURES,
     REASONS,
     REFUSED_REASONS,
@@ -15,7 +17,9 @@ from commscope.collector.schema import (
     AggregatorStats,
     CollectorStats,
     DropReason,
+    Inputs,
     ReadFailure,
+    Report,
 )
 from commscope.exporters.collectormetrics import CollectorMetrics
 from commscope.exporters.metricnames import COLLECTOR_FAMILIES, FAMILIES
@@ -25,6 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 KEY = re.compile(r"^[a-z][a-z0-9_]*$")
 VOCABULARIES = {
+    "commscope_events_dropped_total": EVENT_DROP_REASONS,
     "commscope_aggregator_rejected_total": REJECT_REASONS,
     "commscope_aggregator_refused_connections_total": REFUSED_REASONS,
     "commscope_collector_dropped_total": DROP_REASONS,
@@ -55,7 +60,9 @@ def _reasons(text: str) -> dict[str, set[str]]:
 
 def _aggregator_exposition() -> str:
     aggregator, node = _everything()
-    snapshot = Snapshot(job="j", aggregator=aggregator, collectors={"n1": (node, True)})
+    report = Report(inputs=Inputs(dropped_events=dict.fromkeys(EVENT_DROP_REASONS, 1)))
+    collectors = {"n1": (node, True)}
+    snapshot = Snapshot(job="j", report=report, aggregator=aggregator, collectors=collectors)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SnapshotCollector(snapshot))
     return generate_latest(registry).decode()
@@ -99,3 +106,12 @@ def test_each_reason_family_help_names_its_keys_with_their_texts() -> None:
         listed = specs[name].help.split("; reason: one of ", 1)[1]
         assert listed == ", ".join(f"{key} ({REASONS[key]})" for key in vocabulary)
         assert specs[name].help.isascii()
+
+
+def test_the_alerts_and_the_dashboard_filter_only_on_reason_keys() -> None:
+    """A `reason` matcher in deploy/'s alert rules or dashboard names a key there is."""
+    deploy = Path(__file__).resolve().parents[2] / "deploy"
+    texts = [deploy / "prometheus" / "rules.yml", deploy / "grafana" / "commscope.json"]
+    named = {m for path in texts for m in re.findall(r'reason!?=~?\\?"([^"\\]*)', path.read_text())}
+    assert named, "no reason matcher found: the pattern no longer fits"
+    assert named <= REASONS.keys()
