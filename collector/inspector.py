@@ -47,11 +47,11 @@ _PER_RANK_SIZE: Final = frozenset({"AllGather", "ReduceScatter"})
 _P2P_TYPES: Final = {"Send": "SendRecv", "Recv": "SendRecv", "SendRecv": "SendRecv"}
 
 # Why a line gives no operation (a fixed set: report and metric labels).
-NOT_JSON: Final = "inspector line that is not JSON"
-TRUNCATED: Final = "inspector line cut short (no newline at the end of the file)"
-UNKNOWN_VERSION: Final = "inspector record of an unknown format version"
-MISSING_KEYS: Final = "inspector record missing keys or with bad values"
-TOO_LONG: Final = "inspector line longer than 1 MiB (left out)"
+NOT_JSON: Final = "inspector_not_json"
+TRUNCATED: Final = "inspector_cut_short"
+UNKNOWN_VERSION: Final = "inspector_unknown_version"
+MISSING_KEYS: Final = "inspector_bad_record"
+TOO_LONG: Final = "inspector_line_too_long"
 MAX_LINE_BYTES: Final = 1 << 20  # Inspector's lines are ~1 KB: a partial line held at most this
 
 
@@ -103,7 +103,7 @@ class Ignored:
 
 @dataclass(frozen=True)
 class Bad:
-    reason: str
+    reason: EventDropReason
 
 
 Parsed = Op | Ignored | Bad
@@ -221,10 +221,9 @@ def inspected(source: str) -> bool:
     return SOURCE in source
 
 
-def count_dropped(stats: FileStats, reason: str, count: int = 1) -> None:
+def count_dropped(stats: FileStats, reason: EventDropReason, count: int = 1) -> None:
     """Count `count` lines or ops of a log left out for `reason` (one of the reasons above)."""
-    key: EventDropReason = reason  # type: ignore[assignment]  # an Inspector reason
-    stats.dropped[key] = stats.dropped.get(key, 0) + count
+    stats.dropped[reason] = stats.dropped.get(reason, 0) + count
 
 
 def split_lines(buffer: bytes) -> tuple[list[bytes], bytes]:
@@ -251,7 +250,7 @@ def cut_lines(rest: bytes, chunk: bytes, skipping: bool) -> tuple[list[bytes], b
     return lines, held, False, False
 
 
-OTHER_COMM: Final = "inspector op of a multi-GPU process on a communicator other than its largest"
+OTHER_COMM: Final = "inspector_other_comm"
 
 
 @dataclass(frozen=True)

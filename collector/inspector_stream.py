@@ -55,6 +55,7 @@ from commscope.collector.schema import (
     Record,
     StreamEnd,
     TraceMeta,
+    reason_text,
 )
 from commscope.collector.session import DONE
 from commscope.collector.stream import (
@@ -285,7 +286,7 @@ class InspectorStream(FileStream):
         end = StreamEnd(
             stream=self.log, seq=1, meta=meta, stats=window.slot.stats,
             size_bytes=file_size(self.path),
-            error=error or f"no NCCL Inspector operation with a time ({NO_TIME})",
+            error=error or f"no NCCL Inspector operation with a time ({reason_text(NO_TIME)})",
         )  # fmt: skip
         self._send(window, end, final=True)
 

@@ -31,13 +31,13 @@ from datetime import UTC, datetime
 from typing import Final
 
 from commscope.collector.inspector import TRUNCATED, Op, count_dropped
-from commscope.collector.schema import FileStats
+from commscope.collector.schema import EventDropReason, FileStats
 
 DEFAULT_WINDOW_S: Final = 300
 MAX_WINDOW_S: Final = 7 * 86_400
 GRACE_SHARE: Final = 5  # G = W / GRACE_SHARE
 MAX_GAP: Final = 288  # empty windows opened at most on one jump (a day of the default W)
-NO_TIME: Final = "inspector op without a time (no dump_timestamp_us, not verbose): in no window"
+NO_TIME: Final = "inspector_no_time"
 _US: Final = 1_000_000
 
 
@@ -161,7 +161,7 @@ class Windowing:
             self.pending = FileStats()
         return indices
 
-    def drop(self, reason: str) -> None:
+    def drop(self, reason: EventDropReason) -> None:
         lowest = min(self.live, default=None)
         count_dropped(self.pending if lowest is None else self.live[lowest].stats, reason)
 

@@ -41,7 +41,7 @@ BATCH_EVENTS: Final = 4096
 _END: Final = object()
 # yajl's complaints that a mended value cures (NaN and Infinity are invalid chars to it): the
 # only errors, with Python's UnicodeDecodeError, worth reading a document again for.
-_MENDED: Final = "value beyond 64 bits, NaN or Infinity, or bytes not UTF-8 (mended)"
+_MENDED: Final = "value_mended"
 _MENDABLE: Final = (
     "integer overflow",
     "numeric (floating point) overflow",

@@ -81,14 +81,14 @@ LAUNCH_MEMORY: Final = 1 << 16
 PENDING_MEMORY: Final = 1 << 12
 CALL_MEMORY: Final = 1 << 16
 ROLE_MEMORY: Final = 1 << 14
-_BAD_SPAN: Final = "span without numeric ts/dur (or out of range)"
-_NOT_COMPLETE: Final = "kernel/op event that is not a complete span (ph != X)"
-_BAD_ARGS: Final = "args that are not an object"
-_NOT_OBJECT: Final = "traceEvents item that is not an object"
-_ODD_CAT: Final = "event whose cat is not a string"
-_NO_MEMORY: Final = "[memory] event without Device Id/Type or Total Allocated"
-_EARLY: Final = "comm kernel resolved without all its calls (file beyond the memory bounds)"
-_NO_TID: Final = "cpu event whose tid is neither a number nor a name"
+_BAD_SPAN: Final = "bad_span"
+_NOT_COMPLETE: Final = "not_complete_span"
+_BAD_ARGS: Final = "args_not_object"
+_NOT_OBJECT: Final = "event_not_object"
+_ODD_CAT: Final = "cat_not_string"
+_NO_MEMORY: Final = "memory_event_incomplete"
+_EARLY: Final = "comm_kernel_unresolved"
+_NO_TID: Final = "bad_tid"
 _LABEL: Final = re.compile(LABEL_PATTERN)
 _PLAIN, _CALL, _RECORDED_CALL = 0, 1, 2
 _BACKEND_PREFIXES: Final = (*BACKEND_CALL_PREFIXES, "record_param_comms")
@@ -786,7 +786,7 @@ class Normalizer:
         if span is None or tid is None:
             return
         if not (number.isascii() and number.isdigit() and len(number) <= 18):
-            self.drop("ProfilerStep without a step number")
+            self.drop("step_without_number")
             return
         self.out.append(Step(int(number), span[0], span[1], tid))
 

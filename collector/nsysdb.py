@@ -28,7 +28,7 @@ from msgspec.structs import replace
 
 BATCH: Final = 4096
 SQLITE_MAGIC: Final = b"SQLite format 3\x00"
-_BAD_SPAN: Final = "span without numeric ts/dur (or out of range)"
+_BAD_SPAN: Final = "bad_span"
 _LAUNCHES: Final = (  # a runtime table's kernel launch calls (`launches.is_launch_call` then)
     "JOIN StringIds s ON s.id = r.nameId WHERE s.value LIKE '%LaunchKernel%' OR s.value LIKE "
     "'%LaunchCooperativeKernel%'"

@@ -16,14 +16,14 @@ import msgspec
 # version is refused), the collector's checkpoint and the aggregator's state folder. What each
 # version changed: CHANGELOG.md, "Wire protocol and saved state versions".
 SCHEMA_VERSION: Final = 5
-PROTOCOL_VERSION: Final = 9
+PROTOCOL_VERSION: Final = 10
 # Persisted state (the collector's checkpoint, the aggregator's store). Version 1 carried no
 # version field; readers migrate it explicitly.
 STATE_VERSION: Final = 2
 # The aggregator's state folder (its `version.msgpack`): versions 1 and 2 went with
 # STATE_VERSION; 3 is one journal (`JournalEntry` frames in segments), which `pipeline.store`
-# migrates version 1 and 2 folders to.
-STORE_VERSION: Final = 3
+# migrates version 1 and 2 folders to; 4 keys drop reasons as protocol 10 does.
+STORE_VERSION: Final = 4
 
 KernelCategory = Literal["gemm", "attention", "elementwise", "reduction", "other"]
 KERNEL_CATEGORIES: Final[tuple[KernelCategory, ...]] = get_args(KernelCategory)
@@ -60,35 +60,107 @@ CollectiveType = Literal[
 ]
 COLLECTIVE_TYPES: Final[tuple[CollectiveType, ...]] = get_args(CollectiveType)
 
-# Why a parser dropped events of a file (`FileStats.dropped` keys: a fixed set, label values).
+# Reason keys: the `reason` label values (short snake_case keys, fixed sets); `REASONS` below is
+# the one table of their human text (reports and HELP texts read it).
+# Why a parser dropped events of a file (`FileStats.dropped` keys).
 EventDropReason = Literal[
-    "span without numeric ts/dur (or out of range)",
-    "kernel/op event that is not a complete span (ph != X)",
-    "args that are not an object",
-    "[memory] event without Device Id/Type or Total Allocated",
-    "ProfilerStep without a step number",
-    "traceEvents item that is not an object",
-    "event whose cat is not a string",
-    "value beyond 64 bits, NaN or Infinity, or bytes not UTF-8 (mended)",
-    "comm kernel resolved without all its calls (file beyond the memory bounds)",
-    # NCCL Inspector logs (`collector.inspector`): a line, or an op, left out
-    "inspector line that is not JSON",
-    "inspector line cut short (no newline at the end of the file)",
-    "inspector record of an unknown format version",
-    "inspector record missing keys or with bad values",
-    "inspector line longer than 1 MiB (left out)",
-    "inspector op of a multi-GPU process on a communicator other than its largest",
-    "cpu event whose tid is neither a number nor a name",  # protocol 9
+    "bad_span",
+    "not_complete_span",
+    "args_not_object",
+    "memory_event_incomplete",
+    "step_without_number",
+    "event_not_object",
+    "cat_not_string",
+    "value_mended",
+    "comm_kernel_unresolved",
+    "inspector_not_json",
+    "inspector_cut_short",
+    "inspector_unknown_version",
+    "inspector_bad_record",
+    "inspector_line_too_long",
+    "inspector_other_comm",
+    "bad_tid",
+    "inspector_no_time",
 ]
-# What a collector counts as dropped (`CollectorStats.dropped` keys: a fixed set, label values).
-DropReason = Literal[
-    "unreadable file", "malformed reply from the aggregator", "file changed while resuming"
-]
+EVENT_DROP_REASONS: Final[tuple[EventDropReason, ...]] = get_args(EventDropReason)
+# What a collector counts as dropped (`CollectorStats.dropped` keys).
+DropReason = Literal["unreadable_file", "malformed_reply", "file_changed"]
 DROP_REASONS: Final[tuple[DropReason, ...]] = get_args(DropReason)
-# Why a collector's read of a file failed (`CollectorStats.read_failures` and `files_lost`
-# keys, label values): its worker process died, an I/O error, a fault of the reader itself.
+# Why a collector's read of a file failed (`CollectorStats.read_failures` and `files_lost` keys).
 ReadFailure = Literal["worker_died", "unreadable", "reader_failed"]
 READ_FAILURES: Final[tuple[ReadFailure, ...]] = get_args(ReadFailure)
+# What the aggregator refused (`AggregatorStats.rejected` keys).
+RejectReason = Literal[
+    "frames",
+    "too_large",
+    "undecodable",
+    "invalid",
+    "protocol",
+    "unroutable",
+    "not_own_node",
+    "not_own_stream",
+    "too_many_streams",
+    "too_many_nodes",
+    "disconnected",
+    "routing_id_taken",
+]
+REJECT_REASONS: Final[tuple[RejectReason, ...]] = get_args(RejectReason)
+# Connections the aggregator refused before a message (`AggregatorStats.refused` keys).
+RefusedReason = Literal[
+    "unknown_key", "no_curve", "cryptographic", "handshake", "too_many_handshakes"
+]
+REFUSED_REASONS: Final[tuple[RefusedReason, ...]] = get_args(RefusedReason)
+REASONS: Final[dict[str, str]] = {
+    "bad_span": "span without numeric ts/dur (or out of range)",
+    "not_complete_span": "kernel/op event that is not a complete span (ph != X)",
+    "args_not_object": "args that are not an object",
+    "memory_event_incomplete": "[memory] event without Device Id/Type or Total Allocated",
+    "step_without_number": "ProfilerStep without a step number",
+    "event_not_object": "traceEvents item that is not an object",
+    "cat_not_string": "event whose cat is not a string",
+    "value_mended": "value beyond 64 bits, NaN or Infinity, or bytes not UTF-8 (mended)",
+    "comm_kernel_unresolved": "comm kernel resolved without all its calls "
+    "(file beyond the memory bounds)",
+    "inspector_not_json": "inspector line that is not JSON",
+    "inspector_cut_short": "inspector line cut short (no newline at the end of the file)",
+    "inspector_unknown_version": "inspector record of an unknown format version",
+    "inspector_bad_record": "inspector record missing keys or with bad values",
+    "inspector_line_too_long": "inspector line longer than 1 MiB (left out)",
+    "inspector_other_comm": "inspector op of a multi-GPU process on a communicator "
+    "other than its largest",
+    "bad_tid": "cpu event whose tid is neither a number nor a name",
+    "inspector_no_time": "inspector op without a time "
+    "(no dump_timestamp_us, not verbose): in no window",
+    "unreadable_file": "a file the collector could not read",
+    "malformed_reply": "a malformed reply from the aggregator",
+    "file_changed": "a file that changed while its stream resumed (streamed anew)",
+    "worker_died": "the worker process reading the file died",
+    "unreadable": "an I/O error reading the file",
+    "reader_failed": "a fault of the reader itself",
+    "frames": "not [routing id, payload]",
+    "too_large": "a message over the size cap",
+    "undecodable": "not msgpack, or nested too deeply",
+    "invalid": "msgpack, but not a message of this protocol or a value out of bounds",
+    "protocol": "a Hello of another protocol version, or a protocol-4 event Batch",
+    "unroutable": "a reply to a peer gone",
+    "not_own_node": "a message naming another node than the peer's own",
+    "not_own_stream": "a record for another node's stream",
+    "too_many_streams": "a stream over the per-node or total cap of open streams",
+    "too_many_nodes": "a node over the cap of nodes",
+    "disconnected": "a connection dropped, by libzmq for an oversized frame or by the peer",
+    "routing_id_taken": "a proven node on a routing id another proven node owns",
+    "unknown_key": "a Curve key not in the allow-list",
+    "no_curve": "a peer without Curve encryption",
+    "cryptographic": "a Curve handshake that failed its cryptography",
+    "handshake": "a failed handshake",
+    "too_many_handshakes": "shut at once: --max-handshakes others were in their handshake",
+}
+
+
+def reason_text(key: str) -> str:
+    """A reason key's human text (a key not in `REASONS`, from an older report: itself)."""
+    return REASONS.get(key, key)
+
 
 # Bounds every value a peer sends is checked against on decode (and the parser keeps to).
 MAX_RANKS: Final = 2**24  # ranks are 0 … MAX_RANKS-1, a world at most MAX_RANKS

@@ -201,7 +201,7 @@ class Session:
     def _changed(self, path: str) -> None:
         """A resumed stream read another id than its checkpoint's (the file changed between
         the check and the read): the aggregator would not know it; stream it anew."""
-        self.drop("file changed while resuming")
+        self.drop("file_changed")
         self.cancels.append(path)
         self._start(path, 0, None)
 
@@ -274,7 +274,7 @@ class Session:
         try:
             reply = _DECODER.decode(payload)
         except msgspec.DecodeError:  # ValidationError included
-            self.drop("malformed reply from the aggregator")
+            self.drop("malformed_reply")
             return
         self.heard, self.answered = now, True
         if isinstance(reply, Ack):

@@ -13,7 +13,17 @@ An aggregator run with `--shard NAME` adds `shard` (`SHARD_LABEL`) to every fami
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final, NamedTuple
+
+from commscope.collector.schema import (
+    DROP_REASONS,
+    EVENT_DROP_REASONS,
+    READ_FAILURES,
+    REASONS,
+    REFUSED_REASONS,
+    REJECT_REASONS,
+)
 
 MAX_GROUPS: Final = 16
 # The label every family of a sharded aggregator carries (one value per aggregator: the set of
@@ -47,6 +57,12 @@ _JC: Final = ("job", "collective")
 _JCQ: Final = ("job", "collective", "quantile")  # "0.5", "0.95", as summaries have it
 _JN: Final = ("job", "node")
 _UP: Final = "commscope_collector_up"  # the aggregator's view of a collector
+
+
+def by_reason(what: str, keys: Iterable[str]) -> str:
+    """A HELP text naming each `reason` key with its text (the one table, `schema.REASONS`)."""
+    return f"{what}; reason: one of " + ", ".join(f"{key} ({REASONS[key]})" for key in keys)
+
 
 FAMILIES: Final = (
     # ---- the run, from finished windows
@@ -313,7 +329,7 @@ FAMILIES: Final = (
         "commscope_events_dropped_total",
         "counter",
         ("job", "reason"),
-        "malformed trace events dropped, by reason",
+        by_reason("malformed trace events dropped", EVENT_DROP_REASONS),
     ),
     # ---- the aggregator itself
     Family(
@@ -345,15 +361,14 @@ FAMILIES: Final = (
         "commscope_aggregator_rejected_total",
         "counter",
         ("job", "reason"),
-        "messages refused, by reason (malformed, too large, wrong protocol, another node's, "
-        "over a cap; disconnected: connections dropped)",
+        by_reason("messages refused, and connections dropped", REJECT_REASONS),
     ),
     Family("commscope_aggregator_acks_total", "counter", _J, "acknowledgements sent"),
     Family(
         "commscope_aggregator_refused_connections_total",
         "counter",
         ("job", "reason"),
-        "connections refused at the Curve handshake (unknown key, no Curve, bad handshake)",
+        by_reason("connections refused at the Curve handshake", REFUSED_REASONS),
     ),
     Family("commscope_aggregator_streams", "gauge", ("job", "state"), "trace streams, by state"),
     Family("commscope_aggregator_log_bytes", "gauge", _J, "write-ahead log of open streams, bytes"),
@@ -394,19 +409,21 @@ FAMILIES: Final = (
         "commscope_collector_dropped_total",
         "counter",
         ("job", "node", "reason"),
-        "what the collector dropped, by reason",
+        by_reason("what the collector dropped", DROP_REASONS),
     ),
     Family(
         "commscope_collector_read_failures_total",
         "counter",
         ("job", "node", "reason"),
-        "reads of a file that failed and were made again (worker_died, unreadable, reader_failed)",
+        by_reason("reads of a file that failed and were made again", READ_FAILURES),
     ),
     Family(
         "commscope_collector_files_lost_total",
         "counter",
         ("job", "node", "reason"),
-        "files every read of which failed, by the last failure: named in the report",
+        by_reason(
+            "files every read of which failed (by the last one), named in the report", READ_FAILURES
+        ),
     ),
 )
 

@@ -27,6 +27,7 @@ from commscope.collector.schema import (
     Sections,
     Summary,
     Window,
+    reason_text,
 )
 from commscope.collector.units import UNITS_NOTE, duration, rate, size
 from commscope.exporters.crosstext import (
@@ -468,7 +469,7 @@ def _inputs(report: Report, cut: Cut) -> Iterator[str]:
     yield f"Read: {size(i.bytes_read)}, {i.events:,} events"
     yield (f"Collectives of unknown size: {i.sizes_unknown}  ({where('size_none', i.sources)})")
     for reason, count in i.dropped_events.items():
-        yield f"Events dropped: {count} ({reason})"
+        yield f"Events dropped: {count} ({reason_text(reason)})"
     if i.skipped:
         yield ""
         yield "Skipped:"

@@ -18,6 +18,7 @@ from typing import Final
 import msgspec
 from commscope.collector.errors import ConfigError
 from commscope.collector.schema import JobDifference, Report, RunComparison, StepTest
+from commscope.pipeline.oldreasons import upgrade_report
 from commscope.pipeline.significance import MIN_SAMPLES, welch
 
 SIGNIFICANT: Final = 0.05
@@ -37,6 +38,7 @@ def load(data: bytes, name: str) -> Report:
     why = _not_a_report(document)
     if why is not None:
         raise ConfigError(f"{name}: not a commscope JSON report ({why})")
+    upgrade_report(document)
     try:
         return msgspec.convert(document, type=Report, str_keys=True)
     except msgspec.ValidationError as exc:

@@ -27,6 +27,7 @@ from commscope.collector.schema import (
     RankResult,
     Sections,
     TraceMeta,
+    reason_text,
 )
 from commscope.pipeline.clocks import epoch_ns
 
@@ -253,7 +254,7 @@ def _dropped(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
         reasons.update(f.stats.dropped)
     dropped = sum(reasons.values())
     read = max(sum(f.stats.events for f in files), dropped)
-    what = "; ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
+    what = "; ".join(f"{count} {reason_text(key)}" for key, count in sorted(reasons.items()))
     return issue("dropped", f"a usable form (dropped: {what})", (dropped, read), "events")
 
 

@@ -32,7 +32,7 @@ from commscope.collector.inspector import (
     split,
 )
 from commscope.collector.inspector_windows import Slot, Windowing, WindowRule, window_folder
-from commscope.collector.schema import INSPECTOR_LOGS, FileStats, RankResult, TraceMeta
+from commscope.collector.schema import INSPECTOR_LOGS, FileStats, RankResult, TraceMeta, reason_text
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import ParsedFile
 
@@ -54,7 +54,7 @@ def read(window: str, path: Path, rule: WindowRule = DEFAULT_RULE) -> list[Parse
         for stats in [windowing.pending, *(slot.stats for slot in slots)]:
             for why, n in stats.dropped.items():
                 dropped[why] = dropped.get(why, 0) + n
-        reasons = ", ".join(f"{n} {why}" for why, n in dropped.items()) or "no record"
+        reasons = ", ".join(f"{n} {reason_text(why)}" for why, n in dropped.items()) or "no record"
         raise TraceError(str(path), f"no NCCL Inspector operation ({reasons})")
     return [
         item

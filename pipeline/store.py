@@ -19,9 +19,9 @@
   reports are written (each written atomically: temp file + fsync + rename).
 - `version.msgpack`: the format of the folder (`schema.STORE_VERSION`). A folder without it
   is version 1 (a log and a result file per stream, samples as lists of floats); versions 1
-  and 2 are migrated in place, explicitly, one version at a time; a folder from a newer
-  commscope is refused. A stored result that does not fit its format is logged and dropped
-  (a whole file of version 1 or 2 is moved to `rejected/`), never fatal.
+  to 3 are migrated in place, explicitly, one version at a time (3 to 4: drop reasons keyed);
+  a folder from a newer commscope is refused. A stored result that does not fit its format is
+  logged and dropped (a whole file of version 1 or 2 is moved to `rejected/`), never fatal.
 
 A restart replays the results and the open streams' records: nothing acknowledged is lost,
 nothing is applied twice.
@@ -54,7 +54,9 @@ from commscope.collector.schema import (
     RunEnd,
     StateVersion,
 )
+from commscope.pipeline.oldreasons import upgrade_stats
 from commscope.pipeline.stats import add_sample
+from msgspec.structs import replace
 
 log = logging.getLogger("commscope.store")
 
@@ -383,7 +385,7 @@ def _v2_to_v3(root: Path) -> None:
     journal.mkdir()
     with (journal / f"{0:08d}.log").open("wb") as handle:
         for path in sorted((root / "done").glob("*.msgpack")):
-            if _fits([path.stem], Retired) and _read_file(path, root, _DECODER.decode) is not None:
+            if _fits([path.stem], Retired) and _read_file(path, root, _keyed_result) is not None:
                 _put(
                     handle, JournalEntry(kind="finished", stream=path.stem, data=path.read_bytes())
                 )
@@ -395,9 +397,39 @@ def _v2_to_v3(root: Path) -> None:
     _fsync_folder(journal)
 
 
+def _v3_to_v4(root: Path) -> None:
+    """Version 3 → 4: the drop reasons of every result and end record in the journal under
+    their snake_case keys (`oldreasons`); a segment holding one is rewritten atomically."""
+    journal = root / "journal"
+    for segment in _segment_numbers(journal):
+        path = journal / f"{segment:08d}.log"
+        entries = [entry for _, entry in _entries(path, segment)]
+        keyed = [replace(entry, data=_keyed(entry.data)) for entry in entries]
+        if keyed != entries:
+            write_atomic(path, b"".join(_framed(entry) for entry in keyed))
+
+
+def _keyed(body: bytes) -> bytes:
+    """A stored result or record (msgpack) with its old drop reasons under their keys; as it
+    was when it has none (or is not msgpack: the journal's reader judges it)."""
+    try:
+        raw = msgspec.msgpack.decode(body)
+    except msgspec.DecodeError:
+        return body
+    return msgspec.msgpack.encode(raw) if upgrade_stats(raw) else body
+
+
+def _keyed_result(body: bytes) -> FinishedFile:
+    return _DECODER.decode(_keyed(body))
+
+
 def _put(handle: BinaryIO, entry: JournalEntry) -> None:
+    handle.write(_framed(entry))
+
+
+def _framed(entry: JournalEntry) -> bytes:
     body = _ENCODER.encode(entry)
-    handle.write(_LENGTH.pack(len(body)) + body)
+    return _LENGTH.pack(len(body)) + body
 
 
 def _rewrite(path: Path, rejected: Path, convert: Callable[[Any], Any]) -> None:
@@ -417,6 +449,7 @@ def _v1_finished(raw: Any) -> FinishedFile:
         for key in _SAMPLES if isinstance(tally, dict) else ():
             if isinstance(tally.get(key), list):
                 tally[key] = _packed(tally[key])
+    upgrade_stats(raw)
     return msgspec.convert(raw, FinishedFile)
 
 
@@ -445,7 +478,11 @@ def _reject(path: Path, rejected: Path, reason: str) -> None:
     log.warning("state file rejected", extra={"path": str(path), "reason": reason[:500]})
 
 
-MIGRATIONS: Final[dict[int, Callable[[Path], None]]] = {1: _v1_to_v2, 2: _v2_to_v3}
+MIGRATIONS: Final[dict[int, Callable[[Path], None]]] = {
+    1: _v1_to_v2,
+    2: _v2_to_v3,
+    3: _v3_to_v4,
+}
 
 
 def _packed(values: list[float]) -> bytearray:

@@ -49,6 +49,8 @@ import zmq
 from commscope.collector.errors import ConfigError, WriteError
 from commscope.collector.schema import (
     PROTOCOL_VERSION,
+    REFUSED_REASONS,
+    REJECT_REASONS,
     Ack,
     AggregatorStats,
     Batch,
@@ -61,6 +63,7 @@ from commscope.collector.schema import (
     Hello,
     Record,
     Reject,
+    RejectReason,
     Report,
     RunEnd,
     StreamEnd,
@@ -106,21 +109,7 @@ _DRAIN: Final = 512  # messages handled between two syncs
 LIVE_S: Final = 1.0  # a tailed Inspector op is on /metrics within this (plus the tick)
 IO_RETRY_S: Final = (0.1, 0.5, 1.0, 2.0, 5.0)  # waits after an I/O error: the loop, the reports
 IO_WHERE: Final = ("loop", "reports")  # where an I/O error was survived (`io_errors`)
-REJECT_REASONS: Final = (
-    "frames",  # not [routing id, payload]
-    "too_large",  # over MAX_MESSAGE_BYTES
-    "undecodable",  # not msgpack, or nested too deeply
-    "invalid",  # msgpack, but not a message of this protocol (or a value out of bounds)
-    "protocol",  # a Hello of another protocol version, or a protocol-4 event Batch
-    "unroutable",  # a reply to a peer gone
-    "not_own_node",  # names another node than the peer's own
-    "not_own_stream",  # a record for another node's stream
-    "too_many_streams",  # a StreamStart over the per-node or total cap of open streams
-    "too_many_nodes",  # a node name over the cap
-    "disconnected",  # a connection dropped (by libzmq for an oversized frame, or the peer)
-    "routing_id_taken",  # a proven node on a routing id another proven node owns
-)
-_ADMISSION: Final = {  # a refused StreamStart's reason (REJECT_REASONS)
+_ADMISSION: Final[dict[Admission, RejectReason]] = {  # a refused StreamStart's reason
     Admission.NOT_OWN_NODE: "not_own_node",
     Admission.TOO_MANY_STREAMS: "too_many_streams",
 }
@@ -166,7 +155,7 @@ class Aggregator:
         self.instance = uuid.uuid4().hex
         self.stats = AggregatorStats(
             rejected=dict.fromkeys(REJECT_REASONS, 0),
-            refused=dict.fromkeys(curve.REFUSED_REASONS, 0),
+            refused=dict.fromkeys(REFUSED_REASONS, 0),
             io_errors=dict.fromkeys(IO_WHERE, 0),
         )
         self.rolling = RollingBandwidth(settings.horizon_s)
@@ -461,7 +450,7 @@ class Aggregator:
     def _count(self, kind: str) -> None:
         self.stats.messages[kind] = self.stats.messages.get(kind, 0) + 1
 
-    def _refuse(self, identity: bytes, reason: str, why: str) -> None:
+    def _refuse(self, identity: bytes, reason: RejectReason, why: str) -> None:
         self._reject(reason)
         self._replies.append((identity, Reject(reason=why)))
 
@@ -579,12 +568,12 @@ class Aggregator:
             )
         return IO_RETRY_S[min(failures, len(IO_RETRY_S) - 1)]
 
-    def _reject(self, reason: str) -> None:
+    def _reject(self, reason: RejectReason) -> None:
         count = self._tally(reason)
         if sparse(count):
             log.warning("message rejected", extra={"reason": reason, "count": count})
 
-    def _tally(self, reason: str) -> int:
+    def _tally(self, reason: RejectReason) -> int:
         count = self.stats.rejected[reason] = self.stats.rejected.get(reason, 0) + 1
         return count
 

@@ -375,7 +375,7 @@ class Collector:
             if worker.lost is not None:
                 self._lose(key, worker)
             elif worker.error is not None:
-                self._drop("unreadable file", worker.error)
+                self._drop("unreadable_file", worker.error)
 
     def _lose(self, path: str, worker: FileStream) -> None:
         self.lost.append(path)

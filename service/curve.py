@@ -30,7 +30,7 @@ import msgspec
 import zmq
 import zmq.auth
 from commscope.collector.errors import ConfigError
-from commscope.collector.schema import Name
+from commscope.collector.schema import REFUSED_REASONS, Name, RefusedReason
 from commscope.service.logs import sparse
 from zmq.utils import z85
 from zmq.utils.monitor import recv_monitor_message
@@ -39,13 +39,6 @@ log = logging.getLogger("commscope.curve")
 
 PUBLIC: Final = ".key"  # zmq.auth's suffixes
 SECRET: Final = ".key_secret"
-REFUSED_REASONS: Final = (
-    "unknown_key",
-    "no_curve",
-    "cryptographic",
-    "handshake",
-    "too_many_handshakes",  # shut at once: --max-handshakes others were in their handshake
-)
 MAX_LOGGED_PEERS: Final = 1024  # refused (address, key) pairs remembered for the log
 FAILED_HANDSHAKES: Final = 3  # in a row, on a collector: the server key is wrong
 _ZAP: Final = "inproc://zeromq.zap.01"
@@ -344,7 +337,7 @@ class Gate:
         self.allow_dir = allow_dir
         self._stamp = _stamp(allow_dir)
         self._lock = threading.Lock()
-        self._refused = dict.fromkeys(REFUSED_REASONS, 0)
+        self._refused: dict[str, int] = dict.fromkeys(REFUSED_REASONS, 0)
         self._logged: set[tuple[bytes, bytes]] = set()
         zap = socket.context.socket(zmq.REP)
         zap.linger = 0
@@ -392,10 +385,11 @@ class Gate:
         """A handshake event of the ROUTER's monitor (the aggregator owns the one monitor)."""
         kind, value = event["event"], event["value"]
         if kind == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
-            reason = {
+            failed: dict[int, RefusedReason] = {
                 zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH: "no_curve",
                 zmq.PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC: "cryptographic",
-            }.get(int(value), "handshake")  # type: ignore[call-overload]
+            }
+            reason: RefusedReason = failed.get(int(value), "handshake")  # type: ignore[call-overload]
         elif kind == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
             reason = "handshake"
         else:
@@ -407,7 +401,7 @@ class Gate:
                 extra={"reason": reason, "count": count},
             )
 
-    def _count(self, reason: str) -> int:
+    def _count(self, reason: RefusedReason) -> int:
         with self._lock:
             self._refused[reason] += 1
             return self._refused[reason]

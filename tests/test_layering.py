@@ -37,6 +37,7 @@ PURE = [
     "pipeline/alphabeta.py",
     "pipeline/clocks.py",
     "pipeline/compare.py",
+    "pipeline/oldreasons.py",
     "pipeline/crossrank.py",
     "pipeline/diagnosis.py",
     "pipeline/edge.py",

@@ -52,9 +52,9 @@ def test_bandwidth_traffic_matching_and_skew_from_logs(tmp_path: Path) -> None:
     assert set(report.skew.per_collective) == {"AllReduce", "AllGather"}
     dropped = report.inputs.dropped_events
     assert dropped == {
-        "inspector line that is not JSON": 1,
-        "inspector record of an unknown format version": 1,
-        "inspector line cut short (no newline at the end of the file)": 1,
+        "inspector_not_json": 1,
+        "inspector_unknown_version": 1,
+        "inspector_cut_short": 1,
     }
 
 

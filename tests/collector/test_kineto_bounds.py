@@ -17,7 +17,7 @@ from kineto_builder import collective_args, cpu_op, dist_head, kernel, launch, r
 ALLREDUCE_KERNEL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
 GEMM = "ampere_sgemm_128x64_nn"
 TID = 11
-EARLY = "comm kernel resolved without all its calls (file beyond the memory bounds)"
+EARLY = "comm_kernel_unresolved"
 
 
 def record(ts: float, nelems: int, dur: float = 10) -> dict[str, Any]:

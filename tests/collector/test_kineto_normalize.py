@@ -33,7 +33,7 @@ SENDRECV_KERNEL = (
 GEMM = "ampere_sgemm_128x64_nn"
 LAUNCH_TID = 11
 OTHER_TID = 12
-BAD_SPAN = "span without numeric ts/dur (or out of range)"
+BAD_SPAN = "bad_span"
 
 
 # ------------------------------------------------------------------ GPU activity
@@ -365,7 +365,7 @@ def test_profiler_step_is_a_step_on_its_thread() -> None:
 def test_profiler_step_without_a_number_is_dropped_and_counted() -> None:
     parsed = read(trace([annotation("ProfilerStep#abc", 1, 1, 1)]))
     assert parsed.events == []
-    assert parsed.stats.dropped == {"ProfilerStep without a step number": 1}
+    assert parsed.stats.dropped == {"step_without_number": 1}
 
 
 # ------------------------------------------------------------------ gloo
@@ -575,7 +575,7 @@ def test_memory_events_give_each_gpus_peak_at_the_end() -> None:
 def test_a_memory_event_without_its_totals_is_dropped_and_counted() -> None:
     parsed = read(trace([memory(1, 0, None), memory(1, 0, "many"), memory(1, 0, 7)]))
     assert parsed.of(MemoryPeak) == [MemoryPeak(0, 7, None)]
-    assert parsed.stats.dropped == {"[memory] event without Device Id/Type or Total Allocated": 2}
+    assert parsed.stats.dropped == {"memory_event_incomplete": 2}
 
 
 def test_other_instant_events_are_ignored() -> None:

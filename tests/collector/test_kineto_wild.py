@@ -26,8 +26,8 @@ LAUNCH_TID = 11
 SENDRECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
 ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 ALLGATHER = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
-BAD_SPAN = "span without numeric ts/dur (or out of range)"
-NO_TID = "cpu event whose tid is neither a number nor a name"
+BAD_SPAN = "bad_span"
+NO_TID = "bad_tid"
 
 
 # ------------------------------------------------------------------ PyTorch 1.8-1.10 layout
@@ -253,7 +253,7 @@ def test_a_cpu_op_whose_tid_is_neither_a_number_nor_a_name_is_dropped(tid: Any) 
 def test_a_step_whose_number_is_not_one_is_dropped(number: str) -> None:
     parsed = read(trace([annotation(f"ProfilerStep#{number}", 0, 10)]))
     assert parsed.of(Step) == []
-    assert parsed.stats.dropped == {"ProfilerStep without a step number": 1}
+    assert parsed.stats.dropped == {"step_without_number": 1}
 
 
 def test_metadata_beyond_bounds_is_unknown() -> None:
@@ -279,7 +279,7 @@ def test_a_memory_total_beyond_2_to_the_62_is_dropped() -> None:
     event = {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "ts": 1,
              "args": {"Device Id": 0, "Device Type": 1, "Total Allocated": 2**63 - 1}}  # fmt: skip
     parsed = read(trace([event]))
-    assert parsed.stats.dropped == {"[memory] event without Device Id/Type or Total Allocated": 1}
+    assert parsed.stats.dropped == {"memory_event_incomplete": 1}
 
 
 def test_a_huge_kernel_name_is_sorted_by_its_head() -> None:

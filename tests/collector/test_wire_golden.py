@@ -70,7 +70,7 @@ META = TraceMeta(
 STATS = FileStats(
     bytes_read=4096,
     events=10,
-    dropped={"args that are not an object": 2},
+    dropped={"args_not_object": 2},
     sizes_unknown=1,
     comm_kernels=4,
     no_launch=1,
@@ -182,7 +182,7 @@ EXAMPLES: dict[str, tuple[Any, Any]] = {
                 unacked=1,
                 unacked_bytes=512,
                 lag_s=0.25,
-                dropped={"unreadable file": 1},
+                dropped={"unreadable_file": 1},
             ),
         ),
         ToAggregator,

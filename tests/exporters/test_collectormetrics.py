@@ -13,7 +13,7 @@ from tools import require_tool
 
 STATS = CollectorStats(
     files_seen=3, files_done=2, batches_sent=10, batches_acked=8, unacked=2, lag_s=1.5,
-    dropped={"malformed reply from the aggregator": 1},
+    dropped={"malformed_reply": 1},
     read_failures={"worker_died": 2, "unreadable": 3}, files_lost={"unreadable": 1},
 )  # fmt: skip
 
@@ -38,7 +38,7 @@ def test_what_is_published_is_served() -> None:
     assert 'commscope_collector_connected{job="j",node="n"} 0.0' in text
     assert "commscope_collector_dropped_total" not in text  # nothing dropped yet
     metrics.show(STATS, connected=True)
-    reason = 'reason="malformed reply from the aggregator"'
+    reason = 'reason="malformed_reply"'
     first = served(metrics)  # a new counter series is shown at 0 first (`firstzero`)
     assert f'commscope_collector_dropped_total{{job="j",node="n",{reason}}} 0.0' in first
     text = served(metrics)

@@ -72,13 +72,13 @@ def snapshot(shard: str = "") -> Snapshot:
     """Every family has something to say (but events dropped)."""
     stats = AggregatorStats(
         messages={"batch": 1},
-        rejected={"malformed": 1},
+        rejected={"undecodable": 1},
         window_latency_s=0.1,
         refused={"unknown_key": 2},
         io_errors={"loop": 1},
     )
     node = CollectorStats(
-        dropped={"bad span": 1},
+        dropped={"unreadable_file": 1},
         read_failures={"worker_died": 2, "unreadable": 1},
         files_lost={"unreadable": 1},
     )

@@ -60,7 +60,7 @@ META1 = TraceMeta(rank=1, world_size=4)
 
 def gappy() -> Report:
     files = [
-        parsed(0, RANK0, META0, FileStats(events=100, dropped={"bad span": 3}, comm_kernels=2)),
+        parsed(0, RANK0, META0, FileStats(events=100, dropped={"bad_span": 3}, comm_kernels=2)),
         parsed(1, RANK1, META1, FileStats(events=50, comm_kernels=3, no_launch=1)),
     ]
     return build_report(["w"], files, [], Options())
@@ -90,7 +90,10 @@ def test_a_gap_says_what_is_missing_and_what_it_weakens() -> None:
     steps = issues["steps"]
     assert (steps.missing, steps.share) == ("ProfilerStep spans", 0.5)
     assert steps.weakens[0].startswith("throughput: ")
-    assert issues["dropped"].missing == "a usable form (dropped: 3 bad span)"
+    assert (
+        issues["dropped"].missing
+        == "a usable form (dropped: 3 span without numeric ts/dur (or out of range))"
+    )
     assert issues["group_size_world"].weakens == [
         "busbw, bus bytes, traffic and α-β: overstated when the group is smaller than the world"
     ]

@@ -312,6 +312,9 @@ def write_v1_store(root: Path) -> None:
     (root / "open").mkdir()
     old = msgspec.to_builtins(finished_file(A))
     old["result"]["ops"] = {"AllReduce": {"count": 2, "algbw_Bps": [1e9, 2.5e9], "busbw_Bps": []}}
+    old["stats"]["dropped"] = {
+        "value beyond 64 bits, NaN or Infinity, or bytes not UTF-8 (mended)": 1
+    }
     done_path(root, A).write_bytes(msgspec.msgpack.encode(old))
     done_path(root, B).write_bytes(msgspec.msgpack.encode([1, 2, 3]))  # not one at all
     wide = msgspec.to_builtins(finished_file(C))
@@ -335,6 +338,7 @@ def test_a_version_1_store_is_migrated_explicitly(tmp_path: Path) -> None:
         tally = loaded.result.ops["AllReduce"]
         samples = (list(sample_values(tally.algbw_Bps)), list(sample_values(tally.busbw_Bps)))
         assert (tally.count, samples) == (2, ([1e9, 2.5e9], []))
+        assert loaded.stats.dropped == {"value_mended": 1}  # its old reason keyed
         assert (store.nodes(), store.retired()) == ({"node0": True}, [B])
     finally:
         store.close()
@@ -419,3 +423,62 @@ def test_an_undecodable_end_mark_is_moved_aside_not_fatal(tmp_path: Path) -> Non
     assert run_end(tmp_path) is None
     assert not (tmp_path / ENDED).exists()
     assert (tmp_path / "rejected" / ENDED).exists()
+
+
+# Drop reasons as commscope wrote them up to state version 3 (protocol 9), and their keys.
+OLD_SPAN, OLD_TID = (
+    "span without numeric ts/dur (or out of range)",
+    "cpu event whose tid is " + ("neither a number nor a name"),
+)
+
+
+def with_old_reasons(stream: str) -> bytes:
+    """A finished file as version 3 stored it: its drop reasons English sentences."""
+    old = msgspec.msgpack.decode(msgspec.msgpack.encode(finished_file(stream)))
+    old["stats"]["dropped"] = {OLD_SPAN: 2, OLD_TID: 1}
+    return msgspec.msgpack.encode(old)
+
+
+def test_a_version_3_store_gets_its_drop_reasons_keyed(tmp_path: Path) -> None:
+    """Results and end records of the journal: old sentences under their keys; a segment with
+    none is left byte for byte; a record that is no message stays as it was."""
+    end = {"type": "end", "stream": B, "seq": 2, "stats": {"dropped": {OLD_TID: 4}}}
+    (tmp_path / "journal").mkdir()
+    segment(tmp_path).write_bytes(
+        entry_frame("finished", A, with_old_reasons(A))
+        + entry_frame("record", B, b"start")
+        + entry_frame("record", B, msgspec.msgpack.encode(end))
+    )
+    untouched = entry_frame("finished", C, msgspec.msgpack.encode(finished_file(C)))
+    segment(tmp_path, 1).write_bytes(untouched)
+    tmp_path.joinpath("version.msgpack").write_bytes(
+        msgspec.msgpack.encode(StateVersion(version=3))
+    )
+    store = Store(tmp_path)
+    try:
+        assert store.migrated_from == 3
+        loaded = store.load(A)
+        assert loaded is not None and loaded.stats.dropped == {"bad_span": 2, "bad_tid": 1}
+        start, record = read_logs(store)[B]
+        assert start == b"start"
+        assert msgspec.msgpack.decode(record)["stats"] == {"dropped": {"bad_tid": 4}}
+    finally:
+        store.close()
+    assert segment(tmp_path, 1).read_bytes() == untouched
+    assert state_version(tmp_path) == STORE_VERSION == 4
+
+
+def test_a_version_2_result_with_old_drop_reasons_is_kept_keyed(tmp_path: Path) -> None:
+    (tmp_path / "done").mkdir()
+    (tmp_path / "open").mkdir()
+    tmp_path.joinpath("version.msgpack").write_bytes(
+        msgspec.msgpack.encode(StateVersion(version=2))
+    )
+    done_path(tmp_path, A).write_bytes(with_old_reasons(A))
+    store = Store(tmp_path)
+    try:
+        (loaded,) = store.finished()
+        assert loaded.stats.dropped == {"bad_span": 2, "bad_tid": 1}
+        assert not (tmp_path / "rejected").exists()
+    finally:
+        store.close()
