@@ -351,9 +351,12 @@ def go_back_n(
     raise AssertionError("the schedule never finished")
 
 
-@given(rng=st.randoms(use_true_random=False), size=st.sampled_from([7, 25, 1000]))
+# A seed, not st.randoms(): a schedule draws thousands of numbers, which overran Hypothesis'
+# buffer now and then (health check data_too_large); a seeded Random draws them freely.
+@given(seed=st.integers(0, 2**64 - 1), size=st.sampled_from([7, 25, 1000]))
 @settings(max_examples=25, deadline=None)
-def test_any_delivery_schedule_gives_the_offline_report(rng: random.Random, size: int) -> None:
+def test_any_delivery_schedule_gives_the_offline_report(seed: int, size: int) -> None:
+    rng = random.Random(seed)
     streams = run_records(SAMPLE, size)
     aggregation = Aggregation()
     go_back_n(aggregation, streams, rng)
