@@ -89,6 +89,7 @@ def main(argv: Sequence[str] | None = None, stop: threading.Event | None = None)
 
 
 def _parser() -> argparse.ArgumentParser:
+    cpus = parallel.cores()  # the default --jobs of report and collect: read once (cgroup files)
     parser = argparse.ArgumentParser(
         prog="commscope",
         description="Where a distributed training run's time goes: compute vs communication.",
@@ -128,7 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--jobs",
         type=count,
-        default=parallel.cores(),
+        default=cpus,
         metavar="N",
         help="files parsed at once, each in its own process (default: the CPUs this process "
         "may use, its affinity capped by a cgroup CPU quota (a container's CPU limit), "
@@ -149,7 +150,7 @@ def _parser() -> argparse.ArgumentParser:
         help="give up when the scheduler has not answered within S (default: %(default)s)",
     )
     report.set_defaults(run=_report)
-    _collect_parser(commands)
+    _collect_parser(commands, cpus)
     _aggregate_parser(commands)
     _keys_parser(commands)
     compare = commands.add_parser(
@@ -336,7 +337,7 @@ def _job_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _collect_parser(commands: Any) -> None:
+def _collect_parser(commands: Any, cpus: int) -> None:
     collect = commands.add_parser(
         "collect",
         help="stream this node's rank traces to the aggregator (a sidecar daemon)",
@@ -397,7 +398,7 @@ def _collect_parser(commands: Any) -> None:
     collect.add_argument(
         "--jobs",
         type=count,
-        default=parallel.cores(),
+        default=cpus,
         metavar="N",
         help="files whose document has ended are reduced in N worker processes, several at "
         "once (default: the CPUs this process may use, its affinity capped by a cgroup CPU "
