@@ -4,12 +4,10 @@ One loop: receive what collectors send, validate it (a malformed or hostile mess
 counted and answered or dropped, never raised), apply each record at most once through the
 pure `Aggregation`, make it durable (`Store`), then acknowledge.
 
-Publishing: finished files feed the rolling busbw statistics; the report over finished files
-is published to Prometheus when a window completes (at once), and before that at each further
-quarter of a window's ranks, at most `REBUILD_SHARE` of the time going to building reports
-(`Pacing`); the service's own counters every `refresh_s`. Within `run` a report is built on a
-thread beside the loop (`ReportBuild`), from what `Aggregation.prepare` set out, so the loop
-keeps applying, storing and acknowledging (a loop busy for seconds makes collectors resend).
+The parts it wires: `Intake` (pure: who speaks, who may start a stream, membership, the end
+of the run), `Ledger` (pure: what each record is owed, acknowledgements after the commit),
+`Publisher` (the reports /metrics shows, paced, built on a thread beside the loop, with the
+live figures of `Live`).
 
 The end: the run ends when every collector has sent end-of-run, on `stop` (SIGTERM), or after
 `idle_timeout_s` of silence; a collector silent for `end_grace_s` (no heartbeat, no record)
@@ -34,7 +32,6 @@ refused is counted by reason (`REJECT_REASONS`), never raised.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 import uuid
@@ -51,13 +48,11 @@ from commscope.collector.schema import (
     PROTOCOL_VERSION,
     REFUSED_REASONS,
     REJECT_REASONS,
-    Ack,
     AggregatorStats,
     Batch,
     CollectorStats,
     EndOfRun,
     Facts,
-    FinishedFile,
     Head,
     Heartbeat,
     Hello,
@@ -75,26 +70,17 @@ from commscope.collector.schema import (
 from commscope.collector.version import installed_version
 from commscope.exporters.files import stamped, write_reports
 from commscope.exporters.metricnames import MAX_RANK_SERIES
-from commscope.exporters.prometheus import (
-    STATS,
-    BusbwHistogram,
-    Rolling,
-    Snapshot,
-    SnapshotCollector,
-)
 from commscope.exporters.publish import serve
-from commscope.pipeline import inspector_live
-from commscope.pipeline.aggregation import Aggregation, Prepared, Verdict
+from commscope.pipeline.aggregation import Aggregation, Verdict
 from commscope.pipeline.edge import well_formed
 from commscope.pipeline.report import Options
-from commscope.pipeline.rolling import RollingBandwidth
-from commscope.pipeline.stats import sample_values
 from commscope.pipeline.store import Store
-from commscope.service import curve, door, heap
+from commscope.service import curve, door
 from commscope.service.intake import Admission, Decision, Intake, Rules, Taken
-from commscope.service.links import own_stream
+from commscope.service.ledger import Ledger, Outcome, judge, lost
+from commscope.service.links import Links, own_stream
 from commscope.service.logs import sparse
-from commscope.service.pacing import Pacing
+from commscope.service.publisher import Publisher
 
 log = logging.getLogger("commscope.aggregate")
 
@@ -106,7 +92,6 @@ log = logging.getLogger("commscope.aggregate")
 MAX_MESSAGE_BYTES: Final = 2 * 2**20
 RECEIVE_QUEUE: Final = 128
 _DRAIN: Final = 512  # messages handled between two syncs
-LIVE_S: Final = 1.0  # a tailed Inspector op is on /metrics within this (plus the tick)
 IO_RETRY_S: Final = (0.1, 0.5, 1.0, 2.0, 5.0)  # waits after an I/O error: the loop, the reports
 IO_WHERE: Final = ("loop", "reports")  # where an I/O error was survived (`io_errors`)
 _ADMISSION: Final[dict[Admission, RejectReason]] = {  # a refused StreamStart's reason
@@ -158,8 +143,6 @@ class Aggregator:
             refused=dict.fromkeys(REFUSED_REASONS, 0),
             io_errors=dict.fromkeys(IO_WHERE, 0),
         )
-        self.rolling = RollingBandwidth(settings.horizon_s)
-        self.busbw_histogram = BusbwHistogram()
         self.store = Store(settings.state)
         self.aggregation = Aggregation(load=self.store.load, owned=settings.ranks)
         self.intake = Intake(  # admission, membership and end-of-run (pure)
@@ -176,36 +159,25 @@ class Aggregator:
             self.store.nodes(),
             self.store.ended_by(),  # node -> the collector instance that ended it
         )
+        self.ledger = Ledger(settings.credit)  # acknowledgements owed, files to store (pure)
+        self.publisher = Publisher(  # the reports /metrics shows
+            settings,
+            clock,
+            self.aggregation,
+            self.stats,
+            intake=self.intake,
+            ledger=self.ledger,
+            counters=self._counters,
+        )
         self._decoder = msgspec.msgpack.Decoder(ToAggregator)
         self._head = msgspec.msgpack.Decoder(Head)
         self._records = msgspec.msgpack.Decoder(Record)
-        self.lost: list[str] = []  # set at the end: what never finished
         self._encoder = msgspec.msgpack.Encoder()
-        self._acks: dict[tuple[bytes, str], str] = {}  # (routing id, stream key) -> its id
-        self.links = self.intake.links  # routing id -> the proven node that owns it
         self._replies: list[tuple[bytes, ToCollector]] = []
-        self._finished: list[FinishedFile] = []
-        self._fed_live: set[str] = set()  # of those, tailed Inspector logs: fed as they came
-        self._live_pending = False  # a tailed Inspector op arrived since the last publish
-        self.live_skew = inspector_live.LiveSkew()
-        self.recent_skews = inspector_live.RecentSkews(settings.horizon_s)
+        self.lost: list[str] = []  # set at the end: what never finished
         self._recover()
-        self.completed = set(self.aggregation.complete_windows())
-        self._report: Report | None = None
-        self._dirty = True
-        self._background = False  # set by `run`: reports are built beside the loop
-        self._building: ReportBuild | None = None
-        self._heap = heap.Freezer()
-        self._window_waiting = False  # a window completed: its report is due at once
-        self._windows_shown = len(self.completed)  # as of the report shown
-        self._began = 0.0  # when the report being built was set out
-        self._completing = False  # it shows a window completed
-        self._completes = self._windows_shown  # the windows complete when it was set out
-        self.exporter = SnapshotCollector(Snapshot(job=settings.job, shard=settings.shard))
-        self._published_at = -math.inf  # publish at the first tick
-        self.pacing = Pacing()  # when a mid-window report may be built
+        self.publisher.recovered()
         self._last_message = clock()
-        self._last_record = self._last_message  # a record applied as received (not a heartbeat)
         self.socket: zmq.Socket[bytes] | None = None
         self.gate: curve.Gate | None = None
         self.door: door.Door | None = None
@@ -218,6 +190,16 @@ class Aggregator:
     @property
     def heartbeats(self) -> dict[str, tuple[CollectorStats, float]]:
         return self.intake.heartbeats
+
+    @property
+    def links(self) -> Links:
+        """Routing id -> the proven node that owns it (`Intake`)."""
+        return self.intake.links
+
+    @property
+    def completed(self) -> set[str]:
+        """The windows complete (`Publisher`)."""
+        return self.publisher.completed
 
     # ---------------------------------------------------------------- recovery
     def _recover(self) -> None:
@@ -270,7 +252,9 @@ class Aggregator:
             context.term()
             raise
         try:
-            server = serve(self.exporter, self.settings.metrics_port, self.settings.metrics_addr)
+            server = serve(
+                self.publisher.exporter, self.settings.metrics_port, self.settings.metrics_addr
+            )
         except OSError as exc:
             if self.gate is not None:
                 self.gate.close()
@@ -280,8 +264,7 @@ class Aggregator:
             reason = exc.strerror or exc
             raise ConfigError(f"--metrics-port {self.settings.metrics_port}: {reason}") from None
         self._started()
-        self._background = True
-        self._heap.start()
+        self.publisher.begin()
         try:
             self._loop(self.socket, stop)
             report = self._final()
@@ -297,7 +280,7 @@ class Aggregator:
             self.door.close()
             self.socket.close(0)
             context.term()
-            self._heap.stop()
+            self.publisher.stop()
 
     def _loop(self, socket: zmq.Socket[bytes], stop: threading.Event) -> None:
         """Until the run is over: receive, store, acknowledge, publish. An I/O error (out of
@@ -465,27 +448,32 @@ class Aggregator:
             self._replies.append((identity, decision.reply))
 
     def _record(self, identity: bytes, speaker: str, head: Head, payload: bytes) -> None:
-        """A record, judged on its head; decoded whole only to be applied. Its stream is
-        keyed by the speaker's node with it (`own_stream`): no node reaches another's."""
+        """A record, judged on its head (`judge`); decoded whole only to be applied. Its stream
+        is keyed by the speaker's node with it (`own_stream`): no node reaches another's."""
         stream = own_stream(speaker, head.stream or "")
         self._count(_KINDS[head.type])
-        owner = self.aggregation.owner(stream)
-        if owner is not None and owner != speaker:
+        verdict = self.aggregation.verdict_at(stream, head.seq, head.type == "start")
+        outcome = judge(speaker, self.aggregation.owner(stream), verdict)
+        if outcome is Outcome.NOT_OWN_STREAM:
             self._reject("not_own_stream")
             return
-        verdict = self.aggregation.verdict_at(stream, head.seq, head.type == "start")
-        if verdict is Verdict.APPLY:
-            record = msgspec.structs.replace(self._records.decode(payload), stream=stream)
-            if isinstance(record, Facts) and not well_formed(record):
-                raise msgspec.ValidationError("packed runs that are not whole runs")
-            if isinstance(record, StreamStart) and not self._may_start(speaker, record):
-                return
-            self._apply(record, payload, log_it=True)
-        elif verdict is Verdict.DUPLICATE:
+        if outcome is Outcome.APPLY and not self._take(speaker, stream, payload):
+            return
+        if outcome is Outcome.DUPLICATE:
             self.stats.duplicates += 1
-        else:
+        elif outcome is Outcome.AHEAD:
             self.stats.out_of_order += 1
-        self._acks[(identity, stream)] = head.stream or ""
+        self.ledger.owe(identity, stream, head.stream or "")
+
+    def _take(self, speaker: str, stream: str, payload: bytes) -> bool:
+        """Decode a new record whole and apply it (False: a StreamStart refused)."""
+        record = msgspec.structs.replace(self._records.decode(payload), stream=stream)
+        if isinstance(record, Facts) and not well_formed(record):
+            raise msgspec.ValidationError("packed runs that are not whole runs")
+        if isinstance(record, StreamStart) and not self._may_start(speaker, record):
+            return False
+        self._apply(record, payload, log_it=True)
+        return True
 
     def _may_start(self, speaker: str, start: StreamStart) -> bool:
         """A node starts only its own streams, within the caps on open streams (`Intake`)."""
@@ -496,58 +484,41 @@ class Aggregator:
         return admission is Admission.OPEN
 
     def _apply(self, record: Record, payload: bytes, log_it: bool) -> None:
+        """Apply a record (`log_it`: as received, so logged first; else replayed from the log).
+        What it finished is stored at the next commit (`Ledger`)."""
         if log_it:
-            self._last_record = self.clock()
+            self.publisher.last_record = self.clock()
         if log_it and not isinstance(record, StreamEnd):
             self.store.append(record.stream, payload)
         applied = self.aggregation.apply(record)
         if log_it and isinstance(record, Facts) and applied.tailed:
-            self._feed(record, applied.busbw)
+            self.publisher.live.tailed(record, applied.busbw, self.clock())
         self.stats.events += applied.events
         for old in applied.superseded:
             self.store.forget(old)
             self.store.save_retired(self.aggregation.retired)
-            self._dirty = True
+            self.publisher.dirty = True
         if applied.finished is not None:
-            self._finished.append(applied.finished)
-            if applied.tailed:
-                self._fed_live.add(applied.finished.stream)
-
-    def _feed(self, part: Facts, busbw: dict[str, list[float]]) -> None:
-        """A tailed Inspector log's ops (their busbw as `Aggregation.apply` absorbed them):
-        into the rolling busbw now (published within `LIVE_S`), not when the stream ends."""
-        now = self.clock()
-        for kind, values in busbw.items():
-            self.rolling.add(kind, values, now)
-            self.busbw_histogram.add(kind, values)
-        for kind, skew_s in self.live_skew.add(part.stream, part):
-            self.recent_skews.add(kind, skew_s, now)
-        self._live_pending = True
+            self.ledger.finished(applied.finished, applied.tailed)
 
     def commit(self) -> None:
         """Make what was applied durable, with one sync of the store's journal (the drain's
-        records and finished files together); only then may it be acknowledged."""
+        records and finished files together); only then may it be acknowledged (`Ledger`)."""
         now = self.clock()
-        for item in self._finished:
+        for item, feeds in self.ledger.to_store():
             self.store.finish(item)
-            if item.result is not None and item.stream not in self._fed_live:
-                for kind, tally in item.result.ops.items():
-                    values = sample_values(tally.busbw_Bps)
-                    self.rolling.add(kind, values, now)
-                    self.busbw_histogram.add(kind, values)
-            self._dirty = True
-        self._finished.clear()
-        self._fed_live.clear()
+            if feeds:
+                self.publisher.live.finished(item, now)
+            self.publisher.dirty = True
+        self.ledger.written()
         self.store.sync()
+        self.ledger.commit(self.aggregation.position)
 
     def _send(self, socket: zmq.Socket[bytes]) -> None:
-        for (identity, stream), wire in self._acks.items():
-            next_seq, done = self.aggregation.position(stream)
-            ack = Ack(stream=wire, next_seq=next_seq, done=done, credit=self.settings.credit)
-            self._replies.append((identity, ack))
-            self.stats.acks += 1
-        self._acks.clear()
-        for identity, reply in self._replies:
+        """Send the acknowledgements due (`Ledger`) and the replies, each to a routable id."""
+        acks = self.ledger.acks()
+        self.stats.acks += len(acks)
+        for identity, reply in [*self._replies, *acks]:
             if not self.links.routable(identity):  # taken over: only its owner is answered
                 continue
             try:
@@ -579,33 +550,13 @@ class Aggregator:
 
     # ---------------------------------------------------------------- publishing and ending
     def _tick(self) -> None:
-        """Publish at once when a window completes; otherwise every `refresh_s` (the report
-        when `Pacing` allows, the service's own counters always)."""
-        now = self.clock()
-        fresh: set[str] = set()
-        if self._dirty:
-            complete = set(self.aggregation.complete_windows())
-            fresh, self.completed = complete - self.completed, complete
-        built = self._building is not None and not self._building.is_alive()
-        live = self._live_pending and now - self._published_at >= LIVE_S
-        if fresh or built or live or now - self._published_at >= self.settings.refresh_s:
-            self.publish(window_completed=bool(fresh))
+        self.publisher.tick()
 
     def publish(self, window_completed: bool = False) -> None:
-        """Show the service's figures, with a report built anew when one is due. Within
-        `run` the report is built beside the loop (`ReportBuild`), which keeps receiving,
-        applying, storing and acknowledging meanwhile; it is shown once built (the first,
-        at start, is built at once)."""
-        self._window_waiting = self._window_waiting or window_completed
-        if self._building is not None and not self._building.is_alive():
-            self._collect(self._building)
-        if self._building is None and self._due():
-            prepared = self._set_out()
-            if self._background and self._report is not None:
-                self._building = ReportBuild(self.aggregation, prepared)
-                self._building.start()
-            else:
-                self._built(self.aggregation.build(prepared))
+        self.publisher.publish(window_completed)
+
+    def _counters(self) -> None:
+        """The service's own counters, as of now (before each publish)."""
         self.stats.log_bytes = self.store.log_bytes()
         if self.gate is not None:
             self.stats.refused = self.gate.refused()
@@ -613,110 +564,6 @@ class Aggregator:
             counts = self.door.counts()
             self.stats.rejected["disconnected"] = counts["disconnected"]
             self.stats.refused["too_many_handshakes"] = counts["too_many_handshakes"]
-        if self._report is not None:
-            self.exporter.show(self.snapshot(self._report))
-        self._live_pending = False
-        self._published_at = self.clock()
-
-    def _due(self) -> bool:
-        return self._report is None or (
-            self._dirty
-            and (
-                self._window_waiting
-                or self.pacing.may_rebuild(self.clock(), self.aggregation.progress())
-            )
-        )
-
-    def _set_out(self) -> Prepared:
-        """Set a report out from the files finished so far (`Aggregation.prepare`)."""
-        self._dirty = False
-        self._began = self.clock()
-        self._completing, self._window_waiting = self._window_waiting, False
-        self._completes = len(self.completed)
-        self.pacing.set_out(self.aggregation.progress())
-        return self.aggregation.prepare(self.settings.options, metrics_only=True)  # for /metrics
-
-    def _built(self, report: Report, cpu_s: float | None = None) -> None:
-        """Show a report built: the next mid-window one waits out its cost (`Pacing`).
-        Each is logged with its time (and the CPU of its thread when built beside the loop)."""
-        cost = self.clock() - self._began
-        extra = {"seconds": round(cost, 3), "window_completed": self._completing}
-        log.info("report built", extra={**extra, "cpu_s": cpu_s} if cpu_s is not None else extra)
-        self.pacing.built(self.clock(), cost)
-        self._report, self._windows_shown = report, self._completes
-        if self._completing:
-            self.stats.window_latency_s = self.clock() - self._last_record
-        if not self._finished:  # every finished file is stored: call lists can go
-            self.aggregation.shed()
-        if self._background:  # the daemon: its long-lived heap out of the GC's walks
-            self._heap.after_report()
-
-    def _collect(self, build: ReportBuild) -> None:
-        """Take a report built beside the loop. One that could not be built because a file it
-        read was superseded meanwhile (its stored copy gone) is set out again."""
-        self._building = None
-        if isinstance(build.error, LookupError):
-            log.info(
-                "report built again: a file changed meanwhile", extra={"why": str(build.error)}
-            )
-            self._dirty, self._window_waiting = True, self._window_waiting or self._completing
-            self.pacing.retry()
-            return
-        if build.error is not None:
-            raise build.error
-        if build.report is not None:
-            self._built(build.report, build.cpu_s)
-
-    def _wait_build(self) -> None:
-        """Let a report being built beside the loop end (the run is over)."""
-        if self._building is not None:
-            self._building.join()
-            self._building = None
-
-    def snapshot(self, report: Report) -> Snapshot:
-        now = self.clock()
-        kinds = self.rolling.keys()
-        busbw = {
-            kind: Rolling(
-                count=self.rolling.count(kind, now),
-                stats={
-                    **{name: self.rolling.quantile(kind, q, now) for name, q in STATS.items()},
-                    "mean": self.rolling.mean(kind, now),
-                },
-            )
-            for kind in kinds
-        }
-        collectors = self.intake.collectors(now)
-        aggregation = self.aggregation
-        done = aggregation.finished.values()
-        return Snapshot(
-            job=self.settings.job,
-            report=report,
-            windows_completed=self._windows_shown,
-            busbw=busbw,
-            aggregator=msgspec.structs.replace(self.stats),
-            streams={
-                "open": len(aggregation.open),
-                "done": sum(1 for f in done if f.result is not None),
-                "skipped": sum(1 for f in done if f.result is None),
-            },
-            collectors=collectors,
-            shard=self.settings.shard,
-            busbw_histogram=self.busbw_histogram.snapshot(),
-            max_rank_series=self.settings.max_rank_series,
-            live_skew=self.recent_skews.stats(now),
-            started_ranks=self._ranks_started(),
-        )
-
-    def _ranks_started(self) -> frozenset[int]:
-        """Ranks whose streams have started (a file-name rank) or ended usable (the trace's
-        rank), within a shard's `--ranks`: /metrics shows their counters at 0 from then on."""
-        aggregation, owned = self.aggregation, self.settings.ranks
-        started = [s.start.name_rank for s in aggregation.open.values()]
-        ended = [f.meta.rank if f.meta.rank is not None else f.name_rank
-                 for f in aggregation.finished.values() if f.result is not None]  # fmt: skip
-        known = {rank for rank in (*started, *ended) if rank is not None}
-        return frozenset(known if owned is None else known & owned)
 
     def _over(self) -> bool:
         """Whether the run is over: membership says so (`Intake.over`), or `idle_timeout_s`
@@ -733,29 +580,19 @@ class Aggregator:
         return over or (idle is not None and now - self._last_message >= idle)
 
     def _lost(self) -> list[str]:
-        """What never finished: streams still open, files their collector could not read,
-        collectors without end-of-run."""
-        lost = [
-            f"{s.start.node}: {s.start.path} unfinished" for s in self.aggregation.open.values()
-        ]
-        lost += [
-            f"{f.node}: {f.path} {f.error}" for f in self.aggregation.finished.values() if f.lost
-        ]
-        lost += [f"{node}: no end-of-run" for node in self.intake.unended()]
-        return lost
+        """What never finished (`ledger.lost`)."""
+        return lost(self.aggregation, self.intake.unended())
 
     def _final(self) -> Report:
-        self._wait_build()
+        """The run is over: the last acknowledgements sent, the final reports written (an
+        I/O error retried), the end recorded in the state folder."""
+        self.publisher.wait()
         if self.socket is not None:
             self._send(self.socket)
         self.lost = self._lost()
         if self.lost:
             log.warning("files lost", extra={"count": len(self.lost), "lost": self.lost[:20]})
-        report = self.aggregation.report(self.settings.options, final=True)
-        if unended := self.intake.unended():
-            inputs = msgspec.structs.replace(report.inputs, unended_collectors=unended)
-            report = msgspec.structs.replace(report, inputs=inputs)
-        self.exporter.show(self.snapshot(report))
+        report = self.publisher.final()
         final = stamped(report, (), self.settings.command, datetime.now(UTC))
         paths = self._write(final)
         for path in paths:
@@ -784,25 +621,3 @@ class Aggregator:
         """--job, else the first collector's watch folder, else `run`."""
         roots = sorted({f.root_name for f in self.aggregation.finished.values()})
         return self.settings.name or (roots[0] if roots else "run")
-
-
-class ReportBuild(threading.Thread):
-    """A report built beside the aggregator's loop, from what `Aggregation.prepare` set out
-    (`publish`): the loop keeps acknowledging, so collectors do not resend while a large
-    job's report takes seconds. Its report, or the error that stopped it, is kept for the loop."""
-
-    def __init__(self, aggregation: Aggregation, prepared: Prepared) -> None:
-        super().__init__(name="commscope-report", daemon=True)
-        self.aggregation = aggregation
-        self.prepared = prepared
-        self.report: Report | None = None
-        self.error: Exception | None = None
-        self.cpu_s = 0.0
-
-    def run(self) -> None:
-        began = time.thread_time()
-        try:
-            self.report = self.aggregation.build(self.prepared)
-        except Exception as exc:  # handed to the loop: raised there, or the report set out again
-            self.error = exc
-        self.cpu_s = round(time.thread_time() - began, 3)

@@ -76,6 +76,7 @@ PURE = [
     "exporters/extremes.py",
     "service/links.py",
     "service/intake.py",
+    "service/ledger.py",
 ]
 SHELL_ONLY = {
     "os",

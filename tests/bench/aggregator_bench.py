@@ -374,7 +374,7 @@ def latency_run(
     aggregator: Aggregator, windows: list[list[bytes]], rows: dict[int, Latency]
 ) -> None:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(aggregator.exporter)
+    registry.register(aggregator.publisher.exporter)
     for copy, payloads in enumerate(windows):
         if copy not in rows:
             feed(aggregator, payloads)
@@ -396,7 +396,7 @@ def measure(aggregator: Aggregator, last: bytes, row: Latency) -> None:
     t2 = time.perf_counter()
     aggregator._tick()  # the loop's step: a window is complete, so it publishes at once
     t3 = time.perf_counter()
-    if len(aggregator.completed) != completed + 1 or aggregator._dirty:
+    if len(aggregator.completed) != completed + 1 or aggregator.publisher.dirty:
         raise BenchError(f"window {row.present + 1} did not complete and publish")
     row.receive_s.append(t1 - t0)
     row.commit_s.append(t2 - t1)

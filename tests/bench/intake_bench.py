@@ -83,7 +83,7 @@ def child(args: argparse.Namespace) -> None:
                 for node, payload in sent[at : at + DRAIN]:
                     aggregator.receive([node.encode(), payload], peer=node)
                 aggregator.commit()
-                aggregator._acks.clear()  # what `_send` would answer
+                aggregator.ledger.acks()  # what `_send` would answer
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
             line = {"window": window, "cpu_s": cpu, "wall_s": wall, "fsyncs": fsyncs[0]}
             print(json.dumps({**line, "messages": len(sent)}), flush=True)

@@ -46,7 +46,7 @@ def shown(cache: Path, windows: int, out: Path) -> None:
                                       state=Path(folder) / "state")  # fmt: skip
         aggregator = Aggregator(settings, clock=lambda: 1000.0)
         registry = CollectorRegistry()
-        registry.register(aggregator.exporter)
+        registry.register(aggregator.publisher.exporter)
 
         def metrics() -> None:
             lines = generate_latest(registry).decode().splitlines()

@@ -100,7 +100,7 @@ def _daemon_gc(aggregator: object) -> None:
         return
     freezer = heap.Freezer()
     freezer.start()
-    cls = type(aggregator)
+    cls = type(getattr(aggregator, "publisher", aggregator))  # where `_built` lives
     built = cls._built  # type: ignore[attr-defined]
 
     def after(self: object, *args: object, **kwargs: object) -> None:
@@ -177,7 +177,7 @@ def _window(aggregator: object, files: list[tuple[str, list[bytes]]], drain: int
         for node, payload in messages[at : at + drain]:
             aggregator.receive([node.encode(), payload], peer=node)  # type: ignore[attr-defined]
         aggregator.commit()  # type: ignore[attr-defined]
-        aggregator._acks.clear()  # type: ignore[attr-defined]  # what `_send` would answer
+        aggregator.ledger.acks()  # type: ignore[attr-defined]  # what `_send` would answer
         aggregator._replies.clear()  # type: ignore[attr-defined]
         aggregator._tick()  # type: ignore[attr-defined]
     return time.process_time() - began

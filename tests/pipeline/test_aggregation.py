@@ -14,7 +14,6 @@ import functools
 import hashlib
 import random
 import shutil
-import threading
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -42,7 +41,6 @@ from commscope.collector.schema import (
     GpuOp,
     RankResult,
     Record,
-    Report,
     Skipped,
     StreamEnd,
     StreamStart,
@@ -51,7 +49,7 @@ from commscope.collector.schema import (
 from commscope.exporters import jsonreport
 from commscope.exporters.prometheus import Snapshot, families
 from commscope.pipeline.accumulate import Accumulator
-from commscope.pipeline.aggregation import RETIRED_SEQ, Aggregation, Applied, Prepared, Verdict
+from commscope.pipeline.aggregation import RETIRED_SEQ, Aggregation, Applied, Verdict
 from commscope.pipeline.edge import Reduction, facts, pack
 from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
@@ -726,7 +724,7 @@ def test_the_aggregator_builds_its_reports_mid_run_for_metrics_alone(tmp_path: P
         receive_all(aggregator, round_robin(run_records(SAMPLE, 40)))
         aggregator.commit()
         aggregator._tick()  # the windows complete: published at once
-        shown, whole = aggregator._report, aggregator.aggregation.report(settings.options)
+        shown, whole = aggregator.publisher.report, aggregator.aggregation.report(settings.options)
         assert shown is not None and shown.diagnosis == Diagnosis() != whole.diagnosis
         assert families(Snapshot("j", shown)) == families(Snapshot("j", whole))
         final = aggregator._final()
@@ -900,48 +898,6 @@ def test_progress_counts_quarters_of_each_open_windows_ranks() -> None:
     assert shard.progress() == 2
 
 
-class StepClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def test_reports_mid_window_wait_out_ten_times_their_cost(tmp_path: Path) -> None:
-    """A report that takes 2 s (the fake clock moves while it is built) is built again mid-
-    window only 18 s after it ended (2 s is then 10% of the time, `REBUILD_SHARE`); a window
-    completing is published at once; the counters are published every time. (The open
-    windows come further at each step.)"""
-    settings = loopback_settings(tmp_path)
-    clock = StepClock()
-    aggregator = Aggregator(settings, clock=clock)
-    built: list[float] = []
-    real = aggregator.aggregation.build
-
-    def slow(prepared: Prepared) -> Report:
-        built.append(clock.now)
-        clock.now += 2.0
-        return real(prepared)
-
-    aggregator.aggregation.build = slow  # type: ignore[method-assign]
-    progress = [0]
-    aggregator.aggregation.progress = lambda: progress[-1]  # type: ignore[method-assign]
-    try:
-        aggregator.publish()  # the first: built (1000 to 1002), the next not before 1020
-        steps = ((1010.0, False), (1019.9, False), (1020.0, False), (1030.0, True), (1049.9, False))
-        for now, completed in steps:
-            clock.now = now
-            aggregator._dirty = True  # a file finished, the open windows came further
-            progress.append(len(progress))
-            aggregator.publish(window_completed=completed)
-            assert aggregator._published_at == clock.now  # the counters, every time
-        # 1020 = 1002 + 18; 1030: a window completed; 1049.9 is before 1032 + 18
-        assert built == [1000.0, 1020.0, 1030.0]
-    finally:
-        aggregator.store.close()
-
-
 def test_a_window_is_complete_no_more_once_a_rank_of_it_is_superseded_by_a_file_cut_short() -> None:
     """Ranks 0 and 1 of a world of 2 finish (complete); rank 1's path then starts again as a
     new stream that ends in an error: that rank has no usable file, so the window is not
@@ -957,59 +913,6 @@ def test_a_window_is_complete_no_more_once_a_rank_of_it_is_superseded_by_a_file_
     assert aggregation.complete_windows() == []
     aggregation.restore([finished_rank("a", 1, 2)])  # a usable file of rank 1 again
     assert aggregation.complete_windows() == ["a"]
-
-
-class Replies:
-    """A ROUTER socket's sending side: the replies, decoded."""
-
-    def __init__(self) -> None:
-        self.sent: list[Any] = []
-
-    def send_multipart(self, frames: list[bytes], flags: int = 0) -> None:
-        self.sent.append(msgspec.msgpack.decode(frames[1]))
-
-
-def test_records_are_acknowledged_while_a_report_is_built_beside_the_loop(tmp_path: Path) -> None:
-    """Within the loop a report is built on its own thread (held here until released): a file
-    finishing meanwhile is applied, stored and acknowledged at once, the report shown stays the
-    last one until the new one is built, and that one covers the files finished when it was
-    set out (the file finished meanwhile is in the next)."""
-    settings = loopback_settings(tmp_path)
-    aggregator = Aggregator(settings)
-    aggregator._background = True  # as `run` sets it
-    first, second = run_records(SAMPLE, 40)[:2]
-    release, real = threading.Event(), aggregator.aggregation.build
-
-    def held(prepared: Prepared) -> Report:
-        release.wait(60)
-        return real(prepared)
-
-    try:
-        aggregator.publish()  # the first report (of nothing yet) is built at once
-        shown = aggregator._report
-        aggregator.aggregation.build = held  # type: ignore[method-assign]
-        receive_all(aggregator, first)
-        aggregator.commit()
-        aggregator._send(Replies())  # type: ignore[arg-type]
-        aggregator.publish(window_completed=True)  # set out with the first file: held
-        receive_all(aggregator, second)
-        aggregator.commit()
-        replies = Replies()
-        aggregator._send(replies)  # type: ignore[arg-type]
-        assert [(a["stream"], a["done"]) for a in replies.sent] == [(second[0].stream, True)]
-        assert aggregator._building is not None and aggregator._report is shown
-        release.set()
-        aggregator._building.join(60)
-        aggregator._tick()  # the report shown; the next (the second file came) set out
-        assert aggregator._report is not shown and aggregator._report is not None
-        assert aggregator._report.inputs.files == 1
-        assert aggregator._building is not None
-        aggregator._building.join(60)
-        aggregator._tick()
-        assert aggregator._report.inputs.files == 2
-    finally:
-        release.set()
-        aggregator.store.close()
 
 
 # ---------------------------------------------------------------- open windows mid-run

@@ -2,19 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from commscope.collector.schema import Record
-from commscope.service.aggregate import Aggregator
 from commscope.service.pacing import Pacing
-
-from tests.pipeline.test_aggregation import (
-    SAMPLE,
-    StepClock,
-    loopback_settings,
-    receive_all,
-    run_records,
-)
 
 
 def trickle(
@@ -78,23 +66,3 @@ def test_a_report_not_built_is_set_out_again_without_waiting_for_more_ranks() ->
     assert not pacing.may_rebuild(1.0, 2)
     pacing.retry()
     assert pacing.may_rebuild(1.0, 2)
-
-
-def test_the_aggregator_reports_a_window_half_come(tmp_path: Path) -> None:
-    """The gloo sample's first file finishing (world 2: its window half come, rank 1 missing)
-    makes the open windows' progress 2 quarters, and the mid-window report then built
-    covers it."""
-    settings = loopback_settings(tmp_path)
-    clock = StepClock()
-    aggregator = Aggregator(settings, clock=clock)
-    first: list[Record] = run_records(SAMPLE, 40)[0]
-    try:
-        aggregator.publish()
-        receive_all(aggregator, first)
-        aggregator.commit()
-        assert aggregator.aggregation.progress() == 2
-        clock.now += 100.0
-        aggregator.publish()
-        assert aggregator._report is not None and aggregator._report.inputs.files == 1
-    finally:
-        aggregator.store.close()
