@@ -21,7 +21,7 @@ PROTOCOL_VERSION: Final = 10
 # version field; readers migrate it explicitly.
 STATE_VERSION: Final = 2
 # The aggregator's state folder (its `version.msgpack`): versions 1 and 2 went with
-# STATE_VERSION; 3 is one journal (`JournalEntry` frames in segments), which `pipeline.store`
+# STATE_VERSION; 3 is one journal (`JournalEntry` frames in segments), which `service.store`
 # migrates version 1 and 2 folders to; 4 keys drop reasons as protocol 10 does.
 STORE_VERSION: Final = 4
 
@@ -44,7 +44,7 @@ GROUP_SOURCES: Final[tuple[GroupSource, ...]] = get_args(GroupSource)
 # The format a rank's events were read from: PyTorch profiler (Kineto) JSON, an Nsight Systems
 # SQLite export, or NCCL Inspector JSONL.
 Source = Literal["kineto", "nsys", "inspector"]
-# `TraceMeta.source` of NCCL Inspector logs (their ranks' results: `collector.inspector.SOURCE`)
+# `TraceMeta.source` of NCCL Inspector logs (their ranks' results: `model.inspector.SOURCE`)
 INSPECTOR_LOGS: Final[Source] = "inspector"
 
 CollectiveType = Literal[
