@@ -43,8 +43,11 @@ from typing import Final, get_args
 
 import msgspec
 import zmq
-from commscope.collector.errors import ConfigError, WriteError
-from commscope.collector.schema import (
+from commscope.exporters.files import stamped, write_reports
+from commscope.exporters.metricnames import MAX_RANK_SERIES
+from commscope.exporters.publish import serve
+from commscope.model.errors import ConfigError, WriteError
+from commscope.model.schema import (
     PROTOCOL_VERSION,
     REFUSED_REASONS,
     REJECT_REASONS,
@@ -67,20 +70,17 @@ from commscope.collector.schema import (
     ToCollector,
     Welcome,
 )
-from commscope.collector.version import installed_version
-from commscope.exporters.files import stamped, write_reports
-from commscope.exporters.metricnames import MAX_RANK_SERIES
-from commscope.exporters.publish import serve
+from commscope.model.version import installed_version
 from commscope.pipeline.aggregation import Aggregation, Verdict
 from commscope.pipeline.edge import well_formed
 from commscope.pipeline.report import Options
-from commscope.pipeline.store import Store
 from commscope.service import curve, door
 from commscope.service.intake import Admission, Decision, Intake, Rules, Taken
 from commscope.service.ledger import Ledger, Outcome, judge, lost
 from commscope.service.links import Links, own_stream
 from commscope.service.logs import sparse
 from commscope.service.publisher import Publisher
+from commscope.service.store import Store
 
 log = logging.getLogger("commscope.aggregate")
 

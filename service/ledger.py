@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 
-from commscope.collector.schema import Ack, FinishedFile
+from commscope.model.schema import Ack, FinishedFile
 from commscope.pipeline.aggregation import Aggregation, Verdict
 
 

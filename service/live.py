@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from commscope.collector.schema import Facts, FinishedFile
 from commscope.exporters.prometheus import STATS, BusbwHistogram, Rolling
+from commscope.model.schema import Facts, FinishedFile
 from commscope.pipeline import inspector_live
 from commscope.pipeline.rolling import RollingBandwidth
 from commscope.pipeline.stats import sample_values

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import msgspec
-from commscope.collector.schema import AggregatorStats, Report
 from commscope.exporters.prometheus import Snapshot, SnapshotCollector
+from commscope.model.schema import AggregatorStats, Report
 from commscope.pipeline.aggregation import Aggregation, Prepared
 from commscope.pipeline.report import Options
 from commscope.service import heap

@@ -9,7 +9,9 @@ from typing import Any
 
 import msgspec
 import pytest
-from commscope.collector.schema import (
+from commscope.exporters import text
+from commscope.exporters.prometheus import Snapshot, families
+from commscope.model.schema import (
     Clocks,
     CommOp,
     Diagnosis,
@@ -25,8 +27,6 @@ from commscope.collector.schema import (
     Summary,
     TraceMeta,
 )
-from commscope.exporters import text
-from commscope.exporters.prometheus import Snapshot, families
 from commscope.pipeline import accumulate, crossrank, report
 from commscope.pipeline.accumulate import Accumulator, Sketcher, merge_results
 from commscope.pipeline.crossrank import CrossRank

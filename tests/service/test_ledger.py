@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from commscope.collector.schema import Ack, Facts, FinishedFile, Record, StreamEnd, StreamStart
+from commscope.model.schema import Ack, Facts, FinishedFile, Record, StreamEnd, StreamStart
 from commscope.pipeline.aggregation import Aggregation, Verdict
 from commscope.service.ledger import Ledger, Outcome, judge, lost
 from hypothesis import given

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from commscope.collector.schema import (
+from commscope.model.schema import (
     PROTOCOL_VERSION,
     AggregatorStats,
     FinishedFile,
