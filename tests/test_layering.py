@@ -55,6 +55,8 @@ PURE = [
     "pipeline/sections.py",
     "pipeline/sketch.py",
     "pipeline/report.py",
+    "pipeline/reuse.py",
+    "pipeline/residency.py",
     "pipeline/stats.py",
     "pipeline/waiting.py",
     "pipeline/facts.py",
