@@ -26,7 +26,7 @@ from commscope.collector.schema import (
     Summary,
     TraceMeta,
 )
-from commscope.exporters import text
+from commscope.exporters import jsonreport, text
 from commscope.exporters.prometheus import Snapshot, families
 from commscope.pipeline import accumulate, crossrank, reuse
 from commscope.pipeline.accumulate import Accumulator, Sketcher, merge_results
@@ -34,6 +34,8 @@ from commscope.pipeline.crossrank import CrossRank
 from commscope.pipeline.report import Options, ParsedFile, build_report
 from commscope.pipeline.reuse import WindowCache
 from crossrank_builder import Scenario, calls, results
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client.metrics_core import Metric
 
 
@@ -155,13 +157,13 @@ def test_a_metrics_only_report_gives_the_metrics_of_the_full_one() -> None:
     """Over one window, then two (the first folded into the second), with a third open."""
     cache, parsed = WindowCache(), files(seed=1)
     third = [replace(p, window="c") for p in files(seed=3) if p.window == "a" and p.name_rank]
-    for names, given in (
+    for names, chosen in (
         (["a"], parsed[:3]),
         (["a", "b"], parsed),
         (["a", "b", "c"], parsed + third),
     ):
-        full = build_report(names, given, Options(waiting={"c"}))
-        lean = cache.build(names, given, Options(waiting={"c"}, metrics_only=True))
+        full = build_report(names, chosen, Options(waiting={"c"}))
+        lean = cache.build(names, chosen, Options(waiting={"c"}, metrics_only=True))
         assert metrics(lean) == metrics(full) and lean.windows == full.windows
         assert lean.inputs == full.inputs and lean.skew.per_rank == full.skew.per_rank
 
@@ -392,3 +394,74 @@ def test_reports_mid_window_fit_the_runs_alpha_beta_and_skew_once(
     for _, report_, inputs, waiting in found:
         again = build_report(["a", "b", "c"], inputs, Options(waiting=waiting, metrics_only=True))
         assert report_ == again
+
+
+WINDOWS = ("a", "b", "c")
+Step = tuple[str, str, int, int]  # (what, window, seed, ranks given of an open window)
+steps = st.lists(
+    st.tuples(
+        st.sampled_from(["set", "open", "drop", "rename", "same"]),
+        st.sampled_from(WINDOWS),
+        st.integers(1, 3),
+        st.integers(1, 2),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+class Run:
+    """Each window's files as a live run changes them; each (window, seed) made once, so a
+    window given the same seed again is the very same files (what the cache reuses)."""
+
+    def __init__(self) -> None:
+        self.made: dict[tuple[str, int], list[ParsedFile]] = {}
+        self.windows: dict[str, list[ParsedFile]] = {}
+        self.waiting: set[str] = set()
+
+    def apply(self, step: Step) -> None:
+        what, window, seed, ranks = step
+        self.waiting.discard(window)
+        if what == "drop":
+            self.windows.pop(window, None)
+        elif what == "rename" and window in self.windows:
+            other = WINDOWS[(WINDOWS.index(window) + 1) % len(WINDOWS)]
+            moved = [replace(p, window=other) for p in self.windows.pop(window)]
+            self.windows[other] = moved
+            self.waiting.discard(other)
+        elif what in ("set", "open"):
+            whole = self._made(window, seed)
+            self.windows[window] = whole if what == "set" else whole[:ranks]
+            if what == "open":
+                self.waiting.add(window)
+
+    def _made(self, window: str, seed: int) -> list[ParsedFile]:
+        key = (window, seed)
+        if key not in self.made:
+            self.made[key] = [replace(p, window=window) for p in files(seed) if p.window == "a"]
+        return self.made[key]
+
+    def inputs(self) -> tuple[list[str], list[ParsedFile]]:
+        names = sorted(self.windows)
+        return names, [p for name in names for p in self.windows[name]]
+
+
+@settings(max_examples=30, deadline=None, database=None)
+@given(steps, st.lists(st.booleans(), min_size=6, max_size=6), st.booleans())
+def test_reports_reusing_earlier_work_are_those_built_anew(
+    changes: list[Step], lean: list[bool], peaked: bool
+) -> None:
+    """Oracle: over any sequence of window updates (windows completed, changed, open with some
+    ranks, dropped, renamed, or left as they were), each report the cache builds is,
+    byte for byte as JSON, the report `build_report` builds from scratch."""
+    cache, run = WindowCache(), Run()
+    for step, metrics_only in zip(changes, lean, strict=False):
+        run.apply(step)
+        names, present = run.inputs()
+        options = Options(
+            peak_override_Bps=1e9 if peaked else None,
+            waiting=frozenset(run.waiting),
+            metrics_only=metrics_only,
+        )
+        found = cache.build(names, present, options)
+        assert jsonreport.render(found) == jsonreport.render(build_report(names, present, options))
