@@ -51,9 +51,9 @@ class WindowCache:
     its files and context are unchanged (under its new name when the window is renamed).
     Every read of exact bandwidth samples (a window's sections found anew, a rank of one
     window in the run) happens inside `exact`: the live aggregation gives back there the
-    samples it shed (`Aggregation.shed`). Each window's bandwidth samples are sketched once
-    (`sketch`, for its facts) and those sketches reused where its windows merge, the run's
-    ranks pool, and the aggregator sheds the samples."""
+    samples it shed (`residency.Residency.shed`). Each window's bandwidth samples are
+    sketched once (`sketch`, for its facts) and those sketches reused where its windows merge,
+    the run's ranks pool, and the aggregator sheds the samples."""
 
     def __init__(self, exact: Exact = _as_they_are) -> None:
         self.exact = exact
