@@ -224,8 +224,35 @@ def assemble(
 ) -> Report:
     """`build_report`, each part found by `parts`."""
     placement = ranks.assign(parsed) if options.placement is None else options.placement
-    placed, conflicts = placement.placed, placement.skipped
+    placed = placement.placed
     metas = [item.meta for item in placed.values()]
+    world, run_config, context = _setting(placed, metas, options)
+    by_window: dict[str, dict[int, ParsedFile]] = {name: {} for name in windows}
+    for (window, rank), item in sorted(placed.items()):
+        by_window[window][rank] = item
+    waiting = [name for name in by_window if name in options.waiting and by_window[name]]
+    window_list, crosses = _windows(by_window, context, parts, waiting)
+    metrics_only = options.metrics_only
+    run = _run(by_window, crosses, context, parts, metrics_only)
+    if not metrics_only:
+        run.health = health.check(placed.values(), run)
+    skipped = [*options.skipped, *placement.skipped]
+    inputs = _inputs(parsed, skipped, placement.notes, parts.file_counts)
+    report = Report(
+        world_size=world,
+        config=run_config,
+        windows=window_list,
+        inputs=replace(inputs, open_windows=waiting),
+        diagnosis=Diagnosis() if metrics_only else diagnose(run, run_config),
+        **asdict(run),
+    )
+    return inspector_sources.labelled(report, metas)
+
+
+def _setting(
+    placed: dict[tuple[str, int], ParsedFile], metas: Sequence[TraceMeta], options: Options
+) -> tuple[int | None, RunConfig, Context]:
+    """The run's world size, its configuration and the context its sections are found in."""
     world = max((m.world_size for m in metas if m.world_size), default=None)
     world = world if world is not None else (len({rank for _, rank in placed}) or None)
     config = options.config or JobConfig()
@@ -240,27 +267,7 @@ def assemble(
         options=options,
         sources={m.source for m in metas},
     )
-    by_window: dict[str, dict[int, ParsedFile]] = {name: {} for name in windows}
-    for (window, rank), item in sorted(placed.items()):
-        by_window[window][rank] = item
-    waiting = [name for name in by_window if name in options.waiting and by_window[name]]
-    window_list, crosses = _windows(by_window, context, parts, waiting)
-    metrics_only = options.metrics_only
-    run = _run(by_window, crosses, context, parts, metrics_only)
-    if not metrics_only:
-        run.health = health.check(placed.values(), run)
-    skipped = [*options.skipped, *conflicts]
-    report = Report(
-        world_size=world,
-        config=run_config,
-        windows=window_list,
-        inputs=replace(
-            _inputs(parsed, skipped, placement.notes, parts.file_counts), open_windows=waiting
-        ),
-        diagnosis=Diagnosis() if metrics_only else diagnose(run, run_config),
-        **asdict(run),
-    )
-    return inspector_sources.labelled(report, metas)
+    return world, run_config, context
 
 
 def _run(

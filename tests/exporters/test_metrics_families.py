@@ -206,9 +206,7 @@ def test_clock_offsets_of_an_open_window_are_those_of_the_latest_analysed_one() 
         *_window_files("iteration_20", 2_000_000, range(4)),
         *_window_files("iteration_30", 9_000_000, range(2, 4)),
     ]
-    found = build_report(
-        ["iteration_20", "iteration_30"], files, Options(), waiting={"iteration_30"}
-    )
+    found = build_report(["iteration_20", "iteration_30"], files, Options(waiting={"iteration_30"}))
     metrics = families(Snapshot(job="j", report=found))
     family = next(m for m in metrics if m.name == "commscope_clock_offset_seconds")
     offsets = {s.labels["rank"]: s.value for s in family.samples}
