@@ -27,19 +27,15 @@ from typing import Any, Final
 
 import msgspec
 from commscope.collector.classify import collective_type
-from commscope.collector.schema import (
+from commscope.model.schema import (
     MAX_LABEL,
     MAX_RANKS,
     CollectiveType,
     CommOp,
     EventDropReason,
     FileStats,
-    RankResult,
 )
-from msgspec.structs import replace
 
-SOURCE: Final = "nccl inspector"  # `RankResult.source` of a rank read from Inspector logs
-NO_COMPUTE: Final = "n/a: NCCL Inspector has no compute kernels"
 KNOWN_MAJOR: Final = "v4."  # the format versions this reader knows (v4.0 … v4.x)
 _DECODER: Final = msgspec.json.Decoder()
 _US: Final = 1000
@@ -207,18 +203,6 @@ def _type(name: str, kind: str) -> CollectiveType:
 def _int(value: object, low: int, high: int) -> int | None:
     """`value` when it is an int in [low, high), else None (bools are not counts)."""
     return value if type(value) is int and low <= value < high else None
-
-
-def as_result(result: RankResult) -> RankResult:
-    """A rank read from Inspector logs, offline or tailed live: marked so, and with no GPU
-    idle time (no compute kernels: it is unknown, not the gaps between NCCL kernels)."""
-    return replace(result, source=SOURCE, gpu_busy_ns=0, gpu_span_ns=0)
-
-
-def inspected(source: str) -> bool:
-    """Whether a rank's `source` (`RankResult.source`, `RankOverlap.source`; `a + b` when merged
-    over windows) says it was read from NCCL Inspector logs, which hold no compute kernels."""
-    return SOURCE in source
 
 
 def count_dropped(stats: FileStats, reason: EventDropReason, count: int = 1) -> None:

@@ -24,7 +24,10 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any, Final
 
 import ijson
-from commscope.collector.errors import (
+from commscope.collector.fastparse import fast_chunks
+from commscope.collector.jsonstream import Tap, trace_items
+from commscope.collector.normalize import Normalizer, from_item
+from commscope.model.errors import (
     NOT_A_TRACE,
     LayoutMissError,
     LimitError,
@@ -32,10 +35,7 @@ from commscope.collector.errors import (
     ReadError,
     TraceError,
 )
-from commscope.collector.fastparse import fast_chunks
-from commscope.collector.jsonstream import Tap, trace_items
-from commscope.collector.normalize import Normalizer, from_item
-from commscope.collector.schema import Event, FileStats, TraceMeta
+from commscope.model.schema import Event, FileStats, TraceMeta
 
 BATCH_EVENTS: Final = 4096
 _END: Final = object()

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Final
 
 from commscope.collector import nsys
-from commscope.collector.errors import TraceError
 from commscope.collector.launches import KernelNames, LaunchJoin, is_launch_call
 from commscope.collector.normalize import LOOKALIKE_NAMES, CallIndex, CommCall, longest
-from commscope.collector.schema import MAX_LABEL, CommOp, Event, FileStats, TraceMeta
+from commscope.model.errors import TraceError
+from commscope.model.schema import MAX_LABEL, CommOp, Event, FileStats, TraceMeta
 from msgspec.structs import replace
 
 BATCH: Final = 4096

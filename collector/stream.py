@@ -42,10 +42,10 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from commscope.collector.discover import file_size, rank_from_name, relative_folder, root_name
-from commscope.collector.errors import DIED, ReadError, TraceError
 from commscope.collector.follow import open_followed
 from commscope.collector.kineto import TraceReader
-from commscope.collector.schema import (
+from commscope.model.errors import DIED, ReadError, TraceError
+from commscope.model.schema import (
     Event,
     Facts,
     FileStats,

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Final
 
 from commscope.collector.discover import open_trace
-from commscope.collector.errors import TraceError
 from commscope.collector.inspector import (
     OTHER_COMM,
     TOO_LONG,
@@ -25,14 +24,15 @@ from commscope.collector.inspector import (
     LineReader,
     Op,
     Placed,
-    as_result,
     count_dropped,
     cut_lines,
     place,
     split,
 )
 from commscope.collector.inspector_windows import Slot, Windowing, WindowRule, window_folder
-from commscope.collector.schema import INSPECTOR_LOGS, FileStats, RankResult, TraceMeta, reason_text
+from commscope.model.errors import TraceError
+from commscope.model.inspector import as_result
+from commscope.model.schema import INSPECTOR_LOGS, FileStats, RankResult, TraceMeta, reason_text
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import ParsedFile
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final, Protocol, TypeVar
 
-from commscope.collector.inspector import NO_COMPUTE
-from commscope.collector.inspector import SOURCE as INSPECTOR
-from commscope.collector.schema import INSPECTOR_LOGS, Report, Sections, TraceMeta
+from commscope.model.inspector import NO_COMPUTE
+from commscope.model.inspector import SOURCE as INSPECTOR
+from commscope.model.schema import INSPECTOR_LOGS, Report, Sections, TraceMeta
 from msgspec.structs import replace
 
 NO_STEPS: Final = "n/a: NCCL Inspector has no ProfilerStep spans"

@@ -27,16 +27,18 @@ from commscope.collector.discover import (
     open_trace,
     rank_from_name,
 )
-from commscope.collector.errors import NotATraceError, TraceError
 from commscope.collector.inspector_windows import WindowRule
 from commscope.collector.kineto import TraceReader
-from commscope.collector.names import input_kind, looks_like_trace, window_order
+from commscope.collector.names import input_kind
 from commscope.collector.nsys import CAPTURE_STEP
-from commscope.collector.schema import INSPECTOR_LOGS, RankResult, Report, Skipped
-from commscope.pipeline import cluster as dask_cluster
-from commscope.pipeline import inspector, inspector_beside, inspector_sources, jobs, parallel
+from commscope.model.errors import NotATraceError, TraceError
+from commscope.model.names import looks_like_trace, window_order
+from commscope.model.schema import INSPECTOR_LOGS, RankResult, Report, Skipped
+from commscope.pipeline import inspector, inspector_beside, inspector_sources, jobs
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report
+from commscope.service import cluster as dask_cluster
+from commscope.service import parallel
 from msgspec.structs import replace as struct_replace
 
 if TYPE_CHECKING:

@@ -20,8 +20,8 @@ from itertools import groupby
 from operator import attrgetter
 from typing import Literal, Protocol
 
-from commscope.collector.inspector_windows import is_window
-from commscope.collector.schema import (
+from commscope.model.inspector import is_window
+from commscope.model.schema import (
     INSPECTOR_LOGS,
     AlphaBeta,
     Diagnosis,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from contextlib import contextmanager
 
-from commscope.collector.schema import FinishedFile, OpTally, RankResult, ShedTally
+from commscope.model.schema import FinishedFile, OpTally, RankResult, ShedTally
 from commscope.pipeline import straddle
 from commscope.pipeline.accumulate import Sketcher, shed_samples
 from commscope.pipeline.crossrank import CrossRank

@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace as dataclass_replace
 from typing import Generic, Literal, TypeVar
 
-from commscope.collector.schema import OpTally, RankResult, Report, Sketch, Window
+from commscope.model.schema import OpTally, RankResult, Report, Sketch, Window
 from commscope.pipeline import crossrank
 from commscope.pipeline.accumulate import SKETCHED, bandwidth_sketch, merge_results
 from commscope.pipeline.crossrank import CrossRank

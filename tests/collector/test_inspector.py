@@ -15,11 +15,11 @@ from commscope.collector.inspector import (
     LineReader,
     Op,
     cut_lines,
-    inspected,
     place,
     split_lines,
 )
-from commscope.collector.schema import CommOp, FileStats
+from commscope.model.inspector import inspected
+from commscope.model.schema import CommOp, FileStats
 from commscope.pipeline.inspector import parse
 from inspector_builder import DUMP_US, coll
 

@@ -12,8 +12,8 @@ import msgspec
 import pytest
 from commscope.collector import nsys, nsysdb
 from commscope.collector.discover import find_windows
-from commscope.collector.errors import TraceError
-from commscope.collector.schema import CommOp, KernelTime, Step
+from commscope.model.errors import TraceError
+from commscope.model.schema import CommOp, KernelTime, Step
 from commscope.pipeline.offline import EXPORT_FIRST, Failed, outcome, parse_windows, read_nsys
 from commscope.pipeline.report import ParsedFile
 from hypothesis import given, settings

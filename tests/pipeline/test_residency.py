@@ -8,7 +8,7 @@ the store holds them as they finished (the aggregation's `load`).
 from __future__ import annotations
 
 import msgspec
-from commscope.collector.schema import CommOp, FinishedFile, RankResult, ShedTally, TraceMeta
+from commscope.model.schema import CommOp, FinishedFile, RankResult, ShedTally, TraceMeta
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.residency import Residency
 

@@ -10,7 +10,9 @@ from typing import Any
 
 import msgspec
 import pytest
-from commscope.collector.schema import (
+from commscope.exporters import jsonreport, text
+from commscope.exporters.prometheus import Snapshot, families
+from commscope.model.schema import (
     Clocks,
     CommOp,
     Diagnosis,
@@ -26,8 +28,6 @@ from commscope.collector.schema import (
     Summary,
     TraceMeta,
 )
-from commscope.exporters import jsonreport, text
-from commscope.exporters.prometheus import Snapshot, families
 from commscope.pipeline import accumulate, crossrank, reuse
 from commscope.pipeline.accumulate import Accumulator, Sketcher, merge_results
 from commscope.pipeline.crossrank import CrossRank
