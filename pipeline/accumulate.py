@@ -60,7 +60,7 @@ from commscope.pipeline.topkernels import add_delays, capped, merge_launches, me
 GPU, CPU, NONE = "gpu kernels", "cpu (gloo)", "none"
 SKETCHED: Final = (RunTally, ShedTally)  # tallies that keep sketches instead of samples
 # `sketcher(tally, which)`: a tally's algbw or busbw sketch (`bandwidth_sketch`, or one that
-# remembers what it found: `pipeline.report.WindowCache.sketch`)
+# remembers what it found: `pipeline.reuse.WindowCache.sketch`)
 Sketcher = Callable[[OpTally, Literal["algbw", "busbw"]], Sketch]
 _SUMS: Final = tuple(f for f in OpTally.__struct_fields__ if f not in ("algbw_Bps", "busbw_Bps"))
 

@@ -14,27 +14,17 @@ log's path in a folder of its own).
 The report is `build_report` over the finished files, exactly as `commscope report` builds
 it; streams still open when the run ends are listed as skipped, never half-counted.
 
-Memory: a file's per-call list (`RankResult.calls`) is read only by the cross-rank matching of
-its window, and its bandwidth samples (`OpTally.algbw_Bps`, `busbw_Bps`) only by its window's
-sections and, for a rank of one window, the run's; together they grow with the calls, where
-the rest of the result does not.
-
-Given a loader (the durable copy of a finished file),
-`shed()` drops the call lists of every complete window once its cross-rank facts are cached,
-and replaces its samples by their sketches (`ShedTally`: all the run needs of a rank of several
-windows) once its sections are; a report over a window whose files have changed since reloads
-its calls first, and every figure that reads exact samples reads them back from the store
-(`WindowCache.exact`); `restore()` matches the stored windows one at a time and keeps their
-samples as sketches from the start.
+Memory: what of the finished files' results is held is `residency.Residency`'s; the reports
+reuse the work of earlier ones (`reuse.WindowCache`, `Residency.cache`).
 """
 
 from __future__ import annotations
 
 import enum
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence, Set
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass, field
+from dataclasses import replace as dataclass_replace
 from typing import Final
 
 from commscope.model.errors import NOT_A_TRACE
@@ -44,11 +34,9 @@ from commscope.model.schema import (
     INSPECTOR_LOGS,
     Facts,
     FinishedFile,
-    OpTally,
     RankResult,
     Record,
     Report,
-    ShedTally,
     Skipped,
     StreamEnd,
     StreamStart,
@@ -60,17 +48,16 @@ from commscope.pipeline import (
     jobs,
     straddle,
 )
-from commscope.pipeline.accumulate import Accumulator, Sketcher, shed_samples
+from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.crossrank import CrossRank
 from commscope.pipeline.edge import absorb
 from commscope.pipeline.report import (
     Chain,
     Options,
     ParsedFile,
-    WindowCache,
-    build_report,
     by_rank,
 )
+from commscope.pipeline.residency import Residency, affected
 
 RETIRED_SEQ: Final = 2**62  # the position of a superseded stream: everything is behind it
 
@@ -130,20 +117,15 @@ class Aggregation:
         self._open_by_node: Counter[str] = Counter()  # each node's streams in `open`
         self.finished: dict[str, FinishedFile] = {}
         self.retired: set[str] = set()  # superseded streams: whatever comes of them is stale
-        # finished windows' sections, reused by every report; exact samples read back there
-        self.cache = WindowCache(exact=self._exact)
         # (node, path, folder) -> its stream: a tailed Inspector log's windows share its path
         self._by_path: dict[tuple[str, str, str], str] = {}
-        self._load = load  # a finished file as stored: without it no call list is dropped
-        # folder -> (its finished streams when their call lists were dropped, those dropped)
-        self._shed: dict[str, tuple[frozenset[str], set[str]]] = {}
-        self._reported: dict[str, set[str]] = {}  # each folder's streams in the last report
-        self._kept: set[int] = set()  # results whose samples the last report's run figures read
-        self._sampled: set[str] = set()  # streams whose samples were shed (or that had none)
         self._windows = _Windows()  # each folder's ranks, kept as files finish and go
         self._index = _Index()  # the finished files by folder, kept as they finish and go
         self._jobs = jobs.Memo()  # each window's files as the last report split them
-        self._held: set[str] = set()  # complete folders the last report left waiting
+        # what of the results memory holds (`load`: a finished file as stored; without it no
+        # call list is dropped), and the reports' reuse of earlier work
+        self.residency = Residency(self.finished, self._index.stream_of, load)
+        self.cache = self.residency.cache
 
     def restore(self, finished: Iterable[FinishedFile], retired: Iterable[str] = ()) -> None:
         """Take back the stored finished files. Given a loader, each file's call list is
@@ -153,10 +135,8 @@ class Aggregation:
         for item in finished:
             self._add(item)
             self._by_path[(item.node, item.path, item.folder)] = item.stream
-            if self._load is not None:
-                self._drop_calls([item.stream])
-                self._shed_samples([item.stream])
-        if self._load is not None:
+            self.residency.restored(item.stream)
+        if self.residency.load is not None:
             names = self._index.names()
             chain = self._chain(names)
             chained = {folder for folder, name in names.items() if name in frozenset(chain)}
@@ -168,13 +148,9 @@ class Aggregation:
     def _prime(
         self, folder: str, streams: Set[str], chain: Chain | None = None
     ) -> CrossRank | None:
-        """Match one restored window (its call lists read back, then dropped again)."""
-        for stream in streams:
-            self._reload(stream)
+        """Match one restored window (`Residency.prime`)."""
         files = [self.finished[s] for s in sorted(streams)]
-        found = self.cache.prime(_parsed(files, dict.fromkeys([folder], folder)), chain)
-        self._shed[folder] = (frozenset(streams), self._drop_calls(streams))
-        return found
+        return self.residency.prime(folder, streams, _parsed(files, {folder: folder}), chain)
 
     def _prime_chain(self, chain: list[str], names: dict[str, str]) -> None:
         """Match the restored NCCL Inspector windows in order, each with its neighbours as a
@@ -187,13 +163,13 @@ class Aggregation:
         for name in chain:
             if name in waiting:
                 for stream in folders[by_name[name]]:
-                    self._reload(stream)
+                    self.residency.reload(stream)
                 before = None
                 continue
             nxt = after[name]
             following = folders[by_name[nxt]] if nxt else set()
             for stream in following:
-                self._reload(stream)
+                self.residency.reload(stream)
             items = by_rank(_parsed([self.finished[s] for s in sorted(following)], names))
             found = self._prime(by_name[name], folders[by_name[name]], Chain(before, items))
             before = found if nxt else None
@@ -263,7 +239,7 @@ class Aggregation:
                 self._windows.remove(gone)
                 self._index.remove(gone)
             self.retired.add(old)
-            self._sampled.discard(old)
+            self.residency.renewed(old)
             superseded = (old,)
         self._by_path[key] = start.stream
         self.open[start.stream] = OpenStream(start, tailed=inspector_live.tailed(start.path))
@@ -277,7 +253,7 @@ class Aggregation:
         self.finished[item.stream] = item
         self._windows.add(item)
         self._index.add(item, old)
-        self._sampled.discard(item.stream)  # a new result: its samples not shed yet
+        self.residency.renewed(item.stream)
 
     def complete_windows(self) -> list[str]:
         """Folders whose every rank (0 … world-1, or each rank `owned` when set: a shard's)
@@ -312,10 +288,10 @@ class Aggregation:
         windows = sorted(set(names.values()), key=window_order)
         chain = self._chain(names)
         waiting = frozenset() if final else self._open_windows(names, chain)
-        self._held = {folder for folder, name in names.items() if name in waiting}
-        self._reported = self._used(chosen.files)
-        self._reload_changed(self._reported, names, chain)
-        self._kept = set()
+        held = {folder for folder, name in names.items() if name in waiting}
+        self.residency.reported(
+            self._used(chosen.files), held, lambda changed: affected(changed, names, chain)
+        )
         skipped += chosen.skipped
         return Prepared(windows, chosen, skipped, ignored, options, apart, waiting, metrics_only)
 
@@ -341,16 +317,14 @@ class Aggregation:
     def build(self, prepared: Prepared) -> Report:
         """The report `prepare` set out (see there)."""
         chosen = prepared.chosen
-        report = build_report(
-            prepared.windows,
-            chosen.files,
-            prepared.skipped,
+        options = dataclass_replace(
             prepared.options,
-            cache=self.cache,
+            skipped=prepared.skipped,
             waiting=prepared.waiting,
             metrics_only=prepared.metrics_only,
             placement=chosen.placement,
         )
+        report = self.cache.build(prepared.windows, chosen.files, options)
         labelled = jobs.labelled(report, chosen, prepared.ignored)
         return inspector_beside.beside(labelled, prepared.apart, prepared.options)
 
@@ -370,112 +344,8 @@ class Aggregation:
         return result is None or id(result) in results
 
     def shed(self) -> int:
-        """Drop the call lists, and replace the bandwidth samples by their sketches, of the
-        files of every complete window unchanged since the last report (which cached its
-        cross-rank facts and sections); the samples that report's run figures read (a rank of
-        one window) stay, as the next report reads them too. Call it only once every finished
-        file is stored. The number of files that gave up either."""
-        if self._load is None:
-            return 0
-        folders = self._folders()
-        dropped = 0
-        for folder in self.complete_windows():
-            streams = folders[folder]
-            if self._reported.get(folder) != streams or folder in self._held:
-                continue  # changed since, or waiting: its cross-rank facts are not known yet
-            _, shed = self._shed.setdefault(folder, (frozenset(streams), set()))
-            newly = self._drop_calls(streams - shed)
-            shed |= newly
-            sketched = self._shed_samples(streams - self._sampled, self.cache.sketch)
-            dropped += len(newly | sketched)
-        return dropped
-
-    def _shed_samples(self, streams: Iterable[str], sketcher: Sketcher | None = None) -> set[str]:
-        """Replace these files' samples by their sketches, in place (but those the last
-        report's run figures read), each found by `sketcher` (the report's, which found them
-        already, and then lets them go); the streams that had samples. Each stream done is
-        kept in `_sampled`, so that a report does not look at it again until its samples are
-        given back (`_exact`, `_reload`)."""
-        sketched = set()
-        for stream in streams:
-            result = self.finished[stream].result
-            if result is not None and id(result) in self._kept:
-                continue
-            self._sampled.add(stream)
-            if result is not None and _has_samples(result):
-                ops, result.ops = result.ops, _sketched(result.ops, sketcher)
-                self.cache.forget(ops.values())
-                sketched.add(stream)
-        return sketched
-
-    @contextmanager
-    def _exact(self, results: Sequence[RankResult], again: bool) -> Iterator[None]:
-        """The report reads these results' exact samples: those shed are read back from the
-        store, and shed again afterwards (their sketches as they were) unless the next report
-        reads them too (`again`)."""
-        given = [(result, shed) for result in results if (shed := self._give_back(result))]
-        if again:
-            self._kept.update(map(id, results))
-            self._sampled.difference_update(self._index.stream_of(r) for r, _ in given)
-        yield
-        if not again:
-            for result, shed in given:
-                self.cache.forget(result.ops.values())  # the samples go: their sketches too
-                result.ops = shed
-
-    def _give_back(self, result: RankResult) -> dict[str, OpTally] | None:
-        """Read back a result's samples if they were shed; its shed tallies (None: not shed)."""
-        if not any(isinstance(tally, ShedTally) for tally in result.ops.values()):
-            return None
-        shed, result.ops = result.ops, self._stored(self._index.stream_of(result)).ops
-        return shed
-
-    def _drop_calls(self, streams: Iterable[str]) -> set[str]:
-        """Empty these files' call lists, in place (the cache knows a result by its identity);
-        the streams that had one."""
-        dropped = set()
-        for stream in streams:
-            result = self.finished[stream].result
-            if result is not None and result.calls:
-                result.calls = []
-                dropped.add(stream)
-        return dropped
-
-    def _reload_changed(
-        self, folders: dict[str, set[str]], names: dict[str, str], chain: list[str]
-    ) -> None:
-        """Give back the call lists and samples of every window whose files changed since
-        they were dropped (a file added, rewritten or gone): its cross-rank facts and sections
-        must be found anew; so must those of an NCCL Inspector window's neighbours, the one
-        before and every one after (`straddle`: each depends on the one before)."""
-        changed = {f for f, (streams, _) in self._shed.items() if folders.get(f, set()) != streams}
-        by_name = {name: folder for folder, name in names.items()}
-        touched = {names[f] for f in changed if f in names}
-        changed |= {by_name[n] for n in straddle.affected(chain, touched)}
-        for folder, (_, shed) in list(self._shed.items()):
-            if folder not in changed:
-                continue
-            del self._shed[folder]
-            for stream in sorted(shed):
-                self._reload(stream, samples=True)
-
-    def _reload(self, stream: str, samples: bool = False) -> None:
-        item = self.finished.get(stream)
-        if item is None or item.result is None or self._load is None:
-            return  # gone (superseded): nothing to match
-        stored = self._stored(stream)
-        item.result.calls = stored.calls
-        if samples:
-            item.result.ops = stored.ops
-            self._sampled.discard(stream)
-
-    def _stored(self, stream: str) -> RankResult:
-        """A finished file's result as stored."""
-        stored = self._load(stream) if self._load is not None else None
-        if stored is None or stored.result is None:
-            path = self.finished[stream].path
-            raise LookupError(f"{path}: the stored result of stream {stream} is missing")
-        return stored.result
+        """`Residency.shed` over the complete windows."""
+        return self.residency.shed(self.complete_windows(), self._folders())
 
     def _folders(self) -> dict[str, Set[str]]:
         """Each folder's finished streams."""
@@ -640,18 +510,6 @@ def _every_rank(seen: Set[int], world: int) -> bool:
     """Whether `seen` holds every rank 0 … world-1 (never building that range: `world` is
     what a peer says)."""
     return world > 0 and sum(1 for rank in seen if 0 <= rank < world) == world
-
-
-def _has_samples(result: RankResult) -> bool:
-    return any(tally.algbw_Bps for tally in result.ops.values())
-
-
-def _sketched(ops: dict[str, OpTally], sketcher: Sketcher | None) -> dict[str, OpTally]:
-    """The tallies with samples given up for their sketches (`accumulate.shed_samples`)."""
-    return {
-        kind: shed_samples(tally, sketcher) if tally.algbw_Bps else tally
-        for kind, tally in ops.items()
-    }
 
 
 def _finish(stream: OpenStream, end: StreamEnd) -> FinishedFile:

@@ -21,7 +21,7 @@ def beside(report: Report, apart: Sequence[ParsedFile], options: Options) -> Rep
     if not apart:
         return report
     windows = sorted({p.window for p in apart})
-    own = build_report(windows, list(apart), [], options)
+    own = build_report(windows, list(apart), options)
     sections = Sections(**{key: getattr(own, key) for key in SECTIONS})
     sources = dict.fromkeys(SECTIONS, KINETO) | {"inspector": APART}
     note = (

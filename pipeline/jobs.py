@@ -37,7 +37,8 @@ from commscope.pipeline import ranks
 from commscope.pipeline.accumulate import CPU
 from commscope.pipeline.clocks import epoch_ns
 from commscope.pipeline.ranks import Placement, Ranked
-from commscope.pipeline.report import Kept, Options, ParsedFile, build_report
+from commscope.pipeline.report import Options, ParsedFile, build_report
+from commscope.pipeline.reuse import Kept
 from msgspec.structs import replace
 
 GAP_NS: Final = 3600 * 10**9  # ranks of one job in one window start within this of each other
@@ -374,12 +375,12 @@ def reports(
     if len(jobs) <= 1:
         files = list(jobs[0].files) if jobs else []
         placement = jobs[0].placement if jobs else None
-        found = build_report(windows, files, common, options, placement=placement)
+        found = build_report(windows, files, _scoped(options, common, placement))
         return [labelled(found, Chosen(files, []), ignored)]
     infos = tuple(info(job, n) for n, job in enumerate(jobs, start=1))
     return [
         labelled(
-            build_report(windows, job.files, common, options, placement=job.placement),
+            build_report(windows, job.files, _scoped(options, common, job.placement)),
             Chosen(list(job.files), [], n, infos),
             ignored,
         )
@@ -407,6 +408,13 @@ def largest(parsed: Sequence[ParsedFile], memo: Memo | None = None) -> Chosen:
     ]
     placement = jobs[best].placement
     return Chosen(list(jobs[best].files), [*left_out, *others], best + 1, infos, placement)
+
+
+def _scoped(
+    options: Options, skipped: Sequence[Skipped], placement: Placement[ParsedFile] | None
+) -> Options:
+    """`options` for the report over one job's files: those skipped, and their placement."""
+    return dataclass_replace(options, skipped=skipped, placement=placement)
 
 
 def labelled(report: Report, chosen: Chosen, ignored: Sequence[str] = ()) -> Report:

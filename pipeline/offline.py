@@ -185,7 +185,9 @@ def analyse(
     names = window_list(windows, parsed, rule)
     parsed, apart = inspector_sources.split(parsed)
     chosen = jobs.largest(parsed)
-    report = build_report(names, chosen.files, [*skipped, *chosen.skipped], options)
+    report = build_report(
+        names, chosen.files, replace(options, skipped=[*skipped, *chosen.skipped])
+    )
     return inspector_beside.beside(jobs.labelled(report, chosen, ignored), apart, options)
 
 

@@ -5,6 +5,8 @@ else from the file name; two files claiming one rank in one window are both skip
 reason naming the other. The run's sections use each rank's windows merged; its cross-rank
 sections pool the windows' matched collectives (each window's clocks aligned on their own).
 The files are those of one job (`jobs` tells a folder's jobs apart); `ranks` places them.
+`build_report` finds every part anew; `assemble` is the same with each part found by a
+`Parts` (`reuse.WindowCache` reuses those of earlier reports: the live aggregator's).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from dataclasses import replace as dataclass_replace
 from itertools import groupby
 from operator import attrgetter
-from typing import Generic, Literal, TypeVar
+from typing import Literal, Protocol
 
 from commscope.model.inspector import is_window
 from commscope.model.schema import (
@@ -37,7 +39,7 @@ from commscope.model.schema import (
     Window,
 )
 from commscope.pipeline import crossrank, facts, health, inspector_sources, ranks, skew, straddle
-from commscope.pipeline.accumulate import SKETCHED, Sketcher, bandwidth_sketch, merge_results
+from commscope.pipeline.accumulate import Sketcher, bandwidth_sketch, merge_results
 from commscope.pipeline.config import JobConfig, global_batch, resolve
 from commscope.pipeline.crossrank import CrossRank
 from commscope.pipeline.diagnosis import diagnose
@@ -73,6 +75,17 @@ class Options:
     flops_per_token: float | None = None
     params: int | None = None
     peak_flops_override: float | None = None
+    # what one report covers beyond its files: the files skipped already; the windows still
+    # open (a live report mid-window), whose cross-rank sections are left out, here and in the
+    # run's (which then cover the other windows), as `inputs.open_windows` says; a report for
+    # the live /metrics alone (`metrics_only`: the aggregator's mid-run reports): every window
+    # as it is, but of the run only the sections /metrics reads (`sections.metrics_sections`,
+    # the cross-rank ones without plots), no health and no diagnosis; the files placed at their
+    # ranks (`ranks.assign`), when the caller found it already
+    skipped: Sequence[Skipped] = ()
+    waiting: Collection[str] = frozenset()
+    metrics_only: bool = False
+    placement: ranks.Placement[ParsedFile] | None = None
 
 
 def assign_ranks(
@@ -83,244 +96,6 @@ def assign_ranks(
     return placement.placed, placement.skipped
 
 
-# `exact(results, again)`: the context in which a report reads these results' exact bandwidth
-# samples; `again`: the next report will read them too.
-Exact = Callable[[Sequence[RankResult], bool], AbstractContextManager[object]]
-
-
-def _as_they_are(results: Sequence[RankResult], again: bool) -> AbstractContextManager[object]:
-    return nullcontext()
-
-
-class WindowCache:
-    """What the live aggregator's report reuses between refreshes, as a finished window does
-    not change: each window's cross-rank facts, keyed by the identity of its files' results
-    and metadata alone (they depend on nothing else, so a renamed window or a new context
-    reuses them, and a file whose per-call list was dropped once they were known is never
-    matched again while the window stays as it is); and each window's sections, reused while
-    its files and context are unchanged (under its new name when the window is renamed).
-    Every read of exact bandwidth samples (a window's sections found anew, a rank of one
-    window in the run) happens inside `exact`: the live aggregation gives back there the
-    samples it shed (`Aggregation.shed`). Each window's bandwidth samples are sketched once
-    (`sketch`, for its facts) and those sketches reused where its windows merge, the run's
-    ranks pool, and the aggregator sheds the samples."""
-
-    def __init__(self, exact: Exact = _as_they_are) -> None:
-        self.exact = exact
-        self._sections: dict[str, tuple[Context, tuple[object, ...], Window]] = {}
-        self._cross = Kept[CrossRank]()
-        # each rank's windows merged (a single window is not sketched: folds from two on)
-        self._runs = _Folds[RankResult](lambda parts: merge_results(parts, self.sketch), 2)
-        # the same without samples (a mid-run report's: `build_report`'s `metrics_only`)
-        self._sums = _Folds[RankResult](
-            lambda parts: merge_results(parts, self.sketch, samples=False), 1
-        )
-        # the windows' cross-rank facts pooled, the clocks aside (`pooled`)
-        self._pools = _Folds[CrossRank](lambda parts: crossrank.pooled(parts, clocked=False), 2)
-        # each window tally's sketches by its identity (it kept alive), as long as used
-        self._sketches: dict[int, tuple[OpTally, dict[str, Sketch]]] = {}
-        self._sketches_used: set[int] = set()
-        self._sketches_before: set[int] = set()  # those used in the interval before
-        # each window's files counted for the report's inputs (`file_counts`), as long as used
-        self._counts = Kept[FileCounts]()
-        # the run's α-β fits and skew section, with the pooled facts they came from (`crossed`)
-        self._crossed: tuple[CrossRank, tuple[float | None, bool], CrossSections] | None = None
-
-    def sketch(self, tally: OpTally, which: Literal["algbw", "busbw"]) -> Sketch:
-        """`accumulate.bandwidth_sketch`, a window's samples sketched once: kept until a call
-        of `keep` finds them unused since the call before the one before (a window's sections,
-        found before `keep`, and the run's merge, after it, fall in two intervals), or until
-        `forget`; a tally that keeps sketches is asked directly."""
-        if isinstance(tally, SKETCHED):
-            return bandwidth_sketch(tally, which)
-        key = id(tally)
-        self._sketches_used.add(key)
-        entry = self._sketches.get(key)
-        if entry is None:
-            entry = self._sketches[key] = (tally, {})
-        found = entry[1].get(which)
-        if found is None:
-            found = entry[1][which] = bandwidth_sketch(tally, which)
-        return found
-
-    def window(
-        self, name: str, items: dict[int, ParsedFile], context: Context, chain: Chain | None = None
-    ) -> tuple[Window, CrossRank]:
-        """`chain`: an NCCL Inspector window's neighbours (`straddle`): its matching leaves
-        out what the window before took and takes the next window's members of its split
-        instances, so it depends on them too."""
-        key = _key(items) if chain is None else (*_key(items), *chain.key())
-        cross = self._cross_facts(items, key, chain)
-        found = self._known(name, context, key)
-        if found is None:
-            with self.exact([item.result for item in items.values()], False):
-                found = _window(name, items, context, cross, self.sketch)
-        self._sections[name] = (context, key, found)
-        return found, cross
-
-    def open_window(self, name: str, items: dict[int, ParsedFile], context: Context) -> Window:
-        """An open window's sections without its cross-rank ones (`build_report`'s
-        `waiting`): found anew each time, never kept (its files are still arriving). Its
-        cross-rank facts, if known (`prime`), are kept for the report that gives them."""
-        self._cross.touch(_key(items))
-        with self.exact([item.result for item in items.values()], False):
-            return _window(name, items, context, None, self.sketch)
-
-    def _known(self, name: str, context: Context, key: tuple[object, ...]) -> Window | None:
-        """The window's sections if known: under its name, or under another (the window was
-        renamed: only its name changes)."""
-        entry = self._sections.get(name)
-        if entry is not None and entry[0] == context and _same(entry[1], key):
-            return entry[2]
-        for other, (known_context, known_key, found) in self._sections.items():
-            if other != name and known_context == context and _same_files(known_key, key):
-                return replace(found, name=name)
-        return None
-
-    def _cross_facts(
-        self, items: dict[int, ParsedFile], key: tuple[object, ...], chain: Chain | None = None
-    ) -> CrossRank:
-        """The window's cross-rank facts, kept by the identities of the objects in `key`."""
-
-        def find() -> CrossRank:
-            results = {rank: item.result for rank, item in items.items()}
-            if chain is None:
-                return crossrank.window(results, _infos(items))
-            return _chained(results, _infos(items), chain)
-
-        return self._cross.get(key, find)
-
-    def forget(self, tallies: Iterable[OpTally]) -> None:
-        """Let these tallies' sketches go (the aggregator shed their samples: no figure reads
-        them again)."""
-        for tally in tallies:
-            self._sketches.pop(id(tally), None)
-
-    def samples_held(self) -> int:
-        """How many tallies with exact samples the kept sketches hold alive (memory checks)."""
-        return sum(1 for tally, _ in self._sketches.values() if tally.algbw_Bps)
-
-    def merged(self, results: Sequence[RankResult], samples: bool = True) -> RankResult:
-        """A rank's windows merged (`merge_results`): a rank whose earlier windows were merged
-        for an earlier report folds only its last window into them (a window completes once,
-        so the run's figures cost one window's merge a report, not every window's). Without
-        `samples`: their counts and sums alone, folded the same way (from one window on)."""
-        return (self._runs if samples else self._sums)(results)
-
-    def pooled(self, crosses: Sequence[CrossRank], clocked: bool = True) -> CrossRank:
-        """The windows' cross-rank facts pooled (`crossrank.pooled`), folded as `merged` folds:
-        a run pooled for an earlier report takes only its new last window, not every window's
-        instances again. The clocks are a median over windows, not a fold: found over every
-        window when `clocked` (a report for /metrics alone does not read them)."""
-        found = self._pools(crosses)
-        if not clocked or len(crosses) == 1:
-            return found
-        clocks = crossrank.merge_clocks([cross.clocks for cross in crosses])
-        return dataclass_replace(found, clocks=clocks)
-
-    def crossed(self, cross: CrossRank, peak_Bps: float | None, plots: bool) -> CrossSections:
-        """`cross_sections`, reused while the run's pooled facts are the very same (`pooled`
-        gives the same object while no window was added: a report mid-window)."""
-        known = self._crossed
-        if known is not None and known[0] is cross and known[1] == (peak_Bps, plots):
-            return known[2]
-        found = cross_sections(cross, peak_Bps, plots)
-        self._crossed = (cross, (peak_Bps, plots), found)
-        return found
-
-    def file_counts(self, items: Sequence[ParsedFile]) -> FileCounts:
-        """`file_counts` of one window's files, found once while they are the very same."""
-        return self._counts.get(items, lambda: file_counts(items))
-
-    def prime(self, parsed: Sequence[ParsedFile], chain: Chain | None = None) -> CrossRank | None:
-        """Find one window's cross-rank facts now, from its files, as a report would (kept
-        until the report after next, like those a report uses); `chain`: as `window`'s."""
-        items = by_rank(parsed)
-        if not items:
-            return None
-        key = _key(items) if chain is None else (*_key(items), *chain.key())
-        return self._cross_facts(items, key, chain)
-
-    def keep(self, names: Iterable[str]) -> None:
-        """Forget the windows not in `names` and the cross-rank facts no window used since the
-        last call."""
-        wanted = set(names)
-        self._sections = {k: v for k, v in self._sections.items() if k in wanted}
-        self._cross.keep()
-        for folds in (self._runs, self._sums, self._pools):
-            folds.keep()
-        self._counts.keep()
-        recent = self._sketches_used | self._sketches_before
-        self._sketches = {k: v for k, v in self._sketches.items() if k in recent}
-        self._sketches_before, self._sketches_used = self._sketches_used, set()
-
-
-T = TypeVar("T")
-
-
-class Kept(Generic[T]):
-    """Values found of sequences of objects, by the objects' identities (an entry holds its
-    objects, so their ids are not reused while it lives), each kept until a call of `keep`
-    finds it unused since the call before."""
-
-    def __init__(self) -> None:
-        self._found: dict[tuple[int, ...], tuple[tuple[object, ...], T]] = {}
-        self._used: set[tuple[int, ...]] = set()
-
-    def get(self, objects: Sequence[object], find: Callable[[], T]) -> T:
-        """The value kept for these very objects, else `find()`, kept."""
-        key = tuple(map(id, objects))
-        self._used.add(key)
-        entry = self._found.get(key)
-        if entry is None:
-            entry = self._found[key] = (tuple(objects), find())
-        return entry[1]
-
-    def known(self, objects: Sequence[object]) -> T | None:
-        """The value kept for these very objects, if any (then kept as used)."""
-        key = tuple(map(id, objects))
-        entry = self._found.get(key)
-        if entry is None:
-            return None
-        self._used.add(key)
-        return entry[1]
-
-    def touch(self, objects: Sequence[object]) -> None:
-        """Keep the value of these objects, if any, as if used."""
-        self._used.add(tuple(map(id, objects)))
-
-    def keep(self) -> None:
-        self._found = {k: v for k, v in self._found.items() if k in self._used}
-        self._used = set()
-
-    def clear(self) -> None:
-        self._found, self._used = {}, set()
-
-    def __len__(self) -> int:
-        return len(self._found)
-
-
-class _Folds(Generic[T]):
-    """Left folds over sequences (a run's windows in order), keyed by the identities of their
-    items: a sequence whose all-but-last was folded for an earlier report, that prefix at least
-    `shortest` long, folds only its last item into it; each kept until a call of `keep` finds
-    it unused since the call before (the items are kept alive with it)."""
-
-    def __init__(self, fold: Callable[[Sequence[T]], T], shortest: int) -> None:
-        self._fold, self._shortest = fold, shortest
-        self._kept = Kept[T]()
-
-    def __call__(self, items: Sequence[T]) -> T:
-        return self._kept.get(items, lambda: self._folded(items))
-
-    def _folded(self, items: Sequence[T]) -> T:
-        prior = self._kept.known(items[:-1]) if len(items) > self._shortest else None
-        return self._fold([prior, items[-1]] if prior is not None else items)
-
-    def keep(self) -> None:
-        self._kept.keep()
-
-
 @dataclass(frozen=True)
 class Chain:
     """An NCCL Inspector window's neighbours in its matching (`straddle`): the facts of the
@@ -329,20 +104,89 @@ class Chain:
     before: CrossRank | None
     after: dict[int, ParsedFile]
 
-    def key(self) -> tuple[object, ...]:
-        return ("chain", self.before, *_key(self.after))
 
-
-def _chained(
-    results: dict[int, RankResult], infos: dict[int, crossrank.RankInfo], chain: Chain
-) -> CrossRank:
-    """`crossrank.window` over the calls `straddle.lent` gives the window."""
+def window_facts(items: dict[int, ParsedFile], chain: Chain | None = None) -> CrossRank:
+    """A window's cross-rank facts; `chain`: an NCCL Inspector window's neighbours
+    (`straddle`): its matching leaves out what the window before took and takes the next
+    window's members of its split instances."""
+    results = {rank: item.result for rank, item in items.items()}
+    if chain is None:
+        return crossrank.window(results, _infos(items))
     given = chain.before.taken if chain.before is not None else frozenset()
     after = {rank: item.result.calls for rank, item in chain.after.items()}
     own = {rank: result.calls for rank, result in results.items()}
     calls, taken = straddle.lent(own, after, given)
     lent = {rank: replace(result, calls=calls[rank]) for rank, result in results.items()}
-    return dataclass_replace(crossrank.window(lent, infos), taken=taken)
+    return dataclass_replace(crossrank.window(lent, _infos(items)), taken=taken)
+
+
+class Parts(Protocol):
+    """How `assemble` finds each part of a report: `Fresh` finds every one anew,
+    `reuse.WindowCache` reuses those of earlier reports. Each method gives what the
+    function its docstring names gives."""
+
+    def sketch(self, tally: OpTally, which: Literal["algbw", "busbw"]) -> Sketch:
+        """`accumulate.bandwidth_sketch`."""
+
+    def exact(self, results: Sequence[RankResult], again: bool) -> AbstractContextManager[object]:
+        """The context in which the report reads these results' exact bandwidth samples;
+        `again`: the next report will read them too."""
+
+    def window(
+        self, name: str, items: dict[int, ParsedFile], context: Context, chain: Chain | None
+    ) -> tuple[Window, CrossRank]:
+        """`window_sections` and `window_facts` of a complete window."""
+
+    def open_window(self, name: str, items: dict[int, ParsedFile], context: Context) -> Window:
+        """`window_sections` of an open window, without its cross-rank ones."""
+
+    def merged(self, results: Sequence[RankResult], samples: bool = True) -> RankResult:
+        """`accumulate.merge_results`."""
+
+    def pooled(self, crosses: Sequence[CrossRank], clocked: bool = True) -> CrossRank:
+        """`crossrank.pooled`."""
+
+    def crossed(self, cross: CrossRank, peak_Bps: float | None, plots: bool) -> CrossSections:
+        """`cross_sections`."""
+
+    def file_counts(self, items: Sequence[ParsedFile]) -> FileCounts:
+        """`file_counts`."""
+
+    def keep(self, names: Iterable[str]) -> None:
+        """The report is over the windows `names` (what to keep for the next one)."""
+
+
+class Fresh:
+    """Every part of a report found anew (`build_report`)."""
+
+    sketch = staticmethod(bandwidth_sketch)
+
+    def exact(self, results: Sequence[RankResult], again: bool) -> AbstractContextManager[object]:
+        return nullcontext()
+
+    def window(
+        self, name: str, items: dict[int, ParsedFile], context: Context, chain: Chain | None
+    ) -> tuple[Window, CrossRank]:
+        cross = window_facts(items, chain)
+        return window_sections(name, items, context, cross, bandwidth_sketch), cross
+
+    def open_window(self, name: str, items: dict[int, ParsedFile], context: Context) -> Window:
+        return window_sections(name, items, context, None, bandwidth_sketch)
+
+    def merged(self, results: Sequence[RankResult], samples: bool = True) -> RankResult:
+        return merge_results(results, samples=samples)
+
+    def pooled(self, crosses: Sequence[CrossRank], clocked: bool = True) -> CrossRank:
+        return crossrank.pooled(crosses, clocked)
+
+    def crossed(self, cross: CrossRank, peak_Bps: float | None, plots: bool) -> CrossSections:
+        return cross_sections(cross, peak_Bps, plots)
+
+    def file_counts(self, items: Sequence[ParsedFile]) -> FileCounts:
+        return file_counts(items)
+
+    def keep(self, names: Iterable[str]) -> None:
+        pass
 
 
 def by_rank(parsed: Sequence[ParsedFile]) -> dict[int, ParsedFile]:
@@ -351,32 +195,16 @@ def by_rank(parsed: Sequence[ParsedFile]) -> dict[int, ParsedFile]:
     return {rank: item for (_, rank), item in sorted(placed.items())}
 
 
-def _key(items: dict[int, ParsedFile]) -> tuple[object, ...]:
-    """What a window's analysis depends on: each rank's result and metadata, by rank."""
-    return tuple(x for rank, item in sorted(items.items()) for x in (rank, item.result, item.meta))
-
-
-def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
-    return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
-
-
-def _same_files(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
-    """The same ranks with the very same results and metadata (by identity: never a deep
-    comparison of two windows' results)."""
-    return len(a) == len(b) and all(
-        x is y or (type(x) is int and x == y) for x, y in zip(a, b, strict=True)
-    )
-
-
-def _window(
+def window_sections(
     name: str,
     items: dict[int, ParsedFile],
     context: Context,
     cross: CrossRank | None,
     sketcher: Sketcher,
 ) -> Window:
+    """One window's sections (`cross`: its cross-rank facts; None: left out, an open window)."""
     results = {rank: item.result for rank, item in items.items()}
-    found = _with_cross(sections(results, context), cross, context)
+    found = _with_cross(sections(results, context), cross, context, cross_sections)
     found.health = health.check(items.values(), found)
     splits = cross.split if cross is not None else {}
     kept = {
@@ -386,27 +214,45 @@ def _window(
     return Window(name=name, **asdict(found), facts=kept)
 
 
-def build_report(
-    windows: Sequence[str],
-    parsed: Sequence[ParsedFile],
-    skipped: Sequence[Skipped],
-    options: Options,
-    cache: WindowCache | None = None,
-    *,
-    waiting: Collection[str] = (),
-    metrics_only: bool = False,
-    placement: ranks.Placement[ParsedFile] | None = None,
+def build_report(windows: Sequence[str], parsed: Sequence[ParsedFile], options: Options) -> Report:
+    """The report over these files (`Options` says what else it covers)."""
+    return assemble(windows, parsed, options, Fresh())
+
+
+def assemble(
+    windows: Sequence[str], parsed: Sequence[ParsedFile], options: Options, parts: Parts
 ) -> Report:
-    """The report over these files. `waiting`: windows still open (a live report mid-window),
-    whose cross-rank sections are left out, here and in the run's (which then cover the
-    other windows), as `inputs.open_windows` says. `metrics_only`: a report for the live /metrics
-    alone (the aggregator's mid-run reports): every window as it is, but of the run only the
-    sections /metrics reads (`sections.metrics_sections`, the cross-rank ones without plots), no
-    health and no diagnosis; the final report gives every one. `placement`: `parsed` placed at
-    their ranks (`ranks.assign`), when the caller found it already."""
-    placement = ranks.assign(parsed) if placement is None else placement
-    placed, conflicts = placement.placed, placement.skipped
+    """`build_report`, each part found by `parts`."""
+    placement = ranks.assign(parsed) if options.placement is None else options.placement
+    placed = placement.placed
     metas = [item.meta for item in placed.values()]
+    world, run_config, context = _setting(placed, metas, options)
+    by_window: dict[str, dict[int, ParsedFile]] = {name: {} for name in windows}
+    for (window, rank), item in sorted(placed.items()):
+        by_window[window][rank] = item
+    waiting = [name for name in by_window if name in options.waiting and by_window[name]]
+    window_list, crosses = _windows(by_window, context, parts, waiting)
+    metrics_only = options.metrics_only
+    run = _run(by_window, crosses, context, parts, metrics_only)
+    if not metrics_only:
+        run.health = health.check(placed.values(), run)
+    skipped = [*options.skipped, *placement.skipped]
+    inputs = _inputs(parsed, skipped, placement.notes, parts.file_counts)
+    report = Report(
+        world_size=world,
+        config=run_config,
+        windows=window_list,
+        inputs=replace(inputs, open_windows=waiting),
+        diagnosis=Diagnosis() if metrics_only else diagnose(run, run_config),
+        **asdict(run),
+    )
+    return inspector_sources.labelled(report, metas)
+
+
+def _setting(
+    placed: dict[tuple[str, int], ParsedFile], metas: Sequence[TraceMeta], options: Options
+) -> tuple[int | None, RunConfig, Context]:
+    """The run's world size, its configuration and the context its sections are found in."""
     world = max((m.world_size for m in metas if m.world_size), default=None)
     world = world if world is not None else (len({rank for _, rank in placed}) or None)
     config = options.config or JobConfig()
@@ -421,34 +267,14 @@ def build_report(
         options=options,
         sources={m.source for m in metas},
     )
-    by_window: dict[str, dict[int, ParsedFile]] = {name: {} for name in windows}
-    for (window, rank), item in sorted(placed.items()):
-        by_window[window][rank] = item
-    cache = cache or WindowCache()
-    waiting = [name for name in by_window if name in waiting and by_window[name]]
-    window_list, crosses = _windows(by_window, context, cache, waiting)
-    run = _run(by_window, crosses, context, cache, metrics_only)
-    if not metrics_only:
-        run.health = health.check(placed.values(), run)
-    report = Report(
-        world_size=world,
-        config=run_config,
-        windows=window_list,
-        inputs=replace(
-            _inputs(parsed, [*skipped, *conflicts], placement.notes, cache.file_counts),
-            open_windows=waiting,
-        ),
-        diagnosis=Diagnosis() if metrics_only else diagnose(run, run_config),
-        **asdict(run),
-    )
-    return inspector_sources.labelled(report, metas)
+    return world, run_config, context
 
 
 def _run(
     by_window: dict[str, dict[int, ParsedFile]],
     crosses: Sequence[CrossRank],
     context: Context,
-    cache: WindowCache,
+    parts: Parts,
     metrics_only: bool,
 ) -> Sections:
     """The run's sections, over each rank's windows merged and the windows' cross-rank facts
@@ -457,21 +283,21 @@ def _run(
     for items in by_window.values():
         for rank, item in items.items():
             per_rank.setdefault(rank, []).append(item.result)
-    cross = cache.pooled(crosses, clocked=not metrics_only) if crosses else None
+    cross = parts.pooled(crosses, clocked=not metrics_only) if crosses else None
     if metrics_only:
-        sums = {rank: cache.merged(results, samples=False) for rank, results in per_rank.items()}
-        return _with_cross(metrics_sections(sums, context), cross, context, cache=cache)
-    found = sections(_merged(per_rank, cache), context, cache.sketch)
-    return _with_cross(found, cross, context, plots=True, cache=cache)
+        sums = {rank: parts.merged(results, samples=False) for rank, results in per_rank.items()}
+        return _with_cross(metrics_sections(sums, context), cross, context, parts.crossed)
+    found = sections(_merged(per_rank, parts), context, parts.sketch)
+    return _with_cross(found, cross, context, parts.crossed, plots=True)
 
 
 def _windows(
     by_window: dict[str, dict[int, ParsedFile]],
     context: Context,
-    cache: WindowCache,
+    parts: Parts,
     waiting: Collection[str] = (),
 ) -> tuple[list[Window], list[CrossRank]]:
-    """Each window's sections and cross-rank facts (from the cache while unchanged); those
+    """Each window's sections and cross-rank facts; those
     `waiting` without their cross-rank facts, and so those of NCCL Inspector windows after a
     waiting one (each leaves out what the one before took: `straddle`)."""
     window_list, crosses = [], []
@@ -481,15 +307,15 @@ def _windows(
     for name, items in by_window.items():
         nxt = after.get(name)  # None: not an Inspector window; "": the last of its folder
         if name in waiting or (held and nxt is not None):
-            window_list.append(cache.open_window(name, items, context))
+            window_list.append(parts.open_window(name, items, context))
             held = bool(nxt)
         elif items:
             chain = Chain(before, by_window.get(nxt, {})) if nxt is not None else None
-            found, cross = cache.window(name, items, context, chain)
+            found, cross = parts.window(name, items, context, chain)
             window_list.append(found)
             crosses.append(cross)
             before, held = (cross if nxt else None), False
-    cache.keep(by_window)
+    parts.keep(by_window)
     return window_list, crosses
 
 
@@ -509,13 +335,13 @@ def _inspector(items: Iterable[ParsedFile]) -> bool:
     return all(item.meta.source == INSPECTOR_LOGS for item in items)
 
 
-def _merged(per_rank: dict[int, list[RankResult]], cache: WindowCache) -> dict[int, RankResult]:
+def _merged(per_rank: dict[int, list[RankResult]], parts: Parts) -> dict[int, RankResult]:
     """Each rank's windows merged. A rank of one window has its exact samples in the run, read
-    within `cache.exact` (every report reads them)."""
+    within `parts.exact` (every report reads them)."""
     alone = [results[0] for results in per_rank.values() if len(results) == 1]
-    with cache.exact(alone, True):
+    with parts.exact(alone, True):
         return {
-            rank: merge_results(results) if len(results) == 1 else cache.merged(results)
+            rank: merge_results(results) if len(results) == 1 else parts.merged(results)
             for rank, results in per_rank.items()
         }
 
@@ -535,18 +361,15 @@ def _with_cross(
     found: Sections,
     cross: crossrank.CrossRank | None,
     context: Context,
+    crossed: Callable[[CrossRank, float | None, bool], CrossSections],
     plots: bool = False,
-    cache: WindowCache | None = None,
 ) -> Sections:
-    """`found` with the cross-rank sections; `plots`: with the points the HTML report plots
-    (the whole run's only, bounded by `crossrank.PLOT_POINTS` and `PLOT_FITS`); `cache`: the
-    run's, reused while its pooled facts are unchanged (`WindowCache.crossed`)."""
+    """`found` with the cross-rank sections, found by `crossed` (`cross_sections`); `plots`:
+    with the points the HTML report plots (the whole run's only, bounded by
+    `crossrank.PLOT_POINTS` and `PLOT_FITS`)."""
     if cross is None:
         return found
-    peak = context.peak_Bps
-    fits, skewed = (
-        cache.crossed(cross, peak, plots) if cache else cross_sections(cross, peak, plots)
-    )
+    fits, skewed = crossed(cross, context.peak_Bps, plots)
     found = with_split(found, cross.split)
     return replace(
         found, matching=cross.matching, clocks=cross.clocks, skew=skewed, alpha_beta=fits
@@ -642,7 +465,7 @@ def _run_config(
 
 @dataclass(frozen=True)
 class FileCounts:
-    """What `_inputs` counts of some files (a window's, in `WindowCache.file_counts`)."""
+    """What `_inputs` counts of some files (a window's: `Parts.file_counts`)."""
 
     paths: frozenset[str]
     bytes_read: int
@@ -675,7 +498,7 @@ def _inputs(
     counted: Callable[[Sequence[ParsedFile]], FileCounts] = file_counts,
 ) -> Inputs:
     """Counts over the files that were used (a parsed file may still be skipped later), each
-    window's files counted by `counted` (`WindowCache.file_counts`: once while the same)."""
+    window's files counted by `counted` (`Parts.file_counts`)."""
     bad = {s.path for s in skipped}
     parts = []
     for _, group in groupby(parsed, attrgetter("window")):

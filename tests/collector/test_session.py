@@ -851,7 +851,10 @@ def test_an_aggregator_restarted_on_finished_windows_matches_them_in_order(
     node.discover()
     node.settle()
     world.restart_aggregator()
-    dropped = {folder[-7:]: len(d) for folder, (_, d) in world.aggregator.aggregation._shed.items()}
+    dropped = {
+        folder[-7:]: len(d)
+        for folder, (_, d) in world.aggregator.aggregation.residency._shed.items()
+    }
     assert dropped == {"193000Z": 2, "193500Z": 2, "194000Z": 0}  # K + 2: empty, no calls
     node.end_run()
     report = world.report()

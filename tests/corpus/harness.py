@@ -51,7 +51,7 @@ def good_files() -> list[ParsedFile]:
 
 def report(files: Sequence[ParsedFile]) -> Report:
     chosen = jobs.largest(files)
-    found = build_report([WINDOW], chosen.files, chosen.skipped, Options())
+    found = build_report([WINDOW], chosen.files, Options(skipped=chosen.skipped))
     text.render(found)
     jsonreport.render(found)
     return found

@@ -81,8 +81,7 @@ def report(ranks: tuple[int, ...] = (0, 1)) -> Report:
     return build_report(
         ["iteration_10", "iteration_20"],
         files,
-        skipped,
-        Options(config=config, config_path="llama3_8b.toml"),
+        Options(config=config, config_path="llama3_8b.toml", skipped=skipped),
     )
 
 

@@ -57,7 +57,7 @@ def report() -> Report:
         for rank, result in results(per_rank).items()
     ]
     config = JobConfig(model="llama3", flavor="8B", local_batch_size=1, seq_len=4096)
-    return build_report(["w"], files, [], Options(config=config, config_path="llama3_8b.toml"))
+    return build_report(["w"], files, Options(config=config, config_path="llama3_8b.toml"))
 
 
 class _Fixed(Collector):
@@ -179,7 +179,7 @@ def test_skew_gauge_is_the_latest_full_window_and_the_run_gauge_the_whole_run() 
         *_window_files("iteration_20", 2_000_000, range(4)),
         *_window_files("iteration_30", 9_000_000, range(2, 4)),  # ranks 0 and 1 not yet done
     ]
-    found = build_report(["iteration_10", "iteration_20", "iteration_30"], files, [], Options())
+    found = build_report(["iteration_10", "iteration_20", "iteration_30"], files, Options())
     assert [len(w.ranks) for w in found.windows] == [4, 4, 2]
     metrics: list[object] = list(families(Snapshot(job="j", report=found)))
     latest = found.windows[1].skew.per_collective["AllReduce"].skew_s
@@ -206,9 +206,7 @@ def test_clock_offsets_of_an_open_window_are_those_of_the_latest_analysed_one() 
         *_window_files("iteration_20", 2_000_000, range(4)),
         *_window_files("iteration_30", 9_000_000, range(2, 4)),
     ]
-    found = build_report(
-        ["iteration_20", "iteration_30"], files, [], Options(), waiting={"iteration_30"}
-    )
+    found = build_report(["iteration_20", "iteration_30"], files, Options(waiting={"iteration_30"}))
     metrics = families(Snapshot(job="j", report=found))
     family = next(m for m in metrics if m.name == "commscope_clock_offset_seconds")
     offsets = {s.labels["rank"]: s.value for s in family.samples}

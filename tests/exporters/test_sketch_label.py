@@ -20,7 +20,7 @@ def run(windows: list[str]) -> Report:
         meta = TraceMeta(rank=0, world_size=1)
         result = accumulator.result([path])
         files.append(ParsedFile(name, path, 0, meta, result, FileStats(events=1)))
-    return build_report(windows, files, [], Options())
+    return build_report(windows, files, Options())
 
 
 def test_a_one_window_run_has_exact_quantiles_and_no_mark() -> None:

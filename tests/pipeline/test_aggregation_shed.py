@@ -331,11 +331,14 @@ def assert_samples_shed(aggregation: Aggregation) -> None:
     the last report's run figures read."""
     folders = aggregation._folders()
     for folder in aggregation.complete_windows():
-        if aggregation._reported.get(folder) != folders[folder] or folder in aggregation._held:
+        if (
+            aggregation.residency._reported.get(folder) != folders[folder]
+            or folder in aggregation.residency._held
+        ):
             continue
         for stream in folders[folder]:
             result = aggregation.finished[stream].result
-            if result is not None and id(result) not in aggregation._kept:
+            if result is not None and id(result) not in aggregation.residency._kept:
                 assert not any(tally.algbw_Bps for tally in result.ops.values()), stream
 
 

@@ -41,7 +41,7 @@ def parsed(window: str, rank: int, events: Sequence[Event], world: int = 3) -> P
 def three_rank_group(ranks: Sequence[int] = (0, 1)) -> Report:
     """Ranks 0 and 1 of a 3-rank job traced, one AllGather each in each of two windows."""
     files = [parsed(w, r, [all_gather(100 * r)]) for w in WINDOWS for r in ranks]
-    return build_report(list(WINDOWS), files, [], Options())
+    return build_report(list(WINDOWS), files, Options())
 
 
 def test_a_window_keeps_each_ranks_and_the_groups_fraction_of_a_byte() -> None:
@@ -134,7 +134,7 @@ def test_every_total_is_the_sum_of_s_times_f_to_float_precision(
         op = CommOp(kind, at * 100 * US, 10 * US, size, n, True, None, None, "Group size arg")
         events[(window, rank)].append(op)
     files = [parsed(w, r, e, world=16) for (w, r), e in events.items()]
-    report = build_report(list(WINDOWS), files, [], Options())
+    report = build_report(list(WINDOWS), files, Options())
     sized = [(kind, size, n, rank) for kind, size, n, rank, _ in ops if size is not None]
     exact = sum((size * exact_factor(kind, n) for kind, size, n, _ in sized), Fraction(0))
     assert report.network.total_bus_bytes == (float(exact) if sized else None)

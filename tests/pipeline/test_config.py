@@ -305,7 +305,7 @@ def two_ranks() -> list[ParsedFile]:
 
 def test_a_mismatch_with_the_world_prints_no_tokens_per_second() -> None:
     config = parse_config(LAYOUT_HSDP_2024, "x.toml")  # degrees make 16; the traces show 2
-    report = build_report(["w"], two_ranks(), [], Options(config=config, config_path="x.toml"))
+    report = build_report(["w"], two_ranks(), Options(config=config, config_path="x.toml"))
     issue = resolve(config, 2).issue
     assert issue is not None
     assert report.throughput.tokens_per_second is None
@@ -320,7 +320,7 @@ def test_a_mismatch_with_the_world_prints_no_tokens_per_second() -> None:
 
 def test_defaults_are_marked_in_the_header() -> None:
     config = parse_config("[training]\nlocal_batch_size = 4\nseq_len = 10\n", "x.toml")
-    report = build_report(["w"], two_ranks(), [], Options(config=config, config_path="x.toml"))
+    report = build_report(["w"], two_ranks(), Options(config=config, config_path="x.toml"))
     # shard -1 (default) = 2 / 1 = 2: global batch 4 x 2 = 8, 8 x 10 tokens per 1 ms
     assert report.throughput.tokens_per_second == pytest.approx(80 / 1e-3)
     lines = text.render(report).splitlines()

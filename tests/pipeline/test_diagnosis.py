@@ -326,7 +326,7 @@ def report_of(events: list[Event]) -> Report:
     accumulator.add_all(events)
     meta = TraceMeta(rank=0, world_size=1, gpu_name="NVIDIA H100 80GB HBM3")
     parsed = ParsedFile("w", "w/rank0.json", 0, meta, accumulator.result(), FileStats())
-    return build_report(["w"], [parsed], [], Options())
+    return build_report(["w"], [parsed], Options())
 
 
 def test_a_gpu_busy_a_sliver_of_the_step_is_input_bound_not_balanced() -> None:

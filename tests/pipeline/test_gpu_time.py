@@ -81,7 +81,7 @@ def report() -> Report:
     config = JobConfig(model="llama3", flavor="8B", local_batch_size=1, seq_len=4096,
                        parallelism={"data_parallel_shard_degree": -1},
                        activation_checkpoint="full")  # fmt: skip
-    return build_report(["w"], files, [], Options(config=config))
+    return build_report(["w"], files, Options(config=config))
 
 
 def test_kernel_section(report: Report) -> None:
@@ -112,7 +112,7 @@ def test_mfu_and_hfu(report: Report) -> None:
 def test_mfu_is_na_with_the_reason_when_the_model_is_unknown() -> None:
     files = [ParsedFile("w", "r0.json", 0, TraceMeta(world_size=1), result().result(), FileStats())]
     u = build_report(
-        ["w"], files, [], Options(config=JobConfig(local_batch_size=1, seq_len=8))
+        ["w"], files, Options(config=JobConfig(local_batch_size=1, seq_len=8))
     ).utilization
     assert u.mfu is None
     assert u.na_reason == "no model in the config; give --params or --flops-per-token"
@@ -122,7 +122,7 @@ def test_an_impossible_mfu_is_flagged() -> None:
     files = [ParsedFile("w", "r0.json", 0, TraceMeta(world_size=1, gpu_name="A100"),
                         result().result(), FileStats())]  # fmt: skip
     options = Options(config=JobConfig(local_batch_size=1, seq_len=8), flops_per_token=1e15)
-    u = build_report(["w"], files, [], options).utilization
+    u = build_report(["w"], files, options).utilization
     assert u.mfu is not None and u.mfu > 1
     assert u.warning is not None and u.warning.startswith("above 100%")
 
@@ -132,7 +132,7 @@ def hfu_report(config: JobConfig, config_path: str | None) -> Report:
     meta = TraceMeta(world_size=1, gpu_name="NVIDIA A100-SXM4-80GB")
     files = [ParsedFile("w", "r0.json", 0, meta, result().result(), FileStats())]
     options = Options(config=config, config_path=config_path, flops_per_token=1e12)
-    return build_report(["w"], files, [], options)
+    return build_report(["w"], files, options)
 
 
 def test_without_any_config_hfu_is_na_not_torchtitans_default() -> None:

@@ -63,7 +63,7 @@ def gappy() -> Report:
         parsed(0, RANK0, META0, FileStats(events=100, dropped={"bad_span": 3}, comm_kernels=2)),
         parsed(1, RANK1, META1, FileStats(events=50, comm_kernels=3, no_launch=1)),
     ]
-    return build_report(["w"], files, [], Options())
+    return build_report(["w"], files, Options())
 
 
 def test_each_gap_is_counted_against_its_whole() -> None:
@@ -121,7 +121,7 @@ def test_a_desync_is_a_gap_that_names_the_position_what_differs_and_the_ranks() 
                     dtype="Half" if rank == 1 else "Float"),
         ]  # fmt: skip
         files.append(parsed(rank, calls, meta[rank], FileStats(events=2)))
-    report = build_report(["w"], files, [], Options())
+    report = build_report(["w"], files, Options())
     (gap,) = [i for i in report.health.issues if i.key == "desync"]
     assert (gap.count, gap.total, gap.unit) == (1, 2, "collective positions")
     assert gap.named == ["group 0 seq 1: calls differ in dtype (rank 1 departs)"]
@@ -137,7 +137,7 @@ def test_traces_with_everything_have_no_gap() -> None:
     ]
     meta = TraceMeta(rank=0, world_size=1, gpu_name="NVIDIA H100 80GB HBM3", base_time_ns=1)
     files = [parsed(0, events, meta, FileStats(events=4, comm_kernels=1))]
-    report = build_report(["w"], files, [], Options())
+    report = build_report(["w"], files, Options())
     assert report.health.issues == []
     assert report.health.checked == [key for key, _ in health.CHECKS]
     assert "Nothing missing: every check passed (steps, ranks, process_group" in text.render(report)

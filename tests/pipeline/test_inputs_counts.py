@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections import Counter
 
 from commscope.model.schema import FileStats, Inputs, RankResult, Skipped, TraceMeta
-from commscope.pipeline.report import ParsedFile, WindowCache, _inputs
+from commscope.pipeline.report import ParsedFile, _inputs
+from commscope.pipeline.reuse import WindowCache
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -255,10 +255,10 @@ def test_each_jobs_files_are_placed_at_their_ranks_once_a_report(
     found = jobs.reports(["mixed"], three_jobs(), [], Options())
     assert len(placed) == 3
     chosen = jobs.largest(three_jobs())
-    lean = build_report(["mixed"], chosen.files, [], Options(), placement=chosen.placement)
+    lean = build_report(["mixed"], chosen.files, Options(placement=chosen.placement))
     assert len(placed) == 6
     monkeypatch.undo()
-    assert lean == build_report(["mixed"], chosen.files, [], Options())
+    assert lean == build_report(["mixed"], chosen.files, Options())
     assert [r.ranks for r in found] == [[0, 1, 2], [0, 1], [0, 1]]
 
 

@@ -52,7 +52,7 @@ def parsed(window: str, rank: int, events: Iterable[Event], **meta: Any) -> Pars
 def report(files: Sequence[ParsedFile], ranks: Iterable[int] | None = None) -> Report:
     wanted = set(ranks) if ranks is not None else {f.meta.rank for f in files}
     chosen = [f for f in files if f.meta.rank in wanted]
-    return build_report(sorted({f.window for f in chosen}), chosen, [], Options())
+    return build_report(sorted({f.window for f in chosen}), chosen, Options())
 
 
 def doc(value: Report) -> Any:
@@ -192,10 +192,10 @@ def test_shards_by_window_give_the_run_of_the_report_on_every_file() -> None:
         for w in ("iteration_10", "iteration_20")
         for r in (0, 1)
     ]
-    first = build_report(["iteration_10"], files[:2], [], Options())
-    second = build_report(["iteration_20"], files[2:], [], Options())
+    first = build_report(["iteration_10"], files[:2], Options())
+    second = build_report(["iteration_20"], files[2:], Options())
     merged = combine([("b.json", second), ("a.json", first)])
-    whole = build_report(["iteration_10", "iteration_20"], files, [], Options())
+    whole = build_report(["iteration_10", "iteration_20"], files, Options())
     # each window is one shard's, whole; the run's tallies are sketched in both reports
     assert merged.windows == whole.windows
     assert merged.collectives == whole.collectives
@@ -245,7 +245,7 @@ def test_an_older_schema_version_is_refused() -> None:
 
 def test_different_options_are_refused() -> None:
     files = [parsed("w", r, two_rank_step(r), world_size=2) for r in (0, 1)]
-    peaked = build_report(["w"], files[1:], [], Options(peak_override_Bps=100e9))
+    peaked = build_report(["w"], files[1:], Options(peak_override_Bps=100e9))
     with pytest.raises(MergeError, match="different options"):
         combine([("a.json", report(files, [0])), ("b.json", peaked)])
 

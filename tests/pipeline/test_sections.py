@@ -48,7 +48,7 @@ def report() -> Report:
         local_batch_size=4, seq_len=1024, parallelism={"data_parallel_shard_degree": -1}
     )
     files = [parsed(0, RANK0), parsed(1, RANK1)]
-    return build_report(["iteration_6"], files, [], Options(config=config))
+    return build_report(["iteration_6"], files, Options(config=config))
 
 
 def test_overlap_per_rank(report: Report) -> None:
@@ -135,7 +135,7 @@ def test_throughput(report: Report) -> None:
 
 
 def test_throughput_without_config_says_why() -> None:
-    report = build_report(["iteration_6"], [parsed(0, RANK0)], [], Options())
+    report = build_report(["iteration_6"], [parsed(0, RANK0)], Options())
     assert report.throughput.tokens_per_second is None
     assert report.throughput.na_reason == "no batch size (give --config or --batch-size)"
     assert report.throughput.iteration_time_s == pytest.approx(0.002)
@@ -150,7 +150,7 @@ def test_run_sums_numerators_and_denominators_over_windows() -> None:
         ParsedFile("a", "a/rank0.json", 0, files[0].meta, files[0].result, FileStats()),
         ParsedFile("b", "b/rank0.json", 0, files[1].meta, files[1].result, FileStats()),
     ]
-    report = build_report(["a", "b"], files, [], Options())
+    report = build_report(["a", "b"], files, Options())
     assert [w.overlap.per_rank["0"].ratio for w in report.windows] == [1.0, 0.0]
     assert report.overlap.per_rank["0"].ratio == pytest.approx(0.25)
 
@@ -158,7 +158,7 @@ def test_run_sums_numerators_and_denominators_over_windows() -> None:
 def test_duplicate_rank_in_a_window_skips_both_and_names_each_other() -> None:
     one, two = parsed(0, RANK0), parsed(0, RANK1)
     two = ParsedFile(two.window, "other.json", 0, two.meta, two.result, two.stats)
-    report = build_report(["iteration_6"], [one, two], [], Options())
+    report = build_report(["iteration_6"], [one, two], Options())
     reasons = {s.path: s.reason for s in report.inputs.skipped}
     assert "other.json" in reasons["rank0.json"] and "rank0.json" in reasons["other.json"]
     assert report.ranks == []
@@ -168,7 +168,7 @@ def test_bus_bytes_of_a_group_of_three_are_summed_exactly_not_rounded_per_op() -
     # AllReduce in a group of 3: F = 2 x 2/3 = 4/3; S = 1000 B: 1333.33 B each. Three ops
     # give exactly 4000 B; rounding each op first would give 3 x 1333 = 3999.
     events: list[Event] = [comm("AllReduce", 100 * i, 10, 1000, group=3) for i in range(3)]
-    result = build_report(["iteration_6"], [parsed(0, events)], [], Options())
+    result = build_report(["iteration_6"], [parsed(0, events)], Options())
     assert result.collectives.all_ranks["AllReduce"].bus_bytes == 4000
     assert result.network.total_bus_bytes == 4000
     assert result.traffic["AllReduce"].bus_bytes == 4000
@@ -181,7 +181,7 @@ def test_each_collective_says_where_its_group_size_came_from() -> None:
         CommOp("AllGather", 40 * US, 10 * US, 800, 2, True, group_source="world size"),
         CommOp("Broadcast", 60 * US, 10 * US, 800, None, True),
     ]
-    result = build_report(["iteration_6"], [parsed(0, events)], [], Options())
+    result = build_report(["iteration_6"], [parsed(0, events)], Options())
     sources = {k: s.group_size_sources for k, s in result.collectives.all_ranks.items()}
     assert sources == {
         "AllGather": {"tensor shapes": 2, "world size": 1},

@@ -56,7 +56,7 @@ def report_bytes(ranks: dict[int, list[Event]]) -> bytes:
         files.append(
             ParsedFile("w", f"rank{rank}.json", rank, meta, accumulator.result(), FileStats())
         )
-    return jsonreport.render(build_report(["w"], files, [], Options()))
+    return jsonreport.render(build_report(["w"], files, Options()))
 
 
 @given(st.lists(events, min_size=1, max_size=3), st.randoms())

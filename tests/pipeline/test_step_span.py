@@ -32,7 +32,7 @@ def report_of(*ranks: list[Event], gpu: str | None = None) -> Report:
         meta = TraceMeta(rank=rank, world_size=len(ranks), gpu_name=gpu)
         path = f"w/rank{rank}.json"
         files.append(ParsedFile("w", path, rank, meta, accumulator.result([path]), FileStats()))
-    return build_report(["w"], files, [], Options())
+    return build_report(["w"], files, Options())
 
 
 # A gloo rank whose gloo spans cover the whole trace, with one ProfilerStep [10, 12):
@@ -108,7 +108,7 @@ def test_a_run_sums_its_windows_step_spans() -> None:
         accumulator.add_all(events)
         meta = TraceMeta(rank=0, world_size=1)
         files.append(ParsedFile(window, f"{window}/r0", 0, meta, accumulator.result(), FileStats()))
-    report = build_report(["a", "b"], files, [], Options())
+    report = build_report(["a", "b"], files, Options())
     assert report.steps["0"].span_s == pytest.approx(40e-3)
     assert report.steps["0"].compute_outside_s == pytest.approx(15e-3)
     assert report.diagnosis.figures["compute_fraction"] == pytest.approx(16.5 / 20)

@@ -1,4 +1,5 @@
-"""The window cache: a finished window is analysed once however often the report is rebuilt."""
+"""The reports that reuse earlier work: a finished window is analysed once however often the
+report is rebuilt, and each report is the one built anew."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from commscope.exporters import text
+from commscope.exporters import jsonreport, text
 from commscope.exporters.prometheus import Snapshot, families
 from commscope.model.schema import (
     Clocks,
@@ -27,11 +28,14 @@ from commscope.model.schema import (
     Summary,
     TraceMeta,
 )
-from commscope.pipeline import accumulate, crossrank, report
+from commscope.pipeline import accumulate, crossrank, reuse
 from commscope.pipeline.accumulate import Accumulator, Sketcher, merge_results
 from commscope.pipeline.crossrank import CrossRank
-from commscope.pipeline.report import Options, ParsedFile, WindowCache, build_report
+from commscope.pipeline.report import Options, ParsedFile, build_report
+from commscope.pipeline.reuse import WindowCache
 from crossrank_builder import Scenario, calls, results
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client.metrics_core import Metric
 
 
@@ -47,26 +51,26 @@ def files(seed: int) -> list[ParsedFile]:
 
 def test_an_unchanged_window_is_reused_and_gives_the_same_report() -> None:
     cache, parsed = WindowCache(), files(seed=1)
-    first = build_report(["a", "b"], parsed, [], Options(), cache=cache)
-    again = build_report(["a", "b"], parsed, [], Options(), cache=cache)
+    first = cache.build(["a", "b"], parsed, Options())
+    again = cache.build(["a", "b"], parsed, Options())
     assert [w is v for w, v in zip(first.windows, again.windows, strict=True)] == [True, True]
-    assert again == build_report(["a", "b"], parsed, [], Options())
+    assert again == build_report(["a", "b"], parsed, Options())
 
 
 def test_a_window_whose_files_changed_is_analysed_again() -> None:
     cache, parsed = WindowCache(), files(seed=1)
-    first = build_report(["a", "b"], parsed, [], Options(), cache=cache)
+    first = cache.build(["a", "b"], parsed, Options())
     changed = [p for p in parsed if p.window == "a"] + [p for p in files(seed=2) if p.window == "b"]
-    again = build_report(["a", "b"], changed, [], Options(), cache=cache)
+    again = cache.build(["a", "b"], changed, Options())
     assert again.windows[0] is first.windows[0]
     assert again.windows[1] is not first.windows[1]
-    assert again == build_report(["a", "b"], changed, [], Options())
+    assert again == build_report(["a", "b"], changed, Options())
 
 
 def test_a_changed_context_is_analysed_again() -> None:
     cache, parsed = WindowCache(), files(seed=1)
-    first = build_report(["a", "b"], parsed, [], Options(), cache=cache)
-    again = build_report(["a", "b"], parsed, [], Options(peak_override_Bps=1e9), cache=cache)
+    first = cache.build(["a", "b"], parsed, Options())
+    again = cache.build(["a", "b"], parsed, Options(peak_override_Bps=1e9))
     assert again.windows[0] is not first.windows[0]
     assert again.windows[0].network.peak_bandwidth_Bps == 1e9
 
@@ -75,11 +79,11 @@ def test_cross_rank_facts_outlive_a_rename_and_a_new_context() -> None:
     """They depend on the files alone: after a rename or a new context they are not found
     again (a file whose call list was dropped could not be matched again)."""
     cache, parsed = WindowCache(), files(seed=1)
-    first = build_report(["a", "b"], parsed, [], Options(), cache=cache)
+    first = cache.build(["a", "b"], parsed, Options())
     for item in parsed:
         item.result.calls = []  # as the live aggregation drops them
     renamed = [replace(p, window={"a": "x/a", "b": "x/b"}[p.window]) for p in parsed]
-    again = build_report(["x/a", "x/b"], renamed, [], Options(peak_override_Bps=1e9), cache=cache)
+    again = cache.build(["x/a", "x/b"], renamed, Options(peak_override_Bps=1e9))
     assert [w.name for w in again.windows] == ["x/a", "x/b"]
     assert again.matching == first.matching and first.matching.instances == 24
     assert [w.skew for w in again.windows] == [w.skew for w in first.windows]
@@ -88,9 +92,9 @@ def test_cross_rank_facts_outlive_a_rename_and_a_new_context() -> None:
 
 def test_cross_rank_facts_of_windows_gone_are_forgotten() -> None:
     cache, parsed = WindowCache(), files(seed=1)
-    build_report(["a", "b"], parsed, [], Options(), cache=cache)
+    cache.build(["a", "b"], parsed, Options())
     only_a = [p for p in parsed if p.window == "a"]
-    build_report(["a"], only_a, [], Options(), cache=cache)
+    cache.build(["a"], only_a, Options())
     assert len(cache._cross) == 1 and len(cache._sections) == 1
 
 
@@ -106,16 +110,16 @@ def test_exact_samples_are_read_only_within_the_hook_and_a_rename_reads_none() -
         yield
 
     cache, parsed = WindowCache(exact), files(seed=1)
-    first = build_report(["a", "b"], parsed, [], Options(), cache=cache)
+    first = cache.build(["a", "b"], parsed, Options())
     assert seen == [(3, False), (3, False), (0, True)]  # 3 ranks a window, each in both
     seen.clear()
     renamed = [replace(p, window={"a": "x/a", "b": "x/b"}[p.window]) for p in parsed]
-    again = build_report(["x/a", "x/b"], renamed, [], Options(), cache=cache)
+    again = cache.build(["x/a", "x/b"], renamed, Options())
     assert seen == [(0, True)] and [w.name for w in again.windows] == ["x/a", "x/b"]
     for renamed_window, window in zip(again.windows, first.windows, strict=True):
         assert msgspec.structs.replace(renamed_window, name=window.name) == window
     seen.clear()
-    build_report(["x/a"], [p for p in renamed if p.window == "x/a"], [], Options(), cache=cache)
+    cache.build(["x/a"], [p for p in renamed if p.window == "x/a"], Options())
     assert seen == [(3, True)]  # one window left: the run's figures are its exact ones
 
 
@@ -127,7 +131,7 @@ def test_a_new_window_is_folded_into_the_run_of_the_earlier_ones(
     from scratch gives."""
     cache = WindowCache()
     parsed = files(seed=1) + [replace(p, window="c") for p in files(seed=3) if p.window == "a"]
-    build_report(["a", "b"], [p for p in parsed if p.window != "c"], [], Options(), cache=cache)
+    cache.build(["a", "b"], [p for p in parsed if p.window != "c"], Options())
     merged: list[int] = []
 
     def counted(
@@ -137,11 +141,11 @@ def test_a_new_window_is_folded_into_the_run_of_the_earlier_ones(
         merged.append(len(given))
         return merge_results(given, sketcher, samples)
 
-    monkeypatch.setattr(report, "merge_results", counted)
-    again = build_report(["a", "b", "c"], parsed, [], Options(), cache=cache)
+    monkeypatch.setattr(reuse, "merge_results", counted)
+    again = cache.build(["a", "b", "c"], parsed, Options())
     assert merged == [2, 2, 2]  # 3 ranks, each its run of a and b, and c
     monkeypatch.undo()
-    assert again == build_report(["a", "b", "c"], parsed, [], Options())
+    assert again == build_report(["a", "b", "c"], parsed, Options())
 
 
 # ---------------------------------------------------------------- a report for /metrics alone
@@ -153,15 +157,13 @@ def test_a_metrics_only_report_gives_the_metrics_of_the_full_one() -> None:
     """Over one window, then two (the first folded into the second), with a third open."""
     cache, parsed = WindowCache(), files(seed=1)
     third = [replace(p, window="c") for p in files(seed=3) if p.window == "a" and p.name_rank]
-    for names, given in (
+    for names, chosen in (
         (["a"], parsed[:3]),
         (["a", "b"], parsed),
         (["a", "b", "c"], parsed + third),
     ):
-        full = build_report(names, given, [], Options(), waiting={"c"})
-        lean = build_report(
-            names, given, [], Options(), cache=cache, waiting={"c"}, metrics_only=True
-        )
+        full = build_report(names, chosen, Options(waiting={"c"}))
+        lean = cache.build(names, chosen, Options(waiting={"c"}, metrics_only=True))
         assert metrics(lean) == metrics(full) and lean.windows == full.windows
         assert lean.inputs == full.inputs and lean.skew.per_rank == full.skew.per_rank
 
@@ -169,7 +171,7 @@ def test_a_metrics_only_report_gives_the_metrics_of_the_full_one() -> None:
 def test_a_metrics_only_report_leaves_out_the_run_sections_metrics_do_not_read() -> None:
     """Rank 0 made 12 AllReduces of 1 MiB a window (crossrank_builder): 24 over the run, their
     bandwidths left unread; no health, diagnosis, traffic, steps, plots or per-rank tallies."""
-    lean = build_report(["a", "b"], files(seed=1), [], Options(), metrics_only=True)
+    lean = build_report(["a", "b"], files(seed=1), Options(metrics_only=True))
     stats = lean.collectives.all_ranks["AllReduce"]
     assert (stats.count, stats.message_bytes) == (3 * 24, 3 * 24 << 20)
     assert stats.algbw_Bps == stats.busbw_Bps == Summary()
@@ -185,7 +187,7 @@ def test_the_runs_counts_and_sums_fold_from_one_window(monkeypatch: pytest.Monke
     """Reports over a, then a and b: the second folds each rank's b into its a (one merge of
     two a rank), and gives what a build from scratch gives."""
     cache, parsed = WindowCache(), files(seed=1)
-    build_report(["a"], parsed[:3], [], Options(), cache=cache, metrics_only=True)
+    cache.build(["a"], parsed[:3], Options(metrics_only=True))
     merged: list[tuple[int, bool]] = []
 
     def counted(
@@ -195,11 +197,11 @@ def test_the_runs_counts_and_sums_fold_from_one_window(monkeypatch: pytest.Monke
         merged.append((len(given), samples))
         return merge_results(given, sketcher, samples)
 
-    monkeypatch.setattr(report, "merge_results", counted)
-    again = build_report(["a", "b"], parsed, [], Options(), cache=cache, metrics_only=True)
+    monkeypatch.setattr(reuse, "merge_results", counted)
+    again = cache.build(["a", "b"], parsed, Options(metrics_only=True))
     assert merged == [(2, False)] * 3
     monkeypatch.undo()
-    assert again == build_report(["a", "b"], parsed, [], Options(), metrics_only=True)
+    assert again == build_report(["a", "b"], parsed, Options(metrics_only=True))
 
 
 def test_results_merged_without_samples_keep_their_counts_and_sums() -> None:
@@ -223,7 +225,7 @@ def test_the_runs_cross_rank_facts_take_only_the_new_window(
     alone finds no run clocks. Each gives what a build from scratch gives."""
     cache = WindowCache()
     parsed = files(seed=1) + [replace(p, window="c") for p in files(seed=3) if p.window == "a"]
-    build_report(["a", "b"], [p for p in parsed if p.window != "c"], [], Options(), cache=cache)
+    cache.build(["a", "b"], [p for p in parsed if p.window != "c"], Options())
     pooled: list[int] = []
     medians: list[int] = []
     real_pooled, real_clocks = crossrank.pooled, crossrank.merge_clocks
@@ -238,12 +240,12 @@ def test_the_runs_cross_rank_facts_take_only_the_new_window(
 
     monkeypatch.setattr(crossrank, "pooled", counted)
     monkeypatch.setattr(crossrank, "merge_clocks", clocked)
-    again = build_report(["a", "b", "c"], parsed, [], Options(), cache=cache)
-    lean = build_report(["a", "b", "c"], parsed, [], Options(), cache=cache, metrics_only=True)
+    again = cache.build(["a", "b", "c"], parsed, Options())
+    lean = cache.build(["a", "b", "c"], parsed, Options(metrics_only=True))
     assert (pooled, medians) == ([2], [3])  # the pool of a, b, c is known to the second
     monkeypatch.undo()
-    assert again == build_report(["a", "b", "c"], parsed, [], Options())
-    assert lean == build_report(["a", "b", "c"], parsed, [], Options(), metrics_only=True)
+    assert again == build_report(["a", "b", "c"], parsed, Options())
+    assert lean == build_report(["a", "b", "c"], parsed, Options(metrics_only=True))
 
 
 def test_merged_windows_merge_again_as_their_windows_would() -> None:
@@ -281,9 +283,9 @@ def test_each_window_tally_is_sketched_once_however_often_reported(
     parsed = files(seed=1)
     sketched = count_sketches(monkeypatch)
     cache = WindowCache()
-    first = build_report(["a", "b"], parsed, [], Options(), cache=cache)
+    first = cache.build(["a", "b"], parsed, Options())
     assert len(sketched) == 2 * sum(len(item.result.ops) for item in parsed)
-    again = build_report(["a", "b"], parsed, [], Options(), cache=cache)
+    again = cache.build(["a", "b"], parsed, Options())
     assert len(sketched) == 2 * sum(len(item.result.ops) for item in parsed)
     assert first == again
     for rank in range(3):
@@ -311,9 +313,9 @@ def test_a_waiting_window_has_no_cross_rank_sections_and_the_report_says_so() ->
     b as open (`inputs.open_windows`, and a line of the text report).
     The next report without `waiting` is the full one."""
     cache, parsed = WindowCache(), files(seed=1)
-    mid = build_report(["a", "b"], parsed, [], Options(), cache=cache, waiting={"b"})
-    full = build_report(["a", "b"], parsed, [], Options())
-    only_a = build_report(["a"], [p for p in parsed if p.window == "a"], [], Options())
+    mid = cache.build(["a", "b"], parsed, Options(waiting={"b"}))
+    full = build_report(["a", "b"], parsed, Options())
+    only_a = build_report(["a"], [p for p in parsed if p.window == "a"], Options())
     open_b = mid.windows[1]
     assert (open_b.matching, open_b.clocks, open_b.skew, open_b.alpha_beta) == (
         Matching(),
@@ -332,7 +334,7 @@ def test_a_waiting_window_has_no_cross_rank_sections_and_the_report_says_so() ->
     assert mid.inputs.open_windows == ["b"]
     assert "Mid-run: b still open, shown without cross-rank sections" in text.render(mid)
     assert "Mid-run" not in text.render(full)
-    assert build_report(["a", "b"], parsed, [], Options(), cache=cache) == full
+    assert cache.build(["a", "b"], parsed, Options()) == full
 
 
 def test_a_waiting_window_keeps_cross_rank_facts_already_known() -> None:
@@ -341,11 +343,11 @@ def test_a_waiting_window_keeps_cross_rank_facts_already_known() -> None:
     cache, parsed = WindowCache(), files(seed=1)
     cache.prime([p for p in parsed if p.window == "b"])
     for _ in range(3):
-        build_report(["a", "b"], parsed, [], Options(), cache=cache, waiting={"b"})
-    full = build_report(["a", "b"], parsed, [], Options())
+        cache.build(["a", "b"], parsed, Options(waiting={"b"}))
+    full = build_report(["a", "b"], parsed, Options())
     for item in parsed:
         item.result.calls = []  # as the live aggregation drops them: they cannot be matched
-    assert build_report(["a", "b"], parsed, [], Options(), cache=cache) == full
+    assert cache.build(["a", "b"], parsed, Options()) == full
 
 
 def test_sketches_found_for_a_window_serve_the_next_report(
@@ -356,12 +358,12 @@ def test_sketches_found_for_a_window_serve_the_next_report(
     parsed = files(seed=1)
     window_a = [p for p in parsed if p.window == "a"]
     cache = WindowCache()
-    build_report(["a"], window_a, [], Options(), cache=cache)
+    cache.build(["a"], window_a, Options())
     sketched = count_sketches(monkeypatch)
-    found = build_report(["a", "b"], parsed, [], Options(), cache=cache)
+    found = cache.build(["a", "b"], parsed, Options())
     assert len(sketched) == 2 * sum(len(p.result.ops) for p in parsed if p.window == "b")
     monkeypatch.undo()
-    assert found == build_report(["a", "b"], parsed, [], Options())
+    assert found == build_report(["a", "b"], parsed, Options())
 
 
 def test_reports_mid_window_fit_the_runs_alpha_beta_and_skew_once(
@@ -384,13 +386,82 @@ def test_reports_mid_window_fit_the_runs_alpha_beta_and_skew_once(
     monkeypatch.setattr(crossrank, "alpha_beta", counted)
     found = []
     for inputs, waiting in ((parsed + c[:1], {"c"}), (parsed + c[:2], {"c"}), (parsed + c, set())):
-        report_ = build_report(["a", "b", "c"], inputs, [], Options(), cache=cache,
-                               waiting=waiting, metrics_only=True)  # fmt: skip
+        report_ = cache.build(["a", "b", "c"], inputs, Options(waiting=waiting, metrics_only=True))
         found.append((len(fits), report_, inputs, waiting))
     # fits so far: a's, b's and the run's (a+b); none; c's and the run's (a+b+c)
     assert [n for n, *_ in found] == [3, 3, 5]
     monkeypatch.undo()
     for _, report_, inputs, waiting in found:
-        again = build_report(["a", "b", "c"], inputs, [], Options(), waiting=waiting,
-                             metrics_only=True)  # fmt: skip
+        again = build_report(["a", "b", "c"], inputs, Options(waiting=waiting, metrics_only=True))
         assert report_ == again
+
+
+WINDOWS = ("a", "b", "c")
+Step = tuple[str, str, int, int]  # (what, window, seed, ranks given of an open window)
+steps = st.lists(
+    st.tuples(
+        st.sampled_from(["set", "open", "drop", "rename", "same"]),
+        st.sampled_from(WINDOWS),
+        st.integers(1, 3),
+        st.integers(1, 2),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+class Run:
+    """Each window's files as a live run changes them; each (window, seed) made once, so a
+    window given the same seed again is the very same files (what the cache reuses)."""
+
+    def __init__(self) -> None:
+        self.made: dict[tuple[str, int], list[ParsedFile]] = {}
+        self.windows: dict[str, list[ParsedFile]] = {}
+        self.waiting: set[str] = set()
+
+    def apply(self, step: Step) -> None:
+        what, window, seed, ranks = step
+        self.waiting.discard(window)
+        if what == "drop":
+            self.windows.pop(window, None)
+        elif what == "rename" and window in self.windows:
+            other = WINDOWS[(WINDOWS.index(window) + 1) % len(WINDOWS)]
+            moved = [replace(p, window=other) for p in self.windows.pop(window)]
+            self.windows[other] = moved
+            self.waiting.discard(other)
+        elif what in ("set", "open"):
+            whole = self._made(window, seed)
+            self.windows[window] = whole if what == "set" else whole[:ranks]
+            if what == "open":
+                self.waiting.add(window)
+
+    def _made(self, window: str, seed: int) -> list[ParsedFile]:
+        key = (window, seed)
+        if key not in self.made:
+            self.made[key] = [replace(p, window=window) for p in files(seed) if p.window == "a"]
+        return self.made[key]
+
+    def inputs(self) -> tuple[list[str], list[ParsedFile]]:
+        names = sorted(self.windows)
+        return names, [p for name in names for p in self.windows[name]]
+
+
+@settings(max_examples=30, deadline=None, database=None)
+@given(steps, st.lists(st.booleans(), min_size=6, max_size=6), st.booleans())
+def test_reports_reusing_earlier_work_are_those_built_anew(
+    changes: list[Step], lean: list[bool], peaked: bool
+) -> None:
+    """Oracle: over any sequence of window updates (windows completed, changed, open with some
+    ranks, dropped, renamed, or left as they were), each report the cache builds is,
+    byte for byte as JSON, the report `build_report` builds from scratch."""
+    cache, run = WindowCache(), Run()
+    for step, metrics_only in zip(changes, lean, strict=False):
+        run.apply(step)
+        names, present = run.inputs()
+        options = Options(
+            peak_override_Bps=1e9 if peaked else None,
+            waiting=frozenset(run.waiting),
+            metrics_only=metrics_only,
+        )
+        found = cache.build(names, present, options)
+        assert jsonreport.render(found) == jsonreport.render(build_report(names, present, options))
