@@ -51,7 +51,6 @@ from commscope.pipeline import compare, parallel
 from commscope.pipeline.cluster import CONNECT_TIMEOUT_S, Cluster
 from commscope.pipeline.config import flags_only, parse_config, with_overrides
 from commscope.pipeline.merge import check_distinct, combine
-from commscope.pipeline.offline import analyse_jobs
 from commscope.pipeline.ranks import rank_set
 from commscope.pipeline.report import Options
 from commscope.pipeline.store import run_end
@@ -60,6 +59,7 @@ from commscope.service.aggregate import Aggregator, AggregatorSettings
 from commscope.service.collect import Collector, CollectorSettings
 from commscope.service.endpoints import endpoint
 from commscope.service.logs import configure_logging
+from commscope.service.offline import analyse_jobs
 from msgspec.structs import replace
 
 EXIT_OK: Final = 0

@@ -19,8 +19,8 @@ from commscope.collector.inspector import (
     place,
     split_lines,
 )
+from commscope.collector.inspector_file import parse
 from commscope.collector.schema import CommOp, FileStats
-from commscope.pipeline.inspector import parse
 from inspector_builder import DUMP_US, coll
 
 

@@ -14,8 +14,8 @@ from commscope.collector import nsys, nsysdb
 from commscope.collector.discover import find_windows
 from commscope.collector.errors import TraceError
 from commscope.collector.schema import CommOp, KernelTime, Step
-from commscope.pipeline.offline import EXPORT_FIRST, Failed, outcome, parse_windows, read_nsys
 from commscope.pipeline.report import ParsedFile
+from commscope.service.offline import EXPORT_FIRST, Failed, outcome, parse_windows, read_nsys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from nsys_builder import (

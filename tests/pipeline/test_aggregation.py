@@ -53,9 +53,9 @@ from commscope.exporters.prometheus import Snapshot, families
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.aggregation import RETIRED_SEQ, Aggregation, Applied, Prepared, Verdict
 from commscope.pipeline.edge import Reduction, facts, pack
-from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
 from commscope.service.aggregate import Aggregator, AggregatorSettings
+from commscope.service.offline import analyse
 from families_builder import BUILDERS, write_job
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -16,8 +16,8 @@ from builders import rank_trace, write
 from commscope.collector.errors import ClusterError
 from commscope.exporters import jsonreport, text
 from commscope.pipeline.cluster import Cluster, _check_workers, own_version
-from commscope.pipeline.offline import analyse_jobs
 from commscope.pipeline.report import Options
+from commscope.service.offline import analyse_jobs
 from tools import require_module
 
 distributed = require_module("distributed", "the dask extra: pip install 'commscope[dask]'")

@@ -35,8 +35,8 @@ from commscope.collector.schema import (
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.config import parse_config
 from commscope.pipeline.diagnosis import INPUT_ADVICE, LAUNCH_ADVICE, diagnose
-from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options, ParsedFile, build_report
+from commscope.service.offline import analyse
 
 
 def run(*, comm: float, exposed: float, compute: float, busy: float | None = 0.95,

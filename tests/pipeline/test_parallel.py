@@ -16,9 +16,9 @@ from builders import rank_trace, write
 from commscope.collector.errors import DIED
 from commscope.exporters import jsonreport
 from commscope.pipeline import parallel
-from commscope.pipeline.offline import Failed, analyse, analyse_jobs
 from commscope.pipeline.report import Options
 from commscope.service.cli import main
+from commscope.service.offline import Failed, analyse, analyse_jobs
 
 TRACES = Path("../shared/traces/kineto")
 SAMPLE = Path("samples/gloo_ddp_2rank")

@@ -12,7 +12,6 @@ import pytest
 from commscope.collector.launches import pack
 from commscope.collector.schema import KernelRow, KernelTime, LaunchDelays, RankResult
 from commscope.pipeline.accumulate import Accumulator, merge_results
-from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
 from commscope.pipeline.sketch import sketch_of
 from commscope.pipeline.topkernels import (
@@ -26,6 +25,7 @@ from commscope.pipeline.topkernels import (
     rank_launches,
     top_kernels,
 )
+from commscope.service.offline import analyse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kineto_builder import dist_head, kernel, span, trace

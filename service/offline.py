@@ -20,6 +20,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
+from commscope.collector import inspector_file as inspector
 from commscope.collector.discover import (
     WindowFiles,
     file_size,
@@ -34,7 +35,7 @@ from commscope.collector.names import input_kind, looks_like_trace, window_order
 from commscope.collector.nsys import CAPTURE_STEP
 from commscope.collector.schema import INSPECTOR_LOGS, RankResult, Report, Skipped
 from commscope.pipeline import cluster as dask_cluster
-from commscope.pipeline import inspector, inspector_beside, inspector_sources, jobs, parallel
+from commscope.pipeline import inspector_beside, inspector_sources, jobs, parallel
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report
 from msgspec.structs import replace as struct_replace
