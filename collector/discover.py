@@ -16,13 +16,8 @@ from pathlib import Path
 from typing import IO, Final, cast
 
 from commscope.collector.errors import ConfigError
-from commscope.collector.names import (
-    input_kind,
-    is_trace_file_name,
-    rank_in_name,
-    window_names,
-    window_order,
-)
+from commscope.collector.names import rank_in_name, window_names, window_order
+from commscope.collector.sources import is_followed, is_input
 
 _GZIP_MAGIC: Final = b"\x1f\x8b"
 
@@ -34,12 +29,12 @@ class WindowFiles:
 
 
 def is_trace_name(path: Path) -> bool:
-    return is_trace_file_name(path.name)
+    return is_followed(path.name)
 
 
 def is_input_name(path: Path) -> bool:
-    """A Kineto trace, or an Nsight Systems export or report (`offline` reads them)."""
-    return input_kind(path.name) is not None
+    """A file some source reads (`sources`): the offline report lists it."""
+    return is_input(path.name)
 
 
 def rank_from_name(path: Path) -> int | None:

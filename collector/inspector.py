@@ -300,3 +300,11 @@ def largest(counts: dict[tuple[int, str], int]) -> tuple[int, str]:
     """The communicator taken as the world, of (n_ranks, label) -> ops: the most ranks, ties
     broken by the most ops, then the label (`place`, and the tailed reader's `Tail.placed`)."""
     return max(counts, key=lambda k: (k[0], counts[k], k[1]))
+
+
+NO_STEPS: Final = "n/a: NCCL Inspector has no ProfilerStep spans"
+# The report sections Inspector logs cannot fill, and why (`Source.lacks`)
+LACKS: Final[dict[str, str]] = {
+    **dict.fromkeys(("overlap", "kernels", "utilization", "top_kernels", "launches"), NO_COMPUTE),
+    **dict.fromkeys(("throughput", "steps", "stragglers"), NO_STEPS),
+}

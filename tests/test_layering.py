@@ -22,6 +22,8 @@ PURE = [
     "collector/names.py",
     "collector/inspector.py",
     "collector/inspector_windows.py",
+    "collector/inspector_file.py",
+    "collector/source.py",
     "pipeline/inspector_live.py",
     "pipeline/straddle.py",
     "pipeline/cgroup.py",
