@@ -21,7 +21,7 @@ when the log is verbose, else unknown (the op is then placed to end at its line'
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -33,12 +33,14 @@ from commscope.collector.schema import (
     CollectiveType,
     CommOp,
     EventDropReason,
+    Evidence,
     FileStats,
     RankResult,
+    evidence_label,
 )
 from msgspec.structs import replace
 
-SOURCE: Final = "nccl inspector"  # `RankResult.source` of a rank read from Inspector logs
+INSPECTED: Final[Evidence] = "nccl inspector"  # the evidence of a rank read from its logs
 NO_COMPUTE: Final = "n/a: NCCL Inspector has no compute kernels"
 KNOWN_MAJOR: Final = "v4."  # the format versions this reader knows (v4.0 … v4.x)
 _DECODER: Final = msgspec.json.Decoder()
@@ -212,13 +214,14 @@ def _int(value: object, low: int, high: int) -> int | None:
 def as_result(result: RankResult) -> RankResult:
     """A rank read from Inspector logs, offline or tailed live: marked so, and with no GPU
     idle time (no compute kernels: it is unknown, not the gaps between NCCL kernels)."""
-    return replace(result, source=SOURCE, gpu_busy_ns=0, gpu_span_ns=0)
+    return replace(result, evidence_text=evidence_label((INSPECTED,)), gpu_busy_ns=0, gpu_span_ns=0)
 
 
-def inspected(source: str) -> bool:
-    """Whether a rank's `source` (`RankResult.source`, `RankOverlap.source`; `a + b` when merged
-    over windows) says it was read from NCCL Inspector logs, which hold no compute kernels."""
-    return SOURCE in source
+def inspected(evidence: Collection[Evidence]) -> bool:
+    """Whether a rank's evidence (`RankResult.evidence`, `RankOverlap.evidence`; merged over
+    windows: the union) says it was read from NCCL Inspector logs, which hold no compute
+    kernels."""
+    return INSPECTED in evidence
 
 
 def count_dropped(stats: FileStats, reason: EventDropReason, count: int = 1) -> None:

@@ -8,6 +8,7 @@ New fields get defaults and are appended, never retyped. `None` means unknown, n
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Final, Literal, get_args
 
 import msgspec
@@ -44,6 +45,13 @@ GROUP_SOURCES: Final[tuple[GroupSource, ...]] = get_args(GroupSource)
 # The format a rank's events were read from: PyTorch profiler (Kineto) JSON, an Nsight Systems
 # SQLite export, or NCCL Inspector JSONL.
 Source = Literal["kineto", "nsys", "inspector"]
+# What a rank's figures rest on (`RankResult.evidence`): its GPU kernels, its CPU-side gloo
+# calls, or an NCCL Inspector log's records. The wire and the report keep it as printed
+# (`evidence_label`: in name order, joined by " + "; "none" when there is none) under the key
+# "source".
+Evidence = Literal["cpu (gloo)", "gpu kernels", "nccl inspector"]
+EVIDENCE: Final[tuple[Evidence, ...]] = get_args(Evidence)
+NO_EVIDENCE: Final = "none"
 # `TraceMeta.source` of NCCL Inspector logs (their ranks' results: `collector.inspector.SOURCE`)
 INSPECTOR_LOGS: Final[Source] = "inspector"
 
@@ -160,6 +168,17 @@ REASONS: Final[dict[str, str]] = {
 def reason_text(key: str) -> str:
     """A reason key's human text (a key not in `REASONS`, from an older report: itself)."""
     return REASONS.get(key, key)
+
+
+def evidence_label(found: Iterable[Evidence]) -> str:
+    """Evidence as printed: in name order, joined by " + " ("none" when there is none)."""
+    return " + ".join(sorted(set(found))) or NO_EVIDENCE
+
+
+def evidence_in(text: str) -> frozenset[Evidence]:
+    """The evidence a printed text names (`evidence_label`'s inverse)."""
+    parts = text.split(" + ")
+    return frozenset(e for e in EVIDENCE if e in parts)
 
 
 # Bounds every value a peer sends is checked against on decode (and the parser keeps to).
@@ -385,7 +404,7 @@ class InSteps(msgspec.Struct, kw_only=True):
 class RankResult(msgspec.Struct, kw_only=True):
     """What one rank's events came to, for one window or summed over several (mergeable)."""
 
-    source: str  # "gpu kernels" | "cpu (gloo)" | "none"
+    evidence_text: str = msgspec.field(name="source")  # `evidence`, printed: `evidence_label`
     comm_ns: int = 0
     overlap_ns: int = 0
     compute_ns: int = 0
@@ -414,6 +433,10 @@ class RankResult(msgspec.Struct, kw_only=True):
     kernel_names: list[KernelTime] = []
     launches: LaunchTally | None = None  # None: the source records no launch calls
 
+    @property
+    def evidence(self) -> frozenset[Evidence]:
+        return evidence_in(self.evidence_text)
+
 
 # ---------------------------------------------------------------- the report document
 
@@ -436,12 +459,16 @@ class RankOverlap(msgspec.Struct, kw_only=True):
     overlapped_time_s: float
     exposed_comm_time_s: float
     compute_time_s: float
-    source: str  # "gpu kernels" | "cpu (gloo)" | "none"
+    evidence_text: str = msgspec.field(name="source")  # the rank's `RankResult.evidence_text`
     # exposed communication split (`pipeline.waiting`): the three sum to exposed_comm_time_s;
     # None where the window's cross-rank facts are not in yet (an open window)
     exposed_transfer_s: float | None = None  # |E ∩ T|: moving data, no member still awaited
     exposed_waiting_s: float | None = None  # |(E ∩ W) \ T|: waiting for the last member
     exposed_unmatched_s: float | None = None  # calls matched to no instance (not split)
+
+    @property
+    def evidence(self) -> frozenset[Evidence]:
+        return evidence_in(self.evidence_text)
 
 
 class Overlap(msgspec.Struct, kw_only=True):

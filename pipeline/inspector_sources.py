@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final, Protocol, TypeVar
 
+from commscope.collector.inspector import INSPECTED as INSPECTOR
 from commscope.collector.inspector import LACKS
-from commscope.collector.inspector import SOURCE as INSPECTOR
 from commscope.collector.schema import INSPECTOR_LOGS, Report, Sections, TraceMeta
 from msgspec.structs import replace
 

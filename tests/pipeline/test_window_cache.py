@@ -254,7 +254,7 @@ def test_merged_windows_merge_again_as_their_windows_would() -> None:
         for source, ns in (("cpu (gloo)", 1), ("gpu kernels", 2), ("gpu kernels", 3))
     )
     at_once = merge_results([first, second, third])
-    assert at_once.source == "cpu (gloo) + gpu kernels" and at_once.comm_ns == 6
+    assert at_once.evidence_text == "cpu (gloo) + gpu kernels" and at_once.comm_ns == 6
     assert merge_results([merge_results([first, second]), third]) == at_once
 
 
