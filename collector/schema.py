@@ -52,7 +52,7 @@ Source = Literal["kineto", "nsys", "inspector"]
 Evidence = Literal["cpu (gloo)", "gpu kernels", "nccl inspector"]
 EVIDENCE: Final[tuple[Evidence, ...]] = get_args(Evidence)
 NO_EVIDENCE: Final = "none"
-# `TraceMeta.source` of NCCL Inspector logs (their ranks' results: `collector.inspector.SOURCE`)
+# `TraceMeta.source` of NCCL Inspector logs (their ranks' evidence: `collector.inspector.INSPECTED`)
 INSPECTOR_LOGS: Final[Source] = "inspector"
 
 CollectiveType = Literal[
