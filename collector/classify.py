@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Final, TypeGuard
 
 from commscope.collector.families import LIBRARIES, family_of
-from commscope.collector.schema import MAX_SPLITS, CollectiveType
+from commscope.model.schema import MAX_SPLITS, CollectiveType
 
 # nccl-tests convention: a dtype's size in bytes, keyed by lower-cased name without `c10::`.
 _DTYPE_BYTES: Final = {
@@ -91,10 +91,6 @@ _COLLECTIVE_PREFIXES: Final[tuple[tuple[str, CollectiveType], ...]] = (
     ("p2p", "SendRecv"),
     ("barrier", "Barrier"),
 )
-
-# Bus-traffic factor F per collective type for group size n (nccl-tests PERFORMANCE.md).
-_TWO_WAY: Final = frozenset({"AllReduce"})
-_ONE_WAY: Final = frozenset({"AllGather", "ReduceScatter", "AllToAll"})
 
 # NCCL's kernels since 2.5 (`ncclDevKernel_AllReduce_Sum_f32_RING_LL`, `ncclKernel_SendRecv`)
 # and before (`ncclAllReduceRingLLKernel_sum_f32`); RCCL's; HCCL's and XCCL's the same way.
@@ -213,21 +209,6 @@ def _type_of(name: str) -> CollectiveType:
         if squashed.startswith(prefix):
             return kind
     return "Other"
-
-
-def bus_fraction(collective: str, group_size: int | None) -> tuple[int, int] | None:
-    """F as an exact fraction (numerator, denominator); None when it needs an unknown n."""
-    if collective in _TWO_WAY or collective in _ONE_WAY:
-        if group_size is None or group_size < 1:
-            return None
-        return (2 if collective in _TWO_WAY else 1) * (group_size - 1), group_size
-    return 1, 1
-
-
-def bus_factor(collective: str, group_size: int | None) -> float | None:
-    """F with bus bytes = S x F (nccl-tests); None when F depends on an unknown group size."""
-    fraction = bus_fraction(collective, group_size)
-    return None if fraction is None else fraction[0] / fraction[1]
 
 
 def nelems_bytes(args: Mapping[str, Any]) -> int | None:

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Final, cast
 
-from commscope.collector.errors import ConfigError
-from commscope.collector.names import rank_in_name, window_names, window_order
 from commscope.collector.sources import is_followed, is_input
+from commscope.model.errors import ConfigError
+from commscope.model.names import rank_in_name, window_names, window_order
 
 _GZIP_MAGIC: Final = b"\x1f\x8b"
 

@@ -17,7 +17,7 @@ import re
 from typing import Final, Literal, NamedTuple
 
 from commscope.collector.kernels import own_name, words
-from commscope.collector.schema import MAX_LABEL, CollectiveType
+from commscope.model.schema import MAX_LABEL, CollectiveType
 
 Role = Literal["comm", "fused", "local"]
 

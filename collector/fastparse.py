@@ -42,10 +42,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any, Final, Union
 
 import msgspec
-from commscope.collector.errors import LayoutMissError, LimitError
 from commscope.collector.jsonguard import MAX_STRING_BYTES, SAFE_DEPTH, _unholdable, nesting
 from commscope.collector.jsonstream import HEAD_LIMIT_BYTES, TAIL_BYTES, Tap, key_before
 from commscope.collector.normalize import RawEvent
+from commscope.model.errors import LayoutMissError, LimitError
 
 # Small reads pay: a read's events (~130 of Kineto's) are normalised while their objects are
 # still in the core's cache, and a decode then keeps fewer than the cyclic GC's 700 young

@@ -21,27 +21,21 @@ when the log is verbose, else unknown (the op is then placed to end at its line'
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
 import msgspec
 from commscope.collector.classify import collective_type
-from commscope.collector.schema import (
+from commscope.model.schema import (
     MAX_LABEL,
     MAX_RANKS,
     CollectiveType,
     CommOp,
     EventDropReason,
-    Evidence,
     FileStats,
-    RankResult,
-    evidence_label,
 )
-from msgspec.structs import replace
 
-INSPECTED: Final[Evidence] = "nccl inspector"  # the evidence of a rank read from its logs
-NO_COMPUTE: Final = "n/a: NCCL Inspector has no compute kernels"
 KNOWN_MAJOR: Final = "v4."  # the format versions this reader knows (v4.0 … v4.x)
 _DECODER: Final = msgspec.json.Decoder()
 _US: Final = 1000
@@ -211,19 +205,6 @@ def _int(value: object, low: int, high: int) -> int | None:
     return value if type(value) is int and low <= value < high else None
 
 
-def as_result(result: RankResult) -> RankResult:
-    """A rank read from Inspector logs, offline or tailed live: marked so, and with no GPU
-    idle time (no compute kernels: it is unknown, not the gaps between NCCL kernels)."""
-    return replace(result, evidence_text=evidence_label((INSPECTED,)), gpu_busy_ns=0, gpu_span_ns=0)
-
-
-def inspected(evidence: Collection[Evidence]) -> bool:
-    """Whether a rank's evidence (`RankResult.evidence`, `RankOverlap.evidence`; merged over
-    windows: the union) says it was read from NCCL Inspector logs, which hold no compute
-    kernels."""
-    return INSPECTED in evidence
-
-
 def count_dropped(stats: FileStats, reason: EventDropReason, count: int = 1) -> None:
     """Count `count` lines or ops of a log left out for `reason` (one of the reasons above)."""
     stats.dropped[reason] = stats.dropped.get(reason, 0) + count
@@ -303,11 +284,3 @@ def largest(counts: dict[tuple[int, str], int]) -> tuple[int, str]:
     """The communicator taken as the world, of (n_ranks, label) -> ops: the most ranks, ties
     broken by the most ops, then the label (`place`, and the tailed reader's `Tail.placed`)."""
     return max(counts, key=lambda k: (k[0], counts[k], k[1]))
-
-
-NO_STEPS: Final = "n/a: NCCL Inspector has no ProfilerStep spans"
-# The report sections Inspector logs cannot fill, and why (`Source.lacks`)
-LACKS: Final[dict[str, str]] = {
-    **dict.fromkeys(("overlap", "kernels", "utilization", "top_kernels", "launches"), NO_COMPUTE),
-    **dict.fromkeys(("throughput", "steps", "stragglers"), NO_STEPS),
-}

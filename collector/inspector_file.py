@@ -18,9 +18,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from commscope.collector.errors import TraceError
 from commscope.collector.inspector import (
-    LACKS,
     OTHER_COMM,
     TOO_LONG,
     TRUNCATED,
@@ -28,17 +26,18 @@ from commscope.collector.inspector import (
     LineReader,
     Op,
     Placed,
-    as_result,
     count_dropped,
     cut_lines,
     place,
     split,
 )
 from commscope.collector.inspector_windows import Slot, Windowing, WindowRule, window_folder
-from commscope.collector.names import is_inspector_name
-from commscope.collector.schema import INSPECTOR_LOGS, Event, FileStats, TraceMeta, reason_text
-from commscope.collector.schema import Source as SourceKind
 from commscope.collector.source import File, Live, Rank, Reading
+from commscope.model.errors import TraceError
+from commscope.model.inspector import LACKS, as_result
+from commscope.model.names import is_inspector_name
+from commscope.model.schema import INSPECTOR_LOGS, Event, FileStats, TraceMeta, reason_text
+from commscope.model.schema import Source as SourceKind
 
 _CHUNK: Final = 1 << 20
 DEFAULT_RULE: Final = WindowRule()  # the default windows (`--inspector-window`)

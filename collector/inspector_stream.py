@@ -49,20 +49,20 @@ from commscope.collector.inspector_windows import (
     window_folder,
     window_stream,
 )
-from commscope.collector.schema import (
-    MAX_FACT_ITEMS,
-    Facts,
-    Record,
-    StreamEnd,
-    TraceMeta,
-    reason_text,
-)
 from commscope.collector.session import DONE
 from commscope.collector.stream import (
     FINGERPRINT_BYTES,
     CancelledError,
     FileStream,
     Item,
+)
+from commscope.model.schema import (
+    MAX_FACT_ITEMS,
+    Facts,
+    Record,
+    StreamEnd,
+    TraceMeta,
+    reason_text,
 )
 from msgspec.structs import replace
 

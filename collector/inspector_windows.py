@@ -31,7 +31,8 @@ from datetime import UTC, datetime
 from typing import Final
 
 from commscope.collector.inspector import TRUNCATED, Op, count_dropped
-from commscope.collector.schema import EventDropReason, FileStats
+from commscope.model.inspector import AT
+from commscope.model.schema import EventDropReason, FileStats
 
 DEFAULT_WINDOW_S: Final = 300
 MAX_WINDOW_S: Final = 7 * 86_400
@@ -183,19 +184,6 @@ def window_start(rule: WindowRule, window: int) -> str:
     """The window's UTC start, as its name says it (`20250718T193000Z`)."""
     when = datetime.fromtimestamp(window * rule.width_s, tz=UTC)
     return when.strftime("%Y%m%dT%H%M%SZ")
-
-
-AT: Final = "@"  # between a log's folder and its window's UTC start in a window's name
-
-
-def is_window(name: str) -> bool:
-    """Whether a window's name is one of a log's time windows (`window_folder`)."""
-    return AT in name
-
-
-def log_folder(name: str) -> str:
-    """The log folder a window's name belongs to (`window_folder` undone)."""
-    return name.rsplit(AT, 1)[0]
 
 
 def window_folder(rule: WindowRule, folder: str, window: int) -> str:

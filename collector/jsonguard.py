@@ -25,7 +25,7 @@ import codecs
 import re
 from typing import Final
 
-from commscope.collector.errors import LimitError
+from commscope.model.errors import LimitError
 
 MAX_DEPTH: Final = 64  # Kineto nests 6 levels (traceEvents, event, args, Input Dims, ...)
 MAX_STRING_BYTES: Final = 8 * 1024 * 1024

@@ -20,8 +20,8 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import IO, Any, Final
 
-from commscope.collector.errors import BackendError
 from commscope.collector.jsonguard import Guard, NumberFixer
+from commscope.model.errors import BackendError
 
 try:
     from ijson.backends import yajl2_c as _ijson

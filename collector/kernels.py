@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from commscope.collector.schema import KernelCategory
+from commscope.model.schema import KernelCategory
 
 # A demangled kernel returns void, or a SFINAE `std::enable_if<..., void>::type`.
 _RETURN_TYPE = re.compile(r"\s*(?:void\s+|std::enable_if<.*?>::type\s+)")

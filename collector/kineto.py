@@ -26,7 +26,11 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Final
 
 import ijson
-from commscope.collector.errors import (
+from commscope.collector.fastparse import fast_chunks
+from commscope.collector.jsonstream import Tap, trace_items
+from commscope.collector.normalize import Normalizer, from_item
+from commscope.collector.source import File, Live, Rank, Reading
+from commscope.model.errors import (
     NOT_A_TRACE,
     LayoutMissError,
     LimitError,
@@ -34,13 +38,9 @@ from commscope.collector.errors import (
     ReadError,
     TraceError,
 )
-from commscope.collector.fastparse import fast_chunks
-from commscope.collector.jsonstream import Tap, trace_items
-from commscope.collector.names import base_name, rank_in_name
-from commscope.collector.normalize import Normalizer, from_item
-from commscope.collector.schema import Event, FileStats, TraceMeta
-from commscope.collector.schema import Source as SourceKind
-from commscope.collector.source import File, Live, Rank, Reading
+from commscope.model.names import base_name, rank_in_name
+from commscope.model.schema import Event, FileStats, TraceMeta
+from commscope.model.schema import Source as SourceKind
 
 BATCH_EVENTS: Final = 4096
 _END: Final = object()

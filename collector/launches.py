@@ -15,7 +15,8 @@ from __future__ import annotations
 from array import array
 from typing import Final
 
-from commscope.collector.schema import Event, KernelTime, LaunchDelays
+from commscope.model.int64s import pack
+from commscope.model.schema import Event, KernelTime, LaunchDelays
 
 NAMES: Final = 1 << 14
 DELAYS: Final = 4096
@@ -26,28 +27,11 @@ MAX_NAME: Final = 4096
 # hipModuleLaunchKernel, mtiaLaunchKernel (each maybe `_ptsz`), cudaLaunchCooperativeKernel.
 # A graph launch (cudaGraphLaunch) starts many kernels with one call: not a kernel's launch.
 _LAUNCH_WORDS: Final = ("LaunchKernel", "LaunchCooperativeKernel")
-_LITTLE: Final = array("q", [1]).tobytes()[0] == 1
 
 
 def is_launch_call(name: str) -> bool:
     """Whether a runtime or driver call of this name launches one kernel."""
     return any(word in name for word in _LAUNCH_WORDS)
-
-
-def pack(values: array[int]) -> bytes:
-    """int64 values as little-endian bytes."""
-    if not _LITTLE:
-        values = array("q", values)
-        values.byteswap()
-    return values.tobytes()
-
-
-def unpack(data: bytes) -> array[int]:
-    values = array("q")
-    values.frombytes(data)
-    if not _LITTLE:
-        values.byteswap()
-    return values
 
 
 class KernelNames:

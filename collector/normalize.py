@@ -56,7 +56,7 @@ from commscope.collector.classify import (
 from commscope.collector.families import ACTIVITY_CATEGORIES, looks_like_comm, role, shown_name
 from commscope.collector.kernels import kernel_category
 from commscope.collector.launches import KernelNames, LaunchJoin, is_launch_call
-from commscope.collector.schema import (
+from commscope.model.schema import (
     GROUP_SOURCES,
     LABEL_PATTERN,
     MAX_GROUPS,

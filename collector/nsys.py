@@ -55,7 +55,7 @@ from commscope.collector.normalize import (
     collective_of,
     kernel_kind,
 )
-from commscope.collector.schema import (
+from commscope.model.schema import (
     MAX_LABEL,
     MAX_RANKS,
     CollectiveType,

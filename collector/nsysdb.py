@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Final
 
 from commscope.collector import nsys
-from commscope.collector.errors import TraceError
 from commscope.collector.launches import KernelNames, LaunchJoin, is_launch_call
 from commscope.collector.normalize import LOOKALIKE_NAMES, CallIndex, CommCall, longest
-from commscope.collector.schema import MAX_LABEL, CommOp, Event, FileStats, RankResult, TraceMeta
-from commscope.collector.schema import Source as SourceKind
 from commscope.collector.source import File, Live, Rank, Reading
+from commscope.model.errors import TraceError
+from commscope.model.schema import MAX_LABEL, CommOp, Event, FileStats, RankResult, TraceMeta
+from commscope.model.schema import Source as SourceKind
 from msgspec.structs import replace
 
 BATCH: Final = 4096

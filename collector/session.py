@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import msgspec
-from commscope.collector.errors import ProtocolError
-from commscope.collector.schema import (
+from commscope.model.errors import ProtocolError
+from commscope.model.schema import (
     PROTOCOL_VERSION,
     STATE_VERSION,
     Ack,

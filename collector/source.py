@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import IO, Literal, Protocol, TypeVar
 
 from commscope.collector.inspector_windows import WindowRule
-from commscope.collector.schema import Event, FileStats, RankResult, TraceMeta
-from commscope.collector.schema import Source as SourceKind
+from commscope.model.schema import Event, FileStats, RankResult, TraceMeta
+from commscope.model.schema import Source as SourceKind
 
 # How the live collector follows a file of a source: read once its document has ended, one
 # rank per file (`stream.FileStream`), or tailed for the whole run and cut into windows

@@ -44,9 +44,11 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from commscope.collector.discover import file_size, rank_from_name, relative_folder, root_name
-from commscope.collector.errors import DIED, ReadError, TraceError
 from commscope.collector.follow import open_followed
-from commscope.collector.schema import (
+from commscope.collector.source import File, Opener, Rank, drain
+from commscope.collector.sources import reader_of
+from commscope.model.errors import DIED, ReadError, TraceError
+from commscope.model.schema import (
     Event,
     Facts,
     FileStats,
@@ -56,8 +58,6 @@ from commscope.collector.schema import (
     StreamStart,
     TraceMeta,
 )
-from commscope.collector.source import File, Opener, Rank, drain
-from commscope.collector.sources import reader_of
 
 FINGERPRINT_BYTES: Final = 64 * 1024
 _RETRYABLE: Final = ("truncated", "empty file")

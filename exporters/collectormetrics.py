@@ -8,9 +8,9 @@ up front, so a collector's /metrics never shows the aggregator's families.
 
 from __future__ import annotations
 
-from commscope.collector.schema import CollectorStats
 from commscope.exporters.metricnames import COLLECTOR_FAMILIES
 from commscope.exporters.publish import BUILD, Published, scalar
+from commscope.model.schema import CollectorStats
 from prometheus_client.core import Metric
 
 

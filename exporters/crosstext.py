@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from commscope.collector.fields import where
-from commscope.collector.inspector import NO_COMPUTE, inspected
-from commscope.collector.schema import AlphaBeta, Clocks, Matching, Report
-from commscope.collector.units import duration, flop_rate, flops, rate, size
 from commscope.exporters.extremes import FULL_UP_TO, Cut
 from commscope.exporters.textfmt import na, pct, plain, rank_list, rank_runs, row
+from commscope.model.fields import where
+from commscope.model.inspector import NO_COMPUTE, inspected
+from commscope.model.schema import AlphaBeta, Clocks, Matching, Report
+from commscope.model.units import duration, flop_rate, flops, rate, size
 
 _FIGURES = (
     ("exposed_comm_fraction", "exposed communication / step time"),

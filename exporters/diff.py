@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Final
 
-from commscope.collector.schema import SCHEMA_VERSION, Report, RunComparison, StepTest
-from commscope.collector.units import duration, p_value, rate
 from commscope.exporters import text
 from commscope.exporters.textfmt import num, pct, row
+from commscope.model.schema import SCHEMA_VERSION, Report, RunComparison, StepTest
+from commscope.model.units import duration, p_value, rate
 
 _WIDTHS: Final = [34, 16, 16, 10]
 

@@ -18,7 +18,7 @@ from itertools import islice
 from statistics import fmean, median
 from typing import Final, Generic, TypeVar
 
-from commscope.collector.schema import Report
+from commscope.model.schema import Report
 
 FULL_UP_TO: Final = 16  # a job (or a table) of this many ranks (rows) or fewer shows every row
 EACH_END: Final = 3  # rows shown at each end of a longer table, by its key figure

@@ -9,10 +9,10 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from commscope.collector.errors import ConfigError, WriteError
-from commscope.collector.schema import Provenance, Report
-from commscope.collector.version import installed_version
 from commscope.exporters import html, jsonreport, naming, text
+from commscope.model.errors import ConfigError, WriteError
+from commscope.model.schema import Provenance, Report
+from commscope.model.version import installed_version
 from msgspec.structs import replace
 
 

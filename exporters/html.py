@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final
 
-from commscope.collector.inspector import inspected
-from commscope.collector.schema import Report
-from commscope.collector.units import duration, rate
 from commscope.exporters import extremes, htmlplots, kernelhtml, text
 from commscope.exporters.svg import esc
 from commscope.exporters.textfmt import pct
+from commscope.model.inspector import inspected
+from commscope.model.schema import Report
+from commscope.model.units import duration, rate
 
 STYLE: Final = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;

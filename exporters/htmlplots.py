@@ -18,13 +18,13 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-from commscope.collector.fields import CAPTURE_ONLY
-from commscope.collector.inspector import NO_COMPUTE, inspected
-from commscope.collector.schema import AlphaBeta, RankOverlap, RankSteps, Report, SkewInstances
-from commscope.collector.units import duration, rate, size
 from commscope.exporters import svg
 from commscope.exporters.svg import Frame, Scale
 from commscope.exporters.textfmt import pct
+from commscope.model.fields import CAPTURE_ONLY
+from commscope.model.inspector import NO_COMPUTE, inspected
+from commscope.model.schema import AlphaBeta, RankOverlap, RankSteps, Report, SkewInstances
+from commscope.model.units import duration, rate, size
 
 MAX_RANKS: Final = 64
 MAX_WINDOWS: Final = 24

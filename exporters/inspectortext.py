@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from commscope.collector.schema import Report, Sections
 from commscope.exporters.crosstext import matching_lines, skew_lines
 from commscope.exporters.extremes import cut_of
+from commscope.model.schema import Report, Sections
 from msgspec.structs import asdict
 
 Table = Callable[[Report], Iterator[str]]

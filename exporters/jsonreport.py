@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 import msgspec
-from commscope.collector.schema import Report
+from commscope.model.schema import Report
 
 _FIRST = ("schema_version", "world_size")
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final
 
-from commscope.collector.schema import Report
-from commscope.collector.units import duration
 from commscope.exporters.kerneltext import OTHER, TOP, short_names
 from commscope.exporters.svg import esc
 from commscope.exporters.textfmt import pct
+from commscope.model.schema import Report
+from commscope.model.units import duration
 
 ABOUT: Final = (
     "GPU time per kernel name (Σ durations, all ranks; concurrent streams both count), and "

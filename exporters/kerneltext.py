@@ -13,10 +13,10 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Final
 
-from commscope.collector.schema import KernelRow, RankLaunches, Report
-from commscope.collector.units import duration
 from commscope.exporters.extremes import Cut
 from commscope.exporters.textfmt import pct, row
+from commscope.model.schema import KernelRow, RankLaunches, Report
+from commscope.model.units import duration
 
 TOP: Final = 15  # kernel names in the text; the JSON has every name kept
 SHORT: Final = 72

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final, NamedTuple
 
-from commscope.collector.schema import (
+from commscope.model.schema import (
     DROP_REASONS,
     EVENT_DROP_REASONS,
     READ_FAILURES,

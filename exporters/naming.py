@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from commscope.collector.schema import Report
 from commscope.exporters.text import on_gpu
+from commscope.model.schema import Report
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 _TRACE_SUFFIX = re.compile(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import TextIO
 
-from commscope.collector.units import size
+from commscope.model.units import size
 
 
 class TerminalProgress:

@@ -20,13 +20,6 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Final, NamedTuple
 
-from commscope.collector.schema import (
-    AggregatorStats,
-    CollectiveSkew,
-    CollectorStats,
-    Report,
-    Window,
-)
 from commscope.exporters.collectormetrics import counter_samples, reason_samples
 from commscope.exporters.metricnames import (
     BUSBW_BUCKETS,
@@ -37,6 +30,13 @@ from commscope.exporters.metricnames import (
     Family,
 )
 from commscope.exporters.publish import BUILD, AnyFamily, Published, family
+from commscope.model.schema import (
+    AggregatorStats,
+    CollectiveSkew,
+    CollectorStats,
+    Report,
+    Window,
+)
 from prometheus_client.core import HistogramMetricFamily, Metric
 
 STATS: Final = {"p50": 0.5, "p95": 0.95}

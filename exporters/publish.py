@@ -17,10 +17,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Final
 from wsgiref.simple_server import WSGIServer
 
-from commscope.collector.schema import PROTOCOL_VERSION
-from commscope.collector.version import installed_version
 from commscope.exporters.firstzero import FirstZero, Stage
 from commscope.exporters.metricnames import Family
+from commscope.model.schema import PROTOCOL_VERSION
+from commscope.model.version import installed_version
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import (
     CounterMetricFamily,

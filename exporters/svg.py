@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from commscope.collector.units import fewest
+from commscope.model.units import fewest
 
 # Okabe & Ito (2008): distinguishable with every common colour-vision deficiency.
 BLUE: Final = "#0072B2"

@@ -16,21 +16,6 @@ import shlex
 from collections.abc import Iterable, Iterator
 from typing import Final
 
-from commscope.collector.fields import where
-from commscope.collector.inspector import NO_COMPUTE, inspected
-from commscope.collector.schema import (
-    FUSED,
-    CollectiveStats,
-    Evidence,
-    RankOverlap,
-    Report,
-    RunConfig,
-    Sections,
-    Summary,
-    Window,
-    reason_text,
-)
-from commscope.collector.units import UNITS_NOTE, duration, rate, size
 from commscope.exporters.crosstext import (
     alpha_beta_lines,
     diagnosis_lines,
@@ -44,6 +29,21 @@ from commscope.exporters.extremes import Cut, cut_of
 from commscope.exporters.inspectortext import sources_lines
 from commscope.exporters.kerneltext import launch_lines, top_kernel_lines
 from commscope.exporters.textfmt import na, num, pct, rank_list, rank_runs, row
+from commscope.model.fields import where
+from commscope.model.inspector import NO_COMPUTE, inspected
+from commscope.model.schema import (
+    FUSED,
+    CollectiveStats,
+    Evidence,
+    RankOverlap,
+    Report,
+    RunConfig,
+    Sections,
+    Summary,
+    Window,
+    reason_text,
+)
+from commscope.model.units import UNITS_NOTE, duration, rate, size
 
 RULE = "=" * 80
 THIN = "-" * 80

@@ -1,7 +1,7 @@
 """Number and table formatting for every text commscope prints (pure): the text report, the
 cross-rank sections, `commscope diff` and the console lines.
 
-Quantities come from `collector/units.py` (the one formatter, which the pipeline's findings
+Quantities come from `model/units.py` (the one formatter, which the pipeline's findings
 use too: `4.06 MB/s`, `10.2 ms`, `544 B`, never scientific notation), re-exported here; this
 module adds percentages, p-values, plain figures and tables. "n/a" for unknown values. Table
 rows are right-aligned cells (the first left-aligned), two spaces apart whatever their width.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from commscope.collector.units import quantity
+from commscope.model.units import quantity
 
 PLAIN: Final = ((1.0, ""),)  # a count's units: none
 

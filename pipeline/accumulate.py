@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
 from typing import Any, Final, Literal
 
-from commscope.collector.classify import bus_fraction
-from commscope.collector.schema import (
+from commscope.model.bus import bus_fraction
+from commscope.model.schema import (
     CommOp,
     CpuSpan,
     Event,

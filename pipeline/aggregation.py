@@ -37,10 +37,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Final
 
-from commscope.collector.errors import NOT_A_TRACE
-from commscope.collector.inspector_windows import is_window
-from commscope.collector.names import looks_like_trace, window_names, window_order
-from commscope.collector.schema import (
+from commscope.model.errors import NOT_A_TRACE
+from commscope.model.inspector import is_window
+from commscope.model.names import looks_like_trace, window_names, window_order
+from commscope.model.schema import (
     INSPECTOR_LOGS,
     Facts,
     FinishedFile,

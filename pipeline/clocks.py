@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from commscope.collector.schema import ClockOffset, Clocks
+from commscope.model.schema import ClockOffset, Clocks
 from commscope.pipeline.matching import Instance
 from commscope.pipeline.stats import mad
 

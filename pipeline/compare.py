@@ -16,8 +16,8 @@ from collections.abc import Callable
 from typing import Final
 
 import msgspec
-from commscope.collector.errors import ConfigError
-from commscope.collector.schema import JobDifference, Report, RunComparison, StepTest
+from commscope.model.errors import ConfigError
+from commscope.model.schema import JobDifference, Report, RunComparison, StepTest
 from commscope.pipeline.oldreasons import upgrade_report
 from commscope.pipeline.significance import MIN_SAMPLES, welch
 

@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 import msgspec
-from commscope.collector.errors import ConfigError
+from commscope.model.errors import ConfigError
 
 DEGREES: Final = (
     "data_parallel_replicate_degree",

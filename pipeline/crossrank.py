@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final
 
-from commscope.collector.classify import bus_factor
-from commscope.collector.schema import (
+from commscope.model.bus import bus_factor
+from commscope.model.schema import (
     AlphaBeta,
     ClockOffset,
     Clocks,

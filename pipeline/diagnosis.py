@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from commscope.collector.schema import (
+from commscope.model.schema import (
     KERNEL_CATEGORIES,
     AlphaBeta,
     Diagnosis,
@@ -30,7 +30,7 @@ from commscope.collector.schema import (
     RunConfig,
     Sections,
 )
-from commscope.collector.units import duration, rate, size
+from commscope.model.units import duration, rate, size
 from commscope.pipeline.accumulate import CPU
 from commscope.pipeline.stats import mean, ratio
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
-from commscope.collector.schema import (
+from commscope.model.schema import (
     MAX_FACT_ITEMS,
     RUN_BYTES,
     Facts,

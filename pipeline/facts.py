@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from commscope.collector.schema import (
+from commscope.model.schema import (
     ExposedSplit,
     FileStats,
     OpTally,

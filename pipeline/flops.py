@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Final, NamedTuple
 
-from commscope.collector.fields import where
+from commscope.model.fields import where
 
 PEAK_SOURCE: Final = "table value (TorchTitan, dense BF16)"
 ASK_PEAK: Final = "give --peak-tflops"

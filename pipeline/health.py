@@ -15,9 +15,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final, Protocol
 
-from commscope.collector.classify import bus_fraction
-from commscope.collector.fields import where
-from commscope.collector.schema import (
+from commscope.model.bus import bus_fraction
+from commscope.model.fields import where
+from commscope.model.schema import (
     INSPECTOR_LOGS,
     KERNEL_CATEGORIES,
     Desync,

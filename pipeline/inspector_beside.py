@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from commscope.collector.schema import Report, Sections
+from commscope.model.schema import Report, Sections
 from commscope.pipeline.inspector_sources import APART, KINETO, SECTIONS
 from commscope.pipeline.report import Options, ParsedFile, build_report
 from msgspec.structs import replace

@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from typing import Final
 
-from commscope.collector.inspector import as_result
-from commscope.collector.names import base_name, is_inspector_name
-from commscope.collector.schema import CommOp, Facts, RankResult, TraceMeta
+from commscope.model.inspector import as_result
+from commscope.model.names import base_name, is_inspector_name
+from commscope.model.schema import CommOp, Facts, RankResult, TraceMeta
 from commscope.pipeline import straddle
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.edge import absorb

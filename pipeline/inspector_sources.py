@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final, Protocol, TypeVar
 
-from commscope.collector.inspector import INSPECTED as INSPECTOR
-from commscope.collector.inspector import LACKS
-from commscope.collector.schema import INSPECTOR_LOGS, Report, Sections, TraceMeta
+from commscope.model.inspector import INSPECTED as INSPECTOR
+from commscope.model.inspector import LACKS
+from commscope.model.schema import INSPECTOR_LOGS, Report, Sections, TraceMeta
 from msgspec.structs import replace
 
 NO_STARTS: Final = "n/a: NCCL Inspector logs without start times (not verbose)"

@@ -15,8 +15,8 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
 from typing import Final
 
-from commscope.collector import launches as int64s  # little-endian int64 packing
-from commscope.collector.schema import RUN_BYTES
+from commscope.model import int64s
+from commscope.model.schema import RUN_BYTES
 
 PENDING_LIMIT: Final = 4096
 

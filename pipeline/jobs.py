@@ -32,7 +32,7 @@ from itertools import groupby, pairwise
 from operator import attrgetter
 from typing import Final
 
-from commscope.collector.schema import JobInfo, Report, Skipped
+from commscope.model.schema import JobInfo, Report, Skipped
 from commscope.pipeline import ranks
 from commscope.pipeline.accumulate import CPU
 from commscope.pipeline.clocks import epoch_ns

@@ -20,7 +20,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from commscope.collector.schema import CommOp, Desync, GroupMatch, Matching
+from commscope.model.schema import CommOp, Desync, GroupMatch, Matching
 
 UNNAMED: Final = "(unnamed)"
 MAX_DESYNCS: Final = 20

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from typing import Final
 
 import msgspec
-from commscope.collector.errors import MergeError
-from commscope.collector.names import window_order
-from commscope.collector.schema import (
+from commscope.model.errors import MergeError
+from commscope.model.names import window_order
+from commscope.model.schema import (
     SCHEMA_VERSION,
     Clocks,
     CollectiveStats,

@@ -3,7 +3,7 @@ written before the reasons became snake_case keys needs to load.
 
 Up to protocol 9, state folder version 3 and report schema 5, `FileStats.dropped` (and
 `CollectorStats.dropped`) were keyed by English sentences; `OLD_KEYS` gives each one's key.
-The aggregator's state migration (`pipeline/store.py`, version 3 to 4) and the report loader
+The aggregator's state migration (`service/store.py`, version 3 to 4) and the report loader
 (`pipeline/compare.py`) rename them; a key already current is left as it is.
 """
 

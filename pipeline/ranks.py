@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Generic, Protocol, TypeVar
 
-from commscope.collector.names import base_name
-from commscope.collector.schema import Skipped, TraceMeta
+from commscope.model.names import base_name
+from commscope.model.schema import Skipped, TraceMeta
 
 _NUMBER: Final = re.compile(r"\d+")
 FROM_PATTERN: Final = "the rankN/workerN in the file name"

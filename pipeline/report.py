@@ -18,8 +18,8 @@ from itertools import groupby
 from operator import attrgetter
 from typing import Generic, Literal, TypeVar
 
-from commscope.collector.inspector_windows import is_window
-from commscope.collector.schema import (
+from commscope.model.inspector import is_window
+from commscope.model.schema import (
     INSPECTOR_LOGS,
     AlphaBeta,
     Diagnosis,

@@ -14,9 +14,9 @@ from collections.abc import Collection, Mapping
 from typing import Final, Literal, TypeVar
 
 import msgspec
-from commscope.collector.fields import CAPTURE_ONLY, where
-from commscope.collector.inspector import inspected
-from commscope.collector.schema import (
+from commscope.model.fields import CAPTURE_ONLY, where
+from commscope.model.inspector import inspected
+from commscope.model.schema import (
     FUSED,
     KERNEL_CATEGORIES,
     Collectives,

@@ -30,7 +30,7 @@ from itertools import accumulate, chain
 from typing import Final
 
 import msgspec
-from commscope.collector.schema import Sketch, Summary
+from commscope.model.schema import Sketch, Summary
 
 ALPHA: Final = 0.01
 GAMMA: Final = (1 + ALPHA) / (1 - ALPHA)

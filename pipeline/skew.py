@@ -28,14 +28,14 @@ from dataclasses import dataclass, field
 from typing import Final
 
 import msgspec
-from commscope.collector.schema import (
+from commscope.model.schema import (
     CollectiveSkew,
     RankArrival,
     Skew,
     SkewInstances,
     Stragglers,
 )
-from commscope.collector.units import duration, p_value
+from commscope.model.units import duration, p_value
 from commscope.pipeline.matching import Instance
 from commscope.pipeline.stats import mad, summarize, thin_indices
 

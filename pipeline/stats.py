@@ -13,7 +13,7 @@ from array import array
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-from commscope.collector.schema import Summary
+from commscope.model.schema import Summary
 
 _PACK: Final = struct.Struct("<d").pack
 _LITTLE: Final = array("H", [1]).tobytes() == b"\x01\x00"  # this machine's byte order

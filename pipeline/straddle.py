@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence, Set
 from typing import Final
 
-from commscope.collector.inspector_windows import log_folder
-from commscope.collector.schema import CommOp
+from commscope.model.inspector import log_folder
+from commscope.model.schema import CommOp
 
 Key = tuple[str, int, str]  # (process group, Seq, collective type)
 MAX_TAKEN: Final = 1 << 14

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from commscope.collector.launches import unpack
-from commscope.collector.schema import (
+from commscope.model.int64s import unpack
+from commscope.model.schema import (
     KernelRow,
     KernelTime,
     LaunchDelays,

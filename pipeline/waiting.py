@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from commscope.collector.schema import ExposedSplit
+from commscope.model.schema import ExposedSplit
 from commscope.pipeline.intervals import IntervalSet, difference, intersection, unpacked
 from commscope.pipeline.matching import Instance
 

@@ -42,12 +42,12 @@ fi
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   .venv/bin/python -m pip install --quiet torch==2.13.0
 fi
-.venv/bin/ruff format --check collector pipeline exporters service tests
-.venv/bin/ruff check collector pipeline exporters service tests
+.venv/bin/ruff format --check model collector pipeline exporters service tests
+.venv/bin/ruff check model collector pipeline exporters service tests
 # mypy cannot follow setuptools' package-dir mapping: give it the installed layout.
 typed=$(mktemp -d)
 trap 'rm -rf "$typed"' EXIT
 mkdir "$typed/commscope"
-for part in collector pipeline exporters service; do ln -s "$PWD/$part" "$typed/commscope/$part"; done
+for part in model collector pipeline exporters service; do ln -s "$PWD/$part" "$typed/commscope/$part"; done
 (cd "$typed" && MYPYPATH="$typed" "$OLDPWD/.venv/bin/mypy" --config-file "$OLDPWD/pyproject.toml" -p commscope)
 .venv/bin/python -m pytest "$@"

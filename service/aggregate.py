@@ -46,8 +46,18 @@ from typing import Final, get_args
 
 import msgspec
 import zmq
-from commscope.collector.errors import ConfigError, WriteError
-from commscope.collector.schema import (
+from commscope.exporters.files import stamped, write_reports
+from commscope.exporters.metricnames import MAX_RANK_SERIES
+from commscope.exporters.prometheus import (
+    STATS,
+    BusbwHistogram,
+    Rolling,
+    Snapshot,
+    SnapshotCollector,
+)
+from commscope.exporters.publish import serve
+from commscope.model.errors import ConfigError, WriteError
+from commscope.model.schema import (
     PROTOCOL_VERSION,
     REFUSED_REASONS,
     REJECT_REASONS,
@@ -72,29 +82,19 @@ from commscope.collector.schema import (
     ToCollector,
     Welcome,
 )
-from commscope.collector.version import installed_version
-from commscope.exporters.files import stamped, write_reports
-from commscope.exporters.metricnames import MAX_RANK_SERIES
-from commscope.exporters.prometheus import (
-    STATS,
-    BusbwHistogram,
-    Rolling,
-    Snapshot,
-    SnapshotCollector,
-)
-from commscope.exporters.publish import serve
+from commscope.model.version import installed_version
 from commscope.pipeline import inspector_live
 from commscope.pipeline.aggregation import Aggregation, Prepared, Verdict
 from commscope.pipeline.edge import well_formed
 from commscope.pipeline.report import Options
 from commscope.pipeline.rolling import RollingBandwidth
 from commscope.pipeline.stats import sample_values
-from commscope.pipeline.store import Store
 from commscope.service import curve, door, heap
 from commscope.service.intake import Admission, Decision, Intake, Rules, Taken
 from commscope.service.links import own_stream
 from commscope.service.logs import sparse
 from commscope.service.pacing import Pacing
+from commscope.service.store import Store
 
 log = logging.getLogger("commscope.aggregate")
 

@@ -37,29 +37,29 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TextIO
 
-from commscope.collector.errors import ClusterError, CommscopeError, ConfigError, MergeError
 from commscope.collector.inspector_windows import DEFAULT_WINDOW_S, MAX_WINDOW_S, WindowRule
 from commscope.collector.jsonstream import require_c_backend
-from commscope.collector.schema import MAX_BATCH_EVENTS, NODE_PATTERN, Inputs, Report, RunEnd
 from commscope.collector.stream import StreamSettings
-from commscope.collector.version import installed_version
 from commscope.exporters import diff, files, jsonreport, text
 from commscope.exporters.files import write_reports
 from commscope.exporters.metricnames import MAX_RANK_SERIES, SHARD_PATTERN
 from commscope.exporters.progress import TerminalProgress
-from commscope.pipeline import compare, parallel
-from commscope.pipeline.cluster import CONNECT_TIMEOUT_S, Cluster
+from commscope.model.errors import ClusterError, CommscopeError, ConfigError, MergeError
+from commscope.model.schema import MAX_BATCH_EVENTS, NODE_PATTERN, Inputs, Report, RunEnd
+from commscope.model.version import installed_version
+from commscope.pipeline import compare
 from commscope.pipeline.config import flags_only, parse_config, with_overrides
 from commscope.pipeline.merge import check_distinct, combine
 from commscope.pipeline.ranks import rank_set
 from commscope.pipeline.report import Options
-from commscope.pipeline.store import run_end
-from commscope.service import curve
+from commscope.service import curve, parallel
 from commscope.service.aggregate import Aggregator, AggregatorSettings
+from commscope.service.cluster import CONNECT_TIMEOUT_S, Cluster
 from commscope.service.collect import Collector, CollectorSettings
 from commscope.service.endpoints import endpoint
 from commscope.service.logs import configure_logging
 from commscope.service.offline import analyse_jobs
+from commscope.service.store import run_end
 from msgspec.structs import replace
 
 EXIT_OK: Final = 0

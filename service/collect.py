@@ -38,18 +38,9 @@ from wsgiref.simple_server import WSGIServer
 import msgspec
 import zmq
 from commscope.collector.atomic import write_atomic
-from commscope.collector.errors import ConfigError, ProtocolError, ReadError, TraceError
 from commscope.collector.follow import open_followed
 from commscope.collector.inspector_stream import InspectorStream
 from commscope.collector.inspector_windows import WindowRule
-from commscope.collector.schema import (
-    CheckpointEntry,
-    CollectorStats,
-    DropReason,
-    FileStats,
-    Heartbeat,
-    TraceMeta,
-)
 from commscope.collector.session import Limits, Session, Start, load_checkpoint
 from commscope.collector.sources import reader_of
 from commscope.collector.stream import (
@@ -62,13 +53,21 @@ from commscope.collector.stream import (
     retryable,
 )
 from commscope.collector.transport import Transport, ZmqTransport
-from commscope.collector.version import installed_version
 from commscope.collector.watch import Watcher
 from commscope.exporters.collectormetrics import CollectorMetrics
 from commscope.exporters.publish import serve
-from commscope.pipeline import parallel
+from commscope.model.errors import ConfigError, ProtocolError, ReadError, TraceError
+from commscope.model.schema import (
+    CheckpointEntry,
+    CollectorStats,
+    DropReason,
+    FileStats,
+    Heartbeat,
+    TraceMeta,
+)
+from commscope.model.version import installed_version
 from commscope.pipeline.edge import Reduction
-from commscope.service import curve
+from commscope.service import curve, parallel
 
 log = logging.getLogger("commscope.collect")
 

@@ -29,8 +29,8 @@ from typing import Final, Generic, TypeVar
 import msgspec
 import zmq
 import zmq.auth
-from commscope.collector.errors import ConfigError
-from commscope.collector.schema import REFUSED_REASONS, Name, RefusedReason
+from commscope.model.errors import ConfigError
+from commscope.model.schema import REFUSED_REASONS, Name, RefusedReason
 from commscope.service.logs import sparse
 from zmq.utils import z85
 from zmq.utils.monitor import recv_monitor_message

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from commscope.collector.errors import ConfigError
+from commscope.model.errors import ConfigError
 
 _TCP: Final = re.compile(r"tcp://(?P<host>\[[0-9A-Fa-f:.]+\]|[^:/\[\]]+):(?P<port>[^:/]*)")
 _EXAMPLE: Final = "tcp://HOST:PORT or ipc://PATH"

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
-from commscope.collector.schema import CollectorStats, Reject, RunAck, ToCollector, Welcome
+from commscope.model.schema import CollectorStats, Reject, RunAck, ToCollector, Welcome
 from commscope.service.links import Links
 
 

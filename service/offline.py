@@ -21,17 +21,18 @@ from pathlib import Path
 from typing import Protocol
 
 from commscope.collector.discover import WindowFiles, file_size, find_windows, open_trace
-from commscope.collector.errors import NotATraceError, TraceError
 from commscope.collector.inspector_file import DEFAULT_RULE
 from commscope.collector.inspector_windows import WindowRule
-from commscope.collector.names import looks_like_trace, window_order
-from commscope.collector.schema import INSPECTOR_LOGS, Report, Skipped
 from commscope.collector.source import File, Rank, ReadOptions, drain, finished
 from commscope.collector.sources import reader_of
-from commscope.pipeline import cluster as dask_cluster
-from commscope.pipeline import inspector_beside, inspector_sources, jobs, parallel
+from commscope.model.errors import NotATraceError, TraceError
+from commscope.model.names import looks_like_trace, window_order
+from commscope.model.schema import INSPECTOR_LOGS, Report, Skipped
+from commscope.pipeline import inspector_beside, inspector_sources, jobs
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report
+from commscope.service import cluster as dask_cluster
+from commscope.service import parallel
 from msgspec.structs import replace as struct_replace
 
 

@@ -13,8 +13,8 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from commscope.collector.classify import bus_factor
-from commscope.collector.schema import CommOp, Event, RankResult
+from commscope.model.bus import bus_factor
+from commscope.model.schema import CommOp, Event, RankResult
 from commscope.pipeline.accumulate import Accumulator
 
 

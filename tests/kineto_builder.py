@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from commscope.collector.kineto import TraceReader
-from commscope.collector.schema import (
+from commscope.model.schema import (
     CommOp,
     CpuSpan,
     Event,

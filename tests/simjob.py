@@ -37,7 +37,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Final
 
-from commscope.collector.classify import bus_factor
+from commscope.model.bus import bus_factor
 
 GPUS_PER_NODE: Final = 8
 US: Final = 1_000  # ns

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 from builders import rank_trace, write
-from commscope.collector.schema import Report
 from commscope.exporters import text
+from commscope.model.schema import Report
 from commscope.service.cli import main
 
 REQUIRED = {

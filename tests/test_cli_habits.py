@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from builders import rank_trace, write
-from commscope.collector.version import installed_version
+from commscope.model.version import installed_version
 from commscope.service import cli
 from commscope.service.main import SIGPIPE_EXIT
 

@@ -61,7 +61,7 @@ from typing import Final
 import msgspec
 from commscope.collector.discover import open_trace, rank_from_name
 from commscope.collector.kineto import BATCH_EVENTS, TraceReader
-from commscope.collector.schema import (
+from commscope.model.schema import (
     Event,
     FileStats,
     Record,

@@ -33,7 +33,7 @@ import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
-from commscope.collector.schema import (
+from commscope.model.schema import (
     Batch,
     CommOp,
     Event,
@@ -46,7 +46,7 @@ from commscope.collector.schema import (
 )
 from commscope.pipeline.aggregation import Aggregation
 from commscope.pipeline.report import Options
-from commscope.pipeline.store import Store
+from commscope.service.store import Store
 
 KINDS = ("AllReduce", "AllGather", "ReduceScatter")
 TP = 8  # ranks a process group: tp0 = ranks 0-7, tp1 = 8-15, ...

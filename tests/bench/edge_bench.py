@@ -31,7 +31,7 @@ from typing import Final
 import msgspec
 from commscope.collector.discover import open_trace
 from commscope.collector.kineto import TraceReader
-from commscope.collector.schema import (
+from commscope.model.schema import (
     Batch,
     Event,
     Facts,

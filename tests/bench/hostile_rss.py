@@ -24,7 +24,7 @@ from pathlib import Path
 
 import msgspec
 import zmq
-from commscope.collector.schema import PROTOCOL_VERSION, GpuOp, Hello, StreamStart
+from commscope.model.schema import PROTOCOL_VERSION, GpuOp, Hello, StreamStart
 from commscope.service.aggregate import MAX_MESSAGE_BYTES
 
 MB = 2**20

@@ -33,7 +33,7 @@ NODES = 32
 def window_records(window: int, ranks: int, calls: int) -> list[tuple[str, bytes]]:
     """(node, payload) of every record of a window, interleaved across files."""
     import msgspec
-    from commscope.collector.schema import CommOp, GpuOp, StreamEnd, StreamStart, TraceMeta
+    from commscope.model.schema import CommOp, GpuOp, StreamEnd, StreamStart, TraceMeta
     from commscope.pipeline.edge import Reduction
 
     files = []

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from commscope.collector.discover import open_trace
 from commscope.collector.kineto import TraceReader
-from commscope.collector.schema import Record, StreamEnd, StreamStart
+from commscope.model.schema import Record, StreamEnd, StreamStart
 from commscope.pipeline.aggregation import Aggregation
 from commscope.pipeline.edge import Reduction
 from commscope.pipeline.report import Options

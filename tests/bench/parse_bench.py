@@ -809,7 +809,7 @@ def scale_real(path: Path, target_mb: int, source: Path = REAL_TRACE) -> GenInfo
 
 def parse_commscope(path: str, fast: bool = True) -> dict[str, Any]:
     from commscope.collector.kineto import TraceReader
-    from commscope.collector.schema import CommOp, CpuSpan, GpuOp, Step
+    from commscope.model.schema import CommOp, CpuSpan, GpuOp, Step
 
     kinds: Counter[type] = Counter()
     started = _clocks()
@@ -906,8 +906,8 @@ def parse_paired(path: str) -> dict[str, Any]:
 
 
 CHILD_IMPORTS = {
-    "commscope": ("commscope.collector.kineto", "commscope.collector.schema"),
-    "commscope-ijson": ("commscope.collector.kineto", "commscope.collector.schema"),
+    "commscope": ("commscope.collector.kineto", "commscope.model.schema"),
+    "commscope-ijson": ("commscope.collector.kineto", "commscope.model.schema"),
     "ijson": ("ijson",),
     "json.load": (),
     "paired": ("commscope.collector.kineto", "ijson"),

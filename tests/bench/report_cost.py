@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import msgspec
-from commscope.collector.schema import FinishedFile
+from commscope.model.schema import FinishedFile
 from commscope.pipeline.aggregation import Aggregation
 from commscope.pipeline.report import Options
 from live_profile import records

@@ -99,8 +99,8 @@ from pathlib import Path
 from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from commscope.collector.errors import ProtocolError
 from commscope.collector.session import load_checkpoint
+from commscope.model.errors import ProtocolError
 from machineinfo import MB, cpu_and_python
 from simjob import Job, file_name, folder, write_trace
 

@@ -65,7 +65,7 @@ def records(path: Path) -> tuple[str, list[bytes]]:
     import msgspec
     from commscope.collector.discover import open_trace
     from commscope.collector.kineto import TraceReader
-    from commscope.collector.schema import StreamEnd, StreamStart
+    from commscope.model.schema import StreamEnd, StreamStart
     from commscope.pipeline.edge import Reduction
 
     stream = hashlib.blake2b(str(path).encode(), digest_size=16).hexdigest()
@@ -114,7 +114,7 @@ def renamed(sent: Sent, count: int) -> Sent:
     """`count` windows: those sent in turn, the k-th (from 0) as folder iteration_<2k+2>, its
     streams and paths renamed with it."""
     import msgspec
-    from commscope.collector.schema import Facts, StreamEnd, StreamStart
+    from commscope.model.schema import Facts, StreamEnd, StreamStart
 
     decode = msgspec.msgpack.Decoder(StreamStart | Facts | StreamEnd).decode
     given = sorted(sent, key=lambda name: int(name.rsplit("_", 1)[1]))
@@ -158,7 +158,7 @@ def measure(
 def greet(aggregator: object, sent: Sent) -> list[str]:
     """Each node's Hello received, committed and published; the job's windows in order."""
     import msgspec
-    from commscope.collector.schema import PROTOCOL_VERSION, Hello
+    from commscope.model.schema import PROTOCOL_VERSION, Hello
 
     for node in sorted({node for files in sent.values() for node, _ in files}):
         hello = Hello(node=node, protocol=PROTOCOL_VERSION, instance="replay")

@@ -16,7 +16,7 @@ import random
 import sys
 
 import msgspec
-from commscope.collector.schema import CommOp, OpTally, RankResult, RunTally, Sketch
+from commscope.model.schema import CommOp, OpTally, RankResult, RunTally, Sketch
 from commscope.pipeline.accumulate import count_op, merge_results
 from commscope.pipeline.sketch import footprint_bytes, quantile
 from commscope.pipeline.stats import quantile as exact_quantile

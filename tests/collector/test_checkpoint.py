@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from commscope.collector.errors import ProtocolError
-from commscope.collector.schema import STATE_VERSION, CheckpointEntry
 from commscope.collector.session import dump_checkpoint, load_checkpoint
+from commscope.model.errors import ProtocolError
+from commscope.model.schema import STATE_VERSION, CheckpointEntry
 
 PATH = "/run/it_4/rank0_trace.json.gz"
 ENTRY = CheckpointEntry(

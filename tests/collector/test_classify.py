@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from commscope.collector.classify import (
-    bus_factor,
     collective_type,
     dtype_bytes,
     dtype_name,
@@ -15,7 +14,8 @@ from commscope.collector.classify import (
     shape_group,
     split_sizes,
 )
-from commscope.collector.schema import MAX_SPLITS
+from commscope.model.bus import bus_factor
+from commscope.model.schema import MAX_SPLITS
 
 # ------------------------------------------------------------------ collective_type
 

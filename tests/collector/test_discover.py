@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from commscope.collector.discover import find_windows, open_trace, rank_from_name
-from commscope.collector.errors import ConfigError
+from commscope.model.errors import ConfigError
 
 
 @pytest.mark.parametrize(

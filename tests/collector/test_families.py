@@ -15,7 +15,7 @@ from commscope.collector.families import (
     role,
     shown_name,
 )
-from commscope.collector.schema import COLLECTIVE_TYPES, MAX_LABEL
+from commscope.model.schema import COLLECTIVE_TYPES, MAX_LABEL
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 from commscope.collector import fastparse
-from commscope.collector.errors import LayoutMissError, TraceError
 from commscope.collector.fastparse import fast_items
 from commscope.collector.follow import open_followed
 from commscope.collector.jsonguard import SAFE_DEPTH
 from commscope.collector.jsonstream import Tap, tail_object, trace_items
 from commscope.collector.kineto import TraceReader
 from commscope.collector.normalize import RawEvent, from_item
+from commscope.model.errors import LayoutMissError, TraceError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kineto_builder import (

@@ -15,12 +15,12 @@ from commscope.collector.inspector import (
     LineReader,
     Op,
     cut_lines,
-    inspected,
     place,
     split_lines,
 )
 from commscope.collector.inspector_file import parse
-from commscope.collector.schema import (
+from commscope.model.inspector import inspected
+from commscope.model.schema import (
     EVIDENCE,
     CommOp,
     Evidence,

@@ -9,8 +9,8 @@ import msgspec
 from commscope.collector.inspector import LineReader, Op
 from commscope.collector.inspector_stream import GROUP_OPS, InspectorStream, groups
 from commscope.collector.inspector_windows import WindowRule
-from commscope.collector.schema import Facts, Record, StreamEnd, StreamStart
 from commscope.collector.stream import Item, StreamSettings
+from commscope.model.schema import Facts, Record, StreamEnd, StreamStart
 from commscope.pipeline.edge import Reduction
 from inspector_builder import DUMP_US, coll
 

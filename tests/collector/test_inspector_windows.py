@@ -14,7 +14,7 @@ from commscope.collector.inspector_windows import (
     window_folder,
     window_stream,
 )
-from commscope.collector.names import window_names
+from commscope.model.names import window_names
 from inspector_builder import coll
 
 W = 300_000_000  # µs: the default 300 s, grace 60 s

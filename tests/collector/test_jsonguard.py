@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from commscope.collector.errors import LimitError, TraceError
 from commscope.collector.follow import open_followed
 from commscope.collector.jsonguard import (
     MAX_DEPTH,
@@ -21,6 +20,7 @@ from commscope.collector.jsonguard import (
     NumberFixer,
     nesting,
 )
+from commscope.model.errors import LimitError, TraceError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kineto_builder import ChunkedReader, kernel, read, trace

@@ -19,7 +19,7 @@ from typing import NamedTuple
 import pytest
 from commscope.collector.classify import is_comm_kernel
 from commscope.collector.kernels import kernel_category
-from commscope.collector.schema import KERNEL_CATEGORIES
+from commscope.model.schema import KERNEL_CATEGORIES
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from commscope.collector import normalize
 from commscope.collector.normalize import CallIndex, CommCall, Normalizer, from_item
-from commscope.collector.schema import CommOp
+from commscope.model.schema import CommOp
 from kineto_builder import collective_args, cpu_op, dist_head, kernel, launch, read, trace
 
 ALLREDUCE_KERNEL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"

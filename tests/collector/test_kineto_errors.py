@@ -8,8 +8,8 @@ import io
 from typing import Any
 
 import pytest
-from commscope.collector.errors import ReadError, TraceError
 from commscope.collector.kineto import TraceReader
+from commscope.model.errors import ReadError, TraceError
 from kineto_builder import annotation, collective_args, cpu_op, dist_head, kernel, read, trace
 
 GOOD = trace(

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from commscope.collector.normalize import NAMED_TIDS, string_tid
-from commscope.collector.schema import CommOp, GpuOp, Step
+from commscope.model.schema import CommOp, GpuOp, Step
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kineto_builder import dist_head, read, span, trace

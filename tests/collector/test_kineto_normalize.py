@@ -11,7 +11,7 @@ from array import array
 import pytest
 from commscope.collector.kineto import TraceReader
 from commscope.collector.normalize import CallIndex, CommCall, start_order
-from commscope.collector.schema import CommOp, CpuSpan, GpuOp, MemoryPeak, Step, TraceMeta
+from commscope.model.schema import CommOp, CpuSpan, GpuOp, MemoryPeak, Step, TraceMeta
 from kineto_builder import (
     annotation,
     collective_args,

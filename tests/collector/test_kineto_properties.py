@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 from commscope.collector.normalize import LAUNCH_MEMORY, string_tid
-from commscope.collector.schema import CommOp, CpuSpan, Event, GpuOp, Step
+from commscope.model.schema import CommOp, CpuSpan, Event, GpuOp, Step
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kineto_builder import (

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from commscope.collector.schema import CommOp, Step
+from commscope.model.schema import CommOp, Step
 from kineto_builder import Parsed, read
 
 KINETO = Path(__file__).parents[2].parent / "shared" / "traces" / "kineto"

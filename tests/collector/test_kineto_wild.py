@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from commscope.collector.schema import CommOp, GpuOp, Step
+from commscope.model.schema import CommOp, GpuOp, Step
 from kineto_builder import (
     COMPUTE_TID,
     annotation,

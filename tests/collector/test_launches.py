@@ -5,14 +5,9 @@ from __future__ import annotations
 
 import pytest
 from commscope.collector import launches
-from commscope.collector.launches import (
-    KernelNames,
-    LaunchJoin,
-    is_launch_call,
-    pack,
-    unpack,
-)
-from commscope.collector.schema import Event, KernelTime, LaunchDelays
+from commscope.collector.launches import KernelNames, LaunchJoin, is_launch_call
+from commscope.model.int64s import pack, unpack
+from commscope.model.schema import Event, KernelTime, LaunchDelays
 from kineto_builder import kernel, read, span, trace
 
 GEMM = "ampere_sgemm_128x64_nn"

@@ -5,8 +5,8 @@ is skipped with its reason."""
 from __future__ import annotations
 
 import pytest
-from commscope.collector.errors import NOT_A_TRACE, NotATraceError, TraceError
-from commscope.collector.names import looks_like_trace
+from commscope.model.errors import NOT_A_TRACE, NotATraceError, TraceError
+from commscope.model.names import looks_like_trace
 from kineto_builder import read
 
 

@@ -7,7 +7,7 @@ import struct
 
 from commscope.collector import nsys
 from commscope.collector.nsys import ApiCall, Comms, Process
-from commscope.collector.schema import CommOp, GpuOp, Step
+from commscope.model.schema import CommOp, GpuOp, Step
 from hypothesis import given
 from hypothesis import strategies as st
 from nsys_builder import (

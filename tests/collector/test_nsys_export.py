@@ -12,9 +12,9 @@ import msgspec
 import pytest
 from commscope.collector import nsys, nsysdb
 from commscope.collector.discover import find_windows
-from commscope.collector.errors import TraceError
 from commscope.collector.nsysdb import EXPORT_FIRST
-from commscope.collector.schema import CommOp, KernelTime, Step
+from commscope.model.errors import TraceError
+from commscope.model.schema import CommOp, KernelTime, Step
 from commscope.pipeline.report import ParsedFile
 from commscope.service.offline import Failed, outcome, parse_windows
 from commscope.service.offline import read as read_ranks

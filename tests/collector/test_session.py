@@ -31,7 +31,11 @@ from commscope.collector.discover import (
 )
 from commscope.collector.inspector_stream import InspectorStream
 from commscope.collector.kineto import TraceReader
-from commscope.collector.schema import (
+from commscope.collector.session import Limits, Session, Start, dump_checkpoint, load_checkpoint
+from commscope.collector.stream import FINGERPRINT_BYTES, Item, StreamSettings, fingerprint
+from commscope.collector.transport import MemoryTransport
+from commscope.exporters import jsonreport
+from commscope.model.schema import (
     Ack,
     Event,
     Facts,
@@ -43,10 +47,6 @@ from commscope.collector.schema import (
     TraceMeta,
     Welcome,
 )
-from commscope.collector.session import Limits, Session, Start, dump_checkpoint, load_checkpoint
-from commscope.collector.stream import FINGERPRINT_BYTES, Item, StreamSettings, fingerprint
-from commscope.collector.transport import MemoryTransport
-from commscope.exporters import jsonreport
 from commscope.pipeline.edge import Reduction, facts
 from commscope.pipeline.report import Options
 from commscope.service.aggregate import Aggregator, AggregatorSettings
@@ -433,7 +433,7 @@ def test_a_rewind_cancels_the_reader_and_forgets_the_window() -> None:
 
 
 def _entry(stream: str, covered: int, acked: int = 0) -> Any:
-    from commscope.collector.schema import CheckpointEntry
+    from commscope.model.schema import CheckpointEntry
 
     return CheckpointEntry(stream=stream, fingerprint_bytes=covered, acked=acked)
 

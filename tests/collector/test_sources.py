@@ -12,13 +12,13 @@ from typing import cast
 
 import pytest
 from commscope.collector import sources
-from commscope.collector.inspector import NO_COMPUTE
 from commscope.collector.inspector_file import INSPECTOR
 from commscope.collector.kineto import KINETO
 from commscope.collector.nsysdb import NSYS
-from commscope.collector.schema import CommOp, Event, FileStats, GpuOp, Step, TraceMeta
-from commscope.collector.schema import Source as SourceKind
 from commscope.collector.source import File, Live, Rank, Reading, drain
+from commscope.model.inspector import NO_COMPUTE
+from commscope.model.schema import CommOp, Event, FileStats, GpuOp, Step, TraceMeta
+from commscope.model.schema import Source as SourceKind
 from commscope.service.cli import main
 
 

@@ -13,7 +13,6 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import pytest
-from commscope.collector.schema import Event, Facts, GpuOp, KernelTime, StreamEnd, StreamStart
 from commscope.collector.stream import (
     ATTEMPTS,
     FileStream,
@@ -23,6 +22,7 @@ from commscope.collector.stream import (
     fingerprint,
     fingerprint_of_path,
 )
+from commscope.model.schema import Event, Facts, GpuOp, KernelTime, StreamEnd, StreamStart
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.edge import Reduction, from_facts
 from commscope.service.collect import reduce_whole

@@ -10,7 +10,8 @@ from pathlib import Path
 import msgspec
 import pytest
 import zmq
-from commscope.collector.schema import (
+from commscope.collector.transport import MemoryTransport, ZmqTransport
+from commscope.model.schema import (
     PROTOCOL_VERSION,
     Ack,
     Hello,
@@ -18,7 +19,6 @@ from commscope.collector.schema import (
     ToCollector,
     Welcome,
 )
-from commscope.collector.transport import MemoryTransport, ZmqTransport
 from commscope.service.aggregate import Aggregator, AggregatorSettings
 
 HELLO = msgspec.msgpack.encode(Hello(protocol=PROTOCOL_VERSION, node="n1", instance="i"))

@@ -15,9 +15,9 @@ from typing import Any, get_args, get_type_hints
 
 import msgspec
 import pytest
-from commscope.collector import schema
-from commscope.collector.launches import pack as pack_delays
-from commscope.collector.schema import (
+from commscope.model import schema
+from commscope.model.int64s import pack as pack_delays
+from commscope.model.schema import (
     PROTOCOL_VERSION,
     STATE_VERSION,
     Ack,

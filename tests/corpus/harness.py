@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 import msgspec
-from commscope.collector.errors import TraceError
-from commscope.collector.schema import Report
 from commscope.exporters import jsonreport, text
+from commscope.model.errors import TraceError
+from commscope.model.schema import Report
 from commscope.pipeline import jobs
 from commscope.pipeline.report import Options, ParsedFile, build_report
 from commscope.service.offline import parse_file

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import subprocess
 
-from commscope.collector.schema import PROTOCOL_VERSION, CollectorStats
 from commscope.exporters.collectormetrics import CollectorMetrics
 from commscope.exporters.metricnames import COLLECTOR_FAMILIES
+from commscope.model.schema import PROTOCOL_VERSION, CollectorStats
 from prometheus_client import CollectorRegistry, generate_latest
 from tools import require_tool
 

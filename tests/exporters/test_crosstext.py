@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from commscope.collector.schema import Desync, GroupMatch, Matching, Report
 from commscope.exporters.crosstext import matching_lines
 from commscope.exporters.extremes import Cut
+from commscope.model.schema import Desync, GroupMatch, Matching, Report
 
 DESYNC = Desync(
     process_group="(unnamed)",

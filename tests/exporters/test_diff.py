@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from commscope.collector.errors import ConfigError
-from commscope.collector.schema import (
+from commscope.exporters import diff, jsonreport
+from commscope.model.errors import ConfigError
+from commscope.model.schema import (
     Collectives,
     CollectiveStats,
     JobDifference,
@@ -20,7 +21,6 @@ from commscope.collector.schema import (
     Summary,
     Throughput,
 )
-from commscope.exporters import diff, jsonreport
 from commscope.pipeline import compare
 from commscope.service.cli import EXIT_UNTESTED, main
 from msgspec.structs import replace

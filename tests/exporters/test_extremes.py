@@ -4,8 +4,6 @@ worked out by hand; a brute-force oracle for the choice."""
 
 from __future__ import annotations
 
-from commscope.collector.schema import Report, Skew, Stragglers
-from commscope.collector.units import duration
 from commscope.exporters.extremes import (
     EACH_END,
     FULL_UP_TO,
@@ -16,6 +14,8 @@ from commscope.exporters.extremes import (
     pick,
 )
 from commscope.exporters.textfmt import pct, plain, rank_runs
+from commscope.model.schema import Report, Skew, Stragglers
+from commscope.model.units import duration
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from commscope.collector.errors import ConfigError
-from commscope.collector.schema import Report, RunConfig
 from commscope.exporters import text
 from commscope.exporters.files import write_beside, write_reports
+from commscope.model.errors import ConfigError
+from commscope.model.schema import Report, RunConfig
 from commscope.pipeline.report import Options
 from commscope.service.offline import analyse
 

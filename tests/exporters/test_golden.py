@@ -9,7 +9,8 @@ import os
 from pathlib import Path
 
 import pytest
-from commscope.collector.schema import (
+from commscope.exporters import jsonreport, text
+from commscope.model.schema import (
     CommOp,
     Event,
     FileStats,
@@ -20,7 +21,6 @@ from commscope.collector.schema import (
     Step,
     TraceMeta,
 )
-from commscope.exporters import jsonreport, text
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.config import JobConfig
 from commscope.pipeline.merge import combine

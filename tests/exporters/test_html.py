@@ -8,7 +8,8 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
 import msgspec
-from commscope.collector.schema import (
+from commscope.exporters import html, htmlplots, svg, text
+from commscope.model.schema import (
     AlphaBeta,
     Kernels,
     Network,
@@ -26,7 +27,6 @@ from commscope.collector.schema import (
     Throughput,
     Window,
 )
-from commscope.exporters import html, htmlplots, svg, text
 
 NASTY = "<b>&\"pg'</b>"
 TAGS = {"html", "head", "meta", "link", "title", "style", "body", "h1", "h2", "p", "b", "div",

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from commscope.collector.schema import Report
 from commscope.exporters import html
+from commscope.model.schema import Report
 from tools import require_tool
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,8 +6,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable
 
 import pytest
-from commscope.collector.units import duration, rate, size
 from commscope.exporters import svg
+from commscope.model.units import duration, rate, size
 
 
 @pytest.mark.parametrize(

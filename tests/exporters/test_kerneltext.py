@@ -4,14 +4,6 @@
 from __future__ import annotations
 
 import pytest
-from commscope.collector.schema import (
-    KernelRow,
-    Launches,
-    RankLaunches,
-    Report,
-    Summary,
-    TopKernels,
-)
 from commscope.exporters import html, text
 from commscope.exporters.extremes import Cut
 from commscope.exporters.kerneltext import (
@@ -21,6 +13,14 @@ from commscope.exporters.kerneltext import (
     short_name,
     short_names,
     top_kernel_lines,
+)
+from commscope.model.schema import (
+    KernelRow,
+    Launches,
+    RankLaunches,
+    Report,
+    Summary,
+    TopKernels,
 )
 
 VECTORIZED = (

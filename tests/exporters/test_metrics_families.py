@@ -9,17 +9,6 @@ import math
 import subprocess
 
 import pytest
-from commscope.collector.schema import (
-    AggregatorStats,
-    CollectorStats,
-    Event,
-    FileStats,
-    GpuOp,
-    MemoryPeak,
-    Report,
-    Step,
-    TraceMeta,
-)
 from commscope.exporters.metricnames import FAMILIES, MAX_GROUPS, SHARD_LABEL
 from commscope.exporters.prometheus import (
     Buckets,
@@ -31,6 +20,17 @@ from commscope.exporters.prometheus import (
     kept_ranks,
 )
 from commscope.exporters.publish import BUILD
+from commscope.model.schema import (
+    AggregatorStats,
+    CollectorStats,
+    Event,
+    FileStats,
+    GpuOp,
+    MemoryPeak,
+    Report,
+    Step,
+    TraceMeta,
+)
 from commscope.pipeline.config import JobConfig
 from commscope.pipeline.report import Options, ParsedFile, build_report
 from crossrank_builder import Scenario, calls, results
@@ -142,7 +142,7 @@ def test_cross_rank_families_carry_the_report_numbers() -> None:
 
 
 def test_alpha_beta_labels_are_capped_at_max_groups() -> None:
-    from commscope.collector.schema import AlphaBeta
+    from commscope.model.schema import AlphaBeta
 
     fits = {str(g): {"AllReduce": AlphaBeta(instances=g, sizes=3, alpha_s=1e-5, beta_Bps=1e9)}
             for g in range(MAX_GROUPS + 5)}  # fmt: skip

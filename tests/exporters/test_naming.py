@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from commscope.collector.schema import Inputs, JobInfo, Kernels, RankKernels, Report, RunConfig
 from commscope.exporters.naming import basename, clean_name, numbered
+from commscope.model.schema import Inputs, JobInfo, Kernels, RankKernels, Report, RunConfig
 
 NOW = datetime(2026, 11, 24, 12, 0, 5, tzinfo=UTC)
 GPU = RunConfig(gpu_name="NVIDIA H100 80GB HBM3")

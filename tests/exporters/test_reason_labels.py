@@ -7,7 +7,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from commscope.collector.schema import (
+from commscope.exporters.collectormetrics import CollectorMetrics
+from commscope.exporters.metricnames import COLLECTOR_FAMILIES, FAMILIES
+from commscope.exporters.prometheus import Snapshot, SnapshotCollector
+from commscope.model.schema import (
     DROP_REASONS,
     EVENT_DROP_REASONS,
     READ_FAILURES,
@@ -21,9 +24,6 @@ from commscope.collector.schema import (
     ReadFailure,
     Report,
 )
-from commscope.exporters.collectormetrics import CollectorMetrics
-from commscope.exporters.metricnames import COLLECTOR_FAMILIES, FAMILIES
-from commscope.exporters.prometheus import Snapshot, SnapshotCollector
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 

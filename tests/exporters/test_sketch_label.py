@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from commscope.collector.schema import CommOp, FileStats, Report, TraceMeta
 from commscope.exporters import text
+from commscope.model.schema import CommOp, FileStats, Report, TraceMeta
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report
 

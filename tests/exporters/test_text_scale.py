@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from commscope.collector.schema import (
+from commscope.exporters import html, svg, text
+from commscope.model.schema import (
     AlphaBeta,
     ClockOffset,
     Clocks,
@@ -39,7 +40,6 @@ from commscope.collector.schema import (
     TopKernels,
     Window,
 )
-from commscope.exporters import html, svg, text
 
 US = 1e-6
 MS = 1e-3

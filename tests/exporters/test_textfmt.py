@@ -8,7 +8,7 @@ import re
 from decimal import Decimal
 
 import pytest
-from commscope.collector.units import (
+from commscope.model.units import (
     BYTES,
     FLOPS,
     RATES,

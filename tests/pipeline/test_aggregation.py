@@ -31,9 +31,11 @@ from commscope.collector.discover import (
     relative_folder,
     root_name,
 )
-from commscope.collector.errors import TraceError
 from commscope.collector.kineto import TraceReader
-from commscope.collector.schema import (
+from commscope.exporters import jsonreport
+from commscope.exporters.prometheus import Snapshot, families
+from commscope.model.errors import TraceError
+from commscope.model.schema import (
     Diagnosis,
     Event,
     Facts,
@@ -48,8 +50,6 @@ from commscope.collector.schema import (
     StreamStart,
     TraceMeta,
 )
-from commscope.exporters import jsonreport
-from commscope.exporters.prometheus import Snapshot, families
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.aggregation import RETIRED_SEQ, Aggregation, Applied, Prepared, Verdict
 from commscope.pipeline.edge import Reduction, facts, pack

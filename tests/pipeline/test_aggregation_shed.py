@@ -16,7 +16,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import msgspec
-from commscope.collector.schema import (
+from commscope.exporters import jsonreport, text
+from commscope.exporters.prometheus import Snapshot, families
+from commscope.model.schema import (
     CommOp,
     Event,
     FinishedFile,
@@ -29,8 +31,6 @@ from commscope.collector.schema import (
     StreamStart,
     TraceMeta,
 )
-from commscope.exporters import jsonreport, text
-from commscope.exporters.prometheus import Snapshot, families
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.aggregation import Aggregation, Verdict
 from commscope.pipeline.edge import facts

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 import msgspec
-from commscope.collector.schema import CommOp, Event, FileStats, Report, TraceMeta
 from commscope.exporters import jsonreport, text
 from commscope.exporters.prometheus import Snapshot, families
+from commscope.model.schema import CommOp, Event, FileStats, Report, TraceMeta
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.merge import combine
 from commscope.pipeline.report import Options, ParsedFile, build_report

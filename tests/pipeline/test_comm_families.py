@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from commscope.collector.schema import Report
 from commscope.exporters import text
+from commscope.model.schema import Report
 from commscope.pipeline.report import Options
 from commscope.service.offline import analyse
 from families_builder import BUILDERS, RANKS, write_job

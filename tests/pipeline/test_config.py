@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from commscope.collector.errors import ConfigError
-from commscope.collector.schema import FileStats, Step, TraceMeta
 from commscope.exporters import text
+from commscope.model.errors import ConfigError
+from commscope.model.schema import FileStats, Step, TraceMeta
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.config import (
     DEFAULT_SOURCE,

@@ -6,7 +6,7 @@ import itertools
 import math
 
 import pytest
-from commscope.collector.schema import CommOp, RankResult
+from commscope.model.schema import CommOp, RankResult
 from commscope.pipeline import crossrank
 from commscope.pipeline.matching import Instance, match
 from commscope.pipeline.skew import Arrival, arrival, skew, stragglers, wait_tail

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from commscope.collector.schema import Report
+from commscope.model.schema import Report
 from commscope.pipeline.report import Options
 from commscope.service.offline import analyse
 from kineto_builder import collective_args, dist_head, kernel, trace

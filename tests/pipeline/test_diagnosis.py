@@ -6,7 +6,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from commscope.collector.schema import (
+from commscope.model.schema import (
     AlphaBeta,
     Collectives,
     CollectiveSkew,

@@ -11,8 +11,8 @@ import msgspec
 import pytest
 from commscope.collector.discover import open_trace
 from commscope.collector.kineto import TraceReader
-from commscope.collector.launches import pack as pack_delays
-from commscope.collector.schema import (
+from commscope.model.int64s import pack as pack_delays
+from commscope.model.schema import (
     MAX_FACT_ITEMS,
     CommOp,
     CpuSpan,

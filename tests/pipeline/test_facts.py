@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import msgspec
-from commscope.collector.schema import FileStats, OpTally, RankResult, TraceMeta
+from commscope.model.schema import FileStats, OpTally, RankResult, TraceMeta
 from commscope.pipeline import facts
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from commscope.collector.schema import (
+from commscope.model.schema import (
     CommOp,
     Event,
     FileStats,

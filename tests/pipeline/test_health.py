@@ -3,7 +3,8 @@ the traces have everything the checks look for."""
 
 from __future__ import annotations
 
-from commscope.collector.schema import (
+from commscope.exporters import text
+from commscope.model.schema import (
     CommOp,
     Event,
     FileStats,
@@ -15,7 +16,6 @@ from commscope.collector.schema import (
     Step,
     TraceMeta,
 )
-from commscope.exporters import text
 from commscope.pipeline import health
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report

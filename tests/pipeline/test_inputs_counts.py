@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from commscope.collector.schema import FileStats, Inputs, RankResult, Skipped, TraceMeta
+from commscope.model.schema import FileStats, Inputs, RankResult, Skipped, TraceMeta
 from commscope.pipeline.report import ParsedFile, WindowCache, _inputs
 from hypothesis import given, settings
 from hypothesis import strategies as st

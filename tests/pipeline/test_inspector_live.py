@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from commscope.collector.schema import CommOp, Facts, StreamEnd, StreamStart, TraceMeta
+from commscope.model.schema import CommOp, Facts, StreamEnd, StreamStart, TraceMeta
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.aggregation import Aggregation, Verdict
 from commscope.pipeline.inspector_live import LiveSkew, RecentSkews, absorbed

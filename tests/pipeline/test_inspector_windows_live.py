@@ -11,9 +11,9 @@ from typing import Any
 
 import msgspec
 from commscope.collector.inspector_stream import InspectorStream
-from commscope.collector.schema import FinishedFile, Record, StreamEnd
 from commscope.collector.stream import Item, StreamSettings
 from commscope.exporters import jsonreport, text
+from commscope.model.schema import FinishedFile, Record, StreamEnd
 from commscope.pipeline.aggregation import Aggregation, Verdict
 from commscope.pipeline.edge import Reduction
 from commscope.pipeline.report import Options

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from commscope.collector.schema import FileStats, RankResult, TraceMeta
+from commscope.model.schema import FileStats, RankResult, TraceMeta
 from commscope.pipeline import jobs
 from commscope.pipeline.accumulate import CPU
 from commscope.pipeline.report import ParsedFile

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from commscope.collector.schema import Report
+from commscope.model.schema import Report
 from commscope.pipeline.report import Options
 from commscope.service.offline import analyse
 from kineto_builder import cpu_op, dims_args, dist_head, kernel, launch, legacy_event, trace

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
-from commscope.collector.schema import CommOp
+from commscope.model.schema import CommOp
 from commscope.pipeline.matching import Matched, describe, match
 from hypothesis import given, settings
 from hypothesis import strategies as st

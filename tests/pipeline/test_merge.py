@@ -11,8 +11,8 @@ from typing import Any, TypeVar
 
 import msgspec
 import pytest
-from commscope.collector.errors import MergeError
-from commscope.collector.schema import (
+from commscope.model.errors import MergeError
+from commscope.model.schema import (
     CommOp,
     Event,
     FileStats,

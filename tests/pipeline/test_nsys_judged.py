@@ -9,9 +9,9 @@ from html import escape
 from pathlib import Path
 
 import pytest
-from commscope.collector.fields import CAPTURE_ONLY
-from commscope.collector.schema import Report
 from commscope.exporters import html, text
+from commscope.model.fields import CAPTURE_ONLY
+from commscope.model.schema import Report
 from commscope.pipeline.report import Options
 from commscope.service.offline import analyse
 from nsys_builder import Export

@@ -4,7 +4,7 @@ sentences) load under their snake_case keys: in stored stats and in old JSON rep
 from __future__ import annotations
 
 import msgspec
-from commscope.collector.schema import (
+from commscope.model.schema import (
     EVENT_DROP_REASONS,
     REASONS,
     FileStats,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from commscope.collector.schema import COLLECTIVE_TYPES, AlphaBeta, CommOp, SkewInstances
+from commscope.model.schema import COLLECTIVE_TYPES, AlphaBeta, CommOp, SkewInstances
 from commscope.pipeline import crossrank, skew
 from commscope.pipeline.stats import thin_indices
 from crossrank_builder import results

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 import pytest
-from commscope.collector.schema import TraceMeta
+from commscope.model.schema import TraceMeta
 from commscope.pipeline import ranks
 from commscope.pipeline.ranks import ranks_from_numbers
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from commscope.collector.discover import find_windows
-from commscope.collector.schema import Report
+from commscope.model.schema import Report
 from commscope.pipeline.accumulate import pooled_ops
 from commscope.pipeline.report import Options
 from commscope.pipeline.sections import collective_stats

@@ -7,7 +7,7 @@ import struct
 
 import msgspec
 import pytest
-from commscope.collector.schema import CommOp, OpTally, RankResult
+from commscope.model.schema import CommOp, OpTally, RankResult
 from commscope.pipeline.accumulate import Accumulator, count_op, pooled_ops
 from commscope.pipeline.stats import add_sample, sample_values
 from hypothesis import given

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from commscope.collector.schema import CommOp, Event, FileStats, GpuOp, Report, Step, TraceMeta
+from commscope.model.schema import CommOp, Event, FileStats, GpuOp, Report, Step, TraceMeta
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.config import JobConfig
 from commscope.pipeline.report import Options, ParsedFile, build_report

@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 
 import msgspec
-from commscope.collector.schema import (
+from commscope.exporters import jsonreport
+from commscope.model.schema import (
     COLLECTIVE_TYPES,
     CommOp,
     CpuSpan,
@@ -15,7 +16,6 @@ from commscope.collector.schema import (
     Step,
     TraceMeta,
 )
-from commscope.exporters import jsonreport
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report
 from hypothesis import given, settings

@@ -7,7 +7,7 @@ from collections import Counter
 
 import msgspec
 import pytest
-from commscope.collector.schema import CommOp, OpTally, RankResult, RunTally, ShedTally, Sketch
+from commscope.model.schema import CommOp, OpTally, RankResult, RunTally, ShedTally, Sketch
 from commscope.pipeline import sketch
 from commscope.pipeline.accumulate import (
     count_op,

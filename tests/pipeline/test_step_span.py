@@ -4,7 +4,7 @@ lies outside is reported apart, and no fraction of a whole exceeds 1 (times in m
 from __future__ import annotations
 
 import pytest
-from commscope.collector.schema import (
+from commscope.model.schema import (
     CommOp,
     CpuSpan,
     Event,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from commscope.collector.schema import CommOp
+from commscope.model.schema import CommOp
 from commscope.pipeline.straddle import affected, key, lent, successors, waiting
 
 

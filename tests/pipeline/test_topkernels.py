@@ -9,8 +9,8 @@ from array import array
 from pathlib import Path
 
 import pytest
-from commscope.collector.launches import pack
-from commscope.collector.schema import KernelRow, KernelTime, LaunchDelays, RankResult
+from commscope.model.int64s import pack
+from commscope.model.schema import KernelRow, KernelTime, LaunchDelays, RankResult
 from commscope.pipeline.accumulate import Accumulator, merge_results
 from commscope.pipeline.report import Options
 from commscope.pipeline.sketch import sketch_of

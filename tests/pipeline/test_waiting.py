@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from commscope.collector.schema import ExposedSplit
+from commscope.model.schema import ExposedSplit
 from commscope.pipeline.intervals import IntervalSet, difference, packed
 from commscope.pipeline.matching import Instance
 from commscope.pipeline.waiting import Exposed, pieces, pooled, split, unmatched_ns

@@ -12,8 +12,8 @@ from typing import Any
 import msgspec
 import pytest
 import zmq
-from commscope.collector.errors import WriteError
-from commscope.collector.schema import (
+from commscope.model.errors import WriteError
+from commscope.model.schema import (
     PROTOCOL_VERSION,
     Ack,
     EndOfRun,

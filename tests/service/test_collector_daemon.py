@@ -18,8 +18,8 @@ from pathlib import Path
 import msgspec
 import pytest
 import zmq
-from commscope.collector.schema import PROTOCOL_VERSION, Reject
 from commscope.exporters.metricnames import COLLECTOR_FAMILIES, FAMILIES
+from commscope.model.schema import PROTOCOL_VERSION, Reject
 from service.harness import (
     Aggregate,
     Proc,

@@ -15,8 +15,8 @@ from pathlib import Path
 import msgspec
 import pytest
 import zmq
-from commscope.collector.errors import ConfigError
-from commscope.collector.schema import PROTOCOL_VERSION, REFUSED_REASONS, EndOfRun, Hello
+from commscope.model.errors import ConfigError
+from commscope.model.schema import PROTOCOL_VERSION, REFUSED_REASONS, EndOfRun, Hello
 from commscope.service import curve
 from commscope.service.cli import main
 from service.harness import (

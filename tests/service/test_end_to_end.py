@@ -13,7 +13,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from commscope.collector.schema import JournalEntry
+from commscope.model.schema import JournalEntry
 from commscope.service.cli import EXIT_LOST
 from service.harness import (
     DLRM,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from commscope.collector.errors import ConfigError
+from commscope.model.errors import ConfigError
 from commscope.service.endpoints import endpoint
 
 

@@ -16,7 +16,8 @@ from typing import Any, get_args
 import msgspec
 import pytest
 import zmq
-from commscope.collector.schema import (
+from commscope.exporters import jsonreport
+from commscope.model.schema import (
     MAX_FACT_ITEMS,
     MAX_RANKS,
     PROTOCOL_VERSION,
@@ -40,7 +41,6 @@ from commscope.collector.schema import (
     TraceMeta,
     Welcome,
 )
-from commscope.exporters import jsonreport
 from commscope.pipeline.edge import Reduction
 from commscope.pipeline.report import Options
 from commscope.service.aggregate import MAX_MESSAGE_BYTES, Aggregator, AggregatorSettings

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from commscope.collector.schema import (
+from commscope.model.schema import (
     PROTOCOL_VERSION,
     CommOp,
     EndOfRun,

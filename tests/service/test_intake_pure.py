@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from commscope.collector.schema import (
+from commscope.model.schema import (
     PROTOCOL_VERSION,
     CollectorStats,
     Reject,

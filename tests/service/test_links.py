@@ -11,7 +11,8 @@ from pathlib import Path
 import msgspec
 import pytest
 import zmq
-from commscope.collector.schema import (
+from commscope.collector.stream import fingerprint
+from commscope.model.schema import (
     PROTOCOL_VERSION,
     Ack,
     Checkpoint,
@@ -23,7 +24,6 @@ from commscope.collector.schema import (
     ToCollector,
     Welcome,
 )
-from commscope.collector.stream import fingerprint
 from commscope.service import curve
 from commscope.service.links import Links, own_stream
 from hypothesis import given

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from commscope.collector.schema import Record
+from commscope.model.schema import Record
 from commscope.service.aggregate import Aggregator
 from commscope.service.pacing import Pacing
 

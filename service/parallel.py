@@ -36,8 +36,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Final, Generic, Protocol, TypeVar
 
-from commscope.collector.errors import DIED, ConfigError
-from commscope.pipeline import cgroup
+from commscope.model.errors import DIED, ConfigError
+from commscope.service import cgroup
 
 PRELOAD: Final = "commscope.service.offline"  # what the workers run: imported before forking
 

@@ -20,10 +20,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Final, TypeVar
 
-from commscope.collector.errors import ClusterError
-from commscope.collector.schema import SCHEMA_VERSION
-from commscope.collector.version import installed_version
-from commscope.pipeline.parallel import Progress, tell_done
+from commscope.model.errors import ClusterError
+from commscope.model.schema import SCHEMA_VERSION
+from commscope.model.version import installed_version
+from commscope.service.parallel import Progress, tell_done
 
 CONNECT_TIMEOUT_S: Final = 10.0
 KILLED: Final = "the parsing task killed its Dask workers (out of memory?)"

@@ -1,9 +1,9 @@
-"""Where each input format keeps a field (`collector/fields.py`): the words of the formats
+"""Where each input format keeps a field (`model/fields.py`): the words of the formats
 among the inputs, Kineto's when none of them is listed."""
 
 from __future__ import annotations
 
-from commscope.collector.fields import FIELDS, where
+from commscope.model.fields import FIELDS, where
 from commscope.pipeline.flops import peak_flops
 from commscope.pipeline.sections import peak_bandwidth
 

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from commscope.pipeline import cgroup, parallel
+from commscope.service import cgroup, parallel
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -13,10 +13,10 @@ from typing import NoReturn
 
 import pytest
 from builders import rank_trace, write
-from commscope.collector.errors import DIED
 from commscope.exporters import jsonreport
-from commscope.pipeline import parallel
+from commscope.model.errors import DIED
 from commscope.pipeline.report import Options
+from commscope.service import parallel
 from commscope.service.cli import main
 from commscope.service.offline import Failed, analyse, analyse_jobs
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from commscope.collector.errors import ProtocolError
-from commscope.collector.schema import (
+from commscope.model.errors import ProtocolError
+from commscope.model.schema import (
     STORE_VERSION,
     FinishedFile,
     JournalEntry,
@@ -25,7 +25,7 @@ from commscope.collector.schema import (
     TraceMeta,
 )
 from commscope.pipeline.stats import sample_values
-from commscope.pipeline.store import ENDED, Store, run_end, state_version
+from commscope.service.store import ENDED, Store, run_end, state_version
 
 A = "a" * 32
 B = "b" * 32

@@ -1,8 +1,10 @@
-"""What trace file and folder names say (pure: strings only, no filesystem).
+"""What trace file and folder names say, whatever the source (pure: strings only, no
+filesystem).
 
 The rank in a file name (`rank7`, `rank-7`, `rank_7`, `worker7`), whether a name says it is a
 trace, and the windows' names and order (`iteration_N` by N). The offline run and the live
-aggregator both read names through here.
+aggregator both read names through here; which source a name is (the names each
+source claims) is `collector.sources`.
 """
 
 from __future__ import annotations
@@ -10,41 +12,16 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from commscope.collector.schema import INSPECTOR_LOGS, MAX_RANKS
+from commscope.model.schema import MAX_RANKS
 
-_TRACE_SUFFIXES: Final = (".json", ".json.gz")
-# Inputs by kind: Kineto traces; Nsight Systems SQLite exports; Nsight Systems reports, which
-# must be exported first (`nsys export --type sqlite`).
-_KINDS: Final = (
-    (_TRACE_SUFFIXES, "kineto"),
-    ((".sqlite",), "nsys"),
-    ((".nsys-rep", ".qdrep"), "nsys-rep"),
-)
+_RANK_IN_NAME: Final = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
+_ITERATION: Final = re.compile(r"iteration_(\d+)$")
 # NCCL Inspector logs: `<hostname>-pid<pid>.log` as it writes them, `.jsonl` and gzipped
 # forms of that name, and any `.log` / `.jsonl` naming `inspector` (other logs beside the
 # traces, such as a training log or `rank0.jsonl`, are not taken for one)
 _INSPECTOR_NAME: Final = re.compile(
     r"(?:-pid\d+|inspector[^/]*)\.(?:log|jsonl)(?:\.gz)?$", re.IGNORECASE
 )
-_RANK_IN_NAME: Final = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
-_ITERATION: Final = re.compile(r"iteration_(\d+)$")
-
-
-def is_trace_file_name(name: str) -> bool:
-    return name.endswith(_TRACE_SUFFIXES) or is_inspector_name(name)
-
-
-def is_inspector_name(name: str) -> bool:
-    """An NCCL Inspector log's name (see `_INSPECTOR_NAME`)."""
-    return _INSPECTOR_NAME.search(name) is not None
-
-
-def input_kind(name: str) -> str | None:
-    """What reads a file of this name (`kineto`, `nsys`, `inspector`; `nsys-rep`: a report to
-    export first), None for a name that is no input."""
-    if is_inspector_name(name):
-        return INSPECTOR_LOGS
-    return next((kind for suffixes, kind in _KINDS if name.endswith(suffixes)), None)
 
 
 def rank_in_name(name: str) -> int | None:
@@ -89,3 +66,8 @@ def window_names(root: str, folders: list[str]) -> list[str]:
 def _at_root(root: str, folder: str) -> str:
     """`folder`, with the root's own "." named `root`."""
     return root + folder[1:] if folder == "." or folder.startswith(".@") else folder
+
+
+def is_inspector_name(name: str) -> bool:
+    """An NCCL Inspector log's name (see `_INSPECTOR_NAME`)."""
+    return _INSPECTOR_NAME.search(name) is not None

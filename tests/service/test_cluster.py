@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 from builders import rank_trace, write
-from commscope.collector.errors import ClusterError
 from commscope.exporters import jsonreport, text
-from commscope.pipeline.cluster import Cluster, _check_workers, own_version
+from commscope.model.errors import ClusterError
 from commscope.pipeline.report import Options
+from commscope.service.cluster import Cluster, _check_workers, own_version
 from commscope.service.offline import analyse_jobs
 from tools import require_module
 

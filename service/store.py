@@ -42,8 +42,8 @@ from typing import Any, BinaryIO, Final, NamedTuple, TypeVar
 
 import msgspec
 from commscope.collector.atomic import write_atomic
-from commscope.collector.errors import ProtocolError
-from commscope.collector.schema import (
+from commscope.model.errors import ProtocolError
+from commscope.model.schema import (
     STORE_VERSION,
     EndedBy,
     FinishedFile,

@@ -1,0 +1,1 @@
+"""The neutral model: what sources, processing and sinks share."""
