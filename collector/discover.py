@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Final, cast
 
-from commscope.collector.names import input_kind, is_trace_file_name
+from commscope.collector.sources import is_followed, is_input
 from commscope.model.errors import ConfigError
 from commscope.model.names import rank_in_name, window_names, window_order
 
@@ -29,12 +29,12 @@ class WindowFiles:
 
 
 def is_trace_name(path: Path) -> bool:
-    return is_trace_file_name(path.name)
+    return is_followed(path.name)
 
 
 def is_input_name(path: Path) -> bool:
-    """A Kineto trace, or an Nsight Systems export or report (`offline` reads them)."""
-    return input_kind(path.name) is not None
+    """A file some source reads (`sources`): the offline report lists it."""
+    return is_input(path.name)
 
 
 def rank_from_name(path: Path) -> int | None:

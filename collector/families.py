@@ -26,7 +26,7 @@ class Family(NamedTuple):
     name: str
     role: Role
     names: tuple[tuple[str, CollectiveType | None], ...]  # (pattern, collective type)
-    source: str
+    reference: str  # the public source of its names (a repository and path)
 
 
 # The collective libraries whose kernels (and CPU-side calls, `nccl:…`) carry their name first.

@@ -13,20 +13,23 @@ yajl holds no integer beyond 64 bits, no float beyond a double, no NaN or Infini
 no text that is not UTF-8: a document that fails on such a value is valid JSON (or nearly), so
 on a seekable stream it is read again from its start with those numbers turned into strings
 and those bytes into U+FFFD (`jsonguard.NumberFixer`), and the items already handled are
-passed over: only the offending values are lost, never the file.
+passed over: only the offending values are lost, never the file. `KINETO` is the source
+(`collector.source`) that reads traces so.
 """
 
 from __future__ import annotations
 
 import itertools
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import IO, Any, Final
 
 import ijson
 from commscope.collector.fastparse import fast_chunks
 from commscope.collector.jsonstream import Tap, trace_items
 from commscope.collector.normalize import Normalizer, from_item
+from commscope.collector.source import File, Live, Rank, Reading
 from commscope.model.errors import (
     NOT_A_TRACE,
     LayoutMissError,
@@ -35,7 +38,9 @@ from commscope.model.errors import (
     ReadError,
     TraceError,
 )
+from commscope.model.names import base_name, rank_in_name
 from commscope.model.schema import Event, FileStats, TraceMeta
+from commscope.model.schema import Source as SourceKind
 
 BATCH_EVENTS: Final = 4096
 _END: Final = object()
@@ -252,3 +257,46 @@ def _beyond(on_chunk: Callable[[int], None] | None, reported: int) -> Callable[[
 
 def _short(exc: Exception) -> str:
     return " ".join(str(exc).split())[:160]
+
+
+# ---------------------------------------------------------------- the source
+
+
+@dataclass(frozen=True)
+class Kineto:
+    """PyTorch profiler (Kineto) traces: one rank per file, followed live as documents."""
+
+    kind: SourceKind = "kineto"
+    live: Live | None = "document"
+    lacks: Mapping[str, str] = field(default_factory=dict)
+    suffixes: tuple[str, ...] = (".json", ".json.gz")
+
+    def claims(self, name: str) -> bool:
+        return name.endswith(self.suffixes)
+
+    def read(self, file: File) -> Reading:
+        return _Trace(file)
+
+
+class _Trace:
+    """One read of a trace (`TraceReader`): its one rank, keyed 0."""
+
+    def __init__(self, file: File) -> None:
+        self.file = file
+        self.reader: TraceReader | None = None
+
+    def batches(self) -> Iterator[tuple[Hashable, list[Event]]]:
+        file = self.file
+        with file.open() as stream:
+            self.reader = TraceReader(stream, file.shown, file.on_chunk)
+            for batch in self.reader.trace_batches(file.batch_events or BATCH_EVENTS):
+                yield 0, batch
+
+    def ranks(self) -> list[Rank]:
+        if self.reader is None:
+            return []
+        named = rank_in_name(base_name(self.file.shown))
+        return [Rank(0, self.reader.meta, self.reader.stats, name_rank=named)]
+
+
+KINETO: Final = Kineto()

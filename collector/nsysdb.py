@@ -9,24 +9,32 @@ names at the end, and its kernel launch calls with the kernels joined to them in
 come in any order: accumulation is order-free, and NVTX ranges are sorted per thread where
 order matters.
 The mapping itself is `nsys` (pure). A file that cannot be read raises TraceError with the
-reason; nothing here raises anything else for a bad file.
+reason; nothing here raises anything else for a bad file. `NSYS` is the source
+(`collector.source`) of exports: one rank per profiled process, read offline only.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 from commscope.collector import nsys
 from commscope.collector.launches import KernelNames, LaunchJoin, is_launch_call
 from commscope.collector.normalize import LOOKALIKE_NAMES, CallIndex, CommCall, longest
+from commscope.collector.source import File, Live, Rank, Reading
 from commscope.model.errors import TraceError
-from commscope.model.schema import MAX_LABEL, CommOp, Event, FileStats, TraceMeta
+from commscope.model.schema import MAX_LABEL, CommOp, Event, FileStats, RankResult, TraceMeta
+from commscope.model.schema import Source as SourceKind
 from msgspec.structs import replace
 
 BATCH: Final = 4096
+EXPORT_FIRST: Final = (
+    "an Nsight Systems report, not an export: run `nsys export --type sqlite FILE` and give "
+    "the .sqlite"
+)
 SQLITE_MAGIC: Final = b"SQLite format 3\x00"
 _BAD_SPAN: Final = "bad_span"
 _LAUNCHES: Final = (  # a runtime table's kernel launch calls (`launches.is_launch_call` then)
@@ -402,3 +410,70 @@ def _launch(name: object) -> bool:
 
 def _ints(*values: object) -> bool:
     return all(type(v) is int for v in values)
+
+
+# ---------------------------------------------------------------- the source
+
+
+@dataclass(frozen=True)
+class Nsys:
+    """Nsight Systems SQLite exports; a report (`.nsys-rep`) is claimed to say it must be
+    exported first."""
+
+    kind: SourceKind = "nsys"
+    live: Live | None = None
+    lacks: Mapping[str, str] = field(default_factory=dict)
+    suffixes: tuple[str, ...] = (".sqlite",)
+    reports: tuple[str, ...] = (".nsys-rep", ".qdrep")
+
+    def claims(self, name: str) -> bool:
+        return name.endswith((*self.suffixes, *self.reports))
+
+    def read(self, file: File) -> Reading:
+        return _Exported(file, self.reports)
+
+
+class _Exported:
+    """One read of an export: a rank per profiled process (keyed by it), in rank order; the
+    file's bytes count once, with its first rank."""
+
+    def __init__(self, file: File, reports: tuple[str, ...]) -> None:
+        self.file, self.reports = file, reports
+        self.export: Export | None = None
+
+    def batches(self) -> Iterator[tuple[Hashable, list[Event]]]:
+        file = self.file
+        if Path(file.path).name.endswith(self.reports):
+            raise TraceError(file.shown, EXPORT_FIRST)
+        self.export = export = Export(Path(file.path), file.shown)
+        try:
+            yield from export.read()
+        finally:
+            export.close()
+        if file.on_chunk is not None:
+            file.on_chunk(file.size)
+
+    def ranks(self) -> list[Rank]:
+        export = self.export
+        if export is None:
+            return []
+        order = sorted(export.meta, key=lambda pid: export.ranks[pid])
+        for pid in order[:1]:
+            export.stats[pid].bytes_read = self.file.size
+        finish = captured if export.capture_span else None
+        return [
+            Rank(pid, export.meta[pid], export.stats[pid], note=export.note, finish=finish)
+            for pid in order
+        ]
+
+
+def captured(result: RankResult) -> RankResult:
+    """The result of a rank whose one step is its export's capture span (`nsys.capture_step`):
+    the step clipped the in-step figures; it moves from `steps` (training steps) to
+    `capture_ns`."""
+    steps = dict(result.steps)
+    span = steps.pop(nsys.CAPTURE_STEP, 0)
+    return replace(result, steps=steps, capture_ns=span)
+
+
+NSYS: Final = Nsys()

@@ -1,7 +1,8 @@
 """One trace file as a stream of wire records (shell: reads the file, runs in a thread).
 
 `FileStream` fingerprints the file (its path and first 64 KiB: the stable stream id), then
-parses it as it is written (`open_followed`) into a `Reducer` (the shell injects one:
+has its source (`collector.sources`: one followed as a document, one rank per file) read it as
+it is written (`open_followed`, `read_document`) into a `Reducer` (the shell injects one:
 `pipeline.edge.Reduction`, which keeps interval unions, not events) and, once the document
 has ended, hands out `StreamStart`, the reducer's `Facts`… and `StreamEnd` records, numbered
 from 0, through a bounded queue: when the queue is full it waits, so a collector whose
@@ -38,12 +39,14 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import BrokenExecutor, Future
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Final, Protocol
 
 from commscope.collector.discover import file_size, rank_from_name, relative_folder, root_name
 from commscope.collector.follow import open_followed
-from commscope.collector.kineto import TraceReader
+from commscope.collector.source import File, Opener, Rank, drain
+from commscope.collector.sources import reader_of
 from commscope.model.errors import DIED, ReadError, TraceError
 from commscope.model.schema import (
     Event,
@@ -100,6 +103,24 @@ class Reducer(Protocol):
     def add_all(self, events: Iterable[Event]) -> None: ...
 
     def facts(self, stream: str, first_seq: int) -> Iterator[Facts]: ...
+
+
+def read_document(
+    path: Path,
+    opener: Opener,
+    reducer: Callable[[], Reducer],
+    batch_events: int,
+    seen: Callable[[int], None] | None = None,
+) -> tuple[Rank, Reducer]:
+    """A file of a source followed as a document (one rank per file: `source.Live`) read
+    through `opener` into a fresh reducer by the one loop (`source.drain`); `seen`: told each
+    batch's length. TraceError: what its bytes say; ReadError: the reading failed."""
+    file = File(str(path), str(path), opener, batch_events=batch_events)
+    try:
+        ranks = drain(reader_of(path.name).read(file), reducer, seen)
+    except OSError as exc:
+        raise ReadError(str(path), f"unreadable ({exc.strerror or exc})") from None
+    return ranks[0]
 
 
 def retryable(reason: str) -> bool:
@@ -277,25 +298,24 @@ class FileStream(threading.Thread):
     def _parse(self, stream: str) -> StreamEnd:
         self.seq, self.events = 1, 0
         settings = self.settings
-        try:
-            with open_followed(
-                self.path,
-                idle_s=settings.quiet_s,
-                poll_s=settings.poll_s,
-                stop=self._should_stop,
-                clock=self.clock,
-                sleep=self.sleep,
-            ) as handle:
-                reader = TraceReader(handle, str(self.path))
-                reduction = self.reducer()
-                for events in reader.trace_batches(settings.batch_events):
-                    self.events += len(events)
-                    reduction.add_all(events)
-        except OSError as exc:
-            raise ReadError(str(self.path), f"unreadable ({exc.strerror or exc})") from None
+        opener = partial(
+            open_followed,
+            self.path,
+            idle_s=settings.quiet_s,
+            poll_s=settings.poll_s,
+            stop=self._should_stop,
+            clock=self.clock,
+            sleep=self.sleep,
+        )
+        rank, reduction = read_document(
+            self.path, opener, self.reducer, settings.batch_events, self._seen
+        )
         for part in reduction.facts(stream, 1):  # the document has ended: nothing half-counted
             self._emit(part, 0)
-        return self._end(stream, reader.meta, reader.stats, None)
+        return self._end(stream, rank.meta, rank.stats, None)
+
+    def _seen(self, events: int) -> None:
+        self.events += events
 
     def _reduced_elsewhere(self, stream: str) -> Reduced | None:
         """The file reduced whole by `whole`; None when there is no pool (or it cannot take

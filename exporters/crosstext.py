@@ -74,7 +74,7 @@ _RANK_WIDTHS = [6, 11, 11, 11, 7, 12, 12]
 def kernel_lines(report: Report, cut: Cut) -> Iterator[str]:
     k = report.kernels
     if not k.per_rank:
-        if any(inspected(o.source) for o in report.overlap.per_rank.values()):
+        if any(inspected(o.evidence) for o in report.overlap.per_rank.values()):
             yield f"GPU time by category and idle time: {NO_COMPUTE}"
             return
         yield "No GPU activity in the traces (CPU-only run): no kernel breakdown or GPU idle time."

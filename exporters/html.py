@@ -135,7 +135,7 @@ def cards(report: Report) -> list[tuple[str, str]]:
     """(value, what it is) for the header, formatted as the text report formats them."""
     awaited = report.skew.waited_for_rank
     ranks = report.overlap.per_rank.values()  # an Inspector rank's exposed time is unknown
-    exposed = [o.exposed_comm_time_s for o in ranks if not inspected(o.source)]
+    exposed = [o.exposed_comm_time_s for o in ranks if not inspected(o.evidence)]
     return [
         (duration(report.throughput.iteration_time_s), "iteration time (mean over ranks)"),
         (pct(report.overlap.mean), "overlap (mean over ranks)"),

@@ -92,7 +92,7 @@ def overlap_maps(report: Report) -> str:
 def _all_inspected(report: Report) -> bool:
     """Every rank was read from NCCL Inspector logs (none has compute kernels)."""
     found = report.overlap.per_rank.values()
-    return bool(found) and all(inspected(o.source) for o in found)
+    return bool(found) and all(inspected(o.evidence) for o in found)
 
 
 def _percent(value: float) -> str:
@@ -104,7 +104,7 @@ def _ratio(o: RankOverlap) -> tuple[float | None, str]:
 
 
 def _exposed(o: RankOverlap) -> tuple[float | None, str]:
-    if inspected(o.source):  # no compute kernels: nothing to be exposed against
+    if inspected(o.evidence):  # no compute kernels: nothing to be exposed against
         return None, "n/a"
     return o.exposed_comm_time_s, duration(o.exposed_comm_time_s)
 
@@ -405,7 +405,7 @@ def split_bars(report: Report) -> str:
     per_rank = {
         rank: {part: getattr(row, f"exposed_{part}_s") or 0.0 for part, _ in SPLIT_COLOURS}
         for rank, row in report.overlap.per_rank.items()
-        if row.exposed_transfer_s is not None and not inspected(row.source)
+        if row.exposed_transfer_s is not None and not inspected(row.evidence)
     }
     per_rank = {rank: parts for rank, parts in per_rank.items() if math.fsum(parts.values()) > 0}
     if not per_rank:

@@ -34,6 +34,7 @@ from commscope.model.inspector import NO_COMPUTE, inspected
 from commscope.model.schema import (
     FUSED,
     CollectiveStats,
+    Evidence,
     RankOverlap,
     Report,
     RunConfig,
@@ -178,7 +179,7 @@ def _provenance(report: Report) -> Iterator[str]:
 def on_gpu(report: Report) -> bool:
     """The traces show a GPU: a GPU name, GPU activity on some rank, or ranks read from NCCL
     Inspector logs (NCCL's collectives run on GPUs)."""
-    read = any(inspected(r.source) for r in report.overlap.per_rank.values())
+    read = any(inspected(r.evidence) for r in report.overlap.per_rank.values())
     return bool(report.config.gpu_name or report.kernels.per_rank or read)
 
 
@@ -237,8 +238,8 @@ def _overlap(report: Report, cut: Cut) -> Iterator[str]:
     yield "Per-Rank Overlap:"
     shown = cut.ranks(o.per_rank, lambda r: r.ratio, "overlap", pct)
     for rank, r in shown.items:
-        ratio = pct(r.ratio) if r.ratio is not None else _no_ratio(r.source)
-        yield f"  rank {rank}: {ratio}  [{r.source}]"
+        ratio = pct(r.ratio) if r.ratio is not None else _no_ratio(r.evidence)
+        yield f"  rank {rank}: {ratio}  [{r.evidence_text}]"
     yield from shown.summary
     yield from _fused(report)
 
@@ -255,8 +256,8 @@ def _fused(report: Report) -> Iterator[str]:
         )
 
 
-def _no_ratio(source: str) -> str:
-    return NO_COMPUTE if inspected(source) else "n/a (no communication)"
+def _no_ratio(evidence: frozenset[Evidence]) -> str:
+    return NO_COMPUTE if inspected(evidence) else "n/a (no communication)"
 
 
 def _network(report: Report, cut: Cut) -> Iterator[str]:
@@ -346,7 +347,9 @@ def _exposed(report: Report, cut: Cut) -> Iterator[str]:
     for rank, r in rows.items:
         times = (r.comm_time_s, r.overlapped_time_s, r.exposed_comm_time_s, r.exposed_transfer_s,
                  r.exposed_waiting_s, r.exposed_unmatched_s, r.compute_time_s)  # fmt: skip
-        shown = [duration(times[0]), *("n/a",) * 6] if inspected(r.source) else map(duration, times)
+        shown = (
+            [duration(times[0]), *("n/a",) * 6] if inspected(r.evidence) else map(duration, times)
+        )
         yield row([rank, *shown], widths)
     yield from rows.summary
     yield from _in_steps(report, cut)
@@ -354,7 +357,7 @@ def _exposed(report: Report, cut: Cut) -> Iterator[str]:
 
 def _exposed_s(r: RankOverlap) -> float | None:
     """A rank's exposed communication; None for an Inspector rank (no compute to hide it)."""
-    return None if inspected(r.source) else r.exposed_comm_time_s
+    return None if inspected(r.evidence) else r.exposed_comm_time_s
 
 
 _STEP_WIDTHS = [6, 11, 11, 11, 11, 11, 11, 11, 11, 13, 15]
@@ -441,13 +444,13 @@ def _mean_exposed(s: Sections) -> float | None:
     """Exposed communication, mean over ranks (an Inspector rank has no compute kernels:
     nothing to be exposed against)."""
     exposed = [
-        r.exposed_comm_time_s for r in s.overlap.per_rank.values() if not inspected(r.source)
+        r.exposed_comm_time_s for r in s.overlap.per_rank.values() if not inspected(r.evidence)
     ]
     return sum(exposed) / len(exposed) if exposed else None
 
 
 def _window_row(name: str, s: Sections, widths: list[int]) -> str:
-    waited = [r.exposed_waiting_s for r in s.overlap.per_rank.values() if not inspected(r.source)]
+    waited = [r.exposed_waiting_s for r in s.overlap.per_rank.values() if not inspected(r.evidence)]
     known = [w for w in waited if w is not None]
     mean_waited = sum(known) / len(known) if known and len(known) == len(waited) else None
     cells = [

@@ -3,6 +3,7 @@ values a peer's message is checked against on decode (`Rank`, `Label`, `Count`, 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Final, Literal, get_args
 
 import msgspec
@@ -26,7 +27,14 @@ GROUP_SOURCES: Final[tuple[GroupSource, ...]] = get_args(GroupSource)
 # The format a rank's events were read from: PyTorch profiler (Kineto) JSON, an Nsight Systems
 # SQLite export, or NCCL Inspector JSONL.
 Source = Literal["kineto", "nsys", "inspector"]
-# `TraceMeta.source` of NCCL Inspector logs (their ranks' results: `model.inspector.SOURCE`)
+# What a rank's figures rest on (`RankResult.evidence`): its GPU kernels, its CPU-side gloo
+# calls, or an NCCL Inspector log's records. The wire and the report keep it as printed
+# (`evidence_label`: in name order, joined by " + "; "none" when there is none) under the key
+# "source".
+Evidence = Literal["cpu (gloo)", "gpu kernels", "nccl inspector"]
+EVIDENCE: Final[tuple[Evidence, ...]] = get_args(Evidence)
+NO_EVIDENCE: Final = "none"
+# `TraceMeta.source` of NCCL Inspector logs (their ranks' evidence: `model.inspector.INSPECTED`)
 INSPECTOR_LOGS: Final[Source] = "inspector"
 
 CollectiveType = Literal[
@@ -142,6 +150,17 @@ REASONS: Final[dict[str, str]] = {
 def reason_text(key: str) -> str:
     """A reason key's human text (a key not in `REASONS`, from an older report: itself)."""
     return REASONS.get(key, key)
+
+
+def evidence_label(found: Iterable[Evidence]) -> str:
+    """Evidence as printed: in name order, joined by " + " ("none" when there is none)."""
+    return " + ".join(sorted(set(found))) or NO_EVIDENCE
+
+
+def evidence_in(text: str) -> frozenset[Evidence]:
+    """The evidence a printed text names (`evidence_label`'s inverse)."""
+    parts = text.split(" + ")
+    return frozenset(e for e in EVIDENCE if e in parts)
 
 
 # Bounds every value a peer sends is checked against on decode (and the parser keeps to).

@@ -1,27 +1,35 @@
-"""What the model knows of NCCL Inspector logs: the evidence word of a rank read from them and
-the names of a log's time windows (pure)."""
+"""What the model knows of NCCL Inspector logs: the evidence of a rank read from them, the
+report sections they cannot fill and the names of a log's time windows (pure)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Final
 
-from commscope.model.schema import RankResult
+from commscope.model.schema import Evidence, RankResult, evidence_label
 from msgspec.structs import replace
 
-SOURCE: Final = "nccl inspector"  # `RankResult.source` of a rank read from Inspector logs
+INSPECTED: Final[Evidence] = "nccl inspector"  # the evidence of a rank read from its logs
 NO_COMPUTE: Final = "n/a: NCCL Inspector has no compute kernels"
+NO_STEPS: Final = "n/a: NCCL Inspector has no ProfilerStep spans"
+# The report sections Inspector logs cannot fill, and why (`Source.lacks`)
+LACKS: Final[dict[str, str]] = {
+    **dict.fromkeys(("overlap", "kernels", "utilization", "top_kernels", "launches"), NO_COMPUTE),
+    **dict.fromkeys(("throughput", "steps", "stragglers"), NO_STEPS),
+}
 
 
 def as_result(result: RankResult) -> RankResult:
     """A rank read from Inspector logs, offline or tailed live: marked so, and with no GPU
     idle time (no compute kernels: it is unknown, not the gaps between NCCL kernels)."""
-    return replace(result, source=SOURCE, gpu_busy_ns=0, gpu_span_ns=0)
+    return replace(result, evidence_text=evidence_label((INSPECTED,)), gpu_busy_ns=0, gpu_span_ns=0)
 
 
-def inspected(source: str) -> bool:
-    """Whether a rank's `source` (`RankResult.source`, `RankOverlap.source`; `a + b` when merged
-    over windows) says it was read from NCCL Inspector logs, which hold no compute kernels."""
-    return SOURCE in source
+def inspected(evidence: Collection[Evidence]) -> bool:
+    """Whether a rank's evidence (`RankResult.evidence`, `RankOverlap.evidence`; merged over
+    windows: the union) says it was read from NCCL Inspector logs, which hold no compute
+    kernels."""
+    return INSPECTED in evidence
 
 
 AT: Final = "@"  # between a log's folder and its window's UTC start in a window's name

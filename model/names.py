@@ -3,8 +3,8 @@ filesystem).
 
 The rank in a file name (`rank7`, `rank-7`, `rank_7`, `worker7`), whether a name says it is a
 trace, and the windows' names and order (`iteration_N` by N). The offline run and the live
-aggregator both read names through here; which source a name is (its suffix) is
-`collector.names`.
+aggregator both read names through here; which source a name is (the names each
+source claims) is `collector.sources`.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Final
 
 import msgspec
+from commscope.model.base import Evidence, evidence_in
 from commscope.model.wire import (
     FileStats,
     RankResult,
@@ -38,12 +39,16 @@ class RankOverlap(msgspec.Struct, kw_only=True):
     overlapped_time_s: float
     exposed_comm_time_s: float
     compute_time_s: float
-    source: str  # "gpu kernels" | "cpu (gloo)" | "none"
+    evidence_text: str = msgspec.field(name="source")  # the rank's `RankResult.evidence_text`
     # exposed communication split (`pipeline.waiting`): the three sum to exposed_comm_time_s;
     # None where the window's cross-rank facts are not in yet (an open window)
     exposed_transfer_s: float | None = None  # |E ∩ T|: moving data, no member still awaited
     exposed_waiting_s: float | None = None  # |(E ∩ W) \ T|: waiting for the last member
     exposed_unmatched_s: float | None = None  # calls matched to no instance (not split)
+
+    @property
+    def evidence(self) -> frozenset[Evidence]:
+        return evidence_in(self.evidence_text)
 
 
 class Overlap(msgspec.Struct, kw_only=True):

@@ -15,6 +15,7 @@ from commscope.model.base import (
     Count,
     DropReason,
     EventDropReason,
+    Evidence,
     GpuKind,
     GroupSource,
     Instance,
@@ -30,6 +31,7 @@ from commscope.model.base import (
     StreamId,
     Text,
     WorldSize,
+    evidence_in,
 )
 
 # A Hello of another version is refused (what each version changed: CHANGELOG.md).
@@ -242,7 +244,7 @@ class InSteps(msgspec.Struct, kw_only=True):
 class RankResult(msgspec.Struct, kw_only=True):
     """What one rank's events came to, for one window or summed over several (mergeable)."""
 
-    source: str  # "gpu kernels" | "cpu (gloo)" | "none"
+    evidence_text: str = msgspec.field(name="source")  # `evidence`, printed: `evidence_label`
     comm_ns: int = 0
     overlap_ns: int = 0
     compute_ns: int = 0
@@ -270,6 +272,10 @@ class RankResult(msgspec.Struct, kw_only=True):
     # one row whose name is None (`pipeline.topkernels.capped`)
     kernel_names: list[KernelTime] = []
     launches: LaunchTally | None = None  # None: the source records no launch calls
+
+    @property
+    def evidence(self) -> frozenset[Evidence]:
+        return evidence_in(self.evidence_text)
 
 
 class StreamStart(msgspec.Struct, frozen=True, kw_only=True, tag="start"):

@@ -32,6 +32,7 @@ from commscope.model.schema import (
     CommOp,
     CpuSpan,
     Event,
+    Evidence,
     GpuOp,
     InSteps,
     KernelTime,
@@ -44,6 +45,7 @@ from commscope.model.schema import (
     ShedTally,
     Sketch,
     Step,
+    evidence_label,
 )
 from commscope.pipeline.intervals import (
     IntervalSet,
@@ -57,7 +59,8 @@ from commscope.pipeline.sketch import merge_all, pack, sketch_of, unpack
 from commscope.pipeline.stats import add_samples, sample_values
 from commscope.pipeline.topkernels import add_delays, capped, merge_launches, merge_names
 
-GPU, CPU, NONE = "gpu kernels", "cpu (gloo)", "none"
+GPU: Final[Evidence] = "gpu kernels"
+CPU: Final[Evidence] = "cpu (gloo)"
 SKETCHED: Final = (RunTally, ShedTally)  # tallies that keep sketches instead of samples
 # `sketcher(tally, which)`: a tally's algbw or busbw sketch (`bandwidth_sketch`, or one that
 # remembers what it found: `pipeline.reuse.WindowCache.sketch`)
@@ -173,20 +176,21 @@ class Accumulator:
     def result(self, files: Iterable[str] = ()) -> RankResult:
         """The rank's figures for this window, per the contract."""
         calls: list[CommOp] = []
+        evidence: tuple[Evidence, ...] = ()
         if self.has_gpu:
-            source, comm, compute, ops = GPU, self.gpu_comm, self.compute, self.gpu_ops
+            evidence, comm, compute, ops = (GPU,), self.gpu_comm, self.compute, self.gpu_ops
             calls = self.gpu_calls
         elif self.cpu_ops or self.busy:
-            source, comm, ops = CPU, self.cpu_comm, self.cpu_ops
+            evidence, comm, ops = (CPU,), self.cpu_comm, self.cpu_ops
             compute, calls = self._cpu_compute(), self.cpu_calls
         else:
-            source, comm, compute, ops = NONE, IntervalSet(), IntervalSet(), {}
+            comm, compute, ops = IntervalSet(), IntervalSet(), {}
         busy = self.gpu_busy()
         start, end = self.time_range()
         steps = self.step_union()
         exposed = difference(comm, compute)  # C \ P: |C ∩ P| = |C| - |E|
         return RankResult(
-            source=source,
+            evidence_text=evidence_label(evidence),
             comm_ns=comm.measure(),
             overlap_ns=comm.measure() - exposed.measure(),
             compute_ns=compute.measure(),
@@ -329,19 +333,18 @@ def merge_results(
     one window the bandwidth samples are not concatenated but sketched (`pipeline.sketch`):
     the run keeps one bounded sketch per type where the windows keep their exact samples.
     Merging is a left fold: the merge of windows 1 … k (k ≥ 2) merged with window k+1 is the
-    merge of windows 1 … k+1, field for field (sketches merge exactly, a merged source is
-    split back into its parts). `sketcher` gives each window's sketches (`pooled_ops`);
+    merge of windows 1 … k+1, field for field (sketches merge exactly, its evidence is the
+    union of theirs). `sketcher` gives each window's sketches (`pooled_ops`);
     without `samples`, the tallies keep their counts and sums alone (no sample is read, no
     sketch made), and the fold holds from k ≥ 1."""
     results = list(results)
-    known = sorted({part for r in results for part in r.source.split(" + ")} - {NONE})
     steps: dict[int, int] = {}
     kernel_ns: Counter[str] = Counter()
     for result in results:
         steps.update(result.steps)
         kernel_ns.update(result.kernel_ns)
     return RankResult(
-        source=" + ".join(known) if known else NONE,
+        evidence_text=evidence_label(e for r in results for e in r.evidence),
         comm_ns=sum(r.comm_ns for r in results),
         overlap_ns=sum(r.overlap_ns for r in results),
         compute_ns=sum(r.compute_ns for r in results),

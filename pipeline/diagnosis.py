@@ -31,6 +31,7 @@ from commscope.model.schema import (
     Sections,
 )
 from commscope.model.units import duration, rate, size
+from commscope.pipeline.accumulate import CPU
 from commscope.pipeline.stats import mean, ratio
 
 COMM_BOUND: Final = 0.20  # exposed communication / step time
@@ -617,7 +618,7 @@ def _stragglers(run: Sections) -> Iterator[Finding]:
 def assumptions(run: Sections, found: dict[str, float | None]) -> list[str]:
     """What the verdict and figures rest on that the traces themselves do not show."""
     said = list(_capture(run))
-    if any(o.source.startswith("cpu") for o in run.overlap.per_rank.values()):
+    if any(CPU in o.evidence for o in run.overlap.per_rank.values()):
         said.append(
             "CPU-only ranks: compute is the training thread's cpu_op time outside collective "
             "calls, communication the gloo spans (the contract's CPU definition)"

@@ -18,18 +18,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final, Protocol, TypeVar
 
-from commscope.model.inspector import NO_COMPUTE
-from commscope.model.inspector import SOURCE as INSPECTOR
+from commscope.model.inspector import INSPECTED as INSPECTOR
+from commscope.model.inspector import LACKS
 from commscope.model.schema import INSPECTOR_LOGS, Report, Sections, TraceMeta
 from msgspec.structs import replace
 
-NO_STEPS: Final = "n/a: NCCL Inspector has no ProfilerStep spans"
 NO_STARTS: Final = "n/a: NCCL Inspector logs without start times (not verbose)"
 KINETO: Final = "kineto (the profiled windows)"
 APART: Final = "nccl inspector (the whole run, apart: its collectives are not added above)"
 SECTIONS: Final = tuple(key for key in Sections.__struct_fields__ if key != "ranks")
-_COMPUTE: Final = frozenset({"overlap", "kernels", "utilization", "top_kernels", "launches"})
-_STEPS: Final = frozenset({"throughput", "steps", "stragglers"})
 _TIMED: Final = frozenset({"clocks", "skew"})
 
 
@@ -61,8 +58,6 @@ def labelled(report: Report, used: Sequence[TraceMeta]) -> Report:
 
 
 def _inspector_source(key: str, timed: bool) -> str:
-    if key in _COMPUTE:
-        return NO_COMPUTE
-    if key in _STEPS:
-        return NO_STEPS
+    if key in LACKS:
+        return LACKS[key]
     return NO_STARTS if key in _TIMED and not timed else INSPECTOR

@@ -77,7 +77,7 @@ class Chosen:
 def kind(item: ParsedFile) -> Kind:
     meta = item.meta
     gpu = (meta.gpu_name or "").strip() or None
-    if gpu is None and item.result.source == CPU:
+    if gpu is None and item.result.evidence == {CPU}:
         gpu = NO_GPU
     return (meta.world_size or None, (meta.backend or "").lower() or None, gpu)
 

@@ -167,12 +167,12 @@ def rank_overlap(result: RankResult) -> RankOverlap:
     """overlap_ratio = |C ∩ P| / |C|; exposed = |C| - |C ∩ P|. None for a rank read from
     NCCL Inspector logs (no compute kernels: not 0)."""
     return RankOverlap(
-        ratio=None if inspected(result.source) else ratio(result.overlap_ns, result.comm_ns),
+        ratio=None if inspected(result.evidence) else ratio(result.overlap_ns, result.comm_ns),
         comm_time_s=result.comm_ns * NS,
         overlapped_time_s=result.overlap_ns * NS,
         exposed_comm_time_s=(result.comm_ns - result.overlap_ns) * NS,
         compute_time_s=result.compute_ns * NS,
-        source=result.source,
+        evidence_text=result.evidence_text,
     )
 
 

@@ -50,7 +50,6 @@ from commscope.model.version import installed_version
 from commscope.pipeline import compare
 from commscope.pipeline.config import flags_only, parse_config, with_overrides
 from commscope.pipeline.merge import check_distinct, combine
-from commscope.pipeline.offline import analyse_jobs
 from commscope.pipeline.ranks import rank_set
 from commscope.pipeline.report import Options
 from commscope.service import curve, parallel
@@ -59,6 +58,7 @@ from commscope.service.cluster import CONNECT_TIMEOUT_S, Cluster
 from commscope.service.collect import Collector, CollectorSettings
 from commscope.service.endpoints import endpoint
 from commscope.service.logs import configure_logging
+from commscope.service.offline import analyse_jobs
 from commscope.service.store import run_end
 from msgspec.structs import replace
 

@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 from wsgiref.simple_server import WSGIServer
@@ -40,14 +41,15 @@ from commscope.collector.atomic import write_atomic
 from commscope.collector.follow import open_followed
 from commscope.collector.inspector_stream import InspectorStream
 from commscope.collector.inspector_windows import WindowRule
-from commscope.collector.kineto import TraceReader
 from commscope.collector.session import Limits, Session, Start, load_checkpoint
+from commscope.collector.sources import reader_of
 from commscope.collector.stream import (
     FileStream,
     Item,
     Reduced,
     StreamSettings,
     fingerprint,
+    read_document,
     retryable,
 )
 from commscope.collector.transport import Transport, ZmqTransport
@@ -55,7 +57,6 @@ from commscope.collector.watch import Watcher
 from commscope.exporters.collectormetrics import CollectorMetrics
 from commscope.exporters.publish import serve
 from commscope.model.errors import ConfigError, ProtocolError, ReadError, TraceError
-from commscope.model.names import is_inspector_name
 from commscope.model.schema import (
     CheckpointEntry,
     CollectorStats,
@@ -328,7 +329,7 @@ class Collector:
         old = self.workers.pop(start.path, None)
         if old is not None:
             self._retire(old)
-        tailed = is_inspector_name(Path(start.path).name)
+        tailed = reader_of(Path(start.path).name).live == "tail"
         windows: dict[str, Any] = (
             {"rule": self.settings.inspector, "windows": start.windows} if tailed else {}
         )
@@ -460,21 +461,20 @@ def reduce_whole(path: str, stream: str, batch_events: int) -> Reduced:
     """A worker's task: the file as it is now, from its start to its end, reduced to its facts
     (`TraceError`'s reason as a value; a file cut short, or one that could not be read, is read
     again by its thread)."""
-    reduction, events = Reduction(), 0
+    events = 0
+
+    def seen(batch: int) -> None:
+        nonlocal events
+        events += batch
+
+    opener = partial(open_followed, Path(path), idle_s=0.0)  # as the thread reads, not waiting
     try:
-        with open_followed(Path(path), idle_s=0.0) as handle:  # as the thread reads, not waiting
-            reader = TraceReader(handle, path)
-            for batch in reader.trace_batches(batch_events):
-                events += len(batch)
-                reduction.add_all(batch)
+        rank, reduction = read_document(Path(path), opener, Reduction, batch_events, seen)
     except ReadError as exc:
         return Reduced([], TraceMeta(), FileStats(), 0, exc.reason, read_here=True)
     except TraceError as exc:
         return Reduced([], TraceMeta(), FileStats(), 0, exc.reason, read_here=retryable(exc.reason))
-    except OSError as exc:
-        reason = f"unreadable ({exc.strerror or exc})"
-        return Reduced([], TraceMeta(), FileStats(), 0, reason, read_here=True)
-    return Reduced(list(reduction.facts(stream, 1)), reader.meta, reader.stats, events)
+    return Reduced(list(reduction.facts(stream, 1)), rank.meta, rank.stats, events)
 
 
 def _load(path: Path) -> dict[str, CheckpointEntry]:

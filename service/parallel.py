@@ -39,7 +39,7 @@ from typing import Any, Final, Generic, Protocol, TypeVar
 from commscope.model.errors import DIED, ConfigError
 from commscope.service import cgroup
 
-PRELOAD: Final = "commscope.pipeline.offline"  # what the workers run: imported before forking
+PRELOAD: Final = "commscope.service.offline"  # what the workers run: imported before forking
 
 R = TypeVar("R")
 

@@ -13,23 +13,22 @@ ROOT = Path(__file__).resolve().parents[1]
 # Pure by folder: every module of the neutral model and of the processor. Elsewhere, the pure
 # modules one by one (sources' parsers, sinks' formatters, the composition root's pure cores).
 PURE_FOLDERS: Final = ("model", "pipeline")
-# TODO(issue 25 items 2-3): the two shells left in pipeline/ move to service/ or their source.
-NOT_YET_MOVED: Final = {"pipeline/offline.py", "pipeline/inspector.py"}
 PURE_ELSEWHERE: Final = [
     "collector/classify.py",
     "collector/families.py",
     "collector/fastparse.py",
     "collector/inspector.py",
+    "collector/inspector_file.py",
     "collector/inspector_windows.py",
     "collector/jsonguard.py",
     "collector/jsonstream.py",
     "collector/kernels.py",
     "collector/kineto.py",
     "collector/launches.py",
-    "collector/names.py",
     "collector/normalize.py",
     "collector/nsys.py",
     "collector/session.py",
+    "collector/source.py",
     "exporters/crosstext.py",
     "exporters/diff.py",
     "exporters/extremes.py",
@@ -51,7 +50,6 @@ PURE_ELSEWHERE: Final = [
 ]
 PURE = sorted(
     {str(p.relative_to(ROOT)) for folder in PURE_FOLDERS for p in (ROOT / folder).glob("*.py")}
-    - NOT_YET_MOVED
     | set(PURE_ELSEWHERE)
 )
 SHELL_ONLY = {
@@ -139,8 +137,7 @@ def parts() -> set[str]:
 
 
 def sources() -> list[Path]:
-    found = (p for part in ALLOWED for p in (ROOT / part).glob("*.py"))
-    return sorted(p for p in found if str(p.relative_to(ROOT)) not in NOT_YET_MOVED)
+    return sorted(p for part in ALLOWED for p in (ROOT / part).glob("*.py"))
 
 
 @pytest.mark.parametrize("path", sources(), ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -151,10 +148,6 @@ def test_packages_import_only_what_they_may(path: Path) -> None:
 
 def test_every_package_but_the_root_has_a_rule() -> None:
     assert set(ALLOWED) | {"service"} == parts()
-
-
-def test_what_is_not_yet_moved_is_still_there() -> None:
-    assert {key for key in NOT_YET_MOVED if not (ROOT / key).is_file()} == set()
 
 
 @pytest.mark.parametrize("module", PURE)

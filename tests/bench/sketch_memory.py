@@ -30,7 +30,7 @@ def window(rng: random.Random, calls: int) -> RankResult:
         bandwidth = 100e9 * math.exp(rng.gauss(0.0, 0.8))
         dur_ns = max(1, round(size / bandwidth * 1e9))
         count_op(tally, CommOp("AllReduce", 0, dur_ns, size, 8, True))
-    return RankResult(source="gpu kernels", ops={"AllReduce": tally})
+    return RankResult(evidence_text="gpu kernels", ops={"AllReduce": tally})
 
 
 def in_memory(sketch: Sketch) -> int:

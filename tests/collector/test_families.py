@@ -103,7 +103,7 @@ def test_every_family_says_where_its_names_come_from() -> None:
     for family in FAMILIES:
         assert family.role in ("comm", "fused", "local")
         assert family.names
-        assert re.search(r"\w+/[\w.-]+|#\d+", family.source), family.name  # a repo (path)
+        assert re.search(r"\w+/[\w.-]+|#\d+", family.reference), family.name  # a repo (path)
         for pattern, kind in family.names:
             re.compile(pattern)
             assert kind is None or kind in COLLECTIVE_TYPES

@@ -18,9 +18,18 @@ from commscope.collector.inspector import (
     place,
     split_lines,
 )
+from commscope.collector.inspector_file import parse
 from commscope.model.inspector import inspected
-from commscope.model.schema import CommOp, FileStats
-from commscope.pipeline.inspector import parse
+from commscope.model.schema import (
+    EVIDENCE,
+    CommOp,
+    Evidence,
+    FileStats,
+    evidence_in,
+    evidence_label,
+)
+from hypothesis import given
+from hypothesis import strategies as st
 from inspector_builder import DUMP_US, coll
 
 
@@ -127,7 +136,14 @@ def test_a_multi_gpu_process_keeps_only_the_world_ops() -> None:
     assert sorted(placed.by_rank) == [0, 1] and placed.left_out == 1
 
 
-def test_a_rank_read_from_inspector_logs_is_told_by_its_source_alone() -> None:
-    assert inspected("nccl inspector")
-    assert inspected("gpu kernels + nccl inspector")  # merged over windows: one was Inspector's
-    assert not inspected("gpu kernels") and not inspected("cpu (gloo)") and not inspected("none")
+def test_a_rank_read_from_inspector_logs_is_told_by_its_evidence_alone() -> None:
+    assert inspected(evidence_in("nccl inspector"))
+    assert inspected(evidence_in("gpu kernels + nccl inspector"))  # merged: one was Inspector's
+    assert not any(inspected(evidence_in(t)) for t in ("gpu kernels", "cpu (gloo)", "none"))
+
+
+@given(st.sets(st.sampled_from(EVIDENCE)))
+def test_evidence_is_printed_in_name_order_and_read_back(found: set[Evidence]) -> None:
+    text = evidence_label(found)
+    assert evidence_in(text) == found
+    assert text == (" + ".join(sorted(found)) or "none")  # as reports have always printed it

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from commscope.exporters import naming
 from commscope.exporters.text import render
-from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
 from commscope.service.cli import main
+from commscope.service.offline import analyse
 from inspector_builder import DUMP_US, coll
 from kineto_builder import dist_head, kernel, trace
 

@@ -12,10 +12,12 @@ import msgspec
 import pytest
 from commscope.collector import nsys, nsysdb
 from commscope.collector.discover import find_windows
+from commscope.collector.nsysdb import EXPORT_FIRST
 from commscope.model.errors import TraceError
 from commscope.model.schema import CommOp, KernelTime, Step
-from commscope.pipeline.offline import EXPORT_FIRST, Failed, outcome, parse_windows, read_nsys
 from commscope.pipeline.report import ParsedFile
+from commscope.service.offline import Failed, outcome, parse_windows
+from commscope.service.offline import read as read_ranks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from nsys_builder import (
@@ -315,7 +317,7 @@ def test_rows_in_any_order_give_the_same_ranks(
 
 def test_the_file_counts_its_bytes_once(tmp_path: Path) -> None:
     path = two_ranks().write(tmp_path / "run.sqlite")
-    first, second = read_nsys("w", path)
+    first, second = read_ranks("w", path)
     assert (first.stats.bytes_read, second.stats.bytes_read) == (path.stat().st_size, 0)
 
 
@@ -394,7 +396,7 @@ def test_an_nsys_report_says_to_export_it(tmp_path: Path) -> None:
 def test_read_nsys_raises_trace_error_only(tmp_path: Path) -> None:
     (tmp_path / "x.sqlite").write_bytes(b"")
     with pytest.raises(TraceError):
-        read_nsys("w", tmp_path / "x.sqlite")
+        read_ranks("w", tmp_path / "x.sqlite")
 
 
 kernels = st.lists(

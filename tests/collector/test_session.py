@@ -48,9 +48,9 @@ from commscope.model.schema import (
     Welcome,
 )
 from commscope.pipeline.edge import Reduction, facts
-from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
 from commscope.service.aggregate import Aggregator, AggregatorSettings
+from commscope.service.offline import analyse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from inspector_builder import coll

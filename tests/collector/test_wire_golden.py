@@ -95,7 +95,7 @@ LAUNCHES = LaunchTally(
     calls=2, call_ns=12_000, kernels=2, shorter=1, delay_ns=sketch_of([7_000.0, 9_000.0])
 )
 RESULT = RankResult(
-    source="gpu kernels",
+    evidence_text="gpu kernels",
     comm_ns=50,
     overlap_ns=20,
     compute_ns=100,

@@ -34,8 +34,8 @@ from commscope.exporters import jsonreport, text
 from commscope.model.errors import TraceError
 from commscope.model.schema import Report
 from commscope.pipeline import jobs
-from commscope.pipeline.offline import parse_file
 from commscope.pipeline.report import Options, ParsedFile, build_report
+from commscope.service.offline import parse_file
 from machineinfo import peak_rss_mb
 from mutants import DLRM, SHARED, Mutant, corpus
 

@@ -15,8 +15,8 @@ from commscope.exporters import text
 from commscope.exporters.files import write_beside, write_reports
 from commscope.model.errors import ConfigError
 from commscope.model.schema import Report, RunConfig
-from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
+from commscope.service.offline import analyse
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "gloo_ddp_2rank"
 NOW = datetime(2026, 11, 24, 12, 0, 5, tzinfo=UTC)

@@ -7,8 +7,8 @@ from pathlib import Path
 from builders import write
 from commscope.exporters import diff, text
 from commscope.pipeline import compare
-from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
+from commscope.service.offline import analyse
 from kineto_builder import cpu_op, dist_head, kernel, trace
 
 

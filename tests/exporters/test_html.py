@@ -41,7 +41,7 @@ def overlap(ratio: float, exposed_s: float) -> RankOverlap:
         overlapped_time_s=0.01 * ratio,
         exposed_comm_time_s=exposed_s,
         compute_time_s=0.02,
-        source="gpu kernels",
+        evidence_text="gpu kernels",
     )
 
 
@@ -190,7 +190,7 @@ def test_a_report_without_data_explains_every_empty_plot() -> None:
 def test_each_step_of_each_window_is_drawn_beside_its_ranks_summary() -> None:
     found = report()
     steps = {1: 19_000_000, 2: 21_000_000}  # ns: the rank's min and max
-    kept = {"0": RankFacts(result=RankResult(source="gpu kernels", steps=steps))}
+    kept = {"0": RankFacts(result=RankResult(evidence_text="gpu kernels", steps=steps))}
     found.windows = [Window(name="a", facts=kept), Window(name="b", facts=kept)]
     assert htmlplots.step_samples(found) == {"0": [0.019, 0.021, 0.019, 0.021]}
     drawn = htmlplots.step_plot(found)
@@ -203,10 +203,10 @@ def test_the_header_tells_unnamed_gpus_from_no_gpu_as_the_text_report_does() -> 
     assert "GPU unnamed in the traces" in "".join(html.header(found))  # rank 0's kernels
     found.kernels = Kernels()
     for entry in found.overlap.per_rank.values():
-        entry.source = "nccl inspector"  # NCCL Inspector logs: no kernels, but NCCL's GPUs
+        entry.evidence_text = "nccl inspector"  # NCCL Inspector logs: no kernels, but NCCL's GPUs
     assert "GPU unnamed in the traces" in "".join(html.header(found))
     for entry in found.overlap.per_rank.values():
-        entry.source = "cpu (gloo)"
+        entry.evidence_text = "cpu (gloo)"
     assert "no GPU in the traces" in "".join(html.header(found))
 
 
@@ -312,7 +312,7 @@ def inspected_only() -> Report:
     found = report()
     found.kernels = Kernels()
     for entry in found.overlap.per_rank.values():
-        entry.source, entry.ratio = "nccl inspector", None
+        entry.evidence_text, entry.ratio = "nccl inspector", None
     return found
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from commscope.exporters import text
-from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
+from commscope.service.offline import analyse
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "gloo_ddp_2rank"

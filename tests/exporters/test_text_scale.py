@@ -61,7 +61,7 @@ def overlap(rank: int) -> RankOverlap:
         overlapped_time_s=10 * MS - exposed,
         exposed_comm_time_s=exposed,
         compute_time_s=20 * MS,
-        source="gpu kernels",
+        evidence_text="gpu kernels",
     )
 
 

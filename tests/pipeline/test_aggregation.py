@@ -51,9 +51,9 @@ from commscope.model.schema import (
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.aggregation import RETIRED_SEQ, Aggregation, Applied, Verdict
 from commscope.pipeline.edge import Reduction, facts, pack
-from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
 from commscope.service.aggregate import Aggregator, AggregatorSettings
+from commscope.service.offline import analyse
 from families_builder import BUILDERS, write_job
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -859,7 +859,7 @@ def finished_rank(folder: str, rank: int, world: int) -> FinishedFile:
     meta = TraceMeta(rank=rank, world_size=world)
     return FinishedFile(
         stream=f"{folder}-{rank}", node="n", path=f"/run/{folder}/rank{rank}.json",
-        folder=folder, root_name="run", meta=meta, result=RankResult(source="none"),
+        folder=folder, root_name="run", meta=meta, result=RankResult(evidence_text="none"),
     )  # fmt: skip
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from commscope.exporters import text
 from commscope.model.schema import Report
-from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
+from commscope.service.offline import analyse
 from families_builder import BUILDERS, RANKS, write_job
 
 US = 1e-6

@@ -7,8 +7,8 @@ import random
 
 import pytest
 from commscope.model.schema import Report
-from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
+from commscope.service.offline import analyse
 from kineto_builder import collective_args, dist_head, kernel, trace
 
 RANKS = 3

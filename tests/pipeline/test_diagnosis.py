@@ -35,8 +35,8 @@ from commscope.model.schema import (
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.config import parse_config
 from commscope.pipeline.diagnosis import INPUT_ADVICE, LAUNCH_ADVICE, diagnose
-from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options, ParsedFile, build_report
+from commscope.service.offline import analyse
 
 
 def run(*, comm: float, exposed: float, compute: float, busy: float | None = 0.95,
@@ -47,7 +47,7 @@ def run(*, comm: float, exposed: float, compute: float, busy: float | None = 0.9
     `idle`: the GPU's idle share of its active span)."""
     overlap = RankOverlap(ratio=(comm - exposed) / comm if comm else None, comm_time_s=comm,
                           overlapped_time_s=comm - exposed, exposed_comm_time_s=exposed,
-                          compute_time_s=compute, source="gpu kernels")  # fmt: skip
+                          compute_time_s=compute, evidence_text="gpu kernels")  # fmt: skip
     stepped = RankSteps(count=steps, mean_s=step_total / steps, min_s=None, max_s=None,
                       span_s=step_total, comm_s=comm, exposed_comm_s=exposed, compute_s=compute,
                       gpu_busy_s=busy, comm_outside_s=0.0, compute_outside_s=0.0)  # fmt: skip

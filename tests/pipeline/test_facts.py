@@ -15,7 +15,7 @@ def result(order: list[int]) -> RankResult:
         group_sources={f"source{n}": n for n in order},
     )
     return RankResult(
-        source="gpu kernels",
+        evidence_text="gpu kernels",
         ops={f"Op{n}": tally for n in order},
         steps={n: 1000 * n for n in order},
         kernel_ns={f"kind{n}": n for n in order},

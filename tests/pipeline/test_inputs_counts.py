@@ -37,8 +37,8 @@ def parsed_file(window: str, name: str, size: int, *, drop: str | None, note: st
     stats = FileStats(bytes_read=size, events=size // 3, sizes_unknown=size % 2,
                       dropped={drop: 1} if drop else {})  # fmt: skip
     meta = TraceMeta(source=source)  # type: ignore[arg-type]
-    return ParsedFile(window, f"{window}/{name}", None, meta, RankResult(source="none"), stats,
-                      note)  # fmt: skip
+    result = RankResult(evidence_text="none")
+    return ParsedFile(window, f"{window}/{name}", None, meta, result, stats, note)
 
 
 files = st.lists(

@@ -16,9 +16,9 @@ from commscope.exporters import jsonreport, text
 from commscope.model.schema import FinishedFile, Record, StreamEnd
 from commscope.pipeline.aggregation import Aggregation, Verdict
 from commscope.pipeline.edge import Reduction
-from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
 from commscope.pipeline.stats import sample_values
+from commscope.service.offline import analyse
 from inspector_builder import coll
 
 W_US = 300_000_000  # the default window, 300 s

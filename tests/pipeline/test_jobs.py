@@ -27,8 +27,8 @@ from builders import (
 from commscope.collector.discover import rank_from_name
 from commscope.pipeline import jobs, ranks
 from commscope.pipeline.accumulate import Accumulator
-from commscope.pipeline.offline import analyse_jobs
 from commscope.pipeline.report import Options, ParsedFile, build_report
+from commscope.service.offline import analyse_jobs
 from kineto_builder import annotation, kernel, read, trace
 
 HOUR_NS = 3600 * 10**9

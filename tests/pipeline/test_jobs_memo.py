@@ -30,7 +30,7 @@ def item(
     cpu: bool = False,
 ) -> ParsedFile:
     meta = TraceMeta(rank=rank, world_size=world, backend="nccl", gpu_name=gpu)
-    result = RankResult(source=CPU if cpu else "gpu kernels", start_ns=start_ns)
+    result = RankResult(evidence_text=CPU if cpu else "gpu kernels", start_ns=start_ns)
     return ParsedFile(window, f"{window}/{name}", name_rank, meta, result, FileStats())
 
 
@@ -124,7 +124,7 @@ def test_the_memo_finds_what_a_split_anew_finds(
     for i in changed:
         if i < len(again):
             old = again[i]
-            again[i] = ParsedFile(old.window, old.path, old.name_rank, old.meta,
-                                  RankResult(source=old.result.source), old.stats)  # fmt: skip
+            result = RankResult(evidence_text=old.result.evidence_text)
+            again[i] = ParsedFile(old.window, old.path, old.name_rank, old.meta, result, old.stats)
     same(jobs.usable(again, memo), again)
     same(jobs.usable(again, memo), again)

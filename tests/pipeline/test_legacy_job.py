@@ -12,8 +12,8 @@ from typing import Any
 import msgspec
 import pytest
 from commscope.model.schema import Report
-from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
+from commscope.service.offline import analyse
 from kineto_builder import cpu_op, dims_args, dist_head, kernel, launch, legacy_event, trace
 
 MAIN = 4242

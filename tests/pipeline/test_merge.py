@@ -25,8 +25,8 @@ from commscope.model.schema import (
 )
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.merge import NOT_ACROSS, combine
-from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options, ParsedFile, build_report
+from commscope.service.offline import analyse
 from crossrank_builder import Scenario, calls
 from hypothesis import given, settings
 from hypothesis import strategies as st

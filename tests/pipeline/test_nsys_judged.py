@@ -12,8 +12,8 @@ import pytest
 from commscope.exporters import html, text
 from commscope.model.fields import CAPTURE_ONLY
 from commscope.model.schema import Report
-from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
+from commscope.service.offline import analyse
 from nsys_builder import Export
 
 MS = 1_000_000  # ns

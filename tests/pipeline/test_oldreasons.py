@@ -48,7 +48,7 @@ def test_an_old_report_loads_with_its_reasons_keyed() -> None:
 
 def test_an_old_report_s_rank_facts_decode_after_the_upgrade() -> None:
     facts = msgspec.to_builtins(
-        RankFacts(result=RankResult(source="none"), stats=FileStats(events=5))
+        RankFacts(result=RankResult(evidence_text="none"), stats=FileStats(events=5))
     )
     facts["stats"]["dropped"] = {OLD_LINE: 2}
     document = {"windows": [{"facts": {"0": facts}}], "inputs": {}}

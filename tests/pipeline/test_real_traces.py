@@ -10,9 +10,9 @@ import pytest
 from commscope.collector.discover import find_windows
 from commscope.model.schema import Report
 from commscope.pipeline.accumulate import pooled_ops
-from commscope.pipeline.offline import analyse, parse_windows
 from commscope.pipeline.report import Options
 from commscope.pipeline.sections import collective_stats
+from commscope.service.offline import analyse, parse_windows
 
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces" / "kineto"
 pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason=f"{TRACES} not present")

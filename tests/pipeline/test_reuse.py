@@ -249,14 +249,14 @@ def test_the_runs_cross_rank_facts_take_only_the_new_window(
 
 
 def test_merged_windows_merge_again_as_their_windows_would() -> None:
-    """merge_results is a left fold, sources included: a gloo window then two GPU windows
+    """merge_results is a left fold, evidence included: a gloo window then two GPU windows
     give "cpu (gloo) + gpu kernels" whether merged at once or the third into the first two."""
     first, second, third = (
-        RankResult(source=source, comm_ns=ns, steps={ns: ns})
-        for source, ns in (("cpu (gloo)", 1), ("gpu kernels", 2), ("gpu kernels", 3))
+        RankResult(evidence_text=evidence, comm_ns=ns, steps={ns: ns})
+        for evidence, ns in (("cpu (gloo)", 1), ("gpu kernels", 2), ("gpu kernels", 3))
     )
     at_once = merge_results([first, second, third])
-    assert at_once.source == "cpu (gloo) + gpu kernels" and at_once.comm_ns == 6
+    assert at_once.evidence_text == "cpu (gloo) + gpu kernels" and at_once.comm_ns == 6
     assert merge_results([merge_results([first, second]), third]) == at_once
 
 

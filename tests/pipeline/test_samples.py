@@ -31,8 +31,8 @@ def test_a_tally_keeps_its_samples_through_merge_and_the_stored_bytes() -> None:
     count_op(second, CommOp("AllReduce", 0, 0, 8_000, 4, True))  # no duration: no sample
     into = pooled_ops(
         [
-            RankResult(source="gpu kernels", ops={"AllReduce": first}),
-            RankResult(source="gpu kernels", ops={"AllReduce": second}),
+            RankResult(evidence_text="gpu kernels", ops={"AllReduce": first}),
+            RankResult(evidence_text="gpu kernels", ops={"AllReduce": second}),
         ]
     )["AllReduce"]
     assert list(sample_values(into.algbw_Bps)) == pytest.approx([4e9, 4e9], rel=1e-15)

@@ -151,7 +151,7 @@ def _window(*durations_ns: int) -> RankResult:
     tally = OpTally()
     for dur in durations_ns:
         count_op(tally, CommOp("AllReduce", 0, dur, 4_000, 4, True))
-    return RankResult(source="gpu kernels", ops={"AllReduce": tally})
+    return RankResult(evidence_text="gpu kernels", ops={"AllReduce": tally})
 
 
 def exact_values(windows: list[RankResult]) -> list[float]:
@@ -197,8 +197,8 @@ def test_the_stored_window_result_is_unchanged_by_the_run_merge() -> None:
 def test_a_sketched_tally_never_pools_into_samples_silently() -> None:
     pooled = pooled_ops(
         [
-            RankResult(source="gpu kernels", ops={"AllReduce": OpTally()}),
-            RankResult(source="gpu kernels", ops={"AllReduce": RunTally()}),
+            RankResult(evidence_text="gpu kernels", ops={"AllReduce": OpTally()}),
+            RankResult(evidence_text="gpu kernels", ops={"AllReduce": RunTally()}),
         ]
     )
     assert isinstance(pooled["AllReduce"], RunTally)  # one sketched part: the pool is sketched
@@ -229,7 +229,8 @@ def test_a_shed_tally_keeps_the_sums_and_the_sketches_of_its_samples() -> None:
 
 def test_a_shed_window_merges_over_windows_as_its_samples_would() -> None:
     windows = [_window(1_000, 2_000), _window(4_000), _window(8_000)]
-    shed = [RankResult(source=w.source, ops={"AllReduce": shed_samples(w.ops["AllReduce"])})
+    shed = [RankResult(evidence_text=w.evidence_text,
+                       ops={"AllReduce": shed_samples(w.ops["AllReduce"])})
             for w in windows]  # fmt: skip
     expected = merge_results(windows)
     for mixed in ([shed[0], windows[1], windows[2]], shed, [windows[0], shed[1], shed[2]]):

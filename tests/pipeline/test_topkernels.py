@@ -12,7 +12,6 @@ import pytest
 from commscope.model.int64s import pack
 from commscope.model.schema import KernelRow, KernelTime, LaunchDelays, RankResult
 from commscope.pipeline.accumulate import Accumulator, merge_results
-from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
 from commscope.pipeline.sketch import sketch_of
 from commscope.pipeline.topkernels import (
@@ -26,6 +25,7 @@ from commscope.pipeline.topkernels import (
     rank_launches,
     top_kernels,
 )
+from commscope.service.offline import analyse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kineto_builder import dist_head, kernel, span, trace
@@ -133,9 +133,10 @@ def test_no_launch_parts_is_no_launch_figures() -> None:
 def ranks() -> dict[int, RankResult]:
     # rank 0: A 2 kernels 600 ns, C 1 kernel 400 ns (comm); rank 1: A 1 kernel 1000 ns
     zero = RankResult(
-        source="gpu kernels", kernel_names=[KernelTime(A, 2, 600), KernelTime(C, 1, 400, True)]
+        evidence_text="gpu kernels",
+        kernel_names=[KernelTime(A, 2, 600), KernelTime(C, 1, 400, True)],
     )
-    one = RankResult(source="gpu kernels", kernel_names=[KernelTime(A, 1, 1000)])
+    one = RankResult(evidence_text="gpu kernels", kernel_names=[KernelTime(A, 1, 1000)])
     return {0: zero, 1: one}
 
 
@@ -153,13 +154,13 @@ def test_top_kernels_per_rank_and_pooled() -> None:
 
 
 def test_the_summed_row_has_no_kind() -> None:
-    result = RankResult(source="gpu kernels", kernel_names=[KernelTime(None, 2, 10)])
+    result = RankResult(evidence_text="gpu kernels", kernel_names=[KernelTime(None, 2, 10)])
     (row,) = top_kernels({0: result}).all_ranks
     assert (row.name, row.communication, row.share) == (None, None, 1.0)
 
 
 def test_sections_without_names_or_launches_say_why() -> None:
-    result = {0: RankResult(source="cpu (gloo)")}
+    result = {0: RankResult(evidence_text="cpu (gloo)")}
     assert top_kernels(result).na_reason == NO_NAMES
     assert launches(result).na_reason == NO_LAUNCHES
     assert launches(result).all_ranks is None

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from commscope.exporters import jsonreport
-from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
+from commscope.service.offline import analyse
 
 T = TypeVar("T")
 COMMSCOPE = [

@@ -15,9 +15,9 @@ import pytest
 from builders import rank_trace, write
 from commscope.exporters import jsonreport, text
 from commscope.model.errors import ClusterError
-from commscope.pipeline.offline import analyse_jobs
 from commscope.pipeline.report import Options
 from commscope.service.cluster import Cluster, _check_workers, own_version
+from commscope.service.offline import analyse_jobs
 from tools import require_module
 
 distributed = require_module("distributed", "the dask extra: pip install 'commscope[dask]'")

@@ -27,10 +27,10 @@ from commscope.collector.stream import ATTEMPTS, Reduced, StreamSettings
 from commscope.collector.transport import MemoryTransport
 from commscope.collector.watch import Watcher
 from commscope.exporters import jsonreport
-from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
 from commscope.service.aggregate import Aggregator, AggregatorSettings
 from commscope.service.collect import CHECKPOINT, Collector, CollectorSettings
+from commscope.service.offline import analyse
 from kineto_builder import dist_head, kernel, trace
 from service.harness import normalised
 

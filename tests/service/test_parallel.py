@@ -15,10 +15,10 @@ import pytest
 from builders import rank_trace, write
 from commscope.exporters import jsonreport
 from commscope.model.errors import DIED
-from commscope.pipeline.offline import Failed, analyse, analyse_jobs
 from commscope.pipeline.report import Options
 from commscope.service import parallel
 from commscope.service.cli import main
+from commscope.service.offline import Failed, analyse, analyse_jobs
 
 TRACES = Path("../shared/traces/kineto")
 SAMPLE = Path("samples/gloo_ddp_2rank")

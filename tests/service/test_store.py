@@ -47,7 +47,7 @@ def finished_file(stream: str) -> FinishedFile:
         next_seq=5,
         size_bytes=4096,
         meta=TraceMeta(rank=0, world_size=2, backend="gloo"),
-        result=RankResult(source="cpu (gloo)", comm_ns=10, compute_ns=30, steps={4: 100}),
+        result=RankResult(evidence_text="cpu (gloo)", comm_ns=10, compute_ns=30, steps={4: 100}),
     )
 
 

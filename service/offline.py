@@ -1,48 +1,39 @@
 """The offline pipeline: trace files on disk → report document (shell: reads files).
 
-The same collector and pipeline code the live service runs, in one process: each file is
-streamed through `TraceReader` into its own `Accumulator`, so a file that turns out to be
-damaged is dropped whole (events read before the damage do not count) and the rest is
-reported. A file's kind (its name: `names.input_kind`) picks its reader: a Kineto trace is one
-rank, an Nsight Systems export one rank per profiled process (`read_nsys`); a reader gives
-every rank it found (`Parsed`), the runners pass them on whatever the reader. Progress goes to
-an optional observer. With `jobs` > 1 the per-file work runs in a
-pool of processes (`parallel`), or with a Dask scheduler's address on its cluster (`cluster`);
-the results are combined in the same order, so the report is the same as with one.
+The same collector and pipeline code the live service runs, in one process: the source that
+claims a file's name (`collector.sources`) reads it through the one loop (`source.drain`),
+each rank it holds into its own `Accumulator`, so a file that turns out to be damaged is
+dropped whole (events read before the damage do not count) and the rest is reported. A
+Kineto trace is one rank, an Nsight Systems export one per profiled process, an NCCL
+Inspector log one per rank in each of its windows (`Parsed`). Progress goes to an optional
+observer. With `jobs` > 1 the per-file work runs in a pool of processes (`parallel`), or with
+a Dask scheduler's address on its cluster (`cluster`); the results are combined in the same
+order, so the report is the same as with one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import partial
 from itertools import accumulate
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import Protocol
 
-from commscope.collector.discover import (
-    WindowFiles,
-    file_size,
-    find_windows,
-    open_trace,
-    rank_from_name,
-)
+from commscope.collector.discover import WindowFiles, file_size, find_windows, open_trace
+from commscope.collector.inspector_file import DEFAULT_RULE
 from commscope.collector.inspector_windows import WindowRule
-from commscope.collector.kineto import TraceReader
-from commscope.collector.names import input_kind
-from commscope.collector.nsys import CAPTURE_STEP
+from commscope.collector.source import File, Rank, ReadOptions, drain, finished
+from commscope.collector.sources import reader_of
 from commscope.model.errors import NotATraceError, TraceError
 from commscope.model.names import looks_like_trace, window_order
-from commscope.model.schema import INSPECTOR_LOGS, RankResult, Report, Skipped
-from commscope.pipeline import inspector, inspector_beside, inspector_sources, jobs
+from commscope.model.schema import INSPECTOR_LOGS, Report, Skipped
+from commscope.pipeline import inspector_beside, inspector_sources, jobs
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report
 from commscope.service import cluster as dask_cluster
 from commscope.service import parallel
 from msgspec.structs import replace as struct_replace
-
-if TYPE_CHECKING:
-    from commscope.collector import nsysdb
 
 
 @dataclass(frozen=True)
@@ -59,114 +50,51 @@ class Progress(parallel.Progress, Protocol):
 
 
 Parsed = tuple[ParsedFile, ...]  # the ranks one file holds (a Kineto trace: one)
-Reader = Callable[[str, Path, "Progress | None", "Path | None"], Parsed]
-EXPORT_FIRST: Final = (
-    "an Nsight Systems report, not an export: run `nsys export --type sqlite FILE` and give "
-    "the .sqlite"
-)
+
+
+def read(
+    window: str,
+    path: Path,
+    progress: Progress | None = None,
+    name: Path | None = None,
+    rule: WindowRule = DEFAULT_RULE,
+) -> Parsed:
+    """One file's ranks, read by the source that claims its name (`sources`); TraceError when
+    it cannot be used. `name`: what the report calls the file at `path` (default: `path`);
+    `rule`: the windows of an NCCL Inspector log."""
+    file = File(
+        path=str(path),
+        shown=str(path if name is None else name),
+        open=partial(open_trace, path),
+        window=window,
+        size=file_size(path),
+        on_chunk=progress.advance if progress else None,
+        options=ReadOptions(inspector=rule),
+    )
+    try:
+        ranks = drain(reader_of(path.name).read(file), Accumulator)
+    except OSError as exc:
+        raise TraceError(file.shown, f"unreadable ({exc.strerror or exc})") from None
+    return tuple(_parsed(file, rank, accumulator) for rank, accumulator in ranks)
+
+
+def _parsed(file: File, rank: Rank, accumulator: Accumulator) -> ParsedFile:
+    return ParsedFile(
+        window=rank.window or file.window,
+        path=file.shown,
+        name_rank=rank.name_rank,
+        meta=rank.meta,
+        result=finished(rank, accumulator.result([file.shown])),
+        stats=rank.stats,
+        note=rank.note,
+    )
 
 
 def parse_file(
     window: str, path: Path, progress: Progress | None = None, name: Path | None = None
 ) -> ParsedFile:
-    """One rank file → its per-window result; raises TraceError when it cannot be used.
-    `name`: what the report calls the file at `path` (default: `path`)."""
-    shown = path if name is None else name
-    accumulator = Accumulator()
-    try:
-        with open_trace(path) as stream:
-            reader = TraceReader(stream, str(shown), progress.advance if progress else None)
-            for batch in reader.trace_batches():
-                accumulator.add_all(batch)
-    except OSError as exc:
-        raise TraceError(str(shown), f"unreadable ({exc.strerror or exc})") from None
-    return ParsedFile(
-        window=window,
-        path=str(shown),
-        name_rank=rank_from_name(shown),
-        meta=reader.meta,
-        result=accumulator.result([str(shown)]),
-        stats=reader.stats,
-    )
-
-
-def read_kineto(
-    window: str, path: Path, progress: Progress | None = None, name: Path | None = None
-) -> Parsed:
-    return (parse_file(window, path, progress, name),)
-
-
-def read_nsys(
-    window: str, path: Path, progress: Progress | None = None, name: Path | None = None
-) -> Parsed:
-    """One rank per profiled process of an Nsight Systems export (`nsysdb`); the file's
-    bytes count once, with its first rank."""
-    # imported here: the daemons import this module through the CLI and never read exports
-    from commscope.collector.nsysdb import Export  # noqa: PLC0415
-
-    shown = str(path if name is None else name)
-    export = Export(path, shown)
-    accumulators: dict[int, Accumulator] = {}
-    try:
-        for pid, batch in export.read():
-            accumulators.setdefault(pid, Accumulator()).add_all(batch)
-    finally:
-        export.close()
-    size = file_size(path)
-    if progress:
-        progress.advance(size)
-    order = sorted(export.meta, key=lambda pid: export.ranks[pid])
-    for pid in order[:1]:
-        export.stats[pid].bytes_read = size
-    return tuple(_ranked(window, shown, export, accumulators, pid) for pid in order)
-
-
-def _ranked(
-    window: str, shown: str, export: nsysdb.Export, accumulators: dict[int, Accumulator], pid: int
-) -> ParsedFile:
-    result = accumulators.get(pid, Accumulator()).result([shown])
-    if export.capture_span:
-        result = captured(result)
-    meta, stats = export.meta[pid], export.stats[pid]
-    return ParsedFile(window, shown, None, meta, result, stats, export.note)
-
-
-def captured(result: RankResult) -> RankResult:
-    """The result of a rank whose one step is its export's capture span (`nsys.capture_step`):
-    the step clipped the in-step figures; it moves from `steps` (training steps) to
-    `capture_ns`."""
-    steps = dict(result.steps)
-    span = steps.pop(CAPTURE_STEP, 0)
-    return struct_replace(result, steps=steps, capture_ns=span)
-
-
-def _not_exported(
-    window: str, path: Path, progress: Progress | None = None, name: Path | None = None
-) -> Parsed:
-    raise TraceError(str(path if name is None else name), EXPORT_FIRST)
-
-
-def read_inspector(
-    window: str,
-    path: Path,
-    progress: Progress | None = None,
-    name: Path | None = None,
-    rule: WindowRule = inspector.DEFAULT_RULE,
-) -> Parsed:
-    """An NCCL Inspector log: a rank per GPU it reports on in each of its windows
-    (`inspector.read`)."""
-    found = tuple(inspector.read(window, path, rule))
-    if progress:
-        progress.advance(file_size(path))
-    return found
-
-
-READERS: Final[dict[str, Reader]] = {
-    "kineto": read_kineto,
-    "nsys": read_nsys,
-    "nsys-rep": _not_exported,
-    "inspector": read_inspector,
-}
+    """One rank file (a Kineto trace) -> its per-window result (`read`)."""
+    return read(window, path, progress, name)[0]
 
 
 def analyse(
@@ -174,7 +102,7 @@ def analyse(
     options: Options,
     progress: Progress | None = None,
     workers: int = 1,
-    rule: WindowRule = inspector.DEFAULT_RULE,
+    rule: WindowRule = DEFAULT_RULE,
 ) -> Report:
     """The report for the job under `root` with the most files, as the live aggregator makes
     it: files of any other job are skipped with the reason (ConfigError if there is no trace).
@@ -198,7 +126,7 @@ def analyse_jobs(
     workers: int = 1,
     cluster: dask_cluster.Cluster | None = None,
     *,
-    rule: WindowRule = inspector.DEFAULT_RULE,
+    rule: WindowRule = DEFAULT_RULE,
 ) -> list[Report]:
     """One report per job under `root` (ConfigError if there is no trace). `cluster`: a Dask
     scheduler whose workers parse the files (`workers` is then unused); `rule`: the windows
@@ -216,7 +144,7 @@ def parse_windows(
     progress: Progress | None = None,
     workers: int = 1,
     cluster: dask_cluster.Cluster | None = None,
-    rule: WindowRule = inspector.DEFAULT_RULE,
+    rule: WindowRule = DEFAULT_RULE,
 ) -> tuple[list[ParsedFile], list[Skipped], list[str]]:
     """The files parsed; those skipped, with the reason; and those ignored: valid JSON that is
     not a trace, under a name that does not say it should be one (`looks_like_trace`)."""
@@ -224,7 +152,7 @@ def parse_windows(
     if progress:
         progress.begin(len(files), sum(file_size(f) for _, f in files))
     outcomes: Iterable[Parsed | Failed]
-    work = outcome if rule == inspector.DEFAULT_RULE else partial(outcome, rule=rule)
+    work = outcome if rule == DEFAULT_RULE else partial(outcome, rule=rule)
     if cluster is not None:
         outcomes = dask_cluster.outcomes(
             files, cluster, work, Failed, progress=progress, tally=_tally
@@ -258,7 +186,7 @@ def window_list(
 
 
 def _is_log(path: Path) -> bool:
-    return input_kind(path.name) == INSPECTOR_LOGS
+    return reader_of(path.name).kind == INSPECTOR_LOGS
 
 
 def node_major(parsed: list[ParsedFile]) -> list[ParsedFile]:
@@ -293,15 +221,12 @@ def outcome(
     path: Path,
     progress: Progress | None = None,
     name: Path | None = None,
-    rule: WindowRule = inspector.DEFAULT_RULE,
+    rule: WindowRule = DEFAULT_RULE,
 ) -> Parsed | Failed:
     """One file's ranks, read by the reader of its kind, or why it cannot be used (never
     raises TraceError); `rule`: the windows of an NCCL Inspector log."""
-    kind = input_kind(path.name) or "kineto"
     try:
-        if kind == "inspector":
-            return read_inspector(window, path, progress, name, rule)
-        return READERS[kind](window, path, progress, name)
+        return read(window, path, progress, name, rule)
     except TraceError as exc:
         return Failed(exc.reason, isinstance(exc, NotATraceError))
 

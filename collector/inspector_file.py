@@ -1,21 +1,23 @@
-"""An NCCL Inspector log read whole for the offline report (shell: reads one file).
+"""NCCL Inspector logs as a source, read whole for the offline report (pure: the bytes come
+through the file's opener).
 
-`read(window, path)` has the shape of every offline reader: one file in, the `ParsedFile`s it
-holds out (one per global rank the log places, `collector.inspector.place`), or TraceError
-when nothing in it can be used. Lines that cannot be read (not JSON, cut short, an unknown
-format version, keys missing) are counted by reason in the file's `FileStats.dropped`, which
-the report names; the rest is used. A whole-run log maps onto one report window: the folder
-holding it, as a flat folder of Kineto traces does. Its ranks' results say "nccl inspector"
-as their source: there are no compute kernels, so overlap is not applicable.
+`INSPECTOR` claims the logs' names and reads one log into the ranks it holds: one per global
+rank the log places (`collector.inspector.place`) in each of its windows, keyed (window, rank)
+with their ops as communication events; TraceError when nothing in it can be used. Lines that
+cannot be read (not JSON, cut short, an unknown format version, keys missing) are counted by
+reason in the window's `FileStats.dropped`, which the report names; the rest is used. A
+whole-run log maps onto one report window: the folder holding it, as a flat folder of Kineto
+traces does. Its ranks' results say "nccl inspector" as their evidence (`as_result`): there are
+no compute kernels, so overlap is not applicable. Live, the log is tailed
+(`inspector_stream`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Final
 
-from commscope.collector.discover import open_trace
 from commscope.collector.inspector import (
     OTHER_COMM,
     TOO_LONG,
@@ -30,24 +32,67 @@ from commscope.collector.inspector import (
     split,
 )
 from commscope.collector.inspector_windows import Slot, Windowing, WindowRule, window_folder
+from commscope.collector.source import File, Live, Rank, Reading
 from commscope.model.errors import TraceError
-from commscope.model.inspector import as_result
-from commscope.model.schema import INSPECTOR_LOGS, FileStats, RankResult, TraceMeta, reason_text
-from commscope.pipeline.accumulate import Accumulator
-from commscope.pipeline.report import ParsedFile
+from commscope.model.inspector import LACKS, as_result
+from commscope.model.names import is_inspector_name
+from commscope.model.schema import INSPECTOR_LOGS, Event, FileStats, TraceMeta, reason_text
+from commscope.model.schema import Source as SourceKind
 
 _CHUNK: Final = 1 << 20
 DEFAULT_RULE: Final = WindowRule()  # the default windows (`--inspector-window`)
 
 
-def read(window: str, path: Path, rule: WindowRule = DEFAULT_RULE) -> list[ParsedFile]:
-    """The log's ranks in each of its windows; TraceError when it holds no usable op."""
+@dataclass(frozen=True)
+class Inspector:
+    """NCCL Inspector JSONL logs: offline read whole, live tailed."""
+
+    kind: SourceKind = INSPECTOR_LOGS
+    live: Live | None = "tail"
+    lacks: Mapping[str, str] = field(default_factory=lambda: LACKS)
+
+    def claims(self, name: str) -> bool:
+        return is_inspector_name(name)
+
+    def read(self, file: File) -> Reading:
+        return _Log(file)
+
+
+class _Log:
+    """One read of a log: its ranks in each of its windows, in the order the windows closed."""
+
+    def __init__(self, file: File) -> None:
+        self.file = file
+        self.found: list[Rank] = []
+
+    def batches(self) -> Iterator[tuple[Hashable, list[Event]]]:
+        file, rule = self.file, self.file.options.inspector
+        slots, placed = _slots(file, rule)
+        for slot in slots:
+            window = window_folder(rule, file.window, slot.index)
+            for rank, ops, stats in _ranks(slot, placed):
+                key = (window, rank)
+                self.found.append(Rank(key, meta(rank, placed.world_size, ops), stats,
+                                       window=window, finish=as_result))  # fmt: skip
+                yield key, [op.comm_op() for op in ops]
+        if file.on_chunk is not None:
+            file.on_chunk(file.size)
+
+    def ranks(self) -> list[Rank]:
+        return self.found
+
+
+INSPECTOR: Final = Inspector()
+
+
+def _slots(file: File, rule: WindowRule) -> tuple[list[Slot], Placed]:
+    """The log's windows and where its ops' ranks are; TraceError when it holds no usable op."""
     windowing = Windowing(rule)
     try:
-        with open_trace(path) as stream:
+        with file.open() as stream:
             slots = cut(stream.read, windowing)
     except (OSError, EOFError) as exc:
-        raise TraceError(str(path), f"unreadable ({exc})") from None
+        raise TraceError(file.shown, f"unreadable ({exc})") from None
     placed = place([op for slot in slots for op in slot.ops])
     if not placed.by_rank or not slots:
         dropped: dict[str, int] = {}
@@ -55,12 +100,8 @@ def read(window: str, path: Path, rule: WindowRule = DEFAULT_RULE) -> list[Parse
             for why, n in stats.dropped.items():
                 dropped[why] = dropped.get(why, 0) + n
         reasons = ", ".join(f"{n} {reason_text(why)}" for why, n in dropped.items()) or "no record"
-        raise TraceError(str(path), f"no NCCL Inspector operation ({reasons})")
-    return [
-        item
-        for slot in slots
-        for item in _window(window_folder(rule, window, slot.index), str(path), slot, placed)
-    ]
+        raise TraceError(file.shown, f"no NCCL Inspector operation ({reasons})")
+    return slots, placed
 
 
 def cut(read_some: Callable[[int], bytes], windowing: Windowing) -> list[Slot]:
@@ -83,17 +124,18 @@ def cut(read_some: Callable[[int], bytes], windowing: Windowing) -> list[Slot]:
     return slots
 
 
-def _window(name: str, path: str, slot: Slot, placed: Placed) -> Iterator[ParsedFile]:
-    """One window's ranks (the window's counters go with its first rank: counted once)."""
+def _ranks(slot: Slot, placed: Placed) -> Iterator[tuple[int, list[Op], FileStats]]:
+    """One window's ranks and their ops (the window's counters go with its first rank:
+    counted once)."""
     stats = slot.stats
     if placed.comm is None:  # one GPU per process: every op is its rank's
-        yield _parsed(name, path, next(iter(placed.by_rank)), slot.ops, placed, stats)
+        yield next(iter(placed.by_rank)), slot.ops, stats
         return
     by_rank, left_out = split(slot.ops, placed.comm, sorted(placed.by_rank))
     if left_out:
         count_dropped(stats, OTHER_COMM, left_out)
     for i, (rank, ops) in enumerate(by_rank.items()):
-        yield _parsed(name, path, rank, ops, placed, stats if i == 0 else FileStats())
+        yield rank, ops, stats if i == 0 else FileStats()
 
 
 def parse(chunks: Iterable[bytes], stats: FileStats) -> Iterator[Op]:
@@ -119,29 +161,9 @@ def _ops(reader: LineReader, lines: list[bytes], stats: FileStats) -> Iterator[O
             count_dropped(stats, found.reason)
 
 
-def rank_result(ops: Iterable[Op], files: Iterable[str]) -> RankResult:
-    """One rank's ops as a result: communication only (no compute kernels: no overlap)."""
-    accumulator = Accumulator()
-    accumulator.add_all(op.comm_op() for op in ops)
-    return as_result(accumulator.result(files))
-
-
 def meta(rank: int, world_size: int | None, ops: Iterable[Op]) -> TraceMeta:
     """`call_starts` only when every op has its start (a verbose log)."""
     starts = all(op.start_us is not None for op in ops)
     return TraceMeta(
         rank=rank, world_size=world_size, backend="nccl", source=INSPECTOR_LOGS, call_starts=starts
-    )
-
-
-def _parsed(  # noqa: PLR0917  # the fields of one ParsedFile
-    window: str, path: str, rank: int, ops: list[Op], placed: Placed, stats: FileStats
-) -> ParsedFile:
-    return ParsedFile(
-        window=window,
-        path=path,
-        name_rank=None,
-        meta=meta(rank, placed.world_size, ops),
-        result=rank_result(ops, [path]),
-        stats=stats,
     )
