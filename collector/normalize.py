@@ -52,8 +52,8 @@ from commscope.collector.classify import (
     nelems_bytes,
     shape_group,
 )
-from commscope.collector.gloosplits import Pairing, call_splits
 from commscope.collector.families import ACTIVITY_CATEGORIES, looks_like_comm, role, shown_name
+from commscope.collector.gloosplits import Pairing, call_splits
 from commscope.collector.kernels import kernel_category
 from commscope.collector.launches import KernelNames, LaunchJoin, is_launch_call
 from commscope.model.schema import (

@@ -105,7 +105,9 @@ def tally(
     return found
 
 
-def _placed(instance: Instance, members: Mapping[str, Sequence[int]], ranks: list[int]) -> list[int]:
+def _placed(
+    instance: Instance, members: Mapping[str, Sequence[int]], ranks: list[int]
+) -> list[int]:
     """The group's global ranks in group-rank order; empty when unknown."""
     known = members.get(instance.group)
     if known:

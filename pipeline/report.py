@@ -36,7 +36,16 @@ from commscope.model.schema import (
     TraceMeta,
     Window,
 )
-from commscope.pipeline import alltoallv, crossrank, facts, health, inspector_sources, ranks, skew, straddle
+from commscope.pipeline import (
+    alltoallv,
+    crossrank,
+    facts,
+    health,
+    inspector_sources,
+    ranks,
+    skew,
+    straddle,
+)
 from commscope.pipeline.accumulate import SKETCHED, Sketcher, bandwidth_sketch, merge_results
 from commscope.pipeline.config import JobConfig, global_batch, resolve
 from commscope.pipeline.crossrank import CrossRank
