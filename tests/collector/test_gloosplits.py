@@ -36,22 +36,9 @@ def test_a_gloo_span_takes_its_calls_split_sizes_and_the_larger_side_as_its_size
     # rank 1 sends 2 rows to rank 0 and 6 to itself, receives 3 and 6: a row is 5 floats =
     # 20 B; the span's input is 8 rows (160 B), S = 20 B x max(8, 9) rows = 180 B
     found = comm([issue(100, "[2, 6]", "[3, 6]", 8, 9), run(104, 8)])
-    assert found == [
-        CommOp(
-            "AllToAll",
-            104_000,
-            5_000,
-            180,
-            2,
-            False,
-            None,
-            None,
-            "pg_config",
-            "Float",
-            (2, 6),
-            (3, 6),
-        )  # fmt: skip
-    ]
+    expected = CommOp("AllToAll", 104_000, 5_000, 180, 2, False, None, None, "pg_config",
+                      "Float", (2, 6), (3, 6))  # fmt: skip
+    assert found == [expected]
 
 
 def test_spans_pair_with_calls_in_start_order_whatever_the_file_order() -> None:
