@@ -406,7 +406,7 @@ class AllToAllStep(msgspec.Struct, kw_only=True):
     the step (1 = balanced), and the rank that moved the most."""
 
     step: int
-    calls: int = 0  # calls of known bytes, summed over ranks
+    calls: int = 0  # instances of known bytes (in the step of their lowest member's call)
     sent_imbalance: float | None = None
     received_imbalance: float | None = None
     busiest_rank: int | None = None

@@ -194,6 +194,7 @@ def _to_steps(
     received: Mapping[int, int],
     steps: Mapping[int, _Steps],
 ) -> None:
+    first = min(instance.calls)
     for rank, op in instance.calls.items():
         step = step_of(steps.get(rank, ([], [], [])), op.start_ns)
         if step is None:
@@ -201,7 +202,7 @@ def _to_steps(
         into = found.steps.setdefault(step, StepTally())
         into.sent[rank] += sent[rank]
         into.received[rank] += received[rank]
-        into.calls += 1
+        into.calls += rank == first  # an instance counts in its lowest member's step
 
 
 def pooled(parts: Sequence[Tally]) -> Tally:
