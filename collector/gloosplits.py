@@ -17,6 +17,8 @@ from commscope.collector.classify import split_sizes
 from msgspec.structs import replace
 
 ALLTOALL_CALL: Final = "c10d::alltoall_base_"
+# the ops a gloo all-to-all span runs (the list form, `c10d::alltoall_`, records no splits)
+ISSUING: Final = frozenset({ALLTOALL_CALL, "c10d::alltoall_"})
 GLOO_SPAN: Final = "gloo:all_to_all"
 MEMORY: Final = 65_536  # spans (and calls) held per file; past it none is paired
 _OUTPUT_SPLITS, _INPUT_SPLITS = 3, 4  # positions in `Concrete Inputs`
@@ -43,7 +45,7 @@ class Pairing:
         self.overflow = False
 
     def call(self, call: Any) -> None:
-        if call.name != ALLTOALL_CALL:
+        if call.name not in ISSUING:
             return
         if len(self.calls) >= MEMORY:
             self.overflow = True

@@ -59,6 +59,13 @@ def test_no_pairing_when_the_counts_differ_or_a_span_precedes_its_call() -> None
         assert all(op.message_bytes == 160 for op in found)  # the input, as before
 
 
+def test_the_list_form_issues_a_span_too_and_keeps_the_pairing_in_step() -> None:
+    # torch 2.13: dist.all_to_all (c10d::alltoall_) also runs as a gloo:all_to_all span
+    listed = cpu_op("c10d::alltoall_", 50, 10, MAIN, {"Concrete Inputs": ["", "", "", "False"]})
+    found = comm([listed, run(55, 4), issue(100, "[2, 6]", "[3, 6]", 8, 9), run(104, 8)])
+    assert [(op.in_splits, op.out_splits) for op in found] == [((), ()), ((2, 6), (3, 6))]
+
+
 def test_an_even_all_to_all_single_records_no_split_sizes() -> None:
     (found,) = comm([issue(100, "[]", "[]", 8, 8), run(104, 8)])
     assert (found.in_splits, found.out_splits, found.message_bytes) == ((), (), 160)
