@@ -32,7 +32,7 @@ def heat_map(report: Report) -> str:
 
 def _drawn(found: AllToAllV) -> str:
     ranks = found.matrix_ranks[:MAX_RANKS]
-    cell = min(40.0, (WIDTH - 200) / len(ranks))
+    cell = min(64.0, (WIDTH - 200) / len(ranks))
     frame = Frame(110, 60, cell * len(ranks), cell * len(ranks))
     top = max((v for line in found.matrix_bytes for v in line), default=0)
     body = [svg.text(frame.left, 18, TITLE, font_size=svg.FONT + 2, font_weight="bold")]
@@ -46,13 +46,27 @@ def _drawn(found: AllToAllV) -> str:
             body.append(svg.text(x, frame.top - 10, str(rank), "middle", font_size=svg.FONT))
     for i, sender in enumerate(ranks):
         for j, receiver in enumerate(ranks):
-            value = found.matrix_bytes[i][j]
-            fill = svg.viridis(value / top if top > 0 else 0.0)
-            about = f"rank {sender} -> rank {receiver}: {size(value)}"
-            x, y = frame.left + j * cell, frame.top + i * cell
-            body.append(svg.rect(x, y, cell - 1, cell - 1, fill, title=about))
+            at = (frame.left + j * cell, frame.top + i * cell, cell)
+            body += _cell(at, sender, receiver, found.matrix_bytes[i][j], top)
     body.append(
         svg.text(frame.left, frame.bottom + 22, f"brightest: {size(top)}", font_size=svg.FONT)
     )
     shown = "" if len(found.matrix_ranks) <= MAX_RANKS else f" (first {MAX_RANKS} ranks)"
     return svg.document(WIDTH, int(frame.bottom + 40), TITLE + shown, body)
+
+
+def _cell(
+    at: tuple[float, float, float], sender: int, receiver: int, value: int, top: int
+) -> list[str]:
+    """One entry: its colour, its bytes in a tooltip and, when they fit, written in it."""
+    x, y, cell = at
+    fill = svg.viridis(value / top if top > 0 else 0.0)
+    shown = size(value)
+    about = f"rank {sender} -> rank {receiver}: {shown}"
+    out = [svg.rect(x, y, cell - 1, cell - 1, fill, title=about)]
+    if cell >= 6.5 * len(shown) + 6:
+        ink = svg.ink_on(fill)
+        out.append(
+            svg.text(x + cell / 2, y + cell / 2 + 4, shown, "middle", font_size=11, fill=ink)
+        )
+    return out
