@@ -51,9 +51,9 @@ from commscope.collector.classify import (
     kernel_collective,
     nelems_bytes,
     shape_group,
-    split_sizes,
 )
 from commscope.collector.families import ACTIVITY_CATEGORIES, looks_like_comm, role, shown_name
+from commscope.collector.gloosplits import Pairing, call_splits
 from commscope.collector.kernels import kernel_category
 from commscope.collector.launches import KernelNames, LaunchJoin, is_launch_call
 from commscope.model.schema import (
@@ -216,6 +216,7 @@ def comm_call(name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) ->
         return CommCall(name[:MAX_NAME], start_ns, end_ns)
     label = args.get("Collective name")
     dims = input_dims_bytes(args)
+    sent, received = call_splits(name, args)
     return CommCall(
         name[:MAX_NAME],
         start_ns,
@@ -228,8 +229,8 @@ def comm_call(name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) ->
         seq=_bounded(_int(args.get("Seq")), MAX_COUNT),
         shape_group=_bounded(shape_group(name, args), MAX_RANKS, least=1),
         dtype=_dtype(args, sized=dims is not None),
-        in_splits=split_sizes(args.get("In split size")),
-        out_splits=split_sizes(args.get("Out split size")),
+        in_splits=sent,
+        out_splits=received,
     )
 
 
@@ -456,6 +457,7 @@ class Normalizer:
         self._top_keys: set[str] = set()
         self._settled = False  # the head gave distributedInfo: the group metadata is final
         self._waiting_meta: list[CommCall] = []
+        self._gloo_alltoall = Pairing()  # gloo all-to-all spans held for their split sizes
         self._busy = CpuRuns(comm_call=False)
         self._calling = CpuRuns(comm_call=True)
         self._roles: dict[str, int] = {}
@@ -735,6 +737,7 @@ class Normalizer:
                 start_ns = round(ts * 1000)
                 call = comm_call(name, start_ns, round(end * 1000), self._args(raw))
                 self._add_call(tid, call)
+                self._gloo_alltoall.call(call)
 
     def _thread(self, tid: object) -> int | None:
         """The id of a trace's `tid`: an int as it is, a string as `string_tid` reads it
@@ -795,6 +798,8 @@ class Normalizer:
         if span is None:
             return
         facts = comm_call(name, span[0], span[0] + span[1], self._args(raw))
+        if self._gloo_alltoall.span(facts):
+            return
         if not self._settled and self._meta.world_size is None and facts.group_size is None:
             self._waiting_meta.append(facts)
             return
@@ -933,7 +938,7 @@ class Normalizer:
         self._waiting = 0
         if self._calls.missed:
             self.drop(_EARLY, self._calls.missed)
-        for facts in self._waiting_meta:
+        for facts in [*self._gloo_alltoall.paired(), *self._waiting_meta]:
             self.out.append(self._comm_op(facts, [facts], on_gpu=False))
         self._waiting_meta.clear()
         self._busy.close_all(self.out)

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from commscope.exporters import html, jsonreport, naming, text
+from commscope.exporters import alltoallvcsv, html, jsonreport, naming, text
 from commscope.model.errors import ConfigError, WriteError
 from commscope.model.schema import Provenance, Report
 from commscope.model.version import installed_version
@@ -49,7 +49,15 @@ def write_beside(
         text_path.write_text(rendered, encoding="utf-8")
         json_path.write_bytes(jsonreport.render(report))
         html_path.write_text(html.render(report, rendered), encoding="utf-8")
+        _replay(report, json_path.with_suffix(alltoallvcsv.SUFFIX))
     return paths
+
+
+def _replay(report: Report, path: Path) -> None:
+    """The all-to-all-v matrix in nccl-tests' alltoallv input, beside the reports."""
+    found = alltoallvcsv.replay_csv(report.alltoallv)
+    if found is not None:
+        path.write_text(found, encoding="utf-8")
 
 
 def _unclaimed(out: Path, stem: str) -> str:

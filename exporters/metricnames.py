@@ -106,6 +106,36 @@ FAMILIES: Final = (
         "windows with cross-rank facts",
     ),
     Family("commscope_comm_seconds_total", "counter", _JR, "|C|: union of communication time"),
+    Family(
+        "commscope_alltoallv_sent_bytes_total",
+        "counter",
+        _JR,
+        "bytes the rank sent in all-to-all calls that recorded split sizes (own slice included)",
+    ),
+    Family(
+        "commscope_alltoallv_received_bytes_total",
+        "counter",
+        _JR,
+        "bytes the rank received in all-to-all calls that recorded split sizes",
+    ),
+    Family(
+        "commscope_alltoallv_busiest_rank",
+        "gauge",
+        _JR,
+        "1 for the rank that sent or received the most all-to-all-v bytes over the run, else 0",
+    ),
+    Family(
+        "commscope_alltoallv_sent_imbalance_ratio",
+        "gauge",
+        _J,
+        "max/mean over ranks of the all-to-all-v bytes sent in the latest profiled step",
+    ),
+    Family(
+        "commscope_alltoallv_received_imbalance_ratio",
+        "gauge",
+        _J,
+        "max/mean over ranks of the all-to-all-v bytes received in the latest profiled step",
+    ),
     Family("commscope_compute_seconds_total", "counter", _JR, "|P|: union of compute time"),
     Family(
         "commscope_bus_bandwidth_bytes_per_second",

@@ -323,6 +323,23 @@ def _cross_rank(out: Families, snapshot: Snapshot) -> None:
     out.add("commscope_hfu_ratio", (job,), report.utilization.hfu)
 
 
+def _alltoallv(out: Families, snapshot: Snapshot) -> None:
+    """All-to-all-v bytes per rank, the busiest rank, and the latest step's imbalance."""
+    job, found = snapshot.job, snapshot.report.alltoallv
+    if found is None:
+        return
+    for rank, r in found.per_rank.items():
+        out.add("commscope_alltoallv_sent_bytes_total", (job, rank), r.sent_bytes)
+        out.add("commscope_alltoallv_received_bytes_total", (job, rank), r.received_bytes)
+        out.add(
+            "commscope_alltoallv_busiest_rank", (job, rank), float(rank == str(found.busiest_rank))
+        )
+    last = found.steps[-1] if found.steps else None
+    if last is not None:
+        out.add("commscope_alltoallv_sent_imbalance_ratio", (job,), last.sent_imbalance)
+        out.add("commscope_alltoallv_received_imbalance_ratio", (job,), last.received_imbalance)
+
+
 def _live_skew(out: Families, labels: tuple[str, str], stats: Mapping[str, float]) -> None:
     """A collective's live skew: its quantiles, and its max in a family of its own."""
     for stat, value in stats.items():
@@ -406,7 +423,7 @@ def _collectors(out: Families, snapshot: Snapshot) -> None:
 
 
 _PARTS: Final = (_ranks, _started, _latest, _collectives, _run, _cross_rank, _alpha_beta, _gpu,
-                 _aggregator, _collectors)  # fmt: skip
+                 _aggregator, _collectors, _alltoallv)  # fmt: skip
 _SERVICE_PARTS: Final = (_collectives, _run, _cross_rank, _aggregator, _collectors)
 
 

@@ -16,6 +16,7 @@ import shlex
 from collections.abc import Iterable, Iterator
 from typing import Final
 
+from commscope.exporters.alltoallvtext import alltoallv_lines
 from commscope.exporters.crosstext import (
     alpha_beta_lines,
     diagnosis_lines,
@@ -77,6 +78,9 @@ def render(report: Report, *, every_row: bool = False) -> str:
         ),
         *_section(
             "13. NETWORK MODEL: α-β FIT", _within_shards(report, alpha_beta_lines(report, cut))
+        ),
+        *_section(
+            "13a. ALL-TO-ALL-V: SPLIT SIZES, IMBALANCE, TRAFFIC", alltoallv_lines(report, cut)
         ),
         *_section("14. TRACE HEALTH", health_lines(report)),
         *_section("15. INPUTS", _inputs(report, cut)),

@@ -397,6 +397,48 @@ class Launches(msgspec.Struct, kw_only=True):
     na_reason: str | None = None
 
 
+class AllToAllRank(msgspec.Struct, kw_only=True):
+    """One rank's all-to-all-v traffic (`pipeline.alltoallv`): bytes it sent and received
+    (its own slice included, as nccl-tests sizes a call) over the calls whose bytes are known."""
+
+    calls: int = 0
+    sent_bytes: int = 0
+    received_bytes: int = 0
+
+
+class AllToAllStep(msgspec.Struct, kw_only=True):
+    """One profiled step's all-to-all-v calls: max/mean over ranks of each rank's bytes in
+    the step (1 = balanced), and the rank that moved the most."""
+
+    step: int
+    calls: int = 0  # instances of known bytes (in the step of their lowest member's call)
+    sent_imbalance: float | None = None
+    received_imbalance: float | None = None
+    busiest_rank: int | None = None
+
+
+class AllToAllV(msgspec.Struct, kw_only=True):
+    """All-to-all calls that recorded their split sizes (MoE token dispatch and combine):
+    per-rank bytes, load imbalance (max/mean over ranks), busbw by the busiest rank, and the
+    rank x rank traffic matrix summed over the run (row: sender, column: receiver)."""
+
+    calls: int = 0  # matched instances with split sizes
+    unknown_bytes: int = 0  # of those, calls whose bytes are unknown (splits cut, no row size)
+    total_bytes: int = 0  # Σ bytes sent over ranks (own slices included)
+    sent_imbalance: float | None = None  # over the run: max/mean of the ranks' bytes sent
+    received_imbalance: float | None = None
+    busiest_rank: int | None = None  # most bytes sent or received over the run
+    call_sent_imbalance: Summary = msgspec.field(default_factory=Summary)  # over calls
+    call_received_imbalance: Summary = msgspec.field(default_factory=Summary)
+    busbw_Bps: Summary = msgspec.field(default_factory=Summary)  # per call, busiest rank
+    per_rank: dict[str, AllToAllRank] = {}
+    steps: list[AllToAllStep] = []
+    matrix_ranks: list[int] = []  # the global ranks of the matrix's rows and columns
+    matrix_bytes: list[list[int]] = []  # [i][j]: bytes matrix_ranks[i] sent to matrix_ranks[j]
+    matrix_na_reason: str | None = None  # why some traffic is not in the matrix
+    replay_bytes: int | None = None  # nccl-tests `-b`: n x the largest entry of a mean call
+
+
 class Sections(msgspec.Struct, kw_only=True):
     """The report sections, for the whole run or for one window."""
 
@@ -417,6 +459,7 @@ class Sections(msgspec.Struct, kw_only=True):
     health: Health = msgspec.field(default_factory=Health)
     top_kernels: TopKernels = msgspec.field(default_factory=TopKernels)
     launches: Launches = msgspec.field(default_factory=Launches)
+    alltoallv: AllToAllV | None = None  # None: no all-to-all recorded its split sizes
 
 
 class ExposedSplit(msgspec.Struct, frozen=True, kw_only=True):

@@ -272,6 +272,9 @@ class RankResult(msgspec.Struct, kw_only=True):
     # one row whose name is None (`pipeline.topkernels.capped`)
     kernel_names: list[KernelTime] = []
     launches: LaunchTally | None = None  # None: the source records no launch calls
+    # ProfilerStep number -> its start (ns, the trace's own clock): the window's own, to place
+    # its calls in steps (`pipeline.alltoallv`); empty once merged
+    step_starts: dict[int, int] = {}
 
     @property
     def evidence(self) -> frozenset[Evidence]:

@@ -211,6 +211,7 @@ class Accumulator:
             step_runs=packed(steps),
             kernel_names=capped(self.kernel_names),
             launches=self.launches,
+            step_starts={step: start for step, (_, _, start) in sorted(self.steps.items())},
         )
 
     def step_union(self) -> IntervalSet:

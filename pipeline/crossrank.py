@@ -26,7 +26,7 @@ from commscope.model.schema import (
     Matching,
     RankResult,
 )
-from commscope.pipeline import alphabeta, skew, straddle, waiting
+from commscope.pipeline import alltoallv, alphabeta, skew, straddle, waiting
 from commscope.pipeline.clocks import NO_MATCH, Found, clocks, offsets
 from commscope.pipeline.matching import MAX_DESYNCS, Instance, Matched, group_order, match
 from commscope.pipeline.stats import ratio, thin_indices
@@ -66,6 +66,8 @@ class CrossRank:
     taken: frozenset[straddle.Key] = frozenset()
     # each rank's exposed communication split into transfer and waiting (`waiting`)
     split: dict[int, waiting.Split] = field(default_factory=dict)
+    # all-to-all calls that recorded split sizes (`alltoallv`)
+    alltoallv: alltoallv.Tally = field(default_factory=alltoallv.Tally)
 
 
 def aligned(
@@ -73,11 +75,7 @@ def aligned(
 ) -> tuple[Matched, Found, list[skew.Arrival]]:
     """The window's matched instances, clock offsets, and arrivals on aligned clocks."""
     calls = {rank: result.calls for rank, result in results.items()}
-    members: dict[str, Sequence[int]] = {}
-    for info in infos.values():
-        for group, ranks in info.pg_ranks.items():
-            members.setdefault(group, ranks)
-    matched = match(calls, members, {r: i.base_ns for r, i in infos.items()})
+    matched = match(calls, _members(infos), {r: i.base_ns for r, i in infos.items()})
     untimed = _untimed(infos)
     found = offsets([i for i in matched.instances if untimed.isdisjoint(i.starts)])
     return matched, found, [_arrival(i, shifts(found), untimed) for i in matched.instances]
@@ -126,7 +124,17 @@ def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> 
         points=alpha_beta_points(arrivals),
         factors=bus_factors(arrivals),
         split=exposed_split(results, infos, matched, found),
+        alltoallv=alltoallv.tally(results, matched.instances, _members(infos)),
     )
+
+
+def _members(infos: Mapping[int, RankInfo]) -> dict[str, Sequence[int]]:
+    """Each process group's ranks as the first trace that lists it gives them (pg_config)."""
+    members: dict[str, Sequence[int]] = {}
+    for info in infos.values():
+        for group, ranks in info.pg_ranks.items():
+            members.setdefault(group, ranks)
+    return members
 
 
 def pooled(windows: Sequence[CrossRank], clocked: bool = True) -> CrossRank:
@@ -144,6 +152,7 @@ def pooled(windows: Sequence[CrossRank], clocked: bool = True) -> CrossRank:
         points={k: _joined(w.points.get(k) for w in windows) for k in _keys(windows)},
         factors=_common_factors([w.factors for w in windows]),
         split=waiting.pooled([w.split for w in windows]),
+        alltoallv=alltoallv.pooled([w.alltoallv for w in windows]),
     )
 
 

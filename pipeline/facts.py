@@ -44,7 +44,9 @@ def of(
     `bandwidth_sketch`; `split`: its exposed split, when its cross-rank facts are in)."""
     sketch = sketcher or bandwidth_sketch
     ops = {kind: _bare(result.ops[kind]) for kind in sorted(result.ops)}
-    plain = replace(result, ops=ops, calls=[], files=[], exposed_runs=b"", step_runs=b"")
+    plain = replace(
+        result, ops=ops, calls=[], files=[], exposed_runs=b"", step_runs=b"", step_starts={}
+    )
     plain = replace(plain, steps=_by_key(result.steps), kernel_ns=_by_key(result.kernel_ns))
     return RankFacts(
         result=plain,

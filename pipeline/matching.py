@@ -40,6 +40,7 @@ class Instance:
     group_size: int | None
     starts: dict[int, int]
     durations: dict[int, int]
+    calls: Mapping[int, CommOp] = field(default_factory=dict)  # each member's call
 
     def ends(self) -> dict[int, int]:
         return {rank: start + self.durations[rank] for rank, start in self.starts.items()}
@@ -283,4 +284,5 @@ def _instance(
         group_size=max(groups) if groups else None,
         starts={rank: op.start_ns + base_ns.get(rank, 0) for rank, op in sorted(ops.items())},
         durations={rank: op.dur_ns for rank, op in sorted(ops.items())},
+        calls=dict(sorted(ops.items())),
     )

@@ -38,7 +38,16 @@ from commscope.model.schema import (
     TraceMeta,
     Window,
 )
-from commscope.pipeline import crossrank, facts, health, inspector_sources, ranks, skew, straddle
+from commscope.pipeline import (
+    alltoallv,
+    crossrank,
+    facts,
+    health,
+    inspector_sources,
+    ranks,
+    skew,
+    straddle,
+)
 from commscope.pipeline.accumulate import Sketcher, bandwidth_sketch, merge_results
 from commscope.pipeline.config import JobConfig, global_batch, resolve
 from commscope.pipeline.crossrank import CrossRank
@@ -372,8 +381,9 @@ def _with_cross(
     fits, skewed = crossed(cross, context.peak_Bps, plots)
     found = with_split(found, cross.split)
     return replace(
-        found, matching=cross.matching, clocks=cross.clocks, skew=skewed, alpha_beta=fits
-    )
+        found, matching=cross.matching, clocks=cross.clocks, skew=skewed, alpha_beta=fits,
+        alltoallv=alltoallv.section(cross.alltoallv),
+    )  # fmt: skip
 
 
 def cross_sections(cross: CrossRank, peak_Bps: float | None, plots: bool) -> CrossSections:

@@ -32,6 +32,16 @@ SELECTOR = re.compile(r"\b(commscope_[a-z_]+)\s*\{([^}]*)\}")
 
 # The families no panel queries, on purpose: every other exported family is shown somewhere.
 NOT_SHOWN = {
+    **{
+        f"commscope_alltoallv_{name}": "MoE all-to-all-v: no dashboard row yet (JSON, HTML, text)"
+        for name in (
+            "sent_bytes_total",
+            "received_bytes_total",
+            "busiest_rank",
+            "sent_imbalance_ratio",
+            "received_imbalance_ratio",
+        )
+    },
     "commscope_run_comm_compute_overlap_ratio": "the latest window's overlap is shown",
     "commscope_run_arrival_skew_seconds": "the latest window's skew is shown",
     "commscope_run_arrival_skew_max_seconds": "the latest window's skew is shown",

@@ -20,6 +20,7 @@ from commscope.exporters.prometheus import (
     kept_ranks,
 )
 from commscope.exporters.publish import BUILD
+from commscope.model.report import AllToAllRank, AllToAllStep, AllToAllV
 from commscope.model.schema import (
     AggregatorStats,
     CollectorStats,
@@ -60,6 +61,16 @@ def report() -> Report:
     return build_report(["w"], files, Options(config=config, config_path="llama3_8b.toml"))
 
 
+ALLTOALLV = AllToAllV(
+    calls=2,
+    busiest_rank=1,
+    per_rank={"0": AllToAllRank(sent_bytes=64, received_bytes=32),
+              "1": AllToAllRank(sent_bytes=96, received_bytes=128),
+              "2": AllToAllRank(), "3": AllToAllRank()},
+    steps=[AllToAllStep(step=1), AllToAllStep(step=2, sent_imbalance=1.2, received_imbalance=1.6)],
+)  # fmt: skip
+
+
 class _Fixed(Collector):
     def __init__(self, snapshot: Snapshot) -> None:
         self.metrics = families(snapshot)
@@ -84,7 +95,7 @@ def snapshot(shard: str = "") -> Snapshot:
     )
     return Snapshot(
         job="llama",
-        report=report(),
+        report=replace(report(), alltoallv=ALLTOALLV),
         windows_completed=1,
         busbw={"AllReduce": Rolling(30, {"p50": 1e10, "p95": 2e10, "mean": 1.2e10})},
         aggregator=stats,
@@ -388,7 +399,7 @@ _RANK_COUNTERS_EXPECTED = [
     for name in (
         "exposed_comm_seconds", "exposed_transfer_seconds", "exposed_waiting_seconds",
         "exposed_unmatched_seconds", "comm_seconds", "compute_seconds", "late_arrivals",
-        "caused_wait_seconds", "waited_seconds",
+        "caused_wait_seconds", "waited_seconds", "alltoallv_sent_bytes", "alltoallv_received_bytes",
     )
 ]  # fmt: skip
 
@@ -399,3 +410,16 @@ def test_the_latest_window_gauges_are_the_window_s_exposed_and_compute_time() ->
     samples = _samples(Snapshot(job="j", report=found), "2")
     assert samples["commscope_window_exposed_comm_seconds"] == window.exposed_comm_time_s
     assert samples["commscope_window_compute_seconds"] == window.compute_time_s
+
+
+def test_alltoallv_families_carry_the_bytes_the_busiest_rank_and_the_latest_step() -> None:
+    text = exposition()
+    for line in (
+        'commscope_alltoallv_sent_bytes_total{job="llama",rank="1"} 96.0',
+        'commscope_alltoallv_received_bytes_total{job="llama",rank="0"} 32.0',
+        'commscope_alltoallv_busiest_rank{job="llama",rank="1"} 1.0',
+        'commscope_alltoallv_busiest_rank{job="llama",rank="0"} 0.0',
+        'commscope_alltoallv_sent_imbalance_ratio{job="llama"} 1.2',
+        'commscope_alltoallv_received_imbalance_ratio{job="llama"} 1.6',
+    ):
+        assert f"\n{line}\n" in text, line

@@ -1,4 +1,5 @@
-"""Launching tests/gloo_job/train.py under torchrun: 2 processes, gloo on loopback."""
+"""Launching tests/gloo_job/train.py (or another job script) under torchrun: 2 processes
+(or `nproc`), gloo on loopback."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import sys
 from pathlib import Path
 
 TRAIN = Path(__file__).resolve().parent / "train.py"
+MOE = Path(__file__).resolve().parent / "moe.py"
 
 
-def torchrun(out: Path, *extra: str) -> None:
+def torchrun(out: Path, *extra: str, script: Path = TRAIN, nproc: int = 2) -> None:
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo"}
     command = [
         sys.executable,
@@ -18,8 +20,8 @@ def torchrun(out: Path, *extra: str) -> None:
         "torch.distributed.run",
         "--standalone",
         "--nproc_per_node",
-        "2",
-        str(TRAIN),
+        str(nproc),
+        str(script),
         "--out",
         str(out),
         *extra,

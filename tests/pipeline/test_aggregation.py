@@ -57,6 +57,7 @@ from commscope.service.offline import analyse
 from families_builder import BUILDERS, write_job
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kineto_builder import annotation, cpu_op, dims_args, dist_head, trace
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "gloo_ddp_2rank"
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces" / "kineto"
@@ -935,3 +936,34 @@ def test_a_mid_run_report_leaves_the_open_windows_cross_rank_sections_out() -> N
     apply_all(aggregation, streams[3])
     assert aggregation.prepare(Options()).waiting == frozenset()
     assert live_document(aggregation, final=False) == offline(SAMPLE)
+
+
+def write_moe(folder: Path) -> None:
+    """Two gloo ranks, one all-to-all-v in step 1: rank 0 sends 1 and 3 rows of 16 B to ranks 0
+    and 1, rank 1 sends 2 and 6 (its op's split sizes in `Concrete Inputs`)."""
+    sends = {0: [1, 3], 1: [2, 6]}
+    folder.mkdir(parents=True)
+    for rank, sent in sends.items():
+        received = [sends[peer][rank] for peer in (0, 1)]
+        args = {
+            "Concrete Inputs": ["", "", "", str(received), str(sent), "False", "-1"],
+            "Input Dims": [[sum(received), 4], [sum(sent), 4], [], [], [], [], []],
+            "Input type": ["float", "float", "", "ScalarList", "ScalarList", "", ""],
+        }
+        events = [
+            annotation("ProfilerStep#1", 0, 1000, 1),
+            cpu_op("c10d::alltoall_base_", 100, 50, 1, args),
+            annotation("gloo:all_to_all", 110, 30, 2, dims_args([[sum(sent), 4]], ["float"])),
+        ]
+        head = dist_head(rank=rank, world_size=2, backend="gloo", pg_sizes={"0": 2})
+        (folder / f"rank{rank}_trace.json").write_bytes(trace(events, head))
+
+
+def test_live_report_equals_offline_for_an_all_to_all_v(tmp_path: Path) -> None:
+    write_moe(tmp_path / "moe" / "iteration_1")
+    aggregation = Aggregation()
+    apply_all(aggregation, round_robin(run_records(tmp_path / "moe", 2)))
+    live = live_document(aggregation)
+    assert live == offline(tmp_path / "moe")
+    assert live["alltoallv"]["matrix_bytes"] == [[16, 48], [32, 96]]
+    assert live["alltoallv"]["busiest_rank"] == 1

@@ -46,6 +46,12 @@ def test_dlrm_collective_counts_and_sizes(dlrm: Report) -> None:
     assert dlrm.inputs.skipped == [] and dlrm.inputs.sizes_unknown == 0
 
 
+def test_dlrm_all_to_alls_record_no_split_sizes_so_no_all_to_all_v_section(dlrm: Report) -> None:
+    # its 5 all_to_all_single calls a rank: c10d::alltoall_base_ with Input Dims only
+    assert dlrm.alltoallv is None
+    assert all(w.alltoallv is None for w in dlrm.windows)
+
+
 def test_sampled_pair_is_one_window_of_two_ranks_of_128() -> None:
     report = analyse(TRACES / "sampled_2rank", Options())
     assert report.world_size == 128 and report.ranks == [0, 1]

@@ -50,6 +50,11 @@ CONDITIONAL = {
     "commscope_beta_bytes_per_second",
     "commscope_alpha_beta_groups_omitted",
     "commscope_link_peak_bytes_per_second",
+    "commscope_alltoallv_sent_bytes_total",  # all-to-all calls with split sizes only
+    "commscope_alltoallv_received_bytes_total",
+    "commscope_alltoallv_busiest_rank",
+    "commscope_alltoallv_sent_imbalance_ratio",
+    "commscope_alltoallv_received_imbalance_ratio",
 }
 
 
