@@ -39,7 +39,7 @@ def results(calls: Sequence[Mapping[int, CommOp]], steps: int = 2) -> dict[int, 
     ranks = sorted({rank for call in calls for rank in call})
     return {
         rank: RankResult(
-            source="cpu (gloo)",
+            evidence_text="cpu (gloo)",
             calls=[call[rank] for call in calls if rank in call],
             steps={step: STEP_NS for step in range(1, steps + 1)},
             step_starts={step: (step - 1) * STEP_NS for step in range(1, steps + 1)},
