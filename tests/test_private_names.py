@@ -1,0 +1,167 @@
+"""scripts/private_names.py: a public module-level name that no other file uses gets a leading
+underscore at its exact places, and the repository has none left."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script() -> ModuleType:
+    """scripts/private_names.py as a module (scripts/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(
+        "private_names", ROOT / "scripts" / "private_names.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+names = load_script()
+
+
+def tree(root: Path, files: dict[str, str]) -> Path:
+    """A small repository: each relative path written with its text."""
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+def found(root: Path) -> list[str]:
+    return [f"{c.path.relative_to(root)}:{c.line}: {c.name}" for c in names.candidates(root)]
+
+
+def test_the_repository_has_no_public_name_used_only_in_its_module() -> None:
+    """New public-but-unused names fail here: rename them with `python scripts/private_names.py`."""
+    assert found(ROOT) == []
+
+
+def test_an_unused_function_and_constant_are_renamed_everywhere_in_their_module(
+    tmp_path: Path,
+) -> None:
+    """Definition, calls, a default argument, a decorator, an f-string field, a nested
+    function's read and quotes as code in comments and docstrings are renamed; plain words
+    of prose, the keyword argument and the attribute of the same spelling are not."""
+    source = (
+        '"""A module: helper and LIMIT."""\n'
+        "LIMIT = 3  # LIMIT stays in comments\n"
+        "def helper(x: int = LIMIT) -> int:\n"
+        '    """helper doubles."""\n'
+        "    return x * 2\n"
+        "def deco(f):\n"
+        '    """Marks `helper` and `helpers`; `x.helper` is not it."""\n'
+        "    return f\n"
+        "@deco  # `LIMIT`, `helper(2)`: quoted as code\n"
+        "def api(obj) -> str:\n"
+        "    def inner() -> int:\n"
+        "        return LIMIT\n"
+        '    return f"{helper(LIMIT)} {obj.helper} {inner()}" + str(dict(helper=1))\n'
+    )
+    expected = (
+        '"""A module: helper and LIMIT."""\n'
+        "_LIMIT = 3  # LIMIT stays in comments\n"
+        "def _helper(x: int = _LIMIT) -> int:\n"
+        '    """helper doubles."""\n'
+        "    return x * 2\n"
+        "def _deco(f):\n"
+        '    """Marks `_helper` and `helpers`; `x.helper` is not it."""\n'
+        "    return f\n"
+        "@_deco  # `_LIMIT`, `_helper(2)`: quoted as code\n"
+        "def api(obj) -> str:\n"
+        "    def inner() -> int:\n"
+        "        return _LIMIT\n"
+        '    return f"{_helper(_LIMIT)} {obj.helper} {inner()}" + str(dict(helper=1))\n'
+    )
+    root = tree(tmp_path, {"pipeline/mod.py": source, "tests/test_mod.py": "from x import api\n"})
+    assert found(root) == [
+        "pipeline/mod.py:2: LIMIT",
+        "pipeline/mod.py:3: helper",
+        "pipeline/mod.py:6: deco",
+    ]
+    assert names.main([str(root)]) == 0
+    assert (root / "pipeline/mod.py").read_text(encoding="utf-8") == expected
+    assert names.main([str(root), "--check"]) == 0  # idempotent: nothing left
+    assert found(root) == []
+
+
+@pytest.mark.parametrize(
+    "user",
+    [
+        "from commscope.pipeline.mod import target\n",  # imported (by a test, a module)
+        "import commscope.pipeline.mod as m\nm.target()\n",  # read as an attribute
+        'monkeypatch.setattr(mod, "target", None)\n',  # named by a string
+        'patch("commscope.pipeline.mod.target")\n',  # a dotted path
+        'x: "list[target]"\n',  # a quoted annotation
+        "from commscope.pipeline.mod import *\n",  # a star import takes every name
+        "def broken(:\n",  # a file that does not parse may use anything
+    ],
+)
+def test_a_name_another_python_file_may_use_stays_public(tmp_path: Path, user: str) -> None:
+    root = tree(tmp_path, {"pipeline/mod.py": "def target():\n    pass\n", "tests/t.py": user})
+    assert found(root) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "text"),
+    [
+        ("docs/usage.md", "Call `mod.target()` first.\n"),
+        ("README.md", "```python\nfrom commscope.pipeline.mod import target\n```\n"),
+        ("pyproject.toml", '[project.scripts]\nx = "commscope.pipeline.mod:target"\n'),
+        ("deploy/systemd/x.service", "ExecStart=python -c 'target()'\n"),
+    ],
+)
+def test_a_name_docs_config_or_deploy_files_show_stays_public(
+    tmp_path: Path, path: str, text: str
+) -> None:
+    root = tree(tmp_path, {"pipeline/mod.py": "def target():\n    pass\n", path: text})
+    assert found(root) == []
+
+
+def test_markdown_prose_does_not_keep_a_name_public(tmp_path: Path) -> None:
+    root = tree(
+        tmp_path, {"pipeline/mod.py": "def target():\n    pass\n", "docs/a.md": "the target\n"}
+    )
+    assert found(root) == ["pipeline/mod.py:1: target"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        '__all__ = ["target"]\ntarget = 1\n',  # exported
+        "target = 1\ndef f(target):\n    return target\n",  # a parameter of the same spelling
+        "target = 1\nclass S:\n    target: int\n",  # a field of the same spelling
+        "target = 1\ndef f():\n    global target\n    target = 2\n",  # rebound through global
+        "target = 1\n_target = 2\n",  # the private spelling is taken
+        'target = 1\nKEY = getattr(object(), "target", None)\nprint(KEY)\n',  # a string names it
+        "class target(ValueError):\n    pass\n",  # an exception: its name is printed
+        "import enum\nclass target(enum.Enum):\n    A = 1\n",  # an enum: its name is printed
+        "import msgspec\nclass target(msgspec.Struct, tag=True):\n    a: int\n",  # tag = name
+    ],
+)
+def test_a_name_its_own_module_cannot_rename_exactly_stays_public(
+    tmp_path: Path, source: str
+) -> None:
+    root = tree(tmp_path, {"collector/mod.py": source, "tests/t.py": "from m import KEY, f, S\n"})
+    assert [line for line in found(root) if line.endswith(" target")] == []
+
+
+def test_check_lists_what_is_left_and_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tree(tmp_path, {"service/mod.py": "A, B = 1, 2\nC: int = A + B\n"})
+    assert names.main([str(root), "--check"]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "service/mod.py:1: A",
+        "service/mod.py:1: B",
+        "service/mod.py:2: C",
+    ]
