@@ -116,23 +116,36 @@ def names_read(tree: ast.AST) -> set[str]:
     return words
 
 
-def docstring_nodes(tree: ast.AST) -> set[int]:
+@functools.cache
+def parsed(text: str) -> ast.Module:
+    """A module's tree, parsed once per text."""
+    return ast.parse(text)
+
+
+@functools.cache
+def nodes_of(tree: ast.AST) -> tuple[ast.AST, ...]:
+    """Every node of a tree, walked once."""
+    return tuple(ast.walk(tree))
+
+
+@functools.cache
+def docstring_nodes(tree: ast.AST) -> frozenset[int]:
     """The ids of the docstring constants of a module and of its classes and functions."""
     owners = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
     found: set[int] = set()
-    for node in ast.walk(tree):
+    for node in nodes_of(tree):
         if isinstance(node, owners) and node.body and isinstance(node.body[0], ast.Expr):
             value = node.body[0].value
             if isinstance(value, ast.Constant) and isinstance(value.value, str):
                 found.add(id(value))
-    return found
+    return frozenset(found)
 
 
 def strings_of(tree: ast.AST) -> set[str]:
     """The names the strings of a module may refer to (docstrings left out)."""
     docs = docstring_nodes(tree)
     words: set[str] = set()
-    for node in ast.walk(tree):
+    for node in nodes_of(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
             words |= string_words(node.value)
     return words
@@ -143,7 +156,7 @@ def uses_in_python(tree: ast.AST, package: str) -> set[str]:
     imported names, attributes read on anything, names in strings; `*commscope.x.y` for a
     star import of a module."""
     words = strings_of(tree)
-    for node in ast.walk(tree):
+    for node in nodes_of(tree):
         if isinstance(node, ast.ImportFrom):
             words.update(imported(node, package))
         elif isinstance(node, ast.Attribute):
@@ -284,7 +297,7 @@ def definition_offsets(text: str, tree: ast.Module, name: str) -> list[int] | No
     from the tokens; None when the tokens do not show it there."""
     wanted = {
         (node.lineno, node.col_offset)
-        for node in ast.walk(tree)
+        for node in nodes_of(tree)
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
         and node.name == name
     }
@@ -300,7 +313,7 @@ def definition_offsets(text: str, tree: ast.Module, name: str) -> list[int] | No
 def name_offsets(text: str, tree: ast.Module, name: str) -> list[int] | None:
     """The offsets of every `ast.Name` spelled so; None when one is not exactly there."""
     lines, starts, found = text.split("\n"), line_starts(text), []
-    for node in ast.walk(tree):
+    for node in nodes_of(tree):
         if isinstance(node, ast.Name) and node.id == name:
             start = char_offset(lines, starts, node.lineno, node.col_offset)
             if not exact_at(text, start, name):
@@ -334,7 +347,7 @@ def prose_spans(text: str, tree: ast.Module) -> tuple[tuple[int, int], ...]:
         for t in tokens_of(text)
         if t.type == tokenize.COMMENT
     ]
-    for node in ast.walk(tree):
+    for node in nodes_of(tree):
         if id(node) in docs and isinstance(node, ast.Constant):
             start = char_offset(lines, starts, node.lineno, node.col_offset)
             assert node.end_lineno is not None and node.end_col_offset is not None
@@ -373,7 +386,7 @@ class Module:
     @classmethod
     def read(cls, path: Path) -> Module:
         text = path.read_text(encoding="utf-8")
-        return cls(path, text, ast.parse(text), symtable.symtable(text, str(path), "exec"))
+        return cls(path, text, parsed(text), symtable.symtable(text, str(path), "exec"))
 
     def kept(self) -> set[str]:
         """Names this module must keep public whatever other files do."""
@@ -388,7 +401,7 @@ def used_outside(root: Path) -> dict[Path, set[str]]:
     uses: dict[Path, set[str]] = {}
     for path in python_files(root, USERS):
         try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
+            tree = parsed(path.read_text(encoding="utf-8"))
             uses[path] = uses_in_python(tree, dotted(root, path)[1])
         except (SyntaxError, UnicodeDecodeError):
             uses[path] = {"*"}  # unreadable: it may use anything
