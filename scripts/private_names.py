@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import functools
 import io
 import re
@@ -31,7 +32,7 @@ import sys
 import tokenize
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 PACKAGES = ("model", "collector", "pipeline", "exporters", "service")
@@ -42,18 +43,25 @@ OUTSIDE_CLASS_BASES = frozenset(
 )
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 DOTTED = re.compile(r"[A-Za-z_][\w.]*[.:]([A-Za-z_]\w*)")
+DOTTED_PATH = re.compile(r"(commscope(?:\.\w+)+)[.:](\w+)")
 MD_CODE = re.compile(r"```.*?```|`[^`\n]+`", re.DOTALL)
 LONGEST_CODE_STRING = 300
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """A public module-level name that no other file uses, with where to rewrite it."""
+    """A module-level name to rewrite: public and used by no other file (`new` is `_name`),
+    or private and asked for under its public spelling by another file (`new` is `name`)."""
 
     path: Path
     line: int
     name: str
     spans: tuple[tuple[int, int], ...]  # (start, end) character offsets in the module's text
+    new: str
+
+    def __str__(self) -> str:
+        restored = f" -> {self.new} (another file uses {self.new})" if self.name[0] == "_" else ""
+        return f"{self.path}:{self.line}: {self.name}{restored}"
 
 
 # --- the files ---------------------------------------------------------------------------
@@ -168,9 +176,7 @@ def imported(node: ast.ImportFrom, package: str) -> set[str]:
     """The names a `from … import …` takes, a star import as `*` and the absolute module."""
     if not any(alias.name == "*" for alias in node.names):
         return {alias.name for alias in node.names}
-    parts = package.split(".")
-    base = ".".join(parts[: len(parts) - node.level + 1]) if node.level else ""
-    return {"*" + ".".join(p for p in (base, node.module or "") if p)}
+    return {f"*{absolute(node, package)}"}
 
 
 def dotted(root: Path, path: Path) -> tuple[str, str]:
@@ -219,8 +225,9 @@ def target_names(target: ast.expr) -> Iterator[ast.Name]:
             yield from target_names(element)
 
 
-def definitions(tree: ast.Module) -> dict[str, int]:
-    """The public module-level names a module defines, each with its first line."""
+def definitions(tree: ast.Module, private: bool = False) -> dict[str, int]:
+    """The public (or the private) module-level names a module defines, each with its first
+    line."""
     found: dict[str, int] = {}
     for stmt in top_statements(tree.body):
         names: list[str] = []
@@ -233,7 +240,7 @@ def definitions(tree: ast.Module) -> dict[str, int]:
         elif type(stmt).__name__ == "TypeAlias":
             names = [n.id for n in target_names(stmt.name)]  # type: ignore[attr-defined]
         for name in names:
-            if not name.startswith("_"):
+            if name.startswith("_") == private and not name.startswith("__"):
                 found.setdefault(name, stmt.lineno)
     return found
 
@@ -425,17 +432,111 @@ def candidates(root: Path) -> list[Candidate]:
             public = name in kept or files_using[name] > (name in own)
             spans = None if public else occurrences(module.text, module.tree, name)
             if spans:
-                found.append(Candidate(path, line, name, spans))
+                found.append(Candidate(path, line, name, spans, f"_{name}"))
+    return found
+
+
+# --- names another file asks for under their public spelling -----------------------------
+
+
+def module_names(root: Path) -> dict[str, Path]:
+    """The dotted name of each package module of the tree, with its file."""
+    return {dotted(root, path)[0]: path for path in python_files(root, PACKAGES)}
+
+
+def chain(node: ast.expr) -> str | None:
+    """The dotted text of a name or a chain of attributes (`a.b.c`), else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = chain(node.value)
+        return f"{head}.{node.attr}" if head else None
+    return None
+
+
+def aliases(tree: ast.AST, package: str, modules: set[str]) -> dict[str, str]:
+    """The local names a file binds to package modules (`import a.b as m`, `from a import b`)."""
+    bound: dict[str, str] = {}
+    for node in nodes_of(tree):
+        if isinstance(node, ast.Import):
+            bound |= {a.asname or a.name: a.name for a in node.names if a.name in modules}
+        elif isinstance(node, ast.ImportFrom):
+            base = absolute(node, package)
+            for a in node.names:
+                if f"{base}.{a.name}" in modules:
+                    bound[a.asname or a.name] = f"{base}.{a.name}"
+    return bound
+
+
+def absolute(node: ast.ImportFrom, package: str) -> str:
+    """The absolute module a `from … import` reads from."""
+    parts = package.split(".")
+    base = ".".join(parts[: len(parts) - node.level + 1]) if node.level else ""
+    return ".".join(p for p in (base, node.module or "") if p)
+
+
+def exact_uses(tree: ast.AST, package: str, modules: set[str]) -> set[tuple[str, str]]:
+    """The (module, name) pairs a file names exactly: `from m import name`, `m.name` through
+    an alias or a full dotted path, and strings "pkg.m.name" or "pkg.m:name"."""
+    bound, pairs = aliases(tree, package, modules), set()
+    for node in nodes_of(tree):
+        if isinstance(node, ast.ImportFrom) and absolute(node, package) in modules:
+            pairs |= {(absolute(node, package), a.name) for a in node.names}
+        elif isinstance(node, ast.Attribute):
+            head = chain(node.value)
+            module = bound.get(head or "", head)
+            pairs |= {(module, node.attr)} if module in modules else set()
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            path = DOTTED_PATH.fullmatch(node.value)
+            pairs |= {(path[1], path[2])} if path and path[1] in modules else set()
+    return pairs
+
+
+def restorable(root: Path) -> list[Candidate]:
+    """Private module-level names that another file asks for under their public spelling (a
+    branch that started using `name` while another renamed it `_name`): back to public."""
+    modules = module_names(root)
+    asked: set[tuple[str, str]] = set()
+    for path in python_files(root, USERS):
+        with contextlib.suppress(SyntaxError, UnicodeDecodeError):
+            tree = parsed(path.read_text(encoding="utf-8"))
+            own = dotted(root, path)[0]
+            asked |= {
+                p for p in exact_uses(tree, dotted(root, path)[1], set(modules)) if p[0] != own
+            }
+    found: list[Candidate] = []
+    for module_name, path in sorted(modules.items()):
+        wanted = {name for module, name in asked if module == module_name}
+        found += restore(Module.read(path), wanted)
+    return found
+
+
+def restore(module: Module, wanted: set[str]) -> list[Candidate]:
+    """The private definitions of a module to make public again, for the names asked for."""
+    spelled, private = set(WORD.findall(module.text)), definitions(module.tree, private=True)
+    blocked = shadowed(module.table) | strings_of(module.tree)
+    found = []
+    for name in sorted(wanted - spelled):
+        old = f"_{name}"
+        spans = (
+            None
+            if old not in private or old in blocked
+            else occurrences(module.text, module.tree, old)
+        )
+        if spans:
+            found.append(Candidate(module.path, private[old], old, spans, name))
     return found
 
 
 def rename(found: list[Candidate]) -> None:
-    """Give each candidate a leading underscore, at its exact places, file by file."""
+    """Rewrite each candidate at its exact places, file by file."""
     for path in sorted({c.path for c in found}):
         text = path.read_text(encoding="utf-8")
-        spans = sorted((s for c in found if c.path == path for s in c.spans), reverse=True)
-        for start, end in spans:
-            text = f"{text[:start]}_{text[start:end]}{text[end:]}"
+        spans = sorted(
+            ((*s, c.new) for c in found if c.path == path for s in c.spans), reverse=True
+        )
+        for start, end, new in spans:
+            text = f"{text[:start]}{new}{text[end:]}"
         ast.parse(text)  # a rewrite that does not parse is a bug here: fail before writing
         path.write_text(text, encoding="utf-8")
 
@@ -445,10 +546,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("root", nargs="?", type=Path, default=Path(__file__).parents[1])
     parser.add_argument("--check", action="store_true", help="list what is left, exit 1 if any")
     args = parser.parse_args(argv)
-    found = candidates(args.root.resolve())
+    root = args.root.resolve()
+    found = [*restorable(root), *candidates(root)]
     for candidate in found:
-        where = candidate.path.relative_to(args.root.resolve())
-        print(f"{where}:{candidate.line}: {candidate.name}")
+        print(replace(candidate, path=candidate.path.relative_to(root)))
     if args.check:
         return 1 if found else 0
     rename(found)

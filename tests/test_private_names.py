@@ -44,6 +44,7 @@ def found(root: Path) -> list[str]:
 def test_the_repository_has_no_public_name_used_only_in_its_module() -> None:
     """New public-but-unused names fail here: rename them with `python scripts/private_names.py`."""
     assert found(ROOT) == []
+    assert [str(c) for c in names.restorable(ROOT)] == []  # no file asks for a renamed name
 
 
 def test_an_unused_function_and_constant_are_renamed_everywhere_in_their_module(
@@ -165,3 +166,42 @@ def test_check_lists_what_is_left_and_fails(
         "service/mod.py:1: B",
         "service/mod.py:2: C",
     ]
+
+
+@pytest.mark.parametrize(
+    "user",
+    [
+        "from commscope.pipeline.mod import target\n",
+        "from commscope.pipeline import mod\nmod.target()\n",
+        "import commscope.pipeline.mod as m\nm.target()\n",
+        "import commscope.pipeline.mod\ncommscope.pipeline.mod.target()\n",
+        'patch("commscope.pipeline.mod.target")\n',
+    ],
+)
+def test_a_private_name_another_file_asks_for_by_its_public_spelling_is_public_again(
+    tmp_path: Path, user: str
+) -> None:
+    """One branch renamed `target` to `_target` while another started using `target`: after
+    the merge, the run makes it public again (and nothing else)."""
+    source = "def _target():  # `_target` and _target\n    return _OTHER\n_OTHER = 1\n"
+    root = tree(tmp_path, {"pipeline/mod.py": source, "tests/t.py": user})
+    assert [str(c) for c in names.restorable(root)] == [
+        f"{root}/pipeline/mod.py:1: _target -> target (another file uses target)"
+    ]
+    assert names.main([str(root)]) == 0
+    assert (root / "pipeline/mod.py").read_text(encoding="utf-8") == (
+        "def target():  # `target` and _target\n    return _OTHER\n_OTHER = 1\n"
+    )
+    assert names.main([str(root), "--check"]) == 0
+
+
+def test_a_private_name_is_not_made_public_when_the_public_spelling_exists(tmp_path: Path) -> None:
+    root = tree(
+        tmp_path,
+        {
+            "pipeline/mod.py": "def _target():\n    pass\ndef target():\n    pass\n",
+            "pipeline/other.py": "def _target():\n    pass\n",  # asked of mod, not of other
+            "tests/t.py": "from commscope.pipeline.mod import target\n",
+        },
+    )
+    assert names.restorable(root) == []
