@@ -10,6 +10,7 @@ from pathlib import Path
 
 from builders import A100, B200, GPU, JAN_NS, JUN_NS, MAR_NS, job_trace, rank_trace, write
 from test_cli import reports, run
+from tools import needs_shared, shared_traces
 
 
 def three_jobs(root: Path) -> Path:
@@ -184,9 +185,10 @@ def test_traces_without_ranks_and_with_process_ids_in_their_names_are_refused(
 
 # ---------------------------------------------------------------- Nsight Systems exports
 
-NSYS_EXPORT = Path(__file__).resolve().parents[1] / "../shared/traces/nsys/h100x2_alltoall.sqlite"
+NSYS_EXPORT = shared_traces("nsys", "h100x2_alltoall.sqlite")
 
 
+@needs_shared("nsys", "h100x2_alltoall.sqlite")
 def test_the_real_nsys_export_gives_its_readmes_facts(tmp_path: Path) -> None:
     """../shared/traces/nsys (README): 2 ranks, all-to-all as SendRecv kernels on the compute
     stream, so overlap 0; NCCL kernel time 17.2 ms vs 8.2 ms (rank 1 waits less)."""
@@ -217,17 +219,10 @@ def test_the_real_nsys_export_gives_its_readmes_facts(tmp_path: Path) -> None:
 
 
 def test_an_nsys_export_beside_kineto_windows_is_a_window_of_the_same_job(tmp_path: Path) -> None:
-    from nsys_builder import INIT, Export, blob
-
     root = tmp_path / "run"
     for rank in (0, 1):
         write(root / "iteration_10" / f"rank{rank}_trace.json", rank_trace(rank, 2))
-    export = Export(gpus={0: GPU, 1: GPU})
-    for pid, device in ((10, 0), (11, 1)):
-        init = blob(INIT, comm=1, ranks=2, rank=device)
-        export.nvtx(pid, 1, 0, 5, "ncclCommInitRank", payload=init)
-        export.kernel(pid, device, 10, 20, "ampere_sgemm_128x64_tn")
-    export.write(root / "nsys" / "job.sqlite")
+    two_rank_export(root / "nsys" / "job.sqlite")
     outputs = []
     for jobs in ("1", "2"):
         result = run("run", "--out", tmp_path / jobs, "--jobs", jobs, cwd=tmp_path)
@@ -245,10 +240,22 @@ def test_an_nsys_export_beside_kineto_windows_is_a_window_of_the_same_job(tmp_pa
     assert "Sources by window:\n  iteration_10: kineto: ranks 0-1\n  nsys: nsys: ranks 0-1" in text
 
 
+def two_rank_export(path: Path) -> None:
+    """A 2-rank Nsight Systems export (NCCL's init payload names each process's rank)."""
+    from nsys_builder import INIT, Export, blob
+
+    export = Export(gpus={0: GPU, 1: GPU})
+    for pid, device in ((10, 0), (11, 1)):
+        init = blob(INIT, comm=1, ranks=2, rank=device)
+        export.nvtx(pid, 1, 0, 5, "ncclCommInitRank", payload=init)
+        export.kernel(pid, device, 10, 20, "ampere_sgemm_128x64_tn")
+    export.write(path)
+
+
 def test_a_damaged_export_beside_a_good_one_is_skipped_and_exits_3(tmp_path: Path) -> None:
     folder = tmp_path / "exports"
     folder.mkdir()
-    (folder / "node1.sqlite").write_bytes(NSYS_EXPORT.read_bytes())
+    two_rank_export(folder / "node1.sqlite")
     (folder / "node2.sqlite").write_bytes(b"SQLite format 3\x00" + b"\x07" * 2000)
     (folder / "node3.nsys-rep").write_bytes(b"\x00" * 100)
     result = run(folder, "--out", tmp_path / "out", cwd=tmp_path)

@@ -35,8 +35,9 @@ from kineto_builder import (
     trace,
 )
 from msgspec.structs import replace
+from tools import needs_shared, shared_traces
 
-REAL = Path("../shared/traces/kineto")
+REAL = shared_traces("kineto")
 U64_COMMS_ID = 10159970886766084423  # > 2^63: yajl's "integer overflow", mended by ijson's path
 
 
@@ -299,6 +300,7 @@ def _real_traces() -> list[Path]:
 _IJSON_PATH = {"sampled_rank-0.json.gz", "sampled_rank-1.json.gz"}
 
 
+@needs_shared("kineto")
 @pytest.mark.parametrize("path", _real_traces(), ids=lambda p: p.name)
 def test_every_real_trace_reads_the_same_by_both_paths(path: Path) -> None:
     raw = path.read_bytes()
@@ -308,6 +310,7 @@ def test_every_real_trace_reads_the_same_by_both_paths(path: Path) -> None:
     assert reader.parser == ("ijson" if path.name in _IJSON_PATH else "fast"), reader.fast_miss
 
 
+@needs_shared("kineto")
 def test_the_real_traces_are_all_there() -> None:
     assert len(_real_traces()) == 14  # 8 DLRM + 2 sampled + 4 single-rank
 

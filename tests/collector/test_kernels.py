@@ -13,7 +13,6 @@ import gzip
 import json
 from collections import Counter
 from functools import cache
-from pathlib import Path
 from typing import NamedTuple
 
 import pytest
@@ -22,8 +21,9 @@ from commscope.collector.kernels import kernel_category
 from commscope.model.schema import KERNEL_CATEGORIES
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from tools import require_shared, shared_traces
 
-KINETO = Path(__file__).parents[2].parent / "shared" / "traces" / "kineto"
+KINETO = shared_traces("kineto")
 SETS = {
     "dlrm_8rank_v100": "dlrm_8rank_v100/*.pt.trace.json",
     "sampled_2rank": "sampled_2rank/*.json.gz",
@@ -177,8 +177,7 @@ class Kernels(NamedTuple):
 
 @cache
 def kernels(key: str) -> Kernels:
-    if not KINETO.is_dir():
-        pytest.skip(f"real Kineto traces not found at {KINETO} (../shared/traces)")
+    require_shared("kineto")
     count: Counter[str] = Counter()
     time_us: dict[str, float] = {}
     for path in sorted(KINETO.glob(SETS[key])):

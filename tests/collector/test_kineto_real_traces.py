@@ -16,8 +16,9 @@ from typing import NamedTuple
 import pytest
 from commscope.model.schema import CommOp, Step
 from kineto_builder import Parsed, read
+from tools import needs_shared, shared_traces
 
-KINETO = Path(__file__).parents[2].parent / "shared" / "traces" / "kineto"
+KINETO = shared_traces("kineto")
 DLRM = "dlrm_8rank_v100"
 SAMPLED = "sampled_2rank"
 A100 = "single_rank/a100_nccl_args_rank0.json.gz"
@@ -25,9 +26,7 @@ B200 = "single_rank/b200_allgather_args_rank0.json.gz"
 MI300 = "single_rank/mi300_rccl_generic_rank0.json.gz"
 V100 = "single_rank/v100_allreduce_216k_events_rank1.json.gz"
 
-pytestmark = pytest.mark.skipif(
-    not KINETO.is_dir(), reason=f"real Kineto traces not found at {KINETO} (../shared/traces)"
-)
+pytestmark = needs_shared("kineto")
 
 
 def dlrm_file(rank: int) -> str:

@@ -37,6 +37,7 @@ from nsys_builder import (
     Export,
     blob,
 )
+from tools import needs_shared, shared_traces
 
 GEMM = "void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8>"
 ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
@@ -427,8 +428,8 @@ def test_generated_kernel_tables_give_the_brute_force_unions(
 
 # ---------------------------------------------------------------- NCCL's payloads, per version
 
-REAL = Path(__file__).parents[2].parent / "shared" / "traces" / "nsys" / "h100x2_alltoall.sqlite"
-needs_real = pytest.mark.skipif(not REAL.is_file(), reason=f"real export not found at {REAL}")
+REAL = shared_traces("nsys", "h100x2_alltoall.sqlite")
+needs_real = needs_shared("nsys", "h100x2_alltoall.sqlite")
 
 
 def real_schema_tables() -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:

@@ -30,9 +30,10 @@ from kineto_builder import (
     launch,
     trace,
 )
+from tools import shared_traces
 
 ROOT: Final = Path(__file__).resolve().parents[2]
-SHARED: Final = ROOT.parent / "shared" / "traces" / "kineto"
+SHARED: Final = shared_traces("kineto")
 DLRM: Final = SHARED / "dlrm_8rank_v100"
 SAMPLE: Final = ROOT / "samples" / "gloo_ddp_2rank" / "iteration_4" / "rank0_trace.json.gz"
 NUMBER: Final = re.compile(rb"(?<=[:\[ ,])-?\d+(?:\.\d+)?(?=[,\]}\s])")

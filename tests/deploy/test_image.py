@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from deploycheck import REPO
 from service.harness import DLRM, free_port, normalised, offline
-from tools import require_tool
+from tools import needs_shared, require_tool
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -199,7 +199,7 @@ SOURCES = [
     pytest.param(
         DLRM,
         id="dlrm_8rank_v100",
-        marks=pytest.mark.skipif(not DLRM.exists(), reason="../shared traces not present"),
+        marks=needs_shared("kineto", "dlrm_8rank_v100"),
     ),
 ]
 

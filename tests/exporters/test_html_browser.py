@@ -25,11 +25,11 @@ import msgspec
 import pytest
 from commscope.exporters import html
 from commscope.model.schema import Report
-from tools import require_tool
+from tools import needs_shared, require_tool, shared_traces
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "gloo_ddp_2rank"
-DLRM = ROOT.parent / "shared" / "traces" / "kineto" / "dlrm_8rank_v100"
+DLRM = shared_traces("kineto", "dlrm_8rank_v100")
 SIZE = (1000, 2400)  # a laptop's width; tall enough for the first plots
 CONTROL = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>
 <script>console.error("control: an error")</script><img src="http://example.invalid/x.png">
@@ -186,9 +186,7 @@ def report_page(traces: Path, out: Path) -> Path:
     "traces",
     [
         SAMPLE,
-        pytest.param(
-            DLRM, marks=pytest.mark.skipif(not DLRM.is_dir(), reason=f"{DLRM} not present")
-        ),
+        pytest.param(DLRM, marks=needs_shared("kineto", "dlrm_8rank_v100")),
     ],
     ids=["sample", "dlrm_8rank_v100"],
 )

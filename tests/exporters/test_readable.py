@@ -10,10 +10,11 @@ import pytest
 from commscope.exporters import text
 from commscope.pipeline.report import Options
 from commscope.service.offline import analyse
+from tools import require_shared, shared_traces
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "gloo_ddp_2rank"
-KINETO = ROOT.parent / "shared" / "traces" / "kineto"
+KINETO = shared_traces("kineto")
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
 SCIENTIFIC = re.compile(r"\d[eE][-+]?\d")
@@ -62,6 +63,5 @@ def test_goldens_are_readable(name: str) -> None:
 
 
 def test_real_traces_are_there_or_said_missing() -> None:
-    if not KINETO.is_dir():
-        pytest.skip(f"{KINETO} not present")
+    require_shared("kineto")
     assert len(real_traces()) == 6

@@ -58,10 +58,10 @@ from families_builder import BUILDERS, write_job
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kineto_builder import annotation, cpu_op, dims_args, dist_head, trace
+from tools import needs_shared, require_shared, shared_traces
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "gloo_ddp_2rank"
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces" / "kineto"
-DLRM = TRACES / "dlrm_8rank_v100"
+DLRM = shared_traces("kineto", "dlrm_8rank_v100")
 NODE = "node0"
 SAMPLE_EVENTS = 158  # the events TraceReader yields for iteration_4/rank0
 UNFINISHED = "unfinished when the run ended ({} records received; the file never ended)"
@@ -174,7 +174,7 @@ def offline_document(root: Path) -> dict[str, Any]:
     return copy.deepcopy(offline(root))  # a copy to edit
 
 
-needs_dlrm = pytest.mark.skipif(not DLRM.is_dir(), reason=f"{DLRM} not present")
+needs_dlrm = needs_shared("kineto", "dlrm_8rank_v100")
 
 
 # ---------------------------------------------------------------- verdicts by hand
@@ -535,8 +535,7 @@ def test_a_truncated_file_is_skipped_as_offline(tmp_path: Path, make: Any) -> No
 
 
 def test_a_file_cut_short_sends_no_facts_and_counts_nothing(tmp_path: Path) -> None:
-    if not DLRM.is_dir():
-        pytest.skip(f"{DLRM} not present")
+    require_shared("kineto", "dlrm_8rank_v100")
     root, cut, _ = copy_truncated_json(tmp_path)
     assert len(parse(cut).events) > 0  # events were read before the damage
     records = file_records(root, cut, 50)

@@ -5,7 +5,6 @@ traces), and what a record carries is bounded."""
 from __future__ import annotations
 
 from array import array
-from pathlib import Path
 
 import msgspec
 import pytest
@@ -34,8 +33,9 @@ from commscope.pipeline.sketch import sketch_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec.structs import replace
+from tools import needs_shared, shared_traces
 
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces" / "kineto"
+TRACES = shared_traces("kineto")
 STREAM = "0123456789abcdef0123456789abcdef"
 DECODER = msgspec.msgpack.Decoder(Record)
 
@@ -164,7 +164,7 @@ def test_runs_out_of_order_from_a_peer_still_give_their_union() -> None:
     assert list(runs.runs()) == [(0, 20), (30, 40)]
 
 
-@pytest.mark.skipif(not TRACES.is_dir(), reason=f"{TRACES} not present")
+@needs_shared("kineto")
 @pytest.mark.parametrize(
     "name",
     [

@@ -30,6 +30,7 @@ from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report
 from commscope.service.offline import analyse_jobs
 from kineto_builder import annotation, kernel, read, trace
+from tools import needs_shared, shared_traces
 
 HOUR_NS = 3600 * 10**9
 
@@ -262,10 +263,10 @@ def test_each_jobs_files_are_placed_at_their_ranks_once_a_report(
     assert [r.ranks for r in found] == [[0, 1, 2], [0, 1], [0, 1]]
 
 
-REAL = Path(__file__).resolve().parents[3] / "shared" / "traces" / "kineto" / "single_rank"
+REAL = shared_traces("kineto", "single_rank")
 
 
-@pytest.mark.skipif(not REAL.is_dir(), reason=f"{REAL} not present")
+@needs_shared("kineto", "single_rank")
 def test_the_real_single_rank_folder_is_four_jobs() -> None:
     """Four traces of four public jobs side by side (shared/traces/README.md): before, three
     claimed rank 0 of one window and were all skipped; now each is its own job."""

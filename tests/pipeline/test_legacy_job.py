@@ -15,9 +15,10 @@ from commscope.model.schema import Report
 from commscope.pipeline.report import Options
 from commscope.service.offline import analyse
 from kineto_builder import cpu_op, dims_args, dist_head, kernel, launch, legacy_event, trace
+from tools import needs_shared, shared_traces
 
 MAIN = 4242
-DLRM = Path(__file__).resolve().parents[3] / "shared" / "traces" / "kineto" / "dlrm_8rank_v100"
+DLRM = shared_traces("kineto", "dlrm_8rank_v100")
 NCCL = "ncclAllReduceRingLLKernel_sum_f32(CollectiveArgs)"
 
 
@@ -72,7 +73,7 @@ def test_a_legacy_job_reports_as_the_same_job_in_todays_layout(tmp_path: Path) -
     assert comparable(then) == comparable(now)
 
 
-@pytest.mark.skipif(not DLRM.is_dir(), reason=f"{DLRM} not present")
+@needs_shared("kineto", "dlrm_8rank_v100")
 def test_the_real_dlrm_job_rewritten_as_pytorch_1_8_wrote_it_reports_the_same(
     tmp_path: Path,
 ) -> None:

@@ -31,8 +31,9 @@ from crossrank_builder import Scenario, calls
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec.structs import replace
+from tools import needs_shared, shared_traces
 
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces" / "kineto"
+TRACES = shared_traces("kineto")
 GPU = "NVIDIA H100 80GB HBM3"
 QUANTILES = ("median", "p95", "relative_error")
 # the exposed split into transfer, waiting and unmatched rests on each shard's matching
@@ -305,7 +306,7 @@ def unsplit(row: T) -> T:
     return replace(row, exposed_transfer_s=None, exposed_waiting_s=None, exposed_unmatched_s=None)
 
 
-@pytest.mark.skipif(not TRACES.is_dir(), reason=f"{TRACES} not present")
+@needs_shared("kineto")
 def test_dlrm_in_two_shards_merges_to_the_report_on_all_eight_ranks(tmp_path: Path) -> None:
     source = TRACES / "dlrm_8rank_v100"
     for shard, ranks in (("a", range(4)), ("b", range(4, 8)), ("all", range(8))):

@@ -15,6 +15,7 @@ from commscope.model.schema import Report
 from commscope.pipeline.report import Options
 from commscope.service.offline import analyse
 from nsys_builder import Export
+from tools import needs_shared, shared_traces
 
 MS = 1_000_000  # ns
 GEMM = "void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8>"
@@ -85,10 +86,10 @@ def test_an_nsys_reports_reasons_name_the_exports_tables_not_kinetos_keys(
     assert escape(f"No step times to plot: {CAPTURE_ONLY}.") in html.render(report)
 
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "traces" / "nsys"
+SHARED = shared_traces("nsys")
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} not present")
+@needs_shared("nsys", "h100x2_alltoall.sqlite")
 def test_the_real_export_is_judged_on_its_capture_span() -> None:
     """../shared/traces/nsys/h100x2_alltoall.sqlite: no step range in NVTX_EVENTS, two
     H100s busy for 0.3 s: one step per rank from the first to the last GPU activity."""

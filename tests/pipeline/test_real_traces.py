@@ -13,9 +13,10 @@ from commscope.pipeline.accumulate import pooled_ops
 from commscope.pipeline.report import Options
 from commscope.pipeline.sections import collective_stats
 from commscope.service.offline import analyse, parse_windows
+from tools import needs_shared, shared_traces
 
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces" / "kineto"
-pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason=f"{TRACES} not present")
+TRACES = shared_traces("kineto")
+pytestmark = needs_shared("kineto")
 
 # Holistic Trace Analysis get_comm_comp_overlap() on the same files (shared/traces/README.md)
 PEER_OVERLAP_PCT = [4.50, 2.47, 7.88, 3.31, 0.56, 0.64, 7.56, 9.51]

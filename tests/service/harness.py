@@ -24,6 +24,7 @@ from typing import Any, Final, TypeVar
 from commscope.exporters import jsonreport
 from commscope.pipeline.report import Options
 from commscope.service.offline import analyse
+from tools import shared_traces
 
 T = TypeVar("T")
 COMMSCOPE = [
@@ -31,7 +32,7 @@ COMMSCOPE = [
     "-m",
     "commscope.service.main",
 ]  # the entry point: its stop signals are caught first
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "traces" / "kineto"
+SHARED = shared_traces("kineto")
 DLRM = SHARED / "dlrm_8rank_v100"
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from service.chaos import DAEMONS, DLRM, MOMENTS, WINDOWS, differences, plan, run_round
+from service.chaos import DAEMONS, MOMENTS, WINDOWS, differences, plan, run_round
+from tools import needs_shared
 
 # Chosen so that, together, they kill every daemon and reach every moment (checked below):
 # 1: aggregator during catch-up, node-b during end-of-run, node-a just after a rename;
@@ -21,7 +22,7 @@ SEEDS = (1, 4, 28)
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-@pytest.mark.skipif(not DLRM.exists(), reason="no traces")
+@needs_shared("kineto", "dlrm_8rank_v100")
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_round_of_kills_ends_with_the_offline_report(seed: int, tmp_path: Path) -> None:
     outcome = run_round(seed, tmp_path)

@@ -17,10 +17,10 @@ from service.harness import (
     offline,
     wait_for,
 )
+from tools import needs_shared, shared_traces
 
 pytestmark = pytest.mark.timeout(180)
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces" / "kineto"
-DLRM = TRACES / "dlrm_8rank_v100"
+DLRM = shared_traces("kineto", "dlrm_8rank_v100")
 
 
 def files_in_workers(lines: list[dict[str, object]]) -> object:
@@ -28,7 +28,7 @@ def files_in_workers(lines: list[dict[str, object]]) -> object:
     return end.get("files_in_workers")
 
 
-@pytest.mark.skipif(not DLRM.is_dir(), reason=f"{DLRM} not present")
+@needs_shared("kineto", "dlrm_8rank_v100")
 @pytest.mark.parametrize(("jobs", "in_workers"), [("2", 8), ("1", 0)])
 def test_whole_files_are_reduced_in_workers_with_the_offline_report(
     procs: Processes, tmp_path: Path, jobs: str, in_workers: int
@@ -71,7 +71,7 @@ def _status(pid: int) -> str:
         return ""
 
 
-@pytest.mark.skipif(not DLRM.is_dir(), reason=f"{DLRM} not present")
+@needs_shared("kineto", "dlrm_8rank_v100")
 def test_a_collector_killed_leaves_no_worker_or_forkserver_behind(
     procs: Processes, tmp_path: Path
 ) -> None:

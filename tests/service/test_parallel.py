@@ -19,8 +19,9 @@ from commscope.pipeline.report import Options
 from commscope.service import parallel
 from commscope.service.cli import main
 from commscope.service.offline import Failed, analyse, analyse_jobs
+from tools import needs_shared, shared_traces
 
-TRACES = Path("../shared/traces/kineto")
+TRACES = shared_traces("kineto")
 SAMPLE = Path("samples/gloo_ddp_2rank")
 
 
@@ -28,7 +29,7 @@ def documents(root: Path, workers: int) -> list[dict[str, object]]:
     return [jsonreport.to_document(r) for r in analyse_jobs(root, Options(), workers=workers)]
 
 
-@pytest.mark.skipif(not TRACES.exists(), reason="real traces not present")
+@needs_shared("kineto", "dlrm_8rank_v100")
 def test_real_dlrm_traces_give_the_same_report_with_two_processes() -> None:
     root = TRACES / "dlrm_8rank_v100"
     assert documents(root, 2) == documents(root, 1)

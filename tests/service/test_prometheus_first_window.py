@@ -30,7 +30,7 @@ from service.harness import (
     wait_for,
 )
 from service.test_prometheus import CONDITIONAL
-from tools import require_tool
+from tools import require_shared, require_tool, shared_traces
 
 pytestmark = pytest.mark.timeout(240)
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +53,7 @@ FRACTIONS = (
 
 # A one-window run: the gloo sample's first window (2 ranks, CPU), and the real DLRM job of
 # ../shared/traces (8 ranks, V100, NCCL) when it is there.
-SHARED = ROOT.parent / "shared" / "traces" / "kineto" / "dlrm_8rank_v100"
+SHARED = shared_traces("kineto", "dlrm_8rank_v100")
 SOURCES = {
     "gloo": (WINDOW, ("--config", str(CONFIG))),
     "dlrm": (SHARED, ()),
@@ -64,8 +64,8 @@ def run_one_window(procs: Processes, tmp_path: Path, source: str) -> tuple[Aggre
     """An aggregator scraped by Prometheus (rules loaded) before any file, then sent one
     window; it keeps serving (a second node is expected)."""
     window, options = SOURCES[source]
-    if not window.is_dir():
-        pytest.skip(f"{window} not present")
+    if source == "dlrm":
+        require_shared("kineto", "dlrm_8rank_v100")
     extra = (*options, "--job", "mlp", "--expect-nodes", "2")
     aggregate = Aggregate(procs, tmp_path, free_port(), free_port(), extra)
     aggregate.start()
