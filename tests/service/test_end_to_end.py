@@ -27,8 +27,9 @@ from service.harness import (
     wait_for,
     write_slowly,
 )
+from tools import needs_shared
 
-pytestmark = [pytest.mark.timeout(240), pytest.mark.skipif(not DLRM.exists(), reason="no traces")]
+pytestmark = [pytest.mark.timeout(240), needs_shared("kineto", "dlrm_8rank_v100")]
 
 RANKS = sorted(DLRM.glob("worker*.json"))
 WINDOW = "dlrm"

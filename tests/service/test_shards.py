@@ -31,9 +31,9 @@ from service.harness import (
     start_prometheus,
     wait_for,
 )
-from tools import require_tool
+from tools import needs_shared, require_tool
 
-pytestmark = [pytest.mark.timeout(180), pytest.mark.skipif(not DLRM.exists(), reason="no traces")]
+pytestmark = [pytest.mark.timeout(180), needs_shared("kineto", "dlrm_8rank_v100")]
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "commscope.json"
