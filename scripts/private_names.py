@@ -169,7 +169,24 @@ def uses_in_python(tree: ast.AST, package: str) -> set[str]:
             words.update(imported(node, package))
         elif isinstance(node, ast.Attribute):
             words.add(node.attr)
+        reflected = chain(reflected_on(node) or ast.Constant(None))
+        if reflected:
+            words.add(f"*~{reflected.rsplit('.', 1)[-1]}")
     return words
+
+
+def reflected_on(node: ast.AST) -> ast.expr | None:
+    """What a node lists or reads the attributes of by computed names (`vars(m)`, `dir(m)`,
+    `m.__dict__`, `inspect.getmembers(m)`, `getattr(m, name)` with a name not written out)."""
+    if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+        return node.value
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    called = chain(node.func) or ""
+    if called in {"vars", "dir"} or called.endswith("getmembers"):
+        return node.args[0]
+    computed = len(node.args) > 1 and not isinstance(node.args[1], ast.Constant)
+    return node.args[0] if called in {"getattr", "hasattr"} and computed else None
 
 
 def imported(node: ast.ImportFrom, package: str) -> set[str]:
@@ -403,6 +420,21 @@ class Module:
         return own | shadowed(self.table) | taken
 
 
+def listed_by_itself(tree: ast.Module) -> bool:
+    """Whether a module reads its own names by computed names (`globals()`, `vars()`,
+    `dir()`, `sys.modules[__name__]`)."""
+    for node in nodes_of(tree):
+        if (
+            isinstance(node, ast.Call)
+            and not node.args
+            and chain(node.func) in {"globals", "vars", "dir"}
+        ):
+            return True
+        if isinstance(node, ast.Subscript) and chain(node.value) == "sys.modules":
+            return True
+    return False
+
+
 def used_outside(root: Path) -> dict[Path, set[str]]:
     """For each file of the tree, the names it may use from other modules."""
     uses: dict[Path, set[str]] = {}
@@ -424,9 +456,12 @@ def candidates(root: Path) -> list[Candidate]:
     found: list[Candidate] = []
     for path in python_files(root, PACKAGES):
         own, star = uses.get(path, set()), f"*{dotted(root, path)[0]}"
-        if files_using["*"] or files_using[star] > (star in own):
-            continue  # an unreadable file or a star import may use any of its names
+        stars = (star, f"*~{path.stem}")  # imported by `*`, or its names listed (`vars(m)`)
+        if files_using["*"] or any(files_using[s] > (s in own) for s in stars):
+            continue  # an unreadable file, a star import or a listing may use any name
         module = Module.read(path)
+        if listed_by_itself(module.tree):
+            continue
         kept = module.kept()
         for name, line in definitions(module.tree).items():
             public = name in kept or files_using[name] > (name in own)

@@ -205,3 +205,24 @@ def test_a_private_name_is_not_made_public_when_the_public_spelling_exists(tmp_p
         },
     )
     assert names.restorable(root) == []
+
+
+@pytest.mark.parametrize(
+    "user",
+    [
+        "from commscope.service import mod\nCODES = {k for k in vars(mod) if k.startswith('T')}\n",
+        "import commscope.service.mod as mod\nprint(dir(mod), mod.__dict__)\n",
+        "import inspect\nfrom commscope.service import mod\nprint(inspect.getmembers(mod))\n",
+        "from commscope.service import mod\nprint([getattr(mod, n) for n in NAMES])\n",
+    ],
+)
+def test_a_module_whose_names_another_file_lists_keeps_them_all(tmp_path: Path, user: str) -> None:
+    root = tree(tmp_path, {"service/mod.py": "TARGET = 1\nOTHER = 2\n", "tests/t.py": user})
+    assert found(root) == []
+
+
+@pytest.mark.parametrize("lister", ["globals()", "vars()", "sys.modules[__name__]"])
+def test_a_module_that_lists_its_own_names_keeps_them_all(tmp_path: Path, lister: str) -> None:
+    source = f"import sys\nTARGET = 1\nNAMES = {lister}\n"
+    root = tree(tmp_path, {"service/mod.py": source, "tests/t.py": "from m import NAMES\n"})
+    assert found(root) == []
