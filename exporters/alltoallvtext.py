@@ -17,12 +17,13 @@ from commscope.model.units import rate, size
 MATRIX_SHOWN: Final = 8  # ranks up to which the text prints the whole matrix
 LARGEST: Final = 5  # entries listed of a larger matrix
 NONE: Final = "n/a (no all-to-all call recorded its split sizes: `In split size`/`Out split size`)"
+MERGED: Final = "n/a in a merged report (the shards' reports carry no per-call split sizes)"
 
 
 def alltoallv_lines(report: Report, cut: Cut) -> Iterator[str]:
     found = report.alltoallv
     if found is None:
-        yield NONE
+        yield MERGED if report.merge is not None else NONE
         return
     yield from _summary(found)
     yield from _ranks(found, cut)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from commscope.exporters.alltoallvcsv import replay_command, replay_csv
 from commscope.exporters.alltoallvhtml import heat_map
-from commscope.exporters.alltoallvtext import NONE, alltoallv_lines
+from commscope.exporters.alltoallvtext import MERGED, NONE, alltoallv_lines
 from commscope.exporters.extremes import Cut
 from commscope.model.report import AllToAllRank, AllToAllV
-from commscope.model.schema import Report, Summary
+from commscope.model.schema import MergeInfo, Report, Summary
 
 
 def section(n: int = 3) -> AllToAllV:
@@ -68,3 +68,9 @@ def test_the_heat_map_has_a_cell_per_pair_with_its_bytes() -> None:
     drawn = heat_map(Report(alltoallv=section()))
     assert drawn.count("<rect") >= 9
     assert "rank 2 -&gt; rank 1: 24 B" in drawn  # the tooltip, escaped
+
+
+def test_a_merged_report_says_why_it_has_no_section() -> None:
+    merged = Report(merge=MergeInfo())
+    assert list(alltoallv_lines(merged, Cut())) == [MERGED]
+    assert "a merged report: the shards&#x27; reports carry no per-call" in heat_map(merged)
