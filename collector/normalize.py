@@ -921,7 +921,9 @@ class Normalizer:
         """The gloo send/recv spans, each with the peer its c10d operator names."""
         groups = self._meta.pg_ranks
         for tid, facts in self._p2p:
-            peer = global_rank(self._peers.peer(tid, facts.start_ns), groups)
+            peer = facts.peer
+            if peer is None:
+                peer = global_rank(self._peers.peer(tid, facts.start_ns), groups)
             self.out.append(self._comm_op(replace(facts, peer=peer), [facts], on_gpu=False))
         self._p2p.clear()
         self._peers = PeerCalls()

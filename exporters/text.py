@@ -42,6 +42,7 @@ from commscope.model.schema import (
     Window,
     reason_text,
 )
+from commscope.exporters.pipetext import pipeline_lines
 from commscope.model.units import UNITS_NOTE, duration, rate, size
 
 RULE = "=" * 80
@@ -73,6 +74,11 @@ def render(report: Report, *, every_row: bool = False) -> str:
         ),
         *_section(
             "12. ARRIVAL SKEW AND SLOW RANKS", _within_shards(report, skew_lines(report, cut))
+        ),
+        *(
+            _section("12a. PIPELINE PARALLELISM", _within_shards(report, pipeline_lines(report, cut)))
+            if report.matching.point_to_point
+            else []
         ),
         *_section(
             "13. NETWORK MODEL: α-β FIT", _within_shards(report, alpha_beta_lines(report, cut))

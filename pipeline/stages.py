@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from commscope.model.units import duration
 from commscope.model.schema import InSteps, Pipeline, PipelineRank
 from commscope.pipeline.intervals import IntervalSet, difference, intersection, union, unpacked
 from commscope.pipeline.matching import Instance
@@ -238,18 +239,18 @@ def _microbatches(tally: Tally, stages: Mapping[int, int]) -> float | None:
 def _row(t: RankTally, stage: int | None, count: int | None, micro: float | None) -> PipelineRank:
     schedule = None
     if count is not None and micro:
-        schedule = min(t.bubble_ns, (count - 1) / micro * t.compute_ns) * 1e-9
+        schedule = min(float(t.bubble_ns), (count - 1) / micro * t.compute_ns)
     return PipelineRank(
         stage=stage,
-        step_span_s=t.span_ns * 1e-9,
-        compute_s=t.compute_ns * 1e-9,
-        transfer_s=t.transfer_ns * 1e-9,
-        bubble_s=t.bubble_ns * 1e-9,
-        schedule_bubble_s=schedule,
-        neighbour_bubble_s=None if schedule is None else t.bubble_ns * 1e-9 - schedule,
-        waiting_activations_s=t.wait_act_ns * 1e-9,
-        waiting_gradients_s=t.wait_grad_ns * 1e-9,
-        waiting_to_send_s=t.wait_send_ns * 1e-9,
+        step_span_s=t.span_ns / 1e9,
+        compute_s=t.compute_ns / 1e9,
+        transfer_s=t.transfer_ns / 1e9,
+        bubble_s=t.bubble_ns / 1e9,
+        schedule_bubble_s=None if schedule is None else schedule / 1e9,
+        neighbour_bubble_s=None if schedule is None else (t.bubble_ns - schedule) / 1e9,
+        waiting_activations_s=t.wait_act_ns / 1e9,
+        waiting_gradients_s=t.wait_grad_ns / 1e9,
+        waiting_to_send_s=t.wait_send_ns / 1e9,
         pairs=t.pairs,
     )
 
@@ -261,13 +262,13 @@ def _waited_for(found: Pipeline, tally: Tally, stages: Mapping[int, int]) -> Pip
         caused.update(waiter.waited_on)
     for rank, ns in caused.items():
         if str(rank) in found.per_rank:
-            found.per_rank[str(rank)].caused_waiting_s = ns * 1e-9
+            found.per_rank[str(rank)].caused_waiting_s = ns / 1e9
     total = sum(caused.values())
     if not total:
         return found
     rank, ns = max(sorted(caused.items()), key=lambda item: item[1])
     found.waited_for_rank, found.waited_for_stage = rank, stages.get(rank)
     where = f" (stage {stages[rank]})" if rank in stages else ""
-    found.evidence = (f"rank {rank}{where} caused {ns * 1e-9:.3g} s of its neighbours' "
-                      f"{total * 1e-9:.3g} s exposed P2P waiting ({ns / total:.0%})")  # fmt: skip
+    found.evidence = (f"rank {rank}{where} caused {duration(ns / 1e9)} of its neighbours' "
+                      f"{duration(total / 1e9)} exposed P2P waiting ({ns / total:.0%})")  # fmt: skip
     return found
