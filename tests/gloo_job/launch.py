@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 TRAIN = Path(__file__).resolve().parent / "train.py"
+PIPELINE = Path(__file__).resolve().parent / "pipeline_train.py"
 
 
-def torchrun(out: Path, *extra: str) -> None:
+def torchrun(out: Path, *extra: str, script: Path = TRAIN, ranks: int = 2) -> None:
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo"}
     command = [
         sys.executable,
@@ -18,8 +19,8 @@ def torchrun(out: Path, *extra: str) -> None:
         "torch.distributed.run",
         "--standalone",
         "--nproc_per_node",
-        "2",
-        str(TRAIN),
+        str(ranks),
+        str(script),
         "--out",
         str(out),
         *extra,
