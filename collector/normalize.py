@@ -40,7 +40,6 @@ from itertools import accumulate, islice
 from typing import Any, Final
 
 import msgspec
-from msgspec.structs import replace
 from commscope.collector.classify import (
     BACKEND_CALL_PREFIXES,
     COMM_CALL_PREFIXES,
@@ -78,6 +77,7 @@ from commscope.model.schema import (
     Step,
     TraceMeta,
 )
+from msgspec.structs import replace
 
 LAUNCH_MEMORY: Final = 1 << 16
 PENDING_MEMORY: Final = 1 << 12

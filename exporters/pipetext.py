@@ -13,7 +13,7 @@ from commscope.exporters.textfmt import row
 from commscope.model.schema import Report
 from commscope.model.units import duration
 
-_WIDTHS = (6, 6, 10, 10, 10, 10, 11, 10, 10, 10, 10)
+_WIDTHS = [6, 6, 10, 10, 10, 10, 11, 10, 10, 10, 10]
 _HEAD = ["rank", "stage", "compute", "bubble", "schedule", "neighbour", "wait acts",
          "wait grads", "wait send", "transfer", "caused"]  # fmt: skip
 

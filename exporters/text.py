@@ -28,6 +28,7 @@ from commscope.exporters.crosstext import (
 from commscope.exporters.extremes import Cut, cut_of
 from commscope.exporters.inspectortext import sources_lines
 from commscope.exporters.kerneltext import launch_lines, top_kernel_lines
+from commscope.exporters.pipetext import pipeline_lines
 from commscope.exporters.textfmt import na, num, pct, rank_list, rank_runs, row
 from commscope.model.fields import where
 from commscope.model.inspector import NO_COMPUTE, inspected
@@ -42,7 +43,6 @@ from commscope.model.schema import (
     Window,
     reason_text,
 )
-from commscope.exporters.pipetext import pipeline_lines
 from commscope.model.units import UNITS_NOTE, duration, rate, size
 
 RULE = "=" * 80
@@ -76,7 +76,9 @@ def render(report: Report, *, every_row: bool = False) -> str:
             "12. ARRIVAL SKEW AND SLOW RANKS", _within_shards(report, skew_lines(report, cut))
         ),
         *(
-            _section("12a. PIPELINE PARALLELISM", _within_shards(report, pipeline_lines(report, cut)))
+            _section(
+                "12a. PIPELINE PARALLELISM", _within_shards(report, pipeline_lines(report, cut))
+            )
             if report.matching.point_to_point
             else []
         ),

@@ -17,8 +17,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final
 
-from msgspec import structs
-
 from commscope.model.bus import bus_factor
 from commscope.model.schema import (
     AlphaBeta,
@@ -32,6 +30,7 @@ from commscope.pipeline import alphabeta, p2p, skew, stages, straddle, waiting
 from commscope.pipeline.clocks import NO_MATCH, Found, clocks, offsets
 from commscope.pipeline.matching import MAX_DESYNCS, Instance, Matched, group_order, match
 from commscope.pipeline.stats import ratio, thin_indices
+from msgspec import structs
 
 RUN_CLOCKS: Final = "median over windows of each window's offset (applied per window)"
 # Bounds of what the whole run's report carries for the HTML report's plots: points per α-β fit
@@ -121,11 +120,17 @@ def _arrival(instance: Instance, shifts: Mapping[int, float], untimed: set[int])
 def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> CrossRank:
     matched, found, arrivals = aligned(results, infos)
     timed = [item for item in arrivals if item.timed]
-    paired = p2p.pair({r: x.calls for r, x in results.items()}, {r: i.base_ns for r, i in infos.items()})
+    paired = p2p.pair(
+        {r: x.calls for r, x in results.items()}, {r: i.base_ns for r, i in infos.items()}
+    )
     pairs = [item for item in paired.pairs if _untimed(infos).isdisjoint(item.instance.starts)]
     with_pairs = replace(matched, instances=[*matched.instances, *(p.instance for p in pairs)])
-    summary = structs.replace(matched.summary, p2p_pairs=len(paired.pairs), p2p_unpaired=paired.unpaired,
-                      p2p_desyncs=paired.desyncs)  # fmt: skip
+    summary = structs.replace(
+        matched.summary,
+        p2p_pairs=len(paired.pairs),
+        p2p_unpaired=paired.unpaired,
+        p2p_desyncs=paired.desyncs,
+    )
     return CrossRank(
         matching=summary,
         clocks=clocks(found),

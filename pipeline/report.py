@@ -36,7 +36,16 @@ from commscope.model.schema import (
     TraceMeta,
     Window,
 )
-from commscope.pipeline import crossrank, facts, health, inspector_sources, ranks, skew, stages, straddle
+from commscope.pipeline import (
+    crossrank,
+    facts,
+    health,
+    inspector_sources,
+    ranks,
+    skew,
+    stages,
+    straddle,
+)
 from commscope.pipeline.accumulate import SKETCHED, Sketcher, bandwidth_sketch, merge_results
 from commscope.pipeline.config import DEFAULT_SOURCE, JobConfig, global_batch, resolve
 from commscope.pipeline.crossrank import CrossRank
@@ -549,7 +558,11 @@ def _with_cross(
     )
     found = with_split(found, cross.split)
     return replace(
-        found, matching=cross.matching, clocks=cross.clocks, skew=skewed, alpha_beta=fits,
+        found,
+        matching=cross.matching,
+        clocks=cross.clocks,
+        skew=skewed,
+        alpha_beta=fits,
         pipeline=stages.section(cross.pipeline, context.pp_degree, context.world_size),
     )
 

@@ -4,7 +4,7 @@ Per rank, within S (the union of its profiled steps), with P its compute, E = C 
 exposed communication and T the transfer union of every matched instance it is a member of
 (collectives and P2P pairs, `waiting.pieces`):
 
-    bubble              = |S \\ (P ∪ T)| = |S \\ P| - |S ∩ E ∩ T|   (neither computing nor moving data)
+    bubble              = |S \\ (P ∪ T)| = |S \\ P| - |S ∩ E ∩ T|   (neither computing nor moving)
     waiting, activations = |(S ∩ E ∩ W_act) \\ T|     W_act: its receives' waiting on a sender
                                                       of the stage before it
     waiting, gradients  = |(S ∩ E ∩ W_grad) \\ (T ∪ W_act)|    (a sender of the stage after)
@@ -24,8 +24,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from commscope.model.units import duration
 from commscope.model.schema import InSteps, Pipeline, PipelineRank
+from commscope.model.units import duration
 from commscope.pipeline.intervals import IntervalSet, difference, intersection, union, unpacked
 from commscope.pipeline.matching import Instance
 from commscope.pipeline.p2p import Pair
@@ -132,12 +132,17 @@ def _add_pair(
     forward) and the sender's waiting to send, each caused by the other."""
     for member, (wait, move) in pieces(item.instance, shifts).items():
         _add(sets, window, member, move, lambda s: s.transfer)
-        other = item.receiver if member == item.sender else item.sender
         if member == item.receiver:
             _add(sets, window, member, wait, lambda s: s.act if ahead else s.grad)
         else:
             _add(sets, window, member, wait, lambda s: s.send)
-        _add(sets, window, member, wait, lambda s: s.by.setdefault(other, IntervalSet()))
+        _add(sets, window, member, wait, _caused_by(item.receiver if member == item.sender
+                                                      else item.sender))  # fmt: skip
+
+
+def _caused_by(other: int) -> Callable[[_Sets], IntervalSet]:
+    """The waiting set of a rank's calls with `other` (what `other` caused)."""
+    return lambda s: s.by.setdefault(other, IntervalSet())
 
 
 def _rank(
@@ -163,8 +168,9 @@ def _rank(
         waited_on=Counter({c: _caused(inside, w, sets.transfer) for c, w in sets.by.items()}),
         pairs=len(own),
         steps=window.steps.get(rank, 0),
-        forward_sends=Counter(p.receiver for p in own if (p.sender, p.receiver) in forward
-                              and p.sender == rank),  # fmt: skip
+        forward_sends=Counter(
+            p.receiver for p in own if (p.sender, p.receiver) in forward and p.sender == rank
+        ),
     )
 
 
@@ -197,7 +203,8 @@ def chain_stages(votes: Mapping[tuple[int, int], int]) -> tuple[dict[int, int], 
         return {}, "the P2P pattern is not a chain (a rank sends forward to two ranks)"
     stages: dict[int, int] = {}
     for start in sorted(set(after) - set(before)):
-        rank, stage = start, 0
+        rank: int | None = start
+        stage = 0
         while rank is not None and rank not in stages:
             stages[rank], stage = stage, stage + 1
             rank = after.get(rank)
@@ -269,6 +276,8 @@ def _waited_for(found: Pipeline, tally: Tally, stages: Mapping[int, int]) -> Pip
     rank, ns = max(sorted(caused.items()), key=lambda item: item[1])
     found.waited_for_rank, found.waited_for_stage = rank, stages.get(rank)
     where = f" (stage {stages[rank]})" if rank in stages else ""
-    found.evidence = (f"rank {rank}{where} caused {duration(ns / 1e9)} of its neighbours' "
-                      f"{duration(total / 1e9)} exposed P2P waiting ({ns / total:.0%})")  # fmt: skip
+    found.evidence = (
+        f"rank {rank}{where} caused {duration(ns / 1e9)} of its neighbours' "
+        f"{duration(total / 1e9)} exposed P2P waiting ({ns / total:.0%})"
+    )
     return found

@@ -43,7 +43,9 @@ def test_every_send_pairs_with_its_receive(reported: tuple[dict, str]) -> None:
     matching = reported[0]["matching"]
     # 2 neighbour links x 2 directions x 4 microbatches x 3 steps
     assert (matching["p2p_pairs"], matching["p2p_unpaired"], matching["p2p_desyncs"]) == (
-        2 * 2 * 4 * STEPS, 0, 0
+        2 * 2 * 4 * STEPS,
+        0,
+        0,
     )
 
 
@@ -53,7 +55,9 @@ def test_the_stages_come_from_the_p2p_chain(reported: tuple[dict, str]) -> None:
     assert pipeline["stage_source"].startswith("P2P pattern")
     assert pipeline["microbatches"] == 4
     assert {rank: row["stage"] for rank, row in pipeline["per_rank"].items()} == {
-        "0": 0, "1": 1, "2": 2
+        "0": 0,
+        "1": 1,
+        "2": 2,
     }
 
 

@@ -3,9 +3,8 @@ from record_param_comms' `Dst Rank` / `Src Rank`."""
 
 from __future__ import annotations
 
-from kineto_builder import annotation, collective_args, cpu_op, dist_head, kernel, read, trace
-
 from commscope.collector.p2ppeers import PeerCalls, concrete_peer, global_rank
+from kineto_builder import annotation, collective_args, cpu_op, dist_head, kernel, read, trace
 
 
 def _op(name: str, ts: float, peer: str) -> dict:
@@ -68,5 +67,8 @@ def test_the_innermost_operator_holding_the_instant_speaks() -> None:
     calls.add(1, 0, 100, 7)
     calls.add(1, 10, 20, 3)
     assert (calls.peer(1, 15), calls.peer(1, 50), calls.peer(1, 150), calls.peer(2, 15)) == (
-        3, 7, None, None
+        3,
+        7,
+        None,
+        None,
     )

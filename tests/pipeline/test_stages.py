@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from array import array
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from commscope.model.schema import CommOp, InSteps, RankResult
 from commscope.pipeline import crossrank, p2p, stages
 from commscope.pipeline.intervals import IntervalSet, difference, pack, packed
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 S = "SendRecv"
 
@@ -19,7 +18,9 @@ def _op(start: int, end: int, send_to: int | None = None, recv_from: int | None 
     return CommOp(S, start, end - start, 1024, 2, False, send_to=send_to, recv_from=recv_from)
 
 
-def _result(calls: list[CommOp], compute: list[tuple[int, int]], step: tuple[int, int]) -> RankResult:
+def _result(
+    calls: list[CommOp], compute: list[tuple[int, int]], step: tuple[int, int]
+) -> RankResult:
     comm = IntervalSet((op.start_ns, op.start_ns + op.dur_ns) for op in calls)
     exposed = difference(comm, IntervalSet(compute))
     inside = IntervalSet(compute).measure()  # compute lies within the step here
@@ -37,7 +38,9 @@ def two_stages() -> dict[int, RankResult]:
     """Stage 0 computes [0,10] and [60,70], sends activations [10,30] and receives gradients
     [70,100]; stage 1 receives [0,30], computes [30,60] and sends gradients [60,90]."""
     return {
-        0: _result([_op(10, 30, send_to=1), _op(70, 100, recv_from=1)], [(0, 10), (60, 70)], (0, 100)),
+        0: _result(
+            [_op(10, 30, send_to=1), _op(70, 100, recv_from=1)], [(0, 10), (60, 70)], (0, 100)
+        ),
         1: _result([_op(0, 30, recv_from=0), _op(60, 90, send_to=0)], [(30, 60)], (0, 100)),
     }
 
@@ -68,10 +71,24 @@ def test_hand_worked_two_stage_step() -> None:
     found = stages.section(cross.pipeline)
     assert (found.stages, found.stage_source, found.microbatches) == (2, stages.CHAIN, 1.0)
     first, second = found.per_rank["0"], found.per_rank["1"]
-    assert (first.stage, first.compute_s, first.transfer_s, first.bubble_s) == (0, 20e-9, 50e-9, 30e-9)
+    assert (first.stage, first.compute_s, first.transfer_s, first.bubble_s) == (
+        0,
+        20e-9,
+        50e-9,
+        30e-9,
+    )
     assert (first.schedule_bubble_s, first.neighbour_bubble_s) == (20e-9, 10e-9)
-    assert (first.waiting_activations_s, first.waiting_gradients_s, first.waiting_to_send_s) == (0, 0, 0)
-    assert (second.stage, second.compute_s, second.transfer_s, second.bubble_s) == (1, 30e-9, 40e-9, 30e-9)
+    assert (first.waiting_activations_s, first.waiting_gradients_s, first.waiting_to_send_s) == (
+        0,
+        0,
+        0,
+    )
+    assert (second.stage, second.compute_s, second.transfer_s, second.bubble_s) == (
+        1,
+        30e-9,
+        40e-9,
+        30e-9,
+    )
     assert (second.schedule_bubble_s, second.neighbour_bubble_s) == (30e-9, 0.0)
     assert (second.waiting_activations_s, second.waiting_to_send_s) == (10e-9, 10e-9)
     assert (found.waited_for_rank, found.waited_for_stage, first.caused_waiting_s) == (0, 0, 20e-9)
@@ -95,23 +112,33 @@ def test_chains_and_cycles() -> None:
 # ---------------------------------------------------------------- brute-force oracle
 
 GRID = 40
-spans = st.tuples(st.integers(0, GRID - 1), st.integers(1, 12)).map(lambda t: (t[0], min(GRID, t[0] + t[1])))
+spans = st.tuples(st.integers(0, GRID - 1), st.integers(1, 12)).map(
+    lambda t: (t[0], min(GRID, t[0] + t[1]))
+)
 
 
 def _covers(intervals: list[tuple[int, int]], t: int) -> bool:
     return any(a <= t < b for a, b in intervals)
 
 
-def _oracle(results: dict[int, RankResult], pairs: list[p2p.Pair], forward: set[tuple[int, int]]) -> dict[int, tuple[int, ...]]:
+def _oracle(
+    results: dict[int, RankResult], pairs: list[p2p.Pair], forward: set[tuple[int, int]]
+) -> dict[int, tuple[int, ...]]:
     """Per rank, nanosecond by nanosecond: (bubble, acts, grads, send) as defined."""
-    pieces: dict[int, dict[str, list[tuple[int, int]]]] = {r: {"t": [], "a": [], "g": [], "s": []} for r in results}
+    pieces: dict[int, dict[str, list[tuple[int, int]]]] = {
+        r: {"t": [], "a": [], "g": [], "s": []} for r in results
+    }
     for item in pairs:
         last = max(item.instance.starts.values())
         for member, start in item.instance.starts.items():
             end = start + item.instance.durations[member]
             cut = min(max(last, start), end)
             pieces[member]["t"].append((cut, end))
-            kind = "s" if member == item.sender else ("a" if (item.sender, item.receiver) in forward else "g")
+            kind = (
+                "s"
+                if member == item.sender
+                else ("a" if (item.sender, item.receiver) in forward else "g")
+            )
             pieces[member][kind].append((start, cut))
     found = {}
     for rank, result in results.items():
@@ -137,7 +164,9 @@ STEP = (0, GRID)
 
 @settings(max_examples=60, deadline=None)
 @given(
-    sends=st.lists(st.tuples(st.sampled_from([(0, 1), (1, 0), (1, 2), (2, 1)]), spans, spans), max_size=5),
+    sends=st.lists(
+        st.tuples(st.sampled_from([(0, 1), (1, 0), (1, 2), (2, 1)]), spans, spans), max_size=5
+    ),
     compute=st.lists(st.lists(spans, max_size=3), min_size=3, max_size=3),
 )
 def test_bubble_and_waits_agree_with_a_nanosecond_oracle(sends: list, compute: list) -> None:
