@@ -29,6 +29,7 @@ def pipeline_lines(report: Report, cut: Cut) -> Iterator[str]:
     stages = p.stages if p.stages is not None else "unknown"
     yield f"Stages: {stages}, from the {p.stage_source or p.stage_issue}"
     micro = f"{p.microbatches:.3g}" if p.microbatches is not None else "n/a (stages unknown)"
+    yield f"Schedule: {p.schedule}"
     yield f"Microbatches per step (activation sends of stage 0 per profiled step): {micro}"
     yield "Within the profiled steps: bubble = neither computing nor moving data; schedule ="
     yield "  min(bubble, (p-1)/m x compute) (GPipe/1F1B), neighbour = the rest; wait = exposed"

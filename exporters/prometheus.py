@@ -312,6 +312,7 @@ def _cross_rank(out: Families, snapshot: Snapshot) -> None:
     awaited = report.skew.waited_for_rank
     for rank in report.skew.per_rank:
         out.add("commscope_rank_waited_for", (job, rank), float(rank == str(awaited)))
+    _pipeline(out, job, report)
     out.add("commscope_matched_collectives_total", (job,), report.matching.instances)
     out.add("commscope_collective_desyncs_total", (job,), report.matching.desync_count)
     analysed = [w for w in report.windows if w.name not in report.inputs.open_windows]
@@ -321,6 +322,14 @@ def _cross_rank(out: Families, snapshot: Snapshot) -> None:
             out.add("commscope_clock_offset_seconds", (job, rank), offset.offset_s)
     out.add("commscope_mfu_ratio", (job,), report.utilization.mfu)
     out.add("commscope_hfu_ratio", (job,), report.utilization.hfu)
+
+
+def _pipeline(out: Families, job: str, report: Report) -> None:
+    awaited = report.pipeline.waited_for_rank
+    for rank, row in report.pipeline.per_rank.items():
+        out.add("commscope_pipeline_bubble_seconds", (job, rank), row.bubble_s)
+        out.add("commscope_pipeline_neighbour_bubble_seconds", (job, rank), row.neighbour_bubble_s)
+        out.add("commscope_pipeline_stage_waited_for", (job, rank), float(rank == str(awaited)))
 
 
 def _live_skew(out: Families, labels: tuple[str, str], stats: Mapping[str, float]) -> None:

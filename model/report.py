@@ -427,6 +427,9 @@ class Pipeline(msgspec.Struct, kw_only=True):
     waited_for_stage: int | None = None
     waited_for_rank: int | None = None
     evidence: str | None = None
+    # the schedule the bubble split assumes, and where it came from; its schedule bubbles are
+    # null for a schedule whose formula commscope does not know (interleaved, zero-bubble, V)
+    schedule: str | None = None
 
 
 class Sections(msgspec.Struct, kw_only=True):

@@ -563,7 +563,9 @@ def _with_cross(
         clocks=cross.clocks,
         skew=skewed,
         alpha_beta=fits,
-        pipeline=stages.section(cross.pipeline, context.pp_degree, context.world_size),
+        pipeline=stages.section(
+            cross.pipeline, context.pp_degree, context.world_size, context.pp_schedule
+        ),
     )
 
 
@@ -603,6 +605,7 @@ def _context(
         hfu_factor=factor,
         hfu_reason=factor_reason,
         pp_degree=_given(run_config, "pipeline_parallel_degree"),
+        pp_schedule=config.pp_schedule,
     )
 
 

@@ -31,6 +31,7 @@ from commscope.pipeline.matching import Instance
 from commscope.pipeline.p2p import Pair
 from commscope.pipeline.waiting import Exposed, pieces
 
+_FORMULA = frozenset({"gpipe", "1f1b"})  # schedules whose bubble is (p - 1)/m
 CHAIN = "P2P pattern (a chain of send->recv peers, forward = each pair's first direction)"
 _MESH = "config (pipeline_parallel_degree = {p}: TorchTitan's mesh puts pp outermost)"
 
@@ -218,8 +219,22 @@ def mesh_stages(ranks: Iterable[int], pp: int, world: int) -> dict[int, int]:
     return {rank: rank // (world // pp) for rank in ranks}
 
 
-def section(tally: Tally, pp: int | None = None, world: int | None = None) -> Pipeline:
-    """The report's pipeline section; `pp`, `world`: the config's degree and the world size."""
+def schedule_of(name: str | None, pp: int | None) -> tuple[str, bool]:
+    """(what the report says of the schedule, whether (p-1)/m is its bubble): the config's
+    name, TorchTitan's default 1F1B when the config gives pp but no schedule, else assumed."""
+    if name is None and pp is not None and pp > 1:
+        name = "1F1B"
+    if name is None:
+        return "GPipe or 1F1B assumed (no config names one)", True
+    known = name.lower() in _FORMULA
+    return f"{name} (config){'' if known else ': schedule bubble unknown for it'}", known
+
+
+def section(
+    tally: Tally, pp: int | None = None, world: int | None = None, schedule: str | None = None
+) -> Pipeline:
+    """The report's pipeline section; `pp`, `world`, `schedule`: the config's degree and
+    schedule name, and the world size."""
     if not tally:
         return Pipeline()
     stages, issue = chain_stages(tally.votes)
@@ -228,10 +243,11 @@ def section(tally: Tally, pp: int | None = None, world: int | None = None) -> Pi
         stages, issue, source = mesh_stages(tally.ranks, pp, world), None, _MESH.format(p=pp)
     count = max(stages.values()) + 1 if stages else None
     micro = _microbatches(tally, stages)
-    per_rank = {str(r): _row(tally.ranks[r], stages.get(r), count, micro)
+    said, known = schedule_of(schedule, pp)
+    per_rank = {str(r): _row(tally.ranks[r], stages.get(r), count, micro if known else None)
                 for r in sorted(tally.ranks) if tally.ranks[r].pairs}  # fmt: skip
     found = Pipeline(stages=count, stage_source=source, stage_issue=issue,
-                     microbatches=micro, per_rank=per_rank)  # fmt: skip
+                     microbatches=micro, per_rank=per_rank, schedule=said)  # fmt: skip
     return _waited_for(found, tally, stages)
 
 

@@ -187,3 +187,14 @@ def test_bubble_and_waits_agree_with_a_nanosecond_oracle(sends: list, compute: l
     expected = _oracle(results, paired.pairs, forward)
     for rank, t in cross.pipeline.ranks.items():
         assert (t.bubble_ns, t.wait_act_ns, t.wait_grad_ns, t.wait_send_ns) == expected[rank]
+
+
+def test_the_schedule_decides_whether_the_bubble_formula_applies() -> None:
+    assert stages.schedule_of(None, None) == ("GPipe or 1F1B assumed (no config names one)", True)
+    assert stages.schedule_of(None, 4) == ("1F1B (config)", True)  # TorchTitan's default
+    said, known = stages.schedule_of("Interleaved1F1B", 4)
+    assert (said, known) == ("Interleaved1F1B (config): schedule bubble unknown for it", False)
+    cross = crossrank.window(two_stages(), {0: crossrank.RankInfo(), 1: crossrank.RankInfo()})
+    found = stages.section(cross.pipeline, schedule="ZBVZeroBubble")
+    assert found.per_rank["0"].schedule_bubble_s is None
+    assert found.per_rank["0"].bubble_s == 30e-9
