@@ -71,3 +71,8 @@ def test_the_report_names_the_slowed_stage(reported: tuple[dict, str]) -> None:
     assert rows["2"]["waiting_activations_s"] > rows["1"]["waiting_activations_s"]
     assert rows["0"]["neighbour_bubble_s"] > rows["1"]["neighbour_bubble_s"]
     assert "The Stage the Others Wait For: stage 1, rank 1" in text
+
+
+def test_the_diagnosis_points_at_the_stage(reported: tuple[dict, str]) -> None:
+    verdict = reported[0]["diagnosis"]["verdict"]
+    assert "waiting for pipeline stage 1 (rank 1)" in verdict.split("; ")
