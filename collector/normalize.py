@@ -56,6 +56,7 @@ from commscope.collector.families import ACTIVITY_CATEGORIES, looks_like_comm, r
 from commscope.collector.gloosplits import Pairing, call_splits
 from commscope.collector.kernels import kernel_category
 from commscope.collector.launches import KernelNames, LaunchJoin, is_launch_call
+from commscope.collector.p2ppeers import GLOO_P2P, P2P_CALLS, PeerCalls, concrete_peer, global_rank
 from commscope.model.schema import (
     GROUP_SOURCES,
     LABEL_PATTERN,
@@ -76,6 +77,7 @@ from commscope.model.schema import (
     Step,
     TraceMeta,
 )
+from msgspec.structs import replace
 
 LAUNCH_MEMORY: Final = 1 << 16
 PENDING_MEMORY: Final = 1 << 12
@@ -185,6 +187,7 @@ class CommCall(msgspec.Struct, frozen=True, gc=False):
     dtype: str | None = None  # `dtype`, else the `Input type` of a first input it sized
     in_splits: tuple[int, ...] = ()
     out_splits: tuple[int, ...] = ()
+    peer: int | None = None  # a send's `Dst Rank` or a receive's `Src Rank` (global)
 
     @property
     def backend(self) -> bool:
@@ -207,6 +210,8 @@ _FACT_KEYS: Final = frozenset(
         "Seq",
         "In split size",
         "Out split size",
+        "Src Rank",
+        "Dst Rank",
     }
 )
 
@@ -231,6 +236,7 @@ def comm_call(name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) ->
         dtype=_dtype(args, sized=dims is not None),
         in_splits=sent,
         out_splits=received,
+        peer=_bounded(_int(args.get("Dst Rank", args.get("Src Rank"))), MAX_RANKS - 1),
     )
 
 
@@ -376,7 +382,7 @@ class CallIndex:
     def add(self, tid: int, call: CommCall) -> None:
         key = (call.name, call.collective_name, call.nelems_bytes, call.dims_bytes,
                call.group_size, call.pg, call.shape_group, call.dtype, call.in_splits,
-               call.out_splits)  # fmt: skip
+               call.out_splits, call.peer)  # fmt: skip
         fact = self._ids.get(key)
         if fact is None:
             fact = self._ids[key] = len(self._facts)
@@ -416,10 +422,10 @@ class CallIndex:
 
     def _call(self, thread: ThreadCalls, i: int) -> CommCall:
         facts, seq = self._facts[thread.facts[i]], thread.seqs[i]
-        name, label, nelems, dims, group, pg, shape, dtype, sends, receives = facts
+        name, label, nelems, dims, group, pg, shape, dtype, sends, receives, peer = facts
         return CommCall(name, thread.starts[i], thread.ends[i], label, nelems, dims, group, pg,
                         None if seq == self._NO_SEQ else seq, shape, dtype, sends,
-                        receives)  # fmt: skip
+                        receives, peer)  # fmt: skip
 
 
 def start_order(starts: array[int], ends: array[int]) -> tuple[Sequence[int], Sequence[int]]:
@@ -458,6 +464,8 @@ class Normalizer:
         self._settled = False  # the head gave distributedInfo: the group metadata is final
         self._waiting_meta: list[CommCall] = []
         self._gloo_alltoall = Pairing()  # gloo all-to-all spans held for their split sizes
+        self._peers = PeerCalls()  # c10d send/recv operators (gloo: the peer of gloo:send/recv)
+        self._p2p: list[tuple[int, CommCall]] = []  # gloo:send/recv spans, resolved at the end
         self._busy = CpuRuns(comm_call=False)
         self._calling = CpuRuns(comm_call=True)
         self._roles: dict[str, int] = {}
@@ -733,6 +741,8 @@ class Normalizer:
             busy.extend(self.out, tid, ts, end)
         if role:
             self._calling.extend(self.out, tid, ts, end)
+            if name in P2P_CALLS:
+                self._peers.add(tid, _ns(ts), _ns(end), concrete_peer(self._args(raw)))
             if role == _RECORDED_CALL:
                 start_ns = round(ts * 1000)
                 call = comm_call(name, start_ns, round(end * 1000), self._args(raw))
@@ -799,6 +809,9 @@ class Normalizer:
             return
         facts = comm_call(name, span[0], span[0] + span[1], self._args(raw))
         if self._gloo_alltoall.span(facts):
+            return
+        if name in GLOO_P2P and (tid := self._thread(raw.tid)) is not None:
+            self._p2p.append((tid, facts))  # its peer: from its c10d operator, at the end
             return
         if not self._settled and self._meta.world_size is None and facts.group_size is None:
             self._waiting_meta.append(facts)
@@ -905,8 +918,20 @@ class Normalizer:
         start, dur = primary.start_ns, primary.end_ns - primary.start_ns
         dtype = next((c.dtype for c in (*records, *own) if c.dtype is not None), None)
         sends, receives = _splits(records)
+        send_to, recv_from = _peer(collective, primary, records)
         return CommOp(collective, start, dur, size, group, on_gpu, pg, seq, source, dtype,
-                      sends, receives)  # fmt: skip
+                      sends, receives, send_to, recv_from)  # fmt: skip
+
+    def _gloo_p2p(self) -> None:
+        """The gloo send/recv spans, each with the peer its c10d operator names."""
+        groups = self._meta.pg_ranks
+        for tid, facts in self._p2p:
+            peer = facts.peer
+            if peer is None:
+                peer = global_rank(self._peers.peer(tid, facts.start_ns), groups)
+            self.out.append(self._comm_op(replace(facts, peer=peer), [facts], on_gpu=False))
+        self._p2p.clear()
+        self._peers = PeerCalls()
 
     def _group_size(
         self, records: list[CommCall], calls: list[CommCall]
@@ -941,6 +966,7 @@ class Normalizer:
         for facts in [*self._gloo_alltoall.paired(), *self._waiting_meta]:
             self.out.append(self._comm_op(facts, [facts], on_gpu=False))
         self._waiting_meta.clear()
+        self._gloo_p2p()
         self._busy.close_all(self.out)
         self._calling.close_all(self.out)
         for device, allocated in sorted(self._allocated.items()):
@@ -982,6 +1008,22 @@ def _first_known(records: list[CommCall]) -> tuple[int | None, str | None, int |
         pg = record.pg if pg is None else pg
         seq = record.seq if seq is None else seq
     return size, pg, seq
+
+
+def _peer(
+    collective: str, primary: CommCall, records: list[CommCall]
+) -> tuple[int | None, int | None]:
+    """(send_to, recv_from) of a SendRecv call: its direction from the gloo span's name or
+    the first `Collective name` (send, isend, recv, irecv), its peer from the first record
+    that names one."""
+    if collective != "SendRecv":
+        return None, None
+    names = [GLOO_P2P.get(primary.name), *(r.collective_name for r in records)]
+    way = next((n.lower().removeprefix("i") for n in names if n is not None), None)
+    peer = next((r.peer for r in (primary, *records) if r.peer is not None), None)
+    if way == "send":
+        return peer, None
+    return (None, peer) if way == "recv" else (None, None)
 
 
 def _splits(records: list[CommCall]) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final
 
-from commscope.exporters import alltoallvhtml, extremes, htmlplots, kernelhtml, text
+from commscope.exporters import alltoallvhtml, extremes, htmlplots, kernelhtml, pipehtml, text
 from commscope.exporters.svg import esc
 from commscope.exporters.textfmt import pct
 from commscope.model.inspector import inspected
@@ -68,6 +68,8 @@ def render(report: Report, text_report: str | None = None) -> str:
         htmlplots.skew_panels(report),
         *section("All-to-all-v traffic between ranks", alltoallvhtml.ABOUT),
         alltoallvhtml.heat_map(report),
+        *(section("Pipeline stages", pipehtml.ABOUT) if report.pipeline.per_rank else ()),
+        *pipehtml.table(report),
         *section("GPU time by kernel category", ""),
         htmlplots.kernel_bars(report),
         *section("Top kernels and kernel launches", kernelhtml.ABOUT),

@@ -289,6 +289,27 @@ FAMILIES: Final = (
         "rank with matched collectives",
     ),
     Family(
+        "commscope_pipeline_bubble_seconds",
+        "gauge",
+        _JR,
+        "time within the profiled steps a pipeline stage's rank neither computed nor moved "
+        "data (the run)",
+    ),
+    Family(
+        "commscope_pipeline_neighbour_bubble_seconds",
+        "gauge",
+        _JR,
+        "the part of the bubble a balanced GPipe or 1F1B schedule does not imply: what slower "
+        "stages added (the run)",
+    ),
+    Family(
+        "commscope_pipeline_stage_waited_for",
+        "gauge",
+        _JR,
+        "1 for the rank whose P2P calls caused its pipeline neighbours the most exposed "
+        "waiting; 0 for the other ranks of the pipeline",
+    ),
+    Family(
         "commscope_matched_collectives_total",
         "counter",
         _J,

@@ -312,6 +312,7 @@ def _cross_rank(out: Families, snapshot: Snapshot) -> None:
     awaited = report.skew.waited_for_rank
     for rank in report.skew.per_rank:
         out.add("commscope_rank_waited_for", (job, rank), float(rank == str(awaited)))
+    _pipeline(out, job, report)
     out.add("commscope_matched_collectives_total", (job,), report.matching.instances)
     out.add("commscope_collective_desyncs_total", (job,), report.matching.desync_count)
     analysed = [w for w in report.windows if w.name not in report.inputs.open_windows]
@@ -338,6 +339,14 @@ def _alltoallv(out: Families, snapshot: Snapshot) -> None:
     if last is not None:
         out.add("commscope_alltoallv_sent_imbalance_ratio", (job,), last.sent_imbalance)
         out.add("commscope_alltoallv_received_imbalance_ratio", (job,), last.received_imbalance)
+
+
+def _pipeline(out: Families, job: str, report: Report) -> None:
+    awaited = report.pipeline.waited_for_rank
+    for rank, row in report.pipeline.per_rank.items():
+        out.add("commscope_pipeline_bubble_seconds", (job, rank), row.bubble_s)
+        out.add("commscope_pipeline_neighbour_bubble_seconds", (job, rank), row.neighbour_bubble_s)
+        out.add("commscope_pipeline_stage_waited_for", (job, rank), float(rank == str(awaited)))
 
 
 def _live_skew(out: Families, labels: tuple[str, str], stats: Mapping[str, float]) -> None:

@@ -29,6 +29,7 @@ from commscope.exporters.crosstext import (
 from commscope.exporters.extremes import Cut, cut_of
 from commscope.exporters.inspectortext import sources_lines
 from commscope.exporters.kerneltext import launch_lines, top_kernel_lines
+from commscope.exporters.pipetext import pipeline_lines
 from commscope.exporters.textfmt import na, num, pct, rank_list, rank_runs, row
 from commscope.model.fields import where
 from commscope.model.inspector import NO_COMPUTE, inspected
@@ -75,6 +76,13 @@ def render(report: Report, *, every_row: bool = False) -> str:
         ),
         *_section(
             "12. ARRIVAL SKEW AND SLOW RANKS", _within_shards(report, skew_lines(report, cut))
+        ),
+        *(
+            _section(
+                "12a. PIPELINE PARALLELISM", _within_shards(report, pipeline_lines(report, cut))
+            )
+            if report.matching.point_to_point
+            else []
         ),
         *_section(
             "13. NETWORK MODEL: α-β FIT", _within_shards(report, alpha_beta_lines(report, cut))

@@ -177,6 +177,11 @@ class Matching(msgspec.Struct, kw_only=True):
     desync_count: int = 0
     desyncs: list[Desync] = []  # the first few
     groups: dict[str, GroupMatch] = {}
+    # SendRecv calls paired across ranks: the k-th send from i to j with the k-th receive on j
+    # from i (`pipeline.p2p`); unpaired: a call with no partner although both ranks are traced
+    p2p_pairs: int = 0
+    p2p_unpaired: int = 0
+    p2p_desyncs: int = 0  # pairs whose message size or dtype differ (never paired)
 
 
 class ClockOffset(msgspec.Struct, kw_only=True):
@@ -439,6 +444,41 @@ class AllToAllV(msgspec.Struct, kw_only=True):
     replay_bytes: int | None = None  # nccl-tests `-b`: n x the largest entry of a mean call
 
 
+class PipelineRank(msgspec.Struct, kw_only=True):
+    """One rank of a pipeline-parallel job within its profiled steps (s; see how-it-works.md):
+    bubble = |S \\ (P ∪ T)|, the part the schedule implies = min(bubble, (p−1)/m x compute),
+    the rest a slow neighbour adds; waiting is exposed waiting on its matched P2P calls."""
+
+    stage: int | None = None
+    step_span_s: float = 0.0
+    compute_s: float = 0.0
+    transfer_s: float = 0.0  # exposed transfer of its matched P2P calls
+    bubble_s: float = 0.0
+    schedule_bubble_s: float | None = None  # None: p or m unknown
+    neighbour_bubble_s: float | None = None
+    waiting_activations_s: float = 0.0  # receiving from the stage before it
+    waiting_gradients_s: float = 0.0  # receiving from the stage after it
+    waiting_to_send_s: float = 0.0  # its send posted before the neighbour's receive
+    caused_waiting_s: float = 0.0  # exposed waiting of its neighbours on its calls
+    pairs: int = 0
+
+
+class Pipeline(msgspec.Struct, kw_only=True):
+    """Pipeline parallelism from matched P2P pairs (empty: the job has none)."""
+
+    stages: int | None = None
+    stage_source: str | None = None  # "config (...)" or "P2P pattern (...)"; None: unknown
+    stage_issue: str | None = None  # why the ranks' stages are unknown
+    microbatches: float | None = None  # activation sends of stage 0 per profiled step
+    per_rank: dict[str, PipelineRank] = {}
+    waited_for_stage: int | None = None
+    waited_for_rank: int | None = None
+    evidence: str | None = None
+    # the schedule the bubble split assumes, and where it came from; its schedule bubbles are
+    # null for a schedule whose formula commscope does not know (interleaved, zero-bubble, V)
+    schedule: str | None = None
+
+
 class Sections(msgspec.Struct, kw_only=True):
     """The report sections, for the whole run or for one window."""
 
@@ -460,6 +500,7 @@ class Sections(msgspec.Struct, kw_only=True):
     top_kernels: TopKernels = msgspec.field(default_factory=TopKernels)
     launches: Launches = msgspec.field(default_factory=Launches)
     alltoallv: AllToAllV | None = None  # None: no all-to-all recorded its split sizes
+    pipeline: Pipeline = msgspec.field(default_factory=Pipeline)
 
 
 class ExposedSplit(msgspec.Struct, frozen=True, kw_only=True):

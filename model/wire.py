@@ -35,7 +35,7 @@ from commscope.model.base import (
 )
 
 # A Hello of another version is refused (what each version changed: CHANGELOG.md).
-PROTOCOL_VERSION: Final = 10
+PROTOCOL_VERSION: Final = 11
 
 
 # ---------------------------------------------------------------- normalised events
@@ -89,6 +89,9 @@ class CommOp(msgspec.Struct, frozen=True, gc=False, tag="comm", array_like=True)
     # in_splits[j] is what this rank sends to group rank j, out_splits[j] what it receives
     in_splits: Splits = ()
     out_splits: Splits = ()
+    # a SendRecv call's peer (global rank) and direction: which of the two is set says which
+    send_to: Rank | None = None
+    recv_from: Rank | None = None
 
 
 class Step(msgspec.Struct, frozen=True, gc=False, tag="step", array_like=True):

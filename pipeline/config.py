@@ -159,6 +159,7 @@ class JobConfig(msgspec.Struct, frozen=True, kw_only=True):
     selective_ac_option: str | None = None  # "op", or k: every k-th layer
     sources: dict[str, str] = {}  # degree → where in the file it was found
     warnings: list[str] = []  # what the file holds that commscope cannot use or doubts
+    pp_schedule: str | None = None  # pipeline_parallel_schedule ([parallelism] or older)
 
 
 class Resolved(NamedTuple):
@@ -195,6 +196,8 @@ def parse_config(text: str, name: str) -> JobConfig:
         selective_ac_option=_text(checkpoint, "selective_ac_option"),
         sources=sources,
         warnings=warnings,
+        pp_schedule=_text(sections["parallelism"], "pipeline_parallel_schedule")
+        or _text(sections["experimental"], "pipeline_parallel_schedule"),
     )
 
 

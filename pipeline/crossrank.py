@@ -26,10 +26,11 @@ from commscope.model.schema import (
     Matching,
     RankResult,
 )
-from commscope.pipeline import alltoallv, alphabeta, skew, straddle, waiting
+from commscope.pipeline import alltoallv, alphabeta, p2p, skew, stages, straddle, waiting
 from commscope.pipeline.clocks import NO_MATCH, Found, clocks, offsets
 from commscope.pipeline.matching import MAX_DESYNCS, Instance, Matched, group_order, match
 from commscope.pipeline.stats import ratio, thin_indices
+from msgspec import structs
 
 RUN_CLOCKS: Final = "median over windows of each window's offset (applied per window)"
 # Bounds of what the whole run's report carries for the HTML report's plots: points per α-β fit
@@ -68,6 +69,7 @@ class CrossRank:
     split: dict[int, waiting.Split] = field(default_factory=dict)
     # all-to-all calls that recorded split sizes (`alltoallv`)
     alltoallv: alltoallv.Tally = field(default_factory=alltoallv.Tally)
+    pipeline: stages.Tally = field(default_factory=stages.Tally)  # P2P pairs' stage sums
 
 
 def aligned(
@@ -116,15 +118,27 @@ def _arrival(instance: Instance, shifts: Mapping[int, float], untimed: set[int])
 def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> CrossRank:
     matched, found, arrivals = aligned(results, infos)
     timed = [item for item in arrivals if item.timed]
+    paired = p2p.pair(
+        {r: x.calls for r, x in results.items()}, {r: i.base_ns for r, i in infos.items()}
+    )
+    pairs = [item for item in paired.pairs if _untimed(infos).isdisjoint(item.instance.starts)]
+    with_pairs = replace(matched, instances=[*matched.instances, *(p.instance for p in pairs)])
+    summary = structs.replace(
+        matched.summary,
+        p2p_pairs=len(paired.pairs),
+        p2p_unpaired=paired.unpaired,
+        p2p_desyncs=paired.desyncs,
+    )
     return CrossRank(
-        matching=matched.summary,
+        matching=summary,
         clocks=clocks(found),
         arrivals=skew.tally(timed),
         instances=Counter((item.group, item.collective) for item in arrivals),
         points=alpha_beta_points(arrivals),
         factors=bus_factors(arrivals),
-        split=exposed_split(results, infos, matched, found),
+        split=exposed_split(results, infos, with_pairs, found),
         alltoallv=alltoallv.tally(results, matched.instances, _members(infos)),
+        pipeline=_pipeline(results, infos, pairs, matched, found),
     )
 
 
@@ -135,6 +149,26 @@ def _members(infos: Mapping[int, RankInfo]) -> dict[str, Sequence[int]]:
         for group, ranks in info.pg_ranks.items():
             members.setdefault(group, ranks)
     return members
+
+
+def _pipeline(
+    results: Mapping[int, RankResult],
+    infos: Mapping[int, RankInfo],
+    pairs: Sequence[p2p.Pair],
+    matched: Matched,
+    found: Found,
+) -> stages.Tally:
+    exposed = {rank: waiting.Exposed(result.exposed_runs, result.step_runs,
+                                     infos[rank].base_ns if rank in infos else 0)
+               for rank, result in results.items()}  # fmt: skip
+    window = stages.Window(
+        exposed=exposed,
+        in_steps={rank: result.in_steps for rank, result in results.items()},
+        steps={rank: len(result.steps) for rank, result in results.items()},
+    )
+    untimed = _untimed(infos)
+    collectives = [i for i in matched.instances if untimed.isdisjoint(i.starts)]
+    return stages.window_tally(pairs, collectives, shifts(found), window)
 
 
 def pooled(windows: Sequence[CrossRank], clocked: bool = True) -> CrossRank:
@@ -153,6 +187,7 @@ def pooled(windows: Sequence[CrossRank], clocked: bool = True) -> CrossRank:
         factors=_common_factors([w.factors for w in windows]),
         split=waiting.pooled([w.split for w in windows]),
         alltoallv=alltoallv.pooled([w.alltoallv for w in windows]),
+        pipeline=stages.pooled(w.pipeline for w in windows),
     )
 
 
@@ -191,6 +226,9 @@ def merge_matching(parts: Sequence[Matching]) -> Matching:
         total.unmatched += part.unmatched
         total.point_to_point += part.point_to_point
         total.desync_count += part.desync_count
+        total.p2p_pairs += part.p2p_pairs
+        total.p2p_unpaired += part.p2p_unpaired
+        total.p2p_desyncs += part.p2p_desyncs
         total.desyncs.extend(part.desyncs[: MAX_DESYNCS - len(total.desyncs)])
         for name, group in part.groups.items():
             into = total.groups.setdefault(name, GroupMatch(members=group.members, key=group.key))

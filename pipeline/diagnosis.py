@@ -353,7 +353,11 @@ def _waiting(run: Sections, found: dict[str, float | None], jobs: Evidence) -> I
         if overlap is not None and overlap < LOW_OVERLAP:
             evidence.append(f"only {_pct(overlap)} of communication overlaps compute")
         _network_advice(run, found, evidence, jobs)  # its evidence only
-    if rank is None:
+    staged = _pipeline_wait(run)
+    if rank is None and staged is not None:
+        verdict, advice = staged
+        evidence.append(run.pipeline.evidence or "")
+    elif rank is None:
         verdict, advice = (
             f"{WAITING} late ranks (no single rank)",
             (
@@ -371,6 +375,21 @@ def _waiting(run: Sections, found: dict[str, float | None], jobs: Evidence) -> I
             ),
         )
     yield Finding(verdict=verdict, evidence=evidence, suggestions=[advice])
+
+
+def _pipeline_wait(run: Sections) -> tuple[str, str] | None:
+    """(verdict, advice) when the waiting is on a pipeline stage's P2P calls (`stages`)."""
+    p = run.pipeline
+    if p.waited_for_rank is None:
+        return None
+    stage = f"pipeline stage {p.waited_for_stage} (rank {p.waited_for_rank})"
+    if p.waited_for_stage is None:
+        stage = f"rank {p.waited_for_rank}'s P2P calls"
+    advice = (
+        f"balance the pipeline: move layers off {stage} (TorchTitan: "
+        "pipeline_parallel_layers_per_stage or split points), or look at what delays its sends"
+    )
+    return f"{WAITING} {stage}", advice
 
 
 def _overlap_advice(run: Sections, evidence: list[str], jobs: Evidence) -> str:

@@ -46,10 +46,11 @@ from commscope.pipeline import (
     inspector_sources,
     ranks,
     skew,
+    stages,
     straddle,
 )
 from commscope.pipeline.accumulate import Sketcher, bandwidth_sketch, merge_results
-from commscope.pipeline.config import JobConfig, global_batch, resolve
+from commscope.pipeline.config import DEFAULT_SOURCE, JobConfig, global_batch, resolve
 from commscope.pipeline.crossrank import CrossRank
 from commscope.pipeline.diagnosis import diagnose
 from commscope.pipeline.flops import flops_per_token, hfu_factor, model_shape, peak_flops
@@ -381,9 +382,16 @@ def _with_cross(
     fits, skewed = crossed(cross, context.peak_Bps, plots)
     found = with_split(found, cross.split)
     return replace(
-        found, matching=cross.matching, clocks=cross.clocks, skew=skewed, alpha_beta=fits,
+        found,
+        matching=cross.matching,
+        clocks=cross.clocks,
+        skew=skewed,
+        alpha_beta=fits,
         alltoallv=alltoallv.section(cross.alltoallv),
-    )  # fmt: skip
+        pipeline=stages.section(
+            cross.pipeline, context.pp_degree, context.world_size, context.pp_schedule
+        ),
+    )
 
 
 def cross_sections(cross: CrossRank, peak_Bps: float | None, plots: bool) -> CrossSections:
@@ -421,7 +429,16 @@ def _context(
         peak_flops_source=flops_peak_source,
         hfu_factor=factor,
         hfu_reason=factor_reason,
+        pp_degree=_given(run_config, "pipeline_parallel_degree"),
+        pp_schedule=config.pp_schedule,
     )
+
+
+def _given(run_config: RunConfig, degree: str) -> int | None:
+    """A degree the config file gave (not TorchTitan's default)."""
+    if run_config.parallelism_source.get(degree, DEFAULT_SOURCE) == DEFAULT_SOURCE:
+        return None
+    return run_config.parallelism.get(degree)
 
 
 def _hfu(config: JobConfig, options: Options) -> tuple[float | None, str]:

@@ -84,6 +84,8 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     peak_flops_source: str | None = None
     hfu_factor: float | None = None
     hfu_reason: str | None = None
+    pp_degree: int | None = None  # the config's pipeline_parallel_degree (None: not given)
+    pp_schedule: str | None = None  # the config's pipeline_parallel_schedule (None: not given)
 
 
 def peak_bandwidth(

@@ -28,6 +28,8 @@ from commscope.model.schema import (
     FileStats,
     GpuOp,
     MemoryPeak,
+    Pipeline,
+    PipelineRank,
     Report,
     Step,
     TraceMeta,
@@ -58,7 +60,8 @@ def report() -> Report:
         for rank, result in results(per_rank).items()
     ]
     config = JobConfig(model="llama3", flavor="8B", local_batch_size=1, seq_len=4096)
-    return build_report(["w"], files, Options(config=config, config_path="llama3_8b.toml"))
+    found = build_report(["w"], files, Options(config=config, config_path="llama3_8b.toml"))
+    return replace(found, pipeline=PIPELINE)  # no P2P above: the pipeline section stands in
 
 
 ALLTOALLV = AllToAllV(
@@ -69,6 +72,28 @@ ALLTOALLV = AllToAllV(
               "2": AllToAllRank(), "3": AllToAllRank()},
     steps=[AllToAllStep(step=1), AllToAllStep(step=2, sent_imbalance=1.2, received_imbalance=1.6)],
 )  # fmt: skip
+
+
+PIPELINE = Pipeline(
+    stages=4,
+    per_rank={"0": PipelineRank(stage=0, bubble_s=0.25, neighbour_bubble_s=0.125),
+              "1": PipelineRank(stage=1, bubble_s=0.5, neighbour_bubble_s=0.0),
+              "2": PipelineRank(stage=2, bubble_s=0.0, neighbour_bubble_s=0.0),
+              "3": PipelineRank(stage=3, bubble_s=0.75, neighbour_bubble_s=0.5)},
+    waited_for_rank=SLOW,
+)  # fmt: skip
+
+
+def test_pipeline_families_carry_the_section() -> None:
+    text = exposition()
+    for line in (
+        'commscope_pipeline_bubble_seconds{job="llama",rank="0"} 0.25',
+        'commscope_pipeline_bubble_seconds{job="llama",rank="1"} 0.5',
+        'commscope_pipeline_neighbour_bubble_seconds{job="llama",rank="0"} 0.125',
+        'commscope_pipeline_stage_waited_for{job="llama",rank="0"} 0.0',
+        'commscope_pipeline_stage_waited_for{job="llama",rank="2"} 1.0',
+    ):
+        assert line in text
 
 
 class _Fixed(Collector):

@@ -12,6 +12,9 @@ TRAIN = Path(__file__).resolve().parent / "train.py"
 MOE = Path(__file__).resolve().parent / "moe.py"
 
 
+PIPELINE = Path(__file__).resolve().parent / "pipeline_train.py"
+
+
 def torchrun(out: Path, *extra: str, script: Path = TRAIN, nproc: int = 2) -> None:
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo"}
     command = [

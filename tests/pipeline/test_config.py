@@ -326,3 +326,10 @@ def test_defaults_are_marked_in_the_header() -> None:
     lines = text.render(report).splitlines()
     assert "  data_parallel_shard_degree: 2  (TorchTitan default -1: world 2 / 1)" in lines
     assert "  tensor_parallel_degree: 1  (TorchTitan default)" in lines
+
+
+def test_the_pipeline_schedule_is_read_where_torchtitan_put_it() -> None:
+    assert parse_config(json_dump(), "config.json").pp_schedule == "1F1B"
+    older = '[experimental]\npipeline_parallel_schedule = "Interleaved1F1B"\n'
+    assert parse_config(older, "old.toml").pp_schedule == "Interleaved1F1B"
+    assert parse_config(LAYOUT_HSDP_2024, "hsdp.toml").pp_schedule is None

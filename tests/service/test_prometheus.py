@@ -46,6 +46,9 @@ CONDITIONAL = {
     "commscope_gpu_memory_peak_bytes",
     "commscope_mfu_ratio",
     "commscope_hfu_ratio",
+    "commscope_pipeline_bubble_seconds",  # pipeline-parallel jobs only (P2P pairs)
+    "commscope_pipeline_neighbour_bubble_seconds",
+    "commscope_pipeline_stage_waited_for",
     "commscope_alpha_seconds",
     "commscope_beta_bytes_per_second",
     "commscope_alpha_beta_groups_omitted",

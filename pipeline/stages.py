@@ -1,0 +1,299 @@
+"""Pipeline parallelism: each stage's compute, waiting and bubble from matched P2P pairs (pure).
+
+Per rank, within S (the union of its profiled steps), with P its compute, E = C \\ P its
+exposed communication and T the transfer union of every matched instance it is a member of
+(collectives and P2P pairs, `waiting.pieces`):
+
+    bubble              = |S \\ (P ∪ T)| = |S \\ P| - |S ∩ E ∩ T|   (neither computing nor moving)
+    waiting, activations = |(S ∩ E ∩ W_act) \\ T|     W_act: its receives' waiting on a sender
+                                                      of the stage before it
+    waiting, gradients  = |(S ∩ E ∩ W_grad) \\ (T ∪ W_act)|    (a sender of the stage after)
+    waiting to send     = |(S ∩ E ∩ W_send) \\ (T ∪ W_act ∪ W_grad)|   (its sends posted before
+                                                      the neighbour's receive)
+
+The three waits are parts of the bubble. Forward is the direction of the first pair between
+two neighbours in a window (activations flow before gradients). The bubble the schedule implies
+is that of a balanced pipeline with the rank's own compute: (p - 1)/m x compute (GPipe, 1F1B:
+p stages, m microbatches), at most the bubble; the rest is what a slow neighbour adds. The
+rank the others wait for caused the most exposed waiting on its neighbours' P2P calls.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from commscope.model.schema import InSteps, Pipeline, PipelineRank
+from commscope.model.units import duration
+from commscope.pipeline.intervals import IntervalSet, difference, intersection, union, unpacked
+from commscope.pipeline.matching import Instance
+from commscope.pipeline.p2p import Pair
+from commscope.pipeline.waiting import Exposed, pieces
+
+_FORMULA = frozenset({"gpipe", "1f1b"})  # schedules whose bubble is (p - 1)/m
+CHAIN = "P2P pattern (a chain of send->recv peers, forward = each pair's first direction)"
+_MESH = "config (pipeline_parallel_degree = {p}: TorchTitan's mesh puts pp outermost)"
+
+
+@dataclass
+class RankTally:
+    """One rank's sums (ns, counts) over its windows: mergeable by addition."""
+
+    span_ns: int = 0
+    compute_ns: int = 0
+    transfer_ns: int = 0
+    bubble_ns: int = 0
+    wait_act_ns: int = 0
+    wait_grad_ns: int = 0
+    wait_send_ns: int = 0
+    waited_on: Counter[int] = field(default_factory=Counter)  # causer -> exposed waiting ns
+    pairs: int = 0
+    steps: int = 0
+    forward_sends: Counter[int] = field(default_factory=Counter)  # receiver -> pairs sent
+
+
+@dataclass
+class Tally:
+    ranks: dict[int, RankTally] = field(default_factory=dict)
+    votes: Counter[tuple[int, int]] = field(default_factory=Counter)  # (a, b): a->b went first
+
+    def __bool__(self) -> bool:
+        return bool(self.votes)
+
+
+@dataclass
+class _Sets:
+    transfer: IntervalSet = field(default_factory=IntervalSet)
+    act: IntervalSet = field(default_factory=IntervalSet)
+    grad: IntervalSet = field(default_factory=IntervalSet)
+    send: IntervalSet = field(default_factory=IntervalSet)
+    by: dict[int, IntervalSet] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Window:
+    """What a window gives the tally besides its pairs: per rank E and S (`waiting.Exposed`),
+    its in-step measures and profiled step count."""
+
+    exposed: Mapping[int, Exposed]
+    in_steps: Mapping[int, InSteps | None]
+    steps: Mapping[int, int]
+
+
+def first_directions(pairs: Sequence[Pair], shifts: Mapping[int, float]) -> set[tuple[int, int]]:
+    """(a, b) for each neighbour pair whose first pair (aligned clocks) went a -> b."""
+    first: dict[frozenset[int], tuple[float, int, int]] = {}
+    for item in pairs:
+        at = min(s - shifts.get(m, 0.0) for m, s in item.instance.starts.items())
+        key = frozenset((item.sender, item.receiver))
+        if key not in first or at < first[key][0]:
+            first[key] = (at, item.sender, item.receiver)
+    return {(a, b) for _, a, b in first.values()}
+
+
+def window_tally(
+    pairs: Sequence[Pair],
+    collectives: Sequence[Instance],
+    shifts: Mapping[int, float],
+    window: Window,
+) -> Tally:
+    """One window's tally (nothing when it has no pair)."""
+    if not pairs:
+        return Tally()
+    forward = first_directions(pairs, shifts)
+    sets = {rank: _Sets() for rank in window.exposed}
+    for instance in collectives:
+        for member, (_, move) in pieces(instance, shifts).items():
+            _add(sets, window, member, move, lambda s: s.transfer)
+    for item in pairs:
+        _add_pair(sets, window, item, shifts, (item.sender, item.receiver) in forward)
+    tally = Tally(votes=Counter(forward))
+    for rank, found in sets.items():
+        tally.ranks[rank] = _rank(window, rank, found, pairs, forward)
+    return tally
+
+
+def _add(
+    sets: dict[int, _Sets],
+    window: Window,
+    member: int,
+    span: tuple[int, int],
+    which: Callable[[_Sets], IntervalSet],
+) -> None:
+    if member in sets:
+        base = window.exposed[member].base_ns
+        which(sets[member]).add(span[0] - base, span[1] - base)
+
+
+def _add_pair(
+    sets: dict[int, _Sets], window: Window, item: Pair, shifts: Mapping[int, float], ahead: bool
+) -> None:
+    """The pair's transfer for both; the receiver's waiting (activations when the pair goes
+    forward) and the sender's waiting to send, each caused by the other."""
+    for member, (wait, move) in pieces(item.instance, shifts).items():
+        _add(sets, window, member, move, lambda s: s.transfer)
+        if member == item.receiver:
+            _add(sets, window, member, wait, lambda s: s.act if ahead else s.grad)
+        else:
+            _add(sets, window, member, wait, lambda s: s.send)
+        _add(sets, window, member, wait, _caused_by(item.receiver if member == item.sender
+                                                      else item.sender))  # fmt: skip
+
+
+def _caused_by(other: int) -> Callable[[_Sets], IntervalSet]:
+    """The waiting set of a rank's calls with `other` (what `other` caused)."""
+    return lambda s: s.by.setdefault(other, IntervalSet())
+
+
+def _rank(
+    window: Window, rank: int, sets: _Sets, pairs: Sequence[Pair], forward: set[tuple[int, int]]
+) -> RankTally:
+    exposed = window.exposed[rank]
+    inside = intersection(unpacked(exposed.exposed_runs), unpacked(exposed.step_runs))
+    moved = intersection(inside, sets.transfer).measure()
+    steps = window.in_steps.get(rank) or InSteps()
+    act = difference(intersection(inside, sets.act), sets.transfer)
+    grad = difference(difference(intersection(inside, sets.grad), sets.transfer), act)
+    waits = union([sets.transfer, sets.act, sets.grad])
+    send = difference(intersection(inside, sets.send), waits)
+    own = [p for p in pairs if rank in (p.sender, p.receiver)]
+    return RankTally(
+        span_ns=steps.span_ns,
+        compute_ns=steps.compute_ns,
+        transfer_ns=moved,
+        bubble_ns=max(0, steps.span_ns - steps.compute_ns - moved),
+        wait_act_ns=act.measure(),
+        wait_grad_ns=grad.measure(),
+        wait_send_ns=send.measure(),
+        waited_on=Counter({c: _caused(inside, w, sets.transfer) for c, w in sets.by.items()}),
+        pairs=len(own),
+        steps=window.steps.get(rank, 0),
+        forward_sends=Counter(
+            p.receiver for p in own if (p.sender, p.receiver) in forward and p.sender == rank
+        ),
+    )
+
+
+def _caused(inside: IntervalSet, waits: IntervalSet, transfer: IntervalSet) -> int:
+    return difference(intersection(inside, waits), transfer).measure()
+
+
+def pooled(parts: Iterable[Tally]) -> Tally:
+    """A run's tally: every window's sums added."""
+    total = Tally()
+    for part in parts:
+        total.votes.update(part.votes)
+        for rank, found in part.ranks.items():
+            into = total.ranks.setdefault(rank, RankTally())
+            for name in ("span_ns", "compute_ns", "transfer_ns", "bubble_ns", "wait_act_ns",
+                         "wait_grad_ns", "wait_send_ns", "pairs", "steps"):  # fmt: skip
+                setattr(into, name, getattr(into, name) + getattr(found, name))
+            into.waited_on.update(found.waited_on)
+            into.forward_sends.update(found.forward_sends)
+    return total
+
+
+def chain_stages(votes: Mapping[tuple[int, int], int]) -> tuple[dict[int, int], str | None]:
+    """Each rank's stage from the forward edges (the direction most windows saw first): one or
+    more equal chains, else ({}, why not)."""
+    edges = {(a, b) for (a, b), n in votes.items() if n > votes.get((b, a), 0)}
+    after = {a: b for a, b in edges}
+    before = {b: a for a, b in edges}
+    if len(after) != len(edges) or len(before) != len(edges):
+        return {}, "the P2P pattern is not a chain (a rank sends forward to two ranks)"
+    stages: dict[int, int] = {}
+    for start in sorted(set(after) - set(before)):
+        rank: int | None = start
+        stage = 0
+        while rank is not None and rank not in stages:
+            stages[rank], stage = stage, stage + 1
+            rank = after.get(rank)
+    if len(stages) != len(set(after) | set(before)):
+        return {}, "the P2P pattern is a cycle (an interleaved or V schedule?): stages unknown"
+    return stages, None
+
+
+def mesh_stages(ranks: Iterable[int], pp: int, world: int) -> dict[int, int]:
+    """TorchTitan's mesh [pp, dp_replicate, dp_shard, cp, tp]: stage = rank // (world / pp)."""
+    return {rank: rank // (world // pp) for rank in ranks}
+
+
+def schedule_of(name: str | None, pp: int | None) -> tuple[str, bool]:
+    """(what the report says of the schedule, whether (p-1)/m is its bubble): the config's
+    name, TorchTitan's default 1F1B when the config gives pp but no schedule, else assumed."""
+    if name is None and pp is not None and pp > 1:
+        name = "1F1B"
+    if name is None:
+        return "GPipe or 1F1B assumed (no config names one)", True
+    known = name.lower() in _FORMULA
+    return f"{name} (config){'' if known else ': schedule bubble unknown for it'}", known
+
+
+def section(
+    tally: Tally, pp: int | None = None, world: int | None = None, schedule: str | None = None
+) -> Pipeline:
+    """The report's pipeline section; `pp`, `world`, `schedule`: the config's degree and
+    schedule name, and the world size."""
+    if not tally:
+        return Pipeline()
+    stages, issue = chain_stages(tally.votes)
+    source = CHAIN if stages else None
+    if pp is not None and pp > 1 and world is not None and world % pp == 0:
+        stages, issue, source = mesh_stages(tally.ranks, pp, world), None, _MESH.format(p=pp)
+    count = max(stages.values()) + 1 if stages else None
+    micro = _microbatches(tally, stages)
+    said, known = schedule_of(schedule, pp)
+    per_rank = {str(r): _row(tally.ranks[r], stages.get(r), count, micro if known else None)
+                for r in sorted(tally.ranks) if tally.ranks[r].pairs}  # fmt: skip
+    found = Pipeline(stages=count, stage_source=source, stage_issue=issue,
+                     microbatches=micro, per_rank=per_rank, schedule=said)  # fmt: skip
+    return _waited_for(found, tally, stages)
+
+
+def _microbatches(tally: Tally, stages: Mapping[int, int]) -> float | None:
+    """Activation sends of the first stage's ranks per profiled step."""
+    firsts = [tally.ranks[r] for r, s in stages.items() if s == 0 and r in tally.ranks]
+    steps = sum(t.steps for t in firsts)
+    sends = sum(sum(t.forward_sends.values()) for t in firsts)
+    return sends / steps if steps and sends else None
+
+
+def _row(t: RankTally, stage: int | None, count: int | None, micro: float | None) -> PipelineRank:
+    schedule = None
+    if count is not None and micro:
+        schedule = min(float(t.bubble_ns), (count - 1) / micro * t.compute_ns)
+    return PipelineRank(
+        stage=stage,
+        step_span_s=t.span_ns / 1e9,
+        compute_s=t.compute_ns / 1e9,
+        transfer_s=t.transfer_ns / 1e9,
+        bubble_s=t.bubble_ns / 1e9,
+        schedule_bubble_s=None if schedule is None else schedule / 1e9,
+        neighbour_bubble_s=None if schedule is None else (t.bubble_ns - schedule) / 1e9,
+        waiting_activations_s=t.wait_act_ns / 1e9,
+        waiting_gradients_s=t.wait_grad_ns / 1e9,
+        waiting_to_send_s=t.wait_send_ns / 1e9,
+        pairs=t.pairs,
+    )
+
+
+def _waited_for(found: Pipeline, tally: Tally, stages: Mapping[int, int]) -> Pipeline:
+    """The rank whose calls caused the most exposed waiting on its neighbours."""
+    caused: Counter[int] = Counter()
+    for waiter in tally.ranks.values():
+        caused.update(waiter.waited_on)
+    for rank, ns in caused.items():
+        if str(rank) in found.per_rank:
+            found.per_rank[str(rank)].caused_waiting_s = ns / 1e9
+    total = sum(caused.values())
+    if not total:
+        return found
+    rank, ns = max(sorted(caused.items()), key=lambda item: item[1])
+    found.waited_for_rank, found.waited_for_stage = rank, stages.get(rank)
+    where = f" (stage {stages[rank]})" if rank in stages else ""
+    found.evidence = (
+        f"rank {rank}{where} caused {duration(ns / 1e9)} of its neighbours' "
+        f"{duration(total / 1e9)} exposed P2P waiting ({ns / total:.0%})"
+    )
+    return found
