@@ -25,7 +25,7 @@ def _result(
     exposed = difference(comm, IntervalSet(compute))
     inside = IntervalSet(compute).measure()  # compute lies within the step here
     return RankResult(
-        source="cpu (gloo)",
+        evidence_text="cpu (gloo)",
         calls=calls,
         exposed_runs=packed(exposed),
         step_runs=pack(array("q", [step[0]]), array("q", [step[1]])),

@@ -48,7 +48,7 @@ def finished(folder: str, rank: int, world: int) -> FinishedFile:
     meta = TraceMeta(rank=rank, world_size=world)
     return FinishedFile(
         stream=f"{folder}-{rank}", node="n", path=f"/run/{folder}/rank{rank}.json",
-        folder=folder, root_name="run", meta=meta, result=RankResult(source="none"),
+        folder=folder, root_name="run", meta=meta, result=RankResult(evidence_text="none"),
     )  # fmt: skip
 
 
