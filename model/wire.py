@@ -33,7 +33,7 @@ from commscope.model.base import (
 )
 
 # A Hello of another version is refused (what each version changed: CHANGELOG.md).
-PROTOCOL_VERSION: Final = 10
+PROTOCOL_VERSION: Final = 11
 
 
 # ---------------------------------------------------------------- normalised events
@@ -158,7 +158,7 @@ class GraphRow(msgspec.Struct, frozen=True, gc=False, array_like=True):
     comm_ns: Count = 0
 
 
-class GraphTally(msgspec.Struct, frozen=True, kw_only=True, tag="graphs"):
+class GraphTally(msgspec.Struct, frozen=True, kw_only=True, tag="graphs", array_like=True):
     """A file's or a rank's CUDA graph launches (cudaGraphLaunch, cuGraphLaunch,
     hipGraphLaunch and their variants) and the kernels attributed to them, by correlation id
     and by graph id (`collector.graphs`); mergeable (`pipeline.graphs.merge`)."""

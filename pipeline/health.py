@@ -308,8 +308,8 @@ def _graph_kernels(files: Sequence[TraceFile], found: Sections) -> HealthIssue |
     if pooled is None:
         return None
     what = (
-        "their kernels (CUDA graph launches with no kernel of their correlation in the trace: "
-        "the profiler did not record the graph's replay)"
+        "their kernels (no kernel of their correlation in the trace: the profiler did not "
+        "record the graph's replay)"
     )
     gap = issue("graph_kernels", what, (pooled.empty, pooled.launches), "CUDA graph launches")
     if gap is not None:
