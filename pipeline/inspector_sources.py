@@ -28,7 +28,9 @@ NO_STARTS: Final = "n/a: NCCL Inspector logs without start times (not verbose)"
 KINETO: Final = "kineto (the profiled windows)"
 APART: Final = "nccl inspector (the whole run, apart: its collectives are not added above)"
 SECTIONS: Final = tuple(key for key in Sections.__struct_fields__ if key != "ranks")
-_COMPUTE: Final = frozenset({"overlap", "kernels", "utilization", "top_kernels", "launches"})
+_COMPUTE: Final = frozenset(
+    {"overlap", "kernels", "utilization", "top_kernels", "launches", "graphs"}
+)
 _STEPS: Final = frozenset({"throughput", "steps", "stragglers"})
 _TIMED: Final = frozenset({"clocks", "skew"})
 

@@ -12,11 +12,12 @@ import msgspec
 import pytest
 from builders import write
 from commscope.exporters import html, jsonreport, text
-from commscope.model.report import GraphReplays, GraphStats
+from commscope.model.report import GraphReplays, GraphStats, Report
 from commscope.model.wire import MAX_GRAPHS, GraphRow, GraphTally, RankResult
 from commscope.pipeline import graphs
 from commscope.pipeline.accumulate import Accumulator, merge_results
 from commscope.pipeline.edge import facts, from_facts
+from commscope.pipeline.merge import combine
 from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
 from graphs_builder import GEMM, WORKED, WORKED_TALLY, call
@@ -180,3 +181,11 @@ def test_the_html_and_json_reports_carry_every_graph(report_dir: Path) -> None:
     document = json.loads(jsonreport.render(report))
     assert document["graphs"]["all_ranks"]["launches"] == 6
     assert [g["graph"] for g in document["graphs"]["per_graph"]["0"]] == [7, 9, None]
+
+
+def test_commscope_merge_keeps_the_graphs(report_dir: Path) -> None:
+    report = analyse(report_dir, Options())
+    shard = msgspec.json.decode(jsonreport.render(report), type=Report)
+    merged = combine([("shard.json", shard)])
+    assert merged.graphs == report.graphs
+    assert [i.count for i in merged.health.issues if i.key == "graph_kernels"] == [3]
