@@ -1032,3 +1032,15 @@ def test_a_mid_run_report_leaves_the_open_windows_cross_rank_sections_out() -> N
     apply_all(aggregation, streams[3])
     assert aggregation.prepare(Options()).waiting == frozenset()
     assert live_document(aggregation, final=False) == offline(SAMPLE)
+
+
+def test_live_report_equals_offline_with_cuda_graphs(tmp_path: Path) -> None:
+    from graphs_builder import WORKED  # CUDA graphs (`pipeline.graphs`): a self-contained hunk
+    from kineto_builder import dist_head, trace
+
+    write(tmp_path / "rank0_trace.json", trace(WORKED, dist_head(0, 1)))
+    aggregation = Aggregation()
+    apply_all(aggregation, round_robin(run_records(tmp_path, 2)))
+    document = live_document(aggregation)
+    assert document["graphs"]["all_ranks"]["launches"] == 4
+    assert document == offline(tmp_path)

@@ -189,3 +189,16 @@ def test_commscope_merge_keeps_the_graphs(report_dir: Path) -> None:
     merged = combine([("shard.json", shard)])
     assert merged.graphs == report.graphs
     assert [i.count for i in merged.health.issues if i.key == "graph_kernels"] == [3]
+
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "traces"
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} not present")
+@pytest.mark.parametrize("folder", ["kineto/dlrm_8rank_v100", "nsys"])
+def test_real_traces_hold_no_graph_launch(folder: str) -> None:
+    report = analyse(SHARED / folder, Options())
+    assert (report.graphs.all_ranks, report.graphs.na_reason) == (None, graphs.NO_GRAPHS)
+    assert report.launches.all_ranks is not None  # their kernel launches, as before
+    assert "graph_kernels" in report.health.checked
+    assert not [i for i in report.health.issues if i.key == "graph_kernels"]
