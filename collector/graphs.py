@@ -24,7 +24,7 @@ from commscope.model.wire import MAX_GRAPHS, GraphRow, GraphTally
 WAITING: Final = 1 << 16
 GRAPHS: Final = MAX_GRAPHS
 MAX_ID: Final = 2**62
-# A replay's sums: kernels, Σ ns, communication kernels, their Σ ns, and the graph id.
+# A replay's sums: kernels, Σ ns, communication kernels, their Σ ns, and the graph id (0: none).
 _KERNELS, _NS, _COMM, _COMM_NS, _GRAPH = range(5)
 
 
@@ -38,8 +38,8 @@ def graph_id(value: object) -> int | None:
     return value if type(value) is int and 0 < value <= MAX_ID else None
 
 
-def _replay() -> list[int | None]:
-    return [0, 0, 0, 0, None]
+def _replay() -> list[int]:
+    return [0, 0, 0, 0, 0]
 
 
 class GraphJoin:
@@ -49,10 +49,10 @@ class GraphJoin:
                  "empty", "launches", "unlaunched")  # fmt: skip
 
     def __init__(self) -> None:
-        self._open: dict[int, list[int | None]] = {}  # launch correlation -> its replay
-        self._old_open: dict[int, list[int | None]] = {}
-        self._waiting: dict[int, list[int | None]] = {}  # kernels before their launch
-        self._old_waiting: dict[int, list[int | None]] = {}
+        self._open: dict[int, list[int]] = {}  # launch correlation -> its replay
+        self._old_open: dict[int, list[int]] = {}
+        self._waiting: dict[int, list[int]] = {}  # kernels before their launch
+        self._old_waiting: dict[int, list[int]] = {}
         self._rows: dict[int | None, list[int]] = {}  # graph -> launches, kernels, ns, ...
         self.launches = self.call_ns = self.empty = self.unlaunched = 0
 
@@ -72,11 +72,11 @@ class GraphJoin:
         replay = self._open.get(correlation) or self._old_open.get(correlation)
         if replay is None:
             replay = self._waiting.get(correlation) or self._wait(correlation)
-        replay[_KERNELS] += 1  # type: ignore[operator]
-        replay[_NS] += dur_ns  # type: ignore[operator]
+        replay[_KERNELS] += 1
+        replay[_NS] += dur_ns
         if comm:
-            replay[_COMM] += 1  # type: ignore[operator]
-            replay[_COMM_NS] += dur_ns  # type: ignore[operator]
+            replay[_COMM] += 1
+            replay[_COMM_NS] += dur_ns
         if graph is not None:
             replay[_GRAPH] = graph
 
@@ -84,7 +84,7 @@ class GraphJoin:
         """A kernel launch call of this correlation: its kernel waits for no graph."""
         self._waiting.pop(correlation, None)
 
-    def _wait(self, correlation: int) -> list[int | None]:
+    def _wait(self, correlation: int) -> list[int]:
         if len(self._waiting) >= WAITING:
             for kernels in self._old_waiting.values():
                 self._orphan(kernels)
@@ -92,25 +92,25 @@ class GraphJoin:
         replay = self._waiting[correlation] = _replay()
         return replay
 
-    def _close(self, replay: list[int | None]) -> None:
+    def _close(self, replay: list[int]) -> None:
         """A launch and what joined it, into its graph's row."""
         self.empty += replay[_KERNELS] == 0
         self._add(replay, launches=1)
 
-    def _orphan(self, kernels: list[int | None]) -> None:
+    def _orphan(self, kernels: list[int]) -> None:
         """Kernels no graph launch joined: a graph's only if they carry its id."""
-        if kernels[_GRAPH] is not None:
-            self.unlaunched += kernels[_KERNELS]  # type: ignore[operator]
+        if kernels[_GRAPH]:
+            self.unlaunched += kernels[_KERNELS]
             self._add(kernels, launches=0)
 
-    def _add(self, replay: list[int | None], launches: int) -> None:
-        graph = replay[_GRAPH]
+    def _add(self, replay: list[int], launches: int) -> None:
+        graph = replay[_GRAPH] or None
         if graph not in self._rows and len(self._rows) >= GRAPHS:
             graph = None
         row = self._rows.setdefault(graph, [0, 0, 0, 0, 0])
         row[0] += launches
         for i in (_KERNELS, _NS, _COMM, _COMM_NS):
-            row[i + 1] += replay[i]  # type: ignore[operator]
+            row[i + 1] += replay[i]
 
     def finish(self) -> GraphTally | None:
         """The file's tally (None when it holds no graph launch and no graph kernel)."""
