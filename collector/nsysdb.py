@@ -305,8 +305,8 @@ class Export:
         process."""
         graph = "k.graphId" if "graphId" in self._columns(self._kernels) else "NULL"
         launches = (
-            f"SELECT r.correlationId AS c, (r.globalTid >> {nsys.TID_BITS}) << {nsys.TID_BITS} "
-            f"AS p FROM {runtime} r {_GRAPH_LAUNCHES}"
+            f"SELECT DISTINCT r.correlationId AS c, (r.globalTid >> {nsys.TID_BITS}) "
+            f"<< {nsys.TID_BITS} AS p FROM {runtime} r {_GRAPH_LAUNCHES}"
         )
         return (
             f"SELECT k.globalPid, k.correlationId, k.start, k.end, s.value, {graph} "
