@@ -25,7 +25,8 @@ MAX_NAME: Final = 4096
 # Kernel launch calls by name (CUDA runtime and driver, HIP, MTIA): cudaLaunchKernel,
 # cudaLaunchKernelExC, cuLaunchKernel, cuLaunchKernelEx, hipLaunchKernel, hipExtLaunchKernel,
 # hipModuleLaunchKernel, mtiaLaunchKernel (each maybe `_ptsz`), cudaLaunchCooperativeKernel.
-# A graph launch (cudaGraphLaunch) starts many kernels with one call: not a kernel's launch.
+# A graph launch (cudaGraphLaunch) starts many kernels with one call: not a kernel's launch
+# (`collector.graphs` attributes a graph's kernels to it).
 _LAUNCH_WORDS: Final = ("LaunchKernel", "LaunchCooperativeKernel")
 
 
@@ -125,8 +126,8 @@ class LaunchJoin:
         self.calls += 1
         self.call_ns += dur_ns
 
-    def kernel(self, out: list[Event], correlation: int, start_ns: int, dur_ns: int) -> None:
-        """A kernel; joined now if its launch call came first."""
+    def kernel(self, out: list[Event], correlation: int, start_ns: int, dur_ns: int) -> bool:
+        """A kernel; joined now (True) if its launch call came first."""
         calls = self._calls
         call_start = calls.start.pop(correlation, None)
         if call_start is not None:
@@ -135,6 +136,8 @@ class LaunchJoin:
             self.joined(out, call, (start_ns, dur_ns))
         else:
             self._kernels.put(correlation, start_ns, dur_ns)
+            return False
+        return True
 
     def joined(self, out: list[Event], call: tuple[int, int], kernel: tuple[int, int]) -> None:
         """A kernel and its launch call, each (start, duration) in ns."""

@@ -54,6 +54,7 @@ from commscope.collector.classify import (
 )
 from commscope.collector.families import ACTIVITY_CATEGORIES, looks_like_comm, role, shown_name
 from commscope.collector.gloosplits import Pairing, call_splits
+from commscope.collector.graphs import GraphJoin, graph_id, is_graph_launch
 from commscope.collector.kernels import kernel_category
 from commscope.collector.launches import KernelNames, LaunchJoin, is_launch_call
 from commscope.collector.p2ppeers import GLOO_P2P, P2P_CALLS, PeerCalls, concrete_peer, global_rank
@@ -99,6 +100,7 @@ _C10D_PREFIXES: Final = ("c10d::", "_c10d_functional")
 _UNSEEN: Final[Any] = object()
 _NUMBERS: Final = (int, float)  # a value's `type` among these: a number, not a bool
 _STEP = 3  # a role: `ProfilerStep#N` as a cpu op (PyTorch 1.8-1.10 traces)
+_KERNEL_LAUNCH, _GRAPH_LAUNCH = 1, 2  # runtime calls that launch a kernel, a graph
 # Event categories by their lower-case name: today's Kineto names, PyTorch 1.8-1.10's
 # capitalised ones (`Kernel`, `Operator`, `Runtime`, `Memcpy`, `Memset`), other devices'.
 _CATEGORY: Final = {
@@ -476,7 +478,8 @@ class Normalizer:
         self._reserved: dict[int, int] = {}  # GPU device -> highest Total Reserved
         self._names = KernelNames()  # count and time per kernel name (`collector.launches`)
         self._join = LaunchJoin()  # kernels joined to their launch calls
-        self._launch_names: dict[str, bool] = {}  # runtime call name -> launches a kernel
+        self._graphs = GraphJoin()  # kernels replayed by graph launches (`collector.graphs`)
+        self._launch_names: dict[str, int] = {}  # runtime call name -> _KERNEL_LAUNCH, ...
         self._kinds: dict[str, Callable[[RawEvent], None]] = {
             "kernel": self._kernel,
             "gpu_memcpy": self._memcpy,
@@ -574,8 +577,9 @@ class Normalizer:
         self._names.add(name, span[1], category is None)
         args = raw.args
         correlation = args.get("correlation") if type(args) is dict else None
-        if type(correlation) is int:
-            self._join.kernel(self.out, correlation, span[0], span[1])  # `collector.launches`
+        if type(correlation) is int and not self._join.kernel(self.out, correlation, *span):
+            graph = graph_id(args.get("graph id"))  # `collector.graphs` (args: a dict here)
+            self._graphs.kernel(correlation, span[1], category is None, graph)
         if isinstance(category, str):  # most kernels: plain compute
             self.out.append(GpuOp("compute", span[0], span[1], category))
             self._land(correlation)
@@ -667,11 +671,15 @@ class Normalizer:
                 return
         except TypeError:
             return  # a runtime call we cannot place is no launch we could use
-        kernel_launch = self._launch_names.get(name)
-        if kernel_launch is None:
-            kernel_launch = self._launch_kind(name)
-        if kernel_launch and type(dur := raw.dur) in _NUMBERS and 0 <= dur <= MAX_US:
-            self._join.call(self.out, correlation, _ns(ts), _ns(dur))  # `collector.launches`
+        kind = self._launch_names.get(name)
+        if kind is None:
+            kind = self._launch_kind(name)
+        if kind and type(dur := raw.dur) in _NUMBERS and 0 <= dur <= MAX_US:
+            if kind == _KERNEL_LAUNCH:
+                self._join.call(self.out, correlation, _ns(ts), _ns(dur))  # `collector.launches`
+                self._graphs.forget(correlation)
+            else:
+                self._graphs.launch(correlation, _ns(dur))  # `collector.graphs`
         if type(tid) is not int and (tid := self._thread(tid)) is None:
             return
         pending = self._pending.get(correlation)
@@ -691,12 +699,13 @@ class Normalizer:
         if len(launches.ts) >= LAUNCH_MEMORY:
             self._old_launches, self._launches = launches, Launches()
 
-    def _launch_kind(self, name: str) -> bool:
-        """Whether a runtime call of this name launches one kernel (remembered, bounded)."""
-        launches = is_launch_call(name)
+    def _launch_kind(self, name: str) -> int:
+        """Whether a runtime call of this name launches one kernel (_KERNEL_LAUNCH), a graph
+        (_GRAPH_LAUNCH) or neither (0) (remembered, bounded)."""
+        kind = _KERNEL_LAUNCH if is_launch_call(name) else _GRAPH_LAUNCH * is_graph_launch(name)
         if len(self._launch_names) < ROLE_MEMORY and len(name) <= MAX_NAME:
-            self._launch_names[name] = launches
-        return launches
+            self._launch_names[name] = kind
+        return kind
 
     def _land(self, correlation: object) -> None:
         """A kernel that needs no launch arrived: remember its correlation (its args') if its
@@ -976,6 +985,9 @@ class Normalizer:
         self.out.extend(self._names.events())
         self._names = KernelNames()
         self._join.finish(self.out)
+        if (graphs := self._graphs.finish()) is not None:
+            self.out.append(graphs)
+        self._graphs = GraphJoin()
         self._launches = self._old_launches = Launches()
         self._landed.clear()
         self.stats.lookalikes = longest(self._lookalikes, LOOKALIKE_NAMES)

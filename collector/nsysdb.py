@@ -22,8 +22,15 @@ from pathlib import Path
 from typing import Final
 
 from commscope.collector import nsys
+from commscope.collector.graphs import GraphJoin, graph_id, is_graph_launch
 from commscope.collector.launches import KernelNames, LaunchJoin, is_launch_call
-from commscope.collector.normalize import LOOKALIKE_NAMES, CallIndex, CommCall, longest
+from commscope.collector.normalize import (
+    LOOKALIKE_NAMES,
+    CallIndex,
+    CommCall,
+    kernel_kind,
+    longest,
+)
 from commscope.collector.source import File, Live, Rank, Reading
 from commscope.model.errors import TraceError
 from commscope.model.schema import MAX_LABEL, CommOp, Event, FileStats, RankResult, TraceMeta
@@ -41,6 +48,7 @@ _LAUNCHES: Final = (  # a runtime table's kernel launch calls (`launches.is_laun
     "JOIN StringIds s ON s.id = r.nameId WHERE s.value LIKE '%LaunchKernel%' OR s.value LIKE "
     "'%LaunchCooperativeKernel%'"
 )
+_GRAPH_LAUNCHES: Final = "JOIN StringIds s ON s.id = r.nameId WHERE s.value LIKE '%GraphLaunch%'"
 _COMM_NAMES: Final = " OR ".join(f"s.value LIKE '{p}%'" for p in ("nccl", "rccl", "hccl", "xccl"))
 _NVTX_NAMES: Final = (
     "name LIKE 'nccl%' OR name LIKE 'c10d::%' OR name LIKE '_c10d_functional%' OR name LIKE "
@@ -136,6 +144,7 @@ class Export:
         self._set_ranks()
         yield from self._kernel_batches(index, launches)
         yield from self._launch_parts(pids)
+        yield from self._graph_parts(pids)
         for table, kind in ((nsys.MEMCPY_TABLE, "memcpy"), (nsys.MEMSET_TABLE, "memset")):
             found = nsys.pick_table(self._tables, (table,))
             if found is not None:
@@ -275,6 +284,45 @@ class Export:
             f"{_LAUNCHES}"
         )
 
+    def _graph_parts(self, pids: set[int]) -> Iterator[tuple[int, list[Event]]]:
+        """Each process's CUDA graph launches and the kernels of their correlation id, or of a
+        graph id (`collector.graphs`)."""
+        runtime = nsys.pick_table(self._tables, (nsys.RUNTIME_TABLE,))
+        if runtime is None or self._correlation == "NULL" or self._pid != "globalPid":
+            return
+        joins = {pid: GraphJoin() for pid in pids}
+        query = f"SELECT r.globalTid, r.start, r.end, r.correlationId, s.value FROM {runtime} r "
+        for tid, start, end, correlation, name in self._db.execute(query + _GRAPH_LAUNCHES):
+            join = joins.get(nsys.global_pid(tid)) if _ints(tid) else None
+            if (
+                join is not None
+                and _ints(start, end, correlation)
+                and end >= start
+                and _graph(name)
+            ):
+                join.launch(correlation, end - start)
+        for pid, corr, start, end, name, graph in self._db.execute(self._graph_query(runtime)):
+            if pid in joins and _ints(corr, start, end) and isinstance(name, str):
+                joins[pid].kernel(corr, end - start, kernel_kind(name) is None, graph_id(graph))
+        for pid, join in joins.items():
+            if (tally := join.finish()) is not None:
+                yield pid, [tally]
+
+    def _graph_query(self, runtime: str) -> str:
+        """Kernels with a graph id, or with a graph launch of their correlation id in the same
+        process."""
+        graph = "k.graphId" if "graphId" in self._columns(self._kernels) else "NULL"
+        launches = (
+            f"SELECT DISTINCT r.correlationId AS c, (r.globalTid >> {nsys.TID_BITS}) "
+            f"<< {nsys.TID_BITS} AS p FROM {runtime} r {_GRAPH_LAUNCHES}"
+        )
+        return (
+            f"SELECT k.globalPid, k.correlationId, k.start, k.end, s.value, {graph} "
+            f"FROM {self._kernels} k JOIN StringIds s ON s.id = k.{self._name} "
+            f"LEFT JOIN ({launches}) g ON g.c = k.correlationId AND g.p = k.globalPid "
+            f"WHERE g.c IS NOT NULL OR {graph} > 0"
+        )
+
     def _kernel_batches(
         self, index: dict[int, CallIndex], launches: dict[tuple[int, int], tuple[int, int]]
     ) -> Iterator[tuple[int, list[Event]]]:
@@ -406,6 +454,10 @@ def _widened(span: tuple[int, int] | None, start: int, end: int) -> tuple[int, i
 
 def _launch(name: object) -> bool:
     return isinstance(name, str) and is_launch_call(name)
+
+
+def _graph(name: object) -> bool:
+    return isinstance(name, str) and is_graph_launch(name)
 
 
 def _ints(*values: object) -> bool:

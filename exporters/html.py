@@ -13,7 +13,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final
 
-from commscope.exporters import alltoallvhtml, extremes, htmlplots, kernelhtml, pipehtml, text
+from commscope.exporters import (
+    alltoallvhtml,
+    extremes,
+    graphhtml,
+    htmlplots,
+    kernelhtml,
+    pipehtml,
+    text,
+)
 from commscope.exporters.svg import esc
 from commscope.exporters.textfmt import pct
 from commscope.model.inspector import inspected
@@ -74,6 +82,8 @@ def render(report: Report, text_report: str | None = None) -> str:
         htmlplots.kernel_bars(report),
         *section("Top kernels and kernel launches", kernelhtml.ABOUT),
         *kernelhtml.tables(report),
+        *section("CUDA graphs", graphhtml.ABOUT),
+        *graphhtml.tables(report),
         *section("Step times per rank", ""),
         htmlplots.step_plot(report),
         *diagnosis(report),

@@ -27,6 +27,7 @@ from commscope.exporters.crosstext import (
     utilization_lines,
 )
 from commscope.exporters.extremes import Cut, cut_of
+from commscope.exporters.graphtext import graph_lines
 from commscope.exporters.inspectortext import sources_lines
 from commscope.exporters.kerneltext import launch_lines, top_kernel_lines
 from commscope.exporters.pipetext import pipeline_lines
@@ -70,6 +71,7 @@ def render(report: Report, *, every_row: bool = False) -> str:
         *_section("10. GPU TIME BY KERNEL CATEGORY, IDLE TIME, MEMORY", kernel_lines(report, cut)),
         *_section("10a. TOP KERNELS BY GPU TIME", top_kernel_lines(report, cut)),
         *_section("10b. KERNEL LAUNCHES", launch_lines(report, cut)),
+        *_section("10c. CUDA GRAPHS", graph_lines(report, cut)),
         *_section(
             "11. COLLECTIVES MATCHED ACROSS RANKS, CLOCK OFFSETS",
             _within_shards(report, matching_lines(report, cut)),

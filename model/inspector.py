@@ -14,7 +14,9 @@ NO_COMPUTE: Final = "n/a: NCCL Inspector has no compute kernels"
 NO_STEPS: Final = "n/a: NCCL Inspector has no ProfilerStep spans"
 # The report sections Inspector logs cannot fill, and why (`Source.lacks`)
 LACKS: Final[dict[str, str]] = {
-    **dict.fromkeys(("overlap", "kernels", "utilization", "top_kernels", "launches"), NO_COMPUTE),
+    **dict.fromkeys(
+        ("overlap", "kernels", "utilization", "top_kernels", "launches", "graphs"), NO_COMPUTE
+    ),
     **dict.fromkeys(("throughput", "steps", "stragglers"), NO_STEPS),
 }
 

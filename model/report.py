@@ -479,6 +479,44 @@ class Pipeline(msgspec.Struct, kw_only=True):
     schedule: str | None = None
 
 
+class GraphStats(msgspec.Struct, kw_only=True):
+    """CUDA graph launches of a rank, or of every rank, and the kernels they replayed
+    (`pipeline.graphs`): each kernel attributed to the graph launch of its correlation id,
+    or by its graph id alone when that launch is not in the trace (`unlaunched`)."""
+
+    launches: int = 0  # graph launch calls (cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch)
+    call_time_s: float = 0.0  # their CPU time
+    empty: int = 0  # launches with no kernel of their correlation in the trace
+    empty_share: float | None = None  # of `launches`
+    kernels: int = 0  # kernels replayed by a graph (launch or graph id)
+    kernel_time_s: float = 0.0  # their Σ GPU time (streams may overlap)
+    kernels_per_launch: float | None = None  # kernels of a launch / launches with kernels
+    comm_kernels: int = 0  # communication kernels among them (the one family table)
+    comm_time_s: float = 0.0
+    unlaunched: int = 0  # kernels with a graph id whose launch call is not in the trace
+    graphs: int = 0  # distinct graph ids recorded
+
+
+class GraphReplays(msgspec.Struct, kw_only=True):
+    """One graph's replays on one rank; `graph` None: ids not recorded, or beyond those kept."""
+
+    graph: int | None = None
+    launches: int = 0
+    kernels: int = 0
+    kernel_time_s: float = 0.0
+    comm_kernels: int = 0
+    comm_time_s: float = 0.0
+
+
+class Graphs(msgspec.Struct, kw_only=True):
+    """CUDA graphs: per rank and pooled over ranks, and each rank's graphs by id."""
+
+    all_ranks: GraphStats | None = None
+    per_rank: dict[str, GraphStats] = {}
+    per_graph: dict[str, list[GraphReplays]] = {}  # rank -> its graphs, most GPU time first
+    na_reason: str | None = None
+
+
 class Sections(msgspec.Struct, kw_only=True):
     """The report sections, for the whole run or for one window."""
 
@@ -501,6 +539,7 @@ class Sections(msgspec.Struct, kw_only=True):
     launches: Launches = msgspec.field(default_factory=Launches)
     alltoallv: AllToAllV | None = None  # None: no all-to-all recorded its split sizes
     pipeline: Pipeline = msgspec.field(default_factory=Pipeline)
+    graphs: Graphs = msgspec.field(default_factory=Graphs)
 
 
 class ExposedSplit(msgspec.Struct, frozen=True, kw_only=True):

@@ -145,7 +145,37 @@ class LaunchDelays(msgspec.Struct, frozen=True, gc=False, tag="launches", array_
     delays_ns: bytes = b""
 
 
-Event = GpuOp | CommOp | Step | CpuSpan | MemoryPeak | KernelTime | LaunchDelays
+GraphId = Annotated[int, msgspec.Meta(ge=1, le=2**62)]
+MAX_GRAPHS: Final = 1024  # graph ids a rank's tally keeps (`collector.graphs.GRAPHS`)
+
+
+class GraphRow(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """One CUDA graph's replays (`collector.graphs`): the graph launch calls whose kernels
+    carry its id, the kernels and their Σ duration, the communication kernels among them and
+    theirs. `graph` None: kernels whose id is not recorded (no `graph id` arg, graphId 0 or
+    NULL), or of graphs beyond the MAX_GRAPHS kept, summed."""
+
+    graph: GraphId | None
+    launches: Count = 0
+    kernels: Count = 0
+    kernel_ns: Count = 0
+    comm_kernels: Count = 0
+    comm_ns: Count = 0
+
+
+class GraphTally(msgspec.Struct, frozen=True, kw_only=True, tag="graphs", array_like=True):
+    """A file's or a rank's CUDA graph launches (cudaGraphLaunch, cuGraphLaunch,
+    hipGraphLaunch and their variants) and the kernels attributed to them, by correlation id
+    and by graph id (`collector.graphs`); mergeable (`pipeline.graphs.merge`)."""
+
+    launches: Count = 0  # graph launch calls
+    call_ns: Count = 0  # Σ their durations (CPU)
+    empty: Count = 0  # of those, launches with no kernel of their correlation in the trace
+    unlaunched: Count = 0  # kernels with a graph id whose launch call is not in the trace
+    rows: Annotated[list[GraphRow], msgspec.Meta(max_length=MAX_GRAPHS + 1)] = []  # by graph
+
+
+Event = GpuOp | CommOp | Step | CpuSpan | MemoryPeak | KernelTime | LaunchDelays | GraphTally
 
 
 class FileStats(msgspec.Struct, kw_only=True):
@@ -278,6 +308,7 @@ class RankResult(msgspec.Struct, kw_only=True):
     # ProfilerStep number -> its start (ns, the trace's own clock): the window's own, to place
     # its calls in steps (`pipeline.alltoallv`); empty once merged
     step_starts: dict[int, int] = {}
+    graphs: GraphTally | None = None  # None: no CUDA graph launch or graph kernel recorded
 
     @property
     def evidence(self) -> frozenset[Evidence]:
@@ -363,6 +394,7 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True, tag="facts"):
     # covering c, so the numbering is the file's whatever the records' cuts (protocol 7)
     kernel_names: Annotated[list[KernelTime], msgspec.Meta(max_length=MAX_FACT_ITEMS)] = []
     launches: LaunchTally | None = None  # checked by `pipeline.edge.well_formed` (protocol 9)
+    graphs: GraphTally | None = None  # CUDA graph launches and their kernels
 
 
 Record = StreamStart | Facts | StreamEnd

@@ -47,6 +47,8 @@ from commscope.model.schema import (
     Step,
     evidence_label,
 )
+from commscope.model.wire import GraphTally
+from commscope.pipeline import graphs
 from commscope.pipeline.intervals import (
     IntervalSet,
     difference,
@@ -91,6 +93,7 @@ class Accumulator:
         self.reserved_peak: int | None = None
         self.kernel_names: list[KernelTime] = []  # as read: `topkernels.capped` sums them
         self.launches: LaunchTally | None = None
+        self.graphs: GraphTally | None = None  # CUDA graph launches (`pipeline.graphs`)
 
     def add_all(self, events: Iterable[Event]) -> None:
         for event in events:
@@ -112,6 +115,8 @@ class Accumulator:
             self.kernel_names.append(event)
         elif type(event) is LaunchDelays:
             self.launches = add_delays(self.launches, event)
+        elif type(event) is GraphTally:
+            self.graphs = graphs.merge((self.graphs, event))
 
     def _gpu(self, op: GpuOp) -> None:
         self.has_gpu = True
@@ -212,6 +217,7 @@ class Accumulator:
             kernel_names=capped(self.kernel_names),
             launches=self.launches,
             step_starts={step: start for step, (_, _, start) in sorted(self.steps.items())},
+            graphs=self.graphs,
         )
 
     def step_union(self) -> IntervalSet:
@@ -362,6 +368,7 @@ def merge_results(
         capture_ns=sum(r.capture_ns for r in results),
         kernel_names=merge_names(results),
         launches=merge_launches(r.launches for r in results),
+        graphs=graphs.merge(r.graphs for r in results),
     )
 
 

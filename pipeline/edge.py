@@ -28,6 +28,7 @@ from commscope.model.schema import (
     Sketch,
     Step,
 )
+from commscope.pipeline import graphs
 from commscope.pipeline.accumulate import Accumulator, highest
 from commscope.pipeline.intervals import IntervalSet, pack, unpack
 from commscope.pipeline.topkernels import capped, merge_launches
@@ -63,6 +64,7 @@ def _parts(acc: Accumulator, limit: int) -> Iterator[dict[str, Any]]:
         memory_peak_bytes=acc.memory_peak,
         memory_reserved_peak_bytes=acc.reserved_peak,
         launches=acc.launches,
+        graphs=acc.graphs,
     )
     for name in RUNS:
         yield from parts.runs("runs", name, _sets(acc)[name])
@@ -180,6 +182,7 @@ def absorb(acc: Accumulator, part: Facts) -> None:
     acc.keep_calls(part.calls)
     acc.kernel_names.extend(part.kernel_names)
     acc.launches = merge_launches((acc.launches, part.launches))
+    acc.graphs = graphs.merge((acc.graphs, part.graphs))
 
 
 def from_facts(parts: Iterable[Facts]) -> Accumulator:

@@ -5,7 +5,8 @@ and names a gap only when there is one: ranks without profiled steps or without 
 all, collectives without a process group, a `Seq`, a launch in the trace, a size or a group
 size of their own, collectives whose members disagree (desyncs, each named), traces without
 `pg_config`, a time base, a GPU name or memory events, events dropped, and kernels named like
-communication that match no communicating family (`collector.families`), with their GPU time.
+communication that match no communicating family (`collector.families`), with their GPU time,
+and CUDA graph launches whose replayed kernels the profiler did not record (`pipeline.graphs`).
 `checked` lists every check made, so no issue means none of them found a gap.
 """
 
@@ -92,6 +93,14 @@ WEAKENS: Final[dict[str, tuple[str, ...]]] = {
     "call_starts": (
         "clock offsets and arrival skew: n/a for the collectives these ranks take part in "
         "(NCCL_INSPECTOR_DUMP_VERBOSE=1 logs the starts)",
+    ),
+    "graph_kernels": (
+        "overlap, exposed communication, compute and GPU time: the replays' kernels count "
+        "nowhere, so compute and communication time and their overlap are under-counted for "
+        "the steps holding these launches",
+        "collectives, network load and traffic: communication kernels inside these graphs "
+        "are not counted",
+        "CUDA graphs: kernels per launch and GPU time cover the recorded replays only",
     ),
 }
 
@@ -294,6 +303,21 @@ def lookalike_kernels(files: Iterable[TraceFile]) -> dict[str, float]:
     return {name: ns * 1e-9 for name, ns in ranked}
 
 
+def _graph_kernels(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+    pooled = found.graphs.all_ranks
+    if pooled is None:
+        return None
+    what = (
+        "their kernels (no kernel of their correlation in the trace: the profiler did not "
+        "record the graph's replay)"
+    )
+    gap = issue("graph_kernels", what, (pooled.empty, pooled.launches), "CUDA graph launches")
+    if gap is not None:
+        gap.named = [f"rank {rank}: {g.empty} of {g.launches} graph launches without kernels"
+                     for rank, g in found.graphs.per_rank.items() if g.empty][:LISTED]  # fmt: skip
+    return gap
+
+
 Check = Callable[[Sequence[TraceFile], Sections], HealthIssue | None]
 CHECKS: Final[tuple[tuple[str, Check], ...]] = (
     ("steps", _steps),
@@ -314,6 +338,7 @@ CHECKS: Final[tuple[tuple[str, Check], ...]] = (
     ("call_starts", _call_starts),
     ("capture_step", _capture_step),
     ("comm_lookalike", _lookalikes),
+    ("graph_kernels", _graph_kernels),
 )
 
 

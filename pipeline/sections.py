@@ -46,6 +46,7 @@ from commscope.pipeline.accumulate import (
     bus_total,
     pooled_ops,
 )
+from commscope.pipeline.graphs import graphs
 from commscope.pipeline.skew import stragglers
 from commscope.pipeline.stats import mean, ratio, sample_values, summarize
 from commscope.pipeline.topkernels import launches, top_kernels
@@ -129,6 +130,7 @@ def sections(
         stragglers=stragglers({r: s.mean_s for r, s in steps.items() if s.mean_s is not None}),
         top_kernels=top_kernels(ordered),
         launches=launches(ordered),
+        graphs=graphs(ordered),
     )
 
 

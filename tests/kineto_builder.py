@@ -24,8 +24,9 @@ from commscope.model.schema import (
     LaunchDelays,
     TraceMeta,
 )
+from commscope.model.wire import GraphTally
 
-TALLIES = (KernelTime, LaunchDelays)  # what a file's reader gives at its end, untimed
+TALLIES = (KernelTime, LaunchDelays, GraphTally)  # what a file's reader gives at its end
 COMPUTE_TID = 1
 GPU_STREAM = 7
 
@@ -137,7 +138,7 @@ class Parsed:
     meta: TraceMeta
     stats: FileStats
     has_gpu: bool
-    tallies: list[Event] = field(default_factory=list)  # KernelTime, LaunchDelays
+    tallies: list[Event] = field(default_factory=list)  # KernelTime, LaunchDelays, GraphTally
 
     @property
     def names(self) -> list[KernelTime]:
@@ -146,6 +147,10 @@ class Parsed:
     @property
     def launches(self) -> list[LaunchDelays]:
         return [e for e in self.tallies if isinstance(e, LaunchDelays)]
+
+    @property
+    def graphs(self) -> list[GraphTally]:
+        return [e for e in self.tallies if isinstance(e, GraphTally)]
 
     def of(self, kind: type) -> list[Any]:
         return [e for e in self.events if isinstance(e, kind)]

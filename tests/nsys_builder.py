@@ -143,6 +143,8 @@ class Export:
     kernels: list[tuple[object, ...]] = field(default_factory=list)
     copies: list[tuple[str, int, int, int, int]] = field(default_factory=list)
     launches: list[tuple[int, int, int, int]] = field(default_factory=list)
+    calls: list[tuple[int, int, int, int, str]] = field(default_factory=list)  # named calls
+    graph_ids: dict[int, int] = field(default_factory=dict)  # kernel row -> its graphId
     ranges: list[tuple[int, int, int, str, object, str | None]] = field(default_factory=list)
     nccl: tuple[Layout, ...] = NCCL_2_27  # the payload schemas the export lists
     strings: dict[str, int] = field(default_factory=dict)
@@ -151,9 +153,24 @@ class Export:
         return self.strings.setdefault(value, len(self.strings) + 1000)
 
     def kernel(
-        self, pid: int, device: int, start: int, end: int, name: str, *, corr: int | None = None
+        self,
+        pid: int,
+        device: int,
+        start: int,
+        end: int,
+        name: str,
+        *,
+        corr: int | None = None,
+        graph: int | None = None,
     ) -> None:
+        """A kernel; `graph`: its graphId (the column is NULL on kernels without one)."""
+        if graph is not None:
+            self.graph_ids[len(self.kernels)] = graph
         self.kernels.append((start, end, device, gpid(pid), corr, self.string(name)))
+
+    def call(self, pid: int, tid: int, span: tuple[int, int], *, corr: int, name: str) -> None:
+        """A runtime or driver API call of this name (cudaGraphLaunch_v10000, ...)."""
+        self.calls.append((span[0], span[1], gtid(pid, tid), corr, name))
 
     def launched(
         self, pid: int, tid: int, at: int, *, corr: int, kernel: tuple[int, int, int, str]
@@ -211,15 +228,16 @@ class Export:
         db.execute(
             f"CREATE TABLE {self.kernel_table} (start INTEGER NOT NULL, end INTEGER NOT NULL, "
             "deviceId INTEGER NOT NULL, contextId INTEGER, streamId INTEGER, correlationId "
-            f"INTEGER, globalPid INTEGER, {names}, gridX INTEGER)"
+            f"INTEGER, globalPid INTEGER, {names}, gridX INTEGER, graphNodeId INTEGER, "
+            "graphId INTEGER)"
         )
-        rows = list(self.kernels)
+        rows = [(*row, self.graph_ids.get(i)) for i, row in enumerate(self.kernels)]
         shuffle(rows)  # type: ignore[operator]
         named = "shortName" if self.older else "demangledName, shortName"
-        columns = f"start, end, deviceId, globalPid, correlationId, {named}"
-        marks = ", ".join("?" * (6 if self.older else 7))
-        values = [(s, e, d, g, c, n) if self.older else (s, e, d, g, c, n, n)
-                  for s, e, d, g, c, n in rows]  # fmt: skip
+        columns = f"start, end, deviceId, globalPid, correlationId, graphId, {named}"
+        marks = ", ".join("?" * (7 if self.older else 8))
+        values = [(s, e, d, g, c, i, n) if self.older else (s, e, d, g, c, i, n, n)
+                  for s, e, d, g, c, n, i in rows]  # fmt: skip
         db.executemany(f"INSERT INTO {self.kernel_table} ({columns}) VALUES ({marks})", values)
 
     def _copies(self, db: sqlite3.Connection, shuffle: object) -> None:
@@ -241,6 +259,7 @@ class Export:
         )
         launch = self.string("cudaLaunchKernel_v7000")
         rows = [(*row, launch) for row in self.launches]
+        rows += [(s, e, t, c, self.string(n)) for s, e, t, c, n in self.calls]
         shuffle(rows)  # type: ignore[operator]
         db.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, ?, 0)", rows)
 

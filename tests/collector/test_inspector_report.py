@@ -115,6 +115,7 @@ def test_logs_alone_say_where_each_section_comes_from(tmp_path: Path) -> None:
     assert sources["network"] == "nccl inspector" and sources["skew"] == "nccl inspector"
     assert sources["overlap"] == "n/a: NCCL Inspector has no compute kernels"
     assert sources["top_kernels"] == sources["launches"] == sources["overlap"]
+    assert sources["graphs"] == sources["overlap"]
     assert sources["throughput"] == "n/a: NCCL Inspector has no ProfilerStep spans"
 
 

@@ -966,3 +966,15 @@ def test_live_report_equals_offline_for_an_all_to_all_v(tmp_path: Path) -> None:
     assert live == offline(tmp_path / "moe")
     assert live["alltoallv"]["matrix_bytes"] == [[16, 48], [32, 96]]
     assert live["alltoallv"]["busiest_rank"] == 1
+
+
+def test_live_report_equals_offline_with_cuda_graphs(tmp_path: Path) -> None:
+    from graphs_builder import WORKED  # CUDA graphs (`pipeline.graphs`): a self-contained hunk
+    from kineto_builder import dist_head, trace
+
+    write(tmp_path / "rank0_trace.json", trace(WORKED, dist_head(0, 1)))
+    aggregation = Aggregation()
+    apply_all(aggregation, round_robin(run_records(tmp_path, 2)))
+    document = live_document(aggregation)
+    assert document["graphs"]["all_ranks"]["launches"] == 4
+    assert document == offline(tmp_path)
