@@ -18,8 +18,8 @@ from commscope.pipeline import graphs
 from commscope.pipeline.accumulate import Accumulator, merge_results
 from commscope.pipeline.edge import facts, from_facts
 from commscope.pipeline.merge import combine
-from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
+from commscope.service.offline import analyse
 from graphs_builder import GEMM, WORKED, WORKED_TALLY, call
 from hypothesis import given, settings
 from hypothesis import strategies as st
