@@ -112,12 +112,12 @@ def test_a_rank_s_graphs_most_gpu_time_first_and_the_row_without_an_id_last() ->
 
 
 def test_results_without_graphs_give_the_reason() -> None:
-    found = graphs.graphs({0: RankResult(source="gpu kernels")})
+    found = graphs.graphs({0: RankResult(evidence_text="gpu kernels")})
     assert (found.all_ranks, found.na_reason) == (None, graphs.NO_GRAPHS)
 
 
 def test_windows_merge_their_tallies() -> None:
-    results = [RankResult(source="gpu kernels", graphs=t) for t in (WORKED_TALLY, SKIPPED_TALLY)]
+    results = [RankResult(evidence_text="gpu kernels", graphs=t) for t in (WORKED_TALLY, SKIPPED_TALLY)]
     assert merge_results(results).graphs == POOLED
 
 
