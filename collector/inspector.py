@@ -57,6 +57,7 @@ class Header:
     rank: int  # within the communicator
     n_ranks: int
     dump_us: int | None  # metadata.dump_timestamp_us
+    host: str | None = None  # metadata.hostname (None: absent, or not a label)
 
 
 @dataclass(frozen=True)
@@ -155,8 +156,17 @@ def _header(record: dict[str, Any]) -> tuple[Header, str] | Bad:
     if rank is None:
         return Bad(MISSING_KEYS)
     dump = _int(meta.get("dump_timestamp_us"), 1, 2**62)
-    header = Header(_comm_label(comm, head.get("comm_name")), rank, n_ranks, dump)
+    host = _host(meta.get("hostname"))
+    header = Header(_comm_label(comm, head.get("comm_name")), rank, n_ranks, dump, host)
     return header, version
+
+
+def _host(value: object) -> str | None:
+    """The log's hostname when it is a label (bounded, printable), else None."""
+    if not isinstance(value, str):
+        return None
+    host = value.strip()
+    return host if host and len(host) <= MAX_LABEL and host.isprintable() else None
 
 
 def _comm_label(comm_id: str, name: object) -> str:

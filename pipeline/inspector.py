@@ -128,9 +128,16 @@ def rank_result(ops: Iterable[Op], files: Iterable[str]) -> RankResult:
 
 def meta(rank: int, world_size: int | None, ops: Iterable[Op]) -> TraceMeta:
     """`call_starts` only when every op has its start (a verbose log)."""
+    ops = list(ops)
     starts = all(op.start_us is not None for op in ops)
+    host = next((op.header.host for op in ops if op.header.host is not None), None)
     return TraceMeta(
-        rank=rank, world_size=world_size, backend="nccl", source=INSPECTOR_LOGS, call_starts=starts
+        rank=rank,
+        world_size=world_size,
+        backend="nccl",
+        source=INSPECTOR_LOGS,
+        call_starts=starts,
+        host=host,
     )
 
 

@@ -25,6 +25,7 @@ from commscope.model.schema import (
     Diagnosis,
     FileStats,
     Inputs,
+    Links,
     OpTally,
     RankResult,
     Report,
@@ -36,7 +37,16 @@ from commscope.model.schema import (
     TraceMeta,
     Window,
 )
-from commscope.pipeline import crossrank, facts, health, inspector_sources, ranks, skew, straddle
+from commscope.pipeline import (
+    crossrank,
+    facts,
+    health,
+    hosts,
+    inspector_sources,
+    ranks,
+    skew,
+    straddle,
+)
 from commscope.pipeline.accumulate import SKETCHED, Sketcher, bandwidth_sketch, merge_results
 from commscope.pipeline.config import JobConfig, global_batch, resolve
 from commscope.pipeline.crossrank import CrossRank
@@ -73,6 +83,8 @@ class Options:
     flops_per_token: float | None = None
     params: int | None = None
     peak_flops_override: float | None = None
+    hosts: dict[int, str] | None = None  # --hosts: rank -> host (`hosts.parse_hosts`)
+    net_peak_Bps: float | None = None  # --net-peak: the inter-node link's peak per direction
 
 
 def assign_ranks(
@@ -440,8 +452,24 @@ def build_report(
         ),
         diagnosis=Diagnosis() if metrics_only else diagnose(run, run_config),
         **asdict(run),
+        links=_links(placed, crosses, context, options, cache),
     )
     return inspector_sources.labelled(report, metas)
+
+
+def _links(
+    placed: dict[tuple[str, int], ParsedFile],
+    crosses: Sequence[CrossRank],
+    context: Context,
+    options: Options,
+    cache: WindowCache,
+) -> Links:
+    """The intra- vs inter-node section over the run's pooled cross-rank facts (`hosts`)."""
+    metas = [(rank, item.meta) for (_, rank), item in sorted(placed.items())]
+    cross = cache.pooled(crosses, clocked=False) if crosses else None
+    intra = (context.peak_Bps, context.peak_source or "")
+    found = hosts.rank_hosts(metas, options.hosts)
+    return hosts.links(cross, found, intra, options.net_peak_Bps, context.world_size)
 
 
 def _run(
