@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final
 
-from commscope.exporters import extremes, htmlplots, kernelhtml, text
+from commscope.exporters import extremes, htmlplots, kernelhtml, linkhtml, text
 from commscope.exporters.svg import esc
 from commscope.exporters.textfmt import pct
 from commscope.model.inspector import inspected
@@ -66,6 +66,8 @@ def render(report: Report, text_report: str | None = None) -> str:
         htmlplots.bandwidth_panels(report),
         *section("Arrival skew per matched collective", SKEW_ABOUT),
         htmlplots.skew_panels(report),
+        *section("Intra- vs inter-node", linkhtml.ABOUT),
+        *linkhtml.tables(report),
         *section("GPU time by kernel category", ""),
         htmlplots.kernel_bars(report),
         *section("Top kernels and kernel launches", kernelhtml.ABOUT),
