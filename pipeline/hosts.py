@@ -3,12 +3,13 @@
 A rank's host comes from `--hosts` (rank ranges → host) when given for it, else from its trace
 where the format records one (Nsight Systems' `TARGET_INFO_SYSTEM_ENV` Hostname, NCCL
 Inspector's `metadata.hostname`; Kineto traces record none). A process group is *intra-node*
-when every member's host is known and all are one host and its member list is whole (as many
-members as its size n), *inter-node* when two of its members' known hosts differ, and unknown
-otherwise; each of its instances takes its group's class (a group's members are fixed). Per
-class and collective type: the instances, Σ S·F, the bus bandwidth Σ S·F / Σ wait-free seconds
-(each instance's fastest member, as `crossrank.alpha_beta` takes it) against the class's own
-link peak, and the α-β fit over the class's instances of every group. Text in, structs out.
+when its member list is whole (as many members as its size n) and every member's host is known
+and all are one host (a group of one rank is intra-node whatever its host), *inter-node* when
+two of its members' known hosts differ, and unknown otherwise; each of its instances takes its
+group's class (a group's members are fixed). Per class and collective type: the instances,
+Σ S·F, the bus bandwidth Σ S·F / Σ wait-free seconds (each instance's fastest member, as
+`crossrank.alpha_beta` takes it) against the class's own link peak, and the α-β fit over the
+class's instances of every group. Text in, structs out.
 """
 
 from __future__ import annotations
@@ -97,8 +98,8 @@ def locality(members: Sequence[int], size: int | None, hosts: Mapping[int, str])
     if len(known) > 1:
         return INTER
     whole = size is not None and len(set(members)) >= size
-    if whole and known and all(m in hosts for m in members):
-        return INTRA
+    if whole and (len(set(members)) == 1 or all(m in hosts for m in members)):
+        return INTRA  # a group of one rank never leaves its node
     return UNKNOWN
 
 

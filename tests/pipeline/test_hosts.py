@@ -1,0 +1,193 @@
+"""Intra- vs inter-node (`pipeline/hosts.py`): `--hosts` parsing, the class of a group against a
+brute-force oracle over every way its unknown hosts could fall, and a hand-built job of 2 hosts x
+2 ranks whose busbw and α-β fits per link are worked out by hand."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+from commscope.model.errors import ConfigError
+from commscope.model.schema import Report, TraceMeta
+from commscope.pipeline import hosts
+from commscope.pipeline.offline import analyse
+from commscope.pipeline.report import Options
+from hypothesis import given
+from hypothesis import strategies as st
+from kineto_builder import collective_args, dist_head, kernel, trace
+
+# ---------------------------------------------------------------- --hosts
+
+
+def test_hosts_are_rank_ranges_apart_by_commas_or_lines() -> None:
+    assert hosts.parse_hosts("0-1=a, 2=b;3=b") == {0: "a", 1: "a", 2: "b", 3: "b"}
+    text = "# rank ranges and hosts\n0-1 = node0\n\n2-3: node1  # the second node\n"
+    assert hosts.parse_hosts(text) == {0: "node0", 1: "node0", 2: "node1", 3: "node1"}
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("0-1=a,1=b", "rank 1 given two hosts"),
+        ("node0", "is not RANK=HOST"),
+        ("3-1=a", "is not a rank range"),
+        ("# nothing", "no RANKS=HOST entry"),
+    ],
+)
+def test_a_bad_hosts_spec_is_refused_with_the_reason(spec: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        hosts.parse_hosts(spec)
+
+
+def test_hosts_given_win_over_the_traces_and_each_says_its_source() -> None:
+    metas = [
+        (0, TraceMeta(rank=0, host="n0", source="nsys")),
+        (1, TraceMeta(rank=1, host="n0", source="inspector")),
+        (2, TraceMeta(rank=2)),
+    ]
+    found, sources = hosts.rank_hosts(metas, {1: "given"})
+    assert found == {0: "n0", 1: "given"}
+    assert sources == {0: hosts.RECORDED["nsys"], 1: hosts.HOSTS_FLAG}
+
+
+# ---------------------------------------------------------------- a group's class
+
+POOL = ["a", "b", "c"]
+
+
+def oracle(members: list[int], size: int, known: dict[int, str]) -> str:
+    """Every completion: hosts for the members not in `known` and for the members not seen
+    (size - len(members), hosts of a pool with one more than any seen); the class is definite
+    when every completion agrees."""
+    unknown = [m for m in members if m not in known] + [-1] * max(0, size - len(members))
+    pool = [*POOL, "fresh"]
+    verdicts = set()
+    for choice in itertools.product(pool, repeat=len(unknown)):
+        placed = [known[m] for m in members if m in known] + list(choice)
+        same = all(x == y for x in placed for y in placed)
+        verdicts.add(hosts.INTRA if same else hosts.INTER)
+    return verdicts.pop() if len(verdicts) == 1 else hosts.UNKNOWN
+
+
+@given(
+    st.lists(st.integers(0, 5), min_size=1, max_size=4, unique=True),
+    st.integers(1, 5),
+    st.dictionaries(st.integers(0, 5), st.sampled_from(POOL), max_size=6),
+)
+def test_a_groups_class_agrees_with_every_way_its_unknown_hosts_could_fall(
+    members: list[int], size: int, known: dict[int, str]
+) -> None:
+    assert hosts.locality(members, size, known) == oracle(members, size, known)
+
+
+def test_a_group_of_unknown_size_is_whole_only_at_the_world_size() -> None:
+    on_one = {0: "a", 1: "a"}
+    assert hosts.locality([0, 1], None, on_one) == hosts.UNKNOWN
+    assert hosts.locality([0, 1], 2, on_one) == hosts.INTRA
+
+
+# ---------------------------------------------------------------- 2 hosts x 2 ranks
+
+HOSTS = {0: "node-a", 1: "node-a", 2: "node-b", 3: "node-b"}
+GROUPS = {"0": [0, 1, 2, 3], "1": [0, 1], "2": [2, 3]}
+BASE_NS = 1_700_000_000_000_000_000
+ALPHA_US, BETA_BPS = 10.0, 50e9
+# (group, message bytes, duration µs), every member the same start and duration (no waiting)
+# group 0 (AllReduce, n = 4, F = 1.5): on the line T = α + S·F/β
+# groups 1 and 2 (AllReduce, n = 2, F = 1): one instance each
+INSTANCES = [
+    ("0", 4_000_000, ALPHA_US + 6e6 / BETA_BPS * 1e6),  # S·F 6 MB: 130 µs
+    ("0", 16_000_000, ALPHA_US + 24e6 / BETA_BPS * 1e6),  # 24 MB: 490 µs
+    ("0", 64_000_000, ALPHA_US + 96e6 / BETA_BPS * 1e6),  # 96 MB: 1930 µs
+    ("1", 4_000_000, 40.0),
+    ("2", 8_000_000, 40.0),
+]
+
+
+def head(rank: int) -> dict:
+    found = dist_head(rank=rank, world_size=4, gpu="NVIDIA H100 80GB HBM3")
+    found["distributedInfo"]["pg_config"] = [
+        {"pg_name": g, "pg_desc": "pg", "pg_size": len(m), "ranks": m} for g, m in GROUPS.items()
+    ]
+    return found
+
+
+def events(rank: int) -> list[dict]:
+    found, seqs = [], dict.fromkeys(GROUPS, 0)
+    for i, (group, size, dur_us) in enumerate(INSTANCES):
+        if rank in GROUPS[group]:
+            args = collective_args("allreduce", size // 4, size // 4, "Float")
+            args.update({"Group size": len(GROUPS[group]), "Process Group Name": group})
+            args["Seq"] = seqs[group]
+            seqs[group] += 1
+            name = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+            found.append(kernel(name, 10_000.0 * (i + 1), dur_us, args))
+    return found
+
+
+def job(folder: Path, options: Options) -> Report:
+    for rank in HOSTS:
+        tail = {"baseTimeNanoseconds": BASE_NS}
+        (folder / f"rank{rank}_trace.json").write_bytes(trace(events(rank), head(rank), tail))
+    return analyse(folder, options)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    folder = tmp_path_factory.mktemp("iteration_1")
+    return job(folder, Options(hosts=HOSTS, net_peak_Bps=100e9))
+
+
+def test_each_group_is_placed_by_its_members_hosts(report: Report) -> None:
+    links = report.links
+    assert links is not None
+    assert links.hosts == {str(r): h for r, h in HOSTS.items()}
+    assert set(links.host_sources.values()) == {hosts.HOSTS_FLAG}
+    assert links.groups == {"0": "inter_node", "1": "intra_node", "2": "intra_node"}
+    assert (links.intra_node.groups, links.inter_node.groups) == (["1", "2"], ["0"])
+    assert (links.unknown_instances, links.na_reason) == (0, None)
+
+
+def test_intra_node_busbw_is_bus_bytes_over_wait_free_time_against_nvlink(report: Report) -> None:
+    assert report.links is not None
+    intra = report.links.intra_node
+    assert (intra.peak_Bps, intra.peak_source) == (450e9, "H100 table value")
+    allreduce = intra.collectives["AllReduce"]
+    # (4 MB x 1 + 8 MB x 1) / (40 µs + 40 µs) = 150 GB/s, a third of H100's 450
+    assert (allreduce.instances, allreduce.sized) == (2, 2)
+    assert allreduce.bus_bytes == 12e6
+    assert allreduce.busbw_Bps == pytest.approx(150e9)
+    assert allreduce.peak_ratio == pytest.approx(1 / 3)
+    assert allreduce.fit is not None and allreduce.fit.na_reason == "fewer than 3 distinct sizes"
+
+
+def test_inter_node_busbw_and_fit_against_the_net_peak(report: Report) -> None:
+    assert report.links is not None
+    inter = report.links.inter_node
+    assert (inter.peak_Bps, inter.peak_source) == (100e9, hosts.NET_PEAK_FLAG)
+    allreduce = inter.collectives["AllReduce"]
+    # (6 + 24 + 96) MB / (130 + 490 + 1930) µs = 126 MB / 2.55 ms
+    assert allreduce.bus_bytes == 126e6
+    assert allreduce.busbw_Bps == pytest.approx(126e6 / 2550e-6)
+    assert allreduce.peak_ratio == pytest.approx(126e6 / 2550e-6 / 100e9)
+    fit = allreduce.fit
+    assert fit is not None and fit.alpha_s is not None
+    assert (fit.alpha_s, fit.beta_Bps) == (pytest.approx(ALPHA_US * 1e-6), pytest.approx(BETA_BPS))
+    assert fit.peak_ratio == pytest.approx(0.5)
+
+
+def test_without_hosts_every_group_is_unknown_and_the_report_says_why(tmp_path: Path) -> None:
+    found = job(tmp_path, Options())
+    assert found.links is not None
+    assert set(found.links.groups.values()) == {hosts.UNKNOWN}
+    assert found.links.unknown_instances == len(INSTANCES)
+    assert found.links.na_reason == hosts.NO_HOSTS
+    assert found.links.inter_node.peak_source == hosts.NO_NIC
+
+
+def test_two_known_hosts_suffice_to_place_a_group_across_nodes(tmp_path: Path) -> None:
+    found = job(tmp_path, Options(hosts={0: "node-a", 2: "node-b"}))
+    assert found.links is not None
+    assert found.links.groups == {"0": "inter_node", "1": "unknown", "2": "unknown"}
+    assert found.links.unknown_instances == 2
