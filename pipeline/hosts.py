@@ -142,9 +142,17 @@ def links(
         inter_node=_link(cross, classes, INTER, net),
         unknown_instances=sum(n for (g, _), n in cross.instances.items() if classes[g] == UNKNOWN),
     )
-    if not any(c != UNKNOWN for c in classes.values()):
-        found.na_reason = NO_HOSTS if not placed else "no process group's hosts are all known"
+    found.na_reason = _why_none(classes, placed)
     return found
+
+
+def _why_none(classes: Mapping[str, Locality], placed: Mapping[int, str]) -> str | None:
+    """Why no instance could be placed (None: some were)."""
+    if not classes:
+        return NO_INSTANCES
+    if any(c != UNKNOWN for c in classes.values()):
+        return None
+    return NO_HOSTS if not placed else "no process group's hosts are all known"
 
 
 def _link(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import msgspec
 import pytest
 from commscope.model.errors import ConfigError
 from commscope.model.schema import Report, TraceMeta
@@ -191,3 +192,34 @@ def test_two_known_hosts_suffice_to_place_a_group_across_nodes(tmp_path: Path) -
     assert found.links is not None
     assert found.links.groups == {"0": "inter_node", "1": "unknown", "2": "unknown"}
     assert found.links.unknown_instances == 2
+
+
+# ---------------------------------------------------------------- the real traces (../shared)
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "traces"
+real = pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} not present")
+
+
+@real
+def test_the_real_nsys_export_names_its_host_and_stays_on_it() -> None:
+    found = analyse(SHARED / "nsys" / "h100x2_alltoall.sqlite", Options())
+    assert found.links is not None
+    assert found.links.hosts == {"0": "modal", "1": "modal"}
+    assert set(found.links.host_sources.values()) == {hosts.RECORDED["nsys"]}
+    assert set(found.links.groups.values()) == {hosts.INTRA}
+    assert found.links.intra_node.collectives["AllToAll"].instances == 32
+
+
+@real
+def test_dlrm_on_one_host_pools_the_same_fits_as_its_one_group() -> None:
+    found = analyse(
+        SHARED / "kineto" / "dlrm_8rank_v100", Options(hosts=dict.fromkeys(range(8), "a"))
+    )
+    assert found.links is not None
+    ((group, fits),) = found.alpha_beta.items()
+    assert found.links.groups == {group: hosts.INTRA}
+    for kind, fit in fits.items():
+        pooled = found.links.intra_node.collectives[kind]
+        plotted = msgspec.structs.replace(fit, points=[], points_total=0, bus_factor=None)
+        assert pooled.fit == plotted and pooled.instances == fit.instances
+    assert found.links.intra_node.peak_Bps == 150e9  # V100 NVLink 2 per direction
