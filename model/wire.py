@@ -33,7 +33,7 @@ from commscope.model.base import (
 )
 
 # A Hello of another version is refused (what each version changed: CHANGELOG.md).
-PROTOCOL_VERSION: Final = 10
+PROTOCOL_VERSION: Final = 11
 
 
 # ---------------------------------------------------------------- normalised events
