@@ -50,6 +50,8 @@ CONDITIONAL = {
     "commscope_beta_bytes_per_second",
     "commscope_alpha_beta_groups_omitted",
     "commscope_link_peak_bytes_per_second",
+    "commscope_node_link_busbw_bytes_per_second",  # ranks' hosts known (--hosts): not here
+    "commscope_node_link_peak_bytes_per_second",  # a GPU's NVLink or --net-peak: neither here
 }
 
 
