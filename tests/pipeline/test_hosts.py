@@ -16,7 +16,9 @@ from commscope.pipeline.offline import analyse
 from commscope.pipeline.report import Options
 from hypothesis import given
 from hypothesis import strategies as st
+from inspector_builder import DUMP_US, coll
 from kineto_builder import collective_args, dist_head, kernel, trace
+from nsys_builder import COLL, INIT, Export, blob
 
 # ---------------------------------------------------------------- --hosts
 
@@ -223,3 +225,74 @@ def test_dlrm_on_one_host_pools_the_same_fits_as_its_one_group() -> None:
         plotted = msgspec.structs.replace(fit, points=[], points_total=0, bus_factor=None)
         assert pooled.fit == plotted and pooled.instances == fit.instances
     assert found.links.intra_node.peak_Bps == 150e9  # V100 NVLink 2 per direction
+
+
+# ---------------------------------------------------------------- NCCL Inspector, 2 hosts x 2
+
+
+def inspector_job(folder: Path) -> Report:
+    """A world communicator of 4 ranks (AllReduce 4 MB, 120 µs on every member) and one of 2
+    ranks per node (AllReduce 4 MB, 40 µs); each log names its host."""
+    folder.mkdir()
+    for rank in range(4):
+        host, local = f"node{rank // 2}", rank % 2
+        start = DUMP_US + 1000
+        lines = [
+            coll(rank, comm="0xw", n_ranks=4, size=4_000_000, exec_us=120, start_us=start,
+                 host=host),
+            coll(local, comm=f"0x{host}", n_ranks=2, size=4_000_000, exec_us=40,
+                 start_us=start + 500, host=host, comm_name="tp"),
+        ]  # fmt: skip
+        (folder / f"{host}-pid{100 + rank}.log").write_text("\n".join(lines) + "\n")
+    return analyse(folder, Options())
+
+
+def test_inspector_logs_name_their_hosts_and_split_by_link(tmp_path: Path) -> None:
+    found = inspector_job(tmp_path / "logs")
+    links = found.links
+    assert links is not None
+    assert links.hosts == {"0": "node0", "1": "node0", "2": "node1", "3": "node1"}
+    assert set(links.host_sources.values()) == {hosts.RECORDED["inspector"]}
+    assert links.groups == {"world 0xw": "inter_node", "tp 0xnode0": "intra_node",
+                            "tp 0xnode1": "intra_node"}  # fmt: skip
+    # intra: (4 MB x 1) x 2 / (40 µs x 2) = 100 GB/s; inter: 4 MB x 1.5 / 120 µs = 50 GB/s
+    intra = links.intra_node.collectives["AllReduce"]
+    inter = links.inter_node.collectives["AllReduce"]
+    assert (intra.instances, intra.bus_bytes, intra.busbw_Bps) == (2, 8e6, pytest.approx(100e9))
+    assert (inter.instances, inter.bus_bytes, inter.busbw_Bps) == (1, 6e6, pytest.approx(50e9))
+
+
+# ---------------------------------------------------------------- Nsight Systems, 2 hosts x 2
+
+ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def nsys_node(host: str, ranks: tuple[int, int]) -> Export:
+    """One node's export: two processes, NCCL ranks `ranks` of a world of 4, each an AllReduce
+    of 4 MB run for 120 µs; the export's Hostname row names `host`."""
+    export = Export(gpus={0: "NVIDIA H100 80GB HBM3", 1: "NVIDIA H100 80GB HBM3"})
+    export.hosts = {1 << 48: host}
+    for pid, device, rank in ((200, 0, ranks[0]), (300, 1, ranks[1])):
+        export.nvtx(
+            pid, 1, 10, 20, "ncclCommInitRank", payload=blob(INIT, comm=7, ranks=4, rank=rank)
+        )
+        size = blob(COLL, comm=7, size=4_000_000)
+        export.nvtx(pid, 1, 1_000, 1_100, "ncclAllReduce", payload=size)
+        export.launched(pid, 1, 1_050, corr=9, kernel=(device, 2_000, 122_000, ALLREDUCE))
+    return export
+
+
+def test_nsight_exports_of_two_nodes_name_their_hosts_and_cross_nodes(tmp_path: Path) -> None:
+    folder = tmp_path / "iteration_1"
+    nsys_node("node-a", (0, 1)).write(folder / "node-a.sqlite")
+    nsys_node("node-b", (2, 3)).write(folder / "node-b.sqlite")
+    found = analyse(folder, Options(net_peak_Bps=100e9))
+    assert found.links is not None
+    assert found.links.hosts == {"0": "node-a", "1": "node-a", "2": "node-b", "3": "node-b"}
+    assert set(found.links.host_sources.values()) == {hosts.RECORDED["nsys"]}
+    assert set(found.links.groups.values()) == {hosts.INTER}
+    allreduce = found.links.inter_node.collectives["AllReduce"]
+    # 4 MB x 2·3/4 = 6 MB over 120 µs: 50 GB/s, half the 100 GB/s given
+    assert (allreduce.instances, allreduce.bus_bytes) == (1, 6e6)
+    assert allreduce.busbw_Bps == pytest.approx(50e9)
+    assert allreduce.peak_ratio == pytest.approx(0.5)
