@@ -126,21 +126,22 @@ def links(
     the GPU's link peak (`sections.peak_bandwidth`), `net_peak_Bps` the network's (--net-peak);
     `cross` the run's pooled cross-rank facts (None: no window had any); `world` the job's."""
     placed, sources = hosts
-    if cross is None:
-        return Links(
-            hosts={str(r): h for r, h in placed.items()},
-            host_sources={str(r): s for r, s in sources.items()},
-            na_reason=NO_INSTANCES,
-        )
-    classes = group_localities(cross, placed, world)
     net = (net_peak_Bps, NET_PEAK_FLAG if net_peak_Bps is not None else NO_NIC)
     found = Links(
         hosts={str(r): h for r, h in placed.items()},
         host_sources={str(r): s for r, s in sources.items()},
-        groups=dict(classes),
-        intra_node=_link(cross, classes, INTRA, intra_peak),
-        inter_node=_link(cross, classes, INTER, net),
-        unknown_instances=sum(n for (g, _), n in cross.instances.items() if classes[g] == UNKNOWN),
+        intra_node=Link(peak_Bps=intra_peak[0], peak_source=intra_peak[1]),
+        inter_node=Link(peak_Bps=net[0], peak_source=net[1]),
+        na_reason=NO_INSTANCES,
+    )
+    if cross is None:
+        return found
+    classes = group_localities(cross, placed, world)
+    found.groups = dict(classes)
+    found.intra_node = _link(cross, classes, INTRA, intra_peak)
+    found.inter_node = _link(cross, classes, INTER, net)
+    found.unknown_instances = sum(
+        n for (g, _), n in cross.instances.items() if classes.get(g, UNKNOWN) == UNKNOWN
     )
     found.na_reason = _why_none(classes, placed)
     return found

@@ -54,6 +54,13 @@ def test_hosts_given_win_over_the_traces_and_each_says_its_source() -> None:
     assert sources == {0: hosts.RECORDED["nsys"], 1: hosts.HOSTS_FLAG}
 
 
+def test_before_any_window_closes_hosts_and_peaks_are_said_and_no_instance() -> None:
+    found = hosts.links(None, ({0: "a"}, {0: hosts.HOSTS_FLAG}), (450e9, "H100 table value"), None)
+    assert (found.hosts, found.na_reason) == ({"0": "a"}, hosts.NO_INSTANCES)
+    assert (found.intra_node.peak_Bps, found.intra_node.peak_source) == (450e9, "H100 table value")
+    assert (found.inter_node.peak_Bps, found.inter_node.peak_source) == (None, hosts.NO_NIC)
+
+
 # ---------------------------------------------------------------- a group's class
 
 POOL = ["a", "b", "c"]
