@@ -549,7 +549,7 @@ class Report(Sections, kw_only=True):
     # same collectives are in both: never added to the sections above)
     inspector: Sections | None = None
     # Intra- vs inter-node: hosts, and the instances split by link (`pipeline.hosts`); None on
-    # a report made before it, or by `commscope merge`
+    # a report made before it, or merged by `commscope merge` from several shards
     links: Links | None = None
 
 

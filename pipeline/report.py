@@ -137,6 +137,8 @@ class WindowCache:
         self._counts = Kept[FileCounts]()
         # the run's α-β fits and skew section, with the pooled facts they came from (`crossed`)
         self._crossed: tuple[CrossRank, tuple[float | None, bool], CrossSections] | None = None
+        # the run's intra- vs inter-node section, with the facts and options it came from
+        self._links: tuple[CrossRank | None, tuple[object, ...], Links] | None = None
 
     def sketch(self, tally: OpTally, which: Literal["algbw", "busbw"]) -> Sketch:
         """`accumulate.bandwidth_sketch`, a window's samples sketched once: kept until a call
@@ -238,6 +240,18 @@ class WindowCache:
             return known[2]
         found = cross_sections(cross, peak_Bps, plots)
         self._crossed = (cross, (peak_Bps, plots), found)
+        return found
+
+    def links(
+        self, cross: CrossRank | None, given: tuple[object, ...], find: Callable[[], Links]
+    ) -> Links:
+        """`find()`: the run's `hosts.links`, reused while its pooled facts are the very same
+        (as `crossed`) and the rest it reads (`given`) equal."""
+        known = self._links
+        if known is not None and known[0] is cross and known[1] == given:
+            return known[2]
+        found = find()
+        self._links = (cross, given, found)
         return found
 
     def file_counts(self, items: Sequence[ParsedFile]) -> FileCounts:
@@ -469,7 +483,8 @@ def _links(
     cross = cache.pooled(crosses, clocked=False) if crosses else None
     intra = (context.peak_Bps, context.peak_source or "")
     found = hosts.rank_hosts(metas, options.hosts)
-    return hosts.links(cross, found, intra, options.net_peak_Bps, context.world_size)
+    given = (found, intra, options.net_peak_Bps, context.world_size)
+    return cache.links(cross, given, lambda: hosts.links(cross, *given))
 
 
 def _run(

@@ -5,15 +5,17 @@ brute-force oracle over every way its unknown hosts could fall, and a hand-built
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from pathlib import Path
 
 import msgspec
 import pytest
 from commscope.model.errors import ConfigError
-from commscope.model.schema import Report, TraceMeta
-from commscope.pipeline import hosts
+from commscope.model.schema import Clocks, Links, Matching, Report, TraceMeta
+from commscope.pipeline import hosts, skew
+from commscope.pipeline.crossrank import CrossRank
 from commscope.pipeline.offline import analyse
-from commscope.pipeline.report import Options
+from commscope.pipeline.report import Options, WindowCache
 from hypothesis import given
 from hypothesis import strategies as st
 from inspector_builder import DUMP_US, coll
@@ -303,3 +305,18 @@ def test_nsight_exports_of_two_nodes_name_their_hosts_and_cross_nodes(tmp_path: 
     assert (allreduce.instances, allreduce.bus_bytes) == (1, 6e6)
     assert allreduce.busbw_Bps == pytest.approx(50e9)
     assert allreduce.peak_ratio == pytest.approx(0.5)
+
+
+def test_the_section_is_found_again_only_when_its_facts_or_options_change() -> None:
+    cache, calls = WindowCache(), []
+
+    def find() -> Links:
+        calls.append(1)
+        return Links(unknown_instances=len(calls))
+
+    cross = CrossRank(Matching(), Clocks(), skew.tally([]), Counter(), {})
+    first = cache.links(cross, ({}, 1.0), find)
+    assert cache.links(cross, ({}, 1.0), find) is first  # the very same facts, equal options
+    assert cache.links(cross, ({}, 2.0), find).unknown_instances == 2  # an option changed
+    other = CrossRank(Matching(), Clocks(), skew.tally([]), Counter(), {})
+    assert cache.links(other, ({}, 2.0), find).unknown_instances == 3  # equal, not the same
