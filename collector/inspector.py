@@ -255,6 +255,7 @@ class Placed:
     world_size: int | None
     left_out: int  # ops of a multi-GPU process on a smaller communicator (GPU not known)
     comm: str | None = None  # a multi-GPU process's: the communicator placing its ranks
+    host: str | None = None  # the first op's metadata.hostname (the log's host)
 
 
 def place(ops: list[Op]) -> Placed:
@@ -271,10 +272,11 @@ def place(ops: list[Op]) -> Placed:
         counts[key] = counts.get(key, 0) + 1
     world, comm = largest(counts)
     ranks = sorted({op.header.rank for op in ops if op.header.comm == comm})
+    host = next((op.header.host for op in ops if op.header.host is not None), None)
     if len(ranks) == 1:
-        return Placed({ranks[0]: ops}, world, 0)
+        return Placed({ranks[0]: ops}, world, 0, host=host)
     by_rank, left_out = split(ops, comm, ranks)
-    return Placed(by_rank, world, left_out, comm)
+    return Placed(by_rank, world, left_out, comm, host)
 
 
 def split(ops: Iterable[Op], comm: str, ranks: Iterable[int]) -> tuple[dict[int, list[Op]], int]:

@@ -126,11 +126,15 @@ def rank_result(ops: Iterable[Op], files: Iterable[str]) -> RankResult:
     return as_result(accumulator.result(files))
 
 
-def meta(rank: int, world_size: int | None, ops: Iterable[Op]) -> TraceMeta:
-    """`call_starts` only when every op has its start (a verbose log)."""
+def meta(
+    rank: int, world_size: int | None, ops: Iterable[Op], host: str | None = None
+) -> TraceMeta:
+    """`call_starts` only when every op has its start (a verbose log); `host`: the log's (its
+    first op's, as the live reader takes it: a window without ops still names it), else the
+    first of these ops'."""
     ops = list(ops)
     starts = all(op.start_us is not None for op in ops)
-    host = next((op.header.host for op in ops if op.header.host is not None), None)
+    host = host or next((op.header.host for op in ops if op.header.host is not None), None)
     return TraceMeta(
         rank=rank,
         world_size=world_size,
@@ -148,7 +152,7 @@ def _parsed(  # noqa: PLR0917  # the fields of one ParsedFile
         window=window,
         path=path,
         name_rank=None,
-        meta=meta(rank, placed.world_size, ops),
+        meta=meta(rank, placed.world_size, ops, placed.host),
         result=rank_result(ops, [path]),
         stats=stats,
     )
