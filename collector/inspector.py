@@ -57,6 +57,7 @@ class Header:
     rank: int  # within the communicator
     n_ranks: int
     dump_us: int | None  # metadata.dump_timestamp_us
+    host: str | None = None  # metadata.hostname (None: absent, or not a label)
 
 
 @dataclass(frozen=True)
@@ -155,8 +156,17 @@ def _header(record: dict[str, Any]) -> tuple[Header, str] | Bad:
     if rank is None:
         return Bad(MISSING_KEYS)
     dump = _int(meta.get("dump_timestamp_us"), 1, 2**62)
-    header = Header(_comm_label(comm, head.get("comm_name")), rank, n_ranks, dump)
+    host = _host(meta.get("hostname"))
+    header = Header(_comm_label(comm, head.get("comm_name")), rank, n_ranks, dump, host)
     return header, version
+
+
+def _host(value: object) -> str | None:
+    """The log's hostname when it is a label (bounded, printable), else None."""
+    if not isinstance(value, str):
+        return None
+    host = value.strip()
+    return host if host and len(host) <= MAX_LABEL and host.isprintable() else None
 
 
 def _comm_label(comm_id: str, name: object) -> str:
@@ -245,6 +255,7 @@ class Placed:
     world_size: int | None
     left_out: int  # ops of a multi-GPU process on a smaller communicator (GPU not known)
     comm: str | None = None  # a multi-GPU process's: the communicator placing its ranks
+    host: str | None = None  # the first op's metadata.hostname (the log's host)
 
 
 def place(ops: list[Op]) -> Placed:
@@ -261,10 +272,11 @@ def place(ops: list[Op]) -> Placed:
         counts[key] = counts.get(key, 0) + 1
     world, comm = largest(counts)
     ranks = sorted({op.header.rank for op in ops if op.header.comm == comm})
+    host = next((op.header.host for op in ops if op.header.host is not None), None)
     if len(ranks) == 1:
-        return Placed({ranks[0]: ops}, world, 0)
+        return Placed({ranks[0]: ops}, world, 0, host=host)
     by_rank, left_out = split(ops, comm, ranks)
-    return Placed(by_rank, world, left_out, comm)
+    return Placed(by_rank, world, left_out, comm, host)
 
 
 def split(ops: Iterable[Op], comm: str, ranks: Iterable[int]) -> tuple[dict[int, list[Op]], int]:

@@ -72,7 +72,7 @@ class _Log:
             window = window_folder(rule, file.window, slot.index)
             for rank, ops, stats in _ranks(slot, placed):
                 key = (window, rank)
-                self.found.append(Rank(key, meta(rank, placed.world_size, ops), stats,
+                self.found.append(Rank(key, meta(rank, placed.world_size, ops, placed.host), stats,
                                        window=window, finish=as_result))  # fmt: skip
                 yield key, [op.comm_op() for op in ops]
         if file.on_chunk is not None:
@@ -161,9 +161,20 @@ def _ops(reader: LineReader, lines: list[bytes], stats: FileStats) -> Iterator[O
             count_dropped(stats, found.reason)
 
 
-def meta(rank: int, world_size: int | None, ops: Iterable[Op]) -> TraceMeta:
-    """`call_starts` only when every op has its start (a verbose log)."""
+def meta(
+    rank: int, world_size: int | None, ops: Iterable[Op], host: str | None = None
+) -> TraceMeta:
+    """`call_starts` only when every op has its start (a verbose log); `host`: the log's (its
+    first op's, as the live reader takes it: a window without ops still names it), else the
+    first of these ops'."""
+    ops = list(ops)
     starts = all(op.start_us is not None for op in ops)
+    host = host or next((op.header.host for op in ops if op.header.host is not None), None)
     return TraceMeta(
-        rank=rank, world_size=world_size, backend="nccl", source=INSPECTOR_LOGS, call_starts=starts
+        rank=rank,
+        world_size=world_size,
+        backend="nccl",
+        source=INSPECTOR_LOGS,
+        call_starts=starts,
+        host=host,
     )

@@ -84,10 +84,12 @@ class Tail:
     comms: dict[tuple[int, str], set[int]] = field(default_factory=dict)  # (n, comm) -> ranks
     ops: dict[tuple[int, str], int] = field(default_factory=dict)
     starts: bool = True  # every op so far had its start (a verbose log)
+    host: str | None = None  # the first op's metadata.hostname
     skipping: bool = False  # passing over a line too long to hold, up to its newline
 
     def count(self, op: Op) -> None:
         self.starts = self.starts and op.start_us is not None
+        self.host = self.host or op.header.host
         key = (op.header.n_ranks, op.header.comm)
         self.comms.setdefault(key, set()).add(op.header.rank)
         self.ops[key] = self.ops.get(key, 0) + 1
@@ -99,7 +101,11 @@ class Tail:
         world = largest(self.ops)
         ranks = sorted(self.comms[world])
         meta = TraceMeta(
-            backend="nccl", world_size=world[0], source="inspector", call_starts=self.starts
+            backend="nccl",
+            world_size=world[0],
+            source="inspector",
+            call_starts=self.starts,
+            host=self.host,
         )
         if len(ranks) > 1:
             why = f"one process drove ranks {ranks}: use `commscope report` to split them"

@@ -27,6 +27,7 @@ process per GPU). What the tables give, as the Kineto normaliser makes it (`norm
   with none: its capture span as one step (`capture_step`), which the report says.
 - Time: the export's clock (ns); the time base `TARGET_INFO_SESSION_START_TIME.utcEpochNs -
   systemClockNs` (the session start on both clocks).
+- Host (`host_of`): the `Hostname` row of `TARGET_INFO_SYSTEM_ENV` for the process's target.
 - Ranks (`ranks_of`): the `Rank` of each process's NCCL communicator init payload (its
   largest communicator); else the processes in the order of their CUDA devices, an
   assumption the report names.
@@ -105,6 +106,7 @@ STEP_RANGES: Final = (
 )
 TID_BITS: Final = 24  # a serialized global id: ... | pid << 24 | tid
 _TID_BITS: Final = TID_BITS
+_VID_SHIFT: Final = 48  # a global id: target (VM) id << 48 | pid << 24 | tid
 
 
 def pick_table(tables: Iterable[str], bases: Sequence[str]) -> str | None:
@@ -121,6 +123,17 @@ def pick_table(tables: Iterable[str], bases: Sequence[str]) -> str | None:
 def global_pid(global_id: int) -> int:
     """The process part of a serialized global thread id."""
     return global_id >> _TID_BITS << _TID_BITS
+
+
+def host_of(global_id: int, hosts: Mapping[int, str]) -> str | None:
+    """The Hostname of the target a process ran on (`TARGET_INFO_SYSTEM_ENV`, keyed by the
+    target's globalVid: a global id's bits above the process id), else the export's only
+    one; None when unknown or not a label (bounded, printable)."""
+    host = hosts.get(global_id >> _VID_SHIFT << _VID_SHIFT)
+    if host is None and len(set(hosts.values())) == 1:
+        host = next(iter(hosts.values()))
+    host = host.strip() if host is not None else None
+    return host if host and len(host) <= MAX_LABEL and host.isprintable() else None
 
 
 def thread_id(global_id: int) -> int:

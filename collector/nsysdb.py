@@ -170,6 +170,7 @@ class Export:
         world = nsys.world_of(self._processes)
         base = self._base_time()
         gpus = self._gpu_names()
+        hosts = self._hostnames()
         for process in self._processes:
             self.meta[process.global_pid] = TraceMeta(
                 rank=self.ranks[process.global_pid],
@@ -177,6 +178,7 @@ class Export:
                 gpu_name=(gpus.get(process.devices[0]) or None) if process.devices else None,
                 base_time_ns=base,
                 source="nsys",
+                host=nsys.host_of(process.global_pid, hosts),
             )
 
     def _ranges(
@@ -386,6 +388,19 @@ class Export:
         query = "SELECT utcEpochNs, systemClockNs FROM TARGET_INFO_SESSION_START_TIME"
         row = self._db.execute(query).fetchone()
         return nsys.base_time_ns(*row) if row else None
+
+    def _hostnames(self) -> dict[int, str]:
+        """Each target's Hostname in TARGET_INFO_SYSTEM_ENV (globalVid -> name), when there."""
+        if "TARGET_INFO_SYSTEM_ENV" not in self._tables:
+            return {}
+        if not {"globalVid", "name", "value"} <= self._columns("TARGET_INFO_SYSTEM_ENV"):
+            return {}
+        query = "SELECT globalVid, value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname'"
+        return {
+            vid: value
+            for vid, value in self._db.execute(query)
+            if type(vid) is int and isinstance(value, str)
+        }
 
     def _gpu_names(self) -> dict[int, str]:
         """Each CUDA device's name in TARGET_INFO_GPU, when there (read once for every

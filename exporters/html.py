@@ -19,6 +19,7 @@ from commscope.exporters import (
     graphhtml,
     htmlplots,
     kernelhtml,
+    linkhtml,
     pipehtml,
     text,
 )
@@ -78,6 +79,8 @@ def render(report: Report, text_report: str | None = None) -> str:
         alltoallvhtml.heat_map(report),
         *(section("Pipeline stages", pipehtml.ABOUT) if report.pipeline.per_rank else ()),
         *pipehtml.table(report),
+        *section("Intra- vs inter-node", linkhtml.ABOUT),
+        *linkhtml.tables(report),
         *section("GPU time by kernel category", ""),
         htmlplots.kernel_bars(report),
         *section("Top kernels and kernel launches", kernelhtml.ABOUT),

@@ -5,7 +5,8 @@ Names follow Prometheus conventions: prefix `commscope_`, base units, counters e
 Labels are bounded: `job`, `rank` (at most `--max-rank-series` ranks), `collective`, `node`
 (a collector), `quantile` ("0.5", "0.95": Prometheus' summary convention; max and
 mean are families of their own), small fixed `reason`/`kind`/`state`/`category` sets, and
-`process_group` for at most `MAX_GROUPS` groups (those with the most matched collectives);
+`process_group` for at most `MAX_GROUPS` groups (those with the most matched collectives),
+`link` (intra_node, inter_node: `commscope_node_link_*`, with `collective` at most);
 never file names, kernel names or message sizes. The one histogram (per-op busbw) carries
 `job` and `collective` only: no rank x collective x bucket product.
 An aggregator run with `--shard NAME` adds `shard` (`SHARD_LABEL`) to every family it serves.
@@ -338,6 +339,20 @@ FAMILIES: Final = (
         "gauge",
         ("job", "process_group", "collective"),
         "beta of T = alpha + S*F/beta (bus bytes per second, comparable to busbw)",
+    ),
+    Family(
+        "commscope_node_link_busbw_bytes_per_second",
+        "gauge",
+        ("job", "link", "collective"),
+        "bus bandwidth sum(S*F) / sum(wait-free T) of the collectives whose group stays on one "
+        "node (link=intra_node) or crosses nodes (link=inter_node)",
+    ),
+    Family(
+        "commscope_node_link_peak_bytes_per_second",
+        "gauge",
+        ("job", "link"),
+        "peak per direction of the intra-node link (NVLink: --peak-bandwidth or the GPU's "
+        "table entry) and of the inter-node link (--net-peak)",
     ),
     Family(
         "commscope_alpha_beta_groups_omitted",

@@ -386,6 +386,18 @@ def _alpha_beta(out: Families, snapshot: Snapshot) -> None:
         out.add("commscope_alpha_beta_groups_omitted", (job,), len(weight) - len(kept))
 
 
+def _links(out: Families, snapshot: Snapshot) -> None:
+    """Busbw per link class and collective type (2 x the collective types: bounded)."""
+    job, links = snapshot.job, snapshot.report.links
+    if links is None:
+        return
+    for name, link in (("intra_node", links.intra_node), ("inter_node", links.inter_node)):
+        out.add("commscope_node_link_peak_bytes_per_second", (job, name), link.peak_Bps)
+        for kind, found in link.collectives.items():
+            labels = (job, name, kind)
+            out.add("commscope_node_link_busbw_bytes_per_second", labels, found.busbw_Bps)
+
+
 def _gpu(out: Families, snapshot: Snapshot) -> None:
     job, kernels = snapshot.job, snapshot.report.kernels
     if kernels.per_rank:
@@ -431,8 +443,8 @@ def _collectors(out: Families, snapshot: Snapshot) -> None:
             out.add(name, (job, node, key), count)
 
 
-_PARTS: Final = (_ranks, _started, _latest, _collectives, _run, _cross_rank, _alpha_beta, _gpu,
-                 _aggregator, _collectors, _alltoallv)  # fmt: skip
+_PARTS: Final = (_ranks, _started, _latest, _collectives, _run, _cross_rank, _alpha_beta, _links,
+                 _gpu, _aggregator, _collectors, _alltoallv)  # fmt: skip
 _SERVICE_PARTS: Final = (_collectives, _run, _cross_rank, _aggregator, _collectors)
 
 

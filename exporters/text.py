@@ -4,7 +4,8 @@ Sections in the order users of the original tool know — header, THROUGHPUT,
 COMMUNICATION-COMPUTATION OVERLAP, NETWORK LOAD, TRAFFIC DISTRIBUTION — then what commscope
 adds: exposed communication, algbw and busbw side by side, the per-window table, the
 diagnosis, MFU, GPU time by kernel category, the top kernels and the kernel launches
-(`kerneltext`), the cross-rank analysis (matching, clocks, arrival skew, α-β fits), what the
+(`kerneltext`), the cross-rank analysis (matching, clocks, arrival skew, α-β fits, intra- vs
+inter-node: `linktext`), what the
 traces lack (trace health), and the inputs that were
 skipped and why. Every number goes through `textfmt` (units that scale, decimal:
 GB = 1e9 B); "n/a" always says why.
@@ -30,6 +31,7 @@ from commscope.exporters.extremes import Cut, cut_of
 from commscope.exporters.graphtext import graph_lines
 from commscope.exporters.inspectortext import sources_lines
 from commscope.exporters.kerneltext import launch_lines, top_kernel_lines
+from commscope.exporters.linktext import link_lines
 from commscope.exporters.pipetext import pipeline_lines
 from commscope.exporters.textfmt import na, num, pct, rank_list, rank_runs, row
 from commscope.model.fields import where
@@ -92,6 +94,7 @@ def render(report: Report, *, every_row: bool = False) -> str:
         *_section(
             "13a. ALL-TO-ALL-V: SPLIT SIZES, IMBALANCE, TRAFFIC", alltoallv_lines(report, cut)
         ),
+        *_section("13b. INTRA- VS INTER-NODE", link_lines(report)),
         *_section("14. TRACE HEALTH", health_lines(report)),
         *_section("15. INPUTS", _inputs(report, cut)),
         *(_section("16. MERGED FROM SHARDS", _merged(report)) if report.merge else []),

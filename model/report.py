@@ -263,6 +263,41 @@ class AlphaBeta(msgspec.Struct, kw_only=True):
     bus_factor: float | None = None  # F of every point (S = S·F / F); None when they differ
 
 
+class LinkCollective(msgspec.Struct, kw_only=True):
+    """One collective type's instances on one link class (`pipeline.hosts`): their count, and
+    over those of known size, Σ S·F and the bus bandwidth Σ S·F / Σ wait-free seconds (each
+    instance's fastest member, as the α-β fit takes it), with the α-β fit pooled over groups."""
+
+    instances: int = 0
+    sized: int = 0
+    bus_bytes: float | None = None  # Σ S·F over the sized instances (one member's)
+    busbw_Bps: float | None = None
+    peak_ratio: float | None = None  # busbw / the link's peak (None: peak unknown)
+    fit: AlphaBeta | None = None
+
+
+class Link(msgspec.Struct, kw_only=True):
+    """A link class: intra-node (NVLink / the host's fabric) or inter-node (the network)."""
+
+    peak_Bps: float | None = None  # per direction
+    peak_source: str = ""  # where the peak came from, or why it is unknown
+    groups: list[str] = []  # the process groups whose instances use it
+    collectives: dict[str, LinkCollective] = {}
+
+
+class Links(msgspec.Struct, kw_only=True):
+    """Which ranks share a host, and each collective instance split by whether its group stays
+    on one node (intra-node) or crosses nodes (inter-node), each against its own link peak."""
+
+    hosts: dict[str, str] = {}  # rank -> host
+    host_sources: dict[str, str] = {}  # rank -> what gave its host
+    groups: dict[str, str] = {}  # process group -> "intra_node" | "inter_node" | "unknown"
+    intra_node: Link = msgspec.field(default_factory=Link)
+    inter_node: Link = msgspec.field(default_factory=Link)
+    unknown_instances: int = 0  # instances of groups whose locality is unknown
+    na_reason: str | None = None  # why no instance could be placed (None: some were)
+
+
 class Finding(msgspec.Struct, kw_only=True):
     verdict: str
     evidence: list[str] = []
@@ -641,6 +676,9 @@ class Report(Sections, kw_only=True):
     # NCCL Inspector logs beside the same job's Kineto traces: their own sections, apart (the
     # same collectives are in both: never added to the sections above)
     inspector: Sections | None = None
+    # Intra- vs inter-node: hosts, and the instances split by link (`pipeline.hosts`); None on
+    # a report made before it, or merged by `commscope merge` from several shards
+    links: Links | None = None
 
 
 class StepTest(msgspec.Struct, kw_only=True):

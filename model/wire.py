@@ -60,6 +60,9 @@ class TraceMeta(msgspec.Struct, frozen=True, kw_only=True):
     # False: the calls' start times are not in the file (an NCCL Inspector log written without
     # NCCL_INSPECTOR_DUMP_VERBOSE): no clock offset or arrival skew rests on them
     call_starts: bool = True
+    # the host the rank ran on, where the file records it (Nsight Systems' Hostname, NCCL
+    # Inspector's metadata.hostname); None: not recorded (Kineto traces record none)
+    host: Label | None = None
 
 
 class GpuOp(msgspec.Struct, frozen=True, gc=False, tag="gpu", array_like=True):

@@ -70,6 +70,8 @@ class CrossRank:
     # all-to-all calls that recorded split sizes (`alltoallv`)
     alltoallv: alltoallv.Tally = field(default_factory=alltoallv.Tally)
     pipeline: stages.Tally = field(default_factory=stages.Tally)  # P2P pairs' stage sums
+    # process group -> its size n, as its instances give it (`hosts`: is its member list whole)
+    sizes: dict[str, int] = field(default_factory=dict)
 
 
 def aligned(
@@ -139,6 +141,7 @@ def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> 
         split=exposed_split(results, infos, with_pairs, found),
         alltoallv=alltoallv.tally(results, matched.instances, _members(infos)),
         pipeline=_pipeline(results, infos, pairs, matched, found),
+        sizes=group_sizes(arrivals),
     )
 
 
@@ -188,7 +191,17 @@ def pooled(windows: Sequence[CrossRank], clocked: bool = True) -> CrossRank:
         split=waiting.pooled([w.split for w in windows]),
         alltoallv=alltoallv.pooled([w.alltoallv for w in windows]),
         pipeline=stages.pooled(w.pipeline for w in windows),
+        sizes={g: n for w in windows for g, n in w.sizes.items()},
     )
+
+
+def group_sizes(arrivals: Iterable[skew.Arrival]) -> dict[str, int]:
+    """Each process group's size n, the largest its instances give (n known)."""
+    sizes: dict[str, int] = {}
+    for item in arrivals:
+        if item.group_size is not None:
+            sizes[item.group] = max(item.group_size, sizes.get(item.group, 0))
+    return sizes
 
 
 def _common_factors(
@@ -313,17 +326,23 @@ def alpha_beta(cross: CrossRank, peak_Bps: float | None) -> dict[str, dict[str, 
     """Per (process group, collective type): the α-β fit over wait-free durations."""
     table: dict[str, dict[str, AlphaBeta]] = {}
     for group, kind in sorted(cross.instances, key=lambda k: (group_order(k[0]), k[1])):
-        points = _pairs(cross.points.get((group, kind), array("d")))
-        line = alphabeta.fit(points)
-        table.setdefault(group, {})[kind] = AlphaBeta(
-            instances=cross.instances[(group, kind)],
-            sizes=line.sizes,
-            alpha_s=line.alpha_s,
-            beta_Bps=line.beta_Bps,
-            r2=line.r2,
-            peak_ratio=ratio(line.beta_Bps, peak_Bps),
-            latency_bound=alphabeta.latency_bound(line, points),
-            na_reason=line.reason,
-            bus_bytes=math.fsum(size for size, _ in points) if points else None,
-        )
+        points = cross.points.get((group, kind), array("d"))
+        table.setdefault(group, {})[kind] = fitted(cross.instances[(group, kind)], points, peak_Bps)
     return table
+
+
+def fitted(instances: int, flat: array[float], peak_Bps: float | None) -> AlphaBeta:
+    """The α-β fit of `instances` over their points (S·F, T s) one after the other."""
+    points = _pairs(flat)
+    line = alphabeta.fit(points)
+    return AlphaBeta(
+        instances=instances,
+        sizes=line.sizes,
+        alpha_s=line.alpha_s,
+        beta_Bps=line.beta_Bps,
+        r2=line.r2,
+        peak_ratio=ratio(line.beta_Bps, peak_Bps),
+        latency_bound=alphabeta.latency_bound(line, points),
+        na_reason=line.reason,
+        bus_bytes=math.fsum(size for size, _ in points) if points else None,
+    )

@@ -106,6 +106,7 @@ def combine(named: Sequence[tuple[str, Report]]) -> Report:
         diagnosis=diagnose(run, reports[0].config),
         merge=info,
         **asdict(run),
+        links=reports[0].links if len(reports) == 1 else None,  # across shards: not yet
     )
 
 

@@ -27,6 +27,7 @@ from commscope.model.schema import (
     Diagnosis,
     FileStats,
     Inputs,
+    Links,
     OpTally,
     RankResult,
     Report,
@@ -43,6 +44,7 @@ from commscope.pipeline import (
     crossrank,
     facts,
     health,
+    hosts,
     inspector_sources,
     ranks,
     skew,
@@ -96,6 +98,8 @@ class Options:
     waiting: Collection[str] = frozenset()
     metrics_only: bool = False
     placement: ranks.Placement[ParsedFile] | None = None
+    hosts: dict[int, str] | None = None  # --hosts: rank -> host (`hosts.parse_hosts`)
+    net_peak_Bps: float | None = None  # --net-peak: the inter-node link's peak per direction
 
 
 def assign_ranks(
@@ -130,6 +134,13 @@ def window_facts(items: dict[int, ParsedFile], chain: Chain | None = None) -> Cr
     return dataclass_replace(crossrank.window(lent, _infos(items)), taken=taken)
 
 
+# what `hosts.links` reads besides the pooled facts: (the ranks' hosts and what gave each,
+# the GPU link's peak and its source, --net-peak, the world size)
+LinksGiven = tuple[
+    tuple[dict[int, str], dict[int, str]], tuple[float | None, str], float | None, int | None
+]
+
+
 class Parts(Protocol):
     """How `assemble` finds each part of a report: `Fresh` finds every one anew,
     `reuse.WindowCache` reuses those of earlier reports. Each method gives what the
@@ -158,6 +169,9 @@ class Parts(Protocol):
 
     def crossed(self, cross: CrossRank, peak_Bps: float | None, plots: bool) -> CrossSections:
         """`cross_sections`."""
+
+    def links(self, cross: CrossRank | None, given: LinksGiven) -> Links:
+        """`hosts.links(cross, *given)`."""
 
     def file_counts(self, items: Sequence[ParsedFile]) -> FileCounts:
         """`file_counts`."""
@@ -191,6 +205,9 @@ class Fresh:
 
     def crossed(self, cross: CrossRank, peak_Bps: float | None, plots: bool) -> CrossSections:
         return cross_sections(cross, peak_Bps, plots)
+
+    def links(self, cross: CrossRank | None, given: LinksGiven) -> Links:
+        return hosts.links(cross, *given)
 
     def file_counts(self, items: Sequence[ParsedFile]) -> FileCounts:
         return file_counts(items)
@@ -255,8 +272,24 @@ def assemble(
         inputs=replace(inputs, open_windows=waiting),
         diagnosis=Diagnosis() if metrics_only else diagnose(run, run_config),
         **asdict(run),
+        links=_links(placed, crosses, context, options, parts),
     )
     return inspector_sources.labelled(report, metas)
+
+
+def _links(
+    placed: dict[tuple[str, int], ParsedFile],
+    crosses: Sequence[CrossRank],
+    context: Context,
+    options: Options,
+    parts: Parts,
+) -> Links:
+    """The intra- vs inter-node section over the run's pooled cross-rank facts (`hosts`)."""
+    metas = [(rank, item.meta) for (_, rank), item in sorted(placed.items())]
+    cross = parts.pooled(crosses, clocked=False) if crosses else None
+    intra = (context.peak_Bps, context.peak_source or "")
+    found = hosts.rank_hosts(metas, options.hosts)
+    return parts.links(cross, (found, intra, options.net_peak_Bps, context.world_size))
 
 
 def _setting(

@@ -14,14 +14,15 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace as dataclass_replace
 from typing import Generic, Literal, TypeVar
 
-from commscope.model.schema import OpTally, RankResult, Report, Sketch, Window
-from commscope.pipeline import crossrank
+from commscope.model.schema import Links, OpTally, RankResult, Report, Sketch, Window
+from commscope.pipeline import crossrank, hosts
 from commscope.pipeline.accumulate import SKETCHED, bandwidth_sketch, merge_results
 from commscope.pipeline.crossrank import CrossRank
 from commscope.pipeline.report import (
     Chain,
     CrossSections,
     FileCounts,
+    LinksGiven,
     Options,
     ParsedFile,
     assemble,
@@ -75,6 +76,8 @@ class WindowCache:
         self._counts = Kept[FileCounts]()
         # the run's α-β fits and skew section, with the pooled facts they came from (`crossed`)
         self._crossed: tuple[CrossRank, tuple[float | None, bool], CrossSections] | None = None
+        # the run's intra- vs inter-node section, with the facts and options it came from
+        self._links: tuple[CrossRank | None, LinksGiven, Links] | None = None
 
     def build(
         self, windows: Sequence[str], parsed: Sequence[ParsedFile], options: Options
@@ -174,6 +177,16 @@ class WindowCache:
             return known[2]
         found = cross_sections(cross, peak_Bps, plots)
         self._crossed = (cross, (peak_Bps, plots), found)
+        return found
+
+    def links(self, cross: CrossRank | None, given: LinksGiven) -> Links:
+        """`hosts.links`, reused while the run's pooled facts are the very same (as `crossed`)
+        and the rest it reads (`given`) equal."""
+        known = self._links
+        if known is not None and known[0] is cross and known[1] == given:
+            return known[2]
+        found = hosts.links(cross, *given)
+        self._links = (cross, given, found)
         return found
 
     def file_counts(self, items: Sequence[ParsedFile]) -> FileCounts:

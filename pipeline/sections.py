@@ -58,14 +58,19 @@ IMPLAUSIBLE: Final = (
     "above 100%: the batch size, sequence length, FLOPs per token or GPU peak is wrong"
 )
 
-# Peak link bandwidth per direction (bytes/s), matched as a substring of the GPU name.
+# Peak link bandwidth per direction (bytes/s), matched as a substring of the GPU name: the
+# GPU-to-GPU link within a node (NVLink; AMD Infinity Fabric), half the total (both
+# directions) that the vendor's public specifications give per GPU. It is the intra-node
+# link's peak (`hosts`); the network's is --net-peak, as no trace names the NIC.
 PEAK_BPS: Final = (
-    ("GB200", 900e9),
-    ("B200", 900e9),
-    ("H200", 450e9),
-    ("H100", 450e9),
-    ("A100", 300e9),
-    ("V100", 150e9),
+    ("GB200", 900e9),  # NVLink 5, 1.8 TB/s: nvidia.com/en-us/data-center/gb200-nvl72/
+    ("B200", 900e9),  # NVLink 5, 1.8 TB/s: nvidia.com/en-us/data-center/dgx-b200/
+    ("H200", 450e9),  # NVLink 4, 900 GB/s: nvidia.com/en-us/data-center/h200/
+    ("H100", 450e9),  # NVLink 4, 900 GB/s (SXM): nvidia.com/en-us/data-center/h100/
+    ("A100", 300e9),  # NVLink 3, 600 GB/s: nvidia.com/en-us/data-center/a100/
+    ("V100", 150e9),  # NVLink 2, 300 GB/s (SXM2): nvidia.com/en-us/data-center/v100/
+    # Infinity Fabric, 7 links x 128 GB/s = 896 GB/s:
+    # amd.com/en/products/accelerators/instinct/mi300/mi300x.html
     ("MI300X", 448e9),
 )
 

@@ -49,6 +49,7 @@ from commscope.model.schema import MAX_BATCH_EVENTS, NODE_PATTERN, Inputs, Repor
 from commscope.model.version import installed_version
 from commscope.pipeline import compare
 from commscope.pipeline.config import flags_only, parse_config, with_overrides
+from commscope.pipeline.hosts import parse_hosts
 from commscope.pipeline.merge import check_distinct, combine
 from commscope.pipeline.ranks import rank_set
 from commscope.pipeline.report import Options
@@ -334,6 +335,19 @@ def _job_options(parser: argparse.ArgumentParser) -> None:
         type=float,
         metavar="T",
         help="GPU peak dense TFLOP/s, for MFU (default: from the GPU name, e.g. H100 989)",
+    )
+    parser.add_argument(
+        "--hosts",
+        metavar="SPEC",
+        help="which host each rank ran on, where the traces do not say: RANKS=HOST entries "
+        "(0-3=node0,4-7=node1) or a file of them, one a line (default: the traces' own)",
+    )
+    parser.add_argument(
+        "--net-peak",
+        type=float,
+        metavar="GBPS",
+        help="inter-node (network) link peak per direction, GB/s, e.g. 50 for 400 Gb/s "
+        "(default: none: inter-node utilization n/a)",
     )
 
 
@@ -943,6 +957,7 @@ def _options(args: argparse.Namespace) -> Options:
         ("--flops-per-token", args.flops_per_token),
         ("--params", params),
         ("--peak-tflops", args.peak_tflops),
+        ("--net-peak", args.net_peak),
     ):
         if number is not None and not number > 0:
             raise ConfigError(f"{flag} must be positive, got {number}")
@@ -964,7 +979,22 @@ def _options(args: argparse.Namespace) -> Options:
         flops_per_token=args.flops_per_token,
         params=params,
         peak_flops_override=args.peak_tflops * 1e12 if args.peak_tflops is not None else None,
+        hosts=_hosts(args.hosts),
+        net_peak_Bps=args.net_peak * 1e9 if args.net_peak is not None else None,
     )
+
+
+def _hosts(spec: str | None) -> dict[int, str] | None:
+    """--hosts: entries on the command line, or the file that holds them."""
+    if spec is None:
+        return None
+    path = Path(spec)
+    if path.is_file():
+        try:
+            spec = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"--hosts {path}: cannot read ({exc})") from None
+    return parse_hosts(spec)
 
 
 def _whole(flag: str, text: str | None) -> int | None:

@@ -18,6 +18,8 @@ def coll(  # noqa: PLR0917  # one record's fields
     exec_us: int = 100,
     start_us: int | None = None,
     version: str = "v4.1",
+    host: str = "node0",
+    comm_name: str = "world",
 ) -> str:
     perf: dict[str, Any] = {
         "coll": name,
@@ -33,11 +35,11 @@ def coll(  # noqa: PLR0917  # one record's fields
         perf["event_trace_ts"] = {"coll_start_ts": start_us, "coll_stop_ts": start_us + 5}
     return json.dumps(
         {
-            "header": {"id": comm, "comm_name": "world", "rank": rank, "n_ranks": n_ranks,
+            "header": {"id": comm, "comm_name": comm_name, "rank": rank, "n_ranks": n_ranks,
                        "nnodes": 1},
             "metadata": {"inspector_output_format_version": version, "git_rev": "",
                          "rec_mechanism": "nccl_profiler_interface",
-                         "dump_timestamp_us": DUMP_US + sn * 1000, "hostname": "node0",
+                         "dump_timestamp_us": DUMP_US + sn * 1000, "hostname": host,
                          "pid": 100 + rank},
             "coll_perf": perf,
         }

@@ -140,6 +140,8 @@ class Export:
     older: bool = False  # shortName only, NVTX text only (no textId, no binaryData)
     session: bool = True
     gpus: dict[int, str] = field(default_factory=dict)  # TARGET_INFO_GPU: device -> name
+    # TARGET_INFO_SYSTEM_ENV's Hostname rows: globalVid -> host (VM 1's is 1 << 48)
+    hosts: dict[int, str] = field(default_factory=dict)
     kernels: list[tuple[object, ...]] = field(default_factory=list)
     copies: list[tuple[str, int, int, int, int]] = field(default_factory=list)
     launches: list[tuple[int, int, int, int]] = field(default_factory=list)
@@ -314,6 +316,12 @@ class Export:
                        "utcTime TEXT, localTime TEXT, systemClockNs INTEGER)")  # fmt: skip
             db.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?, '', '', ?)",
                        (SESSION_UTC_NS, SESSION_CLOCK_NS))  # fmt: skip
+        if self.hosts:
+            db.execute("CREATE TABLE TARGET_INFO_SYSTEM_ENV (globalVid INTEGER, devStateName "
+                       "TEXT, name TEXT, nameEnum INTEGER, value TEXT)")  # fmt: skip
+            rows = [(vid, "Local (CLI)", "Hostname", 619, h) for vid, h in self.hosts.items()]
+            rows.append((1 << 48, "Local (CLI)", "CpuCores", 1, "18"))
+            db.executemany("INSERT INTO TARGET_INFO_SYSTEM_ENV VALUES (?, ?, ?, ?, ?)", rows)
         if self.gpus:
             db.execute("CREATE TABLE TARGET_INFO_GPU (id INTEGER, cudaId INTEGER, name TEXT)")
             db.executemany("INSERT INTO TARGET_INFO_GPU VALUES (?, ?, ?)",

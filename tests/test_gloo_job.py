@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -36,6 +37,8 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
         str(root / "profile_trace"),
         "--out",
         str(out),
+        "--hosts",  # every rank ran here (Kineto traces record no host)
+        f"0-1={socket.gethostname()}",
     ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
@@ -76,3 +79,15 @@ def test_cpu_traces_use_the_gloo_definition(report: dict) -> None:
         assert overlap["exposed_comm_time_s"] == pytest.approx(
             overlap["comm_time_s"] - overlap["overlapped_time_s"]
         )
+
+
+def test_a_job_on_one_host_is_intra_node_throughout(report: dict) -> None:
+    links = report["links"]
+    assert links["hosts"] == {"0": socket.gethostname(), "1": socket.gethostname()}
+    assert links["host_sources"] == {"0": "--hosts", "1": "--hosts"}
+    assert links["groups"] and set(links["groups"].values()) == {"intra_node"}
+    assert links["inter_node"]["collectives"] == {}
+    assert links["unknown_instances"] == 0
+    intra = links["intra_node"]["collectives"]
+    assert {"AllReduce", "AllGather", "Broadcast"} <= set(intra)
+    assert sum(c["instances"] for c in intra.values()) == report["matching"]["instances"]

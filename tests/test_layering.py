@@ -46,6 +46,8 @@ PURE_ELSEWHERE: Final = [
     "exporters/jsonreport.py",
     "exporters/kernelhtml.py",
     "exporters/kerneltext.py",
+    "exporters/linkhtml.py",
+    "exporters/linktext.py",
     "exporters/metricnames.py",
     "exporters/naming.py",
     "exporters/pipehtml.py",

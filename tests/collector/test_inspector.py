@@ -18,7 +18,7 @@ from commscope.collector.inspector import (
     place,
     split_lines,
 )
-from commscope.collector.inspector_file import parse
+from commscope.collector.inspector_file import meta, parse
 from commscope.model.inspector import inspected
 from commscope.model.schema import (
     EVIDENCE,
@@ -52,6 +52,20 @@ def test_an_allreduce_record_becomes_a_comm_op_with_its_verbose_start() -> None:
         seq=7,
         group_source="Inspector n_ranks",
     )
+
+
+def test_the_host_is_the_metadata_hostname() -> None:
+    op = read(coll(0))
+    assert op.header.host == "node0"  # the builder's metadata.hostname
+    assert meta(0, 2, [op]).host == "node0"
+
+
+def test_a_hostname_that_is_not_a_label_is_unknown() -> None:
+    record = json.loads(coll(0))
+    record["metadata"]["hostname"] = "a\u0007b"
+    assert read(json.dumps(record)).header.host is None
+    del record["metadata"]["hostname"]
+    assert meta(0, 2, [read(json.dumps(record))]).host is None
 
 
 def test_allgather_size_is_the_gathered_output() -> None:

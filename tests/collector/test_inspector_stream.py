@@ -183,6 +183,7 @@ def test_a_log_over_two_windows_is_a_stream_per_window(tmp_path: Path) -> None:
     end_k, end_k1 = found[3].record, found[5].record
     assert isinstance(end_k, StreamEnd) and isinstance(end_k1, StreamEnd)
     assert (end_k.meta.rank, end_k.meta.call_starts, end_k.stats.events) == (0, True, 2)
+    assert end_k.meta.host == end_k1.meta.host == "node0"  # metadata.hostname
     # the log's bytes go with its last window
     assert (end_k.stats.bytes_read, end_k1.stats.bytes_read) == (0, log.stat().st_size)
 

@@ -111,6 +111,26 @@ def test_the_metadata_says_nsys_the_world_gpu_and_time_base(tmp_path: Path) -> N
     assert meta.base_time_ns == SESSION_UTC_NS - SESSION_CLOCK_NS
 
 
+def test_the_host_is_the_hostname_of_the_processes_target(tmp_path: Path) -> None:
+    export = two_ranks()
+    export.hosts = {1 << 48: "node-a"}
+    metas = [p.meta for p in read(export.write(tmp_path / "run.sqlite"))]
+    assert [m.host for m in metas] == ["node-a", "node-a"]
+
+
+def test_without_a_hostname_row_the_host_is_unknown(tmp_path: Path) -> None:
+    metas = [p.meta for p in read(two_ranks().write(tmp_path / "run.sqlite"))]
+    assert [m.host for m in metas] == [None, None]
+
+
+def test_host_of_takes_the_targets_row_else_the_only_one() -> None:
+    hosts = {1 << 48: "a", 2 << 48: "b"}
+    assert nsys.host_of((2 << 48) | (7 << 24) | 3, hosts) == "b"
+    assert nsys.host_of((3 << 48) | (7 << 24), hosts) is None  # two targets, not this one
+    assert nsys.host_of((3 << 48) | (7 << 24), {1 << 48: "a"}) == "a"  # the export's only
+    assert nsys.host_of(1 << 48, {1 << 48: "bad\nname"}) is None
+
+
 def test_without_payloads_ranks_follow_the_devices_and_sizes_stay_unknown(tmp_path: Path) -> None:
     first, second = read(two_ranks(payloads=False).write(tmp_path / "run.sqlite"))
     assert [p.meta.rank for p in (first, second)] == [0, 1]

@@ -60,7 +60,9 @@ def report() -> Report:
         for rank, result in results(per_rank).items()
     ]
     config = JobConfig(model="llama3", flavor="8B", local_batch_size=1, seq_len=4096)
-    found = build_report(["w"], files, Options(config=config, config_path="llama3_8b.toml"))
+    hosts = {0: "a", 1: "a", 2: "b", 3: "b"}  # one group of 4 ranks over 2 hosts: inter-node
+    options = Options(config=config, config_path="llama3_8b.toml", hosts=hosts, net_peak_Bps=50e9)
+    found = build_report(["w"], files, options)
     return replace(found, pipeline=PIPELINE)  # no P2P above: the pipeline section stands in
 
 
@@ -281,6 +283,18 @@ def test_build_info_and_link_peak_are_served() -> None:
     assert f"commscope_build_info{{{labels}}} 1.0" in text
     # H100: the GPU table's 450 GB/s per direction (the report's peak_bandwidth_Bps)
     assert 'commscope_link_peak_bytes_per_second{job="llama"} 4.5e+11' in text
+
+
+def test_busbw_per_link_class_is_served_against_each_link_s_peak() -> None:
+    text, found = exposition(), report()
+    assert found.links is not None
+    busbw = found.links.inter_node.collectives["AllReduce"].busbw_Bps
+    head = 'commscope_node_link_busbw_bytes_per_second{collective="AllReduce",job="llama",'
+    (line,) = [line for line in text.splitlines() if line.startswith(head)]
+    assert line.startswith(head + 'link="inter_node"} ') and float(line.split()[-1]) == busbw
+    peak = "commscope_node_link_peak_bytes_per_second"
+    assert f'{peak}{{job="llama",link="inter_node"}} 5e+10' in text
+    assert f'{peak}{{job="llama",link="intra_node"}} 4.5e+11' in text
 
 
 def test_the_busbw_histogram_counts_each_value_under_the_first_bound_at_or_above_it() -> None:

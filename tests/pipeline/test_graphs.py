@@ -117,7 +117,9 @@ def test_results_without_graphs_give_the_reason() -> None:
 
 
 def test_windows_merge_their_tallies() -> None:
-    results = [RankResult(evidence_text="gpu kernels", graphs=t) for t in (WORKED_TALLY, SKIPPED_TALLY)]
+    results = [
+        RankResult(evidence_text="gpu kernels", graphs=t) for t in (WORKED_TALLY, SKIPPED_TALLY)
+    ]
     assert merge_results(results).graphs == POOLED
 
 

@@ -58,6 +58,8 @@ CONDITIONAL = {
     "commscope_alltoallv_busiest_rank",
     "commscope_alltoallv_sent_imbalance_ratio",
     "commscope_alltoallv_received_imbalance_ratio",
+    "commscope_node_link_busbw_bytes_per_second",  # ranks' hosts known (--hosts): not here
+    "commscope_node_link_peak_bytes_per_second",  # a GPU's NVLink or --net-peak: neither here
 }
 
 
