@@ -225,14 +225,14 @@ def nelems_bytes(args: Mapping[str, Any]) -> int | None:
 def input_dims_bytes(args: Mapping[str, Any]) -> int | None:
     """S from `Input Dims` (PyTorch 1.8: `Input dims`) x `Input type`: the first input,
     summed over a tensor list."""
-    dims, types = input_dims(args), args.get("Input type")
+    dims, types = _input_dims(args), args.get("Input type")
     if not isinstance(dims, list) or not isinstance(types, list) or not dims or not types:
         return None
     size, elements = dtype_bytes(types[0]), _numel(dims[0])
     return None if size is None or elements is None else elements * size
 
 
-def input_dims(args: Mapping[str, Any]) -> Any:
+def _input_dims(args: Mapping[str, Any]) -> Any:
     dims = args.get("Input Dims")
     return dims if dims is not None else args.get("Input dims")
 
@@ -250,7 +250,7 @@ def shape_group(name: str, args: Mapping[str, Any]) -> int | None:
     if _is_count(counts[0]) and _is_count(counts[1]):
         sizes = counts[0], counts[1]
     elif name.startswith("c10d::"):
-        dims = input_dims(args)
+        dims = _input_dims(args)
         if isinstance(dims, list) and len(dims) >= 2:
             sizes = _numel(dims[1]), _numel(dims[0])
     given, made = sizes

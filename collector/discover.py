@@ -32,7 +32,7 @@ def is_trace_name(path: Path) -> bool:
     return is_followed(path.name)
 
 
-def is_input_name(path: Path) -> bool:
+def _is_input_name(path: Path) -> bool:
     """A file some source reads (`sources`): the offline report lists it."""
     return is_input(path.name)
 
@@ -51,7 +51,7 @@ def find_windows(root: Path) -> list[WindowFiles]:
     folders = [root, *sorted(p for p in root.rglob("*") if p.is_dir())]
     found = []
     for folder in folders:
-        files = tuple(sorted(p for p in folder.iterdir() if p.is_file() and is_input_name(p)))
+        files = tuple(sorted(p for p in folder.iterdir() if p.is_file() and _is_input_name(p)))
         if files:
             found.append((folder, files))
     if not found:

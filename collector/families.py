@@ -19,12 +19,12 @@ from typing import Final, Literal, NamedTuple
 from commscope.collector.kernels import own_name, words
 from commscope.model.schema import MAX_LABEL, CollectiveType
 
-Role = Literal["comm", "fused", "local"]
+_Role = Literal["comm", "fused", "local"]
 
 
 class Family(NamedTuple):
     name: str
-    role: Role
+    role: _Role
     names: tuple[tuple[str, CollectiveType | None], ...]  # (pattern, collective type)
     reference: str  # the public source of its names (a repository and path)
 
@@ -201,10 +201,10 @@ _COMPILED: Final = tuple(
 
 def family_of(name: str) -> Found | None:
     """The family of the kernel (or device event) called `name`, None when it has none."""
-    return _family(own_name(name)[:MAX_OWN])
+    return _family(own_name(name)[:_MAX_OWN])
 
 
-MAX_OWN: Final = 512  # an own name is short (a signature's head); a longer one is cut
+_MAX_OWN: Final = 512  # an own name is short (a signature's head); a longer one is cut
 
 
 @functools.lru_cache(maxsize=4096)  # a trace repeats its few kernel names
@@ -215,7 +215,7 @@ def _family(own: str) -> Found | None:
     return None
 
 
-def role(name: str) -> Role | None:
+def role(name: str) -> _Role | None:
     """`comm`, `fused`, `local`, or None for a kernel of no family (compute)."""
     found = family_of(name)
     return None if found is None else found.family.role

@@ -15,13 +15,13 @@ lone surrogate escape, which yajl reads as "?"), and reads every value both acce
 types: int, or float as `use_float=True` gives). What it would let through in a value it skips
 or keeps raw (bytes that are not UTF-8, floats beyond a double, integers beyond int64 and
 -2**63) it refuses here in every value, for it skips none: an event's keys are all Kineto's
-(`forbid_unknown_fields`), each typed so (`Scalar`, `Args`) that an integer yajl cannot hold is
+(`forbid_unknown_fields`), each typed so (`Scalar`, `_Args`) that an integer yajl cannot hold is
 a ValidationError, and every string is decoded (so checked as UTF-8).
 
 So a miss is: no separator in MAX_PENDING_BYTES (compact JSON, other writers), a head or tail
 not in that layout, a key Kineto does not write, a chunk msgspec refuses, and any number token
 yajl cannot hold (`jsonguard` mends those on the ijson path; the head and trailer, decoded
-untyped, are scanned for them: `check_numbers`).
+untyped, are scanned for them: `_check_numbers`).
 
 The depth and string-length limits (`jsonguard`) are proven rather than walked byte by byte
 (the tap's guard cost a quarter of this path): the tap guards the head, then `unguard`s.
@@ -51,8 +51,8 @@ from commscope.model.errors import LayoutMissError, LimitError
 # still in the core's cache, and a decode then keeps fewer than the cyclic GC's 700 young
 # containers alive at once (at 256 KiB, ~1,000: a young collection per read). Measured on the
 # 500 MB bench input: CPU time -12-20%, young collections 1,181 -> 95.
-READ_BYTES: Final = 32 * 1024
-MAX_PENDING_BYTES: Final = MAX_STRING_BYTES
+_READ_BYTES: Final = 32 * 1024
+_MAX_PENDING_BYTES: Final = MAX_STRING_BYTES
 # How deeply an event's `args` may nest here: twice the deepest of the real traces (4, `Input
 # Dims` of a list of tensors), within SAFE_DEPTH - 3 (the document, traceEvents and the event
 # hold it). msgspec's form of the type doubles with each level, so no deeper than needed.
@@ -89,9 +89,9 @@ def _nested(levels: int) -> Any:
 
 
 if TYPE_CHECKING:
-    Args = Any  # mypy reads no type built at runtime
+    _Args = Any  # mypy reads no type built at runtime
 else:
-    Args = _nested(ARGS_DEPTH)
+    _Args = _nested(ARGS_DEPTH)
 
 
 class FastEvent(RawEvent, gc=False, forbid_unknown_fields=True):
@@ -106,7 +106,7 @@ class FastEvent(RawEvent, gc=False, forbid_unknown_fields=True):
     tid: Scalar = None
     ts: Scalar = None
     dur: Scalar = None
-    args: Args = None
+    args: _Args = None
     id: Scalar = None
     bp: Scalar = None
     s: Scalar = None
@@ -118,13 +118,13 @@ class FastEvent(RawEvent, gc=False, forbid_unknown_fields=True):
 _EVENTS: Final = msgspec.json.Decoder(list[FastEvent])
 
 
-def fast_items(tap: Tap, read_bytes: int = READ_BYTES) -> Iterator[RawEvent]:
+def fast_items(tap: Tap, read_bytes: int = _READ_BYTES) -> Iterator[RawEvent]:
     """Every item of `traceEvents` as a RawEvent (see `fast_chunks`)."""
     for chunk in fast_chunks(tap, read_bytes):
         yield from chunk
 
 
-def fast_chunks(tap: Tap, read_bytes: int = READ_BYTES) -> Iterator[list[FastEvent]]:
+def fast_chunks(tap: Tap, read_bytes: int = _READ_BYTES) -> Iterator[list[FastEvent]]:
     """The items of `traceEvents` as RawEvents in lists; LayoutMissError if the document is not
     Kineto's layout or holds anything only the ijson path reads right. `tap` must not have been
     read yet. The buffer always starts with `[`: a chunk is decoded as one JSON array, its
@@ -146,8 +146,8 @@ def fast_chunks(tap: Tap, read_bytes: int = READ_BYTES) -> Iterator[list[FastEve
             buf[comma] = ord("[")
             del buf[:comma]
             yield events
-        elif len(buf) > MAX_PENDING_BYTES:
-            raise LayoutMissError(f"no event boundary in {MAX_PENDING_BYTES // 2**20} MB")
+        elif len(buf) > _MAX_PENDING_BYTES:
+            raise LayoutMissError(f"no event boundary in {_MAX_PENDING_BYTES // 2**20} MB")
     events, after, trailer = _last_events(bytes(buf), indent)
     if near and after < TAIL_BYTES:  # what `tail_object` would find in the tap's tail
         tap.trailer = trailer
@@ -190,7 +190,7 @@ def _check_head(head: bytes) -> None:
     """LayoutMissError unless the head (read by `json`) is JSON yajl reads too."""
     body = head.rstrip(_WS)
     body = body[:-1] if body.endswith(b",") else body
-    check_numbers(body)
+    _check_numbers(body)
     _check_nesting(body + b"}", "head")
     try:
         _DECODER.decode(body + b"}")
@@ -217,7 +217,7 @@ def _trailer(tail: bytes) -> dict[str, Any]:
         return {}
     if not body.startswith(b","):
         raise LayoutMissError("traceEvents is not followed by `,` or the document's end")
-    check_numbers(body)
+    _check_numbers(body)
     _check_nesting(b"{" + body[1:], "after traceEvents")
     try:
         trailer: dict[str, Any] = _DECODER.decode(b"{" + body[1:])
@@ -244,7 +244,7 @@ def _check_nesting(value: bytes, where: str, limit: int = SAFE_DEPTH) -> None:
         raise LayoutMissError(f"{where}: nested deeper than {limit} levels")
 
 
-def check_numbers(data: bytes) -> None:
+def _check_numbers(data: bytes) -> None:
     """LayoutMissError if `data` may hold a number yajl cannot hold (see the module docstring).
     Number bytes are marked at C speed; only the rare runs of 19 digits or exponents of 3
     digits are looked at closely."""

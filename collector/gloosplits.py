@@ -16,11 +16,11 @@ from typing import Any, Final
 from commscope.collector.classify import split_sizes
 from msgspec.structs import replace
 
-ALLTOALL_CALL: Final = "c10d::alltoall_base_"
+_ALLTOALL_CALL: Final = "c10d::alltoall_base_"
 # the ops a gloo all-to-all span runs (the list form, `c10d::alltoall_`, records no splits)
-ISSUING: Final = frozenset({ALLTOALL_CALL, "c10d::alltoall_"})
-GLOO_SPAN: Final = "gloo:all_to_all"
-MEMORY: Final = 65_536  # spans (and calls) held per file; past it none is paired
+_ISSUING: Final = frozenset({_ALLTOALL_CALL, "c10d::alltoall_"})
+_GLOO_SPAN: Final = "gloo:all_to_all"
+_MEMORY: Final = 65_536  # spans (and calls) held per file; past it none is paired
 _OUTPUT_SPLITS, _INPUT_SPLITS = 3, 4  # positions in `Concrete Inputs`
 
 
@@ -28,7 +28,7 @@ def call_splits(name: str, args: Mapping[str, Any]) -> tuple[tuple[int, ...], tu
     """(sent, received) split sizes a call records: `In split size` / `Out split size`, else
     a `c10d::alltoall_base_`'s `Concrete Inputs`."""
     sent, received = split_sizes(args.get("In split size")), split_sizes(args.get("Out split size"))
-    if sent or received or name != ALLTOALL_CALL:
+    if sent or received or name != _ALLTOALL_CALL:
         return sent, received
     given = args.get("Concrete Inputs")
     if not isinstance(given, list) or len(given) <= _INPUT_SPLITS:
@@ -45,17 +45,17 @@ class Pairing:
         self.overflow = False
 
     def call(self, call: Any) -> None:
-        if call.name not in ISSUING:
+        if call.name not in _ISSUING:
             return
-        if len(self.calls) >= MEMORY:
+        if len(self.calls) >= _MEMORY:
             self.overflow = True
             return
         self.calls.append(call)
 
     def span(self, facts: Any) -> bool:
         """True: `facts` is held until `paired` (a gloo all-to-all span, room left)."""
-        if facts.name != GLOO_SPAN or len(self.spans) >= MEMORY:
-            self.overflow = self.overflow or facts.name == GLOO_SPAN
+        if facts.name != _GLOO_SPAN or len(self.spans) >= _MEMORY:
+            self.overflow = self.overflow or facts.name == _GLOO_SPAN
             return False
         self.spans.append(facts)
         return True
@@ -68,10 +68,10 @@ class Pairing:
         fits = len(spans) == len(calls) and not self.overflow
         if not fits or any(s.start_ns < c.start_ns for s, c in zip(spans, calls, strict=True)):
             return spans
-        return [with_splits(span, call) for span, call in zip(spans, calls, strict=True)]
+        return [_with_splits(span, call) for span, call in zip(spans, calls, strict=True)]
 
 
-def with_splits(span: Any, call: Any) -> Any:
+def _with_splits(span: Any, call: Any) -> Any:
     """The span with the call's split sizes and, when its input's rows give the row size,
     the message size S = row x max(Σ sent, Σ received) rows (the contract's max of in and out)."""
     if not (call.in_splits and call.out_splits):

@@ -23,7 +23,7 @@ from commscope.model.wire import MAX_GRAPHS, GraphRow, GraphTally
 
 WAITING: Final = 1 << 16
 GRAPHS: Final = MAX_GRAPHS
-MAX_ID: Final = 2**62
+_MAX_ID: Final = 2**62
 # A replay's sums: kernels, Σ ns, communication kernels, their Σ ns, and the graph id (0: none).
 _KERNELS, _NS, _COMM, _COMM_NS, _GRAPH = range(5)
 
@@ -35,7 +35,7 @@ def is_graph_launch(name: str) -> bool:
 
 def graph_id(value: object) -> int | None:
     """A kernel's graph id as the trace gives it; None for 0 (no graph) or no usable id."""
-    return value if type(value) is int and 0 < value <= MAX_ID else None
+    return value if type(value) is int and 0 < value <= _MAX_ID else None
 
 
 def _replay() -> list[int]:

@@ -36,7 +36,7 @@ from commscope.model.schema import (
     FileStats,
 )
 
-KNOWN_MAJOR: Final = "v4."  # the format versions this reader knows (v4.0 … v4.x)
+_KNOWN_MAJOR: Final = "v4."  # the format versions this reader knows (v4.0 … v4.x)
 _DECODER: Final = msgspec.json.Decoder()
 _US: Final = 1000
 _PER_RANK_SIZE: Final = frozenset({"AllGather", "ReduceScatter"})
@@ -52,7 +52,7 @@ MAX_LINE_BYTES: Final = 1 << 20  # Inspector's lines are ~1 KB: a partial line h
 
 
 @dataclass(frozen=True)
-class Header:
+class _Header:
     comm: str  # the communicator: its name and id ("DP Group 0 0xabc"), or the id alone
     rank: int  # within the communicator
     n_ranks: int
@@ -64,7 +64,7 @@ class Header:
 class Op:
     """One Inspector record: the communicator it ran on and the operation."""
 
-    header: Header
+    header: _Header
     collective: CollectiveType
     seq: int
     message_bytes: int
@@ -110,7 +110,7 @@ class LineReader:
     """Complete lines of one log, in order → `Parsed` (keeps a v4.3 marker's header)."""
 
     def __init__(self) -> None:
-        self.inherited: tuple[Header, str] | None = None  # (header, version) of the marker
+        self.inherited: tuple[_Header, str] | None = None  # (header, version) of the marker
 
     def line(self, text: bytes | str) -> Parsed:
         try:
@@ -141,12 +141,12 @@ class LineReader:
         return Ignored() if "proxy_trace" in record else Bad(MISSING_KEYS)
 
 
-def _header(record: dict[str, Any]) -> tuple[Header, str] | Bad:
+def _header(record: dict[str, Any]) -> tuple[_Header, str] | Bad:
     head, meta = record.get("header"), record.get("metadata")
     if not isinstance(head, dict) or not isinstance(meta, dict):
         return Bad(MISSING_KEYS)
     version = meta.get("inspector_output_format_version")
-    if not isinstance(version, str) or not version.startswith(KNOWN_MAJOR):
+    if not isinstance(version, str) or not version.startswith(_KNOWN_MAJOR):
         return Bad(UNKNOWN_VERSION)
     comm = head.get("id")
     n_ranks = _int(head.get("n_ranks"), 1, MAX_RANKS + 1)
@@ -157,7 +157,7 @@ def _header(record: dict[str, Any]) -> tuple[Header, str] | Bad:
         return Bad(MISSING_KEYS)
     dump = _int(meta.get("dump_timestamp_us"), 1, 2**62)
     host = _host(meta.get("hostname"))
-    header = Header(_comm_label(comm, head.get("comm_name")), rank, n_ranks, dump, host)
+    header = _Header(_comm_label(comm, head.get("comm_name")), rank, n_ranks, dump, host)
     return header, version
 
 
@@ -177,7 +177,7 @@ def _comm_label(comm_id: str, name: object) -> str:
     return clean or "unknown"
 
 
-def _op(perf: object, kind: str, header: Header) -> Op | Bad:
+def _op(perf: object, kind: str, header: _Header) -> Op | Bad:
     if not isinstance(perf, dict):
         return Bad(MISSING_KEYS)
     name = perf.get(kind)

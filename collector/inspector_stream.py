@@ -7,7 +7,7 @@ window as its own stream, as a Kineto window's file is: its `StreamStart` (the l
 folder named with `@` and the window's UTC start) when its first op is read, the ops of the
 complete lines of each chunk at once as `Facts` records (the ops' calls and intervals,
 `pipeline.edge` through the injected reducer) of at most `GROUP_OPS` ops, and its `StreamEnd`
-(with the rank the log places so far, `Tail.placed`) when the window closes, so the aggregator
+(with the rank the log places so far, `_Tail.placed`) when the window closes, so the aggregator
 finishes, matches and sheds it while the log grows on.
 
 A window's ops are numbered 1, 2, … in the order of the log's lines, and a record of ops k …
@@ -75,7 +75,7 @@ GROUP_OPS: Final = (MAX_FACT_ITEMS - 4) // 2
 
 
 @dataclass
-class Tail:
+class _Tail:
     """What the stream knows of its log so far: bounded whatever its length."""
 
     reader: LineReader = field(default_factory=LineReader)
@@ -151,7 +151,7 @@ class InspectorStream(FileStream):
         head = self._head()
         if head is None:
             return
-        (self.log, self.covered), tail = head, Tail()
+        (self.log, self.covered), tail = head, _Tail()
         for index in self.cut.opened:
             self._open(index)
         try:
@@ -174,7 +174,7 @@ class InspectorStream(FileStream):
                 return end + 1 if end >= 0 else len(head)
             self.sleep(self.settings.poll_s)
 
-    def _follow(self, tail: Tail, handle: IO[bytes]) -> None:
+    def _follow(self, tail: _Tail, handle: IO[bytes]) -> None:
         whole = self.path.name.endswith(".gz")
         while True:
             chunk = handle.read(_CHUNK)
@@ -194,20 +194,20 @@ class InspectorStream(FileStream):
                 return
             self.sleep(self.settings.poll_s)
 
-    def _shrunk(self, tail: Tail) -> bool:
+    def _shrunk(self, tail: _Tail) -> bool:
         if file_size(self.path) >= tail.read:
             return False
         _log.warning("inspector log shrank while tailed", extra={"path": str(self.path)})
         return True
 
-    def _line(self, tail: Tail, line: bytes) -> None:
+    def _line(self, tail: _Tail, line: bytes) -> None:
         found = tail.reader.line(line)
         if isinstance(found, Bad):
             self.cut.drop(found.reason)
         elif isinstance(found, Op):
             self._op(tail, found)
 
-    def _op(self, tail: Tail, op: Op) -> None:
+    def _op(self, tail: _Tail, op: Op) -> None:
         """One op into its window; the windows it opens and closes sent."""
         cut = self.cut.op(op)
         if cut is None:
@@ -261,7 +261,7 @@ class InspectorStream(FileStream):
         self._put(Item(self.generation, record, self.covered, window.key, log, final))
         window.skip = window.seq  # a record handed out is not handed out again
 
-    def _close(self, tail: Tail, index: int, final: bool = False) -> None:
+    def _close(self, tail: _Tail, index: int, final: bool = False) -> None:
         window = self.live.pop(index)
         self._ship(window)
         del self.cut.live[index]
@@ -276,7 +276,7 @@ class InspectorStream(FileStream):
         )
         self._send(window, end, final)
 
-    def _final(self, tail: Tail) -> None:
+    def _final(self, tail: _Tail) -> None:
         """At the log's end every window open closes; a log that opened none is one
         stream, the log's own, with the reason."""
         closing = self.cut.end(tail.read, tail.rest)
@@ -285,7 +285,7 @@ class InspectorStream(FileStream):
         for index in closing:
             self._close(tail, index, final=index == closing[-1])
 
-    def _nothing(self, tail: Tail) -> None:
+    def _nothing(self, tail: _Tail) -> None:
         window = Window(Slot(0, self.cut.pending), self.log, str(self.path), self.skip)
         self._send(window, self._start(self.log))
         meta, error = tail.placed()

@@ -36,7 +36,7 @@ from commscope.model.schema import EventDropReason, FileStats
 
 DEFAULT_WINDOW_S: Final = 300
 MAX_WINDOW_S: Final = 7 * 86_400
-GRACE_SHARE: Final = 5  # G = W / GRACE_SHARE
+_GRACE_SHARE: Final = 5  # G = W / GRACE_SHARE
 MAX_GAP: Final = 288  # empty windows opened at most on one jump (a day of the default W)
 NO_TIME: Final = "inspector_no_time"
 _US: Final = 1_000_000
@@ -56,7 +56,7 @@ class WindowRule:
 
     @property
     def grace_us(self) -> int:
-        return self.width_us // GRACE_SHARE
+        return self.width_us // _GRACE_SHARE
 
 
 @dataclass(frozen=True)
@@ -180,7 +180,7 @@ def window_stream(log_stream: str, window: int) -> str:
     return hashlib.blake2b(f"{log_stream}\0w{window}".encode(), digest_size=16).hexdigest()
 
 
-def window_start(rule: WindowRule, window: int) -> str:
+def _window_start(rule: WindowRule, window: int) -> str:
     """The window's UTC start, as its name says it (`20250718T193000Z`)."""
     when = datetime.fromtimestamp(window * rule.width_s, tz=UTC)
     return when.strftime("%Y%m%dT%H%M%SZ")
@@ -190,4 +190,4 @@ def window_folder(rule: WindowRule, folder: str, window: int) -> str:
     """The folder a window's stream names: the log's folder (relative to the watched root;
     "." for the root itself), `@` and the window's UTC start (`names.window_names` shows
     `.@…` as the root's name and `@…`). The whole log (W = 0): its folder."""
-    return folder if rule.whole else f"{folder}{AT}{window_start(rule, window)}"
+    return folder if rule.whole else f"{folder}{AT}{_window_start(rule, window)}"

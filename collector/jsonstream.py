@@ -30,7 +30,7 @@ except ImportError as exc:  # pragma: no cover - exercised only on a broken inst
 else:
     _IJSON_ERROR = None
 
-CHUNK_BYTES: Final = 64 * 1024
+_CHUNK_BYTES: Final = 64 * 1024
 HEAD_LIMIT_BYTES: Final = 4 * 1024 * 1024
 TAIL_BYTES: Final = 128 * 1024
 _KEY: Final = b'"traceEvents"'
@@ -159,7 +159,7 @@ def head_object(prefix: bytes) -> dict[str, Any] | None:
 
 def tail_object(tail: bytes) -> dict[str, Any]:
     """Keys after the `traceEvents` array, given the document's last bytes ({} if none)."""
-    end = array_end(tail)
+    end = _array_end(tail)
     if end is None:
         return {}
     return _remainder(tail[end + 1 :].lstrip()) or {}
@@ -168,11 +168,11 @@ def tail_object(tail: bytes) -> dict[str, Any]:
 def document_closed(tail: bytes) -> bool:
     """Whether a document whose last bytes are `tail` ends whole: its `traceEvents` array
     closes, and what follows is the rest of the top-level object, closed."""
-    end = array_end(tail)
+    end = _array_end(tail)
     return end is not None and _remainder(tail[end + 1 :].lstrip()) is not None
 
 
-def array_end(tail: bytes) -> int | None:
+def _array_end(tail: bytes) -> int | None:
     """Offset in `tail` of the `]` that closes the top-level `traceEvents` array.
 
     Scans back from the document's end over structural bytes only, outside strings (a quote
@@ -236,6 +236,6 @@ def trace_items(tap: Tap) -> Iterator[dict[str, Any]]:
     """
     require_c_backend()
     items: Iterator[dict[str, Any]] = _ijson.items(
-        tap, "traceEvents.item", use_float=True, buf_size=CHUNK_BYTES
+        tap, "traceEvents.item", use_float=True, buf_size=_CHUNK_BYTES
     )
     return items

@@ -116,7 +116,7 @@ class TraceReader:
             kept += len(batch)
             yield batch
         if not kept:
-            raise TraceError(self.path, no_events(self.stats.events))
+            raise TraceError(self.path, _no_events(self.stats.events))
 
     def _json_reason(self, exc: Exception) -> str:
         """Truncated or corrupt, as yajl tells: an error at the end of the input (its context
@@ -211,7 +211,7 @@ class TraceReader:
         yield from _cut(out, size, whole=True)
 
 
-def no_events(items: int) -> str:
+def _no_events(items: int) -> str:
     """Why a whole document with no event kept is skipped (`items`: traceEvents' length)."""
     if not items:
         return "empty trace: traceEvents holds no event"

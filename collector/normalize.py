@@ -83,7 +83,7 @@ from msgspec.structs import replace
 LAUNCH_MEMORY: Final = 1 << 16
 PENDING_MEMORY: Final = 1 << 12
 CALL_MEMORY: Final = 1 << 16
-ROLE_MEMORY: Final = 1 << 14
+_ROLE_MEMORY: Final = 1 << 14
 _BAD_SPAN: Final = "bad_span"
 _NOT_COMPLETE: Final = "not_complete_span"
 _BAD_ARGS: Final = "args_not_object"
@@ -133,10 +133,10 @@ LOOKALIKE_NAMES: Final = MAX_LOOKALIKES // 2  # look-alike kernel names a file r
 # fit int64 nanoseconds with room, names and labels stay short.
 # 2**62 / 1000 is the double 4611686018427388.0 exactly: as an int it bounds every int and float
 # alike (Python compares them exactly), and an int against an int is the cheaper test.
-MAX_US: Final = round(2**62 / 1000)
-_MIN_US: Final = -MAX_US  # once: `-MAX_US` in a test makes a float per event
+_MAX_US: Final = round(2**62 / 1000)
+_MIN_US: Final = -_MAX_US  # once: `-MAX_US` in a test makes a float per event
 MAX_NAME: Final = 4096
-MAX_COUNT: Final = 2**62
+_MAX_COUNT: Final = 2**62
 # Thread ids: PyTorch 1.8-1.10 write `"tid": "1234"` for a thread and `"tid": "stream 7"` for a
 # GPU stream. A decimal string is its number; any other string is a name, given an id of its
 # own from a hash, at or below NAMED_TIDS, where no thread's number falls (a decimal string
@@ -229,11 +229,11 @@ def comm_call(name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) ->
         start_ns,
         end_ns,
         collective_name=str(label)[:MAX_LABEL] if label is not None else None,
-        nelems_bytes=_bounded(nelems_bytes(args), MAX_COUNT),
-        dims_bytes=_bounded(dims, MAX_COUNT),
+        nelems_bytes=_bounded(nelems_bytes(args), _MAX_COUNT),
+        dims_bytes=_bounded(dims, _MAX_COUNT),
         group_size=_bounded(_int(args.get("Group size")), MAX_RANKS, least=1),
         pg=_pg(args),
-        seq=_bounded(_int(args.get("Seq")), MAX_COUNT),
+        seq=_bounded(_int(args.get("Seq")), _MAX_COUNT),
         shape_group=_bounded(shape_group(name, args), MAX_RANKS, least=1),
         dtype=_dtype(args, sized=dims is not None),
         in_splits=sent,
@@ -261,7 +261,7 @@ def _dtype(args: Mapping[str, Any], sized: bool) -> str | None:
     return _label(dtype_name(given))
 
 
-class PendingKernel:
+class _PendingKernel:
     """A communication kernel whose collective or size must come from its launch."""
 
     __slots__ = ("facts", "launch")
@@ -284,7 +284,7 @@ class Launches:
         self.ts: dict[int, float] = {}
 
 
-class CpuRuns:
+class _CpuRuns:
     """The open run of cpu_op time per thread (µs floats, scalars only); closed runs are emitted."""
 
     __slots__ = ("comm_call", "end", "start")
@@ -318,7 +318,7 @@ class CpuRuns:
         self.end.clear()
 
 
-class ThreadCalls:
+class _ThreadCalls:
     """One thread's comm calls as int64 columns (32 bytes a call) plus a sorted order: kept up
     as calls are added in (start, -end) order (a file lists them so), else built lazily."""
 
@@ -376,7 +376,7 @@ class CallIndex:
     _NO_SEQ: Final = -(2**63)
 
     def __init__(self) -> None:
-        self._threads: dict[int, ThreadCalls] = {}
+        self._threads: dict[int, _ThreadCalls] = {}
         self.missed = 0  # lookups at an instant some forgotten call may have held
         self._facts: list[tuple[Any, ...]] = []
         self._ids: dict[tuple[Any, ...], int] = {}
@@ -391,7 +391,7 @@ class CallIndex:
             self._facts.append(key)
         thread = self._threads.get(tid)
         if thread is None:
-            thread = self._threads[tid] = ThreadCalls()
+            thread = self._threads[tid] = _ThreadCalls()
         thread.append(
             call.start_ns, call.end_ns, fact, self._NO_SEQ if call.seq is None else call.seq
         )
@@ -422,7 +422,7 @@ class CallIndex:
                 found.append(self._call(thread, i))
         return found
 
-    def _call(self, thread: ThreadCalls, i: int) -> CommCall:
+    def _call(self, thread: _ThreadCalls, i: int) -> CommCall:
         facts, seq = self._facts[thread.facts[i]], thread.seqs[i]
         name, label, nelems, dims, group, pg, shape, dtype, sends, receives, peer = facts
         return CommCall(name, thread.starts[i], thread.ends[i], label, nelems, dims, group, pg,
@@ -456,7 +456,7 @@ class Normalizer:
         self._launches = Launches()
         self._old_launches = Launches()
         self._landed: set[int] = set()  # correlations of kernels met before their launch
-        self._pending: dict[int, list[PendingKernel]] = {}  # CUDA graphs share one launch
+        self._pending: dict[int, list[_PendingKernel]] = {}  # CUDA graphs share one launch
         self._waiting = 0  # kernels in _pending
         self._ready: dict[int, list[tuple[int, int]]] = {}  # tid -> heap of (launch ns, corr.)
         self._horizon: dict[int, Any] = {}  # tid -> latest start (µs) of a call-bearing event
@@ -468,8 +468,8 @@ class Normalizer:
         self._gloo_alltoall = Pairing()  # gloo all-to-all spans held for their split sizes
         self._peers = PeerCalls()  # c10d send/recv operators (gloo: the peer of gloo:send/recv)
         self._p2p: list[tuple[int, CommCall]] = []  # gloo:send/recv spans, resolved at the end
-        self._busy = CpuRuns(comm_call=False)
-        self._calling = CpuRuns(comm_call=True)
+        self._busy = _CpuRuns(comm_call=False)
+        self._calling = _CpuRuns(comm_call=True)
         self._roles: dict[str, int] = {}
         self._tids: dict[str, int] = {}  # string tid -> its id (`string_tid`), bounded
         self._categories: dict[str, KernelCategory | Special | None] = {}  # None: comm
@@ -513,7 +513,7 @@ class Normalizer:
         cat = raw.cat
         kind = _CATEGORY.get(cat.lower()) if isinstance(cat, str) else None
         found = self._kinds[kind] if kind is not None else None
-        if len(self.handlers) < ROLE_MEMORY:
+        if len(self.handlers) < _ROLE_MEMORY:
             self.handlers[cat] = found
         if found is not None:
             found(raw)
@@ -533,7 +533,7 @@ class Normalizer:
         first stands (so the head's `distributedInfo` settles the group metadata)."""
         fresh = {key: value for key, value in top.items() if key not in self._top_keys}
         self._top_keys.update(fresh)
-        self._meta = merge_meta(self._meta, meta_from_top(fresh))
+        self._meta = _merge_meta(self._meta, _meta_from_top(fresh))
         self._settled = "distributedInfo" in self._top_keys
 
     # ------------------------------------------------------------------ handlers
@@ -544,7 +544,7 @@ class Normalizer:
             return None
         try:
             ts, dur = raw.ts, raw.dur
-            if not (_MIN_US <= ts <= MAX_US and 0 <= dur <= MAX_US):
+            if not (_MIN_US <= ts <= _MAX_US and 0 <= dur <= _MAX_US):
                 raise ValueError
             if type(ts) is int and type(dur) is int:
                 return ts * 1000, dur * 1000  # what `round` gives, at a third of its cost
@@ -599,7 +599,7 @@ class Normalizer:
     def _lookalike(self, shown: str | None, dur_ns: int) -> None:
         self.stats.lookalike_ns += dur_ns
         names = self._lookalikes
-        if shown is not None and (shown in names or len(names) < ROLE_MEMORY):
+        if shown is not None and (shown in names or len(names) < _ROLE_MEMORY):
             names[shown] = names.get(shown, 0) + dur_ns
 
     def _comm_kernel(self, raw: RawEvent, name: str, span: tuple[int, int]) -> None:
@@ -612,7 +612,7 @@ class Normalizer:
             self.out.append(self._comm_op(facts, [], on_gpu=True, launched=described))
             self._land(correlation)
             return
-        kernel = PendingKernel(facts)
+        kernel = _PendingKernel(facts)
         kernel.launch = self._launch(correlation)
         self._wait(correlation, kernel)
 
@@ -620,7 +620,7 @@ class Normalizer:
         """A kernel's category; None for a communication kernel, a `Special` for a fused one
         or one named like communication (remembered, bounded)."""
         category = kernel_kind(name)
-        if len(self._categories) < ROLE_MEMORY and len(name) <= MAX_NAME:
+        if len(self._categories) < _ROLE_MEMORY and len(name) <= MAX_NAME:
             self._categories[name] = category
         return category
 
@@ -637,7 +637,7 @@ class Normalizer:
         if type(device) is not int or type(kind) is not int or type(allocated) is not int:
             self.drop(_NO_MEMORY)
             return
-        if not 0 <= allocated <= MAX_COUNT:  # a count (inline, as above)
+        if not 0 <= allocated <= _MAX_COUNT:  # a count (inline, as above)
             self.drop(_NO_MEMORY)
             return
         if kind == _CPU_DEVICE:
@@ -645,7 +645,7 @@ class Normalizer:
         if allocated > self._allocated.get(device, -1):
             self._allocated[device] = allocated
         reserved = args.get("Total Reserved")  # a count when above the highest so far (or -1)
-        if type(reserved) is int and MAX_COUNT >= reserved > self._reserved.get(device, -1):
+        if type(reserved) is int and _MAX_COUNT >= reserved > self._reserved.get(device, -1):
             self._reserved[device] = reserved
 
     def _memcpy(self, raw: RawEvent) -> None:
@@ -667,14 +667,14 @@ class Normalizer:
                 return
             args, tid, ts = raw.args, raw.tid, raw.ts
             correlation = args.get("correlation") if type(args) is dict else None
-            if type(correlation) is not int or not _MIN_US <= ts <= MAX_US:
+            if type(correlation) is not int or not _MIN_US <= ts <= _MAX_US:
                 return
         except TypeError:
             return  # a runtime call we cannot place is no launch we could use
         kind = self._launch_names.get(name)
         if kind is None:
             kind = self._launch_kind(name)
-        if kind and type(dur := raw.dur) in _NUMBERS and 0 <= dur <= MAX_US:
+        if kind and type(dur := raw.dur) in _NUMBERS and 0 <= dur <= _MAX_US:
             if kind == _KERNEL_LAUNCH:
                 self._join.call(self.out, correlation, _ns(ts), _ns(dur))  # `collector.launches`
                 self._graphs.forget(correlation)
@@ -703,7 +703,7 @@ class Normalizer:
         """Whether a runtime call of this name launches one kernel (_KERNEL_LAUNCH), a graph
         (_GRAPH_LAUNCH) or neither (0) (remembered, bounded)."""
         kind = _KERNEL_LAUNCH if is_launch_call(name) else _GRAPH_LAUNCH * is_graph_launch(name)
-        if len(self._launch_names) < ROLE_MEMORY and len(name) <= MAX_NAME:
+        if len(self._launch_names) < _ROLE_MEMORY and len(name) <= MAX_NAME:
             self._launch_names[name] = kind
         return kind
 
@@ -733,7 +733,7 @@ class Normalizer:
             role = self._roles.get(name)
             if role is None:
                 role = self._role(name)
-            if not (0 <= dur <= MAX_US and _MIN_US <= ts <= MAX_US):
+            if not (0 <= dur <= _MAX_US and _MIN_US <= ts <= _MAX_US):
                 raise ValueError
         except (TypeError, ValueError):
             self.drop(_BAD_SPAN)
@@ -770,7 +770,7 @@ class Normalizer:
         found = self._tids.get(tid)
         if found is None:
             found = string_tid(tid)
-            if len(self._tids) < ROLE_MEMORY and len(tid) <= MAX_NAME:
+            if len(self._tids) < _ROLE_MEMORY and len(tid) <= MAX_NAME:
                 self._tids[tid] = found
         return found
 
@@ -782,7 +782,7 @@ class Normalizer:
             role = _STEP
         elif is_comm_call(name):
             role = _RECORDED_CALL if name.startswith(COMM_CALL_PREFIXES) else _CALL
-        if len(self._roles) < ROLE_MEMORY and len(name) <= MAX_NAME:
+        if len(self._roles) < _ROLE_MEMORY and len(name) <= MAX_NAME:
             self._roles[name] = role
         return role
 
@@ -850,7 +850,7 @@ class Normalizer:
             self.drop(_EARLY)
         self._calls.add(tid, call)
 
-    def _wait(self, correlation: int, kernel: PendingKernel) -> None:
+    def _wait(self, correlation: int, kernel: _PendingKernel) -> None:
         """Keep a kernel until its launch and the calls around it are known; past
         PENDING_MEMORY kernels waiting, the one waiting longest is resolved now (counted)."""
         kernels = self._pending.get(correlation)
@@ -901,7 +901,7 @@ class Normalizer:
                 if launch[1] > upto.get(launch[0], launch[1] - 1):
                     upto[launch[0]] = launch[1]
 
-    def _resolve(self, kernels: list[PendingKernel]) -> None:
+    def _resolve(self, kernels: list[_PendingKernel]) -> None:
         for kernel in kernels:
             calls = self._calls.enclosing(*kernel.launch) if kernel.launch else []
             launched = kernel.launch is not None
@@ -915,13 +915,13 @@ class Normalizer:
         one records a coalesced group of calls (its size is their sum)."""
         if on_gpu and not launched:
             self.stats.no_launch += 1
-        own = own_calls(calls)
+        own = _own_calls(calls)
         records = [primary, *(c for c in own if c.name == "record_param_comms")]
         collective = collective_of(primary, records, own)
         group, source = self._group_size(records, own)
         size, pg, seq = _first_known(records)
         if size is None:
-            size = size_from_calls(own, collective, group)
+            size = _size_from_calls(own, collective, group)
         if size is None:
             self.stats.sizes_unknown += 1
         start, dur = primary.start_ns, primary.end_ns - primary.start_ns
@@ -1046,7 +1046,7 @@ def _splits(records: list[CommCall]) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return (), ()
 
 
-def own_calls(calls: list[CommCall]) -> list[CommCall]:
+def _own_calls(calls: list[CommCall]) -> list[CommCall]:
     """The calls of this collective: those inside the second record_param_comms out (an
     outer, coalesced record, and what encloses it, speak for several calls)."""
     seen = False
@@ -1078,12 +1078,12 @@ def collective_of(
     return "Other" if kind == "SendRecv" and is_comm_kernel(primary.name) else kind
 
 
-def size_from_calls(calls: list[CommCall], collective: str, group: int | None) -> int | None:
+def _size_from_calls(calls: list[CommCall], collective: str, group: int | None) -> int | None:
     """S from the comm calls' `Input Dims`, innermost first: a call whose first input is the
     message itself wins over one whose first input is a shard (S = shard x group size)."""
     scaled = None
     for call in calls:
-        size, sharded = message_from_dims(call, collective)
+        size, sharded = _message_from_dims(call, collective)
         if size is not None and not sharded:
             return size
         if size is not None and scaled is None and group is not None:
@@ -1091,7 +1091,7 @@ def size_from_calls(calls: list[CommCall], collective: str, group: int | None) -
     return scaled
 
 
-def message_from_dims(call: CommCall, collective: str) -> tuple[int | None, bool]:
+def _message_from_dims(call: CommCall, collective: str) -> tuple[int | None, bool]:
     """(bytes of the call's first input, whether that input is a shard of the message).
 
     Backend ops (`nccl:*`, `gloo:*`, record_param_comms) record the input: an AllGather's is
@@ -1126,7 +1126,7 @@ def _label_text(text: str) -> str | None:
     return text if 0 < len(text) <= MAX_LABEL and _LABEL.match(text) else None
 
 
-def meta_from_top(top: Mapping[str, Any]) -> TraceMeta:
+def _meta_from_top(top: Mapping[str, Any]) -> TraceMeta:
     """TraceMeta from a trace's top-level keys (missing, odd or out-of-range values are
     None; an empty GPU name is no name)."""
     info = top.get("distributedInfo")
@@ -1168,7 +1168,7 @@ def _all_ranks(values: list[Any]) -> bool:
     return all(_bounded(_int(v), MAX_RANKS - 1) is not None for v in values)
 
 
-def merge_meta(first: TraceMeta, later: TraceMeta) -> TraceMeta:
+def _merge_meta(first: TraceMeta, later: TraceMeta) -> TraceMeta:
     """Field by field, the first known value."""
     fields = {
         name: getattr(first, name)

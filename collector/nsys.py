@@ -136,11 +136,11 @@ def host_of(global_id: int, hosts: Mapping[int, str]) -> str | None:
     return host if host and len(host) <= MAX_LABEL and host.isprintable() else None
 
 
-def thread_id(global_id: int) -> int:
+def _thread_id(global_id: int) -> int:
     return global_id & ((1 << _TID_BITS) - 1)
 
 
-def os_pid(global_id: int) -> int:
+def _os_pid(global_id: int) -> int:
     return (global_id >> _TID_BITS) & ((1 << _TID_BITS) - 1)
 
 
@@ -206,11 +206,11 @@ _INT_TYPES: Final = {
     11: "<b", 12: "<B", 13: "<h", 14: "<H", 15: "<i", 16: "<I", 17: "<q", 18: "<Q",
     22: "<Q", 23: "<Q",
 }  # fmt: skip
-PAYLOAD_HEADER: Final = 32
+_PAYLOAD_HEADER: Final = 32
 _MAX_JSON: Final = 1 << 16  # an NCCL payload is a few fields: a longer text is not one
 _DIGITS: Final = re.compile(r"[0-9]{1,20}")
 
-Entry = tuple[str, str, int]  # name, struct format, offset in the payload
+_Entry = tuple[str, str, int]  # name, struct format, offset in the payload
 
 
 @dataclass(frozen=True)
@@ -218,7 +218,7 @@ class Schema:
     """A payload schema: its integer entries and its static size in bytes (None when the
     export's NVTX_PAYLOAD_SCHEMAS does not say)."""
 
-    entries: tuple[Entry, ...]
+    entries: tuple[_Entry, ...]
     size: int | None = None
 
 
@@ -245,11 +245,11 @@ def schemas_from(
     return {key: Schema(_laid_out(found), static.get(key)) for key, found in rows.items()}
 
 
-def _laid_out(rows: Mapping[int, tuple[object, object, object]]) -> tuple[Entry, ...]:
+def _laid_out(rows: Mapping[int, tuple[object, object, object]]) -> tuple[_Entry, ...]:
     """The integer entries in index order, each at its exported offset, or (NULL or 0 after
     the first: registered without one) at the end of the entry before aligned to its own
     size; unknown after an entry this cannot size."""
-    laid: list[Entry] = []
+    laid: list[_Entry] = []
     end: int | None = 0
     for idx in sorted(rows):
         name, kind, offset = rows[idx]
@@ -287,7 +287,7 @@ def decode_payload(
 ) -> tuple[dict[str, int], str | None]:
     """The integer fields of a binaryData blob, laid out by its schema of the event's domain
     (any domain when the export has no domain column and one domain has the id)."""
-    if blob is None or not isinstance(blob, bytes) or len(blob) < PAYLOAD_HEADER:
+    if blob is None or not isinstance(blob, bytes) or len(blob) < _PAYLOAD_HEADER:
         return {}, _not_a_blob(blob)
     (wide,) = struct.unpack_from("<Q", blob, 8)
     (size,) = struct.unpack_from("<Q", blob, 16)
@@ -297,9 +297,9 @@ def decode_payload(
     key, schema = found
     if schema.size not in (None, size):
         return {}, f"payload of schema {key[1]} with {size} bytes, not its {schema.size}"
-    if PAYLOAD_HEADER + size > len(blob):
+    if _PAYLOAD_HEADER + size > len(blob):
         return {}, f"payload of schema {key[1]} cut short ({len(blob) - 32} of its {size} bytes)"
-    return _fields(blob[PAYLOAD_HEADER : PAYLOAD_HEADER + size], schema.entries), None
+    return _fields(blob[_PAYLOAD_HEADER : _PAYLOAD_HEADER + size], schema.entries), None
 
 
 def _not_a_blob(blob: object) -> str | None:
@@ -324,7 +324,7 @@ def _schema(
     return (keys[0], schemas[keys[0]]) if len(keys) == 1 else None
 
 
-def _fields(payload: bytes, entries: Iterable[Entry]) -> dict[str, int]:
+def _fields(payload: bytes, entries: Iterable[_Entry]) -> dict[str, int]:
     fields = {}
     for name, layout, at in entries:
         if at + struct.calcsize(layout) <= len(payload):
@@ -355,12 +355,12 @@ def _json_int(value: object) -> int | None:
     return int(value) if isinstance(value, str) and _DIGITS.fullmatch(value) else None
 
 
-def message_size(payload: Mapping[str, int]) -> int | None:
+def _message_size(payload: Mapping[str, int]) -> int | None:
     size = next((payload[k] for k in _SIZES if k in payload), None)
     return size if size is not None and 0 <= size < 2**62 else None
 
 
-def comm_label(payload: Mapping[str, int]) -> str | None:
+def _comm_label(payload: Mapping[str, int]) -> str | None:
     """A communicator as a process group name (its NCCL id, in hex)."""
     comm = payload.get(_COMM_ID)
     return None if comm is None else f"nccl:{comm & (2**64 - 1):016x}"
@@ -393,7 +393,7 @@ class Comms:
         """A payload that says a communicator's rank count (init, split, shrink, destroy);
         NCCL up to 2.22 names no communicator: then the rank only. Of the largest
         communicators, the lowest rank (rows come in any order)."""
-        label, ranks, rank = comm_label(payload), payload.get(_RANKS), payload.get(_RANK)
+        label, ranks, rank = _comm_label(payload), payload.get(_RANKS), payload.get(_RANK)
         if ranks is None or not 1 <= ranks <= MAX_RANKS:
             return
         if label is not None:
@@ -433,7 +433,7 @@ def _api_type(name: str) -> CollectiveType | None:
 def _launcher(call: ApiCall, members: Sequence[ApiCall], comms: Comms) -> CommCall:
     types = {_api_type(m.name) for m in members}
     kind = types.pop() if len(types) == 1 else None
-    label = next((x for m in members if (x := comm_label(m.payload)) is not None), None)
+    label = next((x for m in members if (x := _comm_label(m.payload)) is not None), None)
     ranks = comms.sizes.get(label) if label is not None else None
     return CommCall(
         call.name[:MAX_NAME],
@@ -455,7 +455,7 @@ def _group_bytes(members: Sequence[ApiCall], kind: str | None, ranks: int | None
     if kind == "SendRecv":
         sends = [m for m in members if m.name.lower().endswith("send")]
         chosen = sends or members
-    sizes = [message_size(m.payload) for m in chosen]
+    sizes = [_message_size(m.payload) for m in chosen]
     if not sizes or any(s is None for s in sizes):
         return None
     total = sum(s for s in sizes if s is not None)
@@ -532,12 +532,12 @@ def _collective(primary: CommCall, calls: list[CommCall], api: CommCall | None) 
     return collective_of(primary, [primary], [c for c in calls if not is_nccl_api(c.name)])
 
 
-NCCL_GROUP: Final[GroupSource] = "NCCL communicator"
+_NCCL_GROUP: Final[GroupSource] = "NCCL communicator"
 
 
 def _group(api: CommCall | None, world: int | None) -> tuple[int | None, GroupSource | None]:
     if api is not None and api.group_size is not None:
-        return api.group_size, NCCL_GROUP
+        return api.group_size, _NCCL_GROUP
     return (world, "world size") if world is not None else (None, None)
 
 
@@ -557,7 +557,7 @@ def steps_of(ranges: Iterable[StepRange]) -> list[Step]:
     chosen = [r for r in found if r[0] == found[0][0]] if found else []
     numbered = all(r[3] is not None for r in chosen)
     return [
-        Step(r[3] if numbered and r[3] is not None else k, r[1], r[2] - r[1], thread_id(r[4]))
+        Step(r[3] if numbered and r[3] is not None else k, r[1], r[2] - r[1], _thread_id(r[4]))
         for k, r in enumerate(chosen, start=1)
     ]
 
@@ -596,7 +596,7 @@ def ranks_of(processes: Sequence[Process]) -> tuple[dict[int, int], str | None]:
     order = sorted(processes, key=lambda p: (min(p.devices, default=0), p.global_pid))
     ranks = {p.global_pid: rank for rank, p in enumerate(order)}
     described = ", ".join(
-        f"pid {os_pid(p.global_pid)} (GPU {min(p.devices, default=0)}) rank {ranks[p.global_pid]}"
+        f"pid {_os_pid(p.global_pid)} (GPU {min(p.devices, default=0)}) rank {ranks[p.global_pid]}"
         for p in order
     )
     note = (

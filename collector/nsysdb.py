@@ -42,7 +42,7 @@ EXPORT_FIRST: Final = (
     "an Nsight Systems report, not an export: run `nsys export --type sqlite FILE` and give "
     "the .sqlite"
 )
-SQLITE_MAGIC: Final = b"SQLite format 3\x00"
+_SQLITE_MAGIC: Final = b"SQLite format 3\x00"
 _BAD_SPAN: Final = "bad_span"
 _LAUNCHES: Final = (  # a runtime table's kernel launch calls (`launches.is_launch_call` then)
     "JOIN StringIds s ON s.id = r.nameId WHERE s.value LIKE '%LaunchKernel%' OR s.value LIKE "
@@ -420,10 +420,10 @@ class Export:
 def _connect(path: Path, shown: str) -> sqlite3.Connection:
     try:
         with path.open("rb") as raw:
-            head = raw.read(len(SQLITE_MAGIC))
+            head = raw.read(len(_SQLITE_MAGIC))
     except OSError as exc:
         raise TraceError(shown, f"unreadable ({exc.strerror or exc})") from None
-    if head != SQLITE_MAGIC:
+    if head != _SQLITE_MAGIC:
         raise TraceError(shown, "not an SQLite database (no SQLite header): not an nsys export")
     uri = path.absolute().as_uri() + "?mode=ro&immutable=1"
     try:
@@ -483,7 +483,7 @@ def _ints(*values: object) -> bool:
 
 
 @dataclass(frozen=True)
-class Nsys:
+class _Nsys:
     """Nsight Systems SQLite exports; a report (`.nsys-rep`) is claimed to say it must be
     exported first."""
 
@@ -527,14 +527,14 @@ class _Exported:
         order = sorted(export.meta, key=lambda pid: export.ranks[pid])
         for pid in order[:1]:
             export.stats[pid].bytes_read = self.file.size
-        finish = captured if export.capture_span else None
+        finish = _captured if export.capture_span else None
         return [
             Rank(pid, export.meta[pid], export.stats[pid], note=export.note, finish=finish)
             for pid in order
         ]
 
 
-def captured(result: RankResult) -> RankResult:
+def _captured(result: RankResult) -> RankResult:
     """The result of a rank whose one step is its export's capture span (`nsys.capture_step`):
     the step clipped the in-step figures; it moves from `steps` (training steps) to
     `capture_ns`."""
@@ -543,4 +543,4 @@ def captured(result: RankResult) -> RankResult:
     return replace(result, steps=steps, capture_ns=span)
 
 
-NSYS: Final = Nsys()
+NSYS: Final = _Nsys()

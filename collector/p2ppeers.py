@@ -15,11 +15,11 @@ from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-SEND_CALLS: Final = frozenset({"c10d::send", "c10d::isend"})
-RECV_CALLS: Final = frozenset({"c10d::recv_", "c10d::recv", "c10d::irecv"})
-P2P_CALLS: Final = SEND_CALLS | RECV_CALLS
+_SEND_CALLS: Final = frozenset({"c10d::send", "c10d::isend"})
+_RECV_CALLS: Final = frozenset({"c10d::recv_", "c10d::recv", "c10d::irecv"})
+P2P_CALLS: Final = _SEND_CALLS | _RECV_CALLS
 GLOO_P2P: Final = {"gloo:send": "send", "gloo:recv": "recv"}
-MEMORY: Final = 1 << 20  # operators kept per file; past it, later ones are not kept (counted)
+_MEMORY: Final = 1 << 20  # operators kept per file; past it, later ones are not kept (counted)
 
 
 def concrete_peer(args: Mapping[str, Any]) -> int | None:
@@ -41,7 +41,7 @@ class PeerCalls:
         self._sorted: set[int] = set()  # threads whose list is in order
 
     def add(self, tid: int, start_ns: int, end_ns: int, peer: int | None) -> None:
-        if self.held >= MEMORY:
+        if self.held >= _MEMORY:
             self.missed += 1
             return
         self._threads.setdefault(tid, []).append((start_ns, end_ns, peer))

@@ -86,11 +86,11 @@ class Source(Protocol):
     def read(self, file: File) -> Reading: ...
 
 
-class Sink(Protocol):
+class _Sink(Protocol):
     def add_all(self, events: Iterable[Event]) -> None: ...
 
 
-S = TypeVar("S", bound=Sink)
+S = TypeVar("S", bound=_Sink)
 
 
 def drain(

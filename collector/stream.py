@@ -2,7 +2,7 @@
 
 `FileStream` fingerprints the file (its path and first 64 KiB: the stable stream id), then
 has its source (`collector.sources`: one followed as a document, one rank per file) read it as
-it is written (`open_followed`, `read_document`) into a `Reducer` (the shell injects one:
+it is written (`open_followed`, `read_document`) into a `_Reducer` (the shell injects one:
 `pipeline.edge.Reduction`, which keeps interval unions, not events) and, once the document
 has ended, hands out `StreamStart`, the reducer's `Facts`… and `StreamEnd` records, numbered
 from 0, through a bounded queue: when the queue is full it waits, so a collector whose
@@ -97,7 +97,7 @@ class Reduced:
     read_here: bool = False  # the worker could not (not whole yet, an I/O error): read it here
 
 
-class Reducer(Protocol):
+class _Reducer(Protocol):
     """What a file's events are reduced to while it is read (a fresh one per parse)."""
 
     def add_all(self, events: Iterable[Event]) -> None: ...
@@ -108,10 +108,10 @@ class Reducer(Protocol):
 def read_document(
     path: Path,
     opener: Opener,
-    reducer: Callable[[], Reducer],
+    reducer: Callable[[], _Reducer],
     batch_events: int,
     seen: Callable[[int], None] | None = None,
-) -> tuple[Rank, Reducer]:
+) -> tuple[Rank, _Reducer]:
     """A file of a source followed as a document (one rank per file: `source.Live`) read
     through `opener` into a fresh reducer by the one loop (`source.drain`); `seen`: told each
     batch's length. TraceError: what its bytes say; ReadError: the reading failed."""
@@ -128,7 +128,7 @@ def retryable(reason: str) -> bool:
     return reason.startswith(_RETRYABLE)
 
 
-def read_failure(exc: Exception) -> tuple[ReadFailure, str]:
+def _read_failure(exc: Exception) -> tuple[ReadFailure, str]:
     """A failed read's key and reason."""
     if isinstance(exc, WorkerDiedError):
         return "worker_died", DIED
@@ -168,7 +168,7 @@ class FileStream(threading.Thread):
         out: queue.Queue[Item],
         settings: StreamSettings,
         stopping: Callable[[], bool],
-        reducer: Callable[[], Reducer],
+        reducer: Callable[[], _Reducer],
         fingerprint_bytes: int | None = None,
         whole: Callable[[Path, str], Future[Reduced]] | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -206,7 +206,7 @@ class FileStream(threading.Thread):
             except CancelledError:
                 raise
             except Exception as exc:  # every failure is retried, then counted
-                failure = read_failure(exc)
+                failure = _read_failure(exc)
                 self.failures.append(failure[0])
             else:
                 return

@@ -74,7 +74,7 @@ class ZmqTransport:
         self._context.term()
 
 
-class Receiver(Protocol):
+class _Receiver(Protocol):
     """What `MemoryTransport` needs of an aggregator (`service.aggregate.Aggregator`)."""
 
     def receive(self, frames: list[bytes]) -> None: ...
@@ -97,7 +97,7 @@ class _Replies:
 class MemoryTransport:
     """Delivers to `aggregator` in this process, as peer `identity`."""
 
-    def __init__(self, aggregator: Receiver, identity: bytes) -> None:
+    def __init__(self, aggregator: _Receiver, identity: bytes) -> None:
         self.aggregator = aggregator
         self.identity = identity
         self.outbox: list[bytes] = []

@@ -31,24 +31,24 @@ from commscope.collector.discover import is_trace_name
 _log = logging.getLogger(__name__)
 
 # <sys/inotify.h>
-IN_MODIFY: Final = 0x2
-IN_CLOSE_WRITE: Final = 0x8
-IN_MOVED_FROM: Final = 0x40
-IN_MOVED_TO: Final = 0x80
-IN_CREATE: Final = 0x100
-IN_DELETE: Final = 0x200
-IN_DELETE_SELF: Final = 0x400
-IN_MOVE_SELF: Final = 0x800
+_IN_MODIFY: Final = 0x2
+_IN_CLOSE_WRITE: Final = 0x8
+_IN_MOVED_FROM: Final = 0x40
+_IN_MOVED_TO: Final = 0x80
+_IN_CREATE: Final = 0x100
+_IN_DELETE: Final = 0x200
+_IN_DELETE_SELF: Final = 0x400
+_IN_MOVE_SELF: Final = 0x800
 IN_Q_OVERFLOW: Final = 0x4000
-IN_IGNORED: Final = 0x8000
-IN_ONLYDIR: Final = 0x1000000
-IN_DONT_FOLLOW: Final = 0x2000000
-IN_ISDIR: Final = 0x40000000
-IN_NONBLOCK: Final = os.O_NONBLOCK
-IN_CLOEXEC: Final = 0o2000000
+_IN_IGNORED: Final = 0x8000
+_IN_ONLYDIR: Final = 0x1000000
+_IN_DONT_FOLLOW: Final = 0x2000000
+_IN_ISDIR: Final = 0x40000000
+_IN_NONBLOCK: Final = os.O_NONBLOCK
+_IN_CLOEXEC: Final = 0o2000000
 _FOLDER_MASK: Final = (
-    IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM
-) | (IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+    _IN_CREATE | _IN_MOVED_TO | _IN_CLOSE_WRITE | _IN_MODIFY | _IN_DELETE | _IN_MOVED_FROM
+) | (_IN_DELETE_SELF | _IN_MOVE_SELF | _IN_ONLYDIR)
 _EVENT: Final = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes of name
 _READ_BYTES: Final = 64 * 1024
 _OUT_OF_WATCHES: Final = frozenset({errno.ENOSPC, errno.ENOMEM})
@@ -79,7 +79,7 @@ class _Inotify:
         if not sys.platform.startswith("linux"):
             raise OSError(errno.ENOSYS, "inotify is Linux only")
         self._libc = ctypes.CDLL(None, use_errno=True)
-        self._fd = int(self._libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC))
+        self._fd = int(self._libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC))
         if self._fd < 0:
             raise OSError(ctypes.get_errno(), "inotify_init1 failed")
         self._poller = select.poll()
@@ -87,7 +87,7 @@ class _Inotify:
 
     def add(self, folder: Path, *, follow: bool) -> int:
         """The watch descriptor for `folder` (the same one if it is already watched)."""
-        mask = _FOLDER_MASK if follow else _FOLDER_MASK | IN_DONT_FOLLOW
+        mask = _FOLDER_MASK if follow else _FOLDER_MASK | _IN_DONT_FOLLOW
         wd = int(self._libc.inotify_add_watch(self._fd, os.fsencode(folder), mask))
         if wd < 0:
             code = ctypes.get_errno()
@@ -242,22 +242,22 @@ class Watcher:
         folder = self._folders.get(event.wd)
         if folder is None:
             return set()  # a watch already dropped
-        if event.mask & IN_IGNORED:
+        if event.mask & _IN_IGNORED:
             del self._folders[event.wd]
             return set()
-        if event.mask & (IN_DELETE_SELF | IN_MOVE_SELF):
+        if event.mask & (_IN_DELETE_SELF | _IN_MOVE_SELF):
             self._forget(folder)
             return set()
         return self._handle_entry(folder / event.name, event.mask)
 
     def _handle_entry(self, path: Path, mask: int) -> set[Path]:
         """An event about `path`, an entry of a watched folder."""
-        gone, folder = mask & (IN_DELETE | IN_MOVED_FROM), mask & IN_ISDIR
+        gone, folder = mask & (_IN_DELETE | _IN_MOVED_FROM), mask & _IN_ISDIR
         if gone and folder:
             self._forget(path)
         elif gone:
             self._seen.pop(path, None)
-        elif folder and mask & (IN_CREATE | IN_MOVED_TO):
+        elif folder and mask & (_IN_CREATE | _IN_MOVED_TO):
             return self._scan(path)
         elif not folder and self._is_new(path):
             return {path}

@@ -15,7 +15,7 @@ from typing import Final
 from commscope.model.report import AllToAllV
 
 SUFFIX: Final = ".alltoallv.csv"
-DIGITS: Final = 6  # decimals of each fraction
+_DIGITS: Final = 6  # decimals of each fraction
 
 
 def replay_csv(found: AllToAllV | None) -> str | None:
@@ -30,7 +30,7 @@ def replay_csv(found: AllToAllV | None) -> str | None:
 
 
 def _fraction(value: int, largest: int) -> str:
-    return f"{value / largest:.{DIGITS}f}".rstrip("0").rstrip(".") or "0"
+    return f"{value / largest:.{_DIGITS}f}".rstrip("0").rstrip(".") or "0"
 
 
 def replay_command(found: AllToAllV, file_name: str) -> str | None:

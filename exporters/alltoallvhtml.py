@@ -12,8 +12,8 @@ from commscope.model.schema import Report
 from commscope.model.units import size
 
 MAX_RANKS: Final = 64  # ranks drawn (the first); every entry is in the JSON
-WIDTH: Final = 900
-TITLE: Final = "All-to-all-v traffic: bytes each rank (row) sent each rank (column), whole run"
+_WIDTH: Final = 900
+_TITLE: Final = "All-to-all-v traffic: bytes each rank (row) sent each rank (column), whole run"
 ABOUT: Final = (
     "Split sizes recorded by all-to-all calls (MoE token dispatch and combine), times their "
     "row size, summed over the run. A bright row is a rank that sends much (its tokens go to "
@@ -34,10 +34,10 @@ def heat_map(report: Report) -> str:
 
 def _drawn(found: AllToAllV) -> str:
     ranks = found.matrix_ranks[:MAX_RANKS]
-    cell = min(64.0, (WIDTH - 200) / len(ranks))
+    cell = min(64.0, (_WIDTH - 200) / len(ranks))
     frame = Frame(110, 60, cell * len(ranks), cell * len(ranks))
     top = max((v for line in found.matrix_bytes for v in line), default=0)
-    body = [svg.text(frame.left, 18, TITLE, font_size=svg.FONT + 2, font_weight="bold")]
+    body = [svg.text(frame.left, 18, _TITLE, font_size=svg.FONT + 2, font_weight="bold")]
     body.append(svg.text(frame.left - 8, frame.top - 10, "from \\ to", "end", font_size=svg.FONT))
     every = max(1, round(28 / cell))
     for i, rank in enumerate(ranks):
@@ -54,7 +54,7 @@ def _drawn(found: AllToAllV) -> str:
         svg.text(frame.left, frame.bottom + 22, f"brightest: {size(top)}", font_size=svg.FONT)
     )
     shown = "" if len(found.matrix_ranks) <= MAX_RANKS else f" (first {MAX_RANKS} ranks)"
-    return svg.document(WIDTH, int(frame.bottom + 40), TITLE + shown, body)
+    return svg.document(_WIDTH, int(frame.bottom + 40), _TITLE + shown, body)
 
 
 def _cell(

@@ -1,6 +1,6 @@
 """The text report's all-to-all-v section (pure: Report → lines): calls, imbalance, busbw by
 the busiest rank, bytes per rank (extremes past 16 ranks), imbalance per step, and the traffic
-matrix for at most `MATRIX_SHOWN` ranks (else its largest entries)."""
+matrix for at most `_MATRIX_SHOWN` ranks (else its largest entries)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from commscope.model.report import AllToAllV
 from commscope.model.schema import Report, Summary
 from commscope.model.units import rate, size
 
-MATRIX_SHOWN: Final = 8  # ranks up to which the text prints the whole matrix
-LARGEST: Final = 5  # entries listed of a larger matrix
+_MATRIX_SHOWN: Final = 8  # ranks up to which the text prints the whole matrix
+_LARGEST: Final = 5  # entries listed of a larger matrix
 NONE: Final = "n/a (no all-to-all call recorded its split sizes: `In split size`/`Out split size`)"
 MERGED: Final = "n/a in a merged report (the shards' reports carry no per-call split sizes)"
 
@@ -90,7 +90,7 @@ def _matrix(found: AllToAllV) -> Iterator[str]:
     ranks = found.matrix_ranks
     if not ranks:
         return
-    if len(ranks) <= MATRIX_SHOWN:
+    if len(ranks) <= _MATRIX_SHOWN:
         yield "Traffic matrix (bytes over the run; row: sender, column: receiver):"
         widths = [8] + [10] * len(ranks)
         yield row(["from\\to", *map(str, ranks)], widths)
@@ -109,5 +109,5 @@ def _largest(found: AllToAllV) -> Iterator[str]:
                for j, v in enumerate(line)]  # fmt: skip
     entries.sort(key=lambda e: (-e[0], e[1], e[2]))
     yield f"Traffic matrix: {len(ranks)} ranks (every entry in JSON and HTML); the largest:"
-    for value, sender, receiver in entries[:LARGEST]:
+    for value, sender, receiver in entries[:_LARGEST]:
         yield f"  rank {sender} -> rank {receiver}: {size(value)}"

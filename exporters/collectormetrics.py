@@ -42,7 +42,9 @@ def reason_samples(stats: CollectorStats) -> list[tuple[str, str, int]]:
     ]
 
 
-def collector_families(job: str, node: str, stats: CollectorStats, connected: bool) -> list[Metric]:
+def _collector_families(
+    job: str, node: str, stats: CollectorStats, connected: bool
+) -> list[Metric]:
     """Every collector family for one collector (`dropped` only with a reason to show)."""
     made = {spec.name: scalar(spec) for spec in COLLECTOR_FAMILIES}
     values = {**counter_samples(stats), "commscope_collector_connected": float(connected)}
@@ -60,8 +62,10 @@ class CollectorMetrics(Published):
     """A collector daemon's own metrics: its latest published counters."""
 
     def __init__(self, job: str, node: str) -> None:
-        super().__init__(COLLECTOR_FAMILIES, collector_families(job, node, CollectorStats(), False))
+        super().__init__(
+            COLLECTOR_FAMILIES, _collector_families(job, node, CollectorStats(), False)
+        )
         self._job, self._node = job, node
 
     def show(self, stats: CollectorStats, connected: bool) -> None:
-        self.publish(collector_families(self._job, self._node, stats, connected))
+        self.publish(_collector_families(self._job, self._node, stats, connected))

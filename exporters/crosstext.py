@@ -249,16 +249,16 @@ def alpha_beta_lines(report: Report, cut: Cut) -> Iterator[str]:
         yield from reasons
 
 
-Fit = tuple[str, str]  # (process group, collective)
+_Fit = tuple[str, str]  # (process group, collective)
 
 
-def _fit_reasons(fits: dict[Fit, AlphaBeta], *, tally: bool) -> list[str]:
+def _fit_reasons(fits: dict[_Fit, AlphaBeta], *, tally: bool) -> list[str]:
     """Why each fit is n/a; `tally` (a cut table): each reason once, with how many fits of
     all it stops and the first of them."""
     failed = [(key, reason) for key, f in fits.items() if (reason := f.na_reason)]
     if not tally:
         return [f"  {group} {kind}: n/a ({reason})" for (group, kind), reason in failed]
-    by_reason: dict[str, list[Fit]] = {}
+    by_reason: dict[str, list[_Fit]] = {}
     for key, reason in failed:
         by_reason.setdefault(reason, []).append(key)
     return [f"  n/a ({reason}): {len(keys):,} of {len(fits):,} fits (first: {' '.join(keys[0])})"

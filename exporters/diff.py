@@ -18,7 +18,7 @@ from commscope.model.units import duration, p_value, rate
 
 _WIDTHS: Final = [34, 16, 16, 10]
 
-Getter = Callable[[Report], float | None]
+_Getter = Callable[[Report], float | None]
 
 
 def _exposed(r: Report) -> float | None:
@@ -31,7 +31,7 @@ def _skew(r: Report) -> float | None:
 
 
 # (label, value, format, change as percentage points rather than relative)
-_ROWS: Final[tuple[tuple[str, Getter, Callable[[float | None], str], bool], ...]] = (
+_ROWS: Final[tuple[tuple[str, _Getter, Callable[[float | None], str], bool], ...]] = (
     ("Time per iteration", lambda r: r.throughput.iteration_time_s, duration, False),
     ("Tokens per second", lambda r: r.throughput.tokens_per_second, num, False),
     ("MFU", lambda r: r.utilization.mfu, pct, True),
@@ -64,7 +64,7 @@ def _lines(
     yield f"A: {names[0]}"
     yield f"B: {names[1]}"
     yield ""
-    yield from relation_lines(a, b, comparison)
+    yield from _relation_lines(a, b, comparison)
     yield row(["whole run", "A", "B", "change"], _WIDTHS)
     for label, get, show, points in _ROWS:
         va, vb = get(a), get(b)
@@ -104,7 +104,7 @@ def step_significance(test: StepTest) -> str:
     )
 
 
-def relation_lines(a: Report, b: Report, comparison: RunComparison) -> Iterator[str]:
+def _relation_lines(a: Report, b: Report, comparison: RunComparison) -> Iterator[str]:
     """What makes A and B different jobs, before any figure; or what they share."""
     found = comparison.differences
     for side, report in (("A", a), ("B", b)):

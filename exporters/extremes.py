@@ -6,7 +6,7 @@ more than `FULL_UP_TO` rows (ranks, groups, fits, windows) shows the `EACH_END` 
 highest by its key figure and the rows the report names (the rank the others wait for, flagged
 stragglers), in the table's order, then one line: how many rows are shown of how many, and
 the mean, median, min and max of the key figure over all of them. Long lists (skipped files,
-notes) show their first `MAX_LINES`. The JSON, and the HTML's copy of the text (`Cut.every`),
+notes) show their first `_MAX_LINES`. The JSON, and the HTML's copy of the text (`Cut.every`),
 keep every row.
 """
 
@@ -23,15 +23,15 @@ from commscope.model.schema import Report
 FULL_UP_TO: Final = 16  # a job (or a table) of this many ranks (rows) or fewer shows every row
 EACH_END: Final = 3  # rows shown at each end of a longer table, by its key figure
 MAX_NAMED: Final = 6  # rows a table keeps because the report names them
-MAX_LINES: Final = 12  # a long list shows its first ones
+_MAX_LINES: Final = 12  # a long list shows its first ones
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
-Format = Callable[[float | None], str]
+_Format = Callable[[float | None], str]
 
 
 @dataclass(frozen=True)
-class Rows(Generic[K, V]):
+class _Rows(Generic[K, V]):
     """A table's rows to print, in its order, and the summary line under them (none when
     every row is printed)."""
 
@@ -52,9 +52,9 @@ class Cut:
         per_rank: Mapping[str, V],
         figure: Callable[[V], float | None],
         what: str,
-        fmt: Format,
+        fmt: _Format,
         also: Iterable[str] = (),
-    ) -> Rows[str, V]:
+    ) -> _Rows[str, V]:
         """A per-rank table's rows by `figure` (`what`, printed with `fmt`); `also`: ranks
         this table names besides the report's."""
         named = (*self.named, *also)
@@ -65,29 +65,29 @@ class Cut:
         table: Mapping[K, V],
         figure: Callable[[V], float | None],
         what: str,
-        fmt: Format,
+        fmt: _Format,
         *,
         noun: str,
         named: Sequence[K] = (),
-    ) -> Rows[K, V]:
+    ) -> _Rows[K, V]:
         """Any table's rows (`noun`: what a row is) by `figure`; `named` rows stay."""
         if self.every:
-            return Rows(list(table.items()), [])
+            return _Rows(list(table.items()), [])
         figures = {key: figure(value) for key, value in table.items()}
         shown = pick(figures, named)
         if len(shown) == len(table):
-            return Rows(list(table.items()), [])
+            return _Rows(list(table.items()), [])
         kept = _first_named(figures, named)
         line = summary(figures, len(shown), [k for k in shown if k in kept], what=what, fmt=fmt,
                        noun=noun)  # fmt: skip
-        return Rows([(key, table[key]) for key in shown], [line])
+        return _Rows([(key, table[key]) for key in shown], [line])
 
     def lines(self, items: Sequence[str], noun: str) -> list[str]:
-        """A list's items, or the first `MAX_LINES` of a long one and how many more there are."""
+        """A list's items, or the first `_MAX_LINES` of a long one and how many more there are."""
         if self.every or len(items) <= FULL_UP_TO:
             return list(items)
-        more = len(items) - MAX_LINES
-        return [*items[:MAX_LINES], f"  … {more:,} more {noun} in the JSON and HTML reports"]
+        more = len(items) - _MAX_LINES
+        return [*items[:_MAX_LINES], f"  … {more:,} more {noun} in the JSON and HTML reports"]
 
     def listed(self, ranks: Sequence[int]) -> str:
         """`3, 9, 12`; of a long list, the first MAX_NAMED and how many in all."""
@@ -142,7 +142,7 @@ def summary(
     named: Sequence[K],
     *,
     what: str,
-    fmt: Format,
+    fmt: _Format,
     noun: str,
 ) -> str:
     """The line under a cut table: rows shown of all, why, and the key figure over all rows."""
@@ -156,7 +156,7 @@ def summary(
     return f"{head}; {what} over all: {_spread(values, fmt, len(figures))}"
 
 
-def _spread(values: Sequence[float], fmt: Format, total: int) -> str:
+def _spread(values: Sequence[float], fmt: _Format, total: int) -> str:
     """`mean …, median …, min …, max …` of `values`, and how many rows had none."""
     if not values:
         return "n/a on every one"

@@ -15,7 +15,7 @@ from typing import Final, NamedTuple
 
 from prometheus_client.core import Metric
 
-SeriesKey = tuple[str, tuple[tuple[str, str], ...]]  # family name, labels (no `le`)
+_SeriesKey = tuple[str, tuple[tuple[str, str], ...]]  # family name, labels (no `le`)
 _HELD: Final = frozenset({"counter", "histogram"})
 
 
@@ -25,26 +25,26 @@ class Stage(NamedTuple):
 
     held: list[Metric]
     values: list[Metric]
-    new: frozenset[SeriesKey]
+    new: frozenset[_SeriesKey]
 
 
-def series_key(metric: Metric, labels: dict[str, str]) -> SeriesKey:
+def _series_key(metric: Metric, labels: dict[str, str]) -> _SeriesKey:
     return metric.name, tuple(sorted((k, v) for k, v in labels.items() if k != "le"))
 
 
-def new_series(metric: Metric, shown: set[SeriesKey]) -> frozenset[SeriesKey]:
+def _new_series(metric: Metric, shown: set[_SeriesKey]) -> frozenset[_SeriesKey]:
     """The counter or histogram series of `metric` that no scrape has shown."""
     if metric.type not in _HELD:
         return frozenset()
-    keys = (series_key(metric, s.labels) for s in metric.samples)
+    keys = (_series_key(metric, s.labels) for s in metric.samples)
     return frozenset(key for key in keys if key not in shown)
 
 
-def zeroed(metric: Metric, new: frozenset[SeriesKey]) -> Metric:
+def _zeroed(metric: Metric, new: frozenset[_SeriesKey]) -> Metric:
     """`metric` with the samples of the series in `new` at 0."""
     held = Metric(metric.name, metric.documentation, metric.type, metric.unit)
     held.samples = [
-        s._replace(value=0.0) if series_key(metric, s.labels) in new else s for s in metric.samples
+        s._replace(value=0.0) if _series_key(metric, s.labels) in new else s for s in metric.samples
     ]
     return held
 
@@ -56,22 +56,22 @@ class FirstZero:
     families are never changed once published)."""
 
     def __init__(self) -> None:
-        self.shown: set[SeriesKey] = set()
+        self.shown: set[_SeriesKey] = set()
         self._clear: dict[int, Metric] = {}  # by identity, kept alive so no id is reused
 
     def stage(self, metrics: list[Metric]) -> Stage:
         held: list[Metric] = []
-        new: set[SeriesKey] = set()
+        new: set[_SeriesKey] = set()
         clear: dict[int, Metric] = {}
         for metric in metrics:
-            fresh = frozenset() if id(metric) in self._clear else new_series(metric, self.shown)
-            held.append(zeroed(metric, fresh) if fresh else metric)
+            fresh = frozenset() if id(metric) in self._clear else _new_series(metric, self.shown)
+            held.append(_zeroed(metric, fresh) if fresh else metric)
             new |= fresh
             if not fresh:
                 clear[id(metric)] = metric
         self._clear = clear
         return Stage(held if new else metrics, metrics, frozenset(new))
 
-    def scraped(self, keys: Iterable[SeriesKey]) -> None:
+    def scraped(self, keys: Iterable[_SeriesKey]) -> None:
         """A scrape has shown these series (at 0)."""
         self.shown.update(keys)

@@ -24,7 +24,7 @@ ABOUT: Final = (
     "HEALTH); per launch = kernels of a launch over the launches with kernels; comm = "
     "communication kernels among them (the kernel-family table)."
 )
-TOP_GRAPHS: Final = 8
+_TOP_GRAPHS: Final = 8
 _WIDTHS: Final = [6, 8, 9, 8, 8, 10, 9, 6, 9, 6]
 _GRAPH_WIDTHS: Final = [8, 8, 8, 9, 6, 9]
 
@@ -69,10 +69,10 @@ def _graphs(report: Report) -> Iterator[str]:
     yield f"Graphs of rank {busiest} (most graph GPU time), by GPU time; id - = not recorded:"
     head = ["graph", "launches", "kernels", "GPU time", "comm", "comm time"]
     yield row(head, _GRAPH_WIDTHS)
-    for replay in rows[:TOP_GRAPHS]:
+    for replay in rows[:_TOP_GRAPHS]:
         yield _graph_row(replay)
-    if len(rows) > TOP_GRAPHS:
-        yield f"  ... {len(rows) - TOP_GRAPHS} more graphs (every one in the JSON and HTML)"
+    if len(rows) > _TOP_GRAPHS:
+        yield f"  ... {len(rows) - _TOP_GRAPHS} more graphs (every one in the JSON and HTML)"
 
 
 def _graph_row(g: GraphReplays) -> str:

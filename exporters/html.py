@@ -29,7 +29,7 @@ from commscope.model.inspector import inspected
 from commscope.model.schema import Report
 from commscope.model.units import duration, rate
 
-STYLE: Final = """
+_STYLE: Final = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
   color: #222; background: #fff; margin: 0 auto; max-width: 960px; padding: 16px 24px 48px; }
 h1 { font-size: 24px; margin: 8px 0 4px; }
@@ -65,15 +65,15 @@ def render(report: Report, text_report: str | None = None) -> str:
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         '<link rel="icon" href="data:,">',  # no favicon request
-        f"<title>{esc(title(report))}</title><style>{STYLE}</style></head><body>",
+        f"<title>{esc(title(report))}</title><style>{_STYLE}</style></head><body>",
         *header(report),
-        *section("Communication hidden and exposed, per window and rank", OVERLAP_ABOUT),
+        *section("Communication hidden and exposed, per window and rank", _OVERLAP_ABOUT),
         htmlplots.overlap_maps(report),
-        *section("Exposed communication: transfer or waiting", SPLIT_ABOUT),
+        *section("Exposed communication: transfer or waiting", _SPLIT_ABOUT),
         htmlplots.split_bars(report),
-        *section("Bus bandwidth against message size", BANDWIDTH_ABOUT),
+        *section("Bus bandwidth against message size", _BANDWIDTH_ABOUT),
         htmlplots.bandwidth_panels(report),
-        *section("Arrival skew per matched collective", SKEW_ABOUT),
+        *section("Arrival skew per matched collective", _SKEW_ABOUT),
         htmlplots.skew_panels(report),
         *section("All-to-all-v traffic between ranks", alltoallvhtml.ABOUT),
         alltoallvhtml.heat_map(report),
@@ -97,22 +97,22 @@ def render(report: Report, text_report: str | None = None) -> str:
     return "\n".join(parts) + "\n"
 
 
-OVERLAP_ABOUT: Final = (
+_OVERLAP_ABOUT: Final = (
     "Overlap is the share of a rank's communication time that compute ran under; exposed "
     "communication is the rest, time the rank spent communicating with nothing else to do."
 )
-SPLIT_ABOUT: Final = (
+_SPLIT_ABOUT: Final = (
     "Each rank's exposed communication, split on aligned clocks: waiting from its start at a "
     "matched collective until the last member arrived (imbalance: the network cannot help), "
     "transfer the rest (what overlap and the network can change), unmatched for calls no "
     "other rank's call was matched to."
 )
-BANDWIDTH_ABOUT: Final = (
+_BANDWIDTH_ABOUT: Final = (
     "Each dot is one collective matched across its group, timed by its fastest member (the "
     "one that did not wait for the others): busbw = S·F / T (nccl-tests). The line is the "
     "α-β fit T = α + S·F / β; the dashed line is the link's peak."
 )
-SKEW_ABOUT: Final = (
+_SKEW_ABOUT: Final = (
     "Skew is the time between the first and the last member starting a collective; the "
     "instances where the rank the others wait for arrived last are highlighted."
 )

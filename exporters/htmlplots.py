@@ -7,7 +7,7 @@ peak), arrival skew per instance with the arrivals of the rank the others wait f
 highlighted, GPU time by kernel category per rank (stacked bars), and step times per rank
 (each step, min to max and the mean). Every figure is read from the `Report` as the JSON
 report carries it; a plot that would be too large shows the first `MAX_RANKS` ranks,
-`MAX_WINDOWS` windows or `MAX_PANELS` panels and says so. A plot without data says why in
+`_MAX_WINDOWS` windows or `_MAX_PANELS` panels and says so. A plot without data says why in
 a sentence instead of drawing empty axes.
 """
 
@@ -27,13 +27,13 @@ from commscope.model.schema import AlphaBeta, RankOverlap, RankSteps, Report, Sk
 from commscope.model.units import duration, rate, size
 
 MAX_RANKS: Final = 64
-MAX_WINDOWS: Final = 24
-MAX_PANELS: Final = 6
-MAX_STEP_RINGS: Final = 100  # steps drawn per rank (evenly thinned beyond)
-OVERLAP_TITLE: Final = "Overlap: share of each rank's communication hidden behind compute"
-EXPOSED_TITLE: Final = "Exposed communication: time no compute hid, per rank"
-WIDTH: Final = 900
-CATEGORY_COLOURS: Final = {
+_MAX_WINDOWS: Final = 24
+_MAX_PANELS: Final = 6
+_MAX_STEP_RINGS: Final = 100  # steps drawn per rank (evenly thinned beyond)
+_OVERLAP_TITLE: Final = "Overlap: share of each rank's communication hidden behind compute"
+_EXPOSED_TITLE: Final = "Exposed communication: time no compute hid, per rank"
+_WIDTH: Final = 900
+_CATEGORY_COLOURS: Final = {
     "gemm": svg.BLUE,
     "attention": svg.ORANGE,
     "elementwise": svg.GREEN,
@@ -61,13 +61,13 @@ def capped(what: str, shown: int, total: int) -> str:
 
 # ---------------------------------------------------------------- overlap heat maps
 
-Rows = list[tuple[str, Mapping[str, RankOverlap]]]
+_Rows = list[tuple[str, Mapping[str, RankOverlap]]]
 
 
-def overlap_rows(report: Report) -> Rows:
+def _overlap_rows(report: Report) -> _Rows:
     """(name, per-rank overlap) per window (the first MAX_WINDOWS), then the whole run when
     there are several windows."""
-    rows: Rows = [(w.name, w.overlap.per_rank) for w in report.windows[:MAX_WINDOWS]]
+    rows: _Rows = [(w.name, w.overlap.per_rank) for w in report.windows[:_MAX_WINDOWS]]
     if len(report.windows) != 1:
         rows.append(("whole run", report.overlap.per_rank))
     return rows
@@ -79,13 +79,15 @@ def overlap_maps(report: Report) -> str:
         return note("No rank has communication or compute time: nothing to plot.")
     if _all_inspected(report):
         return note(f"No overlap or exposed communication to plot ({NO_COMPUTE}).")
-    rows, shown = overlap_rows(report), ranks[:MAX_RANKS]
+    rows, shown = _overlap_rows(report), ranks[:MAX_RANKS]
     exposed_top = max((_exposed(o)[0] or 0.0 for _, per in rows for o in per.values()), default=0.0)
     return (
-        heatmap(rows, shown, _ratio, 1.0, tick=_percent, title=OVERLAP_TITLE)
-        + heatmap(rows, shown, _exposed, exposed_top, tick=svg.tick(duration), title=EXPOSED_TITLE)
+        _heatmap(rows, shown, _ratio, 1.0, tick=_percent, title=_OVERLAP_TITLE)
+        + _heatmap(
+            rows, shown, _exposed, exposed_top, tick=svg.tick(duration), title=_EXPOSED_TITLE
+        )
         + capped("ranks", len(shown), len(ranks))
-        + capped("windows", MAX_WINDOWS, len(report.windows))
+        + capped("windows", _MAX_WINDOWS, len(report.windows))
     )
 
 
@@ -109,13 +111,13 @@ def _exposed(o: RankOverlap) -> tuple[float | None, str]:
     return o.exposed_comm_time_s, duration(o.exposed_comm_time_s)
 
 
-Cell = Callable[[RankOverlap], tuple[float | None, str]]
+_Cell = Callable[[RankOverlap], tuple[float | None, str]]
 
 
-def heatmap(
-    rows: Rows,
+def _heatmap(
+    rows: _Rows,
     ranks: Sequence[int],
-    cell: Cell,
+    cell: _Cell,
     top: float,
     *,
     tick: Callable[[float], str],
@@ -123,7 +125,7 @@ def heatmap(
 ) -> str:
     """One row per window, one column per rank, colour = value / top, the value written in
     the cell when it fits; a colour bar from 0 to `top` beneath."""
-    width = min(90.0, (WIDTH - 180) / max(len(ranks), 1))
+    width = min(90.0, (_WIDTH - 180) / max(len(ranks), 1))
     height = 26 if len(rows) <= 12 else 16
     frame = Frame(150, 44, width * len(ranks), height * len(rows))
     body = [svg.text(frame.left, 18, title, font_size=svg.FONT + 2, font_weight="bold")]
@@ -137,7 +139,7 @@ def heatmap(
             at = (frame.left + j * width, y, width, height)
             body += _cell(at, f"{name}, rank {rank}", per_rank.get(str(rank)), cell, top)
     body += _colour_bar(frame.left, frame.bottom + 14, 320, top, tick)
-    return svg.document(WIDTH, int(frame.bottom + 58), title, body)
+    return svg.document(_WIDTH, int(frame.bottom + 58), title, body)
 
 
 def _rank_labels(frame: Frame, ranks: Sequence[int], width: float) -> list[str]:
@@ -154,7 +156,7 @@ def _cell(
     at: tuple[float, float, float, float],
     where: str,
     found: RankOverlap | None,
-    cell: Cell,
+    cell: _Cell,
     top: float,
 ) -> list[str]:
     x, y, w, h = at
@@ -187,10 +189,10 @@ def _colour_bar(
 
 # ---------------------------------------------------------------- busbw against message size
 
-PANEL: Final = (440, 330)  # width, height; the plot area leaves room for a 2-row legend
+_PANEL: Final = (440, 330)  # width, height; the plot area leaves room for a 2-row legend
 # the plot area of a panel: room on the right for half the last x tick's label (`100 MB`)
-PANEL_FRAME: Final = Frame(86, 56, PANEL[0] - 118, PANEL[1] - 140)
-TITLE_CHARS: Final = 44  # a panel's bold title, cut beyond (the whole in its tooltip)
+_PANEL_FRAME: Final = Frame(86, 56, _PANEL[0] - 118, _PANEL[1] - 140)
+_TITLE_CHARS: Final = 44  # a panel's bold title, cut beyond (the whole in its tooltip)
 
 
 def bandwidth_panels(report: Report) -> str:
@@ -198,7 +200,7 @@ def bandwidth_panels(report: Report) -> str:
     points of), most bus bytes first."""
     fits = [(g, k, f) for g, kinds in report.alpha_beta.items() for k, f in kinds.items()]
     drawable = [x for x in fits if bandwidth_points(x[2])]
-    plotted = sorted(drawable, key=lambda x: -(x[2].bus_bytes or 0.0))[:MAX_PANELS]
+    plotted = sorted(drawable, key=lambda x: -(x[2].bus_bytes or 0.0))[:_MAX_PANELS]
     if not plotted:
         return note(
             "No collective was matched across ranks with known sizes: the busbw of each "
@@ -256,7 +258,7 @@ def bandwidth_panel(
     y_lo, y_hi, y_ticks = svg.log_axis(
         *_log_span([y for _, y in points] + [y for _, y in curve] + ([peak] if peak else []))
     )
-    frame = PANEL_FRAME
+    frame = _PANEL_FRAME
     sx = Scale(x_lo, x_hi, frame.left, frame.right, log=True)
     sy = Scale(y_lo, y_hi, frame.bottom, frame.top, log=True)
     size_unit = "message size (log)" if fit.bus_factor else "bus bytes S·F (log; F varies)"
@@ -271,7 +273,7 @@ def bandwidth_panel(
     ]
     marks, legend = _fit_and_peak(frame, (sx, sy), curve, peak)
     body += marks + svg.legend(legend, frame.left, frame.bottom + 58, frame.width)
-    return svg.document(PANEL[0], PANEL[1], f"busbw against size, {kind} {group}", body)
+    return svg.document(_PANEL[0], _PANEL[1], f"busbw against size, {kind} {group}", body)
 
 
 def _fit_and_peak(
@@ -302,7 +304,7 @@ def _fit_words(fit: AlphaBeta) -> str:
 
 
 def _panel_title(title: str, subtitle: str) -> list[str]:
-    cut = title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1] + "…"
+    cut = title if len(title) <= _TITLE_CHARS else title[: _TITLE_CHARS - 1] + "…"
     whole = title if cut != title else ""
     return [
         svg.text(10, 18, cut, title=whole, font_size=svg.FONT + 2, font_weight="bold"),
@@ -319,7 +321,7 @@ def skew_panels(report: Report) -> str:
         return note("No collective was matched across ranks: arrival skew needs two ranks' calls.")
     awaited = report.skew.waited_for_rank
     kinds = sorted(series, key=lambda k: -series[k].total)
-    panels = [skew_panel(kind, series[kind], awaited) for kind in kinds[:MAX_PANELS]]
+    panels = [_skew_panel(kind, series[kind], awaited) for kind in kinds[:_MAX_PANELS]]
     who = (
         f"Rank {awaited} is the rank the others wait for: {report.skew.evidence}"
         if awaited is not None
@@ -334,8 +336,8 @@ def skew_panels(report: Report) -> str:
     )
 
 
-def skew_panel(kind: str, found: SkewInstances, awaited: int | None) -> str:
-    frame = PANEL_FRAME
+def _skew_panel(kind: str, found: SkewInstances, awaited: int | None) -> str:
+    frame = _PANEL_FRAME
     most = max(found.skew_s, default=0.0) or 1e-6  # every skew 0: a 1 µs axis, not 1 s
     top = svg.nice_top(most, 4)  # as many intervals as its ticks
     sx = Scale(0.5, max(len(found.skew_s), 1) + 0.5, frame.left, frame.right)
@@ -369,7 +371,7 @@ def skew_panel(kind: str, found: SkewInstances, awaited: int | None) -> str:
             0, (f"rank {awaited} (the others wait for it) arrived last", svg.VERMILLION, "dot")
         )
     body += svg.legend(legend, frame.left, frame.bottom + 58, frame.width)
-    return svg.document(PANEL[0], PANEL[1], f"arrival skew per instance, {kind}", body)
+    return svg.document(_PANEL[0], _PANEL[1], f"arrival skew per instance, {kind}", body)
 
 
 def _count(value: float) -> str:
@@ -387,13 +389,13 @@ def kernel_bars(report: Report) -> str:
         return note("No GPU activity in the traces: no GPU time to break down.")
     shown = _ranks(list(per_rank))[:MAX_RANKS]
     keys = {c for r in shown for c, t in per_rank[str(r)].items() if t > 0}  # in the bars
-    categories = [c for c in CATEGORY_COLOURS if c in keys] + sorted(keys - set(CATEGORY_COLOURS))
-    swatches = [(c, CATEGORY_COLOURS.get(c, svg.GREY)) for c in categories]
+    categories = [c for c in _CATEGORY_COLOURS if c in keys] + sorted(keys - set(_CATEGORY_COLOURS))
+    swatches = [(c, _CATEGORY_COLOURS.get(c, svg.GREY)) for c in categories]
     titles = ("GPU time per rank", "Σ kernel durations per category (streams may overlap)")
-    return stacked_bars(per_rank, swatches, titles, "GPU time by kernel category", "GPU time")
+    return _stacked_bars(per_rank, swatches, titles, "GPU time by kernel category", "GPU time")
 
 
-SPLIT_COLOURS: Final = (
+_SPLIT_COLOURS: Final = (
     ("transfer", svg.BLUE),
     ("waiting", svg.VERMILLION),
     ("unmatched", svg.GREY),
@@ -403,7 +405,7 @@ SPLIT_COLOURS: Final = (
 def split_bars(report: Report) -> str:
     """Each rank's exposed communication as transfer, waiting and unmatched (whole run)."""
     per_rank = {
-        rank: {part: getattr(row, f"exposed_{part}_s") or 0.0 for part, _ in SPLIT_COLOURS}
+        rank: {part: getattr(row, f"exposed_{part}_s") or 0.0 for part, _ in _SPLIT_COLOURS}
         for rank, row in report.overlap.per_rank.items()
         if row.exposed_transfer_s is not None and not inspected(row.evidence)
     }
@@ -414,12 +416,12 @@ def split_bars(report: Report) -> str:
         "Exposed communication per rank",
         "transfer: no member still awaited; waiting: for the last member; unmatched: not split",
     )
-    return stacked_bars(
-        per_rank, list(SPLIT_COLOURS), titles, "exposed communication split", "exposed time"
+    return _stacked_bars(
+        per_rank, list(_SPLIT_COLOURS), titles, "exposed communication split", "exposed time"
     )
 
 
-def stacked_bars(
+def _stacked_bars(
     per_rank: Mapping[str, Mapping[str, float]],
     swatches: Sequence[tuple[str, str]],
     titles: tuple[str, str],
@@ -432,7 +434,7 @@ def stacked_bars(
     shown = ranks[:MAX_RANKS]
     top = svg.nice_top(max(math.fsum(per_rank[str(r)].values()) for r in shown))
     height = 22 if len(shown) <= 24 else 11
-    frame = Frame(80, 76, WIDTH - 110, height * len(shown))
+    frame = Frame(80, 76, _WIDTH - 110, height * len(shown))
     sx = Scale(0.0, top, frame.left, frame.right)
     body = _panel_title(*titles)
     body += svg.legend(list(swatches), frame.left, 58, frame.width)
@@ -448,7 +450,7 @@ def stacked_bars(
         band = (y + 2, height - 4)
         body += _stack(per_rank[str(rank)], colours, sx, band, rank=rank, whole=whole)
     body += svg.x_axis(frame, sx, svg.ticks(0.0, top, 5), svg.tick(duration), titles[0])
-    return svg.document(WIDTH, int(frame.bottom + 48), label, body) + (
+    return svg.document(_WIDTH, int(frame.bottom + 48), label, body) + (
         capped("ranks", len(shown), len(ranks))
     )
 
@@ -499,7 +501,7 @@ def step_plot(report: Report) -> str:
         min(steps[str(r)].min_s or 0.0 for r in shown),
         max(steps[str(r)].max_s or 0.0 for r in shown),
     )
-    frame = Frame(80, 56, WIDTH - 110, 260)
+    frame = Frame(80, 56, _WIDTH - 110, 260)
     sx = Scale(-0.5, len(shown) - 0.5, frame.left, frame.right)
     sy = Scale(bottom, top, frame.bottom, frame.top)
     from_zero = "" if bottom == 0 else f"; the axis starts at {duration(bottom)}, not 0"
@@ -517,7 +519,7 @@ def step_plot(report: Report) -> str:
         body += _rings(sx(i) - 10, sy, samples.get(str(rank), []), rank)
         body += _whisker(sx(i), sy, steps[str(rank)], rank, rank in marked)
     body += _step_legend(report, frame, sy, straggler=bool(marked & set(shown)))
-    return svg.document(WIDTH, int(frame.bottom + 64), "step time per rank", body) + (
+    return svg.document(_WIDTH, int(frame.bottom + 64), "step time per rank", body) + (
         capped("ranks", len(shown), len(ranks))
     )
 
@@ -532,7 +534,7 @@ def step_samples(report: Report) -> dict[str, list[float]]:
 
 
 def _rings(x: float, sy: Scale, durations: Sequence[float], rank: int) -> list[str]:
-    kept = durations[:: max(1, math.ceil(len(durations) / MAX_STEP_RINGS))]
+    kept = durations[:: max(1, math.ceil(len(durations) / _MAX_STEP_RINGS))]
     return [
         svg.circle(
             x,

@@ -10,10 +10,10 @@ from commscope.exporters.extremes import cut_of
 from commscope.model.schema import Report, Sections
 from msgspec.structs import asdict
 
-Table = Callable[[Report], Iterator[str]]
+_Table = Callable[[Report], Iterator[str]]
 
 
-def sources_lines(report: Report, bandwidth: Table, every_row: bool) -> Iterator[str]:
+def sources_lines(report: Report, bandwidth: _Table, every_row: bool) -> Iterator[str]:
     """Each section's source; then, when Inspector logs were set apart, their own
     collective bandwidth, matching and skew (`bandwidth`: the report's section 6 table;
     `every_row`: no table cut, as `text.render`)."""
@@ -24,7 +24,7 @@ def sources_lines(report: Report, bandwidth: Table, every_row: bool) -> Iterator
         yield from _apart(report.inspector, bandwidth, every_row)
 
 
-def _apart(sections: Sections, bandwidth: Table, every_row: bool) -> Iterator[str]:
+def _apart(sections: Sections, bandwidth: _Table, every_row: bool) -> Iterator[str]:
     own = Report(**asdict(sections))
     cut = cut_of(own, every_row)
     yield ""

@@ -19,7 +19,7 @@ from commscope.model.schema import KernelRow, RankLaunches, Report
 from commscope.model.units import duration
 
 TOP: Final = 15  # kernel names in the text; the JSON has every name kept
-SHORT: Final = 72
+_SHORT: Final = 72
 OTHER: Final = "(other kernels)"
 _ANONYMOUS: Final = ("(anonymous namespace)", "<unnamed>")  # GCC's and Nsight's demangling
 _OPEN: Final = {"<": ">", "(": ")"}
@@ -33,7 +33,7 @@ _GENERIC: Final = frozenset(
 )  # fmt: skip
 
 
-def short_name(name: str | None, width: int = SHORT) -> str:
+def short_name(name: str | None, width: int = _SHORT) -> str:
     """The name without its return type, template arguments (`<…>`) and argument list."""
     if name is None:
         return OTHER
@@ -58,7 +58,7 @@ def short_name(name: str | None, width: int = SHORT) -> str:
     return short if len(short) <= width else short[: width - 1] + "…"
 
 
-def short_names(names: list[str | None], width: int = SHORT) -> list[str]:
+def short_names(names: list[str | None], width: int = _SHORT) -> list[str]:
     """`short_name` of each; where two come out the same, each with a hint of what its
     template arguments name first (`vectorized_elementwise_kernel<…> [sqrt_kernel_cuda]`)."""
     shorts = [short_name(name, width) for name in names]

@@ -60,7 +60,7 @@ _JN: Final = ("job", "node")
 _UP: Final = "commscope_collector_up"  # the aggregator's view of a collector
 
 
-def by_reason(what: str, keys: Iterable[str]) -> str:
+def _by_reason(what: str, keys: Iterable[str]) -> str:
     """A HELP text naming each `reason` key with its text (the one table, `schema.REASONS`)."""
     return f"{what}; reason: one of " + ", ".join(f"{key} ({REASONS[key]})" for key in keys)
 
@@ -395,7 +395,7 @@ FAMILIES: Final = (
         "commscope_events_dropped_total",
         "counter",
         ("job", "reason"),
-        by_reason("malformed trace events dropped", EVENT_DROP_REASONS),
+        _by_reason("malformed trace events dropped", EVENT_DROP_REASONS),
     ),
     # ---- the aggregator itself
     Family(
@@ -427,14 +427,14 @@ FAMILIES: Final = (
         "commscope_aggregator_rejected_total",
         "counter",
         ("job", "reason"),
-        by_reason("messages refused, and connections dropped", REJECT_REASONS),
+        _by_reason("messages refused, and connections dropped", REJECT_REASONS),
     ),
     Family("commscope_aggregator_acks_total", "counter", _J, "acknowledgements sent"),
     Family(
         "commscope_aggregator_refused_connections_total",
         "counter",
         ("job", "reason"),
-        by_reason("connections refused at the Curve handshake", REFUSED_REASONS),
+        _by_reason("connections refused at the Curve handshake", REFUSED_REASONS),
     ),
     Family("commscope_aggregator_streams", "gauge", ("job", "state"), "trace streams, by state"),
     Family("commscope_aggregator_log_bytes", "gauge", _J, "write-ahead log of open streams, bytes"),
@@ -475,19 +475,19 @@ FAMILIES: Final = (
         "commscope_collector_dropped_total",
         "counter",
         ("job", "node", "reason"),
-        by_reason("what the collector dropped", DROP_REASONS),
+        _by_reason("what the collector dropped", DROP_REASONS),
     ),
     Family(
         "commscope_collector_read_failures_total",
         "counter",
         ("job", "node", "reason"),
-        by_reason("reads of a file that failed and were made again", READ_FAILURES),
+        _by_reason("reads of a file that failed and were made again", READ_FAILURES),
     ),
     Family(
         "commscope_collector_files_lost_total",
         "counter",
         ("job", "node", "reason"),
-        by_reason(
+        _by_reason(
             "files every read of which failed (by the last one), named in the report", READ_FAILURES
         ),
     ),
@@ -497,15 +497,15 @@ NAMES: Final = frozenset(f.name for f in FAMILIES)
 
 # A collector's own /metrics (exporters/collectormetrics.py): its counters, as the aggregator
 # relays them, and whether its aggregator answers. Not the aggregator's families.
-COLLECTOR_CONNECTED: Final = Family(
+_COLLECTOR_CONNECTED: Final = Family(
     "commscope_collector_connected",
     "gauge",
     _JN,
     "1 while this collector's aggregator answers, 0 after --silence seconds without an answer",
 )
-BUILD_INFO: Final = next(f for f in FAMILIES if f.name == "commscope_build_info")
+_BUILD_INFO: Final = next(f for f in FAMILIES if f.name == "commscope_build_info")
 COLLECTOR_FAMILIES: Final = (
-    BUILD_INFO,
+    _BUILD_INFO,
     *(f for f in FAMILIES if f.name.startswith("commscope_collector_") and f.name != _UP),
-    COLLECTOR_CONNECTED,
+    _COLLECTOR_CONNECTED,
 )

@@ -41,8 +41,8 @@ from prometheus_client.core import HistogramMetricFamily, Metric
 
 STATS: Final = {"p50": 0.5, "p95": 0.95}
 # A statistic's `quantile` label (Prometheus' summary convention); max and mean have families.
-QUANTILE: Final = {"p50": "0.5", "p95": "0.95"}
-SKEW_QUANTILES: Final = (("0.5", "median"), ("0.95", "p95"))
+_QUANTILE: Final = {"p50": "0.5", "p95": "0.95"}
+_SKEW_QUANTILES: Final = (("0.5", "median"), ("0.95", "p95"))
 _BY_NAME: Final = {f.name: f for f in FAMILIES}
 
 
@@ -103,7 +103,7 @@ class Snapshot:
     started_ranks: frozenset[int] = frozenset()
 
 
-class Families:
+class _Families:
     """Metric families by exposed name, filled sample by sample; with a `shard`, every
     sample carries it as its last label; with `keep`, a sample with a `rank` label outside
     it is left out."""
@@ -157,7 +157,7 @@ class Families:
     def all(self) -> list[Metric]:
         return [self._made[f.name] for f in FAMILIES if f.name in self._made]
 
-    def joined(self, other: Families) -> list[Metric]:
+    def joined(self, other: _Families) -> list[Metric]:
         """Both sides' families in `FAMILIES` order (each family filled by one side)."""
         made = {**self._made, **other._made}
         return [made[f.name] for f in FAMILIES if f.name in made]
@@ -200,11 +200,11 @@ def families(snapshot: Snapshot) -> list[Metric]:
 
 
 def _filled(
-    snapshot: Snapshot, side: bool | None, parts: tuple[Callable[[Families, Snapshot], None], ...]
-) -> Families:
+    snapshot: Snapshot, side: bool | None, parts: tuple[Callable[[_Families, Snapshot], None], ...]
+) -> _Families:
     """The families of `side` (None: all), filled by `parts`."""
     keep = kept_ranks(snapshot.report, snapshot.max_rank_series, snapshot.started_ranks)
-    out = Families(snapshot.shard, keep, side)
+    out = _Families(snapshot.shard, keep, side)
     out.add("commscope_build_info", (snapshot.job, *BUILD), 1.0)
     folded = 0 if keep is None else len(set(snapshot.report.ranks)) - len(keep)
     out.add("commscope_ranks_folded", (snapshot.job,), folded)
@@ -213,7 +213,7 @@ def _filled(
     return out
 
 
-def _ranks(out: Families, snapshot: Snapshot) -> None:
+def _ranks(out: _Families, snapshot: Snapshot) -> None:
     job = snapshot.job
     for rank, o in snapshot.report.overlap.per_rank.items():
         out.add("commscope_run_comm_compute_overlap_ratio", (job, rank), o.ratio)
@@ -231,26 +231,26 @@ _RANK_COUNTERS: Final = tuple(
 )
 
 
-def not_reported(snapshot: Snapshot) -> list[str]:
+def _not_reported(snapshot: Snapshot) -> list[str]:
     """The ranks started that the report does not hold yet."""
     reported = set(snapshot.report.ranks)
     return [str(rank) for rank in sorted(snapshot.started_ranks - reported)]
 
 
-def _started(out: Families, snapshot: Snapshot) -> None:
-    for rank in not_reported(snapshot):
+def _started(out: _Families, snapshot: Snapshot) -> None:
+    for rank in _not_reported(snapshot):
         for name in _RANK_COUNTERS:
             out.add(name, (snapshot.job, rank), 0.0)
 
 
-def latest_windows(windows: list[Window]) -> dict[str, Window]:
+def _latest_windows(windows: list[Window]) -> dict[str, Window]:
     """Each rank's latest window (windows are in time order)."""
     return {str(rank): w for w in windows for rank in w.ranks}
 
 
-def _latest(out: Families, snapshot: Snapshot) -> None:
+def _latest(out: _Families, snapshot: Snapshot) -> None:
     job = snapshot.job
-    for rank, window in latest_windows(snapshot.report.windows).items():
+    for rank, window in _latest_windows(snapshot.report.windows).items():
         overlap = window.overlap.per_rank[rank]
         network = window.network.per_rank[rank]
         steps = window.steps[rank]
@@ -261,7 +261,7 @@ def _latest(out: Families, snapshot: Snapshot) -> None:
         out.add("commscope_window_compute_seconds", (job, rank), overlap.compute_time_s)
 
 
-def _collectives(out: Families, snapshot: Snapshot) -> None:
+def _collectives(out: _Families, snapshot: Snapshot) -> None:
     job = snapshot.job
     for kind, s in snapshot.report.collectives.all_ranks.items():
         out.add("commscope_collective_ops_total", (job, kind), s.count)
@@ -271,8 +271,8 @@ def _collectives(out: Families, snapshot: Snapshot) -> None:
     for kind, rolling in snapshot.busbw.items():
         out.add("commscope_collective_busbw_samples", (job, kind), rolling.count)
         for stat, value in rolling.stats.items():
-            if stat in QUANTILE:
-                labels = (job, kind, QUANTILE[stat])
+            if stat in _QUANTILE:
+                labels = (job, kind, _QUANTILE[stat])
                 out.add("commscope_collective_busbw_bytes_per_second", labels, value)
         mean = rolling.stats.get("mean")
         out.add("commscope_collective_busbw_mean_bytes_per_second", (job, kind), mean)
@@ -282,7 +282,7 @@ def _collectives(out: Families, snapshot: Snapshot) -> None:
     out.add("commscope_link_peak_bytes_per_second", (job,), peak)
 
 
-def _run(out: Families, snapshot: Snapshot) -> None:
+def _run(out: _Families, snapshot: Snapshot) -> None:
     job, report = snapshot.job, snapshot.report
     out.add("commscope_tokens_per_second", (job,), report.throughput.tokens_per_second)
     out.add("commscope_windows_completed_total", (job,), snapshot.windows_completed)
@@ -292,14 +292,14 @@ def _run(out: Families, snapshot: Snapshot) -> None:
         out.add("commscope_events_dropped_total", (job, reason), count)
 
 
-def _cross_rank(out: Families, snapshot: Snapshot) -> None:
+def _cross_rank(out: _Families, snapshot: Snapshot) -> None:
     job, report = snapshot.job, snapshot.report
     for name, per_collective in (
-        ("commscope_arrival_skew", latest_skews(report)),
+        ("commscope_arrival_skew", _latest_skews(report)),
         ("commscope_run_arrival_skew", report.skew.per_collective),
     ):
         for kind, skew in per_collective.items():
-            for quantile, field_name in SKEW_QUANTILES:
+            for quantile, field_name in _SKEW_QUANTILES:
                 value = getattr(skew.skew_s, field_name)
                 out.add(f"{name}_seconds", (job, kind, quantile), value)
             out.add(f"{name}_max_seconds", (job, kind), skew.skew_s.max)
@@ -316,7 +316,7 @@ def _cross_rank(out: Families, snapshot: Snapshot) -> None:
     out.add("commscope_matched_collectives_total", (job,), report.matching.instances)
     out.add("commscope_collective_desyncs_total", (job,), report.matching.desync_count)
     analysed = [w for w in report.windows if w.name not in report.inputs.open_windows]
-    for rank, window in latest_windows(analysed).items():
+    for rank, window in _latest_windows(analysed).items():
         offset = window.clocks.per_rank.get(rank)
         if offset is not None:
             out.add("commscope_clock_offset_seconds", (job, rank), offset.offset_s)
@@ -324,7 +324,7 @@ def _cross_rank(out: Families, snapshot: Snapshot) -> None:
     out.add("commscope_hfu_ratio", (job,), report.utilization.hfu)
 
 
-def _alltoallv(out: Families, snapshot: Snapshot) -> None:
+def _alltoallv(out: _Families, snapshot: Snapshot) -> None:
     """All-to-all-v bytes per rank, the busiest rank, and the latest step's imbalance."""
     job, found = snapshot.job, snapshot.report.alltoallv
     if found is None:
@@ -341,7 +341,7 @@ def _alltoallv(out: Families, snapshot: Snapshot) -> None:
         out.add("commscope_alltoallv_received_imbalance_ratio", (job,), last.received_imbalance)
 
 
-def _pipeline(out: Families, job: str, report: Report) -> None:
+def _pipeline(out: _Families, job: str, report: Report) -> None:
     awaited = report.pipeline.waited_for_rank
     for rank, row in report.pipeline.per_rank.items():
         out.add("commscope_pipeline_bubble_seconds", (job, rank), row.bubble_s)
@@ -349,15 +349,15 @@ def _pipeline(out: Families, job: str, report: Report) -> None:
         out.add("commscope_pipeline_stage_waited_for", (job, rank), float(rank == str(awaited)))
 
 
-def _live_skew(out: Families, labels: tuple[str, str], stats: Mapping[str, float]) -> None:
+def _live_skew(out: _Families, labels: tuple[str, str], stats: Mapping[str, float]) -> None:
     """A collective's live skew: its quantiles, and its max in a family of its own."""
     for stat, value in stats.items():
-        if stat in QUANTILE:
-            out.add("commscope_live_arrival_skew_seconds", (*labels, QUANTILE[stat]), value)
+        if stat in _QUANTILE:
+            out.add("commscope_live_arrival_skew_seconds", (*labels, _QUANTILE[stat]), value)
     out.add("commscope_live_arrival_skew_max_seconds", labels, stats.get("max"))
 
 
-def latest_skews(report: Report) -> dict[str, CollectiveSkew]:
+def _latest_skews(report: Report) -> dict[str, CollectiveSkew]:
     """Each collective type's skew in the latest window that every rank has finished and
     that has the type (a window some ranks have not finished times only the others)."""
     world = report.world_size
@@ -365,7 +365,7 @@ def latest_skews(report: Report) -> dict[str, CollectiveSkew]:
     return {kind: skew for w in full for kind, skew in w.skew.per_collective.items()}
 
 
-def _alpha_beta(out: Families, snapshot: Snapshot) -> None:
+def _alpha_beta(out: _Families, snapshot: Snapshot) -> None:
     """The MAX_GROUPS process groups with the most matched instances (label set bounded)."""
     job = snapshot.job
     fitted = [
@@ -386,7 +386,7 @@ def _alpha_beta(out: Families, snapshot: Snapshot) -> None:
         out.add("commscope_alpha_beta_groups_omitted", (job,), len(weight) - len(kept))
 
 
-def _links(out: Families, snapshot: Snapshot) -> None:
+def _links(out: _Families, snapshot: Snapshot) -> None:
     """Busbw per link class and collective type (2 x the collective types: bounded)."""
     job, links = snapshot.job, snapshot.report.links
     if links is None:
@@ -398,7 +398,7 @@ def _links(out: Families, snapshot: Snapshot) -> None:
             out.add("commscope_node_link_busbw_bytes_per_second", labels, found.busbw_Bps)
 
 
-def _gpu(out: Families, snapshot: Snapshot) -> None:
+def _gpu(out: _Families, snapshot: Snapshot) -> None:
     job, kernels = snapshot.job, snapshot.report.kernels
     if kernels.per_rank:
         for category, seconds in kernels.time_s.items():
@@ -408,7 +408,7 @@ def _gpu(out: Families, snapshot: Snapshot) -> None:
         out.add("commscope_gpu_memory_peak_bytes", (job, rank), k.memory_peak_bytes)
 
 
-def _aggregator(out: Families, snapshot: Snapshot) -> None:
+def _aggregator(out: _Families, snapshot: Snapshot) -> None:
     job, stats = snapshot.job, snapshot.aggregator
     for kind, count in stats.messages.items():
         out.add("commscope_aggregator_messages_total", (job, kind), count)
@@ -429,7 +429,7 @@ def _aggregator(out: Families, snapshot: Snapshot) -> None:
         out.add("commscope_aggregator_io_errors_total", (job, where), count)
 
 
-def _collectors(out: Families, snapshot: Snapshot) -> None:
+def _collectors(out: _Families, snapshot: Snapshot) -> None:
     """Each collector's counters as its heartbeats relay them, and whether it is up."""
     job = snapshot.job
     for node, (s, up) in snapshot.collectors.items():
@@ -454,7 +454,7 @@ class SnapshotCollector(Published):
     identity is not reused while the entry lives)."""
 
     def __init__(self, snapshot: Snapshot) -> None:
-        self._of_report: tuple[tuple[object, ...], Families] | None = None
+        self._of_report: tuple[tuple[object, ...], _Families] | None = None
         super().__init__(FAMILIES, self._families(snapshot))
 
     def show(self, snapshot: Snapshot) -> None:
@@ -466,7 +466,7 @@ class SnapshotCollector(Published):
             snapshot.job,
             snapshot.shard,
             snapshot.max_rank_series,
-            tuple(not_reported(snapshot)),
+            tuple(_not_reported(snapshot)),
         )
         known = self._of_report
         if known is None or known[0][0] is not key[0] or known[0][1:] != key[1:]:

@@ -32,7 +32,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 
-class QuantileFamily(Metric):
+class _QuantileFamily(Metric):
     """A summary of quantiles alone (`quantile` among its labels, no `_sum` or `_count`): the
     rolling and per-window quantiles, which have no cumulative sum or count to go with them."""
 
@@ -45,7 +45,7 @@ class QuantileFamily(Metric):
         self.samples.append(Sample(self.name, named, value, None))
 
 
-AnyFamily = GaugeMetricFamily | CounterMetricFamily | HistogramMetricFamily | QuantileFamily
+AnyFamily = GaugeMetricFamily | CounterMetricFamily | HistogramMetricFamily | _QuantileFamily
 
 
 # version, python, protocol: the labels of commscope_build_info after `job`
@@ -58,7 +58,7 @@ def family(spec: Family) -> AnyFamily:
     if spec.kind == "histogram":
         return HistogramMetricFamily(spec.name, spec.help, labels=spec.labels)
     if spec.kind == "summary":
-        return QuantileFamily(spec.name, spec.help, spec.labels)
+        return _QuantileFamily(spec.name, spec.help, spec.labels)
     return GaugeMetricFamily(spec.name, spec.help, labels=spec.labels)
 
 

@@ -50,9 +50,9 @@ from commscope.model.schema import (
 )
 from commscope.model.units import UNITS_NOTE, duration, rate, size
 
-RULE = "=" * 80
-THIN = "-" * 80
-MAX_WARNINGS = 12
+_RULE = "=" * 80
+_THIN = "-" * 80
+_MAX_WARNINGS = 12
 
 
 def render(report: Report, *, every_row: bool = False) -> str:
@@ -103,9 +103,9 @@ def render(report: Report, *, every_row: bool = False) -> str:
             if report.sources
             else []
         ),
-        RULE,
+        _RULE,
         "END OF REPORT",
-        RULE,
+        _RULE,
     ]
     return "\n".join(lines) + "\n"
 
@@ -143,7 +143,7 @@ def _count(number: int, noun: str) -> str:
 
 
 def _section(title: str, body: Iterator[str]) -> list[str]:
-    return ["", RULE, title, RULE, *body]
+    return ["", _RULE, title, _RULE, *body]
 
 
 # ---------------------------------------------------------------- sections
@@ -151,9 +151,9 @@ def _section(title: str, body: Iterator[str]) -> list[str]:
 
 def _header(report: Report, cut: Cut) -> Iterator[str]:
     config = report.config
-    yield RULE
+    yield _RULE
     yield "COMMSCOPE DISTRIBUTED TRAINING PERFORMANCE METRICS"
-    yield RULE
+    yield _RULE
     yield ""
     world = report.world_size if report.world_size is not None else "n/a"
     devices = "GPUs" if on_gpu(report) else "ranks"
@@ -222,7 +222,7 @@ def _parallelism(config: RunConfig) -> Iterator[str]:
 
 
 def _warnings(config: RunConfig) -> Iterator[str]:
-    shown = config.warnings[:MAX_WARNINGS]
+    shown = config.warnings[:_MAX_WARNINGS]
     if shown:
         yield f"Warnings: {len(config.warnings)}"
         yield from (f"  ! {line}" for line in shown)
@@ -505,13 +505,13 @@ _SOURCE_NAMES = {
 }
 
 
-MAX_NAMED_WINDOWS: Final = 6  # the header names the first and last beyond this
+_MAX_NAMED_WINDOWS: Final = 6  # the header names the first and last beyond this
 
 
 def _window_names(names: list[str]) -> str:
     """The windows' names, or the first three and the last two of many (an NCCL Inspector
     log of a long run has a window every few minutes: all are in the per-window summary)."""
-    if len(names) <= MAX_NAMED_WINDOWS:
+    if len(names) <= _MAX_NAMED_WINDOWS:
         return ", ".join(names)
     return f"{', '.join(names[:3])}, …, {', '.join(names[-2:])}: all in the per-window summary"
 

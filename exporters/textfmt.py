@@ -14,7 +14,7 @@ from typing import Final
 
 from commscope.model.units import quantity
 
-PLAIN: Final = ((1.0, ""),)  # a count's units: none
+_PLAIN: Final = ((1.0, ""),)  # a count's units: none
 
 
 def pct(value: float | None, decimals: int = 2) -> str:
@@ -28,7 +28,7 @@ def num(value: float | None) -> str:
 
 def plain(value: float | None) -> str:
     """A count or its mean: `12`, `12.3`, `1234`, three significant figures."""
-    return quantity(value, PLAIN, whole_base=True).rstrip()
+    return quantity(value, _PLAIN, whole_base=True).rstrip()
 
 
 def na(value: str, reason: str | None) -> str:

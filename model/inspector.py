@@ -11,13 +11,13 @@ from msgspec.structs import replace
 
 INSPECTED: Final[Evidence] = "nccl inspector"  # the evidence of a rank read from its logs
 NO_COMPUTE: Final = "n/a: NCCL Inspector has no compute kernels"
-NO_STEPS: Final = "n/a: NCCL Inspector has no ProfilerStep spans"
+_NO_STEPS: Final = "n/a: NCCL Inspector has no ProfilerStep spans"
 # The report sections Inspector logs cannot fill, and why (`Source.lacks`)
 LACKS: Final[dict[str, str]] = {
     **dict.fromkeys(
         ("overlap", "kernels", "utilization", "top_kernels", "launches", "graphs"), NO_COMPUTE
     ),
-    **dict.fromkeys(("throughput", "steps", "stragglers"), NO_STEPS),
+    **dict.fromkeys(("throughput", "steps", "stragglers"), _NO_STEPS),
 }
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Final
 
-SIGNIFICANT: Final = 3
+_SIGNIFICANT: Final = 3
 Units = tuple[tuple[float, str], ...]  # (factor, name), largest first; the last is the base
 
 BYTES: Final[Units] = ((1e15, "PB"), (1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "KB"), (1, "B"))
@@ -24,7 +24,7 @@ TIMES: Final[Units] = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
 FLOPS: Final[Units] = (
     (1e15, "PFLOP"), (1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP"), (1e3, "kFLOP"), (1, "FLOP")
 )  # fmt: skip
-FLOP_RATES: Final[Units] = tuple((factor, f"{name}/s") for factor, name in FLOPS)
+_FLOP_RATES: Final[Units] = tuple((factor, f"{name}/s") for factor, name in FLOPS)
 UNITS_NOTE: Final = (
     "Units: KB, MB, GB = 10^3, 10^6, 10^9 B (decimal, as nccl-tests); GB/s = 10^9 B/s; "
     "3 significant figures"
@@ -32,7 +32,7 @@ UNITS_NOTE: Final = (
 
 
 def quantity(
-    value: float | None, units: Units, whole_base: bool = False, digits: int = SIGNIFICANT
+    value: float | None, units: Units, whole_base: bool = False, digits: int = _SIGNIFICANT
 ) -> str:
     """`value` (in the base unit) in the unit that keeps 1 to 999 of it, `digits` significant
     figures (three; a plot's round tick values fewer, see `fewest`); `whole_base`: an integral
@@ -51,7 +51,7 @@ def quantity(
     return f"{_digits(rounded / factor, digits)} {name}"
 
 
-def fewest(value: float, most: int = SIGNIFICANT) -> int:
+def fewest(value: float, most: int = _SIGNIFICANT) -> int:
     """The fewest significant figures (1 to `most`) that write `value` as `most` do: 1 for
     0.005, 2 for 0.0025, 3 for 0.0125 (a plot's tick reads `5 ms`, not `5.00 ms`)."""
     if value == 0 or not math.isfinite(value):
@@ -70,17 +70,17 @@ def _digits(value: float, digits: int) -> str:
     return f"{value:.{max(0, digits - 1 - magnitude)}f}"
 
 
-def size(value: float | None, digits: int = SIGNIFICANT) -> str:
+def size(value: float | None, digits: int = _SIGNIFICANT) -> str:
     """Bytes: `544 B`, `1.09 KB`, `108 MB`."""
     return quantity(value, BYTES, whole_base=True, digits=digits)
 
 
-def rate(value: float | None, digits: int = SIGNIFICANT) -> str:
+def rate(value: float | None, digits: int = _SIGNIFICANT) -> str:
     """Bytes per second: `4.06 MB/s`, `41.8 GB/s`."""
     return quantity(value, RATES, digits=digits)
 
 
-def duration(value: float | None, digits: int = SIGNIFICANT) -> str:
+def duration(value: float | None, digits: int = _SIGNIFICANT) -> str:
     """Seconds: `582 µs`, `10.2 ms`, `1.50 s`."""
     return quantity(value, TIMES, digits=digits)
 
@@ -90,7 +90,7 @@ def flops(value: float | None) -> str:
 
 
 def flop_rate(value: float | None) -> str:
-    return quantity(value, FLOP_RATES)
+    return quantity(value, _FLOP_RATES)
 
 
 def p_value(p: float) -> str:

@@ -148,7 +148,7 @@ class LaunchDelays(msgspec.Struct, frozen=True, gc=False, tag="launches", array_
     delays_ns: bytes = b""
 
 
-GraphId = Annotated[int, msgspec.Meta(ge=1, le=2**62)]
+_GraphId = Annotated[int, msgspec.Meta(ge=1, le=2**62)]
 MAX_GRAPHS: Final = 1024  # graph ids a rank's tally keeps (`collector.graphs.GRAPHS`)
 
 
@@ -158,7 +158,7 @@ class GraphRow(msgspec.Struct, frozen=True, gc=False, array_like=True):
     theirs. `graph` None: kernels whose id is not recorded (no `graph id` arg, graphId 0 or
     NULL), or of graphs beyond the MAX_GRAPHS kept, summed."""
 
-    graph: GraphId | None
+    graph: _GraphId | None
     launches: Count = 0
     kernels: Count = 0
     kernel_ns: Count = 0

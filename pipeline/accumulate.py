@@ -153,12 +153,12 @@ class Accumulator:
 
     def keep_calls(self, ops: Sequence[CommOp]) -> None:
         """`keep_call` of each op in turn (a record of edge facts), each type's tally counted
-        once (`count_ops`)."""
+        once (`_count_ops`)."""
         kinds: dict[tuple[bool, str], list[CommOp]] = {}
         for op in ops:
             kinds.setdefault((op.on_gpu, op.collective), []).append(op)
         for (on_gpu, kind), same in kinds.items():
-            count_ops(self._tally(on_gpu, kind), same)
+            _count_ops(self._tally(on_gpu, kind), same)
         self.gpu_calls.extend(op for op in ops if op.on_gpu)
         self.cpu_calls.extend(op for op in ops if not op.on_gpu)
         self.has_gpu = self.has_gpu or any(on_gpu for on_gpu, _ in kinds)
@@ -202,7 +202,7 @@ class Accumulator:
             ops=dict(sorted(ops.items())),
             steps={step: duration for step, (duration, _, _) in sorted(self.steps.items())},
             files=sorted(files),
-            calls=sorted(calls, key=call_order),
+            calls=sorted(calls, key=_call_order),
             kernel_ns=dict(sorted(self.kernel_ns.items())),
             gpu_busy_ns=busy.measure(),
             gpu_span_ns=busy.span(),
@@ -269,7 +269,7 @@ class Accumulator:
         return max(sorted(self.busy), key=lambda tid: self.busy[tid].measure())
 
 
-def call_order(op: CommOp) -> tuple[Any, ...]:
+def _call_order(op: CommOp) -> tuple[Any, ...]:
     """Start order, ties broken by the other fields: the same calls sort the same way."""
     return (op.start_ns, op.dur_ns, op.collective, op.message_bytes or -1,
             op.process_group or "", op.seq if op.seq is not None else -1, op.dtype or "",
@@ -278,10 +278,10 @@ def call_order(op: CommOp) -> tuple[Any, ...]:
 
 def count_op(tally: OpTally, op: CommOp) -> None:
     """Add one collective to its type's tally (sizes and bandwidths only when S is known)."""
-    count_ops(tally, (op,))
+    _count_ops(tally, (op,))
 
 
-def count_ops(tally: OpTally, ops: Sequence[CommOp]) -> None:
+def _count_ops(tally: OpTally, ops: Sequence[CommOp]) -> None:
     """Add collectives of one type to its tally in turn (`count_op` of each): their samples
     packed at once, each group size's bus fraction found once."""
     sources, parts = tally.group_sources, tally.bus_parts
@@ -363,7 +363,7 @@ def merge_results(
         gpu_span_ns=sum(r.gpu_span_ns for r in results),
         memory_peak_bytes=highest(r.memory_peak_bytes for r in results),
         memory_reserved_peak_bytes=highest(r.memory_reserved_peak_bytes for r in results),
-        in_steps=merge_in_steps([r.in_steps for r in results]),
+        in_steps=_merge_in_steps([r.in_steps for r in results]),
         ungrouped_calls=sum(r.ungrouped_calls for r in results),
         capture_ns=sum(r.capture_ns for r in results),
         kernel_names=merge_names(results),
@@ -372,7 +372,7 @@ def merge_results(
     )
 
 
-def merge_in_steps(parts: Iterable[InSteps | None]) -> InSteps | None:
+def _merge_in_steps(parts: Iterable[InSteps | None]) -> InSteps | None:
     """The windows' in-step measures summed; None when one window lacks them."""
     total = InSteps()
     for part in parts:
@@ -408,7 +408,7 @@ def pooled_ops(
     for result in results:
         for kind, tally in result.ops.items():
             into = pooled.setdefault(kind, RunTally() if sketched and samples else OpTally())
-            add_sums(into, tally)
+            _add_sums(into, tally)
             if samples and not sketched:
                 into.algbw_Bps += tally.algbw_Bps
                 into.busbw_Bps += tally.busbw_Bps
@@ -427,7 +427,7 @@ def _merge_sketches(into: OpTally, tallies: list[OpTally], sketcher: Sketcher) -
     into.busbw_sketch = merge_all(sketcher(t, "busbw") for t in tallies)
 
 
-def add_sums(into: OpTally, other: OpTally) -> None:
+def _add_sums(into: OpTally, other: OpTally) -> None:
     """Add `other`'s counts and sums to `into`'s (the samples and sketches aside)."""
     into.count += other.count
     into.sized_count += other.sized_count

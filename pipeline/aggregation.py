@@ -69,7 +69,7 @@ class Verdict(enum.Enum):
 
 
 @dataclass
-class OpenStream:
+class _OpenStream:
     start: StreamStart
     next_seq: int = 1
     accumulator: Accumulator = field(default_factory=Accumulator)
@@ -113,7 +113,7 @@ class Aggregation:
         owned: frozenset[int] | None = None,
     ) -> None:
         self.owned = owned  # a shard's ranks (None: every rank of the job)
-        self.open: dict[str, OpenStream] = {}
+        self.open: dict[str, _OpenStream] = {}
         self._open_by_node: Counter[str] = Counter()  # each node's streams in `open`
         self.finished: dict[str, FinishedFile] = {}
         self.retired: set[str] = set()  # superseded streams: whatever comes of them is stale
@@ -242,7 +242,7 @@ class Aggregation:
             self.residency.renewed(old)
             superseded = (old,)
         self._by_path[key] = start.stream
-        self.open[start.stream] = OpenStream(start, tailed=inspector_live.tailed(start.path))
+        self.open[start.stream] = _OpenStream(start, tailed=inspector_live.tailed(start.path))
         self._open_by_node[start.node] += 1
         return Applied(superseded=superseded)
 
@@ -512,7 +512,7 @@ def _every_rank(seen: Set[int], world: int) -> bool:
     return world > 0 and sum(1 for rank in seen if 0 <= rank < world) == world
 
 
-def _finish(stream: OpenStream, end: StreamEnd) -> FinishedFile:
+def _finish(stream: _OpenStream, end: StreamEnd) -> FinishedFile:
     start = stream.start
     result = None if end.error is not None else stream.accumulator.result([start.path])
     result = inspector_live.finished(result, end.meta)
@@ -547,7 +547,7 @@ def _ignorable(item: FinishedFile) -> bool:
     return item.error == NOT_A_TRACE and not looks_like_trace(item.path)
 
 
-def _unfinished(stream: OpenStream) -> Skipped:
+def _unfinished(stream: _OpenStream) -> Skipped:
     reason = (
         f"unfinished when the run ended ({stream.next_seq} records received; the file never ended)"
     )

@@ -28,14 +28,14 @@ from commscope.model.schema import CommOp, RankResult
 from commscope.pipeline.matching import Instance
 from commscope.pipeline.stats import summarize
 
-MATRIX_RANKS: Final = 1024  # the matrix is given up to this many ranks
-UNPLACED: Final = "some calls' process group has no pg_config: their traffic is not placed"
-TOO_MANY: Final = f"more than {MATRIX_RANKS} ranks"
+_MATRIX_RANKS: Final = 1024  # the matrix is given up to this many ranks
+_UNPLACED: Final = "some calls' process group has no pg_config: their traffic is not placed"
+_TOO_MANY: Final = f"more than {_MATRIX_RANKS} ranks"
 ALLTOALL: Final = "AllToAll"
 
 
 @dataclass
-class StepTally:
+class _StepTally:
     sent: Counter[int] = field(default_factory=Counter)
     received: Counter[int] = field(default_factory=Counter)
     calls: int = 0
@@ -55,7 +55,7 @@ class Tally:
     call_sent: array[float] = field(default_factory=lambda: array("d"))
     call_received: array[float] = field(default_factory=lambda: array("d"))
     busbw: array[float] = field(default_factory=lambda: array("d"))
-    steps: dict[int, StepTally] = field(default_factory=dict)
+    steps: dict[int, _StepTally] = field(default_factory=dict)
 
 
 def row_bytes(op: CommOp) -> int | None:
@@ -180,7 +180,7 @@ def _steps(result: RankResult) -> _Steps:
     return [s for s, _, _ in spans], [e for _, e, _ in spans], [n for _, _, n in spans]
 
 
-def step_of(steps: _Steps, start_ns: int) -> int | None:
+def _step_of(steps: _Steps, start_ns: int) -> int | None:
     """The profiled step whose span holds `start_ns` (the trace's own clock)."""
     starts, ends, numbers = steps
     at = bisect_right(starts, start_ns) - 1
@@ -196,10 +196,10 @@ def _to_steps(
 ) -> None:
     first = min(instance.calls)
     for rank, op in instance.calls.items():
-        step = step_of(steps.get(rank, ([], [], [])), op.start_ns)
+        step = _step_of(steps.get(rank, ([], [], [])), op.start_ns)
         if step is None:
             continue
-        into = found.steps.setdefault(step, StepTally())
+        into = found.steps.setdefault(step, _StepTally())
         into.sent[rank] += sent[rank]
         into.received[rank] += received[rank]
         into.calls += rank == first  # an instance counts in its lowest member's step
@@ -218,7 +218,7 @@ def pooled(parts: Sequence[Tally]) -> Tally:
         for sample, more in _samples(total, part):
             sample.extend(more)
         for step, facts in part.steps.items():
-            into = total.steps.setdefault(step, StepTally())
+            into = total.steps.setdefault(step, _StepTally())
             into.sent.update(facts.sent)
             into.received.update(facts.received)
             into.calls += facts.calls
@@ -268,7 +268,7 @@ def _per_rank(found: Tally) -> dict[str, AllToAllRank]:
     }
 
 
-def _step(step: int, facts: StepTally) -> AllToAllStep:
+def _step(step: int, facts: _StepTally) -> AllToAllStep:
     return AllToAllStep(
         step=step,
         calls=facts.calls,
@@ -280,10 +280,10 @@ def _step(step: int, facts: StepTally) -> AllToAllStep:
 
 def _matrix(found: Tally) -> tuple[list[int], list[list[int]], str | None]:
     ranks = sorted({rank for pair in found.matrix for rank in pair})
-    if len(ranks) > MATRIX_RANKS:
-        return [], [], TOO_MANY
+    if len(ranks) > _MATRIX_RANKS:
+        return [], [], _TOO_MANY
     rows = [[found.matrix.get((i, j), 0) for j in ranks] for i in ranks]
-    return ranks, rows, UNPLACED if found.unplaced else None
+    return ranks, rows, _UNPLACED if found.unplaced else None
 
 
 def replay_bytes(matrix: Sequence[Sequence[int]], calls: int) -> int | None:

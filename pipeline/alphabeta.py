@@ -42,7 +42,7 @@ class LineFit:
     reason: str | None  # why declined (None when fitted)
 
 
-Point = tuple[float, float]
+_Point = tuple[float, float]
 
 
 def fit(points: Iterable[tuple[float, float]]) -> LineFit:
@@ -74,7 +74,7 @@ def _usable(size: float, seconds: float) -> bool:
     return math.isfinite(size) and size > 0 and math.isfinite(seconds) and seconds > 0
 
 
-def _by_size(points: Iterable[Point]) -> dict[float, list[float]]:
+def _by_size(points: Iterable[_Point]) -> dict[float, list[float]]:
     groups: dict[float, list[float]] = defaultdict(list)
     for size, seconds in points:
         groups[size].append(seconds)
@@ -92,7 +92,7 @@ def _decline(sizes: Sequence[float]) -> str | None:
     return None
 
 
-def _pool(medians: Sequence[Point]) -> list[Point]:
+def _pool(medians: Sequence[_Point]) -> list[_Point]:
     """At most MAX_BINS (median size, median T) over equal runs of the size-ordered medians."""
     if len(medians) <= MAX_BINS:
         return list(medians)
@@ -101,12 +101,12 @@ def _pool(medians: Sequence[Point]) -> list[Point]:
     return [(median(s for s, _ in run), median(t for _, t in run)) for run in runs]
 
 
-def _theil_sen(medians: Sequence[Point]) -> float:
+def _theil_sen(medians: Sequence[_Point]) -> float:
     """Median pairwise slope; the sizes are distinct (one median per size, bins disjoint)."""
     return median((tj - ti) / (sj - si) for (si, ti), (sj, tj) in combinations(medians, 2))
 
 
-def _r2(points: Sequence[Point], alpha: float, slope: float) -> float | None:
+def _r2(points: Sequence[_Point], alpha: float, slope: float) -> float | None:
     """1 − SS_res / SS_tot over every point (None when every duration is the same)."""
     mean = math.fsum(t for _, t in points) / len(points)
     total = math.fsum((t - mean) ** 2 for _, t in points)

@@ -11,7 +11,7 @@ aligned ends, a member's offset moves by the median of its residuals, until noth
 gives the members' offsets relative to each other, robust to ends delayed for reasons other
 than the clock. The set's noise scale (one end's sigma) is 0.7413 x the median |double
 difference| of neighbouring members at neighbouring instances (free of offsets and centres),
-floored at `SCALE_FLOOR_NS`; a set of one instance takes the median scale of the others.
+floored at `_SCALE_FLOOR_NS`; a set of one instance takes the median scale of the others.
 
 (2) One weighted least-squares fit of every rank's offset to all sets' relative offsets, each
 weighted by its precision, instances / (pi/2 x scale^2) (the variance of a median), so a set of
@@ -24,7 +24,7 @@ Offsets are relative to the lowest rank of each connected set of ranks (ranks li
 instances). A rank's uncertainty is the standard error of its offset minus its reference's
 under the fit's weights (independent noise per end, normal in its core, the Huber weights taken
 as fixed), times the fit's Birge ratio when the sets disagree more than their scales say: exact
-for at most `DRAWS` ranks, else the spread of re-fits under `DRAWS` seeded random draws
+for at most `_DRAWS` ranks, else the spread of re-fits under `_DRAWS` seeded random draws
 (relative error about 11%). None when no residual says how noisy the ends are. Ranks on one
 host come out equal within it.
 """
@@ -44,12 +44,12 @@ from commscope.model.schema import ClockOffset, Clocks
 from commscope.pipeline.matching import Instance
 from commscope.pipeline.stats import mad
 
-MAX_ROUNDS: Final = 50
-SETTLED_NS: Final = 0.5
-SCALE_FLOOR_NS: Final = 100.0  # noise scale of one end: below this, timestamps are not believed
-HUBER_K: Final = 1.345
-MAX_REWEIGHTS: Final = 20
-DRAWS: Final = 40  # noise draws for the standard errors: relative error 1/sqrt(2 x DRAWS)
+_MAX_ROUNDS: Final = 50
+_SETTLED_NS: Final = 0.5
+_SCALE_FLOOR_NS: Final = 100.0  # noise scale of one end: below this, timestamps are not believed
+_HUBER_K: Final = 1.345
+_MAX_REWEIGHTS: Final = 20
+_DRAWS: Final = 40  # noise draws for the standard errors: relative error 1/sqrt(2 x DRAWS)
 METHOD: Final = (
     "per process group median polish of matched collectives' end times, combined by "
     "precision-weighted least squares (Huber); relative to the lowest rank"
@@ -59,9 +59,9 @@ _MEDIAN_VAR: Final = math.pi / 2  # a median's variance over a mean's (normal no
 _NORMAL_MAD: Final = 1.4826
 _HALF_IQR: Final = 1 / (2 * 0.6745)  # sigma from the median |N(0, 4 sigma^2)|
 
-YEAR_2000_NS: Final = 946_684_800 * 10**9
+_YEAR_2000_NS: Final = 946_684_800 * 10**9
 
-Ends = dict[int, int]  # rank -> end time of one instance (ns)
+_Ends = dict[int, int]  # rank -> end time of one instance (ns)
 
 
 def epoch_ns(base_time_ns: int | None, trace_ns: int | None) -> int | None:
@@ -71,7 +71,7 @@ def epoch_ns(base_time_ns: int | None, trace_ns: int | None) -> int | None:
     if trace_ns is None:
         return None
     found = (base_time_ns or 0) + trace_ns
-    return found if found >= YEAR_2000_NS else None
+    return found if found >= _YEAR_2000_NS else None
 
 
 Found = dict[int, tuple[float, float | None, int]]  # rank -> (offset ns, uncertainty, samples)
@@ -93,15 +93,15 @@ class Link:
 # ---------------------------------------------------------------- stage 1: per member set
 
 
-def polish(rows: Sequence[Sequence[int]]) -> list[float]:
+def _polish(rows: Sequence[Sequence[int]]) -> list[float]:
     """Median polish of instances (rows) x members (columns): the members' offsets, centred
     on their mean."""
     shifts = [0.0] * len(rows[0])
-    for _ in range(MAX_ROUNDS):
+    for _ in range(_MAX_ROUNDS):
         residuals = _polish_residuals(rows, shifts)
         moves = [statistics.median(column) for column in zip(*residuals, strict=True)]
         shifts = [s + m for s, m in zip(shifts, moves, strict=True)]
-        if all(abs(m) < SETTLED_NS for m in moves):
+        if all(abs(m) < _SETTLED_NS for m in moves):
             break
     mean = math.fsum(shifts) / len(shifts)
     return [s - mean for s in shifts]
@@ -116,9 +116,9 @@ def _polish_residuals(rows: Sequence[Sequence[int]], shifts: Sequence[float]) ->
     return found
 
 
-def links(samples: Sequence[Ends], index: dict[int, int]) -> list[Link]:
+def links(samples: Sequence[_Ends], index: dict[int, int]) -> list[Link]:
     """One link per member set of two or more ranks."""
-    by_set: dict[tuple[int, ...], list[Ends]] = {}
+    by_set: dict[tuple[int, ...], list[_Ends]] = {}
     for ends in samples:
         if len(ends) > 1:
             by_set.setdefault(tuple(sorted(ends)), []).append(ends)
@@ -126,7 +126,7 @@ def links(samples: Sequence[Ends], index: dict[int, int]) -> list[Link]:
     for ranks, group in by_set.items():
         rows = [_anchored(ends, ranks) for ends in group]
         scale, dof = noise(rows)
-        shifts = polish(rows)
+        shifts = _polish(rows)
         found.append(Link(tuple(index[r] for r in ranks), shifts, len(rows), scale, dof))
     _pool_scales(found)
     return found
@@ -145,7 +145,7 @@ def noise(rows: Sequence[Sequence[int]]) -> tuple[float, int]:
     return (_HALF_IQR * statistics.median(values), len(values)) if values else (0.0, 0)
 
 
-def _anchored(ends: Ends, ranks: Sequence[int]) -> list[int]:
+def _anchored(ends: _Ends, ranks: Sequence[int]) -> list[int]:
     """The ends less their earliest (exact integers: epoch ns lose ns as floats)."""
     first = min(ends.values())
     return [ends[r] - first for r in ranks]
@@ -155,24 +155,24 @@ def _pool_scales(found: Sequence[Link]) -> None:
     """Floor every scale; a set with no residual freedom takes the median of the others'
     (the floor when no set has any: the fit's weights then rest on the instance counts)."""
     known = [link.scale for link in found if link.dof]
-    pooled = max(statistics.median(known), SCALE_FLOOR_NS) if known else SCALE_FLOOR_NS
+    pooled = max(statistics.median(known), _SCALE_FLOOR_NS) if known else _SCALE_FLOOR_NS
     for link in found:
-        link.scale = max(link.scale, SCALE_FLOOR_NS) if link.dof else pooled
+        link.scale = max(link.scale, _SCALE_FLOOR_NS) if link.dof else pooled
 
 
 # ---------------------------------------------------------------- stage 2: the joint fit
 
 
-Weights = list[list[float]]  # per link, per member
+_Weights = list[list[float]]  # per link, per member
 
 
-def precision(link: Link) -> float:
+def _precision(link: Link) -> float:
     """The inverse variance of a member's shift in `link` (a median over its instances)."""
     return link.instances / (_MEDIAN_VAR * link.scale**2)
 
 
-def laplacian(
-    found: Sequence[Link], weights: Weights, x: Sequence[float], totals: Sequence[float] = ()
+def _laplacian(
+    found: Sequence[Link], weights: _Weights, x: Sequence[float], totals: Sequence[float] = ()
 ) -> list[float]:
     """L x: per link, each member's weight times its distance from the link's weighted mean
     (`totals`: each link's sum of weights, when known)."""
@@ -183,7 +183,7 @@ def laplacian(
     return out
 
 
-def right_side(found: Sequence[Link], weights: Weights, size: int) -> list[float]:
+def right_side(found: Sequence[Link], weights: _Weights, size: int) -> list[float]:
     """The normal equations' right side: L applied to each link's own shifts."""
     out = [0.0] * size
     for link, w in zip(found, weights, strict=True):
@@ -205,7 +205,7 @@ def _centred(
         out[i] += wi * (v - centre)
 
 
-def diagonal(found: Sequence[Link], weights: Weights, size: int) -> list[float]:
+def _diagonal(found: Sequence[Link], weights: _Weights, size: int) -> list[float]:
     out = [0.0] * size
     for link, w in zip(found, weights, strict=True):
         total = math.fsum(w)
@@ -217,14 +217,14 @@ def diagonal(found: Sequence[Link], weights: Weights, size: int) -> list[float]:
 Prepared = tuple[list[float], list[float]]  # L's inverse diagonal, each link's weight sum
 
 
-def prepare(found: Sequence[Link], weights: Weights, size: int) -> Prepared:
+def prepare(found: Sequence[Link], weights: _Weights, size: int) -> Prepared:
     """What every solve under these memberships and weights shares (`solve`'s `ready`)."""
-    inverse = [1 / d if d > 0 else 0.0 for d in diagonal(found, weights, size)]
+    inverse = [1 / d if d > 0 else 0.0 for d in _diagonal(found, weights, size)]
     return inverse, [sum(w) for w in weights]
 
 
 def solve(
-    found: Sequence[Link], weights: Weights, b: Sequence[float], ready: Prepared | None = None
+    found: Sequence[Link], weights: _Weights, b: Sequence[float], ready: Prepared | None = None
 ) -> list[float]:
     """x with L x = b (b sums to 0 over each connected set), by conjugate gradients
     preconditioned by L's diagonal; x is defined up to a constant per connected set.
@@ -238,7 +238,7 @@ def solve(
     for _ in range(10 * len(b) + 100):
         if _dot(r, r) <= limit or rz == 0:
             break
-        q = laplacian(found, weights, p, totals)
+        q = _laplacian(found, weights, p, totals)
         step = rz / _dot(p, q)
         x = [a + step * c for a, c in zip(x, p, strict=True)]
         r = [a - step * c for a, c in zip(r, q, strict=True)]
@@ -252,30 +252,33 @@ def _dot(a: Sequence[float], b: Sequence[float]) -> float:
     return float(sum(map(operator.mul, a, b)))
 
 
-def misfits(found: Sequence[Link], weights: Weights, x: Sequence[float]) -> list[list[float]]:
+def _misfits(found: Sequence[Link], weights: _Weights, x: Sequence[float]) -> list[list[float]]:
     """Each member's shift minus its fitted one, in units of its standard error."""
     out = []
     for link, w in zip(found, weights, strict=True):
         errors = [d - x[i] for i, d in zip(link.members, link.shifts, strict=True)]
         centre = math.fsum(a * b for a, b in zip(w, errors, strict=True)) / math.fsum(w)
-        root = math.sqrt(precision(link))
+        root = math.sqrt(_precision(link))
         out.append([(e - centre) * root for e in errors])
     return out
 
 
-def fit(found: Sequence[Link], size: int) -> tuple[list[float], Weights]:
+def fit(found: Sequence[Link], size: int) -> tuple[list[float], _Weights]:
     """Offsets by IRLS: least squares reweighted by Huber's rule on standardized misfits
     (their robust spread, at least 1, as the unit) until the weights settle."""
-    base = [[precision(link)] * len(link.members) for link in found]
+    base = [[_precision(link)] * len(link.members) for link in found]
     weights = base
     if not found:
         return [0.0] * size, weights
     x = solve(found, weights, right_side(found, weights, size))
-    for _ in range(MAX_REWEIGHTS):
-        errors = misfits(found, weights, x)
+    for _ in range(_MAX_REWEIGHTS):
+        errors = _misfits(found, weights, x)
         unit = max(1.0, _NORMAL_MAD * mad((abs(e) for row in errors for e in row), 0.0))
         new = [
-            [w * min(1.0, HUBER_K * unit / abs(e)) if e else w for w, e in zip(ws, es, strict=True)]
+            [
+                w * min(1.0, _HUBER_K * unit / abs(e)) if e else w
+                for w, e in zip(ws, es, strict=True)
+            ]
             for ws, es in zip(base, errors, strict=True)
         ]
         settled = _settled(new, weights)
@@ -286,7 +289,7 @@ def fit(found: Sequence[Link], size: int) -> tuple[list[float], Weights]:
     return x, weights
 
 
-def _settled(new: Weights, old: Weights) -> bool:
+def _settled(new: _Weights, old: _Weights) -> bool:
     return all(
         abs(a - b) <= 1e-3 * b
         for u, v in zip(new, old, strict=True)
@@ -297,12 +300,14 @@ def _settled(new: Weights, old: Weights) -> bool:
 # ---------------------------------------------------------------- uncertainty
 
 
-def birge(found: Sequence[Link], weights: Weights, x: Sequence[float], groups: int) -> float | None:
+def _birge(
+    found: Sequence[Link], weights: _Weights, x: Sequence[float], groups: int
+) -> float | None:
     """sqrt(chi^2 / dof) of the final fit, at least 1; when the fit has nothing left over,
     1 if some set measured its own noise, else None (no residual says how noisy the ends are)."""
-    errors = misfits(found, weights, x)
+    errors = _misfits(found, weights, x)
     chi2 = math.fsum(
-        e * e * w / precision(link)
+        e * e * w / _precision(link)
         for link, ws, es in zip(found, weights, errors, strict=True)
         for w, e in zip(ws, es, strict=True)
     )
@@ -312,18 +317,18 @@ def birge(found: Sequence[Link], weights: Weights, x: Sequence[float], groups: i
     return 1.0 if any(link.dof for link in found) else None
 
 
-def spreads(found: Sequence[Link], weights: Weights, reference: Sequence[int]) -> list[float]:
+def _spreads(found: Sequence[Link], weights: _Weights, reference: Sequence[int]) -> list[float]:
     """Each index's standard error against its reference under the fit's weights:
-    sqrt(u' L+ u), u = e_rank - e_reference, exactly (a solve per rank) for at most `DRAWS`
+    sqrt(u' L+ u), u = e_rank - e_reference, exactly (a solve per rank) for at most `_DRAWS`
     ranks, else estimated by re-fits under random shifts."""
     ready = prepare(found, weights, len(reference))  # shared by every solve: the same weights
-    if len(reference) <= DRAWS:
+    if len(reference) <= _DRAWS:
         return [_exact(found, weights, ready, i, ref) for i, ref in enumerate(reference)]
     return _drawn(found, weights, reference, ready)
 
 
 def _exact(
-    found: Sequence[Link], weights: Weights, ready: Prepared, index: int, reference: int
+    found: Sequence[Link], weights: _Weights, ready: Prepared, index: int, reference: int
 ) -> float:
     if index == reference:
         return 0.0
@@ -334,14 +339,14 @@ def _exact(
 
 
 def _drawn(
-    found: Sequence[Link], weights: Weights, reference: Sequence[int], ready: Prepared
+    found: Sequence[Link], weights: _Weights, reference: Sequence[int], ready: Prepared
 ) -> list[float]:
     """The spread of re-fitted offsets when each shift is redrawn with its fitted variance
     (seeded: the same input, the same figures; relative error 1/sqrt(2 x DRAWS))."""
     draw = random.Random(len(reference)).gauss
     total = [0.0] * len(reference)
     sigmas = [[1 / math.sqrt(w) for w in ws] for ws in weights]
-    for _ in range(DRAWS):
+    for _ in range(_DRAWS):
         noisy = [
             Link(link.members, [draw(0.0, s) for s in ss], link.instances, 1, 0)
             for link, ss in zip(found, sigmas, strict=True)
@@ -349,13 +354,13 @@ def _drawn(
         x = solve(noisy, weights, right_side(noisy, weights, len(reference)), ready)
         for i, ref in enumerate(reference):
             total[i] += (x[i] - x[ref]) ** 2
-    return [math.sqrt(t / DRAWS) for t in total]
+    return [math.sqrt(t / _DRAWS) for t in total]
 
 
 # ---------------------------------------------------------------- the whole
 
 
-def components(samples: Sequence[Ends]) -> dict[int, int]:
+def components(samples: Sequence[_Ends]) -> dict[int, int]:
     """Each rank's connected set (ranks linked by a shared instance), by its lowest rank
     (each distinct member set joined once: a group's instances mostly repeat theirs)."""
     parent: dict[int, int] = {}
@@ -393,8 +398,8 @@ def offsets(instances: Sequence[Instance]) -> Found:
             counts[index[rank]] += 1
     found = links(samples, index)
     x, weights = fit(found, len(ranks))
-    factor = birge(found, weights, x, len(set(refs)))
-    errors = spreads(found, weights, refs)
+    factor = _birge(found, weights, x, len(set(refs)))
+    errors = _spreads(found, weights, refs)
     linked = {i for link in found for i in link.members}
     return {
         rank: (

@@ -4,7 +4,7 @@ step time changed significantly.
 `load` reads a commscope report of any schema version up to this one (fields added since are
 defaults; a newer one loads, and the renderer says so). `compare` gives a `RunComparison`:
 the facts of the job that both reports know and that differ, and Welch's t over the
-per-step times (mean over ranks of each ProfilerStep) decided at `SIGNIFICANT`; its `worse`
+per-step times (mean over ranks of each ProfilerStep) decided at `_SIGNIFICANT`; its `worse`
 is the CI gate: B's step time significantly worse than A's, `untested` why the gate cannot
 decide (different jobs, too few steps). The renderer
 (`exporters/diff.py`) only formats these results.
@@ -21,10 +21,10 @@ from commscope.model.schema import JobDifference, Report, RunComparison, StepTes
 from commscope.pipeline.oldreasons import upgrade_report
 from commscope.pipeline.significance import MIN_SAMPLES, welch
 
-SIGNIFICANT: Final = 0.05
+_SIGNIFICANT: Final = 0.05
 
 # Keys every commscope JSON report has had, from schema version 1 on.
-REPORT_KEYS: Final = ("schema_version", "overlap", "collectives", "throughput", "inputs")
+_REPORT_KEYS: Final = ("schema_version", "overlap", "collectives", "throughput", "inputs")
 
 
 def load(data: bytes, name: str) -> Report:
@@ -50,7 +50,7 @@ def _not_a_report(document: object) -> str | None:
         return f"a JSON {type(document).__name__}, not an object"
     if "traceEvents" in document:
         return "a profiler trace: run `commscope report` on its folder first"
-    missing = [key for key in REPORT_KEYS if key not in document]
+    missing = [key for key in _REPORT_KEYS if key not in document]
     if missing:
         return f"no {', '.join(missing)}"
     version = document["schema_version"]
@@ -74,7 +74,7 @@ def untested(comparison: RunComparison) -> str | None:
     return None
 
 
-def step_test(a: Report, b: Report, alpha: float = SIGNIFICANT) -> StepTest:
+def step_test(a: Report, b: Report, alpha: float = _SIGNIFICANT) -> StepTest:
     steps_a, steps_b = a.throughput.step_times_s, b.throughput.step_times_s
     r = welch(steps_a, steps_b)
     significant = r.p_value is not None and r.p_value < alpha

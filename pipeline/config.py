@@ -38,7 +38,7 @@ from typing import Any, Final, NamedTuple
 import msgspec
 from commscope.model.errors import ConfigError
 
-DEGREES: Final = (
+_DEGREES: Final = (
     "data_parallel_replicate_degree",
     "data_parallel_shard_degree",
     "tensor_parallel_degree",
@@ -49,12 +49,12 @@ DEGREES: Final = (
 SHARD: Final = "data_parallel_shard_degree"
 DEFAULT_SOURCE: Final = "TorchTitan default"
 # Expert parallelism borrows ranks from the others: it does not divide the world.
-WORLD_FACTORS: Final = DEGREES[:5]
+_WORLD_FACTORS: Final = _DEGREES[:5]
 _SHORT: Final = dict(
-    zip(WORLD_FACTORS, ("dp_replicate", "dp_shard", "tp", "pp", "cp"), strict=True)
+    zip(_WORLD_FACTORS, ("dp_replicate", "dp_shard", "tp", "pp", "cp"), strict=True)
 )
 
-Place = tuple[str, str]  # (section, key)
+_Place = tuple[str, str]  # (section, key)
 
 
 def _words(text: str) -> frozenset[str]:
@@ -62,7 +62,7 @@ def _words(text: str) -> frozenset[str]:
 
 
 # Where each degree has lived, newest first: the newest place present wins.
-_PLACES: Final[dict[str, tuple[Place, ...]]] = {
+_PLACES: Final[dict[str, tuple[_Place, ...]]] = {
     "data_parallel_replicate_degree": (
         ("parallelism", "data_parallel_replicate_degree"),
         ("training", "data_parallel_replicate_degree"),
@@ -88,11 +88,11 @@ _PLACES: Final[dict[str, tuple[Place, ...]]] = {
     ),
     "expert_parallel_degree": (("parallelism", "expert_parallel_degree"),),
 }
-_LOCAL_BATCH: Final[tuple[Place, ...]] = (
+_LOCAL_BATCH: Final[tuple[_Place, ...]] = (
     ("training", "local_batch_size"),
     ("training", "batch_size"),
 )
-_TOKEN_BUDGET: Final[tuple[Place, ...]] = (
+_TOKEN_BUDGET: Final[tuple[_Place, ...]] = (
     ("training", "num_tokens_per_microbatch_per_dp_rank"),
     ("training", "num_tokens_per_train_step"),
     ("training", "max_context_length"),
@@ -141,7 +141,7 @@ _KNOWN: Final[dict[str, frozenset[str]]] = {
     ),
 }
 _UNKNOWN_SHOWN: Final = 8
-FLAGS_ONLY: Final = (
+_FLAGS_ONLY: Final = (
     "no --config: TorchTitan's default parallelism assumed (every rank data-parallel, "
     "global batch = batch size x world size)"
 )
@@ -162,7 +162,7 @@ class JobConfig(msgspec.Struct, frozen=True, kw_only=True):
     pp_schedule: str | None = None  # pipeline_parallel_schedule ([parallelism] or older)
 
 
-class Resolved(NamedTuple):
+class _Resolved(NamedTuple):
     """The degrees checked against the world: `degrees` is empty when they cannot be this
     run's, and `issue` says why; `sources` says where each value came from."""
 
@@ -203,7 +203,7 @@ def parse_config(text: str, name: str) -> JobConfig:
 
 def flags_only() -> JobConfig:
     """The config when only --batch-size / --seq-len are given: the parallelism is assumed."""
-    return JobConfig(warnings=[FLAGS_ONLY])
+    return JobConfig(warnings=[_FLAGS_ONLY])
 
 
 def with_overrides(config: JobConfig, batch_size: int | None, seq_len: int | None) -> JobConfig:
@@ -216,31 +216,31 @@ def with_overrides(config: JobConfig, batch_size: int | None, seq_len: int | Non
     return msgspec.structs.replace(config, **changes)
 
 
-def resolve(config: JobConfig, world_size: int | None) -> Resolved:
+def resolve(config: JobConfig, world_size: int | None) -> _Resolved:
     """The degrees, -1 resolved from the world size, checked against it."""
-    given = {k: config.parallelism.get(k, -1 if k == SHARD else 1) for k in DEGREES}
+    given = {k: config.parallelism.get(k, -1 if k == SHARD else 1) for k in _DEGREES}
     sources = {k: config.sources.get(k, "config") for k in config.parallelism}
-    sources = {k: sources.get(k, DEFAULT_SOURCE) for k in DEGREES}
+    sources = {k: sources.get(k, DEFAULT_SOURCE) for k in _DEGREES}
     invalid = [f"{k} = {v}" for k, v in given.items() if v < 1 and not (k == SHARD and v == -1)]
     if invalid:
-        return Resolved({}, sources, f"invalid parallel degree: {', '.join(invalid)}")
+        return _Resolved({}, sources, f"invalid parallel degree: {', '.join(invalid)}")
     if given[SHARD] == -1:
-        others = math.prod(given[k] for k in WORLD_FACTORS if k != SHARD)
+        others = math.prod(given[k] for k in _WORLD_FACTORS if k != SHARD)
         if world_size is None or world_size % others:
             why = "the world size is unknown"
             if world_size is not None:
                 why = f"world size {world_size} is not a multiple of {_formula(given, others)}"
-            return Resolved({}, sources, f"data_parallel_shard_degree = -1 is unresolved: {why}")
+            return _Resolved({}, sources, f"data_parallel_shard_degree = -1 is unresolved: {why}")
         given[SHARD] = world_size // others
         sources[SHARD] = f"{sources[SHARD]} -1: world {world_size} / {others}"
-    product = math.prod(given[k] for k in WORLD_FACTORS)
+    product = math.prod(given[k] for k in _WORLD_FACTORS)
     if world_size is not None and product != world_size:
         issue = (
             f"the config's parallel degrees do not match the traces: {_formula(given, product)}, "
             f"but the traces show a world size of {world_size}"
         )
-        return Resolved({}, sources, issue)
-    return Resolved(given, sources, None)
+        return _Resolved({}, sources, issue)
+    return _Resolved(given, sources, None)
 
 
 def global_batch(config: JobConfig, world_size: int | None) -> tuple[int | None, str | None]:
@@ -264,7 +264,7 @@ def global_batch(config: JobConfig, world_size: int | None) -> tuple[int | None,
 
 
 def _formula(degrees: Mapping[str, int], total: int) -> str:
-    factors = " x ".join(f"{_SHORT[k]} {degrees[k]}" for k in WORLD_FACTORS if degrees[k] != -1)
+    factors = " x ".join(f"{_SHORT[k]} {degrees[k]}" for k in _WORLD_FACTORS if degrees[k] != -1)
     return f"{factors} = {total}"
 
 
@@ -282,7 +282,7 @@ def _load(text: str, name: str) -> Mapping[str, Any]:
 
 def _first(
     sections: Mapping[str, Mapping[str, Any]],
-    places: Sequence[Place],
+    places: Sequence[_Place],
     name: str,
     warnings: list[str],
 ) -> tuple[int, str] | None:
@@ -304,7 +304,7 @@ def _first(
     return value, where
 
 
-def _label(place: Place) -> str:
+def _label(place: _Place) -> str:
     return f"[{place[0]}] {place[1]}"
 
 

@@ -32,7 +32,7 @@ from commscope.pipeline.matching import MAX_DESYNCS, Instance, Matched, group_or
 from commscope.pipeline.stats import ratio, thin_indices
 from msgspec import structs
 
-RUN_CLOCKS: Final = "median over windows of each window's offset (applied per window)"
+_RUN_CLOCKS: Final = "median over windows of each window's offset (applied per window)"
 # Bounds of what the whole run's report carries for the HTML report's plots: points per α-β fit
 # and per collective type's skew series, and collective types whose largest fit has its points.
 PLOT_POINTS: Final = 200
@@ -49,7 +49,7 @@ class RankInfo:
 
 
 # (group, type) -> the α-β points (S·F, T s) one after the other: 16 bytes an instance
-Points = dict[tuple[str, str], "array[float]"]
+_Points = dict[tuple[str, str], "array[float]"]
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class CrossRank:
     clocks: Clocks
     arrivals: skew.Tally
     instances: Counter[tuple[str, str]]  # (group, type) -> matched instances
-    points: Points  # the α-β samples: each instance's fastest member
+    points: _Points  # the α-β samples: each instance's fastest member
     # (group, type) -> F of every α-β point, NaN when they differ (S = S·F / F for the plot)
     factors: dict[tuple[str, str], float] = field(default_factory=dict)
     # an NCCL Inspector window's: the instances it took whole from the next (`straddle`)
@@ -94,7 +94,7 @@ def shifts(found: Found) -> dict[int, float]:
     return {rank: offset for rank, (offset, _, _) in found.items()}
 
 
-def exposed_split(
+def _exposed_split(
     results: Mapping[int, RankResult],
     infos: Mapping[int, RankInfo],
     matched: Matched,
@@ -136,12 +136,12 @@ def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> 
         clocks=clocks(found),
         arrivals=skew.tally(timed),
         instances=Counter((item.group, item.collective) for item in arrivals),
-        points=alpha_beta_points(arrivals),
-        factors=bus_factors(arrivals),
-        split=exposed_split(results, infos, with_pairs, found),
+        points=_alpha_beta_points(arrivals),
+        factors=_bus_factors(arrivals),
+        split=_exposed_split(results, infos, with_pairs, found),
         alltoallv=alltoallv.tally(results, matched.instances, _members(infos)),
         pipeline=_pipeline(results, infos, pairs, matched, found),
-        sizes=group_sizes(arrivals),
+        sizes=_group_sizes(arrivals),
     )
 
 
@@ -182,7 +182,7 @@ def pooled(windows: Sequence[CrossRank], clocked: bool = True) -> CrossRank:
     if len(windows) == 1:
         return windows[0]
     return CrossRank(
-        matching=merge_matching([w.matching for w in windows]),
+        matching=_merge_matching([w.matching for w in windows]),
         clocks=merge_clocks([w.clocks for w in windows]) if clocked else Clocks(),
         arrivals=skew.pool([w.arrivals for w in windows]),
         instances=sum((w.instances for w in windows), Counter()),
@@ -195,7 +195,7 @@ def pooled(windows: Sequence[CrossRank], clocked: bool = True) -> CrossRank:
     )
 
 
-def group_sizes(arrivals: Iterable[skew.Arrival]) -> dict[str, int]:
+def _group_sizes(arrivals: Iterable[skew.Arrival]) -> dict[str, int]:
     """Each process group's size n, the largest its instances give (n known)."""
     sizes: dict[str, int] = {}
     for item in arrivals:
@@ -222,7 +222,7 @@ def _joined(parts: Iterable[array[float] | None]) -> array[float]:
 
 
 def _pairs(flat: array[float]) -> list[tuple[float, float]]:
-    """The α-β points of a `Points` entry as (S·F, T s) pairs."""
+    """The α-β points of a `_Points` entry as (S·F, T s) pairs."""
     return list(zip(flat[::2], flat[1::2], strict=True))
 
 
@@ -230,7 +230,7 @@ def _keys(windows: Sequence[CrossRank]) -> list[tuple[str, str]]:
     return sorted({k for w in windows for k in w.points})
 
 
-def merge_matching(parts: Sequence[Matching]) -> Matching:
+def _merge_matching(parts: Sequence[Matching]) -> Matching:
     total = Matching()
     for part in parts:
         total.instances += part.instances
@@ -271,7 +271,7 @@ def merge_clocks(parts: Sequence[Clocks]) -> Clocks:
     references = [p.reference_rank for p in parts if p.reference_rank is not None]
     return Clocks(
         reference_rank=min(references) if references else None,
-        method=RUN_CLOCKS if per_rank else NO_MATCH,
+        method=_RUN_CLOCKS if per_rank else NO_MATCH,
         per_rank=per_rank,
     )
 
@@ -281,9 +281,9 @@ def _median_known(values: Sequence[float | None]) -> float | None:
     return statistics.median(known) if known else None
 
 
-def alpha_beta_points(arrivals: Sequence[skew.Arrival]) -> Points:
+def _alpha_beta_points(arrivals: Sequence[skew.Arrival]) -> _Points:
     """(S·F, wait-free seconds) per (group, type), for instances of known size and F."""
-    points: Points = {}
+    points: _Points = {}
     for item in arrivals:
         factor = bus_factor(item.collective, item.group_size)
         if item.message_bytes is not None and factor is not None and item.fastest_ns > 0:
@@ -294,8 +294,8 @@ def alpha_beta_points(arrivals: Sequence[skew.Arrival]) -> Points:
     return points
 
 
-def bus_factors(arrivals: Sequence[skew.Arrival]) -> dict[tuple[str, str], float]:
-    """F per (group, type) over the instances `alpha_beta_points` keeps, NaN when they differ."""
+def _bus_factors(arrivals: Sequence[skew.Arrival]) -> dict[tuple[str, str], float]:
+    """F per (group, type) over the instances `_alpha_beta_points` keeps, NaN when they differ."""
     parts = []
     for item in arrivals:
         factor = bus_factor(item.collective, item.group_size)

@@ -9,7 +9,7 @@ time spent waiting for late arrivers. Verdicts, each only when its figure passes
 threshold: communication-bound, input- or launch-bound (GPU idle within the steps; the
 kernel launch figures back launch overhead or rule it out, and its advice needs them),
 compute-bound. With none of them: "too little to judge" below the minimums (no profiled step,
-under `MIN_STEP_S` of step time per rank), "no communication" when no rank ran a collective,
+under `_MIN_STEP_S` of step time per rank), "no communication" when no rank ran a collective,
 else balanced. Every suggestion is tied to the figures that show it can help; every
 assumption a figure rests on is listed (`assumptions`).
 """
@@ -34,27 +34,27 @@ from commscope.model.units import duration, rate, size
 from commscope.pipeline.accumulate import CPU
 from commscope.pipeline.stats import mean, ratio
 
-COMM_BOUND: Final = 0.20  # exposed communication / step time
-HOST_BOUND: Final = 0.20  # GPU idle within the steps / step time (1 - GPU busy / step time)
-COMPUTE_BOUND: Final = 0.75  # compute / step time, with exposed comm and idle both below:
-QUIET: Final = 0.10
-LOW_OVERLAP: Final = 0.50
-LOW_UTILIZATION: Final = 0.50
-WAIT_SHARE: Final = 0.25  # waiting on late arrivers / the matched calls' time
-DOMINANT_TRAFFIC: Final = 0.50
-NON_GEMM: Final = 0.30  # elementwise + reduction share of GPU compute time
-MOSTLY_WAITING: Final = 0.50  # waiting on late arrivers / the matched calls' time
-MIN_FIT_R2: Final = 0.80  # an α-β fit looser than this gives evidence, not advice
-LATENCY_BOUND: Final = 0.25  # share of a fit's instances below α·β worth bucketing for
-MIN_STEP_S: Final = 1e-3  # profiled step time per rank (mean over ranks) to judge by
-MIN_INSTANCES: Final = 3  # matched collectives to judge late arrivals by
+_COMM_BOUND: Final = 0.20  # exposed communication / step time
+_HOST_BOUND: Final = 0.20  # GPU idle within the steps / step time (1 - GPU busy / step time)
+_COMPUTE_BOUND: Final = 0.75  # compute / step time, with exposed comm and idle both below:
+_QUIET: Final = 0.10
+_LOW_OVERLAP: Final = 0.50
+_LOW_UTILIZATION: Final = 0.50
+_WAIT_SHARE: Final = 0.25  # waiting on late arrivers / the matched calls' time
+_DOMINANT_TRAFFIC: Final = 0.50
+_NON_GEMM: Final = 0.30  # elementwise + reduction share of GPU compute time
+_MOSTLY_WAITING: Final = 0.50  # waiting on late arrivers / the matched calls' time
+_MIN_FIT_R2: Final = 0.80  # an α-β fit looser than this gives evidence, not advice
+_LATENCY_BOUND: Final = 0.25  # share of a fit's instances below α·β worth bucketing for
+_MIN_STEP_S: Final = 1e-3  # profiled step time per rank (mean over ranks) to judge by
+_MIN_INSTANCES: Final = 3  # matched collectives to judge late arrivals by
 # DDP's first gradient bucket (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES): a step's
 # all-reduce traffic below it is one bucket whatever bucket_cap_mb says.
-DDP_FIRST_BUCKET: Final = 2**20
-NO_COMMUNICATION: Final = "no communication"
+_DDP_FIRST_BUCKET: Final = 2**20
+_NO_COMMUNICATION: Final = "no communication"
 WAITING: Final = "waiting for"
-MIN_STEPS: Final = 3  # profiled steps below which the diagnosis says its confidence is low
-SURE_STEPS: Final = 10  # profiled steps from which it is high
+_MIN_STEPS: Final = 3  # profiled steps below which the diagnosis says its confidence is low
+_SURE_STEPS: Final = 10  # profiled steps from which it is high
 
 
 @dataclass(frozen=True)
@@ -117,8 +117,8 @@ def _ddp_calls(run: Sections) -> str:
     )
 
 
-LAUNCH_SHORT: Final = 0.50  # kernels shorter than their launch call / kernels joined to one
-LAUNCH_QUEUE_S: Final = 50e-6  # median launch-to-kernel queue delay below: an empty queue
+_LAUNCH_SHORT: Final = 0.50  # kernels shorter than their launch call / kernels joined to one
+_LAUNCH_QUEUE_S: Final = 50e-6  # median launch-to-kernel queue delay below: an empty queue
 INPUT_ADVICE: Final = (
     "the host does not keep the GPU fed: more DataLoader workers with pin_memory, prefetching"
 )
@@ -159,16 +159,16 @@ def figures(run: Sections) -> dict[str, float | None]:
 def _weight(verdict: str, found: dict[str, float | None]) -> float:
     """A verdict's weight, to rank several: the figure that triggered it."""
     if verdict == "communication-bound":
-        return exposed_parts(found)[0]
+        return _exposed_parts(found)[0]
     if verdict.startswith(WAITING):
-        return exposed_parts(found)[1]
+        return _exposed_parts(found)[1]
     if verdict == "input- or launch-bound":
         busy = found["gpu_busy_fraction"]
         return 0.0 if busy is None else 1.0 - busy
     return found["compute_fraction"] or 0.0
 
 
-def exposed_parts(found: dict[str, float | None]) -> tuple[float, float]:
+def _exposed_parts(found: dict[str, float | None]) -> tuple[float, float]:
     """(communication, waiting) as fractions of step time: exposed transfer plus exposed
     unmatched, and exposed waiting. Without the split (no rank's cross-rank facts), all of
     the exposed communication counts as communication."""
@@ -188,7 +188,7 @@ _BOUND: Final = ("communication-bound", "input- or launch-bound", "compute-bound
 def diagnose(run: Sections, config: RunConfig | None = None) -> Diagnosis:
     """`config`: the job's configuration (its parallel degrees are evidence for advice)."""
     found = figures(run)
-    gap = too_little(run)
+    gap = _too_little(run)
     jobs = Evidence.of(run, config or RunConfig())
     findings = [
         *(_step_findings(run, found, jobs) if gap is None else ()),
@@ -226,13 +226,13 @@ def confidence(run: Sections) -> tuple[str, str]:
         return "low", "from an Nsight Systems capture span taken as one step (no step range)"
     if not steps:
         return "n/a", "no profiled step"
-    if steps < MIN_STEPS:
+    if steps < _MIN_STEPS:
         return "low", (
-            f"from {steps} profiled step{'s' * (steps != 1)}, fewer than {MIN_STEPS}: one "
+            f"from {steps} profiled step{'s' * (steps != 1)}, fewer than {_MIN_STEPS}: one "
             "step's noise can decide the verdict, and no advice rests on a fit over steps"
         )
-    if steps < SURE_STEPS:
-        return "medium", f"from {steps} profiled steps, fewer than {SURE_STEPS}"
+    if steps < _SURE_STEPS:
+        return "medium", f"from {steps} profiled steps, fewer than {_SURE_STEPS}"
     return "high", f"from {steps} profiled steps"
 
 
@@ -245,7 +245,7 @@ def _step_findings(
     yield from _compute(run, found)
 
 
-def too_little(run: Sections) -> str | None:
+def _too_little(run: Sections) -> str | None:
     """Why the step time is too little to judge by, or None when it is enough."""
     spans = [s.span_s for s in run.steps.values() if s.count or s.capture_span]
     if not spans:
@@ -254,10 +254,10 @@ def too_little(run: Sections) -> str | None:
     if not known:
         return "the steps' spans were not kept (results stored by an older commscope)"
     per_rank = math.fsum(known) / len(known)
-    if per_rank < MIN_STEP_S:
+    if per_rank < _MIN_STEP_S:
         return (
             f"{duration(per_rank)} of profiled step time per rank, "
-            f"under the {MIN_STEP_S * 1e3:g} ms minimum"
+            f"under the {_MIN_STEP_S * 1e3:g} ms minimum"
         )
     return None
 
@@ -265,7 +265,7 @@ def too_little(run: Sections) -> str | None:
 def _silence(run: Sections) -> Iterator[Finding]:
     if run.ranks and not run.collectives.all_ranks:
         yield Finding(
-            verdict=NO_COMMUNICATION,
+            verdict=_NO_COMMUNICATION,
             evidence=[
                 "no rank's trace holds a collective: overlap, exposed communication, network "
                 "load and the cross-rank sections do not apply"
@@ -281,16 +281,16 @@ def _communication(
     run: Sections, found: dict[str, float | None], jobs: Evidence
 ) -> Iterator[Finding]:
     """Communication-bound on exposed transfer (plus exposed unmatched, said), never on
-    waiting: when its own figure passes `COMM_BOUND`, or the exposed communication does and
+    waiting: when its own figure passes `_COMM_BOUND`, or the exposed communication does and
     transfer outweighs waiting."""
     if not _moving_bound(found):
         return
-    moving = exposed_parts(found)[0]
+    moving = _exposed_parts(found)[0]
     exposed = found["exposed_comm_fraction"] or 0.0
     evidence = [_moving_evidence(found, exposed)]
     advice = []
     overlap = found["overlap"]
-    if overlap is not None and overlap < LOW_OVERLAP:
+    if overlap is not None and overlap < _LOW_OVERLAP:
         evidence.append(f"only {_pct(overlap)} of communication overlaps compute")
         compute = found["compute_fraction"]
         if compute is not None and compute < moving:
@@ -320,19 +320,21 @@ def _moving_evidence(found: dict[str, float | None], exposed: float) -> str:
 
 
 def _moving_bound(found: dict[str, float | None]) -> bool:
-    """Exposed transfer (+ unmatched) past `COMM_BOUND`, or the exposed communication past it
+    """Exposed transfer (+ unmatched) past `_COMM_BOUND`, or the exposed communication past it
     with transfer outweighing waiting."""
-    moving, waiting = exposed_parts(found)
+    moving, waiting = _exposed_parts(found)
     exposed = found["exposed_comm_fraction"] or 0.0
-    return moving >= COMM_BOUND or (exposed >= COMM_BOUND and moving > waiting)
+    return moving >= _COMM_BOUND or (exposed >= _COMM_BOUND and moving > waiting)
 
 
 def _waiting_bound(found: dict[str, float | None]) -> bool:
-    """Exposed waiting past `COMM_BOUND`, or the exposed communication past it with waiting
+    """Exposed waiting past `_COMM_BOUND`, or the exposed communication past it with waiting
     outweighing transfer."""
-    moving, waiting = exposed_parts(found)
+    moving, waiting = _exposed_parts(found)
     exposed = found["exposed_comm_fraction"] or 0.0
-    return waiting > 0 and (waiting >= COMM_BOUND or (exposed >= COMM_BOUND and waiting >= moving))
+    return waiting > 0 and (
+        waiting >= _COMM_BOUND or (exposed >= _COMM_BOUND and waiting >= moving)
+    )
 
 
 def _waiting(run: Sections, found: dict[str, float | None], jobs: Evidence) -> Iterator[Finding]:
@@ -341,7 +343,7 @@ def _waiting(run: Sections, found: dict[str, float | None], jobs: Evidence) -> I
     not what the time waits on."""
     if not _waiting_bound(found):
         return
-    moving, waiting = exposed_parts(found)
+    moving, waiting = _exposed_parts(found)
     rank = run.skew.waited_for_rank
     evidence = [
         f"exposed waiting is {_pct(waiting)} of step time (mean over ranks): ranks sit in "
@@ -350,7 +352,7 @@ def _waiting(run: Sections, found: dict[str, float | None], jobs: Evidence) -> I
     ]
     if not _moving_bound(found):
         overlap = found["overlap"]
-        if overlap is not None and overlap < LOW_OVERLAP:
+        if overlap is not None and overlap < _LOW_OVERLAP:
             evidence.append(f"only {_pct(overlap)} of communication overlaps compute")
         _network_advice(run, found, evidence, jobs)  # its evidence only
     staged = _pipeline_wait(run)
@@ -412,7 +414,7 @@ def _overlap_advice(run: Sections, evidence: list[str], jobs: Evidence) -> str:
     if per_step is None:
         evidence.append("all-reduce traffic per step unknown: no DDP bucket advice")
         return advice
-    if per_step > DDP_FIRST_BUCKET:
+    if per_step > _DDP_FIRST_BUCKET:
         return advice + "; DDP bucket_cap_mb so gradient all-reduces start during backward"
     evidence.append(
         f"all-reduce traffic is {size(per_step)} per step (mean over ranks), within "
@@ -436,13 +438,13 @@ def _network_advice(
 ) -> list[str]:
     advice = []
     top = next(iter(run.traffic.items()), None)
-    if top and top[1].share is not None and top[1].share >= DOMINANT_TRAFFIC:
+    if top and top[1].share is not None and top[1].share >= _DOMINANT_TRAFFIC:
         evidence.append(f"{top[0]} carries {_pct(top[1].share)} of the traffic")
     used, basis = _wait_free_utilization(run)
     if used is None:
         used = found["bandwidth_utilization"]
         basis = "mean bus bandwidth over ranks, waiting included"
-    if used is not None and used < LOW_UTILIZATION:
+    if used is not None and used < _LOW_UTILIZATION:
         evidence.append(f"the network delivers {_pct(used)} of the link peak ({basis})")
         check = (
             "NCCL's topology and transport (NCCL_DEBUG=INFO)"
@@ -488,15 +490,15 @@ def _no_bucketing(fit: AlphaBeta, knee: float, steps: int) -> str | None:
     """Why bucketing cannot help, or None: it helps only when the fit is tight, a real share
     of the instances sits below the knee α·β, and a step's traffic of this collective on this
     group exceeds the knee (below it, even one bucket per step stays latency-bound)."""
-    if fit.r2 is None or fit.r2 < MIN_FIT_R2:
+    if fit.r2 is None or fit.r2 < _MIN_FIT_R2:
         r2 = "n/a" if fit.r2 is None else f"{fit.r2:.2f}"
         return f"a loose fit (R² {r2}), so no advice from it"
-    if fit.latency_bound is None or fit.latency_bound < LATENCY_BOUND:
-        return f"under {LATENCY_BOUND:.0%} of its instances below the knee: no bucketing advice"
+    if fit.latency_bound is None or fit.latency_bound < _LATENCY_BOUND:
+        return f"under {_LATENCY_BOUND:.0%} of its instances below the knee: no bucketing advice"
     if fit.bus_bytes is None or not steps:
         return "its traffic per profiled step is unknown, so no bucketing advice"
-    if steps < MIN_STEPS:
-        return f"from {steps} profiled step{'s' * (steps != 1)} (under {MIN_STEPS}): no advice"
+    if steps < _MIN_STEPS:
+        return f"from {steps} profiled step{'s' * (steps != 1)} (under {_MIN_STEPS}): no advice"
     per_step = fit.bus_bytes / steps
     if per_step <= knee:
         return (
@@ -513,7 +515,7 @@ def _wait_free_utilization(run: Sections) -> tuple[float | None, str]:
         (fit.instances, group, kind, fit)
         for group, kinds in run.alpha_beta.items()
         for kind, fit in kinds.items()
-        if fit.peak_ratio is not None and fit.r2 is not None and fit.r2 >= MIN_FIT_R2
+        if fit.peak_ratio is not None and fit.r2 is not None and fit.r2 >= _MIN_FIT_R2
     ]
     if not fits:
         return None, ""
@@ -523,7 +525,7 @@ def _wait_free_utilization(run: Sections) -> tuple[float | None, str]:
 
 def _host(run: Sections, found: dict[str, float | None]) -> Iterator[Finding]:
     busy = found["gpu_busy_fraction"]
-    if busy is None or 1.0 - busy < HOST_BOUND:
+    if busy is None or 1.0 - busy < _HOST_BOUND:
         return
     evidence = [
         f"the GPU is busy {_pct(busy)} of step time: idle {_pct(1.0 - busy)} of the profiled "
@@ -535,21 +537,23 @@ def _host(run: Sections, found: dict[str, float | None]) -> Iterator[Finding]:
             f"between its first and last activity it sits idle {_pct(span)} of the time"
         )
     launches = run.launches.all_ranks
-    evidence += launch_evidence(launches)
-    advice = [INPUT_ADVICE, *([LAUNCH_ADVICE] if launch_bound(launches) else [])]
+    evidence += _launch_evidence(launches)
+    advice = [INPUT_ADVICE, *([LAUNCH_ADVICE] if _launch_bound(launches) else [])]
     yield Finding(verdict="input- or launch-bound", evidence=evidence, suggestions=advice)
 
 
-def launch_bound(launches: RankLaunches | None) -> bool:
+def _launch_bound(launches: RankLaunches | None) -> bool:
     """Whether the launch figures show the CPU's launches holding the GPU back: most kernels
     shorter than their launch call, and a median queue delay under LAUNCH_QUEUE_S."""
     if launches is None or launches.shorter_share is None:
         return False
     median = launches.queue_delay_s.median
-    return launches.shorter_share >= LAUNCH_SHORT and median is not None and median < LAUNCH_QUEUE_S
+    return (
+        launches.shorter_share >= _LAUNCH_SHORT and median is not None and median < _LAUNCH_QUEUE_S
+    )
 
 
-def launch_evidence(launches: RankLaunches | None) -> list[str]:
+def _launch_evidence(launches: RankLaunches | None) -> list[str]:
     """The launch figures (all ranks), and what they say of launch overhead."""
     if launches is None or not launches.kernels:
         return ["no kernel joined to a launch call in the traces: launch overhead is neither "
@@ -561,15 +565,15 @@ def launch_evidence(launches: RankLaunches | None) -> list[str]:
         f" p95 ~{duration(delay.p95)}; {launches.shorter:,} of {launches.kernels:,} kernels "
         f"({_pct(launches.shorter_share)}) ran shorter than their launch call"
     )
-    if launch_bound(launches):
+    if _launch_bound(launches):
         reading = (
             "launch-bound: most kernels run shorter than their launch call and start within "
-            f"{duration(LAUNCH_QUEUE_S)} of it (an empty queue): the CPU cannot launch fast enough"
+            f"{duration(_LAUNCH_QUEUE_S)} of it (an empty queue): the CPU cannot launch fast enough"
         )
     else:
         reading = (
-            f"not launch-bound: that takes {_pct(LAUNCH_SHORT)} or more of the kernels shorter "
-            f"than their launch call and a median queue delay under {duration(LAUNCH_QUEUE_S)}"
+            f"not launch-bound: that takes {_pct(_LAUNCH_SHORT)} or more of the kernels shorter "
+            f"than their launch call and a median queue delay under {duration(_LAUNCH_QUEUE_S)}"
         )
     return [figures, reading]
 
@@ -580,9 +584,9 @@ def _compute(run: Sections, found: dict[str, float | None]) -> Iterator[Finding]
     idle = None if busy is None else 1.0 - busy
     if (
         compute is None
-        or compute < COMPUTE_BOUND
-        or (exposed or 0) >= QUIET
-        or (idle or 0) >= QUIET
+        or compute < _COMPUTE_BOUND
+        or (exposed or 0) >= _QUIET
+        or (idle or 0) >= _QUIET
     ):
         return
     evidence = [f"compute is {_pct(compute)} of step time; exposed communication "
@@ -594,7 +598,7 @@ def _compute(run: Sections, found: dict[str, float | None]) -> Iterator[Finding]
         light = share.get("elementwise", 0.0) + share.get("reduction", 0.0)
         light = light / busy_share if busy_share else 0.0
         evidence.append(f"elementwise and reduction kernels take {_pct(light)} of compute time")
-        if light >= NON_GEMM:
+        if light >= _NON_GEMM:
             advice.append("fuse elementwise and normalization kernels (torch.compile)")
     if found["mfu"] is not None:
         evidence.append(f"MFU {_pct(found['mfu'])}")
@@ -602,13 +606,13 @@ def _compute(run: Sections, found: dict[str, float | None]) -> Iterator[Finding]
 
 
 def _enough_instances(run: Sections) -> bool:
-    return sum(s.instances for s in run.skew.per_collective.values()) >= MIN_INSTANCES
+    return sum(s.instances for s in run.skew.per_collective.values()) >= _MIN_INSTANCES
 
 
 def _late_rank(run: Sections, found: dict[str, float | None], judged: bool) -> Iterator[Finding]:
     """Late arrivals, when the waiting verdict (`_waiting`) does not already say them."""
     waiting = found["wait_fraction_of_comm"]
-    if waiting is None or waiting < WAIT_SHARE or not _enough_instances(run):
+    if waiting is None or waiting < _WAIT_SHARE or not _enough_instances(run):
         return
     if judged and _waiting_bound(found):
         return

@@ -33,9 +33,9 @@ from commscope.pipeline.accumulate import Accumulator, highest
 from commscope.pipeline.intervals import IntervalSet, pack, unpack
 from commscope.pipeline.topkernels import capped, merge_launches
 
-RUNS: Final[tuple[RunsName, ...]] = ("compute", "gpu_comm", "cpu_comm", "copies")
-MAX_BUCKET: Final = 2200  # log_γ 2^63 ≈ 2,183 (γ of `pipeline.sketch`)
-MAX_SUM_PARTS: Final = 64
+_RUNS: Final[tuple[RunsName, ...]] = ("compute", "gpu_comm", "cpu_comm", "copies")
+_MAX_BUCKET: Final = 2200  # log_γ 2^63 ≈ 2,183 (γ of `pipeline.sketch`)
+_MAX_SUM_PARTS: Final = 64
 
 
 class Reduction(Accumulator):
@@ -66,7 +66,7 @@ def _parts(acc: Accumulator, limit: int) -> Iterator[dict[str, Any]]:
         launches=acc.launches,
         graphs=acc.graphs,
     )
-    for name in RUNS:
+    for name in _RUNS:
         yield from parts.runs("runs", name, _sets(acc)[name])
     for tid, busy in acc.busy.items():
         yield from parts.runs("busy", tid, shipped(busy, acc.has_gpu))
@@ -144,21 +144,21 @@ def well_formed(part: Facts) -> bool:
     peer sends is checked first)."""
     packed = [*part.runs.values(), *part.busy.values(), *part.call_time.values()]
     whole = all(len(data) % RUN_BYTES == 0 for data in packed)
-    return whole and (part.launches is None or sketch_sane(part.launches.delay_ns))
+    return whole and (part.launches is None or _sketch_sane(part.launches.delay_ns))
 
 
-def sketch_sane(found: Sketch) -> bool:
+def _sketch_sane(found: Sketch) -> bool:
     """A sketch a peer may send: buckets within the range of int64 nanoseconds (a bucket
     index beyond ±MAX_BUCKET is no time), positive counts adding up to `count`, a few sum
     parts, and min ≤ max when it holds values."""
     buckets = (found.positive, found.negative)
     counts = [n for side in buckets for n in side.values()]
     return (
-        all(abs(index) <= MAX_BUCKET for side in buckets for index in side)
+        all(abs(index) <= _MAX_BUCKET for side in buckets for index in side)
         and all(0 < n <= found.count for n in counts)
         and found.zeros >= 0
         and found.count == found.zeros + sum(counts)
-        and len(found.sum_parts) <= MAX_SUM_PARTS
+        and len(found.sum_parts) <= _MAX_SUM_PARTS
         and (found.count == 0 or (found.min is not None and found.max is not None
                                   and found.min <= found.max))
     )  # fmt: skip

@@ -15,12 +15,12 @@ from typing import Final, NamedTuple
 
 from commscope.model.fields import where
 
-PEAK_SOURCE: Final = "table value (TorchTitan, dense BF16)"
-ASK_PEAK: Final = "give --peak-tflops"
+_PEAK_SOURCE: Final = "table value (TorchTitan, dense BF16)"
+_ASK_PEAK: Final = "give --peak-tflops"
 
 # Dense BF16 peak FLOP/s per GPU, TorchTitan's get_peak_flops in its order: the first row whose
 # every part is a substring of the upper-cased GPU name wins (so H100 NVL and PCIe before H100).
-PEAK_FLOPS: Final = (
+_PEAK_FLOPS: Final = (
     (("A100",), "A100", 312e12),
     (("H100", "NVL"), "H100 NVL", 835e12),
     (("H100", "PCIE"), "H100 PCIe", 756e12),
@@ -33,7 +33,7 @@ PEAK_FLOPS: Final = (
     (("L40S",), "L40S", 362e12),
 )
 # TorchTitan reads this GPU's peak from its compute-unit count at run time: no name gives it.
-INTEL_MAX_1550: Final = "DATA CENTER GPU MAX 1550"
+_INTEL_MAX_1550: Final = "DATA CENTER GPU MAX 1550"
 
 
 class Architecture(NamedTuple):
@@ -56,43 +56,43 @@ class ModelShape(NamedTuple):
     dim: int
 
 
-LLAMA3_VOCAB: Final = 128256  # llama3's tiktoken tokenizer; TransformerModelArgs' default
-LLAMA2_VOCAB: Final = 32000  # Llama 2's SentencePiece tokenizer
+_LLAMA3_VOCAB: Final = 128256  # llama3's tiktoken tokenizer; TransformerModelArgs' default
+_LLAMA2_VOCAB: Final = 32000  # Llama 2's SentencePiece tokenizer
 
 # torchtitan/models/llama3/__init__.py (and torchtitan/models/llama/__init__.py before it).
 # debugmodel as upstream defines it now; older TorchTitan versions used 2 or 8 layers and the
 # test tokenizer's vocabulary.
 LLAMA3: Final[Mapping[str, Architecture]] = {
     "debugmodel": Architecture(dim=256, n_layers=6, n_heads=16, vocab_size=2048),
-    "8b": Architecture(4096, 32, 32, LLAMA3_VOCAB, 8, multiple_of=1024, ffn_dim_multiplier=1.3),
-    "70b": Architecture(8192, 80, 64, LLAMA3_VOCAB, 8, multiple_of=4096, ffn_dim_multiplier=1.3),
+    "8b": Architecture(4096, 32, 32, _LLAMA3_VOCAB, 8, multiple_of=1024, ffn_dim_multiplier=1.3),
+    "70b": Architecture(8192, 80, 64, _LLAMA3_VOCAB, 8, multiple_of=4096, ffn_dim_multiplier=1.3),
     "405b": Architecture(
-        16384, 126, 128, LLAMA3_VOCAB, 8, multiple_of=4096, ffn_dim_multiplier=1.2
+        16384, 126, 128, _LLAMA3_VOCAB, 8, multiple_of=4096, ffn_dim_multiplier=1.2
     ),
 }
 # llama2_configs of early TorchTitan (torchtitan/models/llama/__init__.py); its debugmodel
 # changed between versions and is left out.
 LLAMA2: Final[Mapping[str, Architecture]] = {
-    "271m": Architecture(dim=1024, n_layers=16, n_heads=8, vocab_size=LLAMA2_VOCAB),
-    "1b": Architecture(dim=2048, n_layers=18, n_heads=16, vocab_size=LLAMA2_VOCAB),
-    "7b": Architecture(dim=4096, n_layers=32, n_heads=32, vocab_size=LLAMA2_VOCAB),
-    "13b": Architecture(dim=5120, n_layers=40, n_heads=40, vocab_size=LLAMA2_VOCAB),
-    "26b": Architecture(dim=5120, n_layers=80, n_heads=40, vocab_size=LLAMA2_VOCAB),
-    "70b": Architecture(8192, 80, 64, LLAMA2_VOCAB, 8, multiple_of=4096, ffn_dim_multiplier=1.3),
+    "271m": Architecture(dim=1024, n_layers=16, n_heads=8, vocab_size=_LLAMA2_VOCAB),
+    "1b": Architecture(dim=2048, n_layers=18, n_heads=16, vocab_size=_LLAMA2_VOCAB),
+    "7b": Architecture(dim=4096, n_layers=32, n_heads=32, vocab_size=_LLAMA2_VOCAB),
+    "13b": Architecture(dim=5120, n_layers=40, n_heads=40, vocab_size=_LLAMA2_VOCAB),
+    "26b": Architecture(dim=5120, n_layers=80, n_heads=40, vocab_size=_LLAMA2_VOCAB),
+    "70b": Architecture(8192, 80, 64, _LLAMA2_VOCAB, 8, multiple_of=4096, ffn_dim_multiplier=1.3),
 }
 # `[model] name` as TorchTitan configs and experiments write it, lower-cased.
-MODELS: Final[Mapping[str, Mapping[str, Architecture]]] = {
+_MODELS: Final[Mapping[str, Mapping[str, Architecture]]] = {
     "llama3": LLAMA3,
     "llama3_simple_fsdp": LLAMA3,
     "simple_fsdp.llama3": LLAMA3,
     "llama2": LLAMA2,
 }
 # Flavors that differ only in the attention kernel (8B_flex, debugmodel_varlen_attn, ...).
-ATTENTION_SUFFIXES: Final = ("_flex_attn", "_varlen_attn", "_flex", "_varlen")
+_ATTENTION_SUFFIXES: Final = ("_flex_attn", "_varlen_attn", "_flex", "_varlen")
 
-DEFAULT_AC_MODE: Final = "selective"  # TorchTitan's [activation_checkpoint] defaults
-DEFAULT_AC_OPTION: Final = "2"
-FULL_RECOMPUTE: Final = "(8N + 16·L·D·T)/(6N + 12·L·D·T) = 4/3"
+_DEFAULT_AC_MODE: Final = "selective"  # TorchTitan's [activation_checkpoint] defaults
+_DEFAULT_AC_OPTION: Final = "2"
+_FULL_RECOMPUTE: Final = "(8N + 16·L·D·T)/(6N + 12·L·D·T) = 4/3"
 
 
 def peak_flops(
@@ -103,14 +103,14 @@ def peak_flops(
     if override is not None:
         return override, "--peak-tflops"
     if gpu_name is None:
-        return None, f"GPU unknown ({where('gpu_name', sources)}); {ASK_PEAK}"
+        return None, f"GPU unknown ({where('gpu_name', sources)}); {_ASK_PEAK}"
     upper = gpu_name.upper()
-    for parts, label, peak in PEAK_FLOPS:
+    for parts, label, peak in _PEAK_FLOPS:
         if all(part in upper for part in parts):
-            return peak, f"{label} {PEAK_SOURCE}"
-    if INTEL_MAX_1550 in upper:
-        return None, f"TorchTitan computes {gpu_name}'s peak from its compute units; {ASK_PEAK}"
-    return None, f"no peak FLOPs for {gpu_name} in TorchTitan's table; {ASK_PEAK}"
+            return peak, f"{label} {_PEAK_SOURCE}"
+    if _INTEL_MAX_1550 in upper:
+        return None, f"TorchTitan computes {gpu_name}'s peak from its compute units; {_ASK_PEAK}"
+    return None, f"no peak FLOPs for {gpu_name} in TorchTitan's table; {_ASK_PEAK}"
 
 
 def ffn_hidden_dim(arch: Architecture) -> int:
@@ -121,7 +121,7 @@ def ffn_hidden_dim(arch: Architecture) -> int:
     return arch.multiple_of * ((hidden + arch.multiple_of - 1) // arch.multiple_of)
 
 
-def layer_params(arch: Architecture) -> int:
+def _layer_params(arch: Architecture) -> int:
     """One TransformerBlock: wq, wk, wv, wo; w1, w2, w3; attention_norm and ffn_norm."""
     head_dim = arch.dim // arch.n_heads
     kv_heads = arch.n_heads if arch.n_kv_heads is None else arch.n_kv_heads
@@ -131,7 +131,7 @@ def layer_params(arch: Architecture) -> int:
 
 def flops_params(arch: Architecture) -> int:
     """N: every parameter but tok_embeddings; the output projection counts."""
-    return arch.n_layers * layer_params(arch) + arch.dim + arch.dim * arch.vocab_size
+    return arch.n_layers * _layer_params(arch) + arch.dim + arch.dim * arch.vocab_size
 
 
 def total_params(arch: Architecture) -> int:
@@ -139,18 +139,18 @@ def total_params(arch: Architecture) -> int:
     return flops_params(arch) + arch.vocab_size * arch.dim
 
 
-def architecture(model: str | None, flavor: str | None) -> Architecture | None:
+def _architecture(model: str | None, flavor: str | None) -> Architecture | None:
     """The arguments of a TorchTitan model flavor (case-insensitive), None when not in the table."""
     if model is None or flavor is None:
         return None
-    flavors = MODELS.get(model.strip().lower())
-    return None if flavors is None else flavors.get(base_flavor(flavor))
+    flavors = _MODELS.get(model.strip().lower())
+    return None if flavors is None else flavors.get(_base_flavor(flavor))
 
 
-def base_flavor(flavor: str) -> str:
+def _base_flavor(flavor: str) -> str:
     """The flavor lower-cased, without an attention-kernel suffix."""
     name = flavor.strip().lower()
-    for suffix in ATTENTION_SUFFIXES:
+    for suffix in _ATTENTION_SUFFIXES:
         if name.endswith(suffix):
             return name.removesuffix(suffix)
     return name
@@ -158,7 +158,7 @@ def base_flavor(flavor: str) -> str:
 
 def model_shape(model: str | None, flavor: str | None) -> ModelShape | None:
     """N, L and dim of a TorchTitan model flavor, None when the table does not hold it."""
-    arch = architecture(model, flavor)
+    arch = _architecture(model, flavor)
     if arch is None:
         return None
     return ModelShape(params=flops_params(arch), layers=arch.n_layers, dim=arch.dim)
@@ -183,7 +183,7 @@ def hfu_factor(mode: str | None, selective_option: str | None) -> tuple[float | 
     projection as recomputed, which it is not: the true factor is slightly lower.
     """
     if mode is None:
-        factor, why = hfu_factor(DEFAULT_AC_MODE, selective_option)
+        factor, why = hfu_factor(_DEFAULT_AC_MODE, selective_option)
         return factor, (
             f"assumed: the config gives no [activation_checkpoint] mode, so TorchTitan's "
             f"default: {why}"
@@ -192,27 +192,27 @@ def hfu_factor(mode: str | None, selective_option: str | None) -> tuple[float | 
     if kind == "none":
         return 1.0, "no activation checkpointing: nothing recomputed"
     if kind == "full":
-        return every_kth_layer(1), f"full activation checkpointing: {FULL_RECOMPUTE}"
+        return _every_kth_layer(1), f"full activation checkpointing: {_FULL_RECOMPUTE}"
     if kind == "selective":
-        return selective_factor(selective_option)
+        return _selective_factor(selective_option)
     return None, f"activation checkpointing mode {mode!r}: recomputed FLOPs unknown"
 
 
-def selective_factor(option: str | None) -> tuple[float | None, str]:
+def _selective_factor(option: str | None) -> tuple[float | None, str]:
     """TorchTitan's selective_ac_option: "op", or k to checkpoint every k-th layer (0: all)."""
-    text = DEFAULT_AC_OPTION if option is None else option.strip().lower()
+    text = _DEFAULT_AC_OPTION if option is None else option.strip().lower()
     default = " (default)" if option is None else ""
     if text == "op":
         return None, "op-level selective activation checkpointing: recomputed FLOPs not known"
     if not (text.isascii() and text.isdigit()):
         return None, f"selective_ac_option {option!r} is neither 'op' nor a layer interval"
     every = max(int(text), 1)
-    return every_kth_layer(every), (
+    return _every_kth_layer(every), (
         f"selective activation checkpointing{default} of one layer in {every}:"
         f" 1 + (1/{every})·(1/3)"
     )
 
 
-def every_kth_layer(every: int) -> float:
+def _every_kth_layer(every: int) -> float:
     """HFU factor when the forward of one layer in `every` is run twice."""
     return 1 + 1 / (3 * every)

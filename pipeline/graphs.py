@@ -19,7 +19,7 @@ from commscope.model.report import GraphReplays, Graphs, GraphStats
 from commscope.model.wire import MAX_GRAPHS, GraphRow, GraphTally, RankResult
 from commscope.pipeline.stats import ratio
 
-NS: Final = 1e-9
+_NS: Final = 1e-9
 NO_GRAPHS: Final = (
     "no CUDA graph launch (cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch) and no kernel "
     "with a graph id in the traces"
@@ -81,14 +81,14 @@ def stats(tally: GraphTally) -> GraphStats:
     launched = kernels - tally.unlaunched  # kernels joined to a launch by correlation
     return GraphStats(
         launches=tally.launches,
-        call_time_s=tally.call_ns * NS,
+        call_time_s=tally.call_ns * _NS,
         empty=tally.empty,
         empty_share=ratio(tally.empty, tally.launches),
         kernels=kernels,
-        kernel_time_s=sum(r.kernel_ns for r in rows) * NS,
+        kernel_time_s=sum(r.kernel_ns for r in rows) * _NS,
         kernels_per_launch=ratio(launched, tally.launches - tally.empty),
         comm_kernels=sum(r.comm_kernels for r in rows),
-        comm_time_s=sum(r.comm_ns for r in rows) * NS,
+        comm_time_s=sum(r.comm_ns for r in rows) * _NS,
         unlaunched=tally.unlaunched,
         graphs=sum(1 for r in rows if r.graph is not None),
     )
@@ -102,9 +102,9 @@ def replays(tally: GraphTally) -> list[GraphReplays]:
             graph=r.graph,
             launches=r.launches,
             kernels=r.kernels,
-            kernel_time_s=r.kernel_ns * NS,
+            kernel_time_s=r.kernel_ns * _NS,
             comm_kernels=r.comm_kernels,
-            comm_time_s=r.comm_ns * NS,
+            comm_time_s=r.comm_ns * _NS,
         )
         for r in ordered
     ]

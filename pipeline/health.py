@@ -32,9 +32,9 @@ from commscope.model.schema import (
 )
 from commscope.pipeline.clocks import epoch_ns
 
-MATCHING: Final = "matching across ranks, and the clock offsets, arrival skew and α-β fits on it"
+_MATCHING: Final = "matching across ranks, and the clock offsets, arrival skew and α-β fits on it"
 # Which sections each gap weakens, and how.
-WEAKENS: Final[dict[str, tuple[str, ...]]] = {
+_WEAKENS: Final[dict[str, tuple[str, ...]]] = {
     "steps": (
         "throughput: iteration time and tokens/s leave these ranks out (n/a without any)",
         "diagnosis: no step-relative figure for these ranks",
@@ -47,19 +47,19 @@ WEAKENS: Final[dict[str, tuple[str, ...]]] = {
         "step-time stragglers: these ranks are left out",
     ),
     "ranks": (
-        f"{MATCHING}: a group with an untraced member has fewer instances",
+        f"{_MATCHING}: a group with an untraced member has fewer instances",
         "means and totals over ranks: they cover the traced ranks only",
     ),
-    "process_group": (f"{MATCHING}: these calls form one unnamed group, paired by index",),
-    "pg_config": (f"{MATCHING}: group members guessed from the ranks seen",),
-    "seq": (f"{MATCHING}: a call missing on one rank shifts every later pairing (desyncs)",),
+    "process_group": (f"{_MATCHING}: these calls form one unnamed group, paired by index",),
+    "pg_config": (f"{_MATCHING}: group members guessed from the ranks seen",),
+    "seq": (f"{_MATCHING}: a call missing on one rank shifts every later pairing (desyncs)",),
     "desync": (
-        f"{MATCHING}: these positions pair nothing (a job out of step, or calls missing from a "
+        f"{_MATCHING}: these positions pair nothing (a job out of step, or calls missing from a "
         "trace that was cut or sampled, shifting the pairing by index)",
     ),
     "launch": (
         "collectives: type unknown (Other), size only from the kernel's own args",
-        MATCHING,
+        _MATCHING,
     ),
     "sizes": (
         "network load, busbw and traffic cover the calls of known size only",
@@ -105,7 +105,7 @@ WEAKENS: Final[dict[str, tuple[str, ...]]] = {
 }
 
 
-class TraceFile(Protocol):
+class _TraceFile(Protocol):
     """What a check needs of one parsed file (`report.ParsedFile` is one)."""
 
     @property
@@ -124,24 +124,24 @@ def issue(key: str, missing: str, counts: tuple[int, int], unit: str) -> HealthI
     if count <= 0 or total <= 0:
         return None
     return HealthIssue(key=key, missing=missing, count=count, total=total, unit=unit,
-                       share=count / total, weakens=list(WEAKENS[key]))  # fmt: skip
+                       share=count / total, weakens=list(_WEAKENS[key]))  # fmt: skip
 
 
 def _calls(found: Sections) -> int:
     return sum(s.count for s in found.collectives.all_ranks.values())
 
 
-def _sources(files: Sequence[TraceFile]) -> set[str]:
+def _sources(files: Sequence[_TraceFile]) -> set[str]:
     return {f.meta.source for f in files}
 
 
-def _steps(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+def _steps(files: Sequence[_TraceFile], found: Sections) -> HealthIssue | None:
     bare = sum(1 for s in found.steps.values() if not s.count and not s.capture_span)
     missing = f"{where('steps', _sources(files), ' or ')} spans"
     return issue("steps", missing, (bare, len(found.steps)), "ranks")
 
 
-def _capture_step(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+def _capture_step(files: Sequence[_TraceFile], found: Sections) -> HealthIssue | None:
     captured = sum(1 for steps in found.steps.values() if steps.capture_span)
     what = (
         "an NVTX step range in their Nsight Systems export's NVTX_EVENTS (ProfilerStep#N, "
@@ -150,44 +150,44 @@ def _capture_step(files: Sequence[TraceFile], found: Sections) -> HealthIssue | 
     return issue("capture_step", what, (captured, len(found.steps)), "ranks")
 
 
-def _ranks(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+def _ranks(files: Sequence[_TraceFile], found: Sections) -> HealthIssue | None:
     world = max((f.meta.world_size for f in files if f.meta.world_size), default=0)
     untraced = world - len(found.ranks)
     return issue("ranks", "a trace", (untraced, world), "ranks")
 
 
-def _groups(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+def _groups(files: Sequence[_TraceFile], found: Sections) -> HealthIssue | None:
     ungrouped = sum(f.result.ungrouped_calls for f in files)
     counts = (ungrouped, _calls(found))
     missing = where("process_group", _sources(files))
     return issue("process_group", missing, counts, "collective calls")
 
 
-def _pg_config(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+def _pg_config(files: Sequence[_TraceFile], found: Sections) -> HealthIssue | None:
     if len(found.ranks) < 2 or not found.collectives.all_ranks:
         return None
     bare = sum(1 for f in files if not f.meta.pg_ranks)
     return issue("pg_config", where("pg_config", _sources(files)), (bare, len(files)), "files")
 
 
-def _seq(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+def _seq(files: Sequence[_TraceFile], found: Sections) -> HealthIssue | None:
     m = found.matching
     counts = (m.by_index, m.instances)
     return issue("seq", where("seq", _sources(files)), counts, "matched instances")
 
 
-def _desyncs(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+def _desyncs(files: Sequence[_TraceFile], found: Sections) -> HealthIssue | None:
     m = found.matching
     what = "agreement between their members (desyncs: type, size, dtype or split sizes differ)"
     gap = issue(
         "desync", what, (m.desync_count, m.instances + m.desync_count), "collective positions"
     )
     if gap is not None:
-        gap.named = [desync_line(d) for d in m.desyncs]
+        gap.named = [_desync_line(d) for d in m.desyncs]
     return gap
 
 
-def desync_line(d: Desync) -> str:
+def _desync_line(d: Desync) -> str:
     """`group 0 seq 12: calls differ in message size, dtype (ranks 3, 5 depart)`."""
     shown = ", ".join(map(str, d.ranks[:_NAMED_RANKS]))
     more = f" and {len(d.ranks) - _NAMED_RANKS} more" if len(d.ranks) > _NAMED_RANKS else ""
@@ -200,24 +200,24 @@ def desync_line(d: Desync) -> str:
 _NAMED_RANKS: Final = 8
 
 
-def _launch(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+def _launch(files: Sequence[_TraceFile], found: Sections) -> HealthIssue | None:
     counts = (sum(f.stats.no_launch for f in files), sum(f.stats.comm_kernels for f in files))
     missing = where("launch", _sources(files))
     return issue("launch", missing, counts, "communication kernels")
 
 
-def _sizes(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+def _sizes(files: Sequence[_TraceFile], found: Sections) -> HealthIssue | None:
     unknown = sum(s.count - s.sized_count for s in found.collectives.all_ranks.values())
     missing = f"a message size ({where('size', _sources(files))})"
     return issue("sizes", missing, (unknown, _calls(found)), "collective calls")
 
 
-def _group_sizes(source: str) -> Callable[[Sequence[TraceFile], Sections], HealthIssue | None]:
+def _group_sizes(source: str) -> Callable[[Sequence[_TraceFile], Sections], HealthIssue | None]:
     """Calls whose bus factor needs n and got it from `source` ("world size" or "unknown")."""
     world = source == "world size"
     key = "group_size_world" if world else "group_size_unknown"
 
-    def check(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+    def check(files: Sequence[_TraceFile], found: Sections) -> HealthIssue | None:
         missing = (
             "a group size of their own (n fell back to the world size)"
             if world
@@ -231,7 +231,7 @@ def _group_sizes(source: str) -> Callable[[Sequence[TraceFile], Sections], Healt
     return check
 
 
-def _base_time(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+def _base_time(files: Sequence[_TraceFile], found: Sections) -> HealthIssue | None:
     if len(found.ranks) < 2:
         return None
     bare = sum(1 for f in files if epoch_ns(f.meta.base_time_ns, f.result.start_ns) is None)
@@ -239,25 +239,25 @@ def _base_time(files: Sequence[TraceFile], found: Sections) -> HealthIssue | Non
     return issue("base_time", what, (bare, len(files)), "files")
 
 
-def _on_gpu(files: Sequence[TraceFile]) -> list[TraceFile]:
+def _on_gpu(files: Sequence[_TraceFile]) -> list[_TraceFile]:
     return [f for f in files if f.result.gpu_span_ns > 0]
 
 
-def _gpu_name(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+def _gpu_name(files: Sequence[_TraceFile], found: Sections) -> HealthIssue | None:
     gpu = _on_gpu(files)
     bare = sum(1 for f in gpu if not f.meta.gpu_name)
     what = f"the GPU's name ({where('gpu_name_health', _sources(files))})"
     return issue("gpu_name", what, (bare, len(gpu)), "GPU files")
 
 
-def _memory(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+def _memory(files: Sequence[_TraceFile], found: Sections) -> HealthIssue | None:
     gpu = _on_gpu(files)
     bare = sum(1 for f in gpu if f.result.memory_peak_bytes is None)
     what = f"memory events ({where('memory', _sources(files))})"
     return issue("memory", what, (bare, len(gpu)), "GPU files")
 
 
-def _dropped(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+def _dropped(files: Sequence[_TraceFile], found: Sections) -> HealthIssue | None:
     reasons: Counter[str] = Counter()
     for f in files:
         reasons.update(f.stats.dropped)
@@ -267,43 +267,43 @@ def _dropped(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
     return issue("dropped", f"a usable form (dropped: {what})", (dropped, read), "events")
 
 
-def _compute(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+def _compute(files: Sequence[_TraceFile], found: Sections) -> HealthIssue | None:
     bare = sum(1 for f in files if f.meta.source == INSPECTOR_LOGS)
     what = "compute kernels (read from NCCL Inspector logs)"
     return issue("compute", what, (bare, len(files)), "files")
 
 
-def _call_starts(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+def _call_starts(files: Sequence[_TraceFile], found: Sections) -> HealthIssue | None:
     bare = sum(1 for f in files if not f.meta.call_starts)
     what = "the start times of their calls (NCCL Inspector logs, not verbose)"
     return issue("call_starts", what, (bare, len(files)), "files")
 
 
-LISTED: Final = 10  # look-alike kernels named in the report
+_LISTED: Final = 10  # look-alike kernels named in the report
 _KERNEL_TIME: Final = (*KERNEL_CATEGORIES, "communication", "fused")  # kernels, not copies
 
 
-def _lookalikes(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+def _lookalikes(files: Sequence[_TraceFile], found: Sections) -> HealthIssue | None:
     named = sum(f.stats.lookalike_ns for f in files)
     total = sum(f.result.kernel_ns.get(key, 0) for f in files for key in _KERNEL_TIME)
     what = "a communicating family (named like communication, counted as compute)"
     gap = issue("comm_lookalike", what, (named, total), "ns of GPU kernel time")
     if gap is not None:
-        gap.kernels = lookalike_kernels(files)
+        gap.kernels = _lookalike_kernels(files)
     return gap
 
 
-def lookalike_kernels(files: Iterable[TraceFile]) -> dict[str, float]:
+def _lookalike_kernels(files: Iterable[_TraceFile]) -> dict[str, float]:
     """The LISTED longest look-alike kernels over the files (each file keeps its longest:
     `FileStats.lookalikes`), GPU seconds by shown name."""
     times: Counter[str] = Counter()
     for f in files:
         times.update(f.stats.lookalikes)
-    ranked = sorted(times.items(), key=lambda item: (-item[1], item[0]))[:LISTED]
+    ranked = sorted(times.items(), key=lambda item: (-item[1], item[0]))[:_LISTED]
     return {name: ns * 1e-9 for name, ns in ranked}
 
 
-def _graph_kernels(files: Sequence[TraceFile], found: Sections) -> HealthIssue | None:
+def _graph_kernels(files: Sequence[_TraceFile], found: Sections) -> HealthIssue | None:
     pooled = found.graphs.all_ranks
     if pooled is None:
         return None
@@ -314,12 +314,12 @@ def _graph_kernels(files: Sequence[TraceFile], found: Sections) -> HealthIssue |
     gap = issue("graph_kernels", what, (pooled.empty, pooled.launches), "CUDA graph launches")
     if gap is not None:
         gap.named = [f"rank {rank}: {g.empty} of {g.launches} graph launches without kernels"
-                     for rank, g in found.graphs.per_rank.items() if g.empty][:LISTED]  # fmt: skip
+                     for rank, g in found.graphs.per_rank.items() if g.empty][:_LISTED]  # fmt: skip
     return gap
 
 
-Check = Callable[[Sequence[TraceFile], Sections], HealthIssue | None]
-CHECKS: Final[tuple[tuple[str, Check], ...]] = (
+_Check = Callable[[Sequence[_TraceFile], Sections], HealthIssue | None]
+CHECKS: Final[tuple[tuple[str, _Check], ...]] = (
     ("steps", _steps),
     ("ranks", _ranks),
     ("process_group", _groups),
@@ -342,7 +342,7 @@ CHECKS: Final[tuple[tuple[str, Check], ...]] = (
 )
 
 
-def check(files: Iterable[TraceFile], found: Sections) -> Health:
+def check(files: Iterable[_TraceFile], found: Sections) -> Health:
     """Every check on the files behind `found` (a window's, or the run's)."""
     listed = list(files)
     issues = [gap for _, test in CHECKS if (gap := test(listed, found)) is not None]

@@ -29,7 +29,7 @@ from commscope.pipeline.stats import ratio
 INTRA: Final = "intra_node"
 INTER: Final = "inter_node"
 UNKNOWN: Final = "unknown"
-Locality = Literal["intra_node", "inter_node", "unknown"]
+_Locality = Literal["intra_node", "inter_node", "unknown"]
 
 HOSTS_FLAG: Final = "--hosts"
 NET_PEAK_FLAG: Final = "--net-peak"
@@ -92,7 +92,7 @@ def rank_hosts(
     return dict(sorted(hosts.items())), dict(sorted(sources.items()))
 
 
-def locality(members: Sequence[int], size: int | None, hosts: Mapping[int, str]) -> Locality:
+def locality(members: Sequence[int], size: int | None, hosts: Mapping[int, str]) -> _Locality:
     """Whether a group of these members (n = `size`, None: unknown) stays on one node."""
     known = {hosts[m] for m in members if m in hosts}
     if len(known) > 1:
@@ -103,9 +103,9 @@ def locality(members: Sequence[int], size: int | None, hosts: Mapping[int, str])
     return UNKNOWN
 
 
-def group_localities(
+def _group_localities(
     cross: CrossRank, hosts: Mapping[int, str], world: int | None = None
-) -> dict[str, Locality]:
+) -> dict[str, _Locality]:
     """Each matched process group's class; a group whose size is unknown is taken as large as
     the `world` (it can be no larger: its members are then whole when they are the world)."""
     groups = cross.matching.groups
@@ -136,7 +136,7 @@ def links(
     )
     if cross is None:
         return found
-    classes = group_localities(cross, placed, world)
+    classes = _group_localities(cross, placed, world)
     found.groups = dict(classes)
     found.intra_node = _link(cross, classes, INTRA, intra_peak)
     found.inter_node = _link(cross, classes, INTER, net)
@@ -147,7 +147,7 @@ def links(
     return found
 
 
-def _why_none(classes: Mapping[str, Locality], placed: Mapping[int, str]) -> str | None:
+def _why_none(classes: Mapping[str, _Locality], placed: Mapping[int, str]) -> str | None:
     """Why no instance could be placed (None: some were)."""
     if not classes:
         return NO_INSTANCES
@@ -157,7 +157,7 @@ def _why_none(classes: Mapping[str, Locality], placed: Mapping[int, str]) -> str
 
 
 def _link(
-    cross: CrossRank, classes: Mapping[str, Locality], which: str, peak: tuple[float | None, str]
+    cross: CrossRank, classes: Mapping[str, _Locality], which: str, peak: tuple[float | None, str]
 ) -> Link:
     groups = [g for g, c in classes.items() if c == which]
     keys = [key for key in cross.instances if key[0] in groups]

@@ -58,7 +58,7 @@ def finished(result: RankResult | None, meta: TraceMeta) -> RankResult | None:
 
 
 Key = straddle.Key  # (process group, Seq, collective type)
-SKEW_STATS: Final = (("p50", 0.5), ("p95", 0.95), ("max", 1.0))
+_SKEW_STATS: Final = (("p50", 0.5), ("p95", 0.95), ("max", 1.0))
 
 
 class LiveSkew:
@@ -127,5 +127,5 @@ class RecentSkews:
     def _sorted(self, kind: str, recent: deque[tuple[float, float]]) -> dict[str, float]:
         self.sorts += 1
         ordered = sorted(value for _, value in recent)
-        stats = self._stats[kind] = {name: quantile(ordered, q) for name, q in SKEW_STATS}
+        stats = self._stats[kind] = {name: quantile(ordered, q) for name, q in _SKEW_STATS}
         return stats

@@ -23,7 +23,7 @@ from commscope.model.inspector import LACKS
 from commscope.model.schema import INSPECTOR_LOGS, Report, Sections, TraceMeta
 from msgspec.structs import replace
 
-NO_STARTS: Final = "n/a: NCCL Inspector logs without start times (not verbose)"
+_NO_STARTS: Final = "n/a: NCCL Inspector logs without start times (not verbose)"
 KINETO: Final = "kineto (the profiled windows)"
 APART: Final = "nccl inspector (the whole run, apart: its collectives are not added above)"
 SECTIONS: Final = tuple(key for key in Sections.__struct_fields__ if key != "ranks")
@@ -60,4 +60,4 @@ def labelled(report: Report, used: Sequence[TraceMeta]) -> Report:
 def _inspector_source(key: str, timed: bool) -> str:
     if key in LACKS:
         return LACKS[key]
-    return NO_STARTS if key in _TIMED and not timed else INSPECTOR
+    return _NO_STARTS if key in _TIMED and not timed else INSPECTOR

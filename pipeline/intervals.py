@@ -18,7 +18,7 @@ from typing import Final
 from commscope.model import int64s
 from commscope.model.schema import RUN_BYTES
 
-PENDING_LIMIT: Final = 4096
+_PENDING_LIMIT: Final = 4096
 
 
 class IntervalSet:
@@ -46,7 +46,7 @@ class IntervalSet:
                 ends.append(end)
             return
         self._pending.append((start, end))
-        if len(self._pending) >= PENDING_LIMIT:
+        if len(self._pending) >= _PENDING_LIMIT:
             self._flush()
 
     def update(self, other: IntervalSet) -> None:
@@ -104,7 +104,7 @@ class IntervalSet:
         batch = sorted(self._pending)
         self._pending.clear()
         cut = bisect_left(self._ends, batch[0][0])
-        tail = merge_sorted(zip(self._starts[cut:], self._ends[cut:], strict=True), batch)
+        tail = _merge_sorted(zip(self._starts[cut:], self._ends[cut:], strict=True), batch)
         del self._starts[cut:]
         del self._ends[cut:]
         for start, end in tail:
@@ -122,7 +122,7 @@ def _canonical(starts: array[int], ends: array[int]) -> bool:
     )
 
 
-def merge_sorted(
+def _merge_sorted(
     runs: Iterable[tuple[int, int]], batch: list[tuple[int, int]]
 ) -> list[tuple[int, int]]:
     """Union of sorted disjoint `runs` and sorted `batch`, as sorted disjoint runs."""

@@ -7,12 +7,12 @@ time base cannot belong to one job are never matched or pooled together (DESIGN.
   work (gloo) has "no GPU", one that shows neither says nothing about it. Files of different
   kinds are different jobs. A file missing a value (no world size, no device) joins the one
   job it can belong to; when it could belong to several, the one that has a file in its
-  window within `GAP_NS` of it, else it is skipped with the reason.
+  window within `_GAP_NS` of it, else it is skipped with the reason.
 - Time: a file starts at `baseTimeNanoseconds` + its earliest event when that lands after
   the year 2000 (Kineto writes epoch timestamps, or timestamps relative to a base it writes
   beside them); otherwise its time base is unknown and does not tell it apart. Within one
   window the ranks of one job start profiling within minutes of each other, so files of one
-  kind more than `GAP_NS` apart there are different runs. A run's windows may be days apart:
+  kind more than `_GAP_NS` apart there are different runs. A run's windows may be days apart:
   windows are never split by time, each window's runs are linked to the nearest in time.
 
 Jobs are numbered from 1 by start time. `reports` gives one report per job (the offline
@@ -41,10 +41,10 @@ from commscope.pipeline.report import Options, ParsedFile, build_report
 from commscope.pipeline.reuse import Kept
 from msgspec.structs import replace
 
-GAP_NS: Final = 3600 * 10**9  # ranks of one job in one window start within this of each other
+_GAP_NS: Final = 3600 * 10**9  # ranks of one job in one window start within this of each other
 NO_GPU: Final = ""  # the GPU model of a CPU-only trace: known to be none
 
-Kind = tuple[int | None, str | None, str | None]  # world size, backend, GPU model
+_Kind = tuple[int | None, str | None, str | None]  # world size, backend, GPU model
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class Chosen:
     placement: Placement[ParsedFile] | None = None  # `files` at their ranks, when known
 
 
-def kind(item: ParsedFile) -> Kind:
+def kind(item: ParsedFile) -> _Kind:
     meta = item.meta
     gpu = (meta.gpu_name or "").strip() or None
     if gpu is None and item.result.evidence == {CPU}:
@@ -111,19 +111,19 @@ def split(files: Sequence[ParsedFile]) -> Split:
 # ---------------------------------------------------------------- by kind
 
 
-def _compatible(a: Kind, b: Kind) -> bool:
+def _compatible(a: _Kind, b: _Kind) -> bool:
     return all(x is None or y is None or x == y for x, y in zip(a, b, strict=True))
 
 
-def _kind_order(value: Kind) -> tuple[int, tuple[tuple[bool, str], ...]]:
+def _kind_order(value: _Kind) -> tuple[int, tuple[tuple[bool, str], ...]]:
     """Most values known first, then by value."""
     known = sum(v is not None for v in value)
     return -known, tuple((v is None, str(v)) for v in value)
 
 
-def _job_kinds(kinds: Iterable[Kind]) -> list[Kind]:
+def _job_kinds(kinds: Iterable[_Kind]) -> list[_Kind]:
     """One kind per job: a kind that fits none found so far (most values known first)."""
-    found: list[Kind] = []
+    found: list[_Kind] = []
     for value in sorted(set(kinds), key=_kind_order):
         if not any(_compatible(value, k) for k in found):
             found.append(value)
@@ -131,12 +131,12 @@ def _job_kinds(kinds: Iterable[Kind]) -> list[Kind]:
 
 
 def _by_kind(
-    files: Sequence[ParsedFile], kinds: Sequence[Kind], times: Sequence[int | None]
-) -> tuple[dict[Kind, list[int]], list[Skipped]]:
+    files: Sequence[ParsedFile], kinds: Sequence[_Kind], times: Sequence[int | None]
+) -> tuple[dict[_Kind, list[int]], list[Skipped]]:
     """Each job kind's files (indices); a file that fits several joins the one with a file
     of its window near it in time, else it is skipped."""
     job_kinds = _job_kinds(kinds)
-    groups: dict[Kind, list[int]] = {k: [] for k in job_kinds}
+    groups: dict[_Kind, list[int]] = {k: [] for k in job_kinds}
     unsure = []
     fitting = {value: [k for k in job_kinds if _compatible(value, k)] for value in set(kinds)}
     for i, value in enumerate(kinds):
@@ -166,12 +166,12 @@ def _near(
         return False
     window = files[i].window
     return any(
-        files[j].window == window and (t := times[j]) is not None and abs(t - mine) <= GAP_NS
+        files[j].window == window and (t := times[j]) is not None and abs(t - mine) <= _GAP_NS
         for j in members
     )
 
 
-def _unsure_reason(value: Kind, fits: Sequence[Kind]) -> str:
+def _unsure_reason(value: _Kind, fits: Sequence[_Kind]) -> str:
     missing = [
         n for n, v in zip(("world size", "backend", "GPU model"), value, strict=True) if v is None
     ]
@@ -226,7 +226,7 @@ def _clusters(
     clusters: list[list[int]] = []
     last: int | None = None
     for t, i in timed:
-        if last is None or t - last > GAP_NS:
+        if last is None or t - last > _GAP_NS:
             clusters.append([])
         clusters[-1].append(i)
         last = t
@@ -278,7 +278,7 @@ def _distance(start: int, run: _Run) -> float:
 # ---------------------------------------------------------------- jobs and reports
 
 
-def _job(files: Sequence[ParsedFile], kinds: Counter[Kind], start_ns: int | None) -> Job:
+def _job(files: Sequence[ParsedFile], kinds: Counter[_Kind], start_ns: int | None) -> Job:
     """The job of these files, of these kinds (counted), the first starting at `start_ns`."""
     world, backend, gpu = (_most_common(kinds, n) for n in range(3))
     return Job(
@@ -290,7 +290,7 @@ def _job(files: Sequence[ParsedFile], kinds: Counter[Kind], start_ns: int | None
     )
 
 
-def _most_common(kinds: Counter[Kind], n: int) -> int | str | None:
+def _most_common(kinds: Counter[_Kind], n: int) -> int | str | None:
     """The value of the n-th part of the files' kinds most of them state."""
     counts: Counter[int | str] = Counter()
     for value, count in kinds.items():
@@ -299,18 +299,18 @@ def _most_common(kinds: Counter[Kind], n: int) -> int | str | None:
     return max(counts, key=lambda v: (counts[v], str(v))) if counts else None
 
 
-def _kind(job: Job) -> Kind:
+def _kind(job: Job) -> _Kind:
     return job.world_size, job.backend, job.gpu_name
 
 
-def utc(ns: int | None) -> str | None:
+def _utc(ns: int | None) -> str | None:
     """ISO 8601 UTC of a time in ns since the epoch."""
     if ns is None:
         return None
     return datetime.fromtimestamp(ns // 10**9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _kind_text(value: Kind) -> str:
+def _kind_text(value: _Kind) -> str:
     world, backend, gpu = value
     return ", ".join(
         [
@@ -321,8 +321,8 @@ def _kind_text(value: Kind) -> str:
     )
 
 
-def _describe(value: Kind, start: int | None) -> str:
-    started = utc(start)
+def _describe(value: _Kind, start: int | None) -> str:
+    started = _utc(start)
     when = started.replace("T", " ").replace("Z", " UTC") if started else "time unknown"
     return f"{_kind_text(value)}, started {when}"
 
@@ -333,7 +333,7 @@ def info(job: Job, number: int) -> JobInfo:
         world_size=job.world_size,
         backend=job.backend,
         gpu_name=job.gpu_name,
-        started_utc=utc(job.start_ns),
+        started_utc=_utc(job.start_ns),
         files=len(job.files),
         description=_describe(_kind(job), job.start_ns),
     )
@@ -431,7 +431,7 @@ class _Window:
     """What `Memo` keeps of one window's files."""
 
     files: tuple[ParsedFile, ...]
-    kinds: Counter[Kind]  # their kinds, counted
+    kinds: Counter[_Kind]  # their kinds, counted
     clusters: int  # runs of its timed files more than GAP_NS apart (`_clusters`)
     start_ns: int | None  # the first start among them
     by_path: bool  # given in path order, no two paths alike (so in the order `split` gives)
@@ -463,7 +463,7 @@ class Memo:
             return None  # a window's files not together
         windows = [self._windows.get(items, partial(_window, items)) for _, items in groups]
         self._windows.keep()
-        kinds: Counter[Kind] = Counter()
+        kinds: Counter[_Kind] = Counter()
         for window in windows:
             kinds.update(window.kinds)
         if len(_job_kinds(kinds)) != 1 or not all(w.clusters <= 1 and w.by_path for w in windows):

@@ -22,7 +22,7 @@ from typing import Final
 
 from commscope.model.schema import CommOp, Desync, GroupMatch, Matching
 
-UNNAMED: Final = "(unnamed)"
+_UNNAMED: Final = "(unnamed)"
 MAX_DESYNCS: Final = 20
 _POINT_TO_POINT: Final = "SendRecv"
 _UNEVEN: Final = frozenset({"AllToAll"})
@@ -54,7 +54,7 @@ class Matched:
 
 
 @dataclass(frozen=True)
-class Disagreement:
+class _Disagreement:
     """What the members' calls at one position differ in, and the ranks that depart."""
 
     differs: tuple[str, ...]
@@ -62,7 +62,7 @@ class Disagreement:
 
 
 def group_of(op: CommOp) -> str:
-    return op.process_group if op.process_group is not None else UNNAMED
+    return op.process_group if op.process_group is not None else _UNNAMED
 
 
 def group_order(name: str) -> tuple[bool, int, str]:
@@ -168,7 +168,7 @@ def _placement(
     return {}
 
 
-def disagree(ops: Mapping[int, CommOp], local: Mapping[int, int]) -> Disagreement:
+def disagree(ops: Mapping[int, CommOp], local: Mapping[int, int]) -> _Disagreement:
     """What the calls at one position disagree on (nothing: they are one instance)."""
     alike = {(op.collective, op.message_bytes, op.dtype, op.in_splits, op.out_splits)
              for op in ops.values()}  # fmt: skip
@@ -182,10 +182,10 @@ def disagree(ops: Mapping[int, CommOp], local: Mapping[int, int]) -> Disagreemen
     )
     odd = [(what, ranks) for what, ranks in checks if ranks]
     departing = tuple(sorted(set().union(*(ranks for _, ranks in odd))))
-    return Disagreement(differs=tuple(what for what, _ in odd), ranks=departing)
+    return _Disagreement(differs=tuple(what for what, _ in odd), ranks=departing)
 
 
-_AGREE: Final = Disagreement(differs=(), ranks=())
+_AGREE: Final = _Disagreement(differs=(), ranks=())
 
 
 def _common(values: Mapping[int, Hashable | None]) -> Hashable | None:
@@ -245,7 +245,7 @@ def _desync(
     group: str,
     where: tuple[str, int],
     ops: Mapping[int, CommOp],
-    disagreement: Disagreement,
+    disagreement: _Disagreement,
 ) -> None:
     if len(summary.desyncs) >= MAX_DESYNCS:
         return

@@ -57,7 +57,7 @@ NOT_ACROSS: Final = (
     "rank, and its arrival skew pools every group it saw"
 )
 MAX_NAMED: Final = 8  # groups across shards named in a note (all are in `groups_across`)
-PER_RANK: Final = (
+_PER_RANK: Final = (
     "Per rank and over ranks (throughput, overlap, network, traffic, collectives, kernels, "
     "step-time stragglers): exact, from the shards' per-rank facts; bandwidth medians "
     "and p95 over ranks of several shards from sketches (within 1%, marked ~)"
@@ -74,7 +74,7 @@ class Placed:
 
 
 @dataclass
-class Cover:
+class _Cover:
     """Which shards hold which ranks (for one window, or the run), and each shard's view."""
 
     owners: dict[int, set[int]] = field(default_factory=dict)  # rank -> shards
@@ -233,7 +233,7 @@ def _window(
     sole = _sole(placed.values())
     if sole >= 0:
         return next(w for w in reports[sole].windows if w.name == name)
-    cover = Cover()
+    cover = _Cover()
     for rank, item in placed.items():
         cover.owners.setdefault(rank, set()).add(item.shard)
     for index, report in enumerate(reports):
@@ -302,7 +302,7 @@ def _run(
     rows = {r: _run_row(items, reports, r) for r, items in by_rank.items()}
     found = with_split(sections(dict(sorted(results.items())), context), _splits(by_rank))
     found = _with_rows(found, rows)
-    cover = Cover(
+    cover = _Cover(
         owners={r: {i.shard for i in items} for r, items in by_rank.items()},
         views=dict(enumerate(reports)),
     )
@@ -322,7 +322,7 @@ def _run_row(
 # ---------------------------------------------------------------- cross-rank sections
 
 
-def _cross(found: Sections, cover: Cover) -> tuple[Sections, MergeInfo]:
+def _cross(found: Sections, cover: _Cover) -> tuple[Sections, MergeInfo]:
     """Matching and α-β of the groups inside one shard; clocks and skew when one shard holds
     every matched group, whole."""
     inside, across = _groups(cover)
@@ -340,11 +340,11 @@ def _cross(found: Sections, cover: Cover) -> tuple[Sections, MergeInfo]:
         found.clocks, found.skew = views[sole].clocks, views[sole].skew
     else:
         found.clocks, found.skew = Clocks(method=NOT_ACROSS), Skew(evidence=NOT_ACROSS)
-    info.notes = [PER_RANK, *_notes(inside, across, sole)]
+    info.notes = [_PER_RANK, *_notes(inside, across, sole)]
     return found, info
 
 
-def _groups(cover: Cover) -> tuple[dict[str, int], dict[str, list[int]]]:
+def _groups(cover: _Cover) -> tuple[dict[str, int], dict[str, list[int]]]:
     """Each process group a shard matched: the one shard holding its traced members, or the
     shards across which they lie."""
     touching: dict[str, set[int]] = {}

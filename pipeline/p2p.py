@@ -30,7 +30,7 @@ class Pair:
 
 
 @dataclass
-class Paired:
+class _Paired:
     pairs: list[Pair] = field(default_factory=list)
     unpaired: int = 0
     desyncs: int = 0
@@ -39,10 +39,12 @@ class Paired:
 Key = tuple[str, int, int]  # (process group, sender, receiver)
 
 
-def pair(calls: Mapping[int, Sequence[CommOp]], base_ns: Mapping[int, int] | None = None) -> Paired:
+def pair(
+    calls: Mapping[int, Sequence[CommOp]], base_ns: Mapping[int, int] | None = None
+) -> _Paired:
     """The window's P2P pairs; `base_ns`: each rank's trace base time, added to its starts."""
     sends, receives = _sides(calls)
-    found = Paired()
+    found = _Paired()
     for key in sorted(set(sends) | set(receives)):
         group, sender, receiver = key
         out, back = sends.get(key, []), receives.get(key, [])

@@ -19,11 +19,11 @@ from commscope.model.names import base_name
 from commscope.model.schema import Skipped, TraceMeta
 
 _NUMBER: Final = re.compile(r"\d+")
-FROM_PATTERN: Final = "the rankN/workerN in the file name"
-FROM_NUMBER: Final = "the one number that tells the file names apart"
+_FROM_PATTERN: Final = "the rankN/workerN in the file name"
+_FROM_NUMBER: Final = "the one number that tells the file names apart"
 
 
-class RankedFile(Protocol):
+class _RankedFile(Protocol):
     @property
     def window(self) -> str: ...
     @property
@@ -34,7 +34,7 @@ class RankedFile(Protocol):
     def meta(self) -> TraceMeta: ...
 
 
-F = TypeVar("F", bound=RankedFile)
+F = TypeVar("F", bound=_RankedFile)
 
 
 @dataclass
@@ -47,7 +47,7 @@ class Placement(Generic[F]):
     notes: list[str] = field(default_factory=list)
 
 
-MAX_RANK: Final = 1 << 20  # a rank set's spec names no rank above this
+_MAX_RANK: Final = 1 << 20  # a rank set's spec names no rank above this
 
 
 def rank_set(spec: str) -> frozenset[int]:
@@ -59,8 +59,8 @@ def rank_set(spec: str) -> frozenset[int]:
         if match is None:
             raise ValueError(f"{part.strip()!r} is not a rank or a range such as 0-255")
         low, high = int(match[1]), int(match[2] or match[1])
-        if high < low or high > MAX_RANK:
-            raise ValueError(f"{part.strip()!r}: a range low-high with high below {MAX_RANK}")
+        if high < low or high > _MAX_RANK:
+            raise ValueError(f"{part.strip()!r}: a range low-high with high below {_MAX_RANK}")
         found.update(range(low, high + 1))
     return frozenset(found)
 
@@ -88,7 +88,7 @@ def ranked(window: str, items: Sequence[F]) -> Ranked[F]:
     """One window's files at their ranks."""
     refused: list[Skipped] = []
     claims: dict[int, list[F]] = {}
-    named: dict[str, list[str]] = {FROM_PATTERN: [], FROM_NUMBER: [], "lone": []}
+    named: dict[str, list[str]] = {_FROM_PATTERN: [], _FROM_NUMBER: [], "lone": []}
     for rank, item, how in _window_ranks(items, refused):
         claims.setdefault(rank, []).append(item)
         if how:
@@ -107,7 +107,7 @@ def merged(windows: Sequence[tuple[str, Ranked[F]]]) -> Placement[F]:
     """The windows' placements as one (`assign`): the files refused in window order, then the
     conflicts; the notes over every window."""
     out: Placement[F] = Placement()
-    named: dict[str, list[str]] = {FROM_PATTERN: [], FROM_NUMBER: [], "lone": []}
+    named: dict[str, list[str]] = {_FROM_PATTERN: [], _FROM_NUMBER: [], "lone": []}
     for window, found in windows:
         out.placed.update({(window, rank): item for rank, item in found.placed.items()})
         out.skipped.extend(found.refused)
@@ -128,7 +128,7 @@ def _window_ranks(items: Sequence[F], refused: list[Skipped]) -> list[tuple[int,
     """(rank, file, how the rank was found: "" when the trace says) for one window's files."""
     found = [(item.meta.rank, item, "") for item in items if item.meta.rank is not None]
     rankless = [item for item in items if item.meta.rank is None]
-    found += [(i.name_rank, i, FROM_PATTERN) for i in rankless if i.name_rank is not None]
+    found += [(i.name_rank, i, _FROM_PATTERN) for i in rankless if i.name_rank is not None]
     nameless = [item for item in rankless if item.name_rank is None]
     if len(items) == 1 and nameless:
         return [(0, nameless[0], "lone")]
@@ -140,7 +140,7 @@ def _window_ranks(items: Sequence[F], refused: list[Skipped]) -> list[tuple[int,
         reason = f"no rank: no distributedInfo.rank, no rankN/workerN in the name, and {ranks}"
         refused.extend(Skipped(item.path, reason) for item in nameless)
         return found
-    return found + [(rank, item, FROM_NUMBER) for rank, item in zip(ranks, nameless, strict=True)]
+    return found + [(rank, item, _FROM_NUMBER) for rank, item in zip(ranks, nameless, strict=True)]
 
 
 def ranks_from_numbers(names: Sequence[str], world: int | None) -> list[int] | str:

@@ -6,7 +6,7 @@ reason naming the other. The run's sections use each rank's windows merged; its 
 sections pool the windows' matched collectives (each window's clocks aligned on their own).
 The files are those of one job (`jobs` tells a folder's jobs apart); `ranks` places them.
 `build_report` finds every part anew; `assemble` is the same with each part found by a
-`Parts` (`reuse.WindowCache` reuses those of earlier reports: the live aggregator's).
+`_Parts` (`reuse.WindowCache` reuses those of earlier reports: the live aggregator's).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ class Options:
     net_peak_Bps: float | None = None  # --net-peak: the inter-node link's peak per direction
 
 
-def assign_ranks(
+def _assign_ranks(
     parsed: Iterable[ParsedFile],
 ) -> tuple[dict[tuple[str, int], ParsedFile], list[Skipped]]:
     """Files keyed by (window, rank), and the files that could not be placed (`ranks`)."""
@@ -141,8 +141,8 @@ LinksGiven = tuple[
 ]
 
 
-class Parts(Protocol):
-    """How `assemble` finds each part of a report: `Fresh` finds every one anew,
+class _Parts(Protocol):
+    """How `assemble` finds each part of a report: `_Fresh` finds every one anew,
     `reuse.WindowCache` reuses those of earlier reports. Each method gives what the
     function its docstring names gives."""
 
@@ -180,7 +180,7 @@ class Parts(Protocol):
         """The report is over the windows `names` (what to keep for the next one)."""
 
 
-class Fresh:
+class _Fresh:
     """Every part of a report found anew (`build_report`)."""
 
     sketch = staticmethod(bandwidth_sketch)
@@ -218,7 +218,7 @@ class Fresh:
 
 def by_rank(parsed: Sequence[ParsedFile]) -> dict[int, ParsedFile]:
     """One window's files by rank, as the report places them."""
-    placed, _ = assign_ranks(parsed)
+    placed, _ = _assign_ranks(parsed)
     return {rank: item for (_, rank), item in sorted(placed.items())}
 
 
@@ -243,11 +243,11 @@ def window_sections(
 
 def build_report(windows: Sequence[str], parsed: Sequence[ParsedFile], options: Options) -> Report:
     """The report over these files (`Options` says what else it covers)."""
-    return assemble(windows, parsed, options, Fresh())
+    return assemble(windows, parsed, options, _Fresh())
 
 
 def assemble(
-    windows: Sequence[str], parsed: Sequence[ParsedFile], options: Options, parts: Parts
+    windows: Sequence[str], parsed: Sequence[ParsedFile], options: Options, parts: _Parts
 ) -> Report:
     """`build_report`, each part found by `parts`."""
     placement = ranks.assign(parsed) if options.placement is None else options.placement
@@ -282,7 +282,7 @@ def _links(
     crosses: Sequence[CrossRank],
     context: Context,
     options: Options,
-    parts: Parts,
+    parts: _Parts,
 ) -> Links:
     """The intra- vs inter-node section over the run's pooled cross-rank facts (`hosts`)."""
     metas = [(rank, item.meta) for (_, rank), item in sorted(placed.items())]
@@ -317,7 +317,7 @@ def _run(
     by_window: dict[str, dict[int, ParsedFile]],
     crosses: Sequence[CrossRank],
     context: Context,
-    parts: Parts,
+    parts: _Parts,
     metrics_only: bool,
 ) -> Sections:
     """The run's sections, over each rank's windows merged and the windows' cross-rank facts
@@ -337,14 +337,14 @@ def _run(
 def _windows(
     by_window: dict[str, dict[int, ParsedFile]],
     context: Context,
-    parts: Parts,
+    parts: _Parts,
     waiting: Collection[str] = (),
 ) -> tuple[list[Window], list[CrossRank]]:
     """Each window's sections and cross-rank facts; those
     `waiting` without their cross-rank facts, and so those of NCCL Inspector windows after a
     waiting one (each leaves out what the one before took: `straddle`)."""
     window_list, crosses = [], []
-    after = chained(by_window)
+    after = _chained(by_window)
     before: CrossRank | None = None
     held = False  # the window before, of the same log folder, is waiting
     for name, items in by_window.items():
@@ -362,7 +362,7 @@ def _windows(
     return window_list, crosses
 
 
-def chained(by_window: dict[str, dict[int, ParsedFile]]) -> dict[str, str]:
+def _chained(by_window: dict[str, dict[int, ParsedFile]]) -> dict[str, str]:
     """Each NCCL Inspector window's next (`straddle.successors`): those whose matching takes
     instances split by a boundary whole."""
     return straddle.successors(
@@ -378,7 +378,7 @@ def _inspector(items: Iterable[ParsedFile]) -> bool:
     return all(item.meta.source == INSPECTOR_LOGS for item in items)
 
 
-def _merged(per_rank: dict[int, list[RankResult]], parts: Parts) -> dict[int, RankResult]:
+def _merged(per_rank: dict[int, list[RankResult]], parts: _Parts) -> dict[int, RankResult]:
     """Each rank's windows merged. A rank of one window has its exact samples in the run, read
     within `parts.exact` (every report reads them)."""
     alone = [results[0] for results in per_rank.values() if len(results) == 1]
@@ -525,7 +525,7 @@ def _run_config(
 
 @dataclass(frozen=True)
 class FileCounts:
-    """What `_inputs` counts of some files (a window's: `Parts.file_counts`)."""
+    """What `_inputs` counts of some files (a window's: `_Parts.file_counts`)."""
 
     paths: frozenset[str]
     bytes_read: int
@@ -558,7 +558,7 @@ def _inputs(
     counted: Callable[[Sequence[ParsedFile]], FileCounts] = file_counts,
 ) -> Inputs:
     """Counts over the files that were used (a parsed file may still be skipped later), each
-    window's files counted by `counted` (`Parts.file_counts`)."""
+    window's files counted by `counted` (`_Parts.file_counts`)."""
     bad = {s.path for s in skipped}
     parts = []
     for _, group in groupby(parsed, attrgetter("window")):

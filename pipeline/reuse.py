@@ -36,7 +36,7 @@ from commscope.pipeline.sections import Context
 from msgspec.structs import replace
 
 # `exact(results, again)`: `report.Parts.exact`
-Exact = Callable[[Sequence[RankResult], bool], AbstractContextManager[object]]
+_Exact = Callable[[Sequence[RankResult], bool], AbstractContextManager[object]]
 
 
 def _as_they_are(results: Sequence[RankResult], again: bool) -> AbstractContextManager[object]:
@@ -56,7 +56,7 @@ class WindowCache:
     sketched once (`sketch`, for its facts) and those sketches reused where its windows merge,
     the run's ranks pool, and the aggregator sheds the samples."""
 
-    def __init__(self, exact: Exact = _as_they_are) -> None:
+    def __init__(self, exact: _Exact = _as_they_are) -> None:
         self.exact = exact
         self._sections: dict[str, tuple[Context, tuple[object, ...], Window]] = {}
         self._cross = Kept[CrossRank]()

@@ -45,13 +45,13 @@ from itertools import accumulate
 from typing import Final, NamedTuple
 
 GAMMA: Final = 2.0 ** (1 / 16)
-LOG_GAMMA: Final = math.log(GAMMA)
-TOP: Final = math.ceil(math.log(1e15) / LOG_GAMMA)  # buckets 0..TOP-1 cover [1, GAMMA**TOP)
+_LOG_GAMMA: Final = math.log(GAMMA)
+TOP: Final = math.ceil(math.log(1e15) / _LOG_GAMMA)  # buckets 0..TOP-1 cover [1, GAMMA**TOP)
 UPPER: Final = GAMMA**TOP  # ~1.03e15: the lowest value of the overflow bucket
 UNDERFLOW: Final = -1
 OVERFLOW: Final = TOP
 BUCKETS: Final = TOP + 2  # the most distinct buckets a slot (or a whole window) can hold
-MAX_SLOTS: Final = 100_000  # horizon_s / slot_s above this is a configuration error
+_MAX_SLOTS: Final = 100_000  # horizon_s / slot_s above this is a configuration error
 
 
 def bucket(value: float) -> int:
@@ -60,7 +60,7 @@ def bucket(value: float) -> int:
         return UNDERFLOW
     if value >= UPPER:
         return OVERFLOW
-    return min(math.floor(math.log(value) / LOG_GAMMA), TOP - 1)
+    return min(math.floor(math.log(value) / _LOG_GAMMA), TOP - 1)
 
 
 def representative(index: int) -> float:
@@ -68,7 +68,7 @@ def representative(index: int) -> float:
     return math.pow(GAMMA, index + 0.5)
 
 
-def binnable(value: float) -> bool:
+def _binnable(value: float) -> bool:
     """Whether a value is a bandwidth the histogram takes: finite and positive."""
     return math.isfinite(value) and value > 0
 
@@ -134,7 +134,7 @@ class _Window(NamedTuple):
         return min(max(estimate, self.low), self.high)
 
 
-class Footprint(NamedTuple):
+class _Footprint(NamedTuple):
     """What a `RollingBandwidth` stores: slots over all keys and bucket counters over all slots."""
 
     slots: int
@@ -155,8 +155,8 @@ class RollingBandwidth:
     def __init__(self, horizon_s: float = 600.0, slot_s: float | None = None) -> None:
         self.horizon_s = _positive("horizon_s", horizon_s)
         self.slot_s = _positive("slot_s", horizon_s / 60 if slot_s is None else slot_s)
-        if not horizon_s / self.slot_s <= MAX_SLOTS:
-            raise ValueError(f"horizon_s / slot_s must be at most {MAX_SLOTS}")
+        if not horizon_s / self.slot_s <= _MAX_SLOTS:
+            raise ValueError(f"horizon_s / slot_s must be at most {_MAX_SLOTS}")
         self.max_slots = math.ceil(horizon_s / self.slot_s) + 1
         self.rejected = 0
         self._now_s = -math.inf
@@ -167,7 +167,7 @@ class RollingBandwidth:
         known = self._advance(now_s)
         accepted = []
         for value in values:
-            if known and binnable(value):
+            if known and _binnable(value):
                 accepted.append(value)
             else:
                 self.rejected += 1
@@ -199,10 +199,10 @@ class RollingBandwidth:
         """Keys with values inside the horizon at the latest time seen, sorted."""
         return sorted(self._rings)
 
-    def footprint(self) -> Footprint:
+    def footprint(self) -> _Footprint:
         """Slots and bucket counters currently stored, over all keys."""
         slots = [slot for ring in self._rings.values() for slot in ring]
-        return Footprint(len(slots), sum(len(slot.counts) for slot in slots))
+        return _Footprint(len(slots), sum(len(slot.counts) for slot in slots))
 
     def _slot(self, t: float) -> int:
         return math.floor(t / self.slot_s)

@@ -52,9 +52,9 @@ from commscope.pipeline.stats import mean, ratio, sample_values, summarize
 from commscope.pipeline.topkernels import launches, top_kernels
 from commscope.pipeline.waiting import Split
 
-NS: Final = 1e-9
-GPU_ACTIVITY: Final = (*KERNEL_CATEGORIES, "communication", "memcpy", "memset")
-IMPLAUSIBLE: Final = (
+_NS: Final = 1e-9
+_GPU_ACTIVITY: Final = (*KERNEL_CATEGORIES, "communication", "memcpy", "memset")
+_IMPLAUSIBLE: Final = (
     "above 100%: the batch size, sequence length, FLOPs per token or GPU peak is wrong"
 )
 
@@ -62,7 +62,7 @@ IMPLAUSIBLE: Final = (
 # GPU-to-GPU link within a node (NVLink; AMD Infinity Fabric), half the total (both
 # directions) that the vendor's public specifications give per GPU. It is the intra-node
 # link's peak (`hosts`); the network's is --net-peak, as no trace names the NIC.
-PEAK_BPS: Final = (
+_PEAK_BPS: Final = (
     ("GB200", 900e9),  # NVLink 5, 1.8 TB/s: nvidia.com/en-us/data-center/gb200-nvl72/
     ("B200", 900e9),  # NVLink 5, 1.8 TB/s: nvidia.com/en-us/data-center/dgx-b200/
     ("H200", 450e9),  # NVLink 4, 900 GB/s: nvidia.com/en-us/data-center/h200/
@@ -104,7 +104,7 @@ def peak_bandwidth(
     if gpu_name is None:
         return None, f"GPU unknown ({where('gpu_name', sources)}); give --peak-bandwidth"
     upper = gpu_name.upper()
-    for key, peak in PEAK_BPS:
+    for key, peak in _PEAK_BPS:
         if key in upper:
             return peak, f"{key} table value"
     return None, f"no table value for {gpu_name}; give --peak-bandwidth"
@@ -118,7 +118,7 @@ def sections(
     ranks = sorted(results)
     ordered = {rank: results[rank] for rank in ranks}
     rates = throughput(ordered, context)
-    steps = {rank: rank_steps(result) for rank, result in ordered.items()}
+    steps = {rank: _rank_steps(result) for rank, result in ordered.items()}
     return Sections(
         ranks=ranks,
         overlap=overlap(ordered),
@@ -162,7 +162,7 @@ def metrics_sections(results: Mapping[int, RankResult], context: Context) -> Sec
 
 
 def overlap(results: Mapping[int, RankResult]) -> Overlap:
-    per_rank = {str(rank): rank_overlap(result) for rank, result in results.items()}
+    per_rank = {str(rank): _rank_overlap(result) for rank, result in results.items()}
     ratios = [o.ratio for o in per_rank.values() if o.ratio is not None]
     return Overlap(
         mean=mean(ratios),
@@ -172,15 +172,15 @@ def overlap(results: Mapping[int, RankResult]) -> Overlap:
     )
 
 
-def rank_overlap(result: RankResult) -> RankOverlap:
+def _rank_overlap(result: RankResult) -> RankOverlap:
     """overlap_ratio = |C ∩ P| / |C|; exposed = |C| - |C ∩ P|. None for a rank read from
     NCCL Inspector logs (no compute kernels: not 0)."""
     return RankOverlap(
         ratio=None if inspected(result.evidence) else ratio(result.overlap_ns, result.comm_ns),
-        comm_time_s=result.comm_ns * NS,
-        overlapped_time_s=result.overlap_ns * NS,
-        exposed_comm_time_s=(result.comm_ns - result.overlap_ns) * NS,
-        compute_time_s=result.compute_ns * NS,
+        comm_time_s=result.comm_ns * _NS,
+        overlapped_time_s=result.overlap_ns * _NS,
+        exposed_comm_time_s=(result.comm_ns - result.overlap_ns) * _NS,
+        compute_time_s=result.compute_ns * _NS,
         evidence_text=result.evidence_text,
     )
 
@@ -195,7 +195,7 @@ def tally_stats(tally: OpTally) -> CollectiveStats:
         sized_count=tally.sized_count,
         message_bytes=tally.message_bytes if tally.sized_count else None,
         bus_bytes=bus_bytes(tally) if tally.bus_count else None,
-        time_s=tally.time_ns * NS,
+        time_s=tally.time_ns * _NS,
         algbw_Bps=_bandwidths(tally, "algbw"),
         busbw_Bps=_bandwidths(tally, "busbw"),
         group_size_sources=dict(sorted(tally.group_sources.items())),
@@ -213,7 +213,7 @@ def _bandwidths(tally: OpTally, which: Literal["algbw", "busbw"]) -> Summary:
 
 
 def network(results: Mapping[int, RankResult], context: Context) -> Network:
-    per_rank = {str(rank): rank_network(result) for rank, result in results.items()}
+    per_rank = {str(rank): _rank_network(result) for rank, result in results.items()}
     bus_bandwidth = mean([n.bus_bandwidth_Bps for n in per_rank.values()])
     tallies = [tally for result in results.values() for tally in result.ops.values()]
     return Network(
@@ -226,7 +226,7 @@ def network(results: Mapping[int, RankResult], context: Context) -> Network:
     )
 
 
-def rank_network(result: RankResult) -> RankNetwork:
+def _rank_network(result: RankResult) -> RankNetwork:
     """bus_bandwidth = Σ(S·F) / Σ dur over sized ops; simple_bandwidth = Σ S / |C|."""
     tallies = result.ops.values()
     sized = sum(t.sized_count for t in tallies)
@@ -234,10 +234,10 @@ def rank_network(result: RankResult) -> RankNetwork:
     bus = bus_total(tallies)
     message_bytes = sum(t.message_bytes for t in tallies)
     return RankNetwork(
-        bus_bandwidth_Bps=ratio(bus, sum(t.bus_time_ns for t in tallies) * NS)
+        bus_bandwidth_Bps=ratio(bus, sum(t.bus_time_ns for t in tallies) * _NS)
         if bus_known
         else None,
-        simple_bandwidth_Bps=ratio(message_bytes, result.comm_ns * NS) if sized else None,
+        simple_bandwidth_Bps=ratio(message_bytes, result.comm_ns * _NS) if sized else None,
         message_bytes=message_bytes if sized else None,
         bus_bytes=bus if bus_known else None,
         ops=sum(t.count for t in tallies),
@@ -254,7 +254,7 @@ def traffic(results: Mapping[int, RankResult]) -> dict[str, TrafficShare]:
             count=t.count,
             bus_bytes=sums[kind] if t.bus_count else None,
             share=ratio(sums[kind], everything) if t.bus_count else None,
-            mean_time_s=ratio(t.time_ns * NS, t.count),
+            mean_time_s=ratio(t.time_ns * _NS, t.count),
         )
         for kind, t in sorted(totals.items(), key=lambda item: (-sums[item[0]], item[0]))
     }
@@ -263,7 +263,7 @@ def traffic(results: Mapping[int, RankResult]) -> dict[str, TrafficShare]:
 def throughput(results: Mapping[int, RankResult], context: Context) -> Throughput:
     """Iteration time = mean over ranks of (Σ step durations / number of steps); an export's
     capture span (`RankResult.capture_ns`) is no training step."""
-    per_rank = [sum(r.steps.values()) * NS / len(r.steps) for r in results.values() if r.steps]
+    per_rank = [sum(r.steps.values()) * _NS / len(r.steps) for r in results.values() if r.steps]
     iteration = mean(per_rank)
     iterations = max((len(r.steps) for r in results.values()), default=0)
     captured = any(r.capture_ns for r in results.values())
@@ -277,7 +277,7 @@ def throughput(results: Mapping[int, RankResult], context: Context) -> Throughpu
         for step, duration in result.steps.items():
             by_step.setdefault(step, []).append(duration)
     return Throughput(
-        step_times_s=[math.fsum(d) * NS / len(d) for _, d in sorted(by_step.items())],
+        step_times_s=[math.fsum(d) * _NS / len(d) for _, d in sorted(by_step.items())],
         iterations=iterations,
         iteration_time_s=iteration,
         tokens_per_second=tokens,
@@ -299,9 +299,9 @@ def _throughput_gap(iteration: float | None, context: Context, captured: bool) -
     return None
 
 
-def rank_steps(result: RankResult) -> RankSteps:
+def _rank_steps(result: RankResult) -> RankSteps:
     """Step times; time within S (the union of the profiled steps' spans) and outside it."""
-    durations = [d * NS for d in result.steps.values()]
+    durations = [d * _NS for d in result.steps.values()]
     found = RankSteps(
         count=len(durations),
         mean_s=mean(durations),
@@ -314,13 +314,13 @@ def rank_steps(result: RankResult) -> RankSteps:
         return found
     return msgspec.structs.replace(
         found,
-        span_s=clip.span_ns * NS,
-        comm_s=clip.comm_ns * NS,
-        exposed_comm_s=(clip.comm_ns - clip.overlap_ns) * NS,
-        compute_s=clip.compute_ns * NS,
-        gpu_busy_s=clip.gpu_busy_ns * NS if result.gpu_span_ns else None,
-        comm_outside_s=(result.comm_ns - clip.comm_ns) * NS,
-        compute_outside_s=(result.compute_ns - clip.compute_ns) * NS,
+        span_s=clip.span_ns * _NS,
+        comm_s=clip.comm_ns * _NS,
+        exposed_comm_s=(clip.comm_ns - clip.overlap_ns) * _NS,
+        compute_s=clip.compute_ns * _NS,
+        gpu_busy_s=clip.gpu_busy_ns * _NS if result.gpu_span_ns else None,
+        comm_outside_s=(result.comm_ns - clip.comm_ns) * _NS,
+        compute_outside_s=(result.compute_ns - clip.compute_ns) * _NS,
     )
 
 
@@ -349,16 +349,16 @@ def utilization(rates: Throughput, context: Context) -> Utilization:
         model_flops_per_second_per_gpu=model,
         na_reason=reason,
         hfu_reason=context.hfu_reason,
-        warning=IMPLAUSIBLE if mfu is not None and mfu > 1 else None,
+        warning=_IMPLAUSIBLE if mfu is not None and mfu > 1 else None,
     )
 
 
 def kernels(results: Mapping[int, RankResult]) -> Kernels:
     """GPU time by category (Σ durations) over all ranks and per rank, and idle time."""
     fused = any(res.kernel_ns.get(FUSED) for res in results.values())
-    per_rank = {str(r): rank_kernels(res, fused) for r, res in results.items() if res.gpu_span_ns}
+    per_rank = {str(r): _rank_kernels(res, fused) for r, res in results.items() if res.gpu_span_ns}
     totals = {
-        category: sum(res.kernel_ns.get(category, 0) for res in results.values()) * NS
+        category: sum(res.kernel_ns.get(category, 0) for res in results.values()) * _NS
         for category in activity(fused)
     }
     return Kernels(
@@ -371,19 +371,19 @@ def kernels(results: Mapping[int, RankResult]) -> Kernels:
 
 def activity(fused: bool) -> tuple[str, ...]:
     """The GPU time categories a report lists (`fused` when some rank has fused kernels)."""
-    return (*GPU_ACTIVITY, FUSED) if fused else GPU_ACTIVITY
+    return (*_GPU_ACTIVITY, FUSED) if fused else _GPU_ACTIVITY
 
 
-def rank_kernels(result: RankResult, fused: bool = False) -> RankKernels:
+def _rank_kernels(result: RankResult, fused: bool = False) -> RankKernels:
     """Idle = span of GPU activity minus the union of all GPU activity."""
-    times = {c: result.kernel_ns.get(c, 0) * NS for c in activity(fused)}
+    times = {c: result.kernel_ns.get(c, 0) * _NS for c in activity(fused)}
     idle = result.gpu_span_ns - result.gpu_busy_ns
     return RankKernels(
         time_s=times,
         share=_shares(times),
-        busy_s=result.gpu_busy_ns * NS,
-        span_s=result.gpu_span_ns * NS,
-        idle_s=idle * NS,
+        busy_s=result.gpu_busy_ns * _NS,
+        span_s=result.gpu_span_ns * _NS,
+        idle_s=idle * _NS,
         idle_ratio=ratio(idle, result.gpu_span_ns),
         memory_peak_bytes=result.memory_peak_bytes,
         memory_reserved_peak_bytes=result.memory_reserved_peak_bytes,
@@ -412,28 +412,28 @@ def with_split(found: Sections, split: Mapping[int, Split]) -> Sections:
     return msgspec.structs.replace(found, overlap=overlap, steps=steps)
 
 
-Parts = tuple[int, int, int] | None  # (|E|, exposed transfer, exposed waiting) ns
+_Parts = tuple[int, int, int] | None  # (|E|, exposed transfer, exposed waiting) ns
 Row = TypeVar("Row", RankOverlap, RankSteps)
 
 
-def _whole(split: Split | None) -> Parts:
+def _whole(split: Split | None) -> _Parts:
     return None if split is None else (split.exposed_ns, split.transfer_ns, split.waiting_ns)
 
 
-def _in_steps(split: Split | None) -> Parts:
+def _in_steps(split: Split | None) -> _Parts:
     if split is None:
         return None
     return (split.exposed_in_steps_ns, split.transfer_in_steps_ns, split.waiting_in_steps_ns)
 
 
-def _split_row(row: Row, exposed_s: float | None, parts: Parts) -> Row:
+def _split_row(row: Row, exposed_s: float | None, parts: _Parts) -> Row:
     """The row with its split when `parts` covers its exposed time exactly."""
-    if parts is None or exposed_s is None or round(exposed_s / NS) != parts[0]:
+    if parts is None or exposed_s is None or round(exposed_s / _NS) != parts[0]:
         return row
     exposed, transfer, waiting = parts
     return msgspec.structs.replace(
         row,
-        exposed_transfer_s=transfer * NS,
-        exposed_waiting_s=waiting * NS,
-        exposed_unmatched_s=(exposed - transfer - waiting) * NS,
+        exposed_transfer_s=transfer * _NS,
+        exposed_waiting_s=waiting * _NS,
+        exposed_unmatched_s=(exposed - transfer - waiting) * _NS,
     )

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import Final
 
 MIN_SAMPLES: Final = 3
-MAX_ITERATIONS: Final = 1000  # about 60 suffice for df up to 1e6 and |t| up to 1e3
-EPSILON: Final = 1e-15  # the continued fraction stops when a step changes it by less
-TINY: Final = 1e-300  # keeps Lentz's denominators away from zero
-STIRLING_FROM: Final = 100.0  # lgamma differences lose digits beyond this; Stirling does not
+_MAX_ITERATIONS: Final = 1000  # about 60 suffice for df up to 1e6 and |t| up to 1e3
+_EPSILON: Final = 1e-15  # the continued fraction stops when a step changes it by less
+_TINY: Final = 1e-300  # keeps Lentz's denominators away from zero
+_STIRLING_FROM: Final = 100.0  # lgamma differences lose digits beyond this; Stirling does not
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def _regularized_beta(log_x: float, log_y: float, a: float, b: float) -> float:
 def _log_beta(a: float, b: float) -> float:
     """log B(a, b), by a Stirling series when the larger argument is large."""
     small, large = min(a, b), max(a, b)
-    if large < STIRLING_FROM:
+    if large < _STIRLING_FROM:
         return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
     # log Γ(large) - log Γ(large + small) without subtracting two huge lgamma values.
     ratio = (
@@ -127,14 +127,14 @@ def _continued_fraction(a: float, b: float, x: float) -> float:
     """The continued fraction of I_x(a, b), by the modified Lentz method (NR `betacf`)."""
     c, d = 1.0, 1.0 / _nonzero(1.0 - (a + b) * x / (a + 1.0))
     fraction = d
-    for m in range(1, MAX_ITERATIONS + 1):
+    for m in range(1, _MAX_ITERATIONS + 1):
         even = m * (b - m) * x / ((a - 1.0 + 2 * m) * (a + 2 * m))
         odd = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 1.0 + 2 * m))
         c, d, step = _lentz(even, c, d)
         fraction *= step
         c, d, step = _lentz(odd, c, d)
         fraction *= step
-        if abs(step - 1.0) < EPSILON:
+        if abs(step - 1.0) < _EPSILON:
             return fraction
     raise ArithmeticError(f"incomplete beta: no convergence for a={a}, b={b}, x={x}")
 
@@ -147,4 +147,4 @@ def _lentz(coefficient: float, c: float, d: float) -> tuple[float, float, float]
 
 
 def _nonzero(value: float) -> float:
-    return value if abs(value) >= TINY else TINY
+    return value if abs(value) >= _TINY else _TINY

@@ -34,7 +34,7 @@ from commscope.model.schema import Sketch, Summary
 
 ALPHA: Final = 0.01
 GAMMA: Final = (1 + ALPHA) / (1 - ALPHA)
-LOG_GAMMA: Final = math.log(GAMMA)
+_LOG_GAMMA: Final = math.log(GAMMA)
 FEW: Final = 64  # up to this many values, `_buckets` takes each value's bucket in turn
 _ENCODE: Final = msgspec.msgpack.Encoder().encode
 _DECODE: Final = msgspec.msgpack.Decoder(Sketch).decode
@@ -42,7 +42,7 @@ _DECODE: Final = msgspec.msgpack.Decoder(Sketch).decode
 
 def bucket(magnitude: float) -> int:
     """The bucket of a positive value: ceil(log_γ x), holding (γ^(i-1), γ^i]."""
-    return math.ceil(math.log(magnitude) / LOG_GAMMA)
+    return math.ceil(math.log(magnitude) / _LOG_GAMMA)
 
 
 def representative(index: int) -> float:
@@ -50,7 +50,7 @@ def representative(index: int) -> float:
     return 2 * math.pow(GAMMA, index) / (GAMMA + 1)
 
 
-def exact_sum(parts: Iterable[float]) -> list[float]:
+def _exact_sum(parts: Iterable[float]) -> list[float]:
     """The canonical expansion of the exact sum of `parts`: s0 = the sum correctly rounded,
     s1 = the rest correctly rounded, ... until nothing is left (empty for a zero sum)."""
     terms = parts if isinstance(parts, list) else list(parts)
@@ -63,7 +63,7 @@ def exact_sum(parts: Iterable[float]) -> list[float]:
 def sketch_of(values: Iterable[float]) -> Sketch:
     """The sketch of a sample of finite values."""
     ordered = sorted(values)
-    found = Sketch(count=len(ordered), sum_parts=exact_sum(ordered))
+    found = Sketch(count=len(ordered), sum_parts=_exact_sum(ordered))
     if ordered:
         found.min, found.max = ordered[0], ordered[-1]
     first_zero, first_positive = bisect_left(ordered, 0.0), bisect_right(ordered, 0.0)
@@ -118,7 +118,7 @@ def merge_all(sketches: Iterable[Sketch]) -> Sketch:
             negative[index] = negative.get(index, 0) + n
         found.min = min(_known(found.min, sketch.min), default=None)
         found.max = max(_known(found.max, sketch.max), default=None)
-    found.sum_parts = exact_sum(parts)
+    found.sum_parts = _exact_sum(parts)
     return found
 
 

@@ -9,9 +9,9 @@ call duration, so its share of the members' call time can never exceed 1.
 
 The rank the others wait for (never "slowest": its own step can be the shortest) is named only
 when the evidence is clear: it caused at least half of all waiting, arrived last at least
-`MIN_LAST` times, and collecting that much of the waiting by chance (each instance's last
+`_MIN_LAST` times, and collecting that much of the waiting by chance (each instance's last
 arriver drawn at random among its members, the instance's wait going to it) or arriving last
-that often by chance has probability at most `CLEAR_P`, Bonferroni-corrected over the two tests
+that often by chance has probability at most `_CLEAR_P`, Bonferroni-corrected over the two tests
 and the ranks.
 
 Step-time stragglers: z over ranks of each rank's mean step time, flagged by the robust
@@ -39,15 +39,15 @@ from commscope.model.units import duration, p_value
 from commscope.pipeline.matching import Instance
 from commscope.pipeline.stats import mad, summarize, thin_indices
 
-CLEAR_P: Final = 0.05
-RESOLUTION: Final = 1000
-EXACT_LIMIT: Final = 500
-CLEAR_SHARE: Final = 0.5
-MIN_LAST: Final = 3
-ROBUST_Z: Final = 3.5
-MIN_EXCESS: Final = 0.05
-MIN_RANKS: Final = 3
-NS: Final = 1e-9
+_CLEAR_P: Final = 0.05
+_RESOLUTION: Final = 1000
+_EXACT_LIMIT: Final = 500
+_CLEAR_SHARE: Final = 0.5
+_MIN_LAST: Final = 3
+_ROBUST_Z: Final = 3.5
+_MIN_EXCESS: Final = 0.05
+_MIN_RANKS: Final = 3
+_NS: Final = 1e-9
 
 
 @dataclass(frozen=True)
@@ -87,11 +87,11 @@ def arrival(instance: Instance, offsets: Mapping[int, float]) -> Arrival:
     )
 
 
-Draw = tuple[float, frozenset[int], int]  # (Σ wait ns, the members, the last arriver)
+_Draw = tuple[float, frozenset[int], int]  # (Σ wait ns, the members, the last arriver)
 
 
 class Draws:
-    """The instances with a last arriver, as `Draw`s, packed: 16 bytes each (a float64 and
+    """The instances with a last arriver, as `_Draw`s, packed: 16 bytes each (a float64 and
     two int32), each distinct member set kept once. A window's cross-rank facts are cached
     for the whole run, so they are kept as small as they can be exactly."""
 
@@ -122,7 +122,7 @@ class Draws:
     def __len__(self) -> int:
         return len(self._waits)
 
-    def __iter__(self) -> Iterator[Draw]:
+    def __iter__(self) -> Iterator[_Draw]:
         sets = self._sets
         for wait, index, last in zip(self._waits, self._members, self._last, strict=True):
             yield wait, sets[index], last
@@ -132,7 +132,7 @@ class Draws:
 class Tally:
     """What the skew section needs of a set of arrivals, poolable across windows: per-rank
     sums, per-collective skews (float64 arrays: 8 bytes an instance), and per instance with a
-    last arriver a `Draw` for the chance tests. No per-member times are kept."""
+    last arriver a `_Draw` for the chance tests. No per-member times are kept."""
 
     per_rank: dict[int, RankArrival] = field(default_factory=dict)
     skews: dict[str, array[float]] = field(default_factory=dict)
@@ -156,13 +156,13 @@ def tally(arrivals: Sequence[Arrival]) -> Tally:
         for rank, wait in item.waits.items():
             entry = found.per_rank.setdefault(rank, RankArrival())
             entry.instances += 1
-            entry.waited_s += wait * NS
+            entry.waited_s += wait * _NS
             if item.last is not None:
                 entry.expected_last += 1 / len(item.waits)
         if item.last is not None:
             last = found.per_rank[item.last]
             last.last += 1
-            last.caused_wait_s += total * NS
+            last.caused_wait_s += total * _NS
             found.draws.append(total, frozenset(item.waits), item.last)
     return found
 
@@ -200,15 +200,15 @@ def section(found: Tally, plot_points: int = 0) -> Skew:
         )
         for rank, entry in sorted(found.per_rank.items())
     }
-    awaited, evidence = waited_for(found.draws, per_rank)
+    awaited, evidence = _waited_for(found.draws, per_rank)
     return Skew(
         per_collective={
             kind: CollectiveSkew(
                 instances=len(skews),
-                skew_s=summarize([x * NS for x in skews]),
-                wait_s=found.waits[kind] * NS,
-                wait_in_call_s=found.in_call.get(kind, 0.0) * NS,
-                call_time_s=found.call.get(kind, 0.0) * NS,
+                skew_s=summarize([x * _NS for x in skews]),
+                wait_s=found.waits[kind] * _NS,
+                wait_in_call_s=found.in_call.get(kind, 0.0) * _NS,
+                call_time_s=found.call.get(kind, 0.0) * _NS,
             )
             for kind, skews in sorted(found.skews.items())
         },
@@ -226,21 +226,21 @@ def instances(found: Tally, cap: int) -> dict[str, SkewInstances]:
         lasts = found.lasts.get(kind, array("i"))
         kept = thin_indices(len(skews), cap)
         series[kind] = SkewInstances(
-            skew_s=[skews[i] * NS for i in kept],
+            skew_s=[skews[i] * _NS for i in kept],
             last=[lasts[i] if i < len(lasts) and lasts[i] >= 0 else None for i in kept],
             total=len(skews),
         )
     return series
 
 
-def waited_for(draws: Draws, ranks: Mapping[int, RankArrival]) -> tuple[int | None, str]:
+def _waited_for(draws: Draws, ranks: Mapping[int, RankArrival]) -> tuple[int | None, str]:
     """(the rank, why) when the evidence is clear; (None, why not) otherwise."""
     total = math.fsum(r.caused_wait_s for r in ranks.values())
     if not draws or total <= 0:
         return None, "no collective matched across ranks with a last arriver"
     rank = max(sorted(ranks), key=lambda r: ranks[r].caused_wait_s)
     entry = ranks[rank]
-    p = chance_of(draws, rank, entry) * len(ranks)
+    p = _chance_of(draws, rank, entry) * len(ranks)
     share = entry.caused_wait_s / total
     facts = (
         f"rank {rank} arrived last at {entry.last} of {entry.instances} matched collectives "
@@ -248,33 +248,33 @@ def waited_for(draws: Draws, ranks: Mapping[int, RankArrival]) -> tuple[int | No
         f"waiting ({duration(entry.caused_wait_s)} of {duration(total)}); "
         f"{p_value(p)} that chance does this to one of {len(ranks)} ranks"
     )
-    if share >= CLEAR_SHARE and entry.last >= MIN_LAST and p <= CLEAR_P:
+    if share >= _CLEAR_SHARE and entry.last >= _MIN_LAST and p <= _CLEAR_P:
         return rank, facts
     return None, f"no rank clearly the one the others wait for: {facts}"
 
 
-def chance_of(draws: Draws, rank: int, entry: RankArrival) -> float:
+def _chance_of(draws: Draws, rank: int, entry: RankArrival) -> float:
     """The smaller of two chances, doubled (Bonferroni): arriving last that often, and
     collecting that much of the waiting, if each instance's last arriver were random."""
     times = [(wait, 1 / len(members)) for wait, members, _ in draws if rank in members]
     counts = [(1.0, chance) for _, chance in times]
     by_count = wait_tail(counts, entry.last, resolution=len(counts)) if counts else 1.0
-    return 2 * min(by_count, wait_tail(times, entry.caused_wait_s / NS))
+    return 2 * min(by_count, wait_tail(times, entry.caused_wait_s / _NS))
 
 
 def wait_tail(
-    instances: Sequence[tuple[float, float]], observed: float, resolution: int = RESOLUTION
+    instances: Sequence[tuple[float, float]], observed: float, resolution: int = _RESOLUTION
 ) -> float:
     """P(Σ w_i B_i ≥ observed), B_i ~ Bernoulli(chance_i) independent, over (w_i, chance_i):
     the chance that a rank arriving last at random collects `observed` of wait. Up to
-    `EXACT_LIMIT` instances: weights rounded up to units of Σw / `resolution` (the p-value
+    `_EXACT_LIMIT` instances: weights rounded up to units of Σw / `resolution` (the p-value
     errs high, never low), a sum that reaches the target absorbed there, so the work is
     instances x resolution. Beyond: the normal approximation (Lyapunov's central limit)."""
     total = math.fsum(w for w, _ in instances)
     if observed <= 0 or total <= 0:
         return 1.0
-    if len(instances) > EXACT_LIMIT:
-        return normal_tail(instances, observed)
+    if len(instances) > _EXACT_LIMIT:
+        return _normal_tail(instances, observed)
     unit = total / resolution
     target = max(1, math.ceil(observed / unit - 1e-9))
     dist = [1.0] + [0.0] * target  # dist[s]: P(sum = s) below the target; dist[target]: ≥
@@ -291,7 +291,7 @@ def wait_tail(
     return min(1.0, dist[target])
 
 
-def normal_tail(instances: Sequence[tuple[float, float]], observed: float) -> float:
+def _normal_tail(instances: Sequence[tuple[float, float]], observed: float) -> float:
     centre = math.fsum(w * p for w, p in instances)
     spread = math.sqrt(math.fsum(w * w * p * (1 - p) for w, p in instances))
     if spread == 0:
@@ -300,25 +300,25 @@ def normal_tail(instances: Sequence[tuple[float, float]], observed: float) -> fl
 
 
 def stragglers(mean_step_s: Mapping[int, float]) -> Stragglers:
-    """Ranks whose mean step time stands out (needs `MIN_RANKS` ranks with steps)."""
-    if len(mean_step_s) < MIN_RANKS:
-        return Stragglers(evidence=f"needs step times of {MIN_RANKS} ranks or more")
+    """Ranks whose mean step time stands out (needs `_MIN_RANKS` ranks with steps)."""
+    if len(mean_step_s) < _MIN_RANKS:
+        return Stragglers(evidence=f"needs step times of {_MIN_RANKS} ranks or more")
     values = list(mean_step_s.values())
     centre, spread = statistics.fmean(values), statistics.pstdev(values)
     median = statistics.median(values)
-    scale = robust_scale(values, median)
+    scale = _robust_scale(values, median)
     z = {str(r): (v - centre) / spread if spread else 0.0 for r, v in mean_step_s.items()}
     robust = {str(r): (v - median) / scale if scale else 0.0 for r, v in mean_step_s.items()}
     flagged = [
         r
         for r, v in sorted(mean_step_s.items())
-        if robust[str(r)] >= ROBUST_Z and v >= median * (1 + MIN_EXCESS)
+        if robust[str(r)] >= _ROBUST_Z and v >= median * (1 + _MIN_EXCESS)
     ]
     return Stragglers(z=z, robust_z=robust, flagged=flagged, evidence=_straggler_text(
-        flagged, mean_step_s, median, robust), robust_z_threshold=ROBUST_Z)  # fmt: skip
+        flagged, mean_step_s, median, robust), robust_z_threshold=_ROBUST_Z)  # fmt: skip
 
 
-def robust_scale(values: Sequence[float], median: float) -> float:
+def _robust_scale(values: Sequence[float], median: float) -> float:
     """1.4826 x MAD, or 1.2533 x the mean absolute deviation when the MAD is 0."""
     spread = mad(values, median)
     return 1.4826 * spread if spread else 1.2533 * statistics.fmean(abs(v - median) for v in values)

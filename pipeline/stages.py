@@ -37,7 +37,7 @@ _MESH = "config (pipeline_parallel_degree = {p}: TorchTitan's mesh puts pp outer
 
 
 @dataclass
-class RankTally:
+class _RankTally:
     """One rank's sums (ns, counts) over its windows: mergeable by addition."""
 
     span_ns: int = 0
@@ -55,7 +55,7 @@ class RankTally:
 
 @dataclass
 class Tally:
-    ranks: dict[int, RankTally] = field(default_factory=dict)
+    ranks: dict[int, _RankTally] = field(default_factory=dict)
     votes: Counter[tuple[int, int]] = field(default_factory=Counter)  # (a, b): a->b went first
 
     def __bool__(self) -> bool:
@@ -148,7 +148,7 @@ def _caused_by(other: int) -> Callable[[_Sets], IntervalSet]:
 
 def _rank(
     window: Window, rank: int, sets: _Sets, pairs: Sequence[Pair], forward: set[tuple[int, int]]
-) -> RankTally:
+) -> _RankTally:
     exposed = window.exposed[rank]
     inside = intersection(unpacked(exposed.exposed_runs), unpacked(exposed.step_runs))
     moved = intersection(inside, sets.transfer).measure()
@@ -158,7 +158,7 @@ def _rank(
     waits = union([sets.transfer, sets.act, sets.grad])
     send = difference(intersection(inside, sets.send), waits)
     own = [p for p in pairs if rank in (p.sender, p.receiver)]
-    return RankTally(
+    return _RankTally(
         span_ns=steps.span_ns,
         compute_ns=steps.compute_ns,
         transfer_ns=moved,
@@ -185,7 +185,7 @@ def pooled(parts: Iterable[Tally]) -> Tally:
     for part in parts:
         total.votes.update(part.votes)
         for rank, found in part.ranks.items():
-            into = total.ranks.setdefault(rank, RankTally())
+            into = total.ranks.setdefault(rank, _RankTally())
             for name in ("span_ns", "compute_ns", "transfer_ns", "bubble_ns", "wait_act_ns",
                          "wait_grad_ns", "wait_send_ns", "pairs", "steps"):  # fmt: skip
                 setattr(into, name, getattr(into, name) + getattr(found, name))
@@ -259,7 +259,7 @@ def _microbatches(tally: Tally, stages: Mapping[int, int]) -> float | None:
     return sends / steps if steps and sends else None
 
 
-def _row(t: RankTally, stage: int | None, count: int | None, micro: float | None) -> PipelineRank:
+def _row(t: _RankTally, stage: int | None, count: int | None, micro: float | None) -> PipelineRank:
     schedule = None
     if count is not None and micro:
         schedule = min(float(t.bubble_ns), (count - 1) / micro * t.compute_ns)

@@ -21,7 +21,7 @@ from commscope.model.inspector import log_folder
 from commscope.model.schema import CommOp
 
 Key = tuple[str, int, str]  # (process group, Seq, collective type)
-MAX_TAKEN: Final = 1 << 14
+_MAX_TAKEN: Final = 1 << 14
 _POINT_TO_POINT: Final = "SendRecv"  # pairwise, never matched group-wide (`matching`)
 
 
@@ -91,7 +91,7 @@ def lent(
     split = {found for found, members in held.items() if members < sizes[found]}
     outside = {k for rank, ops in after.items() if rank not in mine for op in ops if (k := key(op))}
     wanted = {k for ops in after.values() for op in ops if (k := key(op)) in split} - outside
-    taken = frozenset(sorted(wanted)[:MAX_TAKEN])
+    taken = frozenset(sorted(wanted)[:_MAX_TAKEN])
     for rank, theirs in after.items():
         borrowed = [op for op in theirs if key(op) in taken]
         if borrowed:

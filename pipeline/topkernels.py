@@ -35,7 +35,7 @@ from commscope.pipeline import sketch
 from commscope.pipeline.stats import ratio
 
 NAMES: Final = 200  # kernel names kept per rank (and pooled); the rest summed in one row
-NS: Final = 1e-9
+_NS: Final = 1e-9
 NO_NAMES: Final = "no kernel names in the traces: no GPU kernels, or a source without them"
 NO_LAUNCHES: Final = (
     "no kernel launch calls in the traces: CPU-side runtime events not recorded, or a source "
@@ -116,7 +116,7 @@ def top_kernels(results: Mapping[int, RankResult]) -> TopKernels:
         return TopKernels(na_reason=NO_NAMES)
     return TopKernels(
         count=sum(row.count for row in pooled),
-        time_s=sum(row.time_ns for row in pooled) * NS,
+        time_s=sum(row.time_ns for row in pooled) * _NS,
         names_kept=NAMES,
         all_ranks=rows(pooled),
         per_rank=per_rank,
@@ -133,8 +133,8 @@ def _row(row: KernelTime, total_ns: int) -> KernelRow:
     return KernelRow(
         name=row.name,
         count=row.count,
-        time_s=row.time_ns * NS,
-        mean_s=row.time_ns / row.count * NS if row.count else None,
+        time_s=row.time_ns * _NS,
+        mean_s=row.time_ns / row.count * _NS if row.count else None,
         share=ratio(row.time_ns, total_ns),
         communication=row.communication if row.name is not None else None,
     )
@@ -152,7 +152,7 @@ def launches(results: Mapping[int, RankResult]) -> Launches:
 def rank_launches(tally: LaunchTally) -> RankLaunches:
     return RankLaunches(
         calls=tally.calls,
-        call_time_s=tally.call_ns * NS,
+        call_time_s=tally.call_ns * _NS,
         kernels=tally.kernels,
         queue_delay_s=_seconds(sketch.summary(tally.delay_ns)),
         shorter=tally.shorter,
@@ -164,7 +164,7 @@ def _seconds(found: Summary) -> Summary:
     """A summary of nanoseconds in seconds."""
 
     def scaled(value: float | None) -> float | None:
-        return None if value is None else value * NS
+        return None if value is None else value * _NS
 
     return Summary(mean=scaled(found.mean), median=scaled(found.median), min=scaled(found.min),
                    max=scaled(found.max), p95=scaled(found.p95),

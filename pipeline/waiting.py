@@ -76,10 +76,10 @@ def split(
                 base = ranks[member].base_ns
                 waits[member].add(wait[0] - base, wait[1] - base)
                 moves[member].add(move[0] - base, move[1] - base)
-    return {rank: rank_split(ranks[rank], waits[rank], moves[rank]) for rank in sorted(ranks)}
+    return {rank: _rank_split(ranks[rank], waits[rank], moves[rank]) for rank in sorted(ranks)}
 
 
-def rank_split(exposed: Exposed, waits: IntervalSet, moves: IntervalSet) -> Split:
+def _rank_split(exposed: Exposed, waits: IntervalSet, moves: IntervalSet) -> Split:
     """One rank's split from its waiting W and transfer T unions."""
     whole = unpacked(exposed.exposed_runs)
     in_steps = intersection(whole, unpacked(exposed.step_runs))

@@ -90,10 +90,10 @@ log = logging.getLogger("commscope.aggregate")
 # only the socket monitor sees ("disconnected", which counts every dropped connection). libzmq
 # queues at most RCVHWM messages per connection: 2x a collector's default window of 64.
 MAX_MESSAGE_BYTES: Final = 2 * 2**20
-RECEIVE_QUEUE: Final = 128
+_RECEIVE_QUEUE: Final = 128
 _DRAIN: Final = 512  # messages handled between two syncs
 IO_RETRY_S: Final = (0.1, 0.5, 1.0, 2.0, 5.0)  # waits after an I/O error: the loop, the reports
-IO_WHERE: Final = ("loop", "reports")  # where an I/O error was survived (`io_errors`)
+_IO_WHERE: Final = ("loop", "reports")  # where an I/O error was survived (`io_errors`)
 _ADMISSION: Final[dict[Admission, RejectReason]] = {  # a refused StreamStart's reason
     Admission.NOT_OWN_NODE: "not_own_node",
     Admission.TOO_MANY_STREAMS: "too_many_streams",
@@ -141,7 +141,7 @@ class Aggregator:
         self.stats = AggregatorStats(
             rejected=dict.fromkeys(REJECT_REASONS, 0),
             refused=dict.fromkeys(REFUSED_REASONS, 0),
-            io_errors=dict.fromkeys(IO_WHERE, 0),
+            io_errors=dict.fromkeys(_IO_WHERE, 0),
         )
         self.store = Store(settings.state)
         self.aggregation = Aggregation(load=self.store.load, owned=settings.ranks)
@@ -302,7 +302,7 @@ class Aggregator:
         settings = self.settings
         socket.setsockopt(zmq.LINGER, 0)
         socket.setsockopt(zmq.MAXMSGSIZE, 2 * MAX_MESSAGE_BYTES)
-        socket.setsockopt(zmq.RCVHWM, RECEIVE_QUEUE)
+        socket.setsockopt(zmq.RCVHWM, _RECEIVE_QUEUE)
         socket.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a node's own reconnection takes its id
         socket.setsockopt(zmq.HANDSHAKE_IVL, max(1, round(settings.handshake_s * 1000)))
         if settings.keys is not None:

@@ -19,9 +19,9 @@ from typing import Final
 
 Read = Callable[[str], str | None]  # a file's text by absolute path, None when unreadable
 
-V2_FILE: Final = "cpu.max"
-V1_QUOTA: Final = "cpu.cfs_quota_us"
-V1_PERIOD: Final = "cpu.cfs_period_us"
+_V2_FILE: Final = "cpu.max"
+_V1_QUOTA: Final = "cpu.cfs_quota_us"
+_V1_PERIOD: Final = "cpu.cfs_period_us"
 _ESCAPE: Final = re.compile(r"\\([0-7]{3})")  # mountinfo writes a space as \040
 
 
@@ -109,9 +109,9 @@ def v1_cpus(quota_text: str, period_text: str) -> float | None:
 
 def _folder_cpus(mount: Mount, folder: str, read: Read) -> float | None:
     if mount.v2:
-        text = read(f"{folder}/{V2_FILE}")
+        text = read(f"{folder}/{_V2_FILE}")
         return None if text is None else v2_cpus(text)
-    quota_text, period_text = read(f"{folder}/{V1_QUOTA}"), read(f"{folder}/{V1_PERIOD}")
+    quota_text, period_text = read(f"{folder}/{_V1_QUOTA}"), read(f"{folder}/{_V1_PERIOD}")
     if quota_text is None or period_text is None:
         return None
     return v1_cpus(quota_text, period_text)

@@ -26,8 +26,8 @@ from commscope.model.version import installed_version
 from commscope.service.parallel import Progress, tell_done
 
 CONNECT_TIMEOUT_S: Final = 10.0
-KILLED: Final = "the parsing task killed its Dask workers (out of memory?)"
-EXTRA: Final = "pip install 'commscope[dask]'"
+_KILLED: Final = "the parsing task killed its Dask workers (out of memory?)"
+_EXTRA: Final = "pip install 'commscope[dask]'"
 
 R = TypeVar("R")
 
@@ -67,7 +67,7 @@ def _distributed() -> ModuleType:
     try:
         return import_module("distributed")
     except ImportError as exc:
-        raise ClusterError(f"--dask needs the dask extra ({EXTRA}): {exc}") from None
+        raise ClusterError(f"--dask needs the dask extra ({_EXTRA}): {exc}") from None
 
 
 def _client(distributed: ModuleType, address: str, timeout_s: float) -> Any:
@@ -105,7 +105,7 @@ def own_version() -> str:
 
 def _result(distributed: ModuleType, future: Any, failed: Callable[[str], R]) -> R:
     if future.status == "error" and isinstance(future.exception(), distributed.KilledWorker):
-        return failed(KILLED)
+        return failed(_KILLED)
     result: R = future.result()
     return result
 

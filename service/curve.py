@@ -37,10 +37,10 @@ from zmq.utils.monitor import recv_monitor_message
 
 log = logging.getLogger("commscope.curve")
 
-PUBLIC: Final = ".key"  # zmq.auth's suffixes
-SECRET: Final = ".key_secret"
-MAX_LOGGED_PEERS: Final = 1024  # refused (address, key) pairs remembered for the log
-FAILED_HANDSHAKES: Final = 3  # in a row, on a collector: the server key is wrong
+_PUBLIC: Final = ".key"  # zmq.auth's suffixes
+_SECRET: Final = ".key_secret"
+_MAX_LOGGED_PEERS: Final = 1024  # refused (address, key) pairs remembered for the log
+_FAILED_HANDSHAKES: Final = 3  # in a row, on a collector: the server key is wrong
 _ZAP: Final = "inproc://zeromq.zap.01"
 _DOMAIN: Final = b"commscope"
 HANDSHAKE_EVENTS: Final = (
@@ -81,7 +81,7 @@ def make_pair(out: Path, name: str) -> tuple[Path, Path]:
     _node_name(name, "--name")
     if name != Path(name).name or name.startswith("."):
         raise ConfigError(f"--name {name!r}: a node name, not a path")
-    targets = (out / f"{name}{PUBLIC}", out / f"{name}{SECRET}")
+    targets = (out / f"{name}{_PUBLIC}", out / f"{name}{_SECRET}")
     for target in targets:
         if target.exists():
             raise ConfigError(f"{target} exists; remove it first to make a new pair")
@@ -103,12 +103,12 @@ def load_pair(folder: Path, node: str | None = None) -> KeyPair:
     aggregator.key_secret), or else the only *.key_secret there."""
     if not folder.is_dir():
         raise ConfigError(f"--keys {folder}: not a folder")
-    found = sorted(folder.glob(f"*{SECRET}"))
-    named = [p for p in found if node is not None and p.name == f"{node}{SECRET}"]
+    found = sorted(folder.glob(f"*{_SECRET}"))
+    named = [p for p in found if node is not None and p.name == f"{node}{_SECRET}"]
     if not named and len(found) != 1:
-        wanted = f"{node}{SECRET} or " if node else ""
+        wanted = f"{node}{_SECRET} or " if node else ""
         raise ConfigError(
-            f"--keys {folder}: expected {wanted}exactly one *{SECRET} file, found {len(found)}"
+            f"--keys {folder}: expected {wanted}exactly one *{_SECRET} file, found {len(found)}"
             " (make a pair with `commscope keys`)"
         )
     path = (named or found)[0]
@@ -128,14 +128,14 @@ def load_allow(folder: Path) -> dict[bytes, str]:
     if not folder.is_dir():
         raise ConfigError(f"--allow {folder}: not a folder")
     allow: dict[bytes, str] = {}
-    for path in sorted(folder.glob(f"*{PUBLIC}")):
-        name = _node_name(path.name.removesuffix(PUBLIC), str(path))
+    for path in sorted(folder.glob(f"*{_PUBLIC}")):
+        name = _node_name(path.name.removesuffix(_PUBLIC), str(path))
         public = load_public(path, "--allow")
         if public in allow:
-            raise ConfigError(f"{path}: same key as {allow[public]}{PUBLIC}; one node per key")
+            raise ConfigError(f"{path}: same key as {allow[public]}{_PUBLIC}; one node per key")
         allow[public] = name
     if not allow:
-        raise ConfigError(f"--allow {folder}: no *{PUBLIC} file: no collector could connect")
+        raise ConfigError(f"--allow {folder}: no *{_PUBLIC} file: no collector could connect")
     return allow
 
 
@@ -408,10 +408,10 @@ class Gate:
 
     def _log_peer(self, address: bytes, key: bytes) -> None:
         """Once per (address, key); past MAX_LOGGED_PEERS of them, once more and then quiet."""
-        if (address, key) in self._logged or len(self._logged) > MAX_LOGGED_PEERS:
+        if (address, key) in self._logged or len(self._logged) > _MAX_LOGGED_PEERS:
             return
         self._logged.add((address, key))
-        if len(self._logged) > MAX_LOGGED_PEERS:
+        if len(self._logged) > _MAX_LOGGED_PEERS:
             log.warning("more refused peers: no longer logged one by one (still counted)")
             return
         log.warning(
@@ -494,7 +494,7 @@ class Link:
             )
             return
         self.failures += 1
-        if self.failures >= FAILED_HANDSHAKES:
+        if self.failures >= _FAILED_HANDSHAKES:
             self.error = (
                 f"the Curve handshake with {self.endpoint} failed {self.failures} times in a"
                 f" row: its key is not the one in --server-key {keys.server_key_path}"

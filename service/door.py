@@ -39,7 +39,7 @@ from zmq.utils.monitor import recv_monitor_message
 log = logging.getLogger("commscope.aggregate")
 
 EVENTS: Final = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | HANDSHAKE_EVENTS
-MAX_OPEN_FILES: Final = 1 << 20  # the soft limit sought when the hard one is unlimited
+_MAX_OPEN_FILES: Final = 1 << 20  # the soft limit sought when the hard one is unlimited
 
 
 class Pending:
@@ -179,7 +179,7 @@ def _borrowed(fd: int) -> Iterator[socket.socket | None]:
 def open_files() -> tuple[int, int]:
     """Raise the soft open-file limit to the hard one (said once); (before, after)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = MAX_OPEN_FILES if hard == resource.RLIM_INFINITY else hard
+    target = _MAX_OPEN_FILES if hard == resource.RLIM_INFINITY else hard
     if soft != resource.RLIM_INFINITY and soft < target:
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))

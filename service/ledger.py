@@ -43,7 +43,7 @@ def judge(speaker: str, owner: str | None, verdict: Verdict) -> Outcome:
     return _OUTCOMES[verdict]
 
 
-Position = Callable[[str], tuple[int, bool]]  # a stream's next seq and whether it ended
+_Position = Callable[[str], tuple[int, bool]]  # a stream's next seq and whether it ended
 
 
 class Ledger:
@@ -78,7 +78,7 @@ class Ledger:
         """Those files are written (the sync makes them durable)."""
         self._finished.clear()
 
-    def commit(self, position: Position) -> None:
+    def commit(self, position: _Position) -> None:
         """The store synced: what was owed is due, each with its stream's position now (so
         an Ack never covers a record applied after the commit)."""
         for (identity, stream), wire in self._owed.items():

@@ -17,9 +17,9 @@ from __future__ import annotations
 import hashlib
 from typing import Final
 
-MAX_LINKS: Final = 4096  # routing ids remembered (the oldest forgotten first)
-NOBODY: Final = ""  # the owner of a routing id taken over (no node name is empty)
-MAX_SAID: Final = 1024  # (node, reason) refusals logged once each, then quiet
+_MAX_LINKS: Final = 4096  # routing ids remembered (the oldest forgotten first)
+_NOBODY: Final = ""  # the owner of a routing id taken over (no node name is empty)
+_MAX_SAID: Final = 1024  # (node, reason) refusals logged once each, then quiet
 
 
 def own_stream(node: str, stream: str) -> str:
@@ -32,7 +32,7 @@ def own_stream(node: str, stream: str) -> str:
 
 
 class Links:
-    def __init__(self, limit: int = MAX_LINKS) -> None:
+    def __init__(self, limit: int = _MAX_LINKS) -> None:
         self.limit = limit
         self._node_of: dict[bytes, str] = {}  # routing id -> the proven node that owns it
         self._current: dict[str, bytes] = {}  # node -> the routing id it last spoke from
@@ -44,7 +44,7 @@ class Links:
         owner = self._node_of.get(identity)
         if owner and owner != node:
             self._forget(identity)
-            self._node_of[identity] = NOBODY  # taken over: the owner's replies wait for it
+            self._node_of[identity] = _NOBODY  # taken over: the owner's replies wait for it
             return owner
         self._node_of.pop(identity, None)  # most recently used last
         self._node_of[identity] = node
@@ -64,7 +64,7 @@ class Links:
     def first(self, node: str, reason: str) -> bool:
         """Whether this (node, reason) refusal is the first of its kind (to be logged)."""
         key = (node, reason)
-        if key in self._said or len(self._said) > MAX_SAID:
+        if key in self._said or len(self._said) > _MAX_SAID:
             return False
         self._said.add(key)
         return True

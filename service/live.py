@@ -4,7 +4,7 @@ fills the Prometheus exporter's types; no I/O itself, `now` is given).
 Each finished file's busbw samples go into the rolling statistics (quantiles and mean over
 `horizon_s`) and the busbw histogram when it is made durable; a tailed Inspector log's ops go
 in as they arrive instead (and its verbose ops' starts give the live skew), to be published
-within `LIVE_S`.
+within `_LIVE_S`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from commscope.pipeline import inspector_live
 from commscope.pipeline.rolling import RollingBandwidth
 from commscope.pipeline.stats import sample_values
 
-LIVE_S: Final = 1.0  # a tailed Inspector op is on /metrics within this (plus the tick)
+_LIVE_S: Final = 1.0  # a tailed Inspector op is on /metrics within this (plus the tick)
 
 
 class Live:
@@ -47,8 +47,8 @@ class Live:
         self.histogram.add(kind, values)
 
     def due(self, now: float, published_at: float) -> bool:
-        """Whether a tailed op waits to be shown (`LIVE_S` after the last publish)."""
-        return self.pending and now - published_at >= LIVE_S
+        """Whether a tailed op waits to be shown (`_LIVE_S` after the last publish)."""
+        return self.pending and now - published_at >= _LIVE_S
 
     def busbw(self, now: float) -> dict[str, Rolling]:
         """The rolling busbw statistics per collective type, as /metrics shows them."""

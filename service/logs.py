@@ -11,7 +11,7 @@ from typing import Final
 _STANDARD: Final = frozenset(vars(logging.makeLogRecord({})))
 
 
-class JsonFormatter(logging.Formatter):
+class _JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry = {
             "ts": round(record.created, 3),
@@ -23,7 +23,7 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
-class TextFormatter(logging.Formatter):
+class _TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         extra = {k: v for k, v in vars(record).items() if k not in _STANDARD}
         fields = " ".join(f"{k}={v}" for k, v in extra.items())
@@ -32,7 +32,7 @@ class TextFormatter(logging.Formatter):
 
 def configure_logging(level: int = logging.INFO) -> None:
     handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(TextFormatter() if sys.stdout.isatty() else JsonFormatter())
+    handler.setFormatter(_TextFormatter() if sys.stdout.isatty() else _JsonFormatter())
     root = logging.getLogger("commscope")
     root.handlers[:] = [handler]
     root.setLevel(level)

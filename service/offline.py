@@ -110,7 +110,7 @@ def analyse(
     NCCL Inspector logs."""
     windows = find_windows(root)
     parsed, skipped, ignored = parse_windows(windows, progress, workers, rule=rule)
-    names = window_list(windows, parsed, rule)
+    names = _window_list(windows, parsed, rule)
     parsed, apart = inspector_sources.split(parsed)
     chosen = jobs.largest(parsed)
     report = build_report(
@@ -133,7 +133,7 @@ def analyse_jobs(
     of NCCL Inspector logs."""
     windows = find_windows(root)
     parsed, skipped, ignored = parse_windows(windows, progress, workers, cluster, rule)
-    names = window_list(windows, parsed, rule)
+    names = _window_list(windows, parsed, rule)
     parsed, apart = inspector_sources.split(parsed)
     reports = jobs.reports(names, parsed, skipped, options, ignored)
     return [inspector_beside.beside(report, apart, options) for report in reports]
@@ -173,10 +173,10 @@ def parse_windows(
             skipped.append(Skipped(str(path), result.reason))
     if progress:
         progress.end()
-    return node_major(parsed), skipped, ignored
+    return _node_major(parsed), skipped, ignored
 
 
-def window_list(
+def _window_list(
     windows: list[WindowFiles], parsed: Iterable[ParsedFile], rule: WindowRule
 ) -> list[str]:
     """The report's windows: the folders', but those holding NCCL Inspector logs alone are
@@ -189,7 +189,7 @@ def _is_log(path: Path) -> bool:
     return reader_of(path.name).kind == INSPECTOR_LOGS
 
 
-def node_major(parsed: list[ParsedFile]) -> list[ParsedFile]:
+def _node_major(parsed: list[ParsedFile]) -> list[ParsedFile]:
     """Several Nsight Systems exports of one window whose ranks were assumed (no NCCL rank in
     them, each numbered from 0): each export's ranks follow the previous one's, in name order
     (one export per node), said in their notes."""

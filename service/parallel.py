@@ -203,7 +203,7 @@ class LastingPool:
 def start_method() -> str:
     """How workers start here: forkserver, or spawn where it cannot (module docstring)."""
     forkserver = "forkserver" in multiprocessing.get_all_start_methods()
-    return "forkserver" if forkserver and socket_folder() else "spawn"
+    return "forkserver" if forkserver and _socket_folder() else "spawn"
 
 
 def _context(preload: str) -> multiprocessing.context.BaseContext:
@@ -214,7 +214,7 @@ def _context(preload: str) -> multiprocessing.context.BaseContext:
     return context
 
 
-def socket_folder() -> bool:
+def _socket_folder() -> bool:
     """Whether the forkserver's socket folder can be made: the very call it makes (once per
     process; the folder is removed at exit), so a yes here is a yes there."""
     try:

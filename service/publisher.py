@@ -5,7 +5,7 @@ The report over finished files is published when a window completes (at once), a
 that at each further quarter of a window's ranks, at most `REBUILD_SHARE` of the time going
 to building reports (`Pacing`); the service's own counters every `refresh_s`, a tailed
 Inspector op within `LIVE_S`. Within `run` a report is built on a thread beside the loop
-(`ReportBuild`), from what `Aggregation.prepare` set out, so the loop keeps applying,
+(`_ReportBuild`), from what `Aggregation.prepare` set out, so the loop keeps applying,
 storing and acknowledging (a loop busy for seconds makes collectors resend). At the end the
 final report is the one `commscope report` writes for the same files, shown on /metrics too.
 """
@@ -54,7 +54,7 @@ class Settings(Protocol):
 
 
 @dataclass(frozen=True)
-class SetOut:
+class _SetOut:
     """A report set out: when, whether it shows a window completed, the windows complete."""
 
     began: float = 0.0
@@ -85,7 +85,7 @@ class Publisher:
         self.exporter = SnapshotCollector(Snapshot(job=settings.job, shard=settings.shard))
         self.pacing = Pacing()  # when a mid-window report may be built
         self.report: Report | None = None  # the report shown
-        self.building: ReportBuild | None = None
+        self.building: _ReportBuild | None = None
         self.background = False  # set by `begin`: reports are built beside the loop
         self.dirty = True  # files finished or superseded since the last report set out
         self.completed: set[str] = set()  # the windows complete
@@ -93,14 +93,14 @@ class Publisher:
         self.published_at = -math.inf  # publish at the first tick
         self.last_record = clock()  # a record applied as received (not a heartbeat)
         self._window_waiting = False  # a window completed: its report is due at once
-        self._set_out_as = SetOut()
+        self._set_out_as = _SetOut()
         self._heap = heap.Freezer()
 
     def recovered(self) -> None:
         """The state read back: its complete windows are shown as such (not as news)."""
         self.completed = set(self.aggregation.complete_windows())
         self.windows_shown = len(self.completed)
-        self._set_out_as = SetOut(completes=self.windows_shown)
+        self._set_out_as = _SetOut(completes=self.windows_shown)
 
     def begin(self) -> None:
         """The daemon's loop begins: reports are built beside it, the heap kept out of the GC."""
@@ -126,7 +126,7 @@ class Publisher:
 
     def publish(self, window_completed: bool = False) -> None:
         """Show the service's figures, with a report built anew when one is due. Within
-        `run` the report is built beside the loop (`ReportBuild`), which keeps receiving,
+        `run` the report is built beside the loop (`_ReportBuild`), which keeps receiving,
         applying, storing and acknowledging meanwhile; it is shown once built (the first,
         at start, is built at once)."""
         self._window_waiting = self._window_waiting or window_completed
@@ -135,7 +135,7 @@ class Publisher:
         if self.building is None and self._due():
             prepared = self._set_out()
             if self.background and self.report is not None:
-                self.building = ReportBuild(self.aggregation, prepared)
+                self.building = _ReportBuild(self.aggregation, prepared)
                 self.building.start()
             else:
                 self._built(self.aggregation.build(prepared))
@@ -157,7 +157,7 @@ class Publisher:
     def _set_out(self) -> Prepared:
         """Set a report out from the files finished so far (`Aggregation.prepare`)."""
         self.dirty = False
-        self._set_out_as = SetOut(self.clock(), self._window_waiting, len(self.completed))
+        self._set_out_as = _SetOut(self.clock(), self._window_waiting, len(self.completed))
         self._window_waiting = False
         self.pacing.set_out(self.aggregation.progress())
         return self.aggregation.prepare(self.settings.options, metrics_only=True)  # for /metrics
@@ -178,7 +178,7 @@ class Publisher:
         if self.background:  # the daemon: its long-lived heap out of the GC's walks
             self._heap.after_report()
 
-    def _collect(self, build: ReportBuild) -> None:
+    def _collect(self, build: _ReportBuild) -> None:
         """Take a report built beside the loop. One that could not be built because a file it
         read was superseded meanwhile (its stored copy gone) is set out again."""
         self.building = None
@@ -245,7 +245,7 @@ class Publisher:
         return report
 
 
-class ReportBuild(threading.Thread):
+class _ReportBuild(threading.Thread):
     """A report built beside the aggregator's loop, from what `Aggregation.prepare` set out
     (`publish`): the loop keeps acknowledging, so collectors do not resend while a large
     job's report takes seconds. Its report, or the error that stopped it, is kept for the loop."""

@@ -1,6 +1,6 @@
 """The aggregator's durable state (shell: files, fsync).
 
-- `journal/<n>.log`: one append-only journal in segments of about `SEGMENT_BYTES`, of frames
+- `journal/<n>.log`: one append-only journal in segments of about `_SEGMENT_BYTES`, of frames
   (a 4-byte length, then a msgpack `JournalEntry`): each record of a stream that has not
   ended, as received; each finished file's result; and a mark when a stream's records (and
   result) are dropped. `sync` makes all that was appended since the last one durable with
@@ -65,7 +65,7 @@ _DECODER: Final = msgspec.msgpack.Decoder(FinishedFile)
 _ENTRY: Final = msgspec.msgpack.Decoder(JournalEntry)
 _ENCODER: Final = msgspec.msgpack.Encoder()
 _SAMPLES: Final = ("algbw_Bps", "busbw_Bps")
-SEGMENT_BYTES: Final = 64 * 2**20
+_SEGMENT_BYTES: Final = 64 * 2**20
 ENDED: Final = "ended.msgpack"
 T = TypeVar("T")
 
@@ -79,10 +79,10 @@ class At(NamedTuple):
 
 
 class Store:
-    def __init__(self, root: Path, segment_bytes: int = SEGMENT_BYTES) -> None:
+    def __init__(self, root: Path, segment_bytes: int = _SEGMENT_BYTES) -> None:
         self.root = root
         self._journal = root / "journal"
-        self.migrated_from = migrate(root)
+        self.migrated_from = _migrate(root)
         self._segment_bytes = segment_bytes
         self._results: dict[str, At] = {}
         self._records: dict[str, list[At]] = {}
@@ -322,7 +322,7 @@ def _read_file(path: Path, root: Path, decode: Callable[[bytes], T]) -> T | None
 # ---------------------------------------------------------------- versions and migrations
 
 
-def migrate(root: Path) -> int | None:
+def _migrate(root: Path) -> int | None:
     """Bring the state folder to STORE_VERSION (a new one starts there); the version it was
     found at when it had to be migrated, else None."""
     found = state_version(root)
@@ -331,7 +331,7 @@ def migrate(root: Path) -> int | None:
         _write_version(root, STORE_VERSION)
         return None
     for version in range(found, STORE_VERSION):
-        MIGRATIONS[version](root)
+        _MIGRATIONS[version](root)
         _write_version(root, version + 1)
     for folder in ("open", "done"):  # version 2's, once version 3 is written
         shutil.rmtree(root / folder, ignore_errors=True)
@@ -478,7 +478,7 @@ def _reject(path: Path, rejected: Path, reason: str) -> None:
     log.warning("state file rejected", extra={"path": str(path), "reason": reason[:500]})
 
 
-MIGRATIONS: Final[dict[int, Callable[[Path], None]]] = {
+_MIGRATIONS: Final[dict[int, Callable[[Path], None]]] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
     3: _v3_to_v4,
