@@ -33,7 +33,7 @@ def test_hosts_inline_place_each_group_and_the_net_peak_is_the_inter_node_one(
         25e9,
         "--net-peak",
     )
-    assert "13a. INTRA- VS INTER-NODE" in text
+    assert "13b. INTRA- VS INTER-NODE" in text
     assert "Inter-node: peak 25.0 GB/s per direction (--net-peak)" in text
 
 
