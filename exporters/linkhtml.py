@@ -9,17 +9,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final
 
+from commscope.exporters.linktext import HEAD, cells
 from commscope.exporters.svg import esc
-from commscope.exporters.textfmt import pct
 from commscope.model.schema import Link, Report
-from commscope.model.units import duration, rate, size
+from commscope.model.units import rate
 
 ABOUT: Final = (
     "A process group is intra-node when all its members run on one host (NVLink or the "
     "host's fabric), inter-node when two run on different hosts (the network). Bus bandwidth "
     "Σ S·F / Σ T over each instance's fastest member, against that link's own peak."
 )
-_HEAD: Final = ["collective", "instances", "sized", "bus", "busbw", "of peak", "α", "β", "R²"]
 
 
 def tables(report: Report) -> Iterator[str]:
@@ -44,12 +43,7 @@ def _table(name: str, link: Link) -> Iterator[str]:
     if not link.collectives:
         yield '<p class="note">no instance</p>'
         return
-    yield "<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in _HEAD) + "</tr>"
+    yield "<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in HEAD) + "</tr>"
     for kind, c in link.collectives.items():
-        fit = c.fit
-        r2 = f"{fit.r2:.3f}" if fit is not None and fit.r2 is not None else "n/a"
-        cells = [kind, f"{c.instances:,}", f"{c.sized:,}", size(c.bus_bytes), rate(c.busbw_Bps),
-                 pct(c.peak_ratio), duration(fit.alpha_s if fit else None),
-                 rate(fit.beta_Bps if fit else None), r2]  # fmt: skip
-        yield "<tr>" + "".join(f"<td>{esc(v)}</td>" for v in cells) + "</tr>"
+        yield "<tr>" + "".join(f"<td>{esc(v)}</td>" for v in cells(kind, c)) + "</tr>"
     yield "</table>"

@@ -12,11 +12,11 @@ from collections.abc import Iterator, Mapping
 from typing import Final
 
 from commscope.exporters.textfmt import pct, rank_runs, row
-from commscope.model.schema import Link, Links, Report
+from commscope.model.schema import Link, LinkCollective, Links, Report
 from commscope.model.units import duration, rate, size
 
 _WIDTHS: Final = [13, 9, 6, 10, 10, 8, 10, 10, 6]
-_HEAD: Final = ["collective", "instances", "sized", "bus", "busbw", "of peak", "α", "β", "R²"]
+HEAD: Final = ["collective", "instances", "sized", "bus", "busbw", "of peak", "α", "β", "R²"]
 _MOST_HOSTS: Final = 8
 _NAMES: Final = {"intra_node": "Intra-node", "inter_node": "Inter-node"}
 
@@ -77,14 +77,18 @@ def _link(name: str, link: Link) -> Iterator[str]:
     if not link.collectives:
         yield "  no instance"
         return
-    yield row(_HEAD, _WIDTHS)
+    yield row(HEAD, _WIDTHS)
     for kind, c in link.collectives.items():
-        fit = c.fit
-        r2 = f"{fit.r2:.3f}" if fit is not None and fit.r2 is not None else "n/a"
-        cells = [kind, f"{c.instances:,}", f"{c.sized:,}", size(c.bus_bytes), rate(c.busbw_Bps),
-                 pct(c.peak_ratio), duration(fit.alpha_s if fit else None),
-                 rate(fit.beta_Bps if fit else None), r2]  # fmt: skip
-        yield row(cells, _WIDTHS)
+        yield row(cells(kind, c), _WIDTHS)
     for kind, c in link.collectives.items():
         if c.fit is not None and c.fit.na_reason:
             yield f"  {kind} α-β: n/a ({c.fit.na_reason})"
+
+
+def cells(kind: str, c: LinkCollective) -> list[str]:
+    """One collective's row of a link table (the text and the HTML report's)."""
+    fit = c.fit
+    r2 = f"{fit.r2:.3f}" if fit is not None and fit.r2 is not None else "n/a"
+    return [kind, f"{c.instances:,}", f"{c.sized:,}", size(c.bus_bytes), rate(c.busbw_Bps),
+            pct(c.peak_ratio), duration(fit.alpha_s if fit else None),
+            rate(fit.beta_Bps if fit else None), r2]  # fmt: skip

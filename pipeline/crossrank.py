@@ -94,20 +94,16 @@ def shifts(found: Found) -> dict[int, float]:
     return {rank: offset for rank, (offset, _, _) in found.items()}
 
 
-def _exposed_split(
-    results: Mapping[int, RankResult],
-    infos: Mapping[int, RankInfo],
-    matched: Matched,
-    found: Found,
-) -> dict[int, waiting.Split]:
-    """Each rank's exposed transfer and waiting over the window's matched instances."""
-    exposed = {
+def _exposed(
+    results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]
+) -> dict[int, waiting.Exposed]:
+    """Each rank's exposed communication and steps, on its own clock."""
+    return {
         rank: waiting.Exposed(
             result.exposed_runs, result.step_runs, infos[rank].base_ns if rank in infos else 0
         )
         for rank, result in results.items()
     }
-    return waiting.split(matched.instances, shifts(found), exposed, _untimed(infos))
 
 
 def _arrival(instance: Instance, shifts: Mapping[int, float], untimed: set[int]) -> skew.Arrival:
@@ -123,8 +119,10 @@ def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> 
     paired = p2p.pair(
         {r: x.calls for r, x in results.items()}, {r: i.base_ns for r, i in infos.items()}
     )
-    pairs = [item for item in paired.pairs if _untimed(infos).isdisjoint(item.instance.starts)]
-    with_pairs = replace(matched, instances=[*matched.instances, *(p.instance for p in pairs)])
+    untimed = _untimed(infos)
+    exposed = _exposed(results, infos)
+    pairs = [item for item in paired.pairs if untimed.isdisjoint(item.instance.starts)]
+    with_pairs = [*matched.instances, *(p.instance for p in pairs)]
     summary = structs.replace(
         matched.summary,
         p2p_pairs=len(paired.pairs),
@@ -138,9 +136,10 @@ def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> 
         instances=Counter((item.group, item.collective) for item in arrivals),
         points=_alpha_beta_points(arrivals),
         factors=_bus_factors(arrivals),
-        split=_exposed_split(results, infos, with_pairs, found),
+        # each rank's exposed transfer and waiting over the window's matched instances and pairs
+        split=waiting.split(with_pairs, shifts(found), exposed, untimed),
         alltoallv=alltoallv.tally(results, matched.instances, _members(infos)),
-        pipeline=_pipeline(results, infos, pairs, matched, found),
+        pipeline=_pipeline(results, exposed, untimed, pairs, matched, found),
         sizes=_group_sizes(arrivals),
     )
 
@@ -154,22 +153,19 @@ def _members(infos: Mapping[int, RankInfo]) -> dict[str, Sequence[int]]:
     return members
 
 
-def _pipeline(
+def _pipeline(  # noqa: PLR0917  # the window's facts, found once in `window`
     results: Mapping[int, RankResult],
-    infos: Mapping[int, RankInfo],
+    exposed: dict[int, waiting.Exposed],
+    untimed: set[int],
     pairs: Sequence[p2p.Pair],
     matched: Matched,
     found: Found,
 ) -> stages.Tally:
-    exposed = {rank: waiting.Exposed(result.exposed_runs, result.step_runs,
-                                     infos[rank].base_ns if rank in infos else 0)
-               for rank, result in results.items()}  # fmt: skip
     window = stages.Window(
         exposed=exposed,
         in_steps={rank: result.in_steps for rank, result in results.items()},
         steps={rank: len(result.steps) for rank, result in results.items()},
     )
-    untimed = _untimed(infos)
     collectives = [i for i in matched.instances if untimed.isdisjoint(i.starts)]
     return stages.window_tally(pairs, collectives, shifts(found), window)
 
