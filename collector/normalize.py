@@ -134,7 +134,7 @@ LOOKALIKE_NAMES: Final = MAX_LOOKALIKES // 2  # look-alike kernel names a file r
 # 2**62 / 1000 is the double 4611686018427388.0 exactly: as an int it bounds every int and float
 # alike (Python compares them exactly), and an int against an int is the cheaper test.
 _MAX_US: Final = round(2**62 / 1000)
-_MIN_US: Final = -_MAX_US  # once: `-MAX_US` in a test makes a float per event
+_MIN_US: Final = -_MAX_US  # once: `-_MAX_US` in a test makes a float per event
 MAX_NAME: Final = 4096
 _MAX_COUNT: Final = 2**62
 # Thread ids: PyTorch 1.8-1.10 write `"tid": "1234"` for a thread and `"tid": "stream 7"` for a
