@@ -35,18 +35,16 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, get_args
 
 import msgspec
 import zmq
-from commscope.exporters.files import stamped, write_reports
 from commscope.exporters.metricnames import MAX_RANK_SERIES
 from commscope.exporters.publish import serve
-from commscope.model.errors import ConfigError, WriteError
+from commscope.model.errors import ConfigError
 from commscope.model.schema import (
     PROTOCOL_VERSION,
     REFUSED_REASONS,
@@ -71,15 +69,17 @@ from commscope.model.schema import (
     Welcome,
 )
 from commscope.model.version import installed_version
-from commscope.pipeline.aggregation import Aggregation, Verdict
+from commscope.pipeline.aggregation import Aggregation
 from commscope.pipeline.edge import well_formed
 from commscope.pipeline.report import Options
 from commscope.service import curve, door
+from commscope.service.ending import write_final
 from commscope.service.intake import Admission, Decision, Intake, Rules, Taken
 from commscope.service.ledger import Ledger, Outcome, judge, lost
 from commscope.service.links import Links, own_stream
 from commscope.service.logs import sparse
 from commscope.service.publisher import Publisher
+from commscope.service.recovery import recover
 from commscope.service.store import Store
 
 log = logging.getLogger("commscope.aggregate")
@@ -175,7 +175,7 @@ class Aggregator:
         self._encoder = msgspec.msgpack.Encoder()
         self._replies: list[tuple[bytes, ToCollector]] = []
         self.lost: list[str] = []  # set at the end: what never finished
-        self._recover()
+        recover(self.aggregation, self.store, lambda r, f: self._apply(r, f, log_it=False))
         self.publisher.recovered()
         self._last_message = clock()
         self.socket: zmq.Socket[bytes] | None = None
@@ -200,46 +200,6 @@ class Aggregator:
     def completed(self) -> set[str]:
         """The windows complete (`Publisher`)."""
         return self.publisher.completed
-
-    # ---------------------------------------------------------------- recovery
-    def _recover(self) -> None:
-        self.aggregation.restore(self.store.finished(), self.store.retired())
-        for stream, frames in self.store.logs():
-            if stream in self.aggregation.finished:  # crashed between done/ and the log's removal
-                self.store.forget(stream, keep_done=True)
-                continue
-            self._replay(stream, frames)
-        log.info(
-            "state recovered",
-            extra={"finished": len(self.aggregation.finished), "open": len(self.aggregation.open)},
-        )
-
-    def _replay(self, stream: str, frames: Iterator[bytes]) -> None:
-        """Apply a stream's log up to its first record this version refuses (a protocol-4
-        Batch, logged before an upgrade); the log is then cut there, so what follows (the
-        collector, told the position, sends it again) is logged after what was applied."""
-        applied: list[bytes] = []
-        refused = False
-        for frame in frames:  # read to the end: that mends a torn tail
-            record = None if refused else self._logged(stream, frame)
-            refused = refused or record is None
-            if record is not None and self.aggregation.verdict(record) is Verdict.APPLY:
-                self._apply(record, frame, log_it=False)
-                applied.append(frame)
-        if refused:
-            self.store.forget(stream)
-            for frame in applied:
-                self.store.append(stream, frame)
-
-    def _logged(self, stream: str, frame: bytes) -> Record | None:
-        """A logged record (None, logged, if it does not fit this version's schema: replay
-        of its stream stops there and the stream stays unfinished)."""
-        try:
-            record: Record = self._records.decode(frame)
-        except msgspec.DecodeError as exc:
-            log.warning("logged record refused", extra={"stream": stream, "reason": str(exc)})
-            return None
-        return msgspec.structs.replace(record, stream=stream)  # logged under its stream's key
 
     # ---------------------------------------------------------------- the loop
     def run(self, stop: threading.Event) -> Report:
@@ -593,29 +553,20 @@ class Aggregator:
         if self.lost:
             log.warning("files lost", extra={"count": len(self.lost), "lost": self.lost[:20]})
         report = self.publisher.final()
-        final = stamped(report, (), self.settings.command, datetime.now(UTC))
-        paths = self._write(final)
+        final, paths = write_final(
+            report,
+            self.settings.out,
+            self._fallback_name(),
+            command=self.settings.command,
+            waits=IO_RETRY_S,
+            failed=lambda exc, failures: self._io_error("reports", exc, failures),
+        )
         for path in paths:
             log.info("report written", extra={"path": str(path)})
         when = final.provenance.generated_utc if final.provenance is not None else ""
         ended = RunEnd(reports=[str(p) for p in paths], lost=self.lost, generated_utc=when)
         self.store.save_end(ended)
         return report
-
-    def _write(self, final: Report) -> tuple[Path, ...]:
-        """The final reports, written; an I/O error retried (`IO_RETRY_S`), then one line."""
-        failures = 0
-        while True:
-            try:
-                return write_reports(final, self.settings.out, self._fallback_name())
-            except WriteError as exc:
-                wait_s = self._io_error("reports", exc.error, failures)
-                failures += 1
-                if failures > len(IO_RETRY_S):
-                    raise ConfigError(
-                        f"--out {self.settings.out}: reports not written: {exc}"
-                    ) from None
-                time.sleep(wait_s)
 
     def _fallback_name(self) -> str:
         """--job, else the first collector's watch folder, else `run`."""

@@ -23,7 +23,7 @@ from commscope.model.schema import (
     StreamStart,
     ToCollector,
 )
-from commscope.service import aggregate
+from commscope.service import aggregate, ending
 from commscope.service.aggregate import Aggregator, AggregatorSettings
 
 pytestmark = pytest.mark.timeout(120)
@@ -62,7 +62,7 @@ def test_io_errors_in_the_loop_and_the_reports_are_survived(
     """The store fails twice (a record's write), the reports once: each counted and retried;
     the stream still ends whole, the reports are written, the run ends normally."""
     monkeypatch.setattr(aggregate, "IO_RETRY_S", (0.01, 0.05))
-    monkeypatch.setattr(aggregate, "write_reports", failing(1, aggregate.write_reports, True))
+    monkeypatch.setattr(ending, "write_reports", failing(1, ending.write_reports, True))
     settings = AggregatorSettings(
         listen="tcp://127.0.0.1:*", out=tmp_path / "out", state=tmp_path / "st", expect_nodes=1
     )
