@@ -18,7 +18,7 @@ from commscope.model.wire import MAX_GRAPHS, Event, GraphRow, GraphTally
 from graphs_builder import ELEMENTWISE, GEMM, NCCL, WORKED, WORKED_TALLY, call, graphed
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kineto_builder import kernel, read, trace
+from kineto_builder import kernel, read, span, trace
 from nsys_builder import Export
 
 
@@ -49,6 +49,39 @@ def test_graph_kernels_still_count_as_compute_and_communication() -> None:
 def test_a_trace_without_graphs_gives_no_graph_tally() -> None:
     events = [call("cudaLaunchKernel", 1, 10, 3), kernel(GEMM, 15, 4, {"correlation": 1})]
     assert read(trace(events)).graphs == []
+
+
+def copy(cat: str, ts: float, correlation: int, graph: int) -> dict:
+    """A memcpy or memset as Kineto writes it from CUDA 12 (`graph id` 0 outside graphs)."""
+    args = {"correlation": correlation, "graph id": graph, "graph node id": graph and 77}
+    return span(cat, "Memcpy DtoD (Device -> Device)", ts, 1, 7, args=args)
+
+
+def test_a_launch_whose_recorded_nodes_are_copies_is_not_empty() -> None:
+    events = [
+        copy("gpu_memcpy", 30, 2, 5),  # graph 5's copy node first in the file, then its launch
+        call("cudaGraphLaunch", 2, 20, 2),
+        copy("gpu_memset", 31, 2, 5),
+        call("cudaGraphLaunch", 3, 40, 1),  # a memcpy node and a kernel
+        copy("gpu_memcpy", 45, 3, 6),
+        graphed(GEMM, 46, 4, 3, 6),
+        call("cudaMemcpyAsync", 4, 60, 1),  # an ordinary copy: no graph's
+        copy("gpu_memcpy", 62, 4, 0),
+        copy("gpu_memset", 70, 8, 9),  # a copy node of graph 9, its launch not in the trace
+        call("cudaGraphLaunch", 5, 80, 3),  # its replay not recorded at all
+    ]
+    (tally,) = read(trace(events)).graphs
+    assert tally == GraphTally(
+        launches=3,
+        call_ns=6_000,
+        empty=1,  # corr 5 only: corr 2 replayed copies
+        unlaunched=0,  # graph 9's memset is no kernel
+        rows=[
+            GraphRow(5, launches=1),
+            GraphRow(6, launches=1, kernels=1, kernel_ns=4_000),
+            GraphRow(None, launches=1),
+        ],
+    )
 
 
 def test_kernels_of_a_normal_launch_that_comes_later_are_no_graphs() -> None:
