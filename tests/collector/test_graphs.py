@@ -5,6 +5,8 @@ is worked by hand (Kineto µs in, ns out), and a brute-force oracle for the attr
 from __future__ import annotations
 
 import random
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kineto_builder import kernel, read, span, trace
 from nsys_builder import Export
+from tools import needs_shared, shared_traces
 
 
 def test_graph_kernels_join_their_launch_by_correlation_and_graph_id() -> None:
@@ -213,12 +216,7 @@ def test_nsys_graph_kernels_join_their_launch_by_correlation_and_graph_id(tmp_pa
     export.kernel(PID, 0, 120, 128, GEMM, corr=5, graph=9)  # its launch not in the export
     export.call(PID, TID, (130, 132), corr=6, name="cuGraphLaunch")
     export.kernel(PID, 0, 140, 143, GEMM, corr=6)  # graphId NULL
-    path = export.write(tmp_path / "graphs.sqlite", seed=5)
-    db = NsysExport(path, "graphs.sqlite")
-    try:
-        found = [e for _, batch in db.read() for e in batch if isinstance(e, GraphTally)]
-    finally:
-        db.close()
+    found = nsys_tallies(export.write(tmp_path / "graphs.sqlite", seed=5))
     assert found == [
         GraphTally(
             launches=3,
@@ -232,6 +230,42 @@ def test_nsys_graph_kernels_join_their_launch_by_correlation_and_graph_id(tmp_pa
             ],
         )
     ]
+
+
+def nsys_tallies(path: Path) -> list[GraphTally]:
+    db = NsysExport(path, path.name)
+    try:
+        return [e for _, batch in db.read() for e in batch if isinstance(e, GraphTally)]
+    finally:
+        db.close()
+
+
+def test_nsys_attributes_the_worked_trace_as_kineto_does(tmp_path: Path) -> None:
+    """`WORKED` written as an Nsight Systems export (µs to ns; graph id 0 as NULL): the same
+    tally, launch by launch and graph by graph."""
+    export = Export()
+    for event in WORKED:
+        start = round(event["ts"] * 1000)
+        span_ns, corr = (start, start + round(event["dur"] * 1000)), event["args"]["correlation"]
+        if event["cat"] == "kernel":
+            graph = event["args"].get("graph id") or None
+            export.kernel(PID, 0, *span_ns, event["name"], corr=corr, graph=graph)
+        else:
+            export.call(PID, TID, span_ns, corr=corr, name=event["name"])
+    assert nsys_tallies(export.write(tmp_path / "worked.sqlite", seed=2)) == [WORKED_TALLY]
+
+
+@needs_shared("nsys", "h100x2_alltoall.sqlite")
+def test_the_real_export_has_the_graph_columns_the_builder_writes_and_no_graph() -> None:
+    path = shared_traces("nsys", "h100x2_alltoall.sqlite")
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        kernels = {row[1] for row in db.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")}
+        runtime = {row[1] for row in db.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_RUNTIME)")}
+        (graphed,) = db.execute("SELECT count(graphId) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    assert {"correlationId", "globalPid", "graphId", "graphNodeId"} <= kernels
+    assert {"correlationId", "globalTid", "nameId"} <= runtime  # names in StringIds
+    assert graphed == 0  # the column is NULL on every kernel: no graph replayed
+    assert nsys_tallies(path) == []
 
 
 @pytest.mark.parametrize("codec", [msgspec.msgpack, msgspec.json])
