@@ -255,6 +255,19 @@ def test_nsys_attributes_the_worked_trace_as_kineto_does(tmp_path: Path) -> None
     assert nsys_tallies(export.write(tmp_path / "worked.sqlite", seed=2)) == [WORKED_TALLY]
 
 
+def test_nsys_copy_nodes_keep_their_launch_from_being_empty(tmp_path: Path) -> None:
+    export = Export()
+    export.launched(PID, TID, 10, corr=1, kernel=(0, 15, 19, GEMM))  # a kernel launch
+    export.call(PID, TID, (20, 22), corr=2, name="cudaGraphLaunch_v10000")  # copies only
+    export.copy("memcpy", PID, 0, 30, 31, corr=2)
+    export.copy("memset", PID, 0, 32, 33, corr=2)
+    export.call(PID, TID, (40, 41), corr=3, name="cudaGraphLaunch_v10000")  # nothing recorded
+    export.call(PID, TID, (50, 51), corr=4, name="cudaMemcpyAsync_v3020")  # an ordinary copy
+    export.copy("memcpy", PID, 0, 55, 56, corr=4)
+    tally = GraphTally(launches=2, call_ns=3, empty=1, rows=[GraphRow(None, launches=2)])
+    assert nsys_tallies(export.write(tmp_path / "copies.sqlite", seed=4)) == [tally]
+
+
 @needs_shared("nsys", "h100x2_alltoall.sqlite")
 def test_the_real_export_has_the_graph_columns_the_builder_writes_and_no_graph() -> None:
     path = shared_traces("nsys", "h100x2_alltoall.sqlite")
