@@ -7,8 +7,8 @@ Nsight Systems' graphId column; 0 outside graphs). `GraphJoin` attributes each k
 graph launch of its correlation, whichever comes first in the file; a kernel with a graph id
 whose launch never comes is attributed by its id alone (`unlaunched`), and a launch that no
 kernel joined is `empty` (the profiler did not record its replay) unless a memcpy or memset
-node of its graph was recorded (`copy`: Kineto writes the graph id on those too; such a launch
-replays no kernel but is no gap). Kernels that joined a
+of its correlation was recorded (`copy`: a node of its graph; such a launch replays no kernel
+but is no gap). Kernels that joined a
 kernel launch call (`launches.LaunchJoin`) are none of a graph's and are not offered here.
 
 Memory is bounded by constants: launches and waiting kernels (summed per correlation) in two
@@ -84,14 +84,13 @@ class GraphJoin:
             replay[_GRAPH] = graph
 
     def copy(self, correlation: int, graph: int | None) -> None:
-        """A memcpy or memset: a node of the graph launch of its correlation, or, when it
-        carries a graph id, of one yet to come (it adds no kernel; its launch is not empty)."""
+        """A memcpy or memset: a node of the graph launch of its correlation, if one comes (it
+        adds no kernel, but its launch is not empty); waiting like a kernel until then."""
         replay = self._open.get(correlation) or self._old_open.get(correlation)
-        if replay is None and graph is not None:
+        if replay is None:
             replay = self._waiting.get(correlation) or self._wait(correlation)
-        if replay is not None:
-            replay[_COPIES] += 1
-            replay[_GRAPH] = graph or replay[_GRAPH]
+        replay[_COPIES] += 1
+        replay[_GRAPH] = graph or replay[_GRAPH]
 
     def forget(self, correlation: int) -> None:
         """A kernel launch call of this correlation: its kernel waits for no graph."""

@@ -54,9 +54,12 @@ def test_a_trace_without_graphs_gives_no_graph_tally() -> None:
     assert read(trace(events)).graphs == []
 
 
-def copy(cat: str, ts: float, correlation: int, graph: int) -> dict:
-    """A memcpy or memset as Kineto writes it from CUDA 12 (`graph id` 0 outside graphs)."""
-    args = {"correlation": correlation, "graph id": graph, "graph node id": graph and 77}
+def copy(cat: str, ts: float, correlation: int, graph: int | None) -> dict:
+    """A memcpy or memset as Kineto writes it from CUDA 12 (`graph id` 0 outside graphs;
+    None: before CUDA 12, no such args)."""
+    args: dict[str, int] = {"correlation": correlation}
+    if graph is not None:
+        args |= {"graph id": graph, "graph node id": graph and 77}
     return span(cat, "Memcpy DtoD (Device -> Device)", ts, 1, 7, args=args)
 
 
@@ -150,10 +153,10 @@ def test_launches_past_the_memory_bound_are_closed_as_they_stand(
 
 # ---------------------------------------------------------------- the oracle
 
-# A file of graph launches (some without kernels), kernel launches and kernels: each kernel
-# of correlation c belongs to a graph launch, a kernel launch, or none in the trace; a graph
-# launch's kernels share one graph id (or none). Any order of the events gives what the
-# brute force gives.
+# A file of graph launches (some without kernels), kernel launches, kernels and copies: each
+# kernel of correlation c belongs to a graph launch, a kernel launch, or none in the trace; a
+# graph launch's kernels and memcpy/memset nodes share one graph id (or none), and a launch
+# with either is not empty. Any order of the events gives what the brute force gives.
 _Case = tuple[list[dict], GraphTally | None]
 
 
@@ -170,6 +173,8 @@ def cases(draw: st.DrawFn) -> _Case:
         comm = [draw(st.booleans()) for _ in range(count)]
         events += [graphed(NCCL if c else GEMM, 100 * corr + 10 * i, d, corr, graph)
                    for i, (d, c) in enumerate(zip(durations, comm, strict=True))]  # fmt: skip
+        copies = draw(st.integers(0, 0 if kind == "kernel" else 2))
+        events += [copy("gpu_memcpy", 100 * corr + 50 + i, corr, graph) for i in range(copies)]
         if kind == "kernel":
             events.append(call("cudaLaunchKernel", corr, 100 * corr, 1))
             continue
@@ -177,10 +182,14 @@ def cases(draw: st.DrawFn) -> _Case:
             continue
         if kind == "graph":
             events.append(call("cudaGraphLaunch", corr, 100 * corr, 2))
-            launches, call_ns, empty = launches + 1, call_ns + 2_000, empty + (count == 0)
+            launches, call_ns = launches + 1, call_ns + 2_000
+            empty += count == 0 and copies == 0
+            recorded = count or copies
         else:
-            unlaunched += count
-        row = rows.setdefault((graph or None) if count else None, [0, 0, 0, 0, 0])
+            unlaunched, recorded = unlaunched + count, count
+            if not count:
+                continue  # copies of no launch in the trace: nothing
+        row = rows.setdefault((graph or None) if recorded else None, [0, 0, 0, 0, 0])
         figures = (kind == "graph", count, sum(durations) * 1000, sum(comm),
                    sum(d for d, c in zip(durations, comm, strict=True) if c) * 1000)  # fmt: skip
         for i, value in enumerate(figures):
