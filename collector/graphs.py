@@ -6,7 +6,9 @@ kernels the call's correlation id and, from CUDA 12, the graph's id (Kineto's `g
 Nsight Systems' graphId column; 0 outside graphs). `GraphJoin` attributes each kernel to the
 graph launch of its correlation, whichever comes first in the file; a kernel with a graph id
 whose launch never comes is attributed by its id alone (`unlaunched`), and a launch that no
-kernel joined is `empty` (the profiler did not record its replay). Kernels that joined a
+kernel joined is `empty` (the profiler did not record its replay) unless a memcpy or memset
+of its correlation was recorded (`copy`: a node of its graph; such a launch replays no kernel
+but is no gap). Kernels that joined a
 kernel launch call (`launches.LaunchJoin`) are none of a graph's and are not offered here.
 
 Memory is bounded by constants: launches and waiting kernels (summed per correlation) in two
@@ -24,8 +26,9 @@ from commscope.model.wire import MAX_GRAPHS, GraphRow, GraphTally
 WAITING: Final = 1 << 16
 GRAPHS: Final = MAX_GRAPHS
 _MAX_ID: Final = 2**62
-# A replay's sums: kernels, Σ ns, communication kernels, their Σ ns, and the graph id (0: none).
-_KERNELS, _NS, _COMM, _COMM_NS, _GRAPH = range(5)
+# A replay's sums: kernels, Σ ns, communication kernels, their Σ ns, the graph id (0: none),
+# and its memcpy and memset nodes.
+_KERNELS, _NS, _COMM, _COMM_NS, _GRAPH, _COPIES = range(6)
 
 
 def is_graph_launch(name: str) -> bool:
@@ -39,7 +42,7 @@ def graph_id(value: object) -> int | None:
 
 
 def _replay() -> list[int]:
-    return [0, 0, 0, 0, 0]
+    return [0, 0, 0, 0, 0, 0]
 
 
 class GraphJoin:
@@ -80,6 +83,15 @@ class GraphJoin:
         if graph is not None:
             replay[_GRAPH] = graph
 
+    def copy(self, correlation: int, graph: int | None) -> None:
+        """A memcpy or memset: a node of the graph launch of its correlation, if one comes (it
+        adds no kernel, but its launch is not empty); waiting like a kernel until then."""
+        replay = self._open.get(correlation) or self._old_open.get(correlation)
+        if replay is None:
+            replay = self._waiting.get(correlation) or self._wait(correlation)
+        replay[_COPIES] += 1
+        replay[_GRAPH] = graph or replay[_GRAPH]
+
     def forget(self, correlation: int) -> None:
         """A kernel launch call of this correlation: its kernel waits for no graph."""
         self._waiting.pop(correlation, None)
@@ -94,12 +106,12 @@ class GraphJoin:
 
     def _close(self, replay: list[int]) -> None:
         """A launch and what joined it, into its graph's row."""
-        self.empty += replay[_KERNELS] == 0
+        self.empty += replay[_KERNELS] == 0 and replay[_COPIES] == 0
         self._add(replay, launches=1)
 
     def _orphan(self, kernels: list[int]) -> None:
         """Kernels no graph launch joined: a graph's only if they carry its id."""
-        if kernels[_GRAPH]:
+        if kernels[_GRAPH] and kernels[_KERNELS]:
             self.unlaunched += kernels[_KERNELS]
             self._add(kernels, launches=0)
 

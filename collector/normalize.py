@@ -653,12 +653,19 @@ class Normalizer:
         if span is not None:
             self.has_gpu = True
             self.out.append(GpuOp("memcpy", span[0], span[1]))
+            self._graph_copy(raw.args)
 
     def _memset(self, raw: RawEvent) -> None:
         span = self._span(raw)
         if span is not None:
             self.has_gpu = True
             self.out.append(GpuOp("memset", span[0], span[1]))
+            self._graph_copy(raw.args)
+
+    def _graph_copy(self, args: object) -> None:
+        """A memcpy or memset that may be a node of a graph's replay (`collector.graphs`)."""
+        if type(args) is dict and type(correlation := args.get("correlation")) is int:
+            self._graphs.copy(correlation, graph_id(args.get("graph id")))
 
     def _runtime(self, raw: RawEvent) -> None:
         try:

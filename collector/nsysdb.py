@@ -48,6 +48,7 @@ _LAUNCHES: Final = (  # a runtime table's kernel launch calls (`launches.is_laun
     "JOIN StringIds s ON s.id = r.nameId WHERE s.value LIKE '%LaunchKernel%' OR s.value LIKE "
     "'%LaunchCooperativeKernel%'"
 )
+_LAUNCH, _KERNEL, _COPY = range(3)  # the rows of `_graph_query`, launches first
 _GRAPH_LAUNCHES: Final = "JOIN StringIds s ON s.id = r.nameId WHERE s.value LIKE '%GraphLaunch%'"
 _COMM_NAMES: Final = " OR ".join(f"s.value LIKE '{p}%'" for p in ("nccl", "rccl", "hccl", "xccl"))
 _NVTX_NAMES: Final = (
@@ -287,43 +288,57 @@ class Export:
         )
 
     def _graph_parts(self, pids: set[int]) -> Iterator[tuple[int, list[Event]]]:
-        """Each process's CUDA graph launches and the kernels of their correlation id, or of a
-        graph id (`collector.graphs`)."""
+        """Each process's CUDA graph launches, the kernels of their correlation id or of a graph
+        id, and the memcpy and memset nodes of their correlation id (`collector.graphs`), in
+        one pass by correlation id: a launch comes before what it replays."""
         runtime = nsys.pick_table(self._tables, (nsys.RUNTIME_TABLE,))
         if runtime is None or self._correlation == "NULL" or self._pid != "globalPid":
             return
         joins = {pid: GraphJoin() for pid in pids}
-        query = f"SELECT r.globalTid, r.start, r.end, r.correlationId, s.value FROM {runtime} r "
-        for tid, start, end, correlation, name in self._db.execute(query + _GRAPH_LAUNCHES):
-            join = joins.get(nsys.global_pid(tid)) if _ints(tid) else None
-            if (
-                join is not None
-                and _ints(start, end, correlation)
-                and end >= start
-                and _graph(name)
-            ):
-                join.launch(correlation, end - start)
-        for pid, corr, start, end, name, graph in self._db.execute(self._graph_query(runtime)):
-            if pid in joins and _ints(corr, start, end) and isinstance(name, str):
-                joins[pid].kernel(corr, end - start, kernel_kind(name) is None, graph_id(graph))
+        for kind, pid, corr, start, end, name, graph in self._db.execute(
+            self._graph_query(runtime)
+        ):
+            join = joins.get(pid)
+            if join is None or not _ints(corr, start, end):
+                continue
+            if kind == _LAUNCH and end >= start and _graph(name):
+                join.launch(corr, end - start)
+            elif kind == _KERNEL and isinstance(name, str):
+                join.kernel(corr, end - start, kernel_kind(name) is None, graph_id(graph))
+            elif kind == _COPY:
+                join.copy(corr, None)
         for pid, join in joins.items():
             if (tally := join.finish()) is not None:
                 yield pid, [tally]
 
     def _graph_query(self, runtime: str) -> str:
-        """Kernels with a graph id, or with a graph launch of their correlation id in the same
-        process."""
+        """Graph launches (kind 0); kernels with a graph id or a graph launch of their
+        correlation id in the same process (1); memcpy and memset records of such a
+        correlation id (2): by correlation id, launches first."""
         graph = "k.graphId" if "graphId" in self._columns(self._kernels) else "NULL"
-        launches = (
-            f"SELECT DISTINCT r.correlationId AS c, (r.globalTid >> {nsys.TID_BITS}) "
-            f"<< {nsys.TID_BITS} AS p FROM {runtime} r {_GRAPH_LAUNCHES}"
+        pid = f"(r.globalTid >> {nsys.TID_BITS}) << {nsys.TID_BITS}"
+        launched = (
+            f"SELECT DISTINCT r.correlationId AS c, {pid} AS p FROM {runtime} r {_GRAPH_LAUNCHES}"
         )
-        return (
-            f"SELECT k.globalPid, k.correlationId, k.start, k.end, s.value, {graph} "
+        parts = [
+            f"SELECT {_LAUNCH}, {pid}, r.correlationId, r.start, r.end, s.value, NULL "
+            f"FROM {runtime} r {_GRAPH_LAUNCHES}",
+            f"SELECT {_KERNEL}, k.globalPid, k.correlationId, k.start, k.end, s.value, {graph} "
             f"FROM {self._kernels} k JOIN StringIds s ON s.id = k.{self._name} "
-            f"LEFT JOIN ({launches}) g ON g.c = k.correlationId AND g.p = k.globalPid "
-            f"WHERE g.c IS NOT NULL OR {graph} > 0"
+            f"LEFT JOIN ({launched}) g ON g.c = k.correlationId AND g.p = k.globalPid "
+            f"WHERE g.c IS NOT NULL OR {graph} > 0",
+            *(f"SELECT {_COPY}, c.globalPid, c.correlationId, c.start, c.end, NULL, NULL "
+              f"FROM {table} c JOIN ({launched}) g ON g.c = c.correlationId AND g.p = c.globalPid"
+              for table in self._copy_tables()),
+        ]  # fmt: skip
+        return " UNION ALL ".join(parts) + " ORDER BY 3, 1"
+
+    def _copy_tables(self) -> list[str]:
+        """The memcpy and memset tables whose records carry a process and a correlation id."""
+        found = (
+            nsys.pick_table(self._tables, (t,)) for t in (nsys.MEMCPY_TABLE, nsys.MEMSET_TABLE)
         )
+        return [t for t in found if t and {"globalPid", "correlationId"} <= self._columns(t)]
 
     def _kernel_batches(
         self, index: dict[int, CallIndex], launches: dict[tuple[int, int], tuple[int, int]]

@@ -381,6 +381,19 @@ FAMILIES: Final = (
         _JR,
         "highest `Total Allocated` of the rank's GPU in finished windows",
     ),
+    Family("commscope_graph_launches_total", "counter", _JR, "CUDA graph launch calls"),
+    Family(
+        "commscope_graph_launches_unrecorded_total",
+        "counter",
+        _JR,
+        "CUDA graph launches none of whose kernels the trace holds (the profiler skipped them)",
+    ),
+    Family(
+        "commscope_graph_kernel_seconds_total",
+        "counter",
+        _JR,
+        "summed GPU time of the kernels CUDA graphs replayed (recorded replays)",
+    ),
     Family("commscope_windows_completed_total", "counter", _J, "windows with every rank ended"),
     Family("commscope_ranks", "gauge", _J, "ranks seen in finished files"),
     Family(

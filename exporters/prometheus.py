@@ -406,6 +406,16 @@ def _gpu(out: _Families, snapshot: Snapshot) -> None:
     for rank, k in kernels.per_rank.items():
         out.add("commscope_gpu_idle_ratio", (job, rank), k.idle_ratio)
         out.add("commscope_gpu_memory_peak_bytes", (job, rank), k.memory_peak_bytes)
+    _graphs(out, snapshot)
+
+
+def _graphs(out: _Families, snapshot: Snapshot) -> None:
+    """CUDA graph launches, those without recorded kernels, their kernels' GPU time."""
+    job = snapshot.job
+    for rank, g in snapshot.report.graphs.per_rank.items():
+        out.add("commscope_graph_launches_total", (job, rank), g.launches)
+        out.add("commscope_graph_launches_unrecorded_total", (job, rank), g.empty)
+        out.add("commscope_graph_kernel_seconds_total", (job, rank), g.kernel_time_s)
 
 
 def _aggregator(out: _Families, snapshot: Snapshot) -> None:

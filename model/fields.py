@@ -68,6 +68,11 @@ FIELDS: Final[dict[str, dict[str, str]]] = {
         KINETO: "by Process Group Name + Seq when every call has them, else by running index",
         NSYS: "by NCCL communicator and running index: an Nsight Systems export has no Seq",
     },
+    "graph_replay": {
+        KINETO: "the PyTorch profiler did not record the graph's replay",
+        NSYS: "Nsight Systems records a replay whole (CUPTI_ACTIVITY_KIND_GRAPH_TRACE) unless run "
+        "with --cuda-graph-trace=node",
+    },
     "memory": {
         KINETO: "[memory]",
         NSYS: "an Nsight Systems export's memory tables are not read",

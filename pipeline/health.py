@@ -307,10 +307,8 @@ def _graph_kernels(files: Sequence[_TraceFile], found: Sections) -> HealthIssue 
     pooled = found.graphs.all_ranks
     if pooled is None:
         return None
-    what = (
-        "their kernels (no kernel of their correlation in the trace: the profiler did not "
-        "record the graph's replay)"
-    )
+    why = where("graph_replay", _sources(files))
+    what = f"their kernels (no kernel of their correlation in the trace: {why})"
     gap = issue("graph_kernels", what, (pooled.empty, pooled.launches), "CUDA graph launches")
     if gap is not None:
         gap.named = [f"rank {rank}: {g.empty} of {g.launches} graph launches without kernels"

@@ -3,8 +3,11 @@ by hand (`collector.graphs`, `pipeline.graphs`): Kineto µs in, ns out."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from builders import write
 from commscope.model.wire import GraphRow, GraphTally
-from kineto_builder import kernel, span
+from kineto_builder import dist_head, kernel, span, trace
 
 GEMM = "ampere_sgemm_128x64_nn"
 ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>"
@@ -60,3 +63,20 @@ WORKED_TALLY = GraphTally(
         GraphRow(None, launches=2, kernels=1, kernel_ns=3_000),  # corr 4 (empty) and corr 6
     ],
 )
+
+# Rank 1 of the worked job (µs): two graph launches whose replays the profiler did not record,
+# and one kernel of a kernel launch.
+SKIPPED = [
+    call("cudaGraphLaunch", 2, 20, 6),
+    call("cudaGraphLaunch", 3, 60, 4),
+    call("cudaLaunchKernel", 1, 10, 3),
+    kernel(GEMM, 15, 4, {"correlation": 1}),
+]
+SKIPPED_TALLY = GraphTally(launches=2, call_ns=10_000, empty=2, rows=[GraphRow(None, 2)])
+
+
+def write_job(folder: Path) -> Path:
+    """The worked two-rank job: rank 0 `WORKED`, rank 1 `SKIPPED` (its kernels unrecorded)."""
+    write(folder / "rank0_trace.json", trace(WORKED, dist_head(0, 2)))
+    write(folder / "rank1_trace.json", trace(SKIPPED, dist_head(1, 2)))
+    return folder

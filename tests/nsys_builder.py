@@ -143,7 +143,7 @@ class Export:
     # TARGET_INFO_SYSTEM_ENV's Hostname rows: globalVid -> host (VM 1's is 1 << 48)
     hosts: dict[int, str] = field(default_factory=dict)
     kernels: list[tuple[object, ...]] = field(default_factory=list)
-    copies: list[tuple[str, int, int, int, int]] = field(default_factory=list)
+    copies: list[tuple[str, int, int, int, int, int | None]] = field(default_factory=list)
     launches: list[tuple[int, int, int, int]] = field(default_factory=list)
     calls: list[tuple[int, int, int, int, str]] = field(default_factory=list)  # named calls
     graph_ids: dict[int, int] = field(default_factory=dict)  # kernel row -> its graphId
@@ -182,8 +182,10 @@ class Export:
         self.launch(pid, tid, at, corr)
         self.kernel(pid, device, start, end, name, corr=corr)
 
-    def copy(self, kind: str, pid: int, device: int, start: int, end: int) -> None:
-        self.copies.append((kind, start, end, device, gpid(pid)))
+    def copy(
+        self, kind: str, pid: int, device: int, start: int, end: int, *, corr: int | None = None
+    ) -> None:
+        self.copies.append((kind, start, end, device, gpid(pid), corr))
 
     def launch(self, pid: int, tid: int, start: int, corr: int) -> None:
         self.launches.append((start, start + 5, gtid(pid, tid), corr))
@@ -247,11 +249,12 @@ class Export:
             table = f"CUPTI_ACTIVITY_KIND_{kind}"
             db.execute(
                 f"CREATE TABLE {table} (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId "
-                "INTEGER NOT NULL, streamId INTEGER, globalPid INTEGER, bytes INTEGER)"
+                "INTEGER NOT NULL, streamId INTEGER, globalPid INTEGER, bytes INTEGER, "
+                "correlationId INTEGER)"
             )
             rows = [c[1:] for c in self.copies if c[0] == kind.lower()]
             shuffle(rows)  # type: ignore[operator]
-            db.executemany(f"INSERT INTO {table} VALUES (?, ?, ?, 7, ?, 64)", rows)
+            db.executemany(f"INSERT INTO {table} VALUES (?, ?, ?, 7, ?, 64, ?)", rows)
 
     def _runtime(self, db: sqlite3.Connection, shuffle: object) -> None:
         db.execute(

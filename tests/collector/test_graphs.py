@@ -5,6 +5,8 @@ is worked by hand (Kineto µs in, ns out), and a brute-force oracle for the attr
 from __future__ import annotations
 
 import random
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +20,9 @@ from commscope.model.wire import MAX_GRAPHS, Event, GraphRow, GraphTally
 from graphs_builder import ELEMENTWISE, GEMM, NCCL, WORKED, WORKED_TALLY, call, graphed
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kineto_builder import kernel, read, trace
+from kineto_builder import kernel, read, span, trace
 from nsys_builder import Export
+from tools import needs_shared, shared_traces
 
 
 def test_graph_kernels_join_their_launch_by_correlation_and_graph_id() -> None:
@@ -49,6 +52,42 @@ def test_graph_kernels_still_count_as_compute_and_communication() -> None:
 def test_a_trace_without_graphs_gives_no_graph_tally() -> None:
     events = [call("cudaLaunchKernel", 1, 10, 3), kernel(GEMM, 15, 4, {"correlation": 1})]
     assert read(trace(events)).graphs == []
+
+
+def copy(cat: str, ts: float, correlation: int, graph: int | None) -> dict:
+    """A memcpy or memset as Kineto writes it from CUDA 12 (`graph id` 0 outside graphs;
+    None: before CUDA 12, no such args)."""
+    args: dict[str, int] = {"correlation": correlation}
+    if graph is not None:
+        args |= {"graph id": graph, "graph node id": graph and 77}
+    return span(cat, "Memcpy DtoD (Device -> Device)", ts, 1, 7, args=args)
+
+
+def test_a_launch_whose_recorded_nodes_are_copies_is_not_empty() -> None:
+    events = [
+        copy("gpu_memcpy", 30, 2, 5),  # graph 5's copy node first in the file, then its launch
+        call("cudaGraphLaunch", 2, 20, 2),
+        copy("gpu_memset", 31, 2, 5),
+        call("cudaGraphLaunch", 3, 40, 1),  # a memcpy node and a kernel
+        copy("gpu_memcpy", 45, 3, 6),
+        graphed(GEMM, 46, 4, 3, 6),
+        call("cudaMemcpyAsync", 4, 60, 1),  # an ordinary copy: no graph's
+        copy("gpu_memcpy", 62, 4, 0),
+        copy("gpu_memset", 70, 8, 9),  # a copy node of graph 9, its launch not in the trace
+        call("cudaGraphLaunch", 5, 80, 3),  # its replay not recorded at all
+    ]
+    (tally,) = read(trace(events)).graphs
+    assert tally == GraphTally(
+        launches=3,
+        call_ns=6_000,
+        empty=1,  # corr 5 only: corr 2 replayed copies
+        unlaunched=0,  # graph 9's memset is no kernel
+        rows=[
+            GraphRow(5, launches=1),
+            GraphRow(6, launches=1, kernels=1, kernel_ns=4_000),
+            GraphRow(None, launches=1),
+        ],
+    )
 
 
 def test_kernels_of_a_normal_launch_that_comes_later_are_no_graphs() -> None:
@@ -114,10 +153,10 @@ def test_launches_past_the_memory_bound_are_closed_as_they_stand(
 
 # ---------------------------------------------------------------- the oracle
 
-# A file of graph launches (some without kernels), kernel launches and kernels: each kernel
-# of correlation c belongs to a graph launch, a kernel launch, or none in the trace; a graph
-# launch's kernels share one graph id (or none). Any order of the events gives what the
-# brute force gives.
+# A file of graph launches (some without kernels), kernel launches, kernels and copies: each
+# kernel of correlation c belongs to a graph launch, a kernel launch, or none in the trace; a
+# graph launch's kernels and memcpy/memset nodes share one graph id (or none), and a launch
+# with either is not empty. Any order of the events gives what the brute force gives.
 _Case = tuple[list[dict], GraphTally | None]
 
 
@@ -134,6 +173,8 @@ def cases(draw: st.DrawFn) -> _Case:
         comm = [draw(st.booleans()) for _ in range(count)]
         events += [graphed(NCCL if c else GEMM, 100 * corr + 10 * i, d, corr, graph)
                    for i, (d, c) in enumerate(zip(durations, comm, strict=True))]  # fmt: skip
+        copies = draw(st.integers(0, 0 if kind == "kernel" else 2))
+        events += [copy("gpu_memcpy", 100 * corr + 50 + i, corr, graph) for i in range(copies)]
         if kind == "kernel":
             events.append(call("cudaLaunchKernel", corr, 100 * corr, 1))
             continue
@@ -141,10 +182,14 @@ def cases(draw: st.DrawFn) -> _Case:
             continue
         if kind == "graph":
             events.append(call("cudaGraphLaunch", corr, 100 * corr, 2))
-            launches, call_ns, empty = launches + 1, call_ns + 2_000, empty + (count == 0)
+            launches, call_ns = launches + 1, call_ns + 2_000
+            empty += count == 0 and copies == 0
+            recorded = count or copies
         else:
-            unlaunched += count
-        row = rows.setdefault((graph or None) if count else None, [0, 0, 0, 0, 0])
+            unlaunched, recorded = unlaunched + count, count
+            if not count:
+                continue  # copies of no launch in the trace: nothing
+        row = rows.setdefault((graph or None) if recorded else None, [0, 0, 0, 0, 0])
         figures = (kind == "graph", count, sum(durations) * 1000, sum(comm),
                    sum(d for d, c in zip(durations, comm, strict=True) if c) * 1000)  # fmt: skip
         for i, value in enumerate(figures):
@@ -180,12 +225,7 @@ def test_nsys_graph_kernels_join_their_launch_by_correlation_and_graph_id(tmp_pa
     export.kernel(PID, 0, 120, 128, GEMM, corr=5, graph=9)  # its launch not in the export
     export.call(PID, TID, (130, 132), corr=6, name="cuGraphLaunch")
     export.kernel(PID, 0, 140, 143, GEMM, corr=6)  # graphId NULL
-    path = export.write(tmp_path / "graphs.sqlite", seed=5)
-    db = NsysExport(path, "graphs.sqlite")
-    try:
-        found = [e for _, batch in db.read() for e in batch if isinstance(e, GraphTally)]
-    finally:
-        db.close()
+    found = nsys_tallies(export.write(tmp_path / "graphs.sqlite", seed=5))
     assert found == [
         GraphTally(
             launches=3,
@@ -199,6 +239,55 @@ def test_nsys_graph_kernels_join_their_launch_by_correlation_and_graph_id(tmp_pa
             ],
         )
     ]
+
+
+def nsys_tallies(path: Path) -> list[GraphTally]:
+    db = NsysExport(path, path.name)
+    try:
+        return [e for _, batch in db.read() for e in batch if isinstance(e, GraphTally)]
+    finally:
+        db.close()
+
+
+def test_nsys_attributes_the_worked_trace_as_kineto_does(tmp_path: Path) -> None:
+    """`WORKED` written as an Nsight Systems export (µs to ns; graph id 0 as NULL): the same
+    tally, launch by launch and graph by graph."""
+    export = Export()
+    for event in WORKED:
+        start = round(event["ts"] * 1000)
+        span_ns, corr = (start, start + round(event["dur"] * 1000)), event["args"]["correlation"]
+        if event["cat"] == "kernel":
+            graph = event["args"].get("graph id") or None
+            export.kernel(PID, 0, *span_ns, event["name"], corr=corr, graph=graph)
+        else:
+            export.call(PID, TID, span_ns, corr=corr, name=event["name"])
+    assert nsys_tallies(export.write(tmp_path / "worked.sqlite", seed=2)) == [WORKED_TALLY]
+
+
+def test_nsys_copy_nodes_keep_their_launch_from_being_empty(tmp_path: Path) -> None:
+    export = Export()
+    export.launched(PID, TID, 10, corr=1, kernel=(0, 15, 19, GEMM))  # a kernel launch
+    export.call(PID, TID, (20, 22), corr=2, name="cudaGraphLaunch_v10000")  # copies only
+    export.copy("memcpy", PID, 0, 30, 31, corr=2)
+    export.copy("memset", PID, 0, 32, 33, corr=2)
+    export.call(PID, TID, (40, 41), corr=3, name="cudaGraphLaunch_v10000")  # nothing recorded
+    export.call(PID, TID, (50, 51), corr=4, name="cudaMemcpyAsync_v3020")  # an ordinary copy
+    export.copy("memcpy", PID, 0, 55, 56, corr=4)
+    tally = GraphTally(launches=2, call_ns=3, empty=1, rows=[GraphRow(None, launches=2)])
+    assert nsys_tallies(export.write(tmp_path / "copies.sqlite", seed=4)) == [tally]
+
+
+@needs_shared("nsys", "h100x2_alltoall.sqlite")
+def test_the_real_export_has_the_graph_columns_the_builder_writes_and_no_graph() -> None:
+    path = shared_traces("nsys", "h100x2_alltoall.sqlite")
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        kernels = {row[1] for row in db.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")}
+        runtime = {row[1] for row in db.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_RUNTIME)")}
+        (graphed,) = db.execute("SELECT count(graphId) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    assert {"correlationId", "globalPid", "graphId", "graphNodeId"} <= kernels
+    assert {"correlationId", "globalTid", "nameId"} <= runtime  # names in StringIds
+    assert graphed == 0  # the column is NULL on every kernel: no graph replayed
+    assert nsys_tallies(path) == []
 
 
 @pytest.mark.parametrize("codec", [msgspec.msgpack, msgspec.json])

@@ -120,6 +120,8 @@ ROWS = {
         "Dropped and skipped",
         "commscope version",
         "Ranks without per-rank series",
+        "CUDA graph launches without recorded kernels, per rank",
+        "GPU time in CUDA graph replays per rank",
     ],
 }
 # Panels naming a rank in their legend that must not follow the rank variable: the verdict is
@@ -135,6 +137,7 @@ RED = {
     "Collector lag": (120, True),
     "Collectors up": (1, False),
     "Collective desyncs (time range)": (1, True),
+    "CUDA graph launches without recorded kernels, per rank": (0.01, True),
 }
 # Grafana's own variables.
 BUILTIN = {"__rate_interval", "__range", "__interval"}

@@ -25,6 +25,7 @@ import msgspec
 import pytest
 from commscope.exporters import html
 from commscope.model.schema import Report
+from graphs_builder import write_job
 from tools import needs_shared, require_tool, shared_traces
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,18 +47,10 @@ class Visit:
 
 def browse(page: Path, scratch: Path) -> Visit:
     """One headless chromium run: the page's console, its network requests, a screenshot."""
-    chromium = require_tool("chromium")
     shot, netlog = scratch / "shot.png", scratch / "net.json"
     command = [
-        chromium,
-        "--headless",
-        "--no-sandbox",  # root in CI containers
-        "--disable-gpu",
+        *headless(scratch / "profile"),
         "--hide-scrollbars",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--proxy-server=127.0.0.1:9",  # loopback only: nothing can leave the machine
-        f"--user-data-dir={scratch / 'profile'}",
         "--enable-logging=stderr",
         "--v=0",
         f"--log-net-log={netlog}",
@@ -69,6 +62,20 @@ def browse(page: Path, scratch: Path) -> Visit:
     assert done.returncode == 0 and shot.is_file(), done.stderr[-3000:]
     console = re.findall(r":CONSOLE[:(]\d+\)?\] (.*)", done.stderr)
     return Visit(console, page_requests(json.loads(netlog.read_text())), shot.read_bytes())
+
+
+def headless(profile: Path) -> list[str]:
+    """Headless chromium that can reach nothing beyond the machine."""
+    return [
+        require_tool("chromium"),
+        "--headless",
+        "--no-sandbox",  # root in CI containers
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--proxy-server=127.0.0.1:9",  # loopback only: nothing can leave the machine
+        f"--user-data-dir={profile}",
+    ]
 
 
 def page_requests(log: dict) -> list[str]:  # type: ignore[type-arg]
@@ -199,3 +206,24 @@ def test_the_report_loads_cleanly_and_draws_its_plots(traces: Path, tmp_path: Pa
     assert len(seen) >= 64  # text, axes, heat maps: far from a blank page
     assert max(seen.values()) < 0.95 * sum(seen.values())  # not one colour with specks
     assert bytes.fromhex("0072b2") in seen  # the plots' blue (legend swatches, points)
+
+
+def dom(page: Path, scratch: Path) -> str:
+    """The page's DOM as headless chromium serialises it once parsed (`--dump-dom`)."""
+    command = [*headless(scratch / "dom-profile"), "--dump-dom", page.resolve().as_uri()]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_the_cuda_graphs_section_renders_every_rank_and_graph(tmp_path: Path) -> None:
+    page = report_page(write_job(tmp_path / "job"), tmp_path / "out")
+    visit = browse(page, tmp_path)
+    assert visit.console == [] and visit.requests == []
+    section = dom(page, tmp_path).split("<h2>CUDA graphs</h2>")[1].split("<h2>")[0]
+    tables = section.split("<table>")[1:]
+    # launches: the head, all ranks, rank 0, rank 1; graphs: the head, rank 0's graphs 7, 9 and
+    # the row without an id, rank 1's row without an id (`graphs_builder`)
+    assert [t.count("<tr>") for t in tables] == [4, 5]
+    assert "<td>all</td><td>6</td><td>27.0 µs</td><td>3 (50%)</td>" in tables[0]
+    assert tables[1].count("<td>not recorded</td>") == 2

@@ -20,7 +20,7 @@ from commscope.exporters.prometheus import (
     kept_ranks,
 )
 from commscope.exporters.publish import BUILD
-from commscope.model.report import AllToAllRank, AllToAllStep, AllToAllV
+from commscope.model.report import AllToAllRank, AllToAllStep, AllToAllV, Graphs, GraphStats
 from commscope.model.schema import (
     AggregatorStats,
     CollectorStats,
@@ -76,6 +76,15 @@ ALLTOALLV = AllToAllV(
 )  # fmt: skip
 
 
+# Rank 0's 4 graph launches (1 without kernels, 45 µs of graph kernels), rank 1's 2 (none
+# recorded), as `graphs_builder.write_job` gives them; ranks 2 and 3 without graphs.
+GRAPHS = Graphs(
+    all_ranks=GraphStats(launches=6, empty=3, kernel_time_s=4.5e-5),
+    per_rank={"0": GraphStats(launches=4, empty=1, kernel_time_s=4.5e-5),
+              "1": GraphStats(launches=2, empty=2), "2": GraphStats(), "3": GraphStats()},
+)  # fmt: skip
+
+
 PIPELINE = Pipeline(
     stages=4,
     per_rank={"0": PipelineRank(stage=0, bubble_s=0.25, neighbour_bubble_s=0.125),
@@ -122,7 +131,7 @@ def snapshot(shard: str = "") -> Snapshot:
     )
     return Snapshot(
         job="llama",
-        report=replace(report(), alltoallv=ALLTOALLV),
+        report=replace(report(), alltoallv=ALLTOALLV, graphs=GRAPHS),
         windows_completed=1,
         busbw={"AllReduce": Rolling(30, {"p50": 1e10, "p95": 2e10, "mean": 1.2e10})},
         aggregator=stats,
@@ -439,6 +448,7 @@ _RANK_COUNTERS_EXPECTED = [
         "exposed_comm_seconds", "exposed_transfer_seconds", "exposed_waiting_seconds",
         "exposed_unmatched_seconds", "comm_seconds", "compute_seconds", "late_arrivals",
         "caused_wait_seconds", "waited_seconds", "alltoallv_sent_bytes", "alltoallv_received_bytes",
+        "graph_launches", "graph_launches_unrecorded", "graph_kernel_seconds",
     )
 ]  # fmt: skip
 
@@ -449,6 +459,18 @@ def test_the_latest_window_gauges_are_the_window_s_exposed_and_compute_time() ->
     samples = _samples(Snapshot(job="j", report=found), "2")
     assert samples["commscope_window_exposed_comm_seconds"] == window.exposed_comm_time_s
     assert samples["commscope_window_compute_seconds"] == window.compute_time_s
+
+
+def test_graph_families_carry_each_rank_s_launches_the_unrecorded_and_the_gpu_time() -> None:
+    text = exposition()
+    for line in (
+        'commscope_graph_launches_total{job="llama",rank="0"} 4.0',
+        'commscope_graph_launches_unrecorded_total{job="llama",rank="0"} 1.0',
+        'commscope_graph_kernel_seconds_total{job="llama",rank="0"} 4.5e-05',
+        'commscope_graph_launches_unrecorded_total{job="llama",rank="1"} 2.0',
+        'commscope_graph_kernel_seconds_total{job="llama",rank="1"} 0.0',
+    ):
+        assert f"\n{line}\n" in text, line
 
 
 def test_alltoallv_families_carry_the_bytes_the_busiest_rank_and_the_latest_step() -> None:

@@ -20,19 +20,12 @@ from commscope.pipeline.edge import facts, from_facts
 from commscope.pipeline.merge import combine
 from commscope.pipeline.report import Options
 from commscope.service.offline import analyse
-from graphs_builder import GEMM, WORKED, WORKED_TALLY, call
+from graphs_builder import GEMM, SKIPPED_TALLY, WORKED, WORKED_TALLY, write_job
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kineto_builder import dist_head, kernel, trace
+from kineto_builder import dist_head, trace
+from nsys_builder import Export
 
-# Rank 1's two graph launches whose replays the profiler did not record (µs), and one kernel.
-SKIPPED = [
-    call("cudaGraphLaunch", 2, 20, 6),
-    call("cudaGraphLaunch", 3, 60, 4),
-    call("cudaLaunchKernel", 1, 10, 3),
-    kernel(GEMM, 15, 4, {"correlation": 1}),
-]
-SKIPPED_TALLY = GraphTally(launches=2, call_ns=10_000, empty=2, rows=[GraphRow(None, 2)])
 POOLED = GraphTally(
     launches=6,
     call_ns=27_000,
@@ -137,10 +130,7 @@ def test_the_facts_carry_the_tally_however_cut(limit: int) -> None:
 
 @pytest.fixture(scope="module")
 def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("graphs")
-    write(root / "rank0_trace.json", trace(WORKED, dist_head(0, 2)))
-    write(root / "rank1_trace.json", trace(SKIPPED, dist_head(1, 2)))
-    return root
+    return write_job(tmp_path_factory.mktemp("graphs"))
 
 
 def test_a_job_s_graphs_per_rank_and_pooled(report_dir: Path) -> None:
@@ -159,6 +149,24 @@ def test_launches_without_kernels_are_a_trace_health_issue(report_dir: Path) -> 
         "rank 1: 2 of 2 graph launches without kernels",
     ]
     assert any("under-counted" in line for line in gap.weakens)
+
+
+def test_the_health_line_says_why_each_profiler_left_the_kernels_out(
+    report_dir: Path, tmp_path: Path
+) -> None:
+    (kineto,) = [
+        i for i in analyse(report_dir, Options()).health.issues if i.key == "graph_kernels"
+    ]
+    assert "the PyTorch profiler did not record the graph's replay" in kineto.missing
+    export = Export()  # Nsight Systems' default graph trace: the launch, none of its kernels
+    export.launched(4242, 1, 10, corr=1, kernel=(0, 15, 19, GEMM))
+    export.call(4242, 1, (20, 26), corr=2, name="cudaGraphLaunch_v10000")
+    export.write(tmp_path / "nsys" / "rank0.sqlite")
+    (nsys,) = [i for i in analyse(tmp_path / "nsys", Options()).health.issues
+               if i.key == "graph_kernels"]  # fmt: skip
+    assert (nsys.count, nsys.total) == (1, 1)
+    assert "unless run with --cuda-graph-trace=node" in nsys.missing
+    assert "PyTorch" not in nsys.missing
 
 
 def test_a_trace_whose_graphs_are_whole_has_no_health_issue(tmp_path: Path) -> None:

@@ -60,6 +60,9 @@ CONDITIONAL = {
     "commscope_alltoallv_received_imbalance_ratio",
     "commscope_node_link_busbw_bytes_per_second",  # ranks' hosts known (--hosts): not here
     "commscope_node_link_peak_bytes_per_second",  # a GPU's NVLink or --net-peak: neither here
+    "commscope_graph_launches_total",  # CUDA graph launches: none in a CPU run
+    "commscope_graph_launches_unrecorded_total",
+    "commscope_graph_kernel_seconds_total",
 }
 
 
