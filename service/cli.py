@@ -711,7 +711,8 @@ def _report(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     inputs = reports[0].inputs
     if len(reports) == 1 and inputs.files == len(inputs.skipped):
-        return _nothing_analysed(inputs)
+        if reports[0].flight_recorder is None:  # Flight Recorder dumps alone still report
+            return _nothing_analysed(inputs)
     now = datetime.now(UTC)
     source = [str(args.traces.resolve())]
     reports = [files.stamped(r, source, args.command, now) for r in reports]
