@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Final, NoReturn
 
 import msgspec
-
 from commscope.collector.classify import collective_type
 from commscope.collector.source import File, Live, Rank, Reading
 from commscope.model.errors import TraceError
@@ -28,9 +27,12 @@ from commscope.model.schema import Event, FileStats, TraceMeta
 from commscope.model.schema import Source as SourceKind
 
 FLIGHT_DUMPS: Final[SourceKind] = "flight"
-# PyTorch's default dump prefix (TORCH_FR_DUMP_TEMP_FILE, before 2.6
-# TORCH_NCCL_DEBUG_INFO_TEMP_FILE: /tmp/nccl_trace_rank_) and torchcomms' (TORCHCOMM_FR_DUMP_TEMP_FILE)
-_NAME: Final = re.compile(r"(?:nccl_trace_rank_|torchcomm_fr_trace_)(\d+)(?:\.json|\.pkl|\.pickle)?$")
+# PyTorch's default dump prefix (TORCH_FR_DUMP_TEMP_FILE, formerly
+# TORCH_NCCL_DEBUG_INFO_TEMP_FILE: /tmp/nccl_trace_rank_) and torchcomms'
+# (TORCHCOMM_FR_DUMP_TEMP_FILE), then the rank
+_NAME: Final = re.compile(
+    r"(?:nccl_trace_rank_|torchcomm_fr_trace_)(\d+)(?:\.json|\.pkl|\.pickle)?$"
+)
 MAX_BYTES: Final = 1 << 30  # a dump of the largest ring buffer with stacks is far smaller
 _NONE: Final = -1  # pg_status: no such collective yet
 
@@ -111,8 +113,8 @@ def decode(data: bytes, rank: int, shown: str) -> FlightDump:
     try:
         raw = _raw(data)
     except _Refused as exc:
-        raise TraceError(shown, f"refused: a pickle that builds objects ({exc}); "
-                         "only plain data is read from Flight Recorder dumps") from None  # fmt: skip
+        why = f"refused: a pickle that builds objects ({exc}); only plain data is read"
+        raise TraceError(shown, why) from None
     except (pickle.UnpicklingError, msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise TraceError(shown, f"not a Flight Recorder dump ({exc})") from None
     except (EOFError, ValueError, TypeError, IndexError, KeyError, RecursionError) as exc:
@@ -128,13 +130,17 @@ def _raw(data: bytes) -> _Dump:
 
 def _dump(raw: _Dump, rank: int, shown: str) -> FlightDump:
     entries = [_entry(e) for e in raw.entries]
-    names = {e.pg_id: e.process_group[0] for e in raw.entries if e.process_group and e.pg_id is not None}
+    names = {
+        e.pg_id: e.process_group[0] for e in raw.entries if e.process_group and e.pg_id is not None
+    }
     return FlightDump(
         rank=rank,
         path=shown,
         version=raw.version,
         members=_members(raw.pg_config),
-        status=[_status(names.get(int(k), k) if k.isdigit() else k, s) for k, s in raw.pg_status.items()],
+        status=[
+            _status(names.get(int(k), k) if k.isdigit() else k, s) for k, s in raw.pg_status.items()
+        ],
         entries=entries,
     )
 
@@ -143,7 +149,9 @@ def _members(config: dict[str, _Group | list[int]]) -> dict[str, list[int]]:
     """pg_config's groups with their ranks, where the dump names any."""
     found: dict[str, list[int]] = {}
     for key, group in config.items():
-        name, ranks = (key, group) if isinstance(group, list) else (group.name or key, _ranks(group.ranks))
+        name, ranks = (
+            (key, group) if isinstance(group, list) else (group.name or key, _ranks(group.ranks))
+        )
         if name and ranks:
             found[name] = ranks
     return found

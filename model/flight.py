@@ -7,7 +7,6 @@ wire (the source is offline only).
 from __future__ import annotations
 
 import msgspec
-
 from commscope.model.base import CollectiveType
 
 

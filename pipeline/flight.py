@@ -97,9 +97,7 @@ def members(group: str, dumps: dict[int, FlightDump]) -> list[int]:
 
 
 def _holds(dump: FlightDump, group: str) -> bool:
-    return any(s.group == group for s in dump.status) or any(
-        e.group == group for e in dump.entries
-    )
+    return any(s.group == group for s in dump.status) or any(e.group == group for e in dump.entries)
 
 
 def _undumped(groups: dict[str, str], dumps: dict[int, FlightDump]) -> dict[str, list[int]]:
@@ -151,15 +149,17 @@ def stuck(
     mine = {p.rank: p.enqueued or 0 for p in progress if p.group == group}
     top = max(mine.values(), default=0)
     return [
-        _stuck(group, desc, rank, seq, mine, dumps)
+        _stuck((group, desc), rank, seq, mine, dumps)
         for rank, seq in sorted(mine.items())
         if seq < top
     ]
 
 
 def _stuck(
-    group: str, desc: str, rank: int, seq: int, mine: dict[int, int], dumps: dict[int, FlightDump]
+    where: tuple[str, str], rank: int, seq: int, mine: dict[int, int], dumps: dict[int, FlightDump]
 ) -> FlightStuck:
+    """`rank` of group `where` (name, description), whose last enqueued collective is `seq`."""
+    group, desc = where
     entered = sorted(r for r, s in mine.items() if s > seq)
     return FlightStuck(
         group=group,
@@ -201,7 +201,8 @@ def _disagreements(
         for kind, (expected, got) in _differences(entries[reference], entries[rank]):
             stack = [f"{f.name} ({f.filename}:{f.line})" for f in entries[rank][0].frames]
             found.append(FlightMismatch(group=group, seq=seq, kind=kind, rank=rank, found=got,
-                                        reference_rank=reference, expected=expected, stack=stack))  # fmt: skip
+                                        reference_rank=reference, expected=expected,
+                                        stack=stack))  # fmt: skip
             break
     return found
 

@@ -710,9 +710,9 @@ def _report(args: argparse.Namespace) -> int:
         print(f"commscope: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     inputs = reports[0].inputs
-    if len(reports) == 1 and inputs.files == len(inputs.skipped):
-        if reports[0].flight_recorder is None:  # Flight Recorder dumps alone still report
-            return _nothing_analysed(inputs)
+    alone = reports[0].flight_recorder is None  # Flight Recorder dumps alone still report
+    if len(reports) == 1 and inputs.files == len(inputs.skipped) and alone:
+        return _nothing_analysed(inputs)
     now = datetime.now(UTC)
     source = [str(args.traces.resolve())]
     reports = [files.stamped(r, source, args.command, now) for r in reports]
