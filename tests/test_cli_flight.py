@@ -33,7 +33,10 @@ def test_dumps_alone_name_the_stuck_rank_and_a_hostile_pickle_is_refused(tmp_pat
     assert skipped["reason"].startswith("refused: a pickle that builds objects (builtins.print)")
     found = doc["flight_recorder"]
     assert (found["dumps"], found["ranks"]) == (2, [0, 1])
-    sentence = "rank 1 stopped after AllReduce #2 of group 0 (default_pg): ranks 0 entered AllReduce #3 without it"
+    sentence = (
+        "rank 1 stopped after AllReduce #2 of group 0 (default_pg): "
+        "ranks 0 entered AllReduce #3 without it"
+    )
     assert f"Stuck: {sentence}" in text
     (html,) = (tmp_path / "out").glob("*.html")
     assert "Stuck: rank 1 stopped after AllReduce #2 of group 0 (default_pg)" in html.read_text()

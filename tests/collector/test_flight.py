@@ -8,12 +8,11 @@ import pickle
 from pathlib import Path
 
 import pytest
-from flight_builder import as_json, dump, entry, status
-
 from commscope.collector.flight import decode, plain_load, rank_of
 from commscope.collector.sources import claiming
 from commscope.model.errors import TraceError
 from commscope.model.flight import FlightFrame, FlightStatus
+from flight_builder import as_json, dump, entry, status
 
 
 class _Shell:

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import pickle
 
-from flight_builder import dump, entry, status
-from hypothesis import given
-from hypothesis import strategies as st
-
 from commscope.collector.flight import decode
 from commscope.model.flight import FlightDump, FlightEntry
 from commscope.pipeline.flight import analyse
+from flight_builder import dump, entry, status
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 def _dumps(*per_rank: dict[str, object]) -> list[FlightDump]:
