@@ -26,14 +26,14 @@ from commscope.model.flight import FlightDump, FlightEntry, FlightFrame, FlightS
 from commscope.model.schema import Event, FileStats, TraceMeta
 from commscope.model.schema import Source as SourceKind
 
-FLIGHT_DUMPS: Final[SourceKind] = "flight"
+_FLIGHT_DUMPS: Final[SourceKind] = "flight"
 # PyTorch's default dump prefix (TORCH_FR_DUMP_TEMP_FILE, formerly
 # TORCH_NCCL_DEBUG_INFO_TEMP_FILE: /tmp/nccl_trace_rank_) and torchcomms'
 # (TORCHCOMM_FR_DUMP_TEMP_FILE), then the rank
 _NAME: Final = re.compile(
     r"(?:nccl_trace_rank_|torchcomm_fr_trace_)(\d+)(?:\.json|\.pkl|\.pickle)?$"
 )
-MAX_BYTES: Final = 1 << 30  # a dump of the largest ring buffer with stacks is far smaller
+_MAX_BYTES: Final = 1 << 30  # a dump of the largest ring buffer with stacks is far smaller
 _NONE: Final = -1  # pg_status: no such collective yet
 
 
@@ -41,7 +41,7 @@ class _Refused(pickle.UnpicklingError):
     """A pickle that wants to build something other than plain data."""
 
 
-class PlainUnpickler(pickle.Unpickler):
+class _PlainUnpickler(pickle.Unpickler):
     """Builds only dicts, lists, tuples, sets, str, bytes, int, float, bool and None."""
 
     def find_class(self, module: str, name: str) -> NoReturn:
@@ -53,7 +53,7 @@ class PlainUnpickler(pickle.Unpickler):
 
 def plain_load(data: bytes) -> object:
     """The plain data a pickle holds; `_Refused` if it names any class or function."""
-    return PlainUnpickler(io.BytesIO(data)).load()
+    return _PlainUnpickler(io.BytesIO(data)).load()
 
 
 class _Frame(msgspec.Struct):
@@ -203,10 +203,10 @@ def _entry(raw: _Entry) -> FlightEntry:
 
 
 @dataclass(frozen=True)
-class FlightSource:
+class _FlightSource:
     """Flight Recorder dumps, read offline (one rank per file)."""
 
-    kind: SourceKind = FLIGHT_DUMPS
+    kind: SourceKind = _FLIGHT_DUMPS
     live: Live | None = None
     lacks: dict[str, str] = field(default_factory=dict)  # reported apart: fills no section
 
@@ -224,9 +224,9 @@ class _DumpReading:
 
     def batches(self) -> Iterator[tuple[Hashable, list[Event]]]:
         with self.file.open() as stream:
-            data = stream.read(MAX_BYTES + 1)
-        if len(data) > MAX_BYTES:
-            raise TraceError(self.file.shown, f"a Flight Recorder dump over {MAX_BYTES} bytes")
+            data = stream.read(_MAX_BYTES + 1)
+        if len(data) > _MAX_BYTES:
+            raise TraceError(self.file.shown, f"a Flight Recorder dump over {_MAX_BYTES} bytes")
         rank = rank_of(self.file.path.rsplit("/", 1)[-1])
         self.dump = decode(data, 0 if rank is None else rank, self.file.shown)
         self.bytes = len(data)
@@ -236,9 +236,9 @@ class _DumpReading:
         dump = self.dump
         if dump is None:
             return []
-        meta = TraceMeta(rank=dump.rank, source=FLIGHT_DUMPS)
+        meta = TraceMeta(rank=dump.rank, source=_FLIGHT_DUMPS)
         stats = FileStats(bytes_read=self.bytes, events=len(dump.entries))
         return [Rank(0, meta, stats, name_rank=dump.rank, flight=dump)]
 
 
-FLIGHT: Final = FlightSource()
+FLIGHT: Final = _FlightSource()

@@ -29,7 +29,7 @@ from commscope.model.schema import (
 )
 from msgspec.structs import replace
 
-MAX_MISMATCHES: Final = 100
+_MAX_MISMATCHES: Final = 100
 _STARTED: Final = frozenset({"started", "completed"})
 _UNSIZED: Final = frozenset({"AllToAll"})  # members' sizes may differ (uneven splits)
 
@@ -70,7 +70,7 @@ def analyse(dumps: Sequence[FlightDump]) -> FlightRecorder:
         groups=groups,
         progress=progress,
         stuck=[s for g in sorted(groups) for s in stuck(g, groups[g], by_rank, progress)],
-        mismatches=mismatches[:MAX_MISMATCHES],
+        mismatches=mismatches[:_MAX_MISMATCHES],
         mismatch_count=len(mismatches),
         undumped=_undumped(groups, by_rank),
         durations=durations(by_rank.values()),
@@ -110,10 +110,10 @@ def _collectives(dump: FlightDump, group: str) -> list[FlightEntry]:
 
 
 def _progress(group: str, dumps: dict[int, FlightDump]) -> list[FlightProgress]:
-    return [rank_progress(group, dumps[r]) for r in members(group, dumps) if r in dumps]
+    return [_rank_progress(group, dumps[r]) for r in members(group, dumps) if r in dumps]
 
 
-def rank_progress(group: str, dump: FlightDump) -> FlightProgress:
+def _rank_progress(group: str, dump: FlightDump) -> FlightProgress:
     """The rank's progress in the group: pg_status where the dump has it, else its buffer's."""
     entries = _collectives(dump, group)
     status = next((s for s in dump.status if s.group == group), None) or _from_entries(
