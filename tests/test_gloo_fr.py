@@ -1,7 +1,7 @@
 """A real hung gloo job with Flight Recorder on (tests/gloo_job/fr.py): 3 ranks run 4 steps of
 an all_reduce on the world group and an all_gather on ranks 0-1; rank 2 returns before the
-4th all_reduce, the others time out in it, and every rank dumps its buffer (pickle). The
-report names rank 2 as stopped after AllReduce #3 of group 0 (default_pg)."""
+4th all_reduce, the others time out in it, and every rank dumps its buffer (a pickle, or JSON
+with --json). The report names rank 2 as stopped after AllReduce #3 of group 0 (default_pg)."""
 
 from __future__ import annotations
 
@@ -22,10 +22,11 @@ pytestmark = pytest.mark.slow
 FR = Path(__file__).resolve().parent / "gloo_job" / "fr.py"
 
 
-@pytest.fixture(scope="module")
-def dumps(tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture(scope="module", params=["pickle", "json"])
+def dumps(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fr") / "dumps"
-    torchrun(root, "--steps", "4", "--stop-at", "3", script=FR, nproc=3)
+    form = ("--json",) if request.param == "json" else ()
+    torchrun(root, "--steps", "4", "--stop-at", "3", *form, script=FR, nproc=3)
     return root
 
 
@@ -48,10 +49,11 @@ def reported(dumps: Path) -> tuple[dict, str]:
     return json.loads(path.read_text()), text.read_text()
 
 
-def test_every_rank_dumped_a_pickle(dumps: Path) -> None:
-    names = sorted(p.name for p in dumps.iterdir())
+def test_every_rank_dumped(dumps: Path) -> None:
+    names = sorted(p.name.removesuffix(".json") for p in dumps.iterdir())
     assert names == ["nccl_trace_rank_0", "nccl_trace_rank_1", "nccl_trace_rank_2"]
-    assert (dumps / "nccl_trace_rank_0").read_bytes()[:1] == pickle.PROTO
+    path = next(dumps.glob("nccl_trace_rank_0*"))
+    assert path.read_bytes()[:1] == (b"{" if path.suffix == ".json" else pickle.PROTO)
 
 
 def test_the_report_names_the_stuck_rank_and_collective(reported: tuple[dict, str]) -> None:

@@ -3,6 +3,7 @@ PyTorch gives them, and pickles that want more than plain data refused."""
 
 from __future__ import annotations
 
+import copyreg
 import os
 import pickle
 from pathlib import Path
@@ -82,3 +83,13 @@ def test_no_collective_yet_is_none() -> None:
 def test_an_older_dump_without_pg_status_reads(tmp_path: Path) -> None:
     read = decode(pickle.dumps(dump([entry(1)], None, version="2.3")), 0, "x")
     assert read.status == [] and read.version == "2.3" and len(read.entries) == 1
+
+
+def test_an_extension_opcode_is_refused() -> None:
+    """EXT1 looks its (module, name) up in copyreg's registry: still through find_class."""
+    copyreg.add_extension("os", "system", 240)
+    try:
+        with pytest.raises(TraceError, match=r"refused: .*\(os\.system\)"):
+            decode(b"\x80\x02\x82\xf0.", 0, "nccl_trace_rank_0")
+    finally:
+        copyreg.remove_extension("os", "system", 240)
