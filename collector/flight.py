@@ -117,13 +117,21 @@ def decode(data: bytes, rank: int, shown: str) -> FlightDump:
         raise TraceError(shown, why) from None
     except (pickle.UnpicklingError, msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise TraceError(shown, f"not a Flight Recorder dump ({exc})") from None
-    except (EOFError, ValueError, TypeError, IndexError, KeyError, RecursionError) as exc:
+    except (
+        EOFError,
+        ValueError,
+        TypeError,
+        IndexError,
+        KeyError,
+        AttributeError,
+        RecursionError,
+    ) as exc:
         raise TraceError(shown, f"not a Flight Recorder dump ({type(exc).__name__})") from None
     return _dump(raw, rank, shown)
 
 
 def _raw(data: bytes) -> _Dump:
-    if data[:1] in (b"{", b" ", b"\n"):
+    if data.lstrip()[:1] == b"{":
         return msgspec.json.decode(data, type=_Dump, strict=False)
     return msgspec.convert(plain_load(data), _Dump, strict=False)
 
@@ -221,6 +229,7 @@ class _DumpReading:
     def __init__(self, file: File) -> None:
         self.file = file
         self.dump: FlightDump | None = None
+        self.bytes = 0
 
     def batches(self) -> Iterator[tuple[Hashable, list[Event]]]:
         with self.file.open() as stream:

@@ -3,6 +3,7 @@ PyTorch gives them, and pickles that want more than plain data refused."""
 
 from __future__ import annotations
 
+import contextlib
 import copyreg
 import os
 import pickle
@@ -14,6 +15,8 @@ from commscope.collector.sources import claiming
 from commscope.model.errors import TraceError
 from commscope.model.flight import FlightFrame, FlightStatus
 from flight_builder import as_json, dump, entry, status
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 class _Shell:
@@ -46,6 +49,20 @@ def test_a_global_opcode_is_refused() -> None:
     hostile = b"cos\nsystem\n(S'echo pwned'\ntR."  # GLOBAL os.system, then REDUCE
     with pytest.raises(TraceError, match=r"refused: .*\(os\.system\)"):
         decode(hostile, 0, "nccl_trace_rank_0")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x80\x02]}b.",  # BUILD on a list
+        b"\x80\x05\x97.",  # an out-of-band buffer
+        b"\x80\x02K\x01)R.",  # REDUCE on an int
+        b"\x80\x02N\x85R.",  # REDUCE with its stack short
+    ],
+)
+def test_pickles_that_cannot_build_plain_data_are_no_dump(data: bytes) -> None:
+    with pytest.raises(TraceError, match="not a Flight Recorder dump"):
+        decode(data, 0, "x")
 
 
 def test_garbage_is_no_dump() -> None:
@@ -93,3 +110,21 @@ def test_an_extension_opcode_is_refused() -> None:
             decode(b"\x80\x02\x82\xf0.", 0, "nccl_trace_rank_0")
     finally:
         copyreg.remove_extension("os", "system", 240)
+
+
+_GOOD = pickle.dumps(dump([entry(1), entry(2)], status(2, 2, 1)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(_GOOD) - 1), st.integers(0, 255)), max_size=4),
+       st.integers(0, len(_GOOD)))  # fmt: skip
+def test_damaged_dumps_are_read_or_refused_never_crash(
+    edits: list[tuple[int, int]], cut: int
+) -> None:
+    """Any bytes changed and any cut: a dump, or a TraceError with the reason."""
+    data = bytearray(_GOOD[:cut] if cut else _GOOD)
+    for at, value in edits:
+        if at < len(data):
+            data[at] = value
+    with contextlib.suppress(TraceError):
+        decode(bytes(data), 0, "x")
