@@ -11,7 +11,13 @@ from collections.abc import Iterator
 from typing import Final
 
 from commscope.exporters.textfmt import rank_list, row
-from commscope.model.schema import FlightMismatch, FlightProgress, FlightRecorder, FlightStuck
+from commscope.model.schema import (
+    FlightMismatch,
+    FlightProgress,
+    FlightRecorder,
+    FlightStuck,
+    Report,
+)
 from commscope.model.units import duration
 
 ABOUT: Final = (
@@ -121,3 +127,13 @@ def _durations(found: FlightRecorder) -> Iterator[str]:
             duration(d.max_ms / 1e3),
         ]
         yield row(cells, [12, 14, 6, 9, 9])
+
+
+def console_lines(report: Report) -> list[str]:
+    """The console's lines under the summary: each stuck rank (none without dumps)."""
+    found = report.flight_recorder
+    if found is None:
+        return []
+    if not found.stuck:
+        return [f"commscope: Flight Recorder ({found.dumps} dumps): no stuck rank"]
+    return [f"commscope: Flight Recorder: {stuck_sentence(s)}" for s in found.stuck]

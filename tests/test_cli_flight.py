@@ -38,6 +38,7 @@ def test_dumps_alone_name_the_stuck_rank_and_a_hostile_pickle_is_refused(tmp_pat
         "ranks 0 entered AllReduce #3 without it"
     )
     assert f"Stuck: {sentence}" in text
+    assert f"commscope: Flight Recorder: {sentence}\n" in result.stdout
     (html,) = (tmp_path / "out").glob("*.html")
     assert "Stuck: rank 1 stopped after AllReduce #2 of group 0 (default_pg)" in html.read_text()
 
