@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import IO, Literal, Protocol, TypeVar
 
 from commscope.collector.inspector_windows import WindowRule
+from commscope.model.flight import FlightDump
 from commscope.model.schema import Event, FileStats, RankResult, TraceMeta
 from commscope.model.schema import Source as SourceKind
 
@@ -59,6 +60,7 @@ class Rank:
     window: str | None = None  # its own window (an Inspector log's), else the file's
     note: str | None = None  # how it was placed where the file did not say
     finish: Callable[[RankResult], RankResult] | None = None  # applied to its result
+    flight: FlightDump | None = None  # a Flight Recorder dump's content (it has no event)
 
 
 class Reading(Protocol):

@@ -1,7 +1,8 @@
 """The trace sources commscope reads, in one registry (pure: file names only).
 
 Each source is one module of collector/ (`collector.source` says what a source is): Kineto
-traces (`kineto`), Nsight Systems exports (`nsysdb`), NCCL Inspector logs (`inspector_file`).
+traces (`kineto`), Nsight Systems exports (`nsysdb`), NCCL Inspector logs (`inspector_file`),
+PyTorch Flight Recorder dumps (`flight`).
 Adding a source is one module and one entry in `SOURCES`; everything that picks a reader by a
 file's name asks here.
 """
@@ -10,13 +11,14 @@ from __future__ import annotations
 
 from typing import Final
 
+from commscope.collector.flight import FLIGHT
 from commscope.collector.inspector_file import INSPECTOR
 from commscope.collector.kineto import KINETO
 from commscope.collector.nsysdb import NSYS
 from commscope.collector.source import Source
 
 # in the order they are asked: the first that claims a name reads it
-SOURCES: tuple[Source, ...] = (INSPECTOR, KINETO, NSYS)
+SOURCES: tuple[Source, ...] = (INSPECTOR, FLIGHT, KINETO, NSYS)
 DEFAULT: Final[Source] = KINETO  # what reads a file no source claims (a trace named oddly)
 
 

@@ -16,6 +16,7 @@ from typing import Final
 from commscope.exporters import (
     alltoallvhtml,
     extremes,
+    flighthtml,
     graphhtml,
     htmlplots,
     kernelhtml,
@@ -67,6 +68,7 @@ def render(report: Report, text_report: str | None = None) -> str:
         '<link rel="icon" href="data:,">',  # no favicon request
         f"<title>{esc(title(report))}</title><style>{_STYLE}</style></head><body>",
         *header(report),
+        *flighthtml.section(report),
         *section("Communication hidden and exposed, per window and rank", _OVERLAP_ABOUT),
         htmlplots.overlap_maps(report),
         *section("Exposed communication: transfer or waiting", _SPLIT_ABOUT),

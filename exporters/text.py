@@ -28,6 +28,7 @@ from commscope.exporters.crosstext import (
     utilization_lines,
 )
 from commscope.exporters.extremes import Cut, cut_of
+from commscope.exporters.flighttext import flight_lines
 from commscope.exporters.graphtext import graph_lines
 from commscope.exporters.inspectortext import sources_lines
 from commscope.exporters.kerneltext import launch_lines, top_kernel_lines
@@ -98,6 +99,11 @@ def render(report: Report, *, every_row: bool = False) -> str:
         *_section("14. TRACE HEALTH", health_lines(report)),
         *_section("15. INPUTS", _inputs(report, cut)),
         *(_section("16. MERGED FROM SHARDS", _merged(report)) if report.merge else []),
+        *(
+            _section("FLIGHT RECORDER", flight_lines(flight))
+            if (flight := report.flight_recorder)
+            else []
+        ),
         *(
             _section("SOURCES", sources_lines(report, _bandwidth, every_row))
             if report.sources

@@ -679,6 +679,8 @@ class Report(Sections, kw_only=True):
     # Intra- vs inter-node: hosts, and the instances split by link (`pipeline.hosts`); None on
     # a report made before it, or merged by `commscope merge` from several shards
     links: Links | None = None
+    # PyTorch Flight Recorder dumps among the inputs (`pipeline.flight`); None: there were none
+    flight_recorder: FlightRecorder | None = None
 
 
 class StepTest(msgspec.Struct, kw_only=True):
@@ -709,3 +711,68 @@ class RunComparison(msgspec.Struct, kw_only=True):
 
     differences: list[JobDifference] = []
     step_time: StepTest = msgspec.field(default_factory=StepTest)
+
+
+class FlightProgress(msgspec.Struct, kw_only=True):
+    """A process group's progress on one rank, from its Flight Recorder dump: the last
+    collective sequence id it enqueued, saw start and saw complete (None: none)."""
+
+    group: str
+    rank: int
+    enqueued: int | None = None
+    started: int | None = None
+    completed: int | None = None
+    last_op: str | None = None  # the type of its last enqueued collective, where in its buffer
+
+
+class FlightStuck(msgspec.Struct, kw_only=True):
+    """A rank that never joined a collective the others of its group entered."""
+
+    group: str
+    desc: str  # the group's description (e.g. default_pg)
+    rank: int
+    after_seq: int | None  # the last collective it enqueued (None: none)
+    after_op: str | None  # its type, where a buffer holds it
+    missed_seq: int  # the first collective it never joined
+    missed_op: str | None
+    entered_by: list[int] = []  # the ranks that enqueued that collective
+
+
+class FlightMismatch(msgspec.Struct, kw_only=True):
+    """One collective whose members disagree: `rank` enqueued `found` where
+    `reference_rank` (the lowest rank holding it) enqueued `expected`."""
+
+    group: str
+    seq: int
+    kind: str  # type, size or dtype
+    rank: int
+    found: str
+    reference_rank: int
+    expected: str
+    stack: list[str] = []  # where `rank` issued it, innermost first ("name (file:line)")
+
+
+class FlightDuration(msgspec.Struct, kw_only=True):
+    """The timed entries of one collective type in one group (timing enabled), all ranks."""
+
+    group: str
+    collective: str
+    count: int
+    total_ms: float
+    max_ms: float
+
+
+class FlightRecorder(msgspec.Struct, kw_only=True):
+    """What PyTorch Flight Recorder dumps say (`pipeline.flight`): per process group the
+    progress of each rank, the stuck ranks, mismatched collectives and timed entries."""
+
+    dumps: int = 0
+    ranks: list[int] = []
+    versions: list[str] = []
+    groups: dict[str, str] = {}  # group name -> description
+    progress: list[FlightProgress] = []
+    stuck: list[FlightStuck] = []
+    mismatches: list[FlightMismatch] = []  # the first `MAX_MISMATCHES`, in group and seq order
+    mismatch_count: int = 0
+    undumped: dict[str, list[int]] = {}  # group -> members (pg_config) without a dump
+    durations: list[FlightDuration] = []  # empty: timing was not enabled

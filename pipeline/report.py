@@ -20,6 +20,7 @@ from itertools import groupby
 from operator import attrgetter
 from typing import Literal, Protocol
 
+from commscope.model.flight import FlightDump
 from commscope.model.inspector import is_window
 from commscope.model.schema import (
     INSPECTOR_LOGS,
@@ -77,6 +78,7 @@ class ParsedFile:
     result: RankResult
     stats: FileStats
     note: str | None = None  # how the reader placed it where the file did not say (nsys ranks)
+    flight: FlightDump | None = None  # a Flight Recorder dump (`pipeline.flight`), no events
 
 
 @dataclass(frozen=True)

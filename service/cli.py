@@ -40,7 +40,7 @@ from typing import Any, Final, TextIO
 from commscope.collector.inspector_windows import DEFAULT_WINDOW_S, MAX_WINDOW_S, WindowRule
 from commscope.collector.jsonstream import require_c_backend
 from commscope.collector.stream import StreamSettings
-from commscope.exporters import diff, files, jsonreport, text
+from commscope.exporters import diff, files, flighttext, jsonreport, text
 from commscope.exporters.files import write_reports
 from commscope.exporters.metricnames import MAX_RANK_SERIES, SHARD_PATTERN
 from commscope.exporters.progress import TerminalProgress
@@ -710,7 +710,8 @@ def _report(args: argparse.Namespace) -> int:
         print(f"commscope: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     inputs = reports[0].inputs
-    if len(reports) == 1 and inputs.files == len(inputs.skipped):
+    alone = reports[0].flight_recorder is None  # Flight Recorder dumps alone still report
+    if len(reports) == 1 and inputs.files == len(inputs.skipped) and alone:
         return _nothing_analysed(inputs)
     now = datetime.now(UTC)
     source = [str(args.traces.resolve())]
@@ -1052,6 +1053,8 @@ def _print_json(reports: list[Report]) -> None:
 
 def _summary_line(report: Report, stream: TextIO) -> None:
     print(_summary(report), file=stream, flush=True)
+    for line in flighttext.console_lines(report):
+        print(line, file=stream, flush=True)
     for warning in report.config.warnings:
         print(f"commscope: warning: {warning}", file=sys.stderr, flush=True)
 

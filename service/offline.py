@@ -28,7 +28,7 @@ from commscope.collector.sources import reader_of
 from commscope.model.errors import NotATraceError, TraceError
 from commscope.model.names import looks_like_trace, window_order
 from commscope.model.schema import INSPECTOR_LOGS, Report, Skipped
-from commscope.pipeline import inspector_beside, inspector_sources, jobs
+from commscope.pipeline import flight, inspector_beside, inspector_sources, jobs
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report
 from commscope.service import cluster as dask_cluster
@@ -87,6 +87,7 @@ def _parsed(file: File, rank: Rank, accumulator: Accumulator) -> ParsedFile:
         result=finished(rank, accumulator.result([file.shown])),
         stats=rank.stats,
         note=rank.note,
+        flight=rank.flight,
     )
 
 
@@ -111,12 +112,14 @@ def analyse(
     windows = find_windows(root)
     parsed, skipped, ignored = parse_windows(windows, progress, workers, rule=rule)
     names = _window_list(windows, parsed, rule)
+    parsed, dumps = flight.split(parsed)
     parsed, apart = inspector_sources.split(parsed)
     chosen = jobs.largest(parsed)
     report = build_report(
         names, chosen.files, replace(options, skipped=[*skipped, *chosen.skipped])
     )
-    return inspector_beside.beside(jobs.labelled(report, chosen, ignored), apart, options)
+    report = inspector_beside.beside(jobs.labelled(report, chosen, ignored), apart, options)
+    return flight.beside(report, dumps)
 
 
 def analyse_jobs(
@@ -134,9 +137,10 @@ def analyse_jobs(
     windows = find_windows(root)
     parsed, skipped, ignored = parse_windows(windows, progress, workers, cluster, rule)
     names = _window_list(windows, parsed, rule)
+    parsed, dumps = flight.split(parsed)
     parsed, apart = inspector_sources.split(parsed)
     reports = jobs.reports(names, parsed, skipped, options, ignored)
-    return [inspector_beside.beside(report, apart, options) for report in reports]
+    return [flight.beside(inspector_beside.beside(r, apart, options), dumps) for r in reports]
 
 
 def parse_windows(
