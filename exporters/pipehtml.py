@@ -13,10 +13,11 @@ ABOUT: Final = (
     "Within the profiled steps: compute; the bubble (neither computing nor moving data), split "
     "into what a balanced GPipe/1F1B schedule implies and what slower stages add; exposed "
     "waiting on P2P calls for activations, gradients, or to send; the waiting each rank caused "
-    "its neighbours (definitions in the text report and docs/how-it-works.md)."
+    "its neighbours, and any rank's waiting it caused at the root (definitions in the text "
+    "report and docs/how-it-works.md)."
 )
 _HEAD: Final = ("rank", "stage", "compute", "bubble", "schedule", "neighbour", "wait acts",
-                "wait grads", "wait send", "transfer", "caused")  # fmt: skip
+                "wait grads", "wait send", "transfer", "caused", "root")  # fmt: skip
 
 
 def table(report: Report) -> Iterator[str]:
@@ -34,6 +35,7 @@ def table(report: Report) -> Iterator[str]:
                  duration(r.bubble_s), duration(r.schedule_bubble_s),
                  duration(r.neighbour_bubble_s), duration(r.waiting_activations_s),
                  duration(r.waiting_gradients_s), duration(r.waiting_to_send_s),
-                 duration(r.transfer_s), duration(r.caused_waiting_s)]  # fmt: skip
+                 duration(r.transfer_s), duration(r.caused_waiting_s),
+                 duration(r.root_caused_waiting_s)]  # fmt: skip
         yield "<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>"
     yield "</table>"

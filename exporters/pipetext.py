@@ -13,9 +13,9 @@ from commscope.exporters.textfmt import row
 from commscope.model.schema import Report
 from commscope.model.units import duration
 
-_WIDTHS = [6, 6, 10, 10, 10, 10, 11, 10, 10, 10, 10]
+_WIDTHS = [6, 6, 10, 10, 10, 10, 11, 10, 10, 10, 10, 10]
 _HEAD = ["rank", "stage", "compute", "bubble", "schedule", "neighbour", "wait acts",
-         "wait grads", "wait send", "transfer", "caused"]  # fmt: skip
+         "wait grads", "wait send", "transfer", "caused", "root"]  # fmt: skip
 
 
 def pipeline_lines(report: Report, cut: Cut) -> Iterator[str]:
@@ -34,17 +34,20 @@ def pipeline_lines(report: Report, cut: Cut) -> Iterator[str]:
     yield "Within the profiled steps: bubble = neither computing nor moving data; schedule ="
     yield "  min(bubble, (p-1)/m x compute) (GPipe/1F1B), neighbour = the rest; wait = exposed"
     yield "  waiting on P2P calls (acts: from the stage before, grads: from the stage after,"
-    yield "  send: posted before the neighbour's receive); caused = neighbours' waiting on it"
+    yield "  send: posted before the neighbour's receive); caused = neighbours' waiting on it;"
+    yield "  root = any rank's waiting it caused at the root (a wait on a neighbour that was"
+    yield "  itself waiting goes on to what that neighbour waited for)"
     yield ""
     yield row(_HEAD, _WIDTHS)
-    shown = cut.ranks(p.per_rank, lambda r: r.caused_waiting_s, "caused", duration)
+    shown = cut.ranks(p.per_rank, lambda r: r.root_caused_waiting_s, "root", duration)
     ordered = sorted(shown.items, key=lambda item: (item[1].stage is None, item[1].stage or 0))
     for rank, r in ordered:
         cells = [rank, "?" if r.stage is None else str(r.stage), duration(r.compute_s),
                  duration(r.bubble_s), duration(r.schedule_bubble_s),
                  duration(r.neighbour_bubble_s), duration(r.waiting_activations_s),
                  duration(r.waiting_gradients_s), duration(r.waiting_to_send_s),
-                 duration(r.transfer_s), duration(r.caused_waiting_s)]  # fmt: skip
+                 duration(r.transfer_s), duration(r.caused_waiting_s),
+                 duration(r.root_caused_waiting_s)]  # fmt: skip
         yield row(cells, _WIDTHS)
     yield from shown.summary
     yield ""

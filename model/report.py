@@ -496,6 +496,8 @@ class PipelineRank(msgspec.Struct, kw_only=True):
     waiting_to_send_s: float = 0.0  # its send posted before the neighbour's receive
     caused_waiting_s: float = 0.0  # exposed waiting of its neighbours on its calls
     pairs: int = 0
+    # the exposed P2P waiting of any rank it caused at the root (`pipeline.rootcause`)
+    root_caused_waiting_s: float = 0.0
 
 
 class Pipeline(msgspec.Struct, kw_only=True):

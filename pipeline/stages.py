@@ -15,7 +15,8 @@ The three waits are parts of the bubble. Forward is the direction of the first p
 two neighbours in a window (activations flow before gradients). The bubble the schedule implies
 is that of a balanced pipeline with the rank's own compute: (p - 1)/m x compute (GPipe, 1F1B:
 p stages, m microbatches), at most the bubble; the rest is what a slow neighbour adds. The
-rank the others wait for caused the most exposed waiting on its neighbours' P2P calls.
+rank the others wait for caused the most exposed waiting on P2P calls at the root: a wait on a
+neighbour that was itself waiting then goes on to what that neighbour waited for (`rootcause`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from commscope.model.units import duration
 from commscope.pipeline.intervals import IntervalSet, difference, intersection, union, unpacked
 from commscope.pipeline.matching import Instance
 from commscope.pipeline.p2p import Pair
+from commscope.pipeline.rootcause import root_waiting, shifted
 from commscope.pipeline.waiting import Exposed, pieces
 
 _FORMULA = frozenset({"gpipe", "1f1b"})  # schedules whose bubble is (p - 1)/m
@@ -48,6 +50,7 @@ class _RankTally:
     wait_grad_ns: int = 0
     wait_send_ns: int = 0
     waited_on: Counter[int] = field(default_factory=Counter)  # causer -> exposed waiting ns
+    root_on: Counter[int] = field(default_factory=Counter)  # root causer (`rootcause`) -> ns
     pairs: int = 0
     steps: int = 0
     forward_sends: Counter[int] = field(default_factory=Counter)  # receiver -> pairs sent
@@ -109,9 +112,34 @@ def window_tally(
     for item in pairs:
         _add_pair(sets, window, item, shifts, (item.sender, item.receiver) in forward)
     tally = Tally(votes=Counter(forward))
+    inside = {rank: _inside(window.exposed[rank]) for rank in sets}
+    direct = {rank: _direct(inside[rank], found) for rank, found in sets.items()}
+    roots = root_waiting({rank: _aligned(on, _offset(window, shifts, rank))
+                          for rank, on in direct.items()})  # fmt: skip
     for rank, found in sets.items():
-        tally.ranks[rank] = _rank(window, rank, found, pairs, forward)
+        tally.ranks[rank] = _rank(window, rank, (inside[rank], found), pairs, forward)
+        tally.ranks[rank].waited_on = Counter({c: d.measure() for c, d in direct[rank].items()})
+        tally.ranks[rank].root_on = roots[rank]
     return tally
+
+
+def _inside(exposed: Exposed) -> IntervalSet:
+    """S ∩ E of a rank (own clock)."""
+    return intersection(unpacked(exposed.exposed_runs), unpacked(exposed.step_runs))
+
+
+def _direct(inside: IntervalSet, sets: _Sets) -> dict[int, IntervalSet]:
+    """neighbour -> the rank's exposed in-step waiting on it, outside its transfer (own clock)."""
+    return {c: difference(intersection(inside, w), sets.transfer) for c, w in sets.by.items()}
+
+
+def _aligned(on: Mapping[int, IntervalSet], by: int) -> dict[int, IntervalSet]:
+    return {near: shifted(waits, by) for near, waits in on.items()}
+
+
+def _offset(window: Window, shifts: Mapping[int, float], rank: int) -> int:
+    """What moves a rank's own clock onto the aligned one (`waiting.pieces`' clocks)."""
+    return window.exposed[rank].base_ns - round(shifts.get(rank, 0.0))
 
 
 def _add(
@@ -147,10 +175,13 @@ def _caused_by(other: int) -> Callable[[_Sets], IntervalSet]:
 
 
 def _rank(
-    window: Window, rank: int, sets: _Sets, pairs: Sequence[Pair], forward: set[tuple[int, int]]
+    window: Window,
+    rank: int,
+    found: tuple[IntervalSet, _Sets],
+    pairs: Sequence[Pair],
+    forward: set[tuple[int, int]],
 ) -> _RankTally:
-    exposed = window.exposed[rank]
-    inside = intersection(unpacked(exposed.exposed_runs), unpacked(exposed.step_runs))
+    inside, sets = found
     moved = intersection(inside, sets.transfer).measure()
     steps = window.in_steps.get(rank) or InSteps()
     act = difference(intersection(inside, sets.act), sets.transfer)
@@ -166,17 +197,12 @@ def _rank(
         wait_act_ns=act.measure(),
         wait_grad_ns=grad.measure(),
         wait_send_ns=send.measure(),
-        waited_on=Counter({c: _caused(inside, w, sets.transfer) for c, w in sets.by.items()}),
         pairs=len(own),
         steps=window.steps.get(rank, 0),
         forward_sends=Counter(
             p.receiver for p in own if (p.sender, p.receiver) in forward and p.sender == rank
         ),
     )
-
-
-def _caused(inside: IntervalSet, waits: IntervalSet, transfer: IntervalSet) -> int:
-    return difference(intersection(inside, waits), transfer).measure()
 
 
 def pooled(parts: Iterable[Tally]) -> Tally:
@@ -190,6 +216,7 @@ def pooled(parts: Iterable[Tally]) -> Tally:
                          "wait_grad_ns", "wait_send_ns", "pairs", "steps"):  # fmt: skip
                 setattr(into, name, getattr(into, name) + getattr(found, name))
             into.waited_on.update(found.waited_on)
+            into.root_on.update(found.root_on)
             into.forward_sends.update(found.forward_sends)
     return total
 
@@ -279,21 +306,23 @@ def _row(t: _RankTally, stage: int | None, count: int | None, micro: float | Non
 
 
 def _waited_for(found: Pipeline, tally: Tally, stages: Mapping[int, int]) -> Pipeline:
-    """The rank whose calls caused the most exposed waiting on its neighbours."""
-    caused: Counter[int] = Counter()
+    """The rank that caused the most exposed waiting on its neighbours at the root
+    (`rootcause`), beside the waiting each rank caused directly."""
+    caused, root = Counter[int](), Counter[int]()
     for waiter in tally.ranks.values():
         caused.update(waiter.waited_on)
-    for rank, ns in caused.items():
-        if str(rank) in found.per_rank:
-            found.per_rank[str(rank)].caused_waiting_s = ns / 1e9
-    total = sum(caused.values())
+        root.update(waiter.root_on)
+    for name, row in found.per_rank.items():
+        row.caused_waiting_s = caused[int(name)] / 1e9
+        row.root_caused_waiting_s = root[int(name)] / 1e9
+    total = sum(root.values())
     if not total:
         return found
-    rank, ns = max(sorted(caused.items()), key=lambda item: item[1])
+    rank, ns = max(sorted(root.items()), key=lambda item: item[1])
     found.waited_for_rank, found.waited_for_stage = rank, stages.get(rank)
     where = f" (stage {stages[rank]})" if rank in stages else ""
     found.evidence = (
-        f"rank {rank}{where} caused {duration(ns / 1e9)} of its neighbours' "
+        f"rank {rank}{where} caused at the root {duration(ns / 1e9)} of all "
         f"{duration(total / 1e9)} exposed P2P waiting ({ns / total:.0%})"
     )
     return found
