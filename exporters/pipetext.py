@@ -52,7 +52,9 @@ def pipeline_lines(report: Report, cut: Cut) -> Iterator[str]:
     yield from shown.summary
     yield ""
     if p.waited_for_rank is None:
-        yield "The Stage the Others Wait For: none named (no P2P waiting)"
+        said = "none stands out" if p.evidence else "none named (no P2P waiting)"
+        yield f"The Stage the Others Wait For: {said}"
+        yield from [f"  {p.evidence}"] if p.evidence else []
         return
     stage = f"stage {p.waited_for_stage}, " if p.waited_for_stage is not None else ""
     yield f"The Stage the Others Wait For: {stage}rank {p.waited_for_rank}"

@@ -16,7 +16,9 @@ two neighbours in a window (activations flow before gradients). The bubble the s
 is that of a balanced pipeline with the rank's own compute: (p - 1)/m x compute (GPipe, 1F1B:
 p stages, m microbatches), at most the bubble; the rest is what a slow neighbour adds. The
 rank the others wait for caused the most exposed waiting on P2P calls at the root: a wait on a
-neighbour that was itself waiting then goes on to what that neighbour waited for (`rootcause`).
+neighbour that was itself waiting then goes on to what that neighbour waited for (`rootcause`);
+it is named only when the collectives' slow-rank test (`skew.verdict`: p ≤ 0.05 family-wise
+over the ranks, each pair's late member drawn at random) finds it clear over its P2P pairs.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from commscope.model.schema import InSteps, Pipeline, PipelineRank
-from commscope.model.units import duration
+from commscope.model.units import duration, p_value
+from commscope.pipeline import skew
 from commscope.pipeline.intervals import IntervalSet, difference, intersection, union, unpacked
 from commscope.pipeline.matching import Instance
 from commscope.pipeline.p2p import Pair
@@ -60,6 +63,7 @@ class _RankTally:
 class Tally:
     ranks: dict[int, _RankTally] = field(default_factory=dict)
     votes: Counter[tuple[int, int]] = field(default_factory=Counter)  # (a, b): a->b went first
+    arrivals: skew.Tally = field(default_factory=skew.Tally)  # who came last at each pair
 
     def __bool__(self) -> bool:
         return bool(self.votes)
@@ -111,7 +115,8 @@ def window_tally(
             _add(sets, window, member, move, lambda s: s.transfer)
     for item in pairs:
         _add_pair(sets, window, item, shifts, (item.sender, item.receiver) in forward)
-    tally = Tally(votes=Counter(forward))
+    arrivals = skew.tally([skew.arrival(item.instance, shifts) for item in pairs])
+    tally = Tally(votes=Counter(forward), arrivals=arrivals)
     inside = {rank: _inside(window.exposed[rank]) for rank in sets}
     direct = {rank: _direct(inside[rank], found) for rank, found in sets.items()}
     roots = root_waiting({rank: _aligned(on, _offset(window, shifts, rank))
@@ -207,8 +212,9 @@ def _rank(
 
 def pooled(parts: Iterable[Tally]) -> Tally:
     """A run's tally: every window's sums added."""
-    total = Tally()
+    total, arrivals = Tally(), []
     for part in parts:
+        arrivals.append(part.arrivals)
         total.votes.update(part.votes)
         for rank, found in part.ranks.items():
             into = total.ranks.setdefault(rank, _RankTally())
@@ -218,6 +224,7 @@ def pooled(parts: Iterable[Tally]) -> Tally:
             into.waited_on.update(found.waited_on)
             into.root_on.update(found.root_on)
             into.forward_sends.update(found.forward_sends)
+    total.arrivals = skew.pool(arrivals)
     return total
 
 
@@ -306,8 +313,9 @@ def _row(t: _RankTally, stage: int | None, count: int | None, micro: float | Non
 
 
 def _waited_for(found: Pipeline, tally: Tally, stages: Mapping[int, int]) -> Pipeline:
-    """The rank that caused the most exposed waiting on its neighbours at the root
-    (`rootcause`), beside the waiting each rank caused directly."""
+    """The rank that caused the most exposed waiting at the root (`rootcause`), named only
+    when the collectives' slow-rank test (`skew.verdict`) finds it clear over its P2P pairs;
+    beside it, the waiting each rank caused directly."""
     caused, root = Counter[int](), Counter[int]()
     for waiter in tally.ranks.values():
         caused.update(waiter.waited_on)
@@ -319,10 +327,18 @@ def _waited_for(found: Pipeline, tally: Tally, stages: Mapping[int, int]) -> Pip
     if not total:
         return found
     rank, ns = max(sorted(root.items()), key=lambda item: item[1])
-    found.waited_for_rank, found.waited_for_stage = rank, stages.get(rank)
     where = f" (stage {stages[rank]})" if rank in stages else ""
-    found.evidence = (
-        f"rank {rank}{where} caused at the root {duration(ns / 1e9)} of all "
-        f"{duration(total / 1e9)} exposed P2P waiting ({ns / total:.0%})"
+    entry = tally.arrivals.per_rank[rank]
+    ranks = len(tally.arrivals.per_rank)
+    p, clear = skew.verdict(tally.arrivals.draws, rank, entry, ranks, ns / total)
+    facts = (
+        f"rank {rank}{where} arrived last at {entry.last} of its {entry.instances} matched P2P "
+        f"pairs ({entry.expected_last:.1f} expected by chance) and caused at the root "
+        f"{duration(ns / 1e9)} of all {duration(total / 1e9)} exposed P2P waiting "
+        f"({ns / total:.0%}); {p_value(p)} that chance does this to one of {ranks} ranks"
     )
+    if not clear:
+        found.evidence = f"no stage stands out: {facts}"
+        return found
+    found.waited_for_rank, found.waited_for_stage, found.evidence = rank, stages.get(rank), facts
     return found
