@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final
 
+from commscope.exporters.pipetext import stage_cell
 from commscope.exporters.svg import esc
 from commscope.model.schema import Report
 from commscope.model.units import duration
@@ -31,7 +32,7 @@ def table(report: Report) -> Iterator[str]:
     yield "</p><table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in _HEAD) + "</tr>"
     rows = sorted(p.per_rank.items(), key=lambda item: (item[1].stage is None, item[1].stage or 0))
     for rank, r in rows:
-        cells = [rank, "?" if r.stage is None else str(r.stage), duration(r.compute_s),
+        cells = [rank, stage_cell(r), duration(r.compute_s),
                  duration(r.bubble_s), duration(r.schedule_bubble_s),
                  duration(r.neighbour_bubble_s), duration(r.waiting_activations_s),
                  duration(r.waiting_gradients_s), duration(r.waiting_to_send_s),

@@ -34,10 +34,12 @@ from commscope.pipeline.intervals import IntervalSet, difference, intersection, 
 from commscope.pipeline.matching import Instance
 from commscope.pipeline.p2p import Pair
 from commscope.pipeline.rootcause import root_waiting, shifted
+from commscope.pipeline.virtual import DEFAULT_V, bubble_fraction, looped, rank_stages, style_of
 from commscope.pipeline.waiting import Exposed, pieces
 
-_FORMULA = frozenset({"gpipe", "1f1b"})  # schedules whose bubble is (p - 1)/m
 CHAIN = "P2P pattern (a chain of send->recv peers, forward = each pair's first direction)"
+LOOP = "P2P pattern (one loop of send->recv peers: a looped or interleaved schedule)"
+_ASSUMED = "GPipe or 1F1B assumed (no config names one)"
 _MESH = "config (pipeline_parallel_degree = {p}: TorchTitan's mesh puts pp outermost)"
 
 
@@ -253,15 +255,43 @@ def mesh_stages(ranks: Iterable[int], pp: int, world: int) -> dict[int, int]:
     return {rank: rank // (world // pp) for rank in ranks}
 
 
-def schedule_of(name: str | None, pp: int | None) -> tuple[str, bool]:
-    """(what the report says of the schedule, whether (p-1)/m is its bubble): the config's
-    name, TorchTitan's default 1F1B when the config gives pp but no schedule, else assumed."""
-    if name is None and pp is not None and pp > 1:
-        name = "1F1B"
-    if name is None:
-        return "GPipe or 1F1B assumed (no config names one)", True
-    known = name.lower() in _FORMULA
-    return f"{name} (config){'' if known else ': schedule bubble unknown for it'}", known
+def schedule_of(name: str | None, pp: int | None) -> str | None:
+    """The schedule's name the bubble assumes: the config's, TorchTitan's default 1F1B when
+    the config gives pp but no schedule, else None (GPipe or 1F1B assumed)."""
+    return "1F1B" if name is None and pp is not None and pp > 1 else name
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Each rank's position in the pipeline, where it came from, and stages per rank."""
+
+    stages: dict[int, int]
+    source: str | None
+    issue: str | None
+    per_rank: int = 1
+    schedule: str | None = None
+
+
+def _layout(tally: Tally, pp: int | None, world: int | None, schedule: str | None) -> _Layout:
+    """From the config's degree when it gives one (its schedule's style and TorchTitan's
+    stages per rank), else from the P2P pattern: a chain, or one looped cycle."""
+    named = schedule_of(schedule, pp)
+    stages, issue = chain_stages(tally.votes)
+    found = _Layout(stages, CHAIN if stages else None, issue, 1, named)
+    loop = None if stages else looped(_forward_edges(tally))
+    if loop is not None:
+        found = _Layout(loop[0], LOOP, None, loop[1], named or "Interleaved1F1B")
+    if pp is not None and pp > 1 and world is not None and world % pp == 0:
+        per_rank = (loop[1] if loop else DEFAULT_V) if style_of(named) else 1
+        return _Layout(mesh_stages(tally.ranks, pp, world), _MESH.format(p=pp), None,
+                       per_rank, named)  # fmt: skip
+    return found
+
+
+def _forward_edges(tally: Tally) -> dict[tuple[int, int], int]:
+    """Each forward edge (a, b) -> the activation sends a made to b."""
+    edges = {(a, b) for (a, b), n in tally.votes.items() if n > tally.votes.get((b, a), 0)}
+    return {(a, b): tally.ranks[a].forward_sends[b] if a in tally.ranks else 0 for a, b in edges}
 
 
 def section(
@@ -271,32 +301,38 @@ def section(
     schedule name, and the world size."""
     if not tally:
         return Pipeline()
-    stages, issue = chain_stages(tally.votes)
-    source = CHAIN if stages else None
-    if pp is not None and pp > 1 and world is not None and world % pp == 0:
-        stages, issue, source = mesh_stages(tally.ranks, pp, world), None, _MESH.format(p=pp)
+    layout = _layout(tally, pp, world, schedule)
+    stages, per_rank = layout.stages, layout.per_rank
     count = max(stages.values()) + 1 if stages else None
-    micro = _microbatches(tally, stages)
-    said, known = schedule_of(schedule, pp)
-    per_rank = {str(r): _row(tally.ranks[r], stages.get(r), count, micro if known else None)
-                for r in sorted(tally.ranks) if tally.ranks[r].pairs}  # fmt: skip
-    found = Pipeline(stages=count, stage_source=source, stage_issue=issue,
-                     microbatches=micro, per_rank=per_rank, schedule=said)  # fmt: skip
+    micro = _microbatches(tally, stages, per_rank)
+    fraction, formula = None, None
+    if count is not None and micro:
+        fraction, formula = bubble_fraction(layout.schedule, count, per_rank, micro)
+    rows = {str(r): _row(tally.ranks[r], stages.get(r), fraction)
+            for r in sorted(tally.ranks) if tally.ranks[r].pairs}  # fmt: skip
+    if count is not None and per_rank > 1:
+        style = style_of(layout.schedule) or "loop"
+        for row in rows.values():
+            if row.stage is not None:
+                row.virtual_stages = rank_stages(row.stage, count, per_rank, style)
+    said = f"{layout.schedule} ({'config' if schedule or pp else 'assumed'})"
+    found = Pipeline(stages=count, stage_source=layout.source, stage_issue=layout.issue,
+                     microbatches=micro, per_rank=rows, bubble_formula=formula,
+                     schedule=said if layout.schedule else _ASSUMED,
+                     stages_per_rank=per_rank if stages else None)  # fmt: skip
     return _waited_for(found, tally, stages)
 
 
-def _microbatches(tally: Tally, stages: Mapping[int, int]) -> float | None:
-    """Activation sends of the first stage's ranks per profiled step."""
+def _microbatches(tally: Tally, stages: Mapping[int, int], per_rank: int) -> float | None:
+    """Activation sends of the first position's ranks per profiled step and stage it holds."""
     firsts = [tally.ranks[r] for r, s in stages.items() if s == 0 and r in tally.ranks]
     steps = sum(t.steps for t in firsts)
     sends = sum(sum(t.forward_sends.values()) for t in firsts)
-    return sends / steps if steps and sends else None
+    return sends / steps / per_rank if steps and sends else None
 
 
-def _row(t: _RankTally, stage: int | None, count: int | None, micro: float | None) -> PipelineRank:
-    schedule = None
-    if count is not None and micro:
-        schedule = min(float(t.bubble_ns), (count - 1) / micro * t.compute_ns)
+def _row(t: _RankTally, stage: int | None, fraction: float | None) -> PipelineRank:
+    schedule = None if fraction is None else min(float(t.bubble_ns), fraction * t.compute_ns)
     return PipelineRank(
         stage=stage,
         step_span_s=t.span_ns / 1e9,

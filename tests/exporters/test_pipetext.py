@@ -4,7 +4,7 @@ the others wait for, named or not, with its evidence."""
 from __future__ import annotations
 
 from commscope.exporters.extremes import Cut
-from commscope.exporters.pipetext import pipeline_lines
+from commscope.exporters.pipetext import pipeline_lines, stage_cell
 from commscope.model.schema import Pipeline, PipelineRank, Report
 
 
@@ -30,3 +30,8 @@ def test_no_stage_stands_out_and_the_evidence_says_why() -> None:
                           "  no stage stands out: rank 0 ..."]  # fmt: skip
     assert list(pipeline_lines(_report(None, None), Cut()))[-1] == (
         "The Stage the Others Wait For: none named (no P2P waiting)")  # fmt: skip
+
+
+def test_a_rank_of_a_looped_schedule_shows_the_stages_it_holds() -> None:
+    assert stage_cell(PipelineRank(stage=1, virtual_stages=[1, 5])) == "1,5"
+    assert (stage_cell(PipelineRank(stage=2)), stage_cell(PipelineRank())) == ("2", "?")

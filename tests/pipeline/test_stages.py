@@ -238,11 +238,12 @@ def test_bubble_and_waits_agree_with_a_nanosecond_oracle(sends: list, compute: l
 
 
 def test_the_schedule_decides_whether_the_bubble_formula_applies() -> None:
-    assert stages.schedule_of(None, None) == ("GPipe or 1F1B assumed (no config names one)", True)
-    assert stages.schedule_of(None, 4) == ("1F1B (config)", True)  # TorchTitan's default
-    said, known = stages.schedule_of("Interleaved1F1B", 4)
-    assert (said, known) == ("Interleaved1F1B (config): schedule bubble unknown for it", False)
+    assert stages.schedule_of(None, None) is None  # GPipe or 1F1B assumed
+    assert stages.schedule_of(None, 4) == "1F1B"  # TorchTitan's default
+    assert stages.schedule_of("Interleaved1F1B", 4) == "Interleaved1F1B"
     cross = crossrank.window(two_stages(), {0: crossrank.RankInfo(), 1: crossrank.RankInfo()})
-    found = stages.section(cross.pipeline, schedule="ZBVZeroBubble")
+    assert stages.section(cross.pipeline).schedule == "GPipe or 1F1B assumed (no config names one)"
+    found = stages.section(cross.pipeline, schedule="DualPipeV")
+    assert (found.schedule, found.bubble_formula) == ("DualPipeV (config)", "unknown for DualPipeV")
     assert found.per_rank["0"].schedule_bubble_s is None
     assert found.per_rank["0"].bubble_s == 30e-9
