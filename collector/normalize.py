@@ -57,7 +57,7 @@ from commscope.collector.gloosplits import Pairing, call_splits
 from commscope.collector.graphs import GraphJoin, graph_id, is_graph_launch
 from commscope.collector.kernels import kernel_category
 from commscope.collector.launches import KernelNames, LaunchJoin, is_launch_call
-from commscope.collector.p2ppeers import GLOO_P2P, P2P_CALLS, PeerCalls, concrete_peer, global_rank
+from commscope.collector.p2ppeers import GLOO_P2P, P2P_CALLS, HeldSpans, concrete_peer, global_rank
 from commscope.model.schema import (
     GROUP_SOURCES,
     LABEL_PATTERN,
@@ -466,8 +466,7 @@ class Normalizer:
         self._settled = False  # the head gave distributedInfo: the group metadata is final
         self._waiting_meta: list[CommCall] = []
         self._gloo_alltoall = Pairing()  # gloo all-to-all spans held for their split sizes
-        self._peers = PeerCalls()  # c10d send/recv operators (gloo: the peer of gloo:send/recv)
-        self._p2p: list[tuple[int, CommCall]] = []  # gloo:send/recv spans, resolved at the end
+        self._p2p = HeldSpans()  # gloo:send/recv spans until their c10d operator (bounded)
         self._busy = _CpuRuns(comm_call=False)
         self._calling = _CpuRuns(comm_call=True)
         self._roles: dict[str, int] = {}
@@ -758,7 +757,8 @@ class Normalizer:
         if role:
             self._calling.extend(self.out, tid, ts, end)
             if name in P2P_CALLS:
-                self._peers.add(tid, _ns(ts), _ns(end), concrete_peer(self._args(raw)))
+                peer = concrete_peer(self._args(raw))
+                self._gloo_p2p(self._p2p.call(tid, _ns(ts), _ns(end), peer, self._settled))
             if role == _RECORDED_CALL:
                 start_ns = round(ts * 1000)
                 call = comm_call(name, start_ns, round(end * 1000), self._args(raw))
@@ -827,7 +827,7 @@ class Normalizer:
         if self._gloo_alltoall.span(facts):
             return
         if name in GLOO_P2P and (tid := self._thread(raw.tid)) is not None:
-            self._p2p.append((tid, facts))  # its peer: from its c10d operator, at the end
+            self._gloo_p2p(self._p2p.span(tid, facts, self._settled))  # peer: its operator's
             return
         if not self._settled and self._meta.world_size is None and facts.group_size is None:
             self._waiting_meta.append(facts)
@@ -938,16 +938,12 @@ class Normalizer:
         return CommOp(collective, start, dur, size, group, on_gpu, pg, seq, source, dtype,
                       sends, receives, send_to, recv_from)  # fmt: skip
 
-    def _gloo_p2p(self) -> None:
-        """The gloo send/recv spans, each with the peer its c10d operator names."""
-        groups = self._meta.pg_ranks
-        for tid, facts in self._p2p:
-            peer = facts.peer
-            if peer is None:
-                peer = global_rank(self._peers.peer(tid, facts.start_ns), groups)
-            self.out.append(self._comm_op(replace(facts, peer=peer), [facts], on_gpu=False))
-        self._p2p.clear()
-        self._peers = PeerCalls()
+    def _gloo_p2p(self, resolved: list[tuple[CommCall, int | None]]) -> None:
+        """gloo send/recv spans, each with the peer its c10d operator names (a group rank)."""
+        for facts, peer in resolved:
+            known = facts if facts.peer is not None else replace(
+                facts, peer=global_rank(peer, self._meta.pg_ranks))  # fmt: skip
+            self.out.append(self._comm_op(known, [known], on_gpu=False))
 
     def _group_size(
         self, records: list[CommCall], calls: list[CommCall]
@@ -982,7 +978,10 @@ class Normalizer:
         for facts in [*self._gloo_alltoall.paired(), *self._waiting_meta]:
             self.out.append(self._comm_op(facts, [facts], on_gpu=False))
         self._waiting_meta.clear()
-        self._gloo_p2p()
+        self._gloo_p2p(self._p2p.finish())
+        if self._p2p.early:
+            self.drop(_EARLY, self._p2p.early)
+        self._p2p = HeldSpans()
         self._busy.close_all(self.out)
         self._calling.close_all(self.out)
         for device, allocated in sorted(self._allocated.items()):

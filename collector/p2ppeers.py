@@ -7,11 +7,19 @@ argument (`Concrete Inputs[2]`: the destination or source rank within the call's
 group; -1 = any source). `PeerCalls` keeps those operators per thread (bounded) and gives the
 peer of the annotation that starts inside one, innermost first. NCCL's `record_param_comms`
 names the peer itself (`Dst Rank`, `Src Rank`: global ranks) and needs none of this.
+
+`HeldSpans` resolves each annotation as soon as an operator holding its start is known (when
+the annotation arrives, or when such an operator arrives later), with the innermost operator
+known then (PyTorch nests no c10d send/recv operator in another, so that is the innermost of
+the file). An annotation is held only while it waits for its operator or, before the file's
+process groups are final, for them; at most `_HELD` at once: past it the one held longest is
+resolved now with what is known (counted in `early`, the normalizer's
+`comm_kernel_unresolved`).
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -20,6 +28,7 @@ _RECV_CALLS: Final = frozenset({"c10d::recv_", "c10d::recv", "c10d::irecv"})
 P2P_CALLS: Final = _SEND_CALLS | _RECV_CALLS
 GLOO_P2P: Final = {"gloo:send": "send", "gloo:recv": "recv"}
 _MEMORY: Final = 1 << 20  # operators kept per file; past it, later ones are not kept (counted)
+_HELD: Final = 4096  # annotations held at once per file (`HeldSpans`)
 
 
 def concrete_peer(args: Mapping[str, Any]) -> int | None:
@@ -32,33 +41,110 @@ def concrete_peer(args: Mapping[str, Any]) -> int | None:
 
 
 class PeerCalls:
-    """c10d send/recv operators per thread: (start ns, end ns, peer), in the order added."""
+    """c10d send/recv operators per thread: (start ns, end ns, peer), in start order."""
 
     def __init__(self) -> None:
         self._threads: dict[int, list[tuple[int, int, int | None]]] = {}
         self.held = 0
         self.missed = 0  # operators not kept (MEMORY)
-        self._sorted: set[int] = set()  # threads whose list is in order
 
     def add(self, tid: int, start_ns: int, end_ns: int, peer: int | None) -> None:
         if self.held >= _MEMORY:
             self.missed += 1
             return
-        self._threads.setdefault(tid, []).append((start_ns, end_ns, peer))
-        self._sorted.discard(tid)
+        calls = self._threads.setdefault(tid, [])
+        if calls and _sortable((start_ns, end_ns, peer)) < _sortable(calls[-1]):
+            insort(calls, (start_ns, end_ns, peer), key=_sortable)
+        else:
+            calls.append((start_ns, end_ns, peer))
         self.held += 1
 
     def peer(self, tid: int, at_ns: int) -> int | None:
         """The peer of the innermost operator on `tid` that holds `at_ns` (None: none does,
         or it names none)."""
         calls = self._threads.get(tid, [])
-        if tid not in self._sorted:
-            calls.sort()
-            self._sorted.add(tid)
-        for start, end, peer in reversed(calls[: bisect_right(calls, (at_ns, 2**63, 2**63))]):
+        for start, end, peer in reversed(calls[: bisect_right(calls, at_ns, key=_start)]):
             if start <= at_ns <= end:
                 return peer
         return None
+
+
+def _sortable(call: tuple[int, int, int | None]) -> tuple[int, int, int]:
+    return call[0], call[1], -1 if call[2] is None else call[2]
+
+
+def _start(call: tuple[int, int, int | None]) -> int:
+    return call[0]
+
+
+class HeldSpans:
+    """gloo send/recv annotations waiting for their operator (see the module docstring):
+    `span` and `call` give what they resolve, as (annotation, the operator's group-rank peer)."""
+
+    def __init__(self, memory: int = _HELD) -> None:
+        self.calls = PeerCalls()
+        self.early = 0  # annotations resolved before their operator or the groups were known
+        self._memory = memory
+        self._held: dict[
+            int, tuple[int, Any, int | None]
+        ] = {}  # seq -> (tid, span, peer), oldest first
+        self._waiting: dict[int, list[tuple[int, int]]] = {}  # tid -> (start ns, seq) sorted
+        self._seq = 0
+
+    @property
+    def held(self) -> int:
+        return len(self._held)
+
+    def span(self, tid: int, facts: Any, settled: bool) -> list[tuple[Any, int | None]]:
+        """`facts` (a gloo:send/recv span on `tid`) now if its peer is known and `settled`
+        (the file's process groups are final), else held; and what falls out of memory."""
+        peer = self.calls.peer(tid, facts.start_ns) if facts.peer is None else None
+        if settled and (facts.peer is not None or peer is not None):
+            return [(facts, peer)]
+        self._seq += 1
+        self._held[self._seq] = (tid, facts, peer)
+        if facts.peer is None and peer is None:
+            insort(self._waiting.setdefault(tid, []), (facts.start_ns, self._seq))
+        return self._overflow()
+
+    def call(
+        self, tid: int, start_ns: int, end_ns: int, peer: int | None, settled: bool
+    ) -> list[tuple[Any, int | None]]:
+        """Keep a c10d send/recv operator; the held spans on `tid` it holds, resolved."""
+        self.calls.add(tid, start_ns, end_ns, peer)
+        waiting = self._waiting.get(tid)
+        if not waiting:
+            return []
+        low = bisect_left(waiting, (start_ns, 0))
+        high = bisect_right(waiting, (end_ns, self._seq + 1))
+        found = [seq for _, seq in waiting[low:high]]
+        del waiting[low:high]
+        for seq in found:
+            held_tid, facts, _ = self._held[seq]
+            self._held[seq] = (held_tid, facts, self.calls.peer(tid, facts.start_ns))
+        return [self._pop(seq) for seq in found] if settled else []
+
+    def _pop(self, seq: int) -> tuple[Any, int | None]:
+        _, facts, peer = self._held.pop(seq)
+        return facts, peer
+
+    def _overflow(self) -> list[tuple[Any, int | None]]:
+        if len(self._held) <= self._memory:
+            return []
+        seq = next(iter(self._held))
+        tid, facts, _ = self._held[seq]
+        waiting = self._waiting.get(tid, [])
+        at = bisect_left(waiting, (facts.start_ns, seq))
+        if at < len(waiting) and waiting[at][1] == seq:
+            del waiting[at]
+        self.early += 1
+        return [self._pop(seq)]
+
+    def finish(self) -> list[tuple[Any, int | None]]:
+        """Every span still held (the file has ended)."""
+        found = [self._pop(seq) for seq in list(self._held)]
+        self._waiting.clear()
+        return found
 
 
 def global_rank(peer: int | None, groups: Mapping[str, Sequence[int]]) -> int | None:

@@ -300,15 +300,15 @@ FAMILIES: Final = (
         "commscope_pipeline_neighbour_bubble_seconds",
         "gauge",
         _JR,
-        "the part of the bubble a balanced GPipe or 1F1B schedule does not imply: what slower "
-        "stages added (the run)",
+        "the part of the bubble the schedule does not imply (its formula: the report's pipeline "
+        "section): what slower stages added (the run)",
     ),
     Family(
         "commscope_pipeline_stage_waited_for",
         "gauge",
         _JR,
-        "1 for the rank whose P2P calls caused its pipeline neighbours the most exposed "
-        "waiting; 0 for the other ranks of the pipeline",
+        "1 for the rank whose P2P calls caused the most exposed pipeline waiting at the root, "
+        "when the evidence is clear (p <= 0.05); 0 for the other ranks of the pipeline",
     ),
     Family(
         "commscope_matched_collectives_total",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final
 
+from commscope.exporters.pipetext import stage_cell
 from commscope.exporters.svg import esc
 from commscope.model.schema import Report
 from commscope.model.units import duration
@@ -13,10 +14,11 @@ ABOUT: Final = (
     "Within the profiled steps: compute; the bubble (neither computing nor moving data), split "
     "into what a balanced GPipe/1F1B schedule implies and what slower stages add; exposed "
     "waiting on P2P calls for activations, gradients, or to send; the waiting each rank caused "
-    "its neighbours (definitions in the text report and docs/how-it-works.md)."
+    "its neighbours, and any rank's waiting it caused at the root (definitions in the text "
+    "report and docs/how-it-works.md)."
 )
 _HEAD: Final = ("rank", "stage", "compute", "bubble", "schedule", "neighbour", "wait acts",
-                "wait grads", "wait send", "transfer", "caused")  # fmt: skip
+                "wait grads", "wait send", "transfer", "caused", "root")  # fmt: skip
 
 
 def table(report: Report) -> Iterator[str]:
@@ -30,10 +32,11 @@ def table(report: Report) -> Iterator[str]:
     yield "</p><table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in _HEAD) + "</tr>"
     rows = sorted(p.per_rank.items(), key=lambda item: (item[1].stage is None, item[1].stage or 0))
     for rank, r in rows:
-        cells = [rank, "?" if r.stage is None else str(r.stage), duration(r.compute_s),
+        cells = [rank, stage_cell(r), duration(r.compute_s),
                  duration(r.bubble_s), duration(r.schedule_bubble_s),
                  duration(r.neighbour_bubble_s), duration(r.waiting_activations_s),
                  duration(r.waiting_gradients_s), duration(r.waiting_to_send_s),
-                 duration(r.transfer_s), duration(r.caused_waiting_s)]  # fmt: skip
+                 duration(r.transfer_s), duration(r.caused_waiting_s),
+                 duration(r.root_caused_waiting_s)]  # fmt: skip
         yield "<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>"
     yield "</table>"

@@ -496,6 +496,9 @@ class PipelineRank(msgspec.Struct, kw_only=True):
     waiting_to_send_s: float = 0.0  # its send posted before the neighbour's receive
     caused_waiting_s: float = 0.0  # exposed waiting of its neighbours on its calls
     pairs: int = 0
+    # the exposed P2P waiting of any rank it caused at the root (`pipeline.rootcause`)
+    root_caused_waiting_s: float = 0.0
+    virtual_stages: list[int] = []  # the stages it holds (looped or V schedules; `virtual`)
 
 
 class Pipeline(msgspec.Struct, kw_only=True):
@@ -510,8 +513,10 @@ class Pipeline(msgspec.Struct, kw_only=True):
     waited_for_rank: int | None = None
     evidence: str | None = None
     # the schedule the bubble split assumes, and where it came from; its schedule bubbles are
-    # null for a schedule whose formula commscope does not know (interleaved, zero-bubble, V)
+    # null for a schedule whose formula commscope does not know (`pipeline.virtual`)
     schedule: str | None = None
+    stages_per_rank: int | None = None  # v: 1, or the virtual stages each rank holds
+    bubble_formula: str | None = None  # the schedule bubble's share of compute, and its source
 
 
 class GraphStats(msgspec.Struct, kw_only=True):

@@ -240,17 +240,28 @@ def _waited_for(draws: Draws, ranks: Mapping[int, RankArrival]) -> tuple[int | N
         return None, "no collective matched across ranks with a last arriver"
     rank = max(sorted(ranks), key=lambda r: ranks[r].caused_wait_s)
     entry = ranks[rank]
-    p = _chance_of(draws, rank, entry) * len(ranks)
     share = entry.caused_wait_s / total
+    p, clear = verdict(draws, rank, entry, len(ranks), share)
     facts = (
         f"rank {rank} arrived last at {entry.last} of {entry.instances} matched collectives "
         f"({entry.expected_last:.1f} expected by chance) and caused {share:.0%} of all "
         f"waiting ({duration(entry.caused_wait_s)} of {duration(total)}); "
         f"{p_value(p)} that chance does this to one of {len(ranks)} ranks"
     )
-    if share >= _CLEAR_SHARE and entry.last >= _MIN_LAST and p <= _CLEAR_P:
+    if clear:
         return rank, facts
     return None, f"no rank clearly the one the others wait for: {facts}"
+
+
+def verdict(
+    draws: Draws, rank: int, entry: RankArrival, ranks: int, share: float
+) -> tuple[float, bool]:
+    """(p, whether `rank` is clearly the one the others wait for): p = the chance, over
+    `ranks` ranks (Bonferroni), that one of them arrives last that often or collects that much
+    of the waiting by chance; clear: p ≤ `_CLEAR_P`, last at least `_MIN_LAST` times and
+    `share` (of all waiting it caused) at least `_CLEAR_SHARE`."""
+    p = _chance_of(draws, rank, entry) * ranks
+    return p, share >= _CLEAR_SHARE and entry.last >= _MIN_LAST and p <= _CLEAR_P
 
 
 def _chance_of(draws: Draws, rank: int, entry: RankArrival) -> float:

@@ -15,7 +15,10 @@ The three waits are parts of the bubble. Forward is the direction of the first p
 two neighbours in a window (activations flow before gradients). The bubble the schedule implies
 is that of a balanced pipeline with the rank's own compute: (p - 1)/m x compute (GPipe, 1F1B:
 p stages, m microbatches), at most the bubble; the rest is what a slow neighbour adds. The
-rank the others wait for caused the most exposed waiting on its neighbours' P2P calls.
+rank the others wait for caused the most exposed waiting on P2P calls at the root: a wait on a
+neighbour that was itself waiting then goes on to what that neighbour waited for (`rootcause`);
+it is named only when the collectives' slow-rank test (`skew.verdict`: p ≤ 0.05 family-wise
+over the ranks, each pair's late member drawn at random) finds it clear over its P2P pairs.
 """
 
 from __future__ import annotations
@@ -25,14 +28,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from commscope.model.schema import InSteps, Pipeline, PipelineRank
-from commscope.model.units import duration
+from commscope.model.units import duration, p_value
+from commscope.pipeline import skew
 from commscope.pipeline.intervals import IntervalSet, difference, intersection, union, unpacked
 from commscope.pipeline.matching import Instance
 from commscope.pipeline.p2p import Pair
+from commscope.pipeline.rootcause import root_waiting, shifted
+from commscope.pipeline.virtual import DEFAULT_V, bubble_fraction, looped, rank_stages, style_of
 from commscope.pipeline.waiting import Exposed, pieces
 
-_FORMULA = frozenset({"gpipe", "1f1b"})  # schedules whose bubble is (p - 1)/m
 CHAIN = "P2P pattern (a chain of send->recv peers, forward = each pair's first direction)"
+LOOP = "P2P pattern (one loop of send->recv peers: a looped or interleaved schedule)"
+_ASSUMED = "GPipe or 1F1B assumed (no config names one)"
 _MESH = "config (pipeline_parallel_degree = {p}: TorchTitan's mesh puts pp outermost)"
 
 
@@ -48,6 +55,7 @@ class _RankTally:
     wait_grad_ns: int = 0
     wait_send_ns: int = 0
     waited_on: Counter[int] = field(default_factory=Counter)  # causer -> exposed waiting ns
+    root_on: Counter[int] = field(default_factory=Counter)  # root causer (`rootcause`) -> ns
     pairs: int = 0
     steps: int = 0
     forward_sends: Counter[int] = field(default_factory=Counter)  # receiver -> pairs sent
@@ -57,6 +65,7 @@ class _RankTally:
 class Tally:
     ranks: dict[int, _RankTally] = field(default_factory=dict)
     votes: Counter[tuple[int, int]] = field(default_factory=Counter)  # (a, b): a->b went first
+    arrivals: skew.Tally = field(default_factory=skew.Tally)  # who came last at each pair
 
     def __bool__(self) -> bool:
         return bool(self.votes)
@@ -108,10 +117,36 @@ def window_tally(
             _add(sets, window, member, move, lambda s: s.transfer)
     for item in pairs:
         _add_pair(sets, window, item, shifts, (item.sender, item.receiver) in forward)
-    tally = Tally(votes=Counter(forward))
+    arrivals = skew.tally([skew.arrival(item.instance, shifts) for item in pairs])
+    tally = Tally(votes=Counter(forward), arrivals=arrivals)
+    inside = {rank: _inside(window.exposed[rank]) for rank in sets}
+    direct = {rank: _direct(inside[rank], found) for rank, found in sets.items()}
+    roots = root_waiting({rank: _aligned(on, _offset(window, shifts, rank))
+                          for rank, on in direct.items()})  # fmt: skip
     for rank, found in sets.items():
-        tally.ranks[rank] = _rank(window, rank, found, pairs, forward)
+        tally.ranks[rank] = _rank(window, rank, (inside[rank], found), pairs, forward)
+        tally.ranks[rank].waited_on = Counter({c: d.measure() for c, d in direct[rank].items()})
+        tally.ranks[rank].root_on = roots[rank]
     return tally
+
+
+def _inside(exposed: Exposed) -> IntervalSet:
+    """S ∩ E of a rank (own clock)."""
+    return intersection(unpacked(exposed.exposed_runs), unpacked(exposed.step_runs))
+
+
+def _direct(inside: IntervalSet, sets: _Sets) -> dict[int, IntervalSet]:
+    """neighbour -> the rank's exposed in-step waiting on it, outside its transfer (own clock)."""
+    return {c: difference(intersection(inside, w), sets.transfer) for c, w in sets.by.items()}
+
+
+def _aligned(on: Mapping[int, IntervalSet], by: int) -> dict[int, IntervalSet]:
+    return {near: shifted(waits, by) for near, waits in on.items()}
+
+
+def _offset(window: Window, shifts: Mapping[int, float], rank: int) -> int:
+    """What moves a rank's own clock onto the aligned one (`waiting.pieces`' clocks)."""
+    return window.exposed[rank].base_ns - round(shifts.get(rank, 0.0))
 
 
 def _add(
@@ -147,10 +182,13 @@ def _caused_by(other: int) -> Callable[[_Sets], IntervalSet]:
 
 
 def _rank(
-    window: Window, rank: int, sets: _Sets, pairs: Sequence[Pair], forward: set[tuple[int, int]]
+    window: Window,
+    rank: int,
+    found: tuple[IntervalSet, _Sets],
+    pairs: Sequence[Pair],
+    forward: set[tuple[int, int]],
 ) -> _RankTally:
-    exposed = window.exposed[rank]
-    inside = intersection(unpacked(exposed.exposed_runs), unpacked(exposed.step_runs))
+    inside, sets = found
     moved = intersection(inside, sets.transfer).measure()
     steps = window.in_steps.get(rank) or InSteps()
     act = difference(intersection(inside, sets.act), sets.transfer)
@@ -166,7 +204,6 @@ def _rank(
         wait_act_ns=act.measure(),
         wait_grad_ns=grad.measure(),
         wait_send_ns=send.measure(),
-        waited_on=Counter({c: _caused(inside, w, sets.transfer) for c, w in sets.by.items()}),
         pairs=len(own),
         steps=window.steps.get(rank, 0),
         forward_sends=Counter(
@@ -175,14 +212,11 @@ def _rank(
     )
 
 
-def _caused(inside: IntervalSet, waits: IntervalSet, transfer: IntervalSet) -> int:
-    return difference(intersection(inside, waits), transfer).measure()
-
-
 def pooled(parts: Iterable[Tally]) -> Tally:
     """A run's tally: every window's sums added."""
-    total = Tally()
+    total, arrivals = Tally(), []
     for part in parts:
+        arrivals.append(part.arrivals)
         total.votes.update(part.votes)
         for rank, found in part.ranks.items():
             into = total.ranks.setdefault(rank, _RankTally())
@@ -190,7 +224,9 @@ def pooled(parts: Iterable[Tally]) -> Tally:
                          "wait_grad_ns", "wait_send_ns", "pairs", "steps"):  # fmt: skip
                 setattr(into, name, getattr(into, name) + getattr(found, name))
             into.waited_on.update(found.waited_on)
+            into.root_on.update(found.root_on)
             into.forward_sends.update(found.forward_sends)
+    total.arrivals = skew.pool(arrivals)
     return total
 
 
@@ -219,15 +255,43 @@ def mesh_stages(ranks: Iterable[int], pp: int, world: int) -> dict[int, int]:
     return {rank: rank // (world // pp) for rank in ranks}
 
 
-def schedule_of(name: str | None, pp: int | None) -> tuple[str, bool]:
-    """(what the report says of the schedule, whether (p-1)/m is its bubble): the config's
-    name, TorchTitan's default 1F1B when the config gives pp but no schedule, else assumed."""
-    if name is None and pp is not None and pp > 1:
-        name = "1F1B"
-    if name is None:
-        return "GPipe or 1F1B assumed (no config names one)", True
-    known = name.lower() in _FORMULA
-    return f"{name} (config){'' if known else ': schedule bubble unknown for it'}", known
+def schedule_of(name: str | None, pp: int | None) -> str | None:
+    """The schedule's name the bubble assumes: the config's, TorchTitan's default 1F1B when
+    the config gives pp but no schedule, else None (GPipe or 1F1B assumed)."""
+    return "1F1B" if name is None and pp is not None and pp > 1 else name
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Each rank's position in the pipeline, where it came from, and stages per rank."""
+
+    stages: dict[int, int]
+    source: str | None
+    issue: str | None
+    per_rank: int = 1
+    schedule: str | None = None
+
+
+def _layout(tally: Tally, pp: int | None, world: int | None, schedule: str | None) -> _Layout:
+    """From the config's degree when it gives one (its schedule's style and TorchTitan's
+    stages per rank), else from the P2P pattern: a chain, or one looped cycle."""
+    named = schedule_of(schedule, pp)
+    stages, issue = chain_stages(tally.votes)
+    found = _Layout(stages, CHAIN if stages else None, issue, 1, named)
+    loop = None if stages else looped(_forward_edges(tally))
+    if loop is not None:
+        found = _Layout(loop[0], LOOP, None, loop[1], named or "Interleaved1F1B")
+    if pp is not None and pp > 1 and world is not None and world % pp == 0:
+        per_rank = (loop[1] if loop else DEFAULT_V) if style_of(named) else 1
+        return _Layout(mesh_stages(tally.ranks, pp, world), _MESH.format(p=pp), None,
+                       per_rank, named)  # fmt: skip
+    return found
+
+
+def _forward_edges(tally: Tally) -> dict[tuple[int, int], int]:
+    """Each forward edge (a, b) -> the activation sends a made to b."""
+    edges = {(a, b) for (a, b), n in tally.votes.items() if n > tally.votes.get((b, a), 0)}
+    return {(a, b): tally.ranks[a].forward_sends[b] if a in tally.ranks else 0 for a, b in edges}
 
 
 def section(
@@ -237,32 +301,38 @@ def section(
     schedule name, and the world size."""
     if not tally:
         return Pipeline()
-    stages, issue = chain_stages(tally.votes)
-    source = CHAIN if stages else None
-    if pp is not None and pp > 1 and world is not None and world % pp == 0:
-        stages, issue, source = mesh_stages(tally.ranks, pp, world), None, _MESH.format(p=pp)
+    layout = _layout(tally, pp, world, schedule)
+    stages, per_rank = layout.stages, layout.per_rank
     count = max(stages.values()) + 1 if stages else None
-    micro = _microbatches(tally, stages)
-    said, known = schedule_of(schedule, pp)
-    per_rank = {str(r): _row(tally.ranks[r], stages.get(r), count, micro if known else None)
-                for r in sorted(tally.ranks) if tally.ranks[r].pairs}  # fmt: skip
-    found = Pipeline(stages=count, stage_source=source, stage_issue=issue,
-                     microbatches=micro, per_rank=per_rank, schedule=said)  # fmt: skip
+    micro = _microbatches(tally, stages, per_rank)
+    fraction, formula = None, None
+    if count is not None and micro:
+        fraction, formula = bubble_fraction(layout.schedule, count, per_rank, micro)
+    rows = {str(r): _row(tally.ranks[r], stages.get(r), fraction)
+            for r in sorted(tally.ranks) if tally.ranks[r].pairs}  # fmt: skip
+    if count is not None and per_rank > 1:
+        style = style_of(layout.schedule) or "loop"
+        for row in rows.values():
+            if row.stage is not None:
+                row.virtual_stages = rank_stages(row.stage, count, per_rank, style)
+    said = f"{layout.schedule} ({'config' if schedule or pp else 'assumed'})"
+    found = Pipeline(stages=count, stage_source=layout.source, stage_issue=layout.issue,
+                     microbatches=micro, per_rank=rows, bubble_formula=formula,
+                     schedule=said if layout.schedule else _ASSUMED,
+                     stages_per_rank=per_rank if stages else None)  # fmt: skip
     return _waited_for(found, tally, stages)
 
 
-def _microbatches(tally: Tally, stages: Mapping[int, int]) -> float | None:
-    """Activation sends of the first stage's ranks per profiled step."""
+def _microbatches(tally: Tally, stages: Mapping[int, int], per_rank: int) -> float | None:
+    """Activation sends of the first position's ranks per profiled step and stage it holds."""
     firsts = [tally.ranks[r] for r, s in stages.items() if s == 0 and r in tally.ranks]
     steps = sum(t.steps for t in firsts)
     sends = sum(sum(t.forward_sends.values()) for t in firsts)
-    return sends / steps if steps and sends else None
+    return sends / steps / per_rank if steps and sends else None
 
 
-def _row(t: _RankTally, stage: int | None, count: int | None, micro: float | None) -> PipelineRank:
-    schedule = None
-    if count is not None and micro:
-        schedule = min(float(t.bubble_ns), (count - 1) / micro * t.compute_ns)
+def _row(t: _RankTally, stage: int | None, fraction: float | None) -> PipelineRank:
+    schedule = None if fraction is None else min(float(t.bubble_ns), fraction * t.compute_ns)
     return PipelineRank(
         stage=stage,
         step_span_s=t.span_ns / 1e9,
@@ -279,21 +349,32 @@ def _row(t: _RankTally, stage: int | None, count: int | None, micro: float | Non
 
 
 def _waited_for(found: Pipeline, tally: Tally, stages: Mapping[int, int]) -> Pipeline:
-    """The rank whose calls caused the most exposed waiting on its neighbours."""
-    caused: Counter[int] = Counter()
+    """The rank that caused the most exposed waiting at the root (`rootcause`), named only
+    when the collectives' slow-rank test (`skew.verdict`) finds it clear over its P2P pairs;
+    beside it, the waiting each rank caused directly."""
+    caused, root = Counter[int](), Counter[int]()
     for waiter in tally.ranks.values():
         caused.update(waiter.waited_on)
-    for rank, ns in caused.items():
-        if str(rank) in found.per_rank:
-            found.per_rank[str(rank)].caused_waiting_s = ns / 1e9
-    total = sum(caused.values())
+        root.update(waiter.root_on)
+    for name, row in found.per_rank.items():
+        row.caused_waiting_s = caused[int(name)] / 1e9
+        row.root_caused_waiting_s = root[int(name)] / 1e9
+    total = sum(root.values())
     if not total:
         return found
-    rank, ns = max(sorted(caused.items()), key=lambda item: item[1])
-    found.waited_for_rank, found.waited_for_stage = rank, stages.get(rank)
+    rank, ns = max(sorted(root.items()), key=lambda item: item[1])
     where = f" (stage {stages[rank]})" if rank in stages else ""
-    found.evidence = (
-        f"rank {rank}{where} caused {duration(ns / 1e9)} of its neighbours' "
-        f"{duration(total / 1e9)} exposed P2P waiting ({ns / total:.0%})"
+    entry = tally.arrivals.per_rank[rank]
+    ranks = len(tally.arrivals.per_rank)
+    p, clear = skew.verdict(tally.arrivals.draws, rank, entry, ranks, ns / total)
+    facts = (
+        f"rank {rank}{where} arrived last at {entry.last} of its {entry.instances} matched P2P "
+        f"pairs ({entry.expected_last:.1f} expected by chance) and caused at the root "
+        f"{duration(ns / 1e9)} of all {duration(total / 1e9)} exposed P2P waiting "
+        f"({ns / total:.0%}); {p_value(p)} that chance does this to one of {ranks} ranks"
     )
+    if not clear:
+        found.evidence = f"no stage stands out: {facts}"
+        return found
+    found.waited_for_rank, found.waited_for_stage, found.evidence = rank, stages.get(rank), facts
     return found

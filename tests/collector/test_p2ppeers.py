@@ -3,7 +3,11 @@ from record_param_comms' `Dst Rank` / `Src Rank`."""
 
 from __future__ import annotations
 
-from commscope.collector.p2ppeers import PeerCalls, concrete_peer, global_rank
+from types import SimpleNamespace
+
+from commscope.collector.p2ppeers import HeldSpans, PeerCalls, concrete_peer, global_rank
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kineto_builder import annotation, collective_args, cpu_op, dist_head, kernel, read, trace
 
 
@@ -72,3 +76,80 @@ def test_the_innermost_operator_holding_the_instant_speaks() -> None:
         None,
         None,
     )
+
+
+def _span(start: int) -> SimpleNamespace:
+    return SimpleNamespace(start_ns=start, peer=None)
+
+
+def test_many_sends_before_their_operators_are_held_bounded_and_counted() -> None:
+    held = HeldSpans(memory=4)
+    out = []
+    for k in range(100):  # 100 spans, none of whose operators has arrived yet
+        out += held.span(1, _span(10 * k + 1), settled=True)
+        assert held.held <= 4
+    out += [found for k in range(100) for found in held.call(1, 10 * k, 10 * k + 5, k % 3, True)]
+    assert (held.early, len(out), held.held) == (96, 100, 0)
+    assert [peer for facts, peer in out[96:]] == [k % 3 for k in range(96, 100)]
+    assert all(peer is None for _, peer in out[:96])  # fell out before their operator: counted
+
+
+def test_a_span_is_resolved_as_soon_as_its_operator_is_known() -> None:
+    held = HeldSpans(memory=4)
+    held.call(1, 0, 10, 2, True)
+    assert [peer for _, peer in held.span(1, _span(3), True)] == [2]  # operator first
+    assert held.span(1, _span(23), True) == []  # operator later
+    assert [peer for _, peer in held.call(1, 20, 30, 5, True)] == [5]
+    assert held.held == 0
+
+
+def test_before_the_groups_are_final_resolved_spans_wait_for_the_end() -> None:
+    held = HeldSpans(memory=4)
+    held.call(1, 0, 10, 2, settled=False)
+    assert held.span(1, _span(3), settled=False) == []
+    assert [peer for _, peer in held.finish()] == [2]
+
+
+_EVENTS = st.lists(
+    st.tuples(
+        st.booleans(), st.integers(1, 2), st.integers(0, 60), st.integers(0, 20), st.integers(0, 3)
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_EVENTS)
+def test_held_spans_equal_the_end_of_file_resolution(events: list) -> None:
+    """Oracle: every span takes the innermost operator of the whole file that holds its start
+    (the unbounded resolution), given memory enough and no nested operators."""
+    operators: list[tuple[int, int, int, int]] = []
+    for is_op, tid, start, length, peer in events:
+        if is_op and not any(t == tid and s <= start + length and start <= e
+                             for t, s, e, _ in operators):  # fmt: skip
+            operators.append((tid, start, start + length, peer))
+    spans = [(tid, start) for is_op, tid, start, *_ in events if not is_op]
+    held, out = HeldSpans(memory=len(events) + 1), []
+    ops, spans_left = list(operators), list(spans)
+    for is_op, tid, start, *_ in events:  # the events' own interleaving
+        if is_op and ops and (ops[0][0], ops[0][1]) == (tid, start):
+            t, s, e, p = ops.pop(0)
+            out += held.call(t, s, e, p, True)
+        elif not is_op:
+            t, s = spans_left.pop(0)
+            out += held.span(t, SimpleNamespace(start_ns=s, peer=None, tid=t), True)
+    out += held.finish()
+    expected = sorted((tid, start, next((p for t, s, e, p in operators
+                                         if t == tid and s <= start <= e), None))
+                      for tid, start in spans)  # fmt: skip
+    assert sorted((f.tid, f.start_ns, peer) for f, peer in out) == expected
+    assert held.early == 0
+
+
+def test_a_trace_with_many_gloo_sends_gives_each_its_peer() -> None:
+    events = [annotation("ProfilerStep#1", 0, 10_000)]
+    for k in range(50):  # spans listed before their operators, as Kineto may write them
+        events += [_gloo("gloo:send", 100 * k + 1, 30), _op("c10d::send", 100 * k, str(k % 3))]
+    parsed = read(trace(events, head=dist_head(1, 3, "gloo")))
+    assert [op.send_to for op in parsed.comm] == [k % 3 for k in range(50)]
+    assert "comm_kernel_unresolved" not in parsed.stats.dropped

@@ -45,9 +45,6 @@ NOT_SHOWN = {
     "commscope_run_comm_compute_overlap_ratio": "the latest window's overlap is shown",
     "commscope_run_arrival_skew_seconds": "the latest window's skew is shown",
     "commscope_run_arrival_skew_max_seconds": "the latest window's skew is shown",
-    "commscope_pipeline_bubble_seconds": "pipeline jobs only: no panel yet (issue 26)",
-    "commscope_pipeline_neighbour_bubble_seconds": "pipeline jobs only: no panel yet (issue 26)",
-    "commscope_pipeline_stage_waited_for": "pipeline jobs only: no panel yet (issue 26)",
     "commscope_collective_op_busbw_bytes_per_second_sum": "the histogram's quantiles are shown",
     "commscope_collective_op_busbw_bytes_per_second_count": "collectives per second are shown",
     "commscope_collective_message_bytes_total": "bus bytes (S·F) are shown, not S",
@@ -104,6 +101,11 @@ ROWS = {
         "α (latency) per process group and collective",
         "β (bandwidth) per process group and collective",
     ],
+    "Pipeline parallelism": [
+        "The pipeline stage the others wait for",
+        "Pipeline bubble per rank",
+        "Pipeline bubble slower stages added, per rank",
+    ],
     "Utilization and GPU": [
         "MFU",
         "HFU",
@@ -126,7 +128,7 @@ ROWS = {
 }
 # Panels naming a rank in their legend that must not follow the rank variable: the verdict is
 # the job's, whatever ranks are picked.
-WHOLE_JOB = {"The rank the others wait for"}
+WHOLE_JOB = {"The rank the others wait for", "The pipeline stage the others wait for"}
 # Panels with a bad side, the value where red starts, and whether higher is worse.
 RED = {
     "Exposed communication share (job)": (0.3, True),

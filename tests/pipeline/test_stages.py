@@ -91,8 +91,56 @@ def test_hand_worked_two_stage_step() -> None:
     )
     assert (second.schedule_bubble_s, second.neighbour_bubble_s) == (30e-9, 0.0)
     assert (second.waiting_activations_s, second.waiting_to_send_s) == (10e-9, 10e-9)
-    assert (found.waited_for_rank, found.waited_for_stage, first.caused_waiting_s) == (0, 0, 20e-9)
+    assert (first.caused_waiting_s, first.root_caused_waiting_s) == (20e-9, 20e-9)
+    # rank 0 came last at both pairs: a coin does that with chance 1/4 (count and wait tests
+    # alike), doubled for the two tests and for the two ranks: p = 1, so no stage is named
+    assert (found.waited_for_rank, found.waited_for_stage) == (None, None)
+    assert found.evidence == (
+        "no stage stands out: rank 0 (stage 0) arrived last at 2 of its 2 matched P2P pairs "
+        "(1.0 expected by chance) and caused at the root 20.0 ns of all 20.0 ns exposed P2P "
+        "waiting (100%); p = 1 that chance does this to one of 2 ranks"
+    )
     assert cross.split[1].waiting_ns == 20  # the contract's split counts the pairs too
+
+
+def slow_middle(microbatches: int) -> dict[int, RankResult]:
+    """Ranks 0→1→2, forward only, every 100 ns a microbatch i (offsets from 100i): rank 0
+    computes [35,60] and posts its send at 0, which rank 1 receives at [30,35] (rank 0
+    waits [0,30] to send); rank 1 computes [35,80] and sends [80,85] to rank 2, whose
+    receive is posted at 0 (waits [0,80]) and which computes [85,95]."""
+    results: dict[int, list] = {0: [[], []], 1: [[], []], 2: [[], []]}  # calls, compute
+    for i in range(microbatches):
+        at = 100 * i
+        results[0][0].append(_op(at, at + 35, send_to=1))
+        results[0][1].append((at + 35, at + 60))
+        results[1][0] += [_op(at + 30, at + 35, recv_from=0), _op(at + 80, at + 85, send_to=2)]
+        results[1][1].append((at + 35, at + 80))
+        results[2][0].append(_op(at, at + 85, recv_from=1))
+        results[2][1].append((at + 85, at + 95))
+    step = (0, 100 * microbatches)
+    return {rank: _result(calls, compute, step) for rank, (calls, compute) in results.items()}
+
+
+def test_the_slow_stage_is_named_when_chance_cannot_explain_it() -> None:
+    """Rank 1 came last at all 12 pairs of 6 microbatches: chance 2^-12 for either test, so
+    p = 2 x 2^-12 x 3 ranks = 0.0015 ≤ 0.05; it caused all 6 x (30 + 80) = 660 ns."""
+    infos = {r: crossrank.RankInfo() for r in range(3)}
+    found = stages.section(crossrank.window(slow_middle(6), infos).pipeline)
+    assert (found.waited_for_rank, found.waited_for_stage) == (1, 1)
+    assert found.evidence == (
+        "rank 1 (stage 1) arrived last at 12 of its 12 matched P2P pairs (6.0 expected by "
+        "chance) and caused at the root 660 ns of all 660 ns exposed P2P waiting (100%); "
+        "p = 0.0015 that chance does this to one of 3 ranks"
+    )
+
+
+def test_two_microbatches_are_too_few_to_name_a_stage() -> None:
+    """The same pattern twice: last at 4 of 4, chance 2^-4 each, p = 2 x 2^-4 x 3 = 0.375."""
+    infos = {r: crossrank.RankInfo() for r in range(3)}
+    found = stages.section(crossrank.window(slow_middle(2), infos).pipeline)
+    assert found.waited_for_rank is None
+    assert found.evidence is not None and found.evidence.startswith("no stage stands out")
+    assert found.evidence.endswith("p = 0.38 that chance does this to one of 3 ranks")
 
 
 def test_the_config_degree_places_stages_on_torchtitans_mesh() -> None:
@@ -190,11 +238,12 @@ def test_bubble_and_waits_agree_with_a_nanosecond_oracle(sends: list, compute: l
 
 
 def test_the_schedule_decides_whether_the_bubble_formula_applies() -> None:
-    assert stages.schedule_of(None, None) == ("GPipe or 1F1B assumed (no config names one)", True)
-    assert stages.schedule_of(None, 4) == ("1F1B (config)", True)  # TorchTitan's default
-    said, known = stages.schedule_of("Interleaved1F1B", 4)
-    assert (said, known) == ("Interleaved1F1B (config): schedule bubble unknown for it", False)
+    assert stages.schedule_of(None, None) is None  # GPipe or 1F1B assumed
+    assert stages.schedule_of(None, 4) == "1F1B"  # TorchTitan's default
+    assert stages.schedule_of("Interleaved1F1B", 4) == "Interleaved1F1B"
     cross = crossrank.window(two_stages(), {0: crossrank.RankInfo(), 1: crossrank.RankInfo()})
-    found = stages.section(cross.pipeline, schedule="ZBVZeroBubble")
+    assert stages.section(cross.pipeline).schedule == "GPipe or 1F1B assumed (no config names one)"
+    found = stages.section(cross.pipeline, schedule="DualPipeV")
+    assert (found.schedule, found.bubble_formula) == ("DualPipeV (config)", "unknown for DualPipeV")
     assert found.per_rank["0"].schedule_bubble_s is None
     assert found.per_rank["0"].bubble_s == 30e-9
