@@ -26,7 +26,7 @@ def heat_map(report: Report) -> str:
     if found is None or not found.matrix_ranks:
         why = "no all-to-all call recorded its split sizes"
         if report.merge is not None:
-            why = "a merged report: the shards' reports carry no per-call split sizes"
+            why = "no all-to-all call of any shard recorded its split sizes"
         why = found.matrix_na_reason or why if found is not None else why
         return f'<p class="note">{svg.esc("No traffic matrix: " + why + ".")}</p>'
     return _drawn(found)

@@ -17,7 +17,10 @@ from commscope.model.units import rate, size
 _MATRIX_SHOWN: Final = 8  # ranks up to which the text prints the whole matrix
 _LARGEST: Final = 5  # entries listed of a larger matrix
 NONE: Final = "n/a (no all-to-all call recorded its split sizes: `In split size`/`Out split size`)"
-MERGED: Final = "n/a in a merged report (the shards' reports carry no per-call split sizes)"
+MERGED: Final = (
+    "n/a (no all-to-all call of any shard recorded its split sizes; shards reported by a "
+    "commscope before the merge of all-to-all-v carry no all-to-all calls)"
+)
 
 
 def alltoallv_lines(report: Report, cut: Cut) -> Iterator[str]:

@@ -70,7 +70,7 @@ def test_the_heat_map_has_a_cell_per_pair_with_its_bytes() -> None:
     assert "rank 2 -&gt; rank 1: 24 B" in drawn  # the tooltip, escaped
 
 
-def test_a_merged_report_says_why_it_has_no_section() -> None:
+def test_a_merged_report_without_the_section_says_no_shard_had_one() -> None:
     merged = Report(merge=MergeInfo())
     assert list(alltoallv_lines(merged, Cut())) == [MERGED]
-    assert "a merged report: the shards&#x27; reports carry no per-call" in heat_map(merged)
+    assert "no all-to-all call of any shard recorded its split sizes" in heat_map(merged)
