@@ -23,10 +23,23 @@ MERGED: Final = (
 )
 
 
+NSYS: Final = (
+    "Nsight Systems exports record no split sizes: NCCL's NVTX payloads give an all-to-all's "
+    "bytes (ncclAlltoAll: per peer, even) and each grouped ncclSend/ncclRecv's bytes and peer, "
+    "which commscope does not yet read as splits"
+)
+
+
+def why_none(report: Report) -> str:
+    """Why the report has no all-to-all-v section."""
+    why = MERGED if report.merge is not None else NONE
+    return f"{why}; {NSYS}" if "nsys" in report.inputs.sources else why
+
+
 def alltoallv_lines(report: Report, cut: Cut) -> Iterator[str]:
     found = report.alltoallv
     if found is None:
-        yield MERGED if report.merge is not None else NONE
+        yield why_none(report)
         return
     yield from _summary(found)
     yield from _ranks(found, cut)
