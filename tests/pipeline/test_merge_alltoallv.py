@@ -1,11 +1,14 @@
 """`commscope merge` of shards whose ranks ran all-to-all-v calls (`pipeline.merge`,
 `pipeline.alltoallv`): the merged section equals the one of the report on every file, by hand
-on a 3-rank job in two shards and for random split matrices split into random shards."""
+on a 3-rank job in two shards, for random split matrices split into random shards, and on the
+real MoE sample in two shards."""
 
 from __future__ import annotations
 
 import itertools
+import shutil
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -14,6 +17,7 @@ from commscope.model.schema import CommOp, FileStats, Report, Step, TraceMeta
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.merge import combine
 from commscope.pipeline.report import Options, ParsedFile, build_report
+from commscope.service.offline import analyse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -128,3 +132,24 @@ def test_any_split_into_shards_merges_to_the_report_on_every_file(
     assert whole.alltoallv is not None
     for order in itertools.islice(itertools.permutations(parts), 3):
         assert sections(combine(list(order))) == sections(whole)
+
+
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "gloo_moe_4rank"
+
+
+def test_the_real_moe_job_in_two_shards_merges_to_its_report(tmp_path: Path) -> None:
+    """samples/gloo_moe_4rank (tests/gloo_job/moe.py, 2 windows) reported as ranks 0-1 and
+    2-3: no pg_config, so neither shard can place the 4-rank group; the merge places it."""
+    for shard, ranks in (("a", (0, 1)), ("b", (2, 3))):
+        for window in ("iteration_4", "iteration_8"):
+            (tmp_path / shard / window).mkdir(parents=True)
+            for rank in ranks:
+                name = f"rank{rank}_trace.json.gz"
+                shutil.copyfile(SAMPLE / window / name, tmp_path / shard / window / name)
+    a, b = (analyse(tmp_path / shard, Options()) for shard in ("a", "b"))
+    assert a.alltoallv is not None and a.alltoallv.matrix_na_reason is not None
+    merged = combine([("a.json", a), ("b.json", b)])
+    assert sections(merged) == sections(analyse(SAMPLE, Options()))
+    assert merged.alltoallv is not None and merged.alltoallv.matrix_na_reason is None
+    # rank 2, the hot expert: (160 + 64) rows of 64 B a step, 2 steps a window, 2 windows
+    assert merged.alltoallv.per_rank["2"].received_bytes == 4 * 224 * 64
