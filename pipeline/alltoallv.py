@@ -7,10 +7,13 @@ x dtype size). A call whose splits were cut (Kineto keeps 30) or whose S is not 
 of rows has unknown bytes (counted, left out). Per matched instance (`matching.Instance`):
 each member's bytes sent and received (its own slice included, as nccl-tests sizes a call),
 their load imbalance max/mean over the members, and busbw by the busiest member (most bytes
-sent or received, B): B / its call's duration x (n-1)/n. Per window, then pooled over the run:
-each rank's sums, the rank x rank matrix on global ranks (a process group's ranks from
-pg_config, or every traced rank when the group is the whole window), and per profiled step
-the max/mean of the ranks' bytes in that step (a call belongs to the step its start is in).
+sent or received, B): B / its call's duration x (n-1)/n. The instances are matched here, from
+each rank's all-to-all calls alone (`calls_of`: what a JSON report's facts carry), so that
+`commscope merge` finds the same ones across shards (`tally`). Per window, then pooled over
+the run: each rank's sums, the rank x rank matrix on global ranks (a process group's ranks
+from pg_config, or every traced rank when the group is the whole window), and per profiled
+step the max/mean of the ranks' bytes in that step (a call belongs to the step its start is
+in).
 """
 
 from __future__ import annotations
