@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from commscope.collector.classify import split_sizes
+from commscope.collector.ncclsplits import whole
 from msgspec.structs import replace
 
 _ALLTOALL_CALL: Final = "c10d::alltoall_base_"
@@ -25,9 +26,11 @@ _OUTPUT_SPLITS, _INPUT_SPLITS = 3, 4  # positions in `Concrete Inputs`
 
 
 def call_splits(name: str, args: Mapping[str, Any]) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(sent, received) split sizes a call records: `In split size` / `Out split size`, else
-    a `c10d::alltoall_base_`'s `Concrete Inputs`."""
-    sent, received = split_sizes(args.get("In split size")), split_sizes(args.get("Out split size"))
+    """(sent, received) split sizes a call records: `In split size` / `Out split size` (a
+    record_param_comms' whole lists where they were cut: `ncclsplits.whole`), else a
+    `c10d::alltoall_base_`'s `Concrete Inputs`."""
+    recorded = split_sizes(args.get("In split size")), split_sizes(args.get("Out split size"))
+    sent, received = whole(name, args, recorded)
     if sent or received or name != _ALLTOALL_CALL:
         return sent, received
     given = args.get("Concrete Inputs")

@@ -57,6 +57,7 @@ from commscope.collector.gloosplits import Pairing, call_splits
 from commscope.collector.graphs import GraphJoin, graph_id, is_graph_launch
 from commscope.collector.kernels import kernel_category
 from commscope.collector.launches import KernelNames, LaunchJoin, is_launch_call
+from commscope.collector.ncclsplits import Splits, cut, list_form_bytes
 from commscope.collector.p2ppeers import GLOO_P2P, P2P_CALLS, HeldSpans, concrete_peer, global_rank
 from commscope.model.schema import (
     GROUP_SOURCES,
@@ -218,6 +219,12 @@ _FACT_KEYS: Final = frozenset(
 )
 
 
+def _size(args: Mapping[str, Any], splits: Splits) -> int | None:
+    """S from collective args; a list-form all_to_all's from its splits (`ncclsplits`)."""
+    listed = list_form_bytes(args, splits)
+    return listed if listed is not None else nelems_bytes(args)
+
+
 def comm_call(name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) -> CommCall:
     if _FACT_KEYS.isdisjoint(args):
         return CommCall(name[:MAX_NAME], start_ns, end_ns)
@@ -229,7 +236,7 @@ def comm_call(name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) ->
         start_ns,
         end_ns,
         collective_name=str(label)[:MAX_LABEL] if label is not None else None,
-        nelems_bytes=_bounded(nelems_bytes(args), _MAX_COUNT),
+        nelems_bytes=_bounded(_size(args, (sent, received)), _MAX_COUNT),
         dims_bytes=_bounded(dims, _MAX_COUNT),
         group_size=_bounded(_int(args.get("Group size")), MAX_RANKS, least=1),
         pg=_pg(args),
@@ -607,6 +614,7 @@ class Normalizer:
         facts = comm_call(name, span[0], span[0] + span[1], args)
         correlation = args.get("correlation")
         described = facts.collective_name is not None and facts.nelems_bytes is not None
+        described = described and not cut((facts.in_splits, facts.out_splits), facts.group_size)
         if described or type(correlation) is not int:
             self.out.append(self._comm_op(facts, [], on_gpu=True, launched=described))
             self._land(correlation)
@@ -1044,12 +1052,11 @@ def _peer(
     return (None, peer) if way == "recv" else (None, None)
 
 
-def _splits(records: list[CommCall]) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The split sizes of the first record that has any (sent, received)."""
-    for record in records:
-        if record.in_splits or record.out_splits:
-            return record.in_splits, record.out_splits
-    return (), ()
+def _splits(records: list[CommCall]) -> Splits:
+    """The split sizes (sent, received) of the record that holds the most entries (a
+    record_param_comms' whole lists over its kernel's cut ones), the first of equals."""
+    found = [(record.in_splits, record.out_splits) for record in records]
+    return max(found, key=lambda s: len(s[0]) + len(s[1]), default=((), ()))
 
 
 def _own_calls(calls: list[CommCall]) -> list[CommCall]:

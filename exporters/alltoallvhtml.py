@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Final
 
 from commscope.exporters import svg
+from commscope.exporters.alltoallvtext import why_none
 from commscope.exporters.svg import Frame
 from commscope.model.report import AllToAllV
 from commscope.model.schema import Report
@@ -24,9 +25,7 @@ ABOUT: Final = (
 def heat_map(report: Report) -> str:
     found = report.alltoallv
     if found is None or not found.matrix_ranks:
-        why = "no all-to-all call recorded its split sizes"
-        if report.merge is not None:
-            why = "a merged report: the shards' reports carry no per-call split sizes"
+        why = why_none(report)
         why = found.matrix_na_reason or why if found is not None else why
         return f'<p class="note">{svg.esc("No traffic matrix: " + why + ".")}</p>'
     return _drawn(found)

@@ -17,13 +17,29 @@ from commscope.model.units import rate, size
 _MATRIX_SHOWN: Final = 8  # ranks up to which the text prints the whole matrix
 _LARGEST: Final = 5  # entries listed of a larger matrix
 NONE: Final = "n/a (no all-to-all call recorded its split sizes: `In split size`/`Out split size`)"
-MERGED: Final = "n/a in a merged report (the shards' reports carry no per-call split sizes)"
+MERGED: Final = (
+    "n/a (no all-to-all call of any shard recorded its split sizes; shards reported by a "
+    "commscope before the merge of all-to-all-v carry no all-to-all calls)"
+)
+
+
+NSYS: Final = (
+    "Nsight Systems exports record no split sizes: NCCL's NVTX payloads give an all-to-all's "
+    "bytes (ncclAlltoAll: per peer, even) and each grouped ncclSend/ncclRecv's bytes and peer, "
+    "which commscope does not yet read as splits"
+)
+
+
+def why_none(report: Report) -> str:
+    """Why the report has no all-to-all-v section."""
+    why = MERGED if report.merge is not None else NONE
+    return f"{why}; {NSYS}" if "nsys" in report.inputs.sources else why
 
 
 def alltoallv_lines(report: Report, cut: Cut) -> Iterator[str]:
     found = report.alltoallv
     if found is None:
-        yield MERGED if report.merge is not None else NONE
+        yield why_none(report)
         return
     yield from _summary(found)
     yield from _ranks(found, cut)

@@ -8,6 +8,7 @@ from typing import Final
 import msgspec
 from commscope.model.base import Evidence, evidence_in
 from commscope.model.wire import (
+    CommOp,
     FileStats,
     RankResult,
     Sketch,
@@ -594,6 +595,26 @@ class ExposedSplit(msgspec.Struct, frozen=True, kw_only=True):
     waiting_in_steps_ns: int = 0
 
 
+class AllToAllCall(msgspec.Struct, frozen=True, array_like=True):
+    """One all-to-all call of a rank as `commscope merge` needs it (`pipeline.alltoallv`):
+    the call as recorded, its place among its group's calls on the rank (the matching key
+    when a group's calls do not all carry a Seq; `by_index`: not all of the rank's do) and
+    the profiled step it starts in."""
+
+    op: CommOp
+    index: int
+    by_index: bool = False
+    step: int | None = None
+
+
+class AllToAllCalls(msgspec.Struct, kw_only=True):
+    """A rank's all-to-all calls in a window and the process groups' members its pg_config
+    lists for their groups: what the all-to-all-v section of a merge is built from."""
+
+    calls: list[AllToAllCall] = []
+    members: dict[str, list[int]] = {}
+
+
 class RankFacts(msgspec.Struct, kw_only=True):
     """One rank's window as a JSON report carries it for `commscope merge`: the result's
     integer sums (its call list, files and bandwidth samples left out: `pipeline.facts`), its
@@ -607,6 +628,7 @@ class RankFacts(msgspec.Struct, kw_only=True):
     pg_config: bool = False
     stats: FileStats = msgspec.field(default_factory=FileStats)
     split: ExposedSplit | None = None  # None: the window's cross-rank facts were not in
+    alltoallv: AllToAllCalls | None = None  # None: the rank ran no all-to-all in the window
 
 
 class Window(Sections, kw_only=True):

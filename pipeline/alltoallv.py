@@ -7,10 +7,13 @@ x dtype size). A call whose splits were cut (Kineto keeps 30) or whose S is not 
 of rows has unknown bytes (counted, left out). Per matched instance (`matching.Instance`):
 each member's bytes sent and received (its own slice included, as nccl-tests sizes a call),
 their load imbalance max/mean over the members, and busbw by the busiest member (most bytes
-sent or received, B): B / its call's duration x (n-1)/n. Per window, then pooled over the run:
-each rank's sums, the rank x rank matrix on global ranks (a process group's ranks from
-pg_config, or every traced rank when the group is the whole window), and per profiled step
-the max/mean of the ranks' bytes in that step (a call belongs to the step its start is in).
+sent or received, B): B / its call's duration x (n-1)/n. The instances are matched here, from
+each rank's all-to-all calls alone (`calls_of`: what a JSON report's facts carry), so that
+`commscope merge` finds the same ones across shards (`tally`). Per window, then pooled over
+the run: each rank's sums, the rank x rank matrix on global ranks (a process group's ranks
+from pg_config, or every traced rank when the group is the whole window), and per profiled
+step the max/mean of the ranks' bytes in that step (a call belongs to the step its start is
+in).
 """
 
 from __future__ import annotations
@@ -23,10 +26,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from commscope.model.report import AllToAllRank, AllToAllStep, AllToAllV
+from commscope.model.report import (
+    AllToAllCall,
+    AllToAllCalls,
+    AllToAllRank,
+    AllToAllStep,
+    AllToAllV,
+)
 from commscope.model.schema import CommOp, RankResult
-from commscope.pipeline.matching import Instance
+from commscope.pipeline.matching import POINT_TO_POINT, Instance, group_of, match
 from commscope.pipeline.stats import summarize
+from msgspec.structs import replace
 
 _MATRIX_RANKS: Final = 1024  # the matrix is given up to this many ranks
 _UNPLACED: Final = "some calls' process group has no pg_config: their traffic is not placed"
@@ -91,18 +101,60 @@ def busiest(sent: Mapping[int, int], received: Mapping[int, int]) -> int | None:
     return max(ranks, key=lambda r: (max(sent.get(r, 0), received.get(r, 0)), -r), default=None)
 
 
-def tally(
-    results: Mapping[int, RankResult],
-    instances: Sequence[Instance],
-    members: Mapping[str, Sequence[int]],
-) -> Tally:
-    """A window's tally over its matched instances (`members`: pg_config's group ranks)."""
+def calls_of(result: RankResult, pg_ranks: Mapping[str, Sequence[int]]) -> AllToAllCalls | None:
+    """A rank's all-to-all calls in its window, each keyed as `matching` keys it and placed in
+    its profiled step, with its groups' members from its pg_config (None: it ran none)."""
+    spans = _steps(result)
+    unseq = {
+        group_of(op) for op in result.calls if op.seq is None and op.collective != POINT_TO_POINT
+    }
+    index: Counter[str] = Counter()
+    found = []
+    for op in result.calls:
+        if op.collective == POINT_TO_POINT:
+            continue
+        group = group_of(op)
+        place, index[group] = index[group], index[group] + 1
+        if op.collective == ALLTOALL:
+            found.append(AllToAllCall(op, place, group in unseq, _step_of(spans, op.start_ns)))
+    if not found:
+        return None
+    groups = sorted({group_of(call.op) for call in found})
+    return AllToAllCalls(
+        calls=found, members={g: list(pg_ranks[g]) for g in groups if g in pg_ranks}
+    )
+
+
+def tally(parts: Mapping[int, AllToAllCalls], ranks: Iterable[int]) -> Tally:
+    """A window's tally over its ranks' all-to-all calls (`calls_of`), matched as `matching`
+    matches a group's calls: by Seq, or by index where some rank's calls carry none. The
+    same calls give the same tally whichever process saw them (a report, or a merge)."""
+    members = _members(parts)
+    unseq = {group_of(c.op) for part in parts.values() for c in part.calls
+             if c.by_index or c.op.seq is None}  # fmt: skip
+    keyed = {rank: [_keyed(c, unseq) for c in part.calls] for rank, part in sorted(parts.items())}
+    steps = {id(op): c.step for rank, part in parts.items()
+             for op, c in zip(keyed[rank], part.calls, strict=True)}  # fmt: skip
     found = Tally()
-    steps = {rank: _steps(result) for rank, result in results.items()}
-    for instance in instances:
+    placed_ranks = sorted(ranks)
+    for instance in match(keyed, members).instances:
         if uneven(instance):
-            _add(found, instance, _placed(instance, members, sorted(results)), steps)
+            _add(found, instance, _placed(instance, members, placed_ranks), steps)
     return found
+
+
+def _members(parts: Mapping[int, AllToAllCalls]) -> dict[str, Sequence[int]]:
+    """Each group's members as the lowest rank whose pg_config lists them gives them."""
+    members: dict[str, Sequence[int]] = {}
+    for rank in sorted(parts):
+        for group, ranks in parts[rank].members.items():
+            members.setdefault(group, ranks)
+    return members
+
+
+def _keyed(call: AllToAllCall, unseq: set[str]) -> CommOp:
+    """The call with its matching key as its Seq: its index where its group is keyed so."""
+    return replace(call.op, seq=call.index) if group_of(call.op) in unseq else call.op
 
 
 def _placed(
@@ -119,7 +171,7 @@ def _add(
     found: Tally,
     instance: Instance,
     placed: list[int],
-    steps: Mapping[int, _Steps],
+    steps: Mapping[int, int | None],
 ) -> None:
     rows = {rank: row_bytes(op) for rank, op in instance.calls.items()}
     found.calls += 1
@@ -192,11 +244,11 @@ def _to_steps(
     instance: Instance,
     sent: Mapping[int, int],
     received: Mapping[int, int],
-    steps: Mapping[int, _Steps],
+    steps: Mapping[int, int | None],
 ) -> None:
     first = min(instance.calls)
     for rank, op in instance.calls.items():
-        step = _step_of(steps.get(rank, ([], [], [])), op.start_ns)
+        step = steps[id(op)]
         if step is None:
             continue
         into = found.steps.setdefault(step, _StepTally())

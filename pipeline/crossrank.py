@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 
 from commscope.model.bus import bus_factor
+from commscope.model.report import AllToAllCalls
 from commscope.model.schema import (
     AlphaBeta,
     ClockOffset,
@@ -138,10 +139,19 @@ def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> 
         factors=_bus_factors(arrivals),
         # each rank's exposed transfer and waiting over the window's matched instances and pairs
         split=waiting.split(with_pairs, shifts(found), exposed, untimed),
-        alltoallv=alltoallv.tally(results, matched.instances, _members(infos)),
+        alltoallv=alltoallv.tally(_alltoall_calls(results, infos), results),
         pipeline=_pipeline(results, exposed, untimed, pairs, matched, found),
         sizes=_group_sizes(arrivals),
     )
+
+
+def _alltoall_calls(
+    results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]
+) -> dict[int, AllToAllCalls]:
+    """Each rank's all-to-all calls (`alltoallv.calls_of`), as its facts carry them."""
+    found = {r: alltoallv.calls_of(x, infos[r].pg_ranks if r in infos else {})
+             for r, x in results.items()}  # fmt: skip
+    return {rank: calls for rank, calls in found.items() if calls is not None}
 
 
 def _members(infos: Mapping[int, RankInfo]) -> dict[str, Sequence[int]]:

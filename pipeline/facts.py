@@ -24,6 +24,7 @@ from commscope.model.schema import (
     RunTally,
     TraceMeta,
 )
+from commscope.pipeline import alltoallv
 from commscope.pipeline.accumulate import Sketcher, bandwidth_sketch
 from msgspec.structs import asdict, replace
 
@@ -56,6 +57,7 @@ def of(
         pg_config=bool(meta.pg_ranks),
         stats=stats,
         split=split,
+        alltoallv=alltoallv.calls_of(result, meta.pg_ranks),
     )
 
 

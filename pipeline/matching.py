@@ -24,7 +24,7 @@ from commscope.model.schema import CommOp, Desync, GroupMatch, Matching
 
 _UNNAMED: Final = "(unnamed)"
 MAX_DESYNCS: Final = 20
-_POINT_TO_POINT: Final = "SendRecv"
+POINT_TO_POINT: Final = "SendRecv"
 _UNEVEN: Final = frozenset({"AllToAll"})
 _SHOWN_SPLITS: Final = 8  # split sizes a desync's description shows of each list
 
@@ -81,7 +81,7 @@ def match(
     result = Matched()
     for rank, ops in calls.items():
         for op in ops:
-            if op.collective == _POINT_TO_POINT:
+            if op.collective == POINT_TO_POINT:
                 result.summary.point_to_point += 1
                 continue
             by_group.setdefault(group_of(op), {}).setdefault(rank, []).append(op)

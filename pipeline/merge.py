@@ -12,7 +12,9 @@ The cross-rank analysis was made within each shard, and so was each rank's expos
 into transfer, waiting and unmatched (a rank two shards hold keeps the split of more matched
 time). The merged report keeps, per process
 group, the matching and α-β fits of the groups whose traced members all lie in one shard, as
-that shard found them; a group across shards is named and not analysed. Clock offsets and
+that shard found them; a group across shards is named and not analysed. The all-to-all-v
+section is made again from every rank's all-to-all calls (`alltoallv.tally`), as the report on
+every file makes it. Clock offsets and
 arrival skew pool every group a shard saw (and each shard's offsets are relative to its own
 lowest rank): they are kept only when one shard holds every matched group, whole.
 
@@ -45,7 +47,7 @@ from commscope.model.schema import (
     Skew,
     Window,
 )
-from commscope.pipeline import facts, health, waiting
+from commscope.pipeline import alltoallv, facts, health, waiting
 from commscope.pipeline.accumulate import merge_results
 from commscope.pipeline.diagnosis import diagnose
 from commscope.pipeline.matching import MAX_DESYNCS, group_order
@@ -61,6 +63,10 @@ _PER_RANK: Final = (
     "Per rank and over ranks (throughput, overlap, network, traffic, collectives, kernels, "
     "step-time stragglers): exact, from the shards' per-rank facts; bandwidth medians "
     "and p95 over ranks of several shards from sketches (within 1%, marked ~)"
+)
+_ALLTOALLV: Final = (
+    "All-to-all-v: exact, each rank's all-to-all calls (from its facts) matched again over "
+    "every shard's ranks"
 )
 
 
@@ -94,7 +100,9 @@ def combine(named: Sequence[tuple[str, Report]]) -> Report:
     names = sorted({w.name for r in reports for w in r.windows}, key=window_order)
     placed = {name: _place(name, parts) for name in names}
     windows = [_window(name, placed[name], reports, context) for name in names]
+    closed = [name for name in names if all(name not in r.inputs.open_windows for r in reports)]
     run, info = _run(placed, names, reports, context)
+    run.alltoallv = alltoallv.section(alltoallv.pooled([_alltoallv(placed[n]) for n in closed]))
     info.shards = [_shard(path, report) for path, report in parts]
     return Report(
         world_size=reports[0].world_size,
@@ -242,9 +250,16 @@ def _window(
                 cover.views[index] = window
     found = _sections(placed, {r: p.row for r, p in placed.items()}, context)
     found = _cross(found, cover)[0]
+    found.alltoallv = alltoallv.section(_alltoallv(placed))
     found.health = health.check([facts.file(p.facts) for p in placed.values()], found)
     kept = {str(rank): item.facts for rank, item in placed.items()}
     return Window(name=name, **asdict(found), facts=kept)
+
+
+def _alltoallv(placed: Mapping[int, Placed]) -> alltoallv.Tally:
+    """A window's all-to-all-v tally over its ranks' calls, whichever shards gave them."""
+    calls = {r: p.facts.alltoallv for r, p in placed.items() if p.facts.alltoallv is not None}
+    return alltoallv.tally(calls, placed)
 
 
 def _sole(items: Iterable[Placed]) -> int:
@@ -340,7 +355,7 @@ def _cross(found: Sections, cover: _Cover) -> tuple[Sections, MergeInfo]:
         found.clocks, found.skew = views[sole].clocks, views[sole].skew
     else:
         found.clocks, found.skew = Clocks(method=NOT_ACROSS), Skew(evidence=NOT_ACROSS)
-    info.notes = [_PER_RANK, *_notes(inside, across, sole)]
+    info.notes = [_PER_RANK, _ALLTOALLV, *_notes(inside, across, sole)]
     return found, info
 
 

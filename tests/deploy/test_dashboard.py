@@ -32,16 +32,6 @@ SELECTOR = re.compile(r"\b(commscope_[a-z_]+)\s*\{([^}]*)\}")
 
 # The families no panel queries, on purpose: every other exported family is shown somewhere.
 NOT_SHOWN = {
-    **{
-        f"commscope_alltoallv_{name}": "MoE all-to-all-v: no dashboard row yet (JSON, HTML, text)"
-        for name in (
-            "sent_bytes_total",
-            "received_bytes_total",
-            "busiest_rank",
-            "sent_imbalance_ratio",
-            "received_imbalance_ratio",
-        )
-    },
     "commscope_run_comm_compute_overlap_ratio": "the latest window's overlap is shown",
     "commscope_run_arrival_skew_seconds": "the latest window's skew is shown",
     "commscope_run_arrival_skew_max_seconds": "the latest window's skew is shown",
@@ -125,10 +115,19 @@ ROWS = {
         "CUDA graph launches without recorded kernels, per rank",
         "GPU time in CUDA graph replays per rank",
     ],
+    "MoE all-to-all-v": [
+        "All-to-all-v bytes sent and received per rank",
+        "All-to-all-v load imbalance (latest profiled step)",
+        "The busiest all-to-all-v rank",
+    ],
 }
 # Panels naming a rank in their legend that must not follow the rank variable: the verdict is
 # the job's, whatever ranks are picked.
-WHOLE_JOB = {"The rank the others wait for", "The pipeline stage the others wait for"}
+WHOLE_JOB = {
+    "The rank the others wait for",
+    "The pipeline stage the others wait for",
+    "The busiest all-to-all-v rank",
+}
 # Panels with a bad side, the value where red starts, and whether higher is worse.
 RED = {
     "Exposed communication share (job)": (0.3, True),
@@ -140,6 +139,7 @@ RED = {
     "Collectors up": (1, False),
     "Collective desyncs (time range)": (1, True),
     "CUDA graph launches without recorded kernels, per rank": (0.01, True),
+    "All-to-all-v load imbalance (latest profiled step)": (1.5, True),
 }
 # Grafana's own variables.
 BUILTIN = {"__rate_interval", "__range", "__interval"}

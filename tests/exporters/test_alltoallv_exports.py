@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+from commscope.exporters import svg
 from commscope.exporters.alltoallvcsv import replay_command, replay_csv
 from commscope.exporters.alltoallvhtml import heat_map
-from commscope.exporters.alltoallvtext import MERGED, NONE, alltoallv_lines
+from commscope.exporters.alltoallvtext import MERGED, NONE, NSYS, alltoallv_lines
 from commscope.exporters.extremes import Cut
 from commscope.model.report import AllToAllRank, AllToAllV
-from commscope.model.schema import MergeInfo, Report, Summary
+from commscope.model.schema import Inputs, MergeInfo, Report, Summary
 
 
 def section(n: int = 3) -> AllToAllV:
@@ -61,7 +62,7 @@ def test_text_lists_a_large_matrix_by_its_largest_entries() -> None:
 
 def test_text_and_html_say_why_there_is_nothing() -> None:
     assert list(alltoallv_lines(Report(), Cut())) == [NONE]
-    assert "No traffic matrix: no all-to-all call recorded its split sizes." in heat_map(Report())
+    assert f"No traffic matrix: {svg.esc(NONE)}." in heat_map(Report())
 
 
 def test_the_heat_map_has_a_cell_per_pair_with_its_bytes() -> None:
@@ -70,7 +71,14 @@ def test_the_heat_map_has_a_cell_per_pair_with_its_bytes() -> None:
     assert "rank 2 -&gt; rank 1: 24 B" in drawn  # the tooltip, escaped
 
 
-def test_a_merged_report_says_why_it_has_no_section() -> None:
+def test_a_merged_report_without_the_section_says_no_shard_had_one() -> None:
     merged = Report(merge=MergeInfo())
     assert list(alltoallv_lines(merged, Cut())) == [MERGED]
-    assert "a merged report: the shards&#x27; reports carry no per-call" in heat_map(merged)
+    assert "no all-to-all call of any shard recorded its split sizes" in heat_map(merged)
+
+
+def test_an_nsight_export_says_its_payloads_carry_no_split_sizes() -> None:
+    nsys = Report(inputs=Inputs(sources={"nsys": 2}))
+    (line,) = alltoallv_lines(nsys, Cut())
+    assert line == f"{NONE}; {NSYS}"
+    assert "ncclSend/ncclRecv" in heat_map(nsys)
