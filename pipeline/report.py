@@ -288,7 +288,8 @@ def _links(
     metas = [(rank, item.meta) for (_, rank), item in sorted(placed.items())]
     cross = parts.pooled(crosses, clocked=False) if crosses else None
     intra = (context.peak_Bps, context.peak_source or "")
-    found = hosts.rank_hosts(metas, options.hosts)
+    named = hosts.named_hosts((rank, item.path) for (_, rank), item in sorted(placed.items()))
+    found = hosts.rank_hosts(metas, options.hosts, named)
     return parts.links(cross, (found, intra, options.net_peak_Bps, context.world_size))
 
 

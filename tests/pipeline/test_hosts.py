@@ -139,11 +139,16 @@ def events(rank: int) -> list[dict]:
     return found
 
 
-def job(folder: Path, options: Options) -> Report:
-    for rank in HOSTS:
+def job(folder: Path, options: Options, name: str = "rank{rank}_trace.json") -> Report:
+    """The job's 4 files, each named `name` (formatted with its rank, host and a pid)."""
+    for rank, host in HOSTS.items():
         tail = {"baseTimeNanoseconds": BASE_NS}
-        (folder / f"rank{rank}_trace.json").write_bytes(trace(events(rank), head(rank), tail))
+        named = name.format(rank=rank, host=host, pid=4100 + rank)
+        (folder / named).write_bytes(trace(events(rank), head(rank), tail))
     return analyse(folder, options)
+
+
+HANDLER = "{host}_{pid}.1700000000123456789.pt.trace.json"  # tensorboard_trace_handler's
 
 
 @pytest.fixture(scope="module")
@@ -206,6 +211,39 @@ def test_two_known_hosts_suffice_to_place_a_group_across_nodes(tmp_path: Path) -
     assert found.links.unknown_instances == 2
 
 
+def test_hosts_come_from_tensorboard_trace_handler_names_and_say_so(
+    tmp_path: Path, report: Report
+) -> None:
+    found = job(tmp_path, Options(net_peak_Bps=100e9), HANDLER)
+    assert found.links is not None and report.links is not None
+    assert found.links.hosts == {str(r): h for r, h in HOSTS.items()}
+    assert set(found.links.host_sources.values()) == {hosts.FILE_NAME}
+    # the same split as the one --hosts gives
+    assert msgspec.structs.replace(found.links, host_sources={}) == msgspec.structs.replace(
+        report.links, host_sources={}
+    )
+
+
+def test_hosts_given_and_recorded_win_over_file_names() -> None:
+    metas = [(0, TraceMeta(rank=0, host="n0", source="nsys")), (1, TraceMeta(rank=1))]
+    metas.append((2, TraceMeta(rank=2)))
+    named = {0: "from-name", 1: "from-name", 2: "from-name"}
+    found, sources = hosts.rank_hosts(metas, {2: "given"}, named)
+    assert found == {0: "n0", 1: "from-name", 2: "given"}
+    assert sources == {0: hosts.RECORDED["nsys"], 1: hosts.FILE_NAME, 2: hosts.HOSTS_FLAG}
+
+
+def test_a_ranks_first_file_named_by_a_host_gives_it() -> None:
+    paths = [(0, "w/rank0_trace.json"), (0, "w2/a_1.2.pt.trace.json"), (0, "b_1.2.pt.trace.json")]
+    assert hosts.named_hosts([*paths, (1, "w/worker1_7.2.pt.trace.json")]) == {0: "a"}
+
+
+def test_rank_numbered_handler_names_give_no_host(tmp_path: Path) -> None:
+    found = job(tmp_path, Options(), "worker{rank}_{pid}.1700000000123456789.pt.trace.json")
+    assert found.links is not None
+    assert (found.links.hosts, found.links.na_reason) == ({}, hosts.NO_HOSTS)
+
+
 # ---------------------------------------------------------------- the real traces (../shared)
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "traces"
@@ -235,6 +273,15 @@ def test_dlrm_on_one_host_pools_the_same_fits_as_its_one_group() -> None:
         plotted = msgspec.structs.replace(fit, points=[], points_total=0, bus_factor=None)
         assert pooled.fit == plotted and pooled.instances == fit.instances
     assert found.links.intra_node.peak_Bps == 150e9  # V100 NVLink 2 per direction
+
+
+@real
+def test_dlrm_names_are_rank_numbered_and_give_no_host() -> None:
+    # worker0_step_12.1694128201545.pt.trace.json: a worker name, `worker0_step` and `12` no
+    # host and pid
+    found = analyse(SHARED / "kineto" / "dlrm_8rank_v100", Options())
+    assert found.links is not None
+    assert (found.links.hosts, found.links.na_reason) == ({}, hosts.NO_HOSTS)
 
 
 # ---------------------------------------------------------------- NCCL Inspector, 2 hosts x 2
