@@ -132,6 +132,7 @@ from commscope.model.state import (
 )
 from commscope.model.wire import (
     MAX_FACT_ITEMS,
+    MAX_NICS,
     PROTOCOL_VERSION,
     RUN_BYTES,
     Ack,
@@ -188,6 +189,7 @@ __all__ = [
     "MAX_GROUPS",
     "MAX_LABEL",
     "MAX_LOOKALIKES",
+    "MAX_NICS",
     "MAX_RANKS",
     "MAX_SPLITS",
     "NODE_PATTERN",

@@ -138,14 +138,13 @@ def links(
     cross: CrossRank | None,
     hosts: tuple[dict[int, str], dict[int, str]],
     intra_peak: tuple[float | None, str],
-    net_peak_Bps: float | None,
+    net: tuple[float | None, str],
     world: int | None = None,
 ) -> Links:
     """The run's `Links` section: `hosts` from `rank_hosts`, `intra_peak` (bytes/s, source)
-    the GPU's link peak (`sections.peak_bandwidth`), `net_peak_Bps` the network's (--net-peak);
+    the GPU's link peak (`sections.peak_bandwidth`), `net` the network's (`nics.net_peak`);
     `cross` the run's pooled cross-rank facts (None: no window had any); `world` the job's."""
     placed, sources = hosts
-    net = (net_peak_Bps, NET_PEAK_FLAG if net_peak_Bps is not None else NO_NIC)
     found = Links(
         hosts={str(r): h for r, h in placed.items()},
         host_sources={str(r): s for r, s in sources.items()},

@@ -58,7 +58,8 @@ def test_hosts_given_win_over_the_traces_and_each_says_its_source() -> None:
 
 
 def test_before_any_window_closes_hosts_and_peaks_are_said_and_no_instance() -> None:
-    found = hosts.links(None, ({0: "a"}, {0: hosts.HOSTS_FLAG}), (450e9, "H100 table value"), None)
+    placed = ({0: "a"}, {0: hosts.HOSTS_FLAG})
+    found = hosts.links(None, placed, (450e9, "H100 table value"), (None, hosts.NO_NIC))
     assert (found.hosts, found.na_reason) == ({"0": "a"}, hosts.NO_INSTANCES)
     assert (found.intra_node.peak_Bps, found.intra_node.peak_source) == (450e9, "H100 table value")
     assert (found.inter_node.peak_Bps, found.inter_node.peak_source) == (None, hosts.NO_NIC)
@@ -258,6 +259,8 @@ def test_the_real_nsys_export_names_its_host_and_stays_on_it() -> None:
     assert set(found.links.host_sources.values()) == {hosts.RECORDED["nsys"]}
     assert set(found.links.groups.values()) == {hosts.INTRA}
     assert found.links.intra_node.collectives["AllToAll"].instances == 32
+    # the export has no TARGET_INFO_NIC_INFO: no NIC named, no network peak
+    assert found.links.inter_node.peak_source == hosts.NO_NIC
 
 
 @real
@@ -355,6 +358,31 @@ def test_nsight_exports_of_two_nodes_name_their_hosts_and_cross_nodes(tmp_path: 
     assert allreduce.peak_ratio == pytest.approx(0.5)
 
 
+CX7, X710 = (0x15B3, 0x1021), (0x8086, 0x1572)  # ConnectX-7; an Intel management port
+
+
+def test_a_named_connectx7_gives_the_net_peak_said_as_assumed(tmp_path: Path) -> None:
+    folder = tmp_path / "iteration_1"
+    for host, ranks in (("node-a", (0, 1)), ("node-b", (2, 3))):
+        export = nsys_node(host, ranks)
+        export.nics = [CX7, CX7, X710]
+        export.write(folder / f"{host}.sqlite")
+    found = analyse(folder, Options())
+    assert found.links is not None
+    inter = found.links.inter_node
+    # NDR 400 Gb/s = 50 GB/s per direction; the AllReduce's 50 GB/s busbw is all of it
+    assert inter.peak_Bps == 50e9
+    assert inter.peak_source == "ConnectX-7 table value 400 Gb/s, one port per rank: assumed"
+    assert inter.collectives["AllReduce"].peak_ratio == pytest.approx(1.0)
+    assert found.windows[0].facts["0"].meta.nics == ["15b3:1021", "8086:1572"]
+    given = analyse(folder, Options(net_peak_Bps=100e9))  # --net-peak wins
+    assert given.links is not None
+    assert (given.links.inter_node.peak_Bps, given.links.inter_node.peak_source) == (
+        100e9,
+        hosts.NET_PEAK_FLAG,
+    )
+
+
 def test_the_section_is_found_again_only_when_its_facts_or_options_change(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -365,8 +393,8 @@ def test_the_section_is_found_again_only_when_its_facts_or_options_change(
         return Links(unknown_instances=len(calls))
 
     monkeypatch.setattr(hosts, "links", find)
-    given: LinksGiven = (({}, {}), (1.0, "given"), None, None)
-    changed: LinksGiven = (({}, {}), (2.0, "given"), None, None)
+    given: LinksGiven = (({}, {}), (1.0, "given"), (None, hosts.NO_NIC), None)
+    changed: LinksGiven = (({}, {}), (2.0, "given"), (None, hosts.NO_NIC), None)
     cross = CrossRank(Matching(), Clocks(), skew.tally([]), Counter(), {})
     first = cache.links(cross, given)
     assert cache.links(cross, given) is first  # the very same facts, equal options
