@@ -28,6 +28,8 @@ process per GPU). What the tables give, as the Kineto normaliser makes it (`norm
 - Time: the export's clock (ns); the time base `TARGET_INFO_SESSION_START_TIME.utcEpochNs -
   systemClockNs` (the session start on both clocks).
 - Host (`host_of`): the `Hostname` row of `TARGET_INFO_SYSTEM_ENV` for the process's target.
+- NICs (`nic_ids`): `TARGET_INFO_NIC_INFO`'s `vendorId` and `deviceId` as PCI ids; the table
+  maps no NIC to a target, so every process of the export takes them all.
 - Ranks (`ranks_of`): the `Rank` of each process's NCCL communicator init payload (its
   largest communicator); else the processes in the order of their CUDA devices, an
   assumption the report names.
@@ -58,6 +60,7 @@ from commscope.collector.normalize import (
 )
 from commscope.model.schema import (
     MAX_LABEL,
+    MAX_NICS,
     MAX_RANKS,
     CollectiveType,
     CommOp,
@@ -134,6 +137,21 @@ def host_of(global_id: int, hosts: Mapping[int, str]) -> str | None:
         host = next(iter(hosts.values()))
     host = host.strip() if host is not None else None
     return host if host and len(host) <= MAX_LABEL and host.isprintable() else None
+
+
+def nic_ids(rows: Iterable[tuple[object, object]]) -> list[str]:
+    """The PCI ids `vendor:device` (4 hex digits each) of (vendorId, deviceId) rows, sorted,
+    each once, at most MAX_NICS; a row whose ids are not 16-bit numbers is left out."""
+    parts = ((_pci_part(vendor), _pci_part(device)) for vendor, device in rows)
+    found = {f"{v:04x}:{d:04x}" for v, d in parts if v is not None and d is not None}
+    return sorted(found)[:MAX_NICS]
+
+
+def _pci_part(value: object) -> int | None:
+    """A 16-bit PCI id part stored as an integer or its decimal text, else None."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    return value if type(value) is int and 0 <= value <= 0xFFFF else None
 
 
 def _thread_id(global_id: int) -> int:

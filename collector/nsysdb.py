@@ -172,6 +172,7 @@ class Export:
         base = self._base_time()
         gpus = self._gpu_names()
         hosts = self._hostnames()
+        nics = self._nics()
         for process in self._processes:
             self.meta[process.global_pid] = TraceMeta(
                 rank=self.ranks[process.global_pid],
@@ -180,6 +181,7 @@ class Export:
                 base_time_ns=base,
                 source="nsys",
                 host=nsys.host_of(process.global_pid, hosts),
+                nics=nics,
             )
 
     def _ranges(
@@ -416,6 +418,13 @@ class Export:
             for vid, value in self._db.execute(query)
             if type(vid) is int and isinstance(value, str)
         }
+
+    def _nics(self) -> list[str]:
+        """The PCI ids of the NICs TARGET_INFO_NIC_INFO lists (`nsys.nic_ids`), when there."""
+        table = "TARGET_INFO_NIC_INFO"
+        if table not in self._tables or not {"vendorId", "deviceId"} <= self._columns(table):
+            return []
+        return nsys.nic_ids(self._db.execute(f"SELECT vendorId, deviceId FROM {table}"))
 
     def _gpu_names(self) -> dict[int, str]:
         """Each CUDA device's name in TARGET_INFO_GPU, when there (read once for every

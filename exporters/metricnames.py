@@ -352,7 +352,8 @@ FAMILIES: Final = (
         "gauge",
         ("job", "link"),
         "peak per direction of the intra-node link (NVLink: --peak-bandwidth or the GPU's "
-        "table entry) and of the inter-node link (--net-peak)",
+        "table entry) and of the inter-node link (--net-peak, else the table entry of the NIC "
+        "the traces name, assumed)",
     ),
     Family(
         "commscope_alpha_beta_groups_omitted",

@@ -1,10 +1,10 @@
 """What trace file and folder names say, whatever the source (pure: strings only, no
 filesystem).
 
-The rank in a file name (`rank7`, `rank-7`, `rank_7`, `worker7`), whether a name says it is a
-trace, and the windows' names and order (`iteration_N` by N). The offline run and the live
-aggregator both read names through here; which source a name is (the names each
-source claims) is `collector.sources`.
+The rank in a file name (`rank7`, `rank-7`, `rank_7`, `worker7`), the host in
+`tensorboard_trace_handler`'s names, whether a name says it is a trace, and the windows' names
+and order (`iteration_N` by N). The offline run and the live aggregator both read names through
+here; which source a name is (the names each source claims) is `collector.sources`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,14 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from commscope.model.schema import MAX_RANKS
+from commscope.model.schema import MAX_LABEL, MAX_RANKS
 
 _RANK_IN_NAME: Final = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
+# torch.profiler.tensorboard_trace_handler writes `{worker_name}.{time.time_ns()}.pt.trace.json`
+# (`.gz` with use_gzip), worker_name defaulting to `{socket.gethostname()}_{os.getpid()}`
+# (torch/profiler/profiler.py); TorchTitan's own `rank{R}_trace.json` names no host
+_HANDLER_NAME: Final = re.compile(r"^(.+)_(\d+)\.\d+\.pt\.trace\.json(?:\.gz)?$")
+_HOST: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ITERATION: Final = re.compile(r"iteration_(\d+)$")
 # NCCL Inspector logs: `<hostname>-pid<pid>.log` as it writes them, `.jsonl` and gzipped
 # forms of that name, and any `.log` / `.jsonl` naming `inspector` (other logs beside the
@@ -32,6 +37,18 @@ def rank_in_name(name: str) -> int | None:
         return None
     rank = int(match.group(1))
     return rank if rank < MAX_RANKS else None
+
+
+def host_in_name(name: str) -> str | None:
+    """The host in a `{hostname}_{pid}.{time_ns}.pt.trace.json` name, else None: also for a
+    worker name that numbers a rank (`worker0_step_12`: a rank, not a host), a host of digits
+    alone, or one that is not a host name's characters (or longer than a label)."""
+    found = _HANDLER_NAME.match(name)
+    if found is None or rank_in_name(found[1]) is not None:
+        return None
+    host = found[1]
+    plain = _HOST.match(host) is not None and len(host) <= MAX_LABEL
+    return host if plain and not host.isdigit() else None
 
 
 def looks_like_trace(path: str) -> bool:

@@ -137,6 +137,7 @@ from commscope.model.state import (
 )
 from commscope.model.wire import (
     MAX_FACT_ITEMS,
+    MAX_NICS,
     PROTOCOL_VERSION,
     RUN_BYTES,
     Ack,
@@ -193,6 +194,7 @@ __all__ = [
     "MAX_GROUPS",
     "MAX_LABEL",
     "MAX_LOOKALIKES",
+    "MAX_NICS",
     "MAX_RANKS",
     "MAX_SPLITS",
     "NODE_PATTERN",

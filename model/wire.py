@@ -35,7 +35,8 @@ from commscope.model.base import (
 )
 
 # A Hello of another version is refused (what each version changed: CHANGELOG.md).
-PROTOCOL_VERSION: Final = 11
+PROTOCOL_VERSION: Final = 12
+MAX_NICS: Final = 64  # network interfaces a trace names (`TraceMeta.nics`)
 
 
 # ---------------------------------------------------------------- normalised events
@@ -63,6 +64,9 @@ class TraceMeta(msgspec.Struct, frozen=True, kw_only=True):
     # the host the rank ran on, where the file records it (Nsight Systems' Hostname, NCCL
     # Inspector's metadata.hostname); None: not recorded (Kineto traces record none)
     host: Label | None = None
+    # the network interfaces the file names, as PCI ids `vendor:device` (4 hex digits each, as
+    # `lspci -n` prints them; Nsight Systems' TARGET_INFO_NIC_INFO), sorted, each once
+    nics: Annotated[list[Label], msgspec.Meta(max_length=MAX_NICS)] = []
 
 
 class GpuOp(msgspec.Struct, frozen=True, gc=False, tag="gpu", array_like=True):

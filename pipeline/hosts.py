@@ -2,7 +2,9 @@
 
 A rank's host comes from `--hosts` (rank ranges → host) when given for it, else from its trace
 where the format records one (Nsight Systems' `TARGET_INFO_SYSTEM_ENV` Hostname, NCCL
-Inspector's `metadata.hostname`; Kineto traces record none). A process group is *intra-node*
+Inspector's `metadata.hostname`; Kineto traces record none), else from the name of one of its
+files where `torch.profiler.tensorboard_trace_handler` wrote it (`{hostname}_{pid}.…`,
+`names.host_in_name`). A process group is *intra-node*
 when its member list is whole (as many members as its size n) and every member's host is known
 and all are one host (a group of one rank is intra-node whatever its host), *inter-node* when
 two of its members' known hosts differ, and unknown otherwise; each of its instances takes its
@@ -21,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, Literal
 
 from commscope.model.errors import ConfigError
+from commscope.model.names import base_name, host_in_name
 from commscope.model.schema import MAX_LABEL, Link, LinkCollective, Links, TraceMeta
 from commscope.pipeline.crossrank import CrossRank, fitted
 from commscope.pipeline.matching import group_order
@@ -38,6 +41,7 @@ RECORDED: Final = {
     "nsys": "Nsight Systems TARGET_INFO_SYSTEM_ENV Hostname",
     "inspector": "NCCL Inspector metadata.hostname",
 }
+FILE_NAME: Final = "file name"
 NO_HOSTS: Final = f"no rank's host is known (Kineto traces record none): give {HOSTS_FLAG}"
 NO_INSTANCES: Final = "no collective was matched across ranks"
 NO_NIC: Final = f"no trace names the network interface: give {NET_PEAK_FLAG} (GB/s)"
@@ -78,10 +82,12 @@ def _entry(entry: str) -> tuple[int, int, str]:
 
 
 def rank_hosts(
-    metas: Iterable[tuple[int, TraceMeta]], given: Mapping[int, str] | None
+    metas: Iterable[tuple[int, TraceMeta]],
+    given: Mapping[int, str] | None,
+    named: Mapping[int, str] | None = None,
 ) -> tuple[dict[int, str], dict[int, str]]:
     """(rank → host, rank → what gave it): `given` (`--hosts`) first, else the first of the
-    rank's files that records one."""
+    rank's files that records one, else `named` (`named_hosts`: from its files' names)."""
     hosts: dict[int, str] = {}
     sources: dict[int, str] = {}
     for rank, meta in metas:
@@ -89,7 +95,20 @@ def rank_hosts(
             hosts[rank], sources[rank] = given[rank], HOSTS_FLAG
         elif meta.host is not None and rank not in hosts:
             hosts[rank], sources[rank] = meta.host, RECORDED.get(meta.source, meta.source)
+    for rank, host in (named or {}).items():
+        if rank not in hosts:
+            hosts[rank], sources[rank] = host, FILE_NAME
     return dict(sorted(hosts.items())), dict(sorted(sources.items()))
+
+
+def named_hosts(paths: Iterable[tuple[int, str]]) -> dict[int, str]:
+    """Rank → the host the first of its files' names gives (`names.host_in_name`)."""
+    found: dict[int, str] = {}
+    for rank, path in paths:
+        host = host_in_name(base_name(path))
+        if host is not None:
+            found.setdefault(rank, host)
+    return found
 
 
 def locality(members: Sequence[int], size: int | None, hosts: Mapping[int, str]) -> _Locality:
@@ -119,14 +138,13 @@ def links(
     cross: CrossRank | None,
     hosts: tuple[dict[int, str], dict[int, str]],
     intra_peak: tuple[float | None, str],
-    net_peak_Bps: float | None,
+    net: tuple[float | None, str],
     world: int | None = None,
 ) -> Links:
     """The run's `Links` section: `hosts` from `rank_hosts`, `intra_peak` (bytes/s, source)
-    the GPU's link peak (`sections.peak_bandwidth`), `net_peak_Bps` the network's (--net-peak);
+    the GPU's link peak (`sections.peak_bandwidth`), `net` the network's (`nics.net_peak`);
     `cross` the run's pooled cross-rank facts (None: no window had any); `world` the job's."""
     placed, sources = hosts
-    net = (net_peak_Bps, NET_PEAK_FLAG if net_peak_Bps is not None else NO_NIC)
     found = Links(
         hosts={str(r): h for r, h in placed.items()},
         host_sources={str(r): s for r, s in sources.items()},

@@ -47,6 +47,7 @@ from commscope.pipeline import (
     health,
     hosts,
     inspector_sources,
+    nics,
     ranks,
     skew,
     stages,
@@ -137,9 +138,12 @@ def window_facts(items: dict[int, ParsedFile], chain: Chain | None = None) -> Cr
 
 
 # what `hosts.links` reads besides the pooled facts: (the ranks' hosts and what gave each,
-# the GPU link's peak and its source, --net-peak, the world size)
+# the GPU link's peak and its source, the network's (`nics.net_peak`), the world size)
 LinksGiven = tuple[
-    tuple[dict[int, str], dict[int, str]], tuple[float | None, str], float | None, int | None
+    tuple[dict[int, str], dict[int, str]],
+    tuple[float | None, str],
+    tuple[float | None, str],
+    int | None,
 ]
 
 
@@ -290,8 +294,10 @@ def _links(
     metas = [(rank, item.meta) for (_, rank), item in sorted(placed.items())]
     cross = parts.pooled(crosses, clocked=False) if crosses else None
     intra = (context.peak_Bps, context.peak_source or "")
-    found = hosts.rank_hosts(metas, options.hosts)
-    return parts.links(cross, (found, intra, options.net_peak_Bps, context.world_size))
+    named = hosts.named_hosts((rank, item.path) for (_, rank), item in sorted(placed.items()))
+    found = hosts.rank_hosts(metas, options.hosts, named)
+    net = nics.net_peak(options.net_peak_Bps, (meta.nics for _, meta in metas))
+    return parts.links(cross, (found, intra, net, context.world_size))
 
 
 def _setting(

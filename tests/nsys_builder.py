@@ -142,6 +142,8 @@ class Export:
     gpus: dict[int, str] = field(default_factory=dict)  # TARGET_INFO_GPU: device -> name
     # TARGET_INFO_SYSTEM_ENV's Hostname rows: globalVid -> host (VM 1's is 1 << 48)
     hosts: dict[int, str] = field(default_factory=dict)
+    # TARGET_INFO_NIC_INFO's rows as (vendorId, deviceId), e.g. (0x15B3, 0x1021): ConnectX-7
+    nics: list[tuple[object, object]] = field(default_factory=list)
     kernels: list[tuple[object, ...]] = field(default_factory=list)
     copies: list[tuple[str, int, int, int, int, int | None]] = field(default_factory=list)
     launches: list[tuple[int, int, int, int]] = field(default_factory=list)
@@ -325,6 +327,11 @@ class Export:
             rows = [(vid, "Local (CLI)", "Hostname", 619, h) for vid, h in self.hosts.items()]
             rows.append((1 << 48, "Local (CLI)", "CpuCores", 1, "18"))
             db.executemany("INSERT INTO TARGET_INFO_SYSTEM_ENV VALUES (?, ?, ?, ?, ?)", rows)
+        if self.nics:
+            db.execute("CREATE TABLE TARGET_INFO_NIC_INFO (GUID INTEGER, nicId INTEGER, "
+                       "name TEXT, deviceId INTEGER, vendorId INTEGER)")  # fmt: skip
+            rows = [(i, i, f"mlx5_{i}", d, v) for i, (v, d) in enumerate(self.nics)]
+            db.executemany("INSERT INTO TARGET_INFO_NIC_INFO VALUES (?, ?, ?, ?, ?)", rows)
         if self.gpus:
             db.execute("CREATE TABLE TARGET_INFO_GPU (id INTEGER, cudaId INTEGER, name TEXT)")
             db.executemany("INSERT INTO TARGET_INFO_GPU VALUES (?, ?, ?)",

@@ -346,3 +346,8 @@ def test_a_kernel_of_each_kind_in_an_export() -> None:
     assert made[2] == CommOp("AllToAll", 0, 10, None, 2, True, None, None, "world size")
     assert (tally.comm_kernels, tally.no_launch, tally.sizes_unknown) == (1, 1, 1)
     assert (tally.lookalike_ns, tally.lookalikes) == (20, {"my_moe::alltoall_dispatch": 20})
+
+
+def test_nic_rows_become_pci_ids_sorted_each_once() -> None:
+    rows = [(5555, 4129), ("5555", "4129"), (0x8086, 0x1572), (None, 1), (5555, 1 << 16)]
+    assert nsys.nic_ids(rows) == ["15b3:1021", "8086:1572"]  # ConnectX-7 and an Intel X710

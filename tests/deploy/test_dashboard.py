@@ -55,8 +55,6 @@ NOT_SHOWN = {
     "commscope_collector_dropped_total": "pipeline bookkeeping",
     "commscope_collector_read_failures_total": "collector health: the final report names losses",
     "commscope_collector_files_lost_total": "the final report names each lost file and why",
-    "commscope_node_link_busbw_bytes_per_second": "intra- vs inter-node: the report's section",
-    "commscope_node_link_peak_bytes_per_second": "intra- vs inter-node: the report's section",
 }
 ROWS = {
     "Run": [
@@ -90,6 +88,8 @@ ROWS = {
         "Late arrivals per rank (time range)",
         "α (latency) per process group and collective",
         "β (bandwidth) per process group and collective",
+        "Bus bandwidth per link class (intra- vs inter-node) and each link's peak",
+        "Bus bandwidth per link class against its own peak",
     ],
     "Pipeline parallelism": [
         "The pipeline stage the others wait for",

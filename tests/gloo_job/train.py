@@ -9,6 +9,9 @@ Output layout (same as TorchTitan's profiling trace handler):
 
     <out>/iteration_<N>/rank<R>_trace.json        (or .json.gz with --gzip)
 
+or with --handler tensorboard torch.profiler.tensorboard_trace_handler's names there,
+``<hostname>_<pid>.<time_ns>.pt.trace.json``.
+
 where N is ``prof.step_num`` when the profiling window's trace is ready.
 Each file is first written as ``<name>.tmp`` and then renamed (for plain JSON
 Kineto's exporter does this itself, for .json.gz this script does it).
@@ -66,6 +69,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--mode", choices=("ddp", "fsdp"), default="ddp")
     p.add_argument("--gzip", action="store_true", help="write rank<R>_trace.json.gz")
+    p.add_argument(
+        "--handler",
+        choices=("titan", "tensorboard"),
+        default="titan",
+        help="tensorboard: torch.profiler.tensorboard_trace_handler's names, "
+        "<out>/iteration_<N>/<hostname>_<pid>.<time_ns>.pt.trace.json[.gz]",
+    )
     p.add_argument("--slow-rank", type=int, default=None, help="rank that sleeps inside each step")
     p.add_argument(
         "--slow-ms", type=float, default=0.0, help="sleep (ms) of --slow-rank, before backward"
@@ -106,6 +116,17 @@ def wrap_model(model: nn.Module, mode: str) -> nn.Module:
             fully_shard(layer, mesh=mesh)
     fully_shard(model, mesh=mesh)
     return model
+
+
+def tensorboard_handler(out_dir: str, use_gzip: bool):
+    """torch's own handler, into <out>/iteration_<step_num>/ (its default worker name)."""
+    from torch.profiler import tensorboard_trace_handler
+
+    def handler(prof: profile) -> None:
+        folder = os.path.join(out_dir, f"iteration_{prof.step_num}")
+        tensorboard_trace_handler(folder, use_gzip=use_gzip)(prof)
+
+    return handler
 
 
 def make_trace_handler(out_dir: str, rank: int, use_gzip: bool):
@@ -171,7 +192,11 @@ def main(argv: list[str] | None = None) -> int:
     with profile(
         activities=[ProfilerActivity.CPU],
         schedule=schedule(wait=1, warmup=1, active=args.active, repeat=2),
-        on_trace_ready=make_trace_handler(args.out, rank, args.gzip),
+        on_trace_ready=(
+            tensorboard_handler(args.out, args.gzip)
+            if args.handler == "tensorboard"
+            else make_trace_handler(args.out, rank, args.gzip)
+        ),
         record_shapes=True,
     ) as prof:
         for step in range(args.steps):

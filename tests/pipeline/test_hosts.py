@@ -58,7 +58,8 @@ def test_hosts_given_win_over_the_traces_and_each_says_its_source() -> None:
 
 
 def test_before_any_window_closes_hosts_and_peaks_are_said_and_no_instance() -> None:
-    found = hosts.links(None, ({0: "a"}, {0: hosts.HOSTS_FLAG}), (450e9, "H100 table value"), None)
+    placed = ({0: "a"}, {0: hosts.HOSTS_FLAG})
+    found = hosts.links(None, placed, (450e9, "H100 table value"), (None, hosts.NO_NIC))
     assert (found.hosts, found.na_reason) == ({"0": "a"}, hosts.NO_INSTANCES)
     assert (found.intra_node.peak_Bps, found.intra_node.peak_source) == (450e9, "H100 table value")
     assert (found.inter_node.peak_Bps, found.inter_node.peak_source) == (None, hosts.NO_NIC)
@@ -139,11 +140,16 @@ def events(rank: int) -> list[dict]:
     return found
 
 
-def job(folder: Path, options: Options) -> Report:
-    for rank in HOSTS:
+def job(folder: Path, options: Options, name: str = "rank{rank}_trace.json") -> Report:
+    """The job's 4 files, each named `name` (formatted with its rank, host and a pid)."""
+    for rank, host in HOSTS.items():
         tail = {"baseTimeNanoseconds": BASE_NS}
-        (folder / f"rank{rank}_trace.json").write_bytes(trace(events(rank), head(rank), tail))
+        named = name.format(rank=rank, host=host, pid=4100 + rank)
+        (folder / named).write_bytes(trace(events(rank), head(rank), tail))
     return analyse(folder, options)
+
+
+HANDLER = "{host}_{pid}.1700000000123456789.pt.trace.json"  # tensorboard_trace_handler's
 
 
 @pytest.fixture(scope="module")
@@ -206,6 +212,39 @@ def test_two_known_hosts_suffice_to_place_a_group_across_nodes(tmp_path: Path) -
     assert found.links.unknown_instances == 2
 
 
+def test_hosts_come_from_tensorboard_trace_handler_names_and_say_so(
+    tmp_path: Path, report: Report
+) -> None:
+    found = job(tmp_path, Options(net_peak_Bps=100e9), HANDLER)
+    assert found.links is not None and report.links is not None
+    assert found.links.hosts == {str(r): h for r, h in HOSTS.items()}
+    assert set(found.links.host_sources.values()) == {hosts.FILE_NAME}
+    # the same split as the one --hosts gives
+    assert msgspec.structs.replace(found.links, host_sources={}) == msgspec.structs.replace(
+        report.links, host_sources={}
+    )
+
+
+def test_hosts_given_and_recorded_win_over_file_names() -> None:
+    metas = [(0, TraceMeta(rank=0, host="n0", source="nsys")), (1, TraceMeta(rank=1))]
+    metas.append((2, TraceMeta(rank=2)))
+    named = {0: "from-name", 1: "from-name", 2: "from-name"}
+    found, sources = hosts.rank_hosts(metas, {2: "given"}, named)
+    assert found == {0: "n0", 1: "from-name", 2: "given"}
+    assert sources == {0: hosts.RECORDED["nsys"], 1: hosts.FILE_NAME, 2: hosts.HOSTS_FLAG}
+
+
+def test_a_ranks_first_file_named_by_a_host_gives_it() -> None:
+    paths = [(0, "w/rank0_trace.json"), (0, "w2/a_1.2.pt.trace.json"), (0, "b_1.2.pt.trace.json")]
+    assert hosts.named_hosts([*paths, (1, "w/worker1_7.2.pt.trace.json")]) == {0: "a"}
+
+
+def test_rank_numbered_handler_names_give_no_host(tmp_path: Path) -> None:
+    found = job(tmp_path, Options(), "worker{rank}_{pid}.1700000000123456789.pt.trace.json")
+    assert found.links is not None
+    assert (found.links.hosts, found.links.na_reason) == ({}, hosts.NO_HOSTS)
+
+
 # ---------------------------------------------------------------- the real traces (../shared)
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "traces"
@@ -220,6 +259,8 @@ def test_the_real_nsys_export_names_its_host_and_stays_on_it() -> None:
     assert set(found.links.host_sources.values()) == {hosts.RECORDED["nsys"]}
     assert set(found.links.groups.values()) == {hosts.INTRA}
     assert found.links.intra_node.collectives["AllToAll"].instances == 32
+    # the export has no TARGET_INFO_NIC_INFO: no NIC named, no network peak
+    assert found.links.inter_node.peak_source == hosts.NO_NIC
 
 
 @real
@@ -235,6 +276,15 @@ def test_dlrm_on_one_host_pools_the_same_fits_as_its_one_group() -> None:
         plotted = msgspec.structs.replace(fit, points=[], points_total=0, bus_factor=None)
         assert pooled.fit == plotted and pooled.instances == fit.instances
     assert found.links.intra_node.peak_Bps == 150e9  # V100 NVLink 2 per direction
+
+
+@real
+def test_dlrm_names_are_rank_numbered_and_give_no_host() -> None:
+    # worker0_step_12.1694128201545.pt.trace.json: a worker name, `worker0_step` and `12` no
+    # host and pid
+    found = analyse(SHARED / "kineto" / "dlrm_8rank_v100", Options())
+    assert found.links is not None
+    assert (found.links.hosts, found.links.na_reason) == ({}, hosts.NO_HOSTS)
 
 
 # ---------------------------------------------------------------- NCCL Inspector, 2 hosts x 2
@@ -308,6 +358,31 @@ def test_nsight_exports_of_two_nodes_name_their_hosts_and_cross_nodes(tmp_path: 
     assert allreduce.peak_ratio == pytest.approx(0.5)
 
 
+CX7, X710 = (0x15B3, 0x1021), (0x8086, 0x1572)  # ConnectX-7; an Intel management port
+
+
+def test_a_named_connectx7_gives_the_net_peak_said_as_assumed(tmp_path: Path) -> None:
+    folder = tmp_path / "iteration_1"
+    for host, ranks in (("node-a", (0, 1)), ("node-b", (2, 3))):
+        export = nsys_node(host, ranks)
+        export.nics = [CX7, CX7, X710]
+        export.write(folder / f"{host}.sqlite")
+    found = analyse(folder, Options())
+    assert found.links is not None
+    inter = found.links.inter_node
+    # NDR 400 Gb/s = 50 GB/s per direction; the AllReduce's 50 GB/s busbw is all of it
+    assert inter.peak_Bps == 50e9
+    assert inter.peak_source == "ConnectX-7 table value 400 Gb/s, one port per rank: assumed"
+    assert inter.collectives["AllReduce"].peak_ratio == pytest.approx(1.0)
+    assert found.windows[0].facts["0"].meta.nics == ["15b3:1021", "8086:1572"]
+    given = analyse(folder, Options(net_peak_Bps=100e9))  # --net-peak wins
+    assert given.links is not None
+    assert (given.links.inter_node.peak_Bps, given.links.inter_node.peak_source) == (
+        100e9,
+        hosts.NET_PEAK_FLAG,
+    )
+
+
 def test_the_section_is_found_again_only_when_its_facts_or_options_change(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -318,8 +393,8 @@ def test_the_section_is_found_again_only_when_its_facts_or_options_change(
         return Links(unknown_instances=len(calls))
 
     monkeypatch.setattr(hosts, "links", find)
-    given: LinksGiven = (({}, {}), (1.0, "given"), None, None)
-    changed: LinksGiven = (({}, {}), (2.0, "given"), None, None)
+    given: LinksGiven = (({}, {}), (1.0, "given"), (None, hosts.NO_NIC), None)
+    changed: LinksGiven = (({}, {}), (2.0, "given"), (None, hosts.NO_NIC), None)
     cross = CrossRank(Matching(), Clocks(), skew.tally([]), Counter(), {})
     first = cache.links(cross, given)
     assert cache.links(cross, given) is first  # the very same facts, equal options
