@@ -277,6 +277,15 @@ class LinkCollective(msgspec.Struct, kw_only=True):
     fit: AlphaBeta | None = None
 
 
+class LinkGroup(msgspec.Struct, kw_only=True):
+    """One process group's instances of one collective type (`Links.by_group`): their count,
+    and (S·F bytes, wait-free seconds) of each sized one, in no order: what `commscope merge`
+    pools into the link classes exactly."""
+
+    instances: int = 0
+    points: list[tuple[float, float]] = []
+
+
 class Link(msgspec.Struct, kw_only=True):
     """A link class: intra-node (NVLink / the host's fabric) or inter-node (the network)."""
 
@@ -297,6 +306,8 @@ class Links(msgspec.Struct, kw_only=True):
     inter_node: Link = msgspec.field(default_factory=Link)
     unknown_instances: int = 0  # instances of groups whose locality is unknown
     na_reason: str | None = None  # why no instance could be placed (None: some were)
+    # process group -> collective type -> its instances and points (what the classes pool)
+    by_group: dict[str, dict[str, LinkGroup]] = {}
 
 
 class Finding(msgspec.Struct, kw_only=True):
@@ -634,6 +645,9 @@ class RankFacts(msgspec.Struct, kw_only=True):
 class Window(Sections, kw_only=True):
     name: str
     facts: dict[str, RankFacts] = {}  # rank -> what `commscope merge` needs (schema 4 on)
+    # the window's intra- vs inter-node section (`pipeline.hosts`, the run's hosts and peaks);
+    # None on an open window, a report for /metrics alone, or one made before it
+    links: Links | None = None
 
 
 class RunConfig(msgspec.Struct, kw_only=True):
@@ -704,7 +718,7 @@ class Report(Sections, kw_only=True):
     # same collectives are in both: never added to the sections above)
     inspector: Sections | None = None
     # Intra- vs inter-node: hosts, and the instances split by link (`pipeline.hosts`); None on
-    # a report made before it, or merged by `commscope merge` from several shards
+    # a report made before it (a merged report's: `pipeline.linkmerge`)
     links: Links | None = None
     # PyTorch Flight Recorder dumps among the inputs (`pipeline.flight`); None: there were none
     flight_recorder: FlightRecorder | None = None

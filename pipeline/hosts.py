@@ -24,7 +24,7 @@ from typing import Final, Literal
 
 from commscope.model.errors import ConfigError
 from commscope.model.names import base_name, host_in_name
-from commscope.model.schema import MAX_LABEL, Link, LinkCollective, Links, TraceMeta
+from commscope.model.schema import MAX_LABEL, Link, LinkCollective, LinkGroup, Links, TraceMeta
 from commscope.pipeline.crossrank import CrossRank, fitted
 from commscope.pipeline.matching import group_order
 from commscope.pipeline.stats import ratio
@@ -32,7 +32,7 @@ from commscope.pipeline.stats import ratio
 INTRA: Final = "intra_node"
 INTER: Final = "inter_node"
 UNKNOWN: Final = "unknown"
-_Locality = Literal["intra_node", "inter_node", "unknown"]
+Locality = Literal["intra_node", "inter_node", "unknown"]
 
 HOSTS_FLAG: Final = "--hosts"
 NET_PEAK_FLAG: Final = "--net-peak"
@@ -111,7 +111,7 @@ def named_hosts(paths: Iterable[tuple[int, str]]) -> dict[int, str]:
     return found
 
 
-def locality(members: Sequence[int], size: int | None, hosts: Mapping[int, str]) -> _Locality:
+def locality(members: Sequence[int], size: int | None, hosts: Mapping[int, str]) -> Locality:
     """Whether a group of these members (n = `size`, None: unknown) stays on one node."""
     known = {hosts[m] for m in members if m in hosts}
     if len(known) > 1:
@@ -124,7 +124,7 @@ def locality(members: Sequence[int], size: int | None, hosts: Mapping[int, str])
 
 def _group_localities(
     cross: CrossRank, hosts: Mapping[int, str], world: int | None = None
-) -> dict[str, _Locality]:
+) -> dict[str, Locality]:
     """Each matched process group's class; a group whose size is unknown is taken as large as
     the `world` (it can be no larger: its members are then whole when they are the world)."""
     groups = cross.matching.groups
@@ -134,6 +134,10 @@ def _group_localities(
     }
 
 
+# (process group, collective type) -> (its instances, its sized ones' points flat: S·F, T, …)
+Rows = dict[tuple[str, str], tuple[int, "array[float]"]]
+
+
 def links(
     cross: CrossRank | None,
     hosts: tuple[dict[int, str], dict[int, str]],
@@ -141,9 +145,26 @@ def links(
     net: tuple[float | None, str],
     world: int | None = None,
 ) -> Links:
-    """The run's `Links` section: `hosts` from `rank_hosts`, `intra_peak` (bytes/s, source)
-    the GPU's link peak (`sections.peak_bandwidth`), `net` the network's (`nics.net_peak`);
-    `cross` the run's pooled cross-rank facts (None: no window had any); `world` the job's."""
+    """The run's (or a window's) `Links` section: `hosts` from `rank_hosts`, `intra_peak`
+    (bytes/s, source) the GPU's link peak (`sections.peak_bandwidth`), `net` the network's
+    (`nics.net_peak`); `cross` the pooled cross-rank facts (None: no window had any); `world`
+    the job's."""
+    if cross is None:
+        return section({}, None, hosts, intra_peak, net)
+    classes = _group_localities(cross, hosts[0], world)
+    rows = {key: (n, cross.points.get(key, array("d"))) for key, n in cross.instances.items()}
+    return section(rows, classes, hosts, intra_peak, net)
+
+
+def section(
+    rows: Rows,
+    classes: Mapping[str, Locality] | None,
+    hosts: tuple[dict[int, str], dict[int, str]],
+    intra_peak: tuple[float | None, str],
+    net: tuple[float | None, str],
+) -> Links:
+    """`Links` of these rows, each group of the class `classes` gives (None: no instance was
+    matched); `links` and `linkmerge.merged` both end here."""
     placed, sources = hosts
     found = Links(
         hosts={str(r): h for r, h in placed.items()},
@@ -152,20 +173,34 @@ def links(
         inter_node=Link(peak_Bps=net[0], peak_source=net[1]),
         na_reason=NO_INSTANCES,
     )
-    if cross is None:
+    if classes is None:
         return found
-    classes = _group_localities(cross, placed, world)
+    rows = {key: rows[key] for key in sorted(rows, key=_row_order)}
     found.groups = dict(classes)
-    found.intra_node = _link(cross, classes, INTRA, intra_peak)
-    found.inter_node = _link(cross, classes, INTER, net)
+    found.intra_node = _link(rows, classes, INTRA, intra_peak)
+    found.inter_node = _link(rows, classes, INTER, net)
     found.unknown_instances = sum(
-        n for (g, _), n in cross.instances.items() if classes.get(g, UNKNOWN) == UNKNOWN
+        n for (g, _), (n, _) in rows.items() if classes.get(g, UNKNOWN) == UNKNOWN
     )
     found.na_reason = _why_none(classes, placed)
+    found.by_group = _by_group(rows)
     return found
 
 
-def _why_none(classes: Mapping[str, _Locality], placed: Mapping[int, str]) -> str | None:
+def _row_order(key: tuple[str, str]) -> tuple[tuple[bool, int, str], str]:
+    return group_order(key[0]), key[1]
+
+
+def _by_group(rows: Rows) -> dict[str, dict[str, LinkGroup]]:
+    """Each group's rows as `Links.by_group` keeps them."""
+    found: dict[str, dict[str, LinkGroup]] = {}
+    for (group, kind), (n, flat) in rows.items():
+        points = list(zip(flat[::2], flat[1::2], strict=True))
+        found.setdefault(group, {})[kind] = LinkGroup(instances=n, points=points)
+    return found
+
+
+def _why_none(classes: Mapping[str, Locality], placed: Mapping[int, str]) -> str | None:
     """Why no instance could be placed (None: some were)."""
     if not classes:
         return NO_INSTANCES
@@ -175,29 +210,29 @@ def _why_none(classes: Mapping[str, _Locality], placed: Mapping[int, str]) -> st
 
 
 def _link(
-    cross: CrossRank, classes: Mapping[str, _Locality], which: str, peak: tuple[float | None, str]
+    rows: Rows, classes: Mapping[str, Locality], which: str, peak: tuple[float | None, str]
 ) -> Link:
     groups = [g for g, c in classes.items() if c == which]
-    keys = [key for key in cross.instances if key[0] in groups]
+    keys = [key for key in rows if classes.get(key[0]) == which]
     kinds = sorted({kind for _, kind in keys})
     return Link(
         peak_Bps=peak[0],
         peak_source=peak[1],
         groups=groups,
         collectives={
-            kind: _collective(cross, [k for k in keys if k[1] == kind], peak[0]) for kind in kinds
+            kind: _collective(rows, [k for k in keys if k[1] == kind], peak[0]) for kind in kinds
         },
     )
 
 
 def _collective(
-    cross: CrossRank, keys: Sequence[tuple[str, str]], peak_Bps: float | None
+    rows: Rows, keys: Sequence[tuple[str, str]], peak_Bps: float | None
 ) -> LinkCollective:
     """One collective type's instances over the (group, type) keys of one link class."""
     flat = array("d")
     for key in keys:
-        flat.extend(cross.points.get(key, array("d")))
-    instances = sum(cross.instances[key] for key in keys)
+        flat.extend(rows[key][1])
+    instances = sum(rows[key][0] for key in keys)
     bus_bytes = math.fsum(flat[::2]) if flat else None
     busbw = ratio(bus_bytes, math.fsum(flat[1::2])) if flat else None
     return LinkCollective(

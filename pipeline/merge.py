@@ -16,7 +16,8 @@ that shard found them; a group across shards is named and not analysed. The all-
 section is made again from every rank's all-to-all calls (`alltoallv.tally`), as the report on
 every file makes it. Clock offsets and
 arrival skew pool every group a shard saw (and each shard's offsets are relative to its own
-lowest rank): they are kept only when one shard holds every matched group, whole.
+lowest rank): they are kept only when one shard holds every matched group, whole. The
+intra- vs inter-node section pools the groups inside one shard (`linkmerge`).
 
 Refused (`MergeError`, one line): reports of different jobs (world size, backend, GPU),
 schema versions or report options, a report without facts, and a rank's window reported by
@@ -38,6 +39,7 @@ from commscope.model.schema import (
     Clocks,
     CollectiveStats,
     Inputs,
+    Links,
     Matching,
     MergeInfo,
     RankFacts,
@@ -47,7 +49,7 @@ from commscope.model.schema import (
     Skew,
     Window,
 )
-from commscope.pipeline import alltoallv, facts, health, waiting
+from commscope.pipeline import alltoallv, facts, health, linkmerge, waiting
 from commscope.pipeline.accumulate import merge_results
 from commscope.pipeline.diagnosis import diagnose
 from commscope.pipeline.matching import MAX_DESYNCS, group_order
@@ -114,8 +116,16 @@ def combine(named: Sequence[tuple[str, Report]]) -> Report:
         diagnosis=diagnose(run, reports[0].config),
         merge=info,
         **asdict(run),
-        links=reports[0].links if len(reports) == 1 else None,  # across shards: not yet
+        links=_links(reports, info),
     )
+
+
+def _links(reports: Sequence[Report], info: MergeInfo) -> Links | None:
+    """The intra- vs inter-node section: the one shard's, else the groups inside one shard
+    pooled (`linkmerge`)."""
+    if len(reports) == 1:
+        return reports[0].links
+    return linkmerge.merged(dict(enumerate(r.links for r in reports)), info.groups_inside)
 
 
 # ---------------------------------------------------------------- refusals
@@ -249,11 +259,16 @@ def _window(
             if window.name == name:
                 cover.views[index] = window
     found = _sections(placed, {r: p.row for r, p in placed.items()}, context)
-    found = _cross(found, cover)[0]
+    found, info = _cross(found, cover)
     found.alltoallv = alltoallv.section(_alltoallv(placed))
     found.health = health.check([facts.file(p.facts) for p in placed.values()], found)
     kept = {str(rank): item.facts for rank, item in placed.items()}
-    return Window(name=name, **asdict(found), facts=kept)
+    links = linkmerge.merged(_window_links(cover), info.groups_inside)
+    return Window(name=name, **asdict(found), facts=kept, links=links)
+
+
+def _window_links(cover: _Cover) -> dict[int, Links | None]:
+    return {shard: view.links for shard, view in cover.views.items() if isinstance(view, Window)}
 
 
 def _alltoallv(placed: Mapping[int, Placed]) -> alltoallv.Tally:

@@ -179,6 +179,9 @@ class _Parts(Protocol):
     def links(self, cross: CrossRank | None, given: LinksGiven) -> Links:
         """`hosts.links(cross, *given)`."""
 
+    def linked(self, window: Window, cross: CrossRank, given: LinksGiven) -> Window:
+        """`with_links`."""
+
     def file_counts(self, items: Sequence[ParsedFile]) -> FileCounts:
         """`file_counts`."""
 
@@ -214,6 +217,9 @@ class _Fresh:
 
     def links(self, cross: CrossRank | None, given: LinksGiven) -> Links:
         return hosts.links(cross, *given)
+
+    def linked(self, window: Window, cross: CrossRank, given: LinksGiven) -> Window:
+        return with_links(window, cross, given)
 
     def file_counts(self, items: Sequence[ParsedFile]) -> FileCounts:
         return file_counts(items)
@@ -264,13 +270,18 @@ def assemble(
     for (window, rank), item in sorted(placed.items()):
         by_window[window][rank] = item
     waiting = [name for name in by_window if name in options.waiting and by_window[name]]
-    window_list, crosses = _windows(by_window, context, parts, waiting)
+    window_list, crossed = _windows(by_window, context, parts, waiting)
+    crosses = list(crossed.values())
     metrics_only = options.metrics_only
     run = _run(by_window, crosses, context, parts, metrics_only)
     if not metrics_only:
         run.health = health.check(placed.values(), run)
     skipped = [*options.skipped, *placement.skipped]
     inputs = _inputs(parsed, skipped, placement.notes, parts.file_counts)
+    given = _links_given(placed, context, options)
+    window_list = [
+        parts.linked(w, crossed[w.name], given) if w.name in crossed else w for w in window_list
+    ]
     report = Report(
         world_size=world,
         config=run_config,
@@ -278,26 +289,28 @@ def assemble(
         inputs=replace(inputs, open_windows=waiting),
         diagnosis=Diagnosis() if metrics_only else diagnose(run, run_config),
         **asdict(run),
-        links=_links(placed, crosses, context, options, parts),
+        links=parts.links(parts.pooled(crosses, clocked=False) if crosses else None, given),
     )
     return inspector_sources.labelled(report, metas)
 
 
-def _links(
-    placed: dict[tuple[str, int], ParsedFile],
-    crosses: Sequence[CrossRank],
-    context: Context,
-    options: Options,
-    parts: _Parts,
-) -> Links:
-    """The intra- vs inter-node section over the run's pooled cross-rank facts (`hosts`)."""
+def _links_given(
+    placed: dict[tuple[str, int], ParsedFile], context: Context, options: Options
+) -> LinksGiven:
+    """What the intra- vs inter-node sections read besides the cross-rank facts (`hosts`): the
+    run's hosts, the GPU link's peak, the network's, the world size."""
     metas = [(rank, item.meta) for (_, rank), item in sorted(placed.items())]
-    cross = parts.pooled(crosses, clocked=False) if crosses else None
-    intra = (context.peak_Bps, context.peak_source or "")
     named = hosts.named_hosts((rank, item.path) for (_, rank), item in sorted(placed.items()))
     found = hosts.rank_hosts(metas, options.hosts, named)
+    intra = (context.peak_Bps, context.peak_source or "")
     net = nics.net_peak(options.net_peak_Bps, (meta.nics for _, meta in metas))
-    return parts.links(cross, (found, intra, net, context.world_size))
+    return found, intra, net, context.world_size
+
+
+def with_links(window: Window, cross: CrossRank, given: LinksGiven) -> Window:
+    """The window with its own intra- vs inter-node section (`hosts.links` of its cross-rank
+    facts, the run's hosts and peaks)."""
+    return replace(window, links=hosts.links(cross, *given))
 
 
 def _setting(
@@ -347,11 +360,12 @@ def _windows(
     context: Context,
     parts: _Parts,
     waiting: Collection[str] = (),
-) -> tuple[list[Window], list[CrossRank]]:
+) -> tuple[list[Window], dict[str, CrossRank]]:
     """Each window's sections and cross-rank facts; those
     `waiting` without their cross-rank facts, and so those of NCCL Inspector windows after a
     waiting one (each leaves out what the one before took: `straddle`)."""
-    window_list, crosses = [], []
+    window_list: list[Window] = []
+    crosses: dict[str, CrossRank] = {}
     after = _chained(by_window)
     before: CrossRank | None = None
     held = False  # the window before, of the same log folder, is waiting
@@ -364,7 +378,7 @@ def _windows(
             chain = Chain(before, by_window.get(nxt, {})) if nxt is not None else None
             found, cross = parts.window(name, items, context, chain)
             window_list.append(found)
-            crosses.append(cross)
+            crosses[name] = cross
             before, held = (cross if nxt else None), False
     parts.keep(by_window)
     return window_list, crosses

@@ -31,6 +31,7 @@ from commscope.pipeline.report import (
     file_counts,
     window_facts,
     window_sections,
+    with_links,
 )
 from commscope.pipeline.sections import Context
 from msgspec.structs import replace
@@ -78,6 +79,8 @@ class WindowCache:
         self._crossed: tuple[CrossRank, tuple[float | None, bool], CrossSections] | None = None
         # the run's intra- vs inter-node section, with the facts and options it came from
         self._links: tuple[CrossRank | None, LinksGiven, Links] | None = None
+        # each window given its own section: the window it was given to, the options, the result
+        self._linked: dict[str, tuple[Window, LinksGiven, Window]] = {}
 
     def build(
         self, windows: Sequence[str], parsed: Sequence[ParsedFile], options: Options
@@ -189,6 +192,16 @@ class WindowCache:
         self._links = (cross, given, found)
         return found
 
+    def linked(self, window: Window, cross: CrossRank, given: LinksGiven) -> Window:
+        """`report.with_links`, the same window again while it is the very same and the
+        options equal."""
+        known = self._linked.get(window.name)
+        if known is not None and known[0] is window and known[1] == given:
+            return known[2]
+        found = with_links(window, cross, given)
+        self._linked[window.name] = (window, given, found)
+        return found
+
     def file_counts(self, items: Sequence[ParsedFile]) -> FileCounts:
         """`file_counts` of one window's files, found once while they are the very same."""
         return self._counts.get(items, lambda: file_counts(items))
@@ -206,6 +219,7 @@ class WindowCache:
         last call."""
         wanted = set(names)
         self._sections = {k: v for k, v in self._sections.items() if k in wanted}
+        self._linked = {k: v for k, v in self._linked.items() if k in wanted}
         self._cross.keep()
         for folds in (self._runs, self._sums, self._pools):
             folds.keep()

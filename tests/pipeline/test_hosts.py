@@ -12,12 +12,13 @@ import msgspec
 import pytest
 from commscope.model.errors import ConfigError
 from commscope.model.schema import Clocks, Links, Matching, Report, TraceMeta
-from commscope.pipeline import hosts, skew
+from commscope.pipeline import hosts, linkmerge, skew
 from commscope.pipeline.crossrank import CrossRank
+from commscope.pipeline.merge import combine
 from commscope.pipeline.report import LinksGiven, Options
 from commscope.pipeline.reuse import WindowCache
-from commscope.service.offline import analyse
-from hypothesis import given
+from commscope.service.offline import analyse, parse_file
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from inspector_builder import DUMP_US, coll
 from kineto_builder import collective_args, dist_head, kernel, trace
@@ -127,10 +128,11 @@ def head(rank: int) -> dict:
     return found
 
 
-def events(rank: int) -> list[dict]:
+def events(rank: int, groups: set[str] | None = None) -> list[dict]:
+    """The rank's kernels of every instance (of `groups` only, when given)."""
     found, seqs = [], dict.fromkeys(GROUPS, 0)
     for i, (group, size, dur_us) in enumerate(INSTANCES):
-        if rank in GROUPS[group]:
+        if rank in GROUPS[group] and (groups is None or group in groups):
             args = collective_args("allreduce", size // 4, size // 4, "Float")
             args.update({"Group size": len(GROUPS[group]), "Process Group Name": group})
             args["Seq"] = seqs[group]
@@ -401,3 +403,104 @@ def test_the_section_is_found_again_only_when_its_facts_or_options_change(
     assert cache.links(cross, changed).unknown_instances == 2  # an option changed
     other = CrossRank(Matching(), Clocks(), skew.tally([]), Counter(), {})
     assert cache.links(other, changed).unknown_instances == 3  # equal, not the same
+
+
+# ---------------------------------------------------------------- per window, and merged shards
+
+
+def test_each_window_has_its_own_section_and_the_run_pools_them(
+    tmp_path: Path, report: Report
+) -> None:
+    for window in ("iteration_1", "iteration_2"):
+        (tmp_path / window).mkdir()
+        job(tmp_path / window, Options())
+    found = analyse(tmp_path, Options(hosts=HOSTS, net_peak_Bps=100e9))
+    assert found.links is not None and report.links is not None
+    for window in found.windows:
+        # each window holds the one-window job's instances: its section is that job's
+        assert window.links is not None
+        assert msgspec.to_builtins(window.links) == msgspec.to_builtins(report.links)
+    # the run: every group's instances twice, the same points twice
+    intra = found.links.intra_node.collectives["AllReduce"]
+    assert (intra.instances, intra.bus_bytes) == (4, 24e6)
+    assert intra.busbw_Bps == pytest.approx(150e9)
+    inter = found.links.inter_node.collectives["AllReduce"]
+    assert (inter.instances, inter.bus_bytes) == (6, 252e6)
+    assert inter.fit is not None and inter.fit.beta_Bps == pytest.approx(BETA_BPS)
+
+
+def test_the_live_build_gives_each_window_the_same_section(tmp_path: Path) -> None:
+    for window in ("iteration_1", "iteration_2"):
+        (tmp_path / window).mkdir()
+        job(tmp_path / window, Options())
+    options = Options(hosts=HOSTS)
+    offline = analyse(tmp_path, options)
+    parsed = [
+        parse_file(w.name, path)
+        for w in offline.windows
+        for path in sorted((tmp_path / w.name).iterdir())
+    ]
+    names = [w.name for w in offline.windows]
+    cache = WindowCache()
+    cache.build(names, parsed, options)
+    live = cache.build(names, parsed, options)  # the second build reuses the first's windows
+    assert [w.links for w in live.windows] == [w.links for w in offline.windows]
+    assert live.links == offline.links
+
+
+def shard_reports(
+    root: Path, shards: list[list[int]], groups: set[str] | None = None
+) -> list[Report]:
+    """`commscope report` on each shard's ranks (only the instances of `groups`, None: all),
+    each report through its JSON as `commscope merge` reads it."""
+    found = []
+    for index, ranks in enumerate(shards):
+        folder = root / f"shard{index}" / "iteration_1"
+        folder.mkdir(parents=True)
+        for rank in ranks:
+            tail = {"baseTimeNanoseconds": BASE_NS}
+            (folder / f"rank{rank}_trace.json").write_bytes(
+                trace(events(rank, groups), head(rank), tail)
+            )
+        report = analyse(folder, Options(hosts=HOSTS, net_peak_Bps=100e9))
+        found.append(msgspec.json.decode(msgspec.json.encode(report), type=Report))
+    return found
+
+
+def test_merged_shards_of_two_nodes_keep_the_node_groups_and_leave_the_world_out(
+    tmp_path: Path, report: Report
+) -> None:
+    a, b = shard_reports(tmp_path, [[0, 1], [2, 3]])
+    merged = combine([("a.json", a), ("b.json", b)]).links
+    assert merged is not None and report.links is not None
+    assert merged.hosts == report.links.hosts  # every shard's ranks
+    assert merged.groups == {"1": hosts.INTRA, "2": hosts.INTRA}  # the world group: across
+    assert merged.intra_node == report.links.intra_node  # 150 GB/s, exactly the one-process
+    assert merged.inter_node.collectives == {}
+    assert merged.inter_node.peak_source == hosts.NET_PEAK_FLAG
+
+
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.integers(0, 2), min_size=4, max_size=4))
+def test_a_merge_is_the_one_process_section_without_the_groups_across_shards(
+    tmp_path_factory: pytest.TempPathFactory, owner: list[int]
+) -> None:
+    root = tmp_path_factory.mktemp("shards")
+    shards = [[r for r in range(4) if owner[r] == s] for s in sorted(set(owner))]
+    inside = {g for g, members in GROUPS.items() if len({owner[m] for m in members}) == 1}
+    reports = shard_reports(root / "split", shards)
+    merged = combine([(f"{i}.json", r) for i, r in enumerate(reports)]).links
+    # the oracle: one process on every file, the groups across shards never run
+    assert merged is not None
+    if not inside:
+        assert (merged.groups, merged.na_reason) == ({}, linkmerge.ACROSS)
+        return
+    (whole,) = shard_reports(root / "whole", [[0, 1, 2, 3]], inside)
+    assert whole.links is not None
+    # a rank of no group inside ran no collective in the oracle (its file is skipped): the
+    # hosts are every shard's
+    assert merged.hosts == {str(r): h for r, h in HOSTS.items()}
+    plain = {"hosts": {}, "host_sources": {}, "na_reason": None}
+    assert msgspec.structs.replace(merged, **plain) == msgspec.structs.replace(whole.links, **plain)
