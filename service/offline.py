@@ -13,12 +13,12 @@ order, so the report is the same as with one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from functools import partial
 from itertools import accumulate
 from pathlib import Path
-from typing import Protocol
+from typing import Generic, ParamSpec, Protocol
 
 from commscope.collector.discover import WindowFiles, file_size, find_windows, open_trace
 from commscope.collector.inspector_file import DEFAULT_RULE
@@ -49,6 +49,7 @@ class Progress(parallel.Progress, Protocol):
     def end(self) -> None: ...
 
 
+_P = ParamSpec("_P")
 Parsed = tuple[ParsedFile, ...]  # the ranks one file holds (a Kineto trace: one)
 
 
@@ -220,19 +221,21 @@ def _shifted(item: ParsedFile, offset: int) -> ParsedFile:
     return replace(item, meta=struct_replace(item.meta, rank=rank), note=note)
 
 
-def outcome(
-    window: str,
-    path: Path,
-    progress: Progress | None = None,
-    name: Path | None = None,
-    rule: WindowRule = DEFAULT_RULE,
-) -> Parsed | Failed:
-    """One file's ranks, read by the reader of its kind, or why it cannot be used (never
-    raises TraceError); `rule`: the windows of an NCCL Inspector log."""
-    try:
-        return read(window, path, progress, name, rule)
-    except TraceError as exc:
-        return Failed(exc.reason, isinstance(exc, NotATraceError))
+class _Caught(Generic[_P]):
+    """`read` that never raises TraceError: why a file cannot be used comes back as `Failed`
+    (an instance, not a closure, so a pool of processes can pickle it)."""
+
+    def __init__(self, work: Callable[_P, Parsed]) -> None:
+        self._work = work
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> Parsed | Failed:
+        try:
+            return self._work(*args, **kwargs)
+        except TraceError as exc:
+            return Failed(exc.reason, isinstance(exc, NotATraceError))
+
+
+outcome = _Caught(read)  # one file's ranks, or why it cannot be used (the arguments of `read`)
 
 
 def _tally(result: Parsed | Failed) -> tuple[int, int]:

@@ -12,11 +12,9 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 
 import pytest
-from gloo_job.launch import torchrun
+from gloo_job.launch import only, report_on_job
 
 if not os.environ.get("CI"):
     pytest.importorskip("torch", reason="torch (CPU) is installed by scripts/test.sh")
@@ -26,24 +24,10 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    root = tmp_path_factory.mktemp("gloo")
-    torchrun(root / "profile_trace", "--gzip")
-    out = root / "trace_analysis"
-    command = [
-        sys.executable,
-        "-m",
-        "commscope.service.cli",
-        "report",
-        str(root / "profile_trace"),
-        "--out",
-        str(out),
-        "--hosts",  # every rank ran here (Kineto traces record no host)
-        f"0-1={socket.gethostname()}",
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    assert result.returncode == 0, result.stderr
-    (path,) = out.glob("*.json")
-    return json.loads(path.read_text())
+    # every rank ran here (Kineto traces record no host)
+    hosts = ("--hosts", f"0-1={socket.gethostname()}")
+    out = report_on_job(tmp_path_factory.mktemp("gloo"), "--gzip", options=hosts)
+    return json.loads(only(out, "*.json"))
 
 
 def test_windows_and_ranks_in_torchtitan_layout(report: dict) -> None:

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
-from gloo_job.launch import MOE, torchrun
+from gloo_job.launch import MOE, only, report_on_job
 
 if not os.environ.get("CI"):
     pytest.importorskip("torch", reason="torch (CPU) is installed by scripts/test.sh")
@@ -27,17 +25,8 @@ STEPS = 2
 
 @pytest.fixture(scope="module")
 def reported(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str, str]:
-    root = tmp_path_factory.mktemp("moe")
-    torchrun(root / "profile_trace", script=MOE, nproc=4)
-    out = root / "trace_analysis"
-    command = [sys.executable, "-m", "commscope.service.cli", "report",
-               str(root / "profile_trace"), "--out", str(out)]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
-    assert result.returncode == 0, result.stderr
-    (path,) = out.glob("*.json")
-    (text,) = out.glob("*.txt")
-    (replay,) = out.glob("*.alltoallv.csv")
-    return json.loads(path.read_text()), text.read_text(), replay.read_text()
+    out = report_on_job(tmp_path_factory.mktemp("moe"), script=MOE, nproc=4)
+    return json.loads(only(out, "*.json")), only(out, "*.txt"), only(out, "*.alltoallv.csv")
 
 
 def test_the_report_names_the_rank_of_the_hot_expert(reported: tuple[dict, str, str]) -> None:

@@ -11,32 +11,22 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
-from gloo_job.launch import PIPELINE, torchrun
+from gloo_job.launch import PIPELINE, only, report_on_job
 
 if not os.environ.get("CI"):
     pytest.importorskip("torch", reason="torch (CPU) is installed by scripts/test.sh")
 
 pytestmark = pytest.mark.slow
 STEPS = 3
+SLOW = ("--slow-stage", "1", "--slow-matmuls", "40")
 
 
 @pytest.fixture(scope="module")
 def reported(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
-    root = tmp_path_factory.mktemp("pipeline")
-    slow = ("--slow-stage", "1", "--slow-matmuls", "40")
-    torchrun(root / "profile_trace", *slow, script=PIPELINE, nproc=3)
-    out = root / "trace_analysis"
-    command = [sys.executable, "-m", "commscope.service.cli", "report",
-               str(root / "profile_trace"), "--out", str(out)]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    assert result.returncode == 0, result.stderr
-    (path,) = out.glob("*.json")
-    (text,) = out.glob("*.txt")
-    return json.loads(path.read_text()), text.read_text()
+    out = report_on_job(tmp_path_factory.mktemp("pipeline"), *SLOW, script=PIPELINE, nproc=3)
+    return json.loads(only(out, "*.json")), only(out, "*.txt")
 
 
 def test_every_send_pairs_with_its_receive(reported: tuple[dict, str]) -> None:

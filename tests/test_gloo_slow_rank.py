@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
-from gloo_job.launch import torchrun
+from gloo_job.launch import only, report_on_job
 
 if not os.environ.get("CI"):
     pytest.importorskip("torch", reason="torch (CPU) is installed by scripts/test.sh")
@@ -22,21 +20,13 @@ if not os.environ.get("CI"):
 pytestmark = pytest.mark.slow
 SLEEP_S = 0.060
 PROFILED_STEPS = 8
+SLOW = ("--slow-rank", "1", "--slow-ms", str(SLEEP_S * 1e3), "--active", "4", "--steps", "12")
 
 
 @pytest.fixture(scope="module")
 def reported(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
-    root = tmp_path_factory.mktemp("slow")
-    slow = ("--slow-rank", "1", "--slow-ms", str(SLEEP_S * 1e3), "--active", "4", "--steps", "12")
-    torchrun(root / "profile_trace", *slow)
-    out = root / "trace_analysis"
-    command = [sys.executable, "-m", "commscope.service.cli", "report",
-               str(root / "profile_trace"), "--out", str(out)]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    assert result.returncode == 0, result.stderr
-    (path,) = out.glob("*.json")
-    (text,) = out.glob("*.txt")
-    return json.loads(path.read_text()), text.read_text()
+    out = report_on_job(tmp_path_factory.mktemp("slow"), *SLOW)
+    return json.loads(only(out, "*.json")), only(out, "*.txt")
 
 
 def test_the_report_names_the_slowed_rank(reported: tuple[dict, str]) -> None:

@@ -14,9 +14,11 @@ import gzip
 import json
 import random
 import re
+import struct
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Final
 
@@ -54,7 +56,13 @@ class Base:
     doc: dict[str, Any]  # the parsed document (events mutated on copies)
 
     def dumps(self, doc: dict[str, Any] | None = None) -> bytes:
-        return json.dumps(doc if doc is not None else self.doc, indent=1).encode()
+        return self.data if doc is None else json.dumps(doc, indent=1).encode()
+
+    @cached_property
+    def data(self) -> bytes:
+        """The document as the corpus writes it, encoded once (json's indenting encoder is
+        pure Python: slow on the DLRM rank)."""
+        return json.dumps(self.doc, indent=1).encode()
 
 
 def handmade() -> dict[str, Any]:
@@ -220,13 +228,22 @@ EVENT_CHANGES: Final[tuple[Callable[[random.Random, dict[str, Any]], None], ...]
 
 
 def gzip_bomb(inflated: int = 800 * 2**20) -> bytes:
-    """A kernel whose name is `inflated` bytes of 'a': a few hundred KB compressed."""
-    packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # 31: a gzip stream
-    block = b"a" * 2**20
-    parts = [packer.compress(b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "')]
-    parts += [packer.compress(block) for _ in range(inflated // len(block))]
-    parts += [packer.compress(b'", "ts": 1, "dur": 1}]}'), packer.flush()]
-    return b"".join(parts)
+    """A kernel whose name is `inflated` bytes of 'a': a few hundred KB compressed. Each 1 MiB
+    block is deflated after a full flush (no history), so its bytes are the same every time:
+    deflated once and repeated, with the gzip trailer's CRC-32 and size over what it inflates to
+    (RFC 1952)."""
+    head, block = b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "', b"a" * 2**20
+    tail, count = b'", "ts": 1, "dur": 1}]}', inflated // len(block)
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15)  # -15: a raw deflate stream
+    first = packer.compress(head) + packer.flush(zlib.Z_FULL_FLUSH)
+    again = packer.compress(block) + packer.flush(zlib.Z_FULL_FLUSH)
+    last = packer.compress(tail) + packer.flush()
+    crc = zlib.crc32(head)
+    for _ in range(count):
+        crc = zlib.crc32(block, crc)
+    size = len(head) + count * len(block) + len(tail)
+    trailer = struct.pack("<II", zlib.crc32(tail, crc), size % 2**32)
+    return b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff" + first + again * count + last + trailer
 
 
 def specials() -> Iterator[Mutant]:
@@ -267,13 +284,14 @@ def corpus(seed: int, count: int) -> Iterator[Mutant]:
 
 
 def _mutant(rng: random.Random, base: Base, number: int) -> Mutant:
-    doc = json.loads(base.dumps())
+    data = base.dumps()
     done = []
     if rng.random() < 0.6:
+        doc = json.loads(data)
         change = rng.choice(EVENT_CHANGES)
         change(rng, doc)
         done.append(change.__name__)
-    data = base.dumps(doc)
+        data = base.dumps(doc)
     if not done or rng.random() < 0.5:
         damage = rng.choice(BYTE_DAMAGE)
         data = damage(rng, data)

@@ -16,19 +16,12 @@ dispatched (all_to_all_single with uneven splits), the experts run, and the resu
 from __future__ import annotations
 
 import argparse
-import os
-import sys
-import warnings
 
-warnings.filterwarnings("ignore", message=".*NumPy.*")
-warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\..*")
-os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+# train.py's set-up (warnings, loopback) runs before torch is imported: import it first.
+from train import exit_now, finish, profiled, start  # isort: skip
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-from torch.profiler import ProfilerActivity, profile, schedule  # noqa: E402
-from train import make_trace_handler  # noqa: E402
+import torch
+import torch.distributed as dist
 
 TOKENS = 64
 HIDDEN = 16
@@ -66,27 +59,16 @@ def main() -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--steps", type=int, default=5)
     args = p.parse_args()
-    dist.init_process_group(backend="gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank, world = start()
     torch.manual_seed(rank)
-    torch.set_num_threads(1)
     weight = torch.randn(HIDDEN, HIDDEN)
-    with profile(
-        activities=[ProfilerActivity.CPU],
-        schedule=schedule(wait=1, warmup=1, active=2, repeat=1),
-        on_trace_ready=make_trace_handler(args.out, rank, False),
-        record_shapes=True,
-    ) as prof:
+    with profiled(args.out, rank, active=2, repeat=1) as prof:
         for _ in range(args.steps):
             step(torch.randn(TOKENS, HIDDEN), world, weight)
             prof.step()
-    dist.barrier()
-    dist.destroy_process_group()
+    finish()
     return 0
 
 
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # as train.py: skip the C++ static destructors (pytorch/pytorch#190489)
+    exit_now(main())

@@ -39,6 +39,7 @@ import sys
 import tempfile
 import time
 import warnings
+from typing import NoReturn
 
 # torch warns about NumPy being absent; it is not needed here.
 warnings.filterwarnings("ignore", message=".*NumPy.*")
@@ -163,13 +164,62 @@ def make_trace_handler(out_dir: str, rank: int, use_gzip: bool):
     return handler
 
 
+def start() -> tuple[int, int]:
+    """Join the gloo group (one intra-op thread per rank); this rank and the world size."""
+    dist.init_process_group(backend="gloo")
+    torch.set_num_threads(1)
+    return dist.get_rank(), dist.get_world_size()
+
+
+def profiled(
+    out_dir: str,
+    rank: int,
+    active: int,
+    repeat: int,
+    use_gzip: bool = False,
+    *,
+    tensorboard: bool = False,
+) -> profile:
+    """The profiler of every job here: wait=1, warmup=1, `active` steps, `repeat` windows,
+    written in TorchTitan's layout (`make_trace_handler`), or by torch's own
+    `tensorboard_trace_handler` (`tensorboard`)."""
+    handler = (
+        tensorboard_handler(out_dir, use_gzip)
+        if tensorboard
+        else make_trace_handler(out_dir, rank, use_gzip)
+    )
+    return profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=schedule(wait=1, warmup=1, active=active, repeat=repeat),
+        on_trace_ready=handler,
+        record_shapes=True,
+    )
+
+
+def finish() -> None:
+    """Wait for every rank, then leave the group."""
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def exit_now(code: int) -> NoReturn:
+    """Exit with `code`, skipping the C++ static destructors.
+
+    torch 2.13 on CPU: at interpreter teardown, after destroy_process_group(), a still-joinable
+    C++ thread (gloo / the profiler) is destroyed now and then and std::terminate aborts the
+    process ("terminate called without an active exception", SIGABRT; about 1 run in 10 on a
+    loaded machine, see pytorch/pytorch#190489 and the abandoned atexit fix in #179291). Every
+    trace is on disk and renamed by now.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    dist.init_process_group(backend="gloo")
-    rank = dist.get_rank()
-    world = dist.get_world_size()
+    rank, world = start()
     torch.manual_seed(args.seed)  # same init on all ranks
-    torch.set_num_threads(1)
 
     model = wrap_model(build_model(), args.mode)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -189,16 +239,8 @@ def main(argv: list[str] | None = None) -> int:
 
     slow_s = args.slow_ms / 1000.0 if args.slow_rank == rank else 0.0
     t0 = time.monotonic()
-    with profile(
-        activities=[ProfilerActivity.CPU],
-        schedule=schedule(wait=1, warmup=1, active=args.active, repeat=2),
-        on_trace_ready=(
-            tensorboard_handler(args.out, args.gzip)
-            if args.handler == "tensorboard"
-            else make_trace_handler(args.out, rank, args.gzip)
-        ),
-        record_shapes=True,
-    ) as prof:
+    tensorboard = args.handler == "tensorboard"
+    with profiled(args.out, rank, args.active, 2, args.gzip, tensorboard=tensorboard) as prof:
         for step in range(args.steps):
             x = torch.randn(args.batch, IN_FEATURES, generator=gen)
             y = torch.randn(args.batch, OUT_FEATURES, generator=gen)
@@ -223,25 +265,15 @@ def main(argv: list[str] | None = None) -> int:
                     mean_loss = torch.cat(ls).mean().item()
                     print(f"step {step} mean loss {mean_loss:.4f}", file=sys.stderr, flush=True)
             prof.step()
-    dist.barrier()
+    finish()
     if rank == 0:
         took = time.monotonic() - t0
         print(
             f"done: {args.steps} steps, mode={args.mode}, world={world}, {took:.2f}s",
             file=sys.stderr,
         )
-    dist.destroy_process_group()
     return 0
 
 
 if __name__ == "__main__":
-    code = main()
-    # torch 2.13 on CPU: at interpreter teardown, after destroy_process_group(),
-    # a still-joinable C++ thread (gloo / the profiler) is destroyed now and then
-    # and std::terminate aborts the process ("terminate called without an active
-    # exception", SIGABRT; about 1 run in 10 on a loaded machine, see
-    # pytorch/pytorch#190489 and the abandoned atexit fix in #179291). Every trace
-    # is on disk and renamed by now, so skip the C++ static destructors.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_now(main())
