@@ -110,8 +110,8 @@ REASONS: Final[dict[str, str]] = {
     "event_not_object": "traceEvents item that is not an object",
     "cat_not_string": "event whose cat is not a string",
     "value_mended": "value beyond 64 bits, NaN or Infinity, or bytes not UTF-8 (mended)",
-    "comm_kernel_unresolved": "comm kernel (or gloo send/recv) resolved without all its "
-    "calls (file beyond the memory bounds)",
+    "comm_kernel_unresolved": "comm kernel resolved without all its calls "
+    "(file beyond the memory bounds)",
     "inspector_not_json": "inspector line that is not JSON",
     "inspector_cut_short": "inspector line cut short (no newline at the end of the file)",
     "inspector_unknown_version": "inspector record of an unknown format version",
