@@ -18,6 +18,8 @@ PURE_ELSEWHERE: Final = [
     "collector/families.py",
     "collector/fastparse.py",
     "collector/gloosplits.py",
+    "collector/ncclsplits.py",
+    "collector/nsyssplits.py",
     "collector/graphs.py",
     "collector/inspector.py",
     "collector/inspector_file.py",
