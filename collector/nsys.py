@@ -58,6 +58,7 @@ from commscope.collector.normalize import (
     collective_of,
     kernel_kind,
 )
+from commscope.collector.nsyssplits import group_splits
 from commscope.model.schema import (
     MAX_LABEL,
     MAX_NICS,
@@ -453,6 +454,8 @@ def _launcher(call: ApiCall, members: Sequence[ApiCall], comms: Comms) -> CommCa
     kind = types.pop() if len(types) == 1 else None
     label = next((x for m in members if (x := _comm_label(m.payload)) is not None), None)
     ranks = comms.sizes.get(label) if label is not None else None
+    sent, received = group_splits(((m.name, m.payload, _message_size(m.payload))
+                                   for m in members), ranks)  # fmt: skip
     return CommCall(
         call.name[:MAX_NAME],
         call.start_ns,
@@ -461,6 +464,8 @@ def _launcher(call: ApiCall, members: Sequence[ApiCall], comms: Comms) -> CommCa
         nelems_bytes=_group_bytes(members, kind, ranks),
         group_size=ranks,
         pg=label if label is not None and len(label) <= MAX_LABEL else None,
+        in_splits=sent,
+        out_splits=received,
     )
 
 
@@ -521,8 +526,9 @@ def kernel_event(
     tally.sizes_unknown += size is None
     group, source = _group(api, world)
     kind = _collective(primary, found, api)
-    return CommOp(kind, start_ns, end_ns - start_ns, size, group, True,
-                  api.pg if api else None, None, source)  # fmt: skip
+    sent, received = (api.in_splits, api.out_splits) if api and kind == "AllToAll" else ((), ())
+    return CommOp(kind, start_ns, end_ns - start_ns, size, group, True, api.pg if api else None,
+                  None, source, in_splits=sent, out_splits=received)  # fmt: skip
 
 
 _kind: Final = functools.lru_cache(maxsize=4096)(kernel_kind)  # a run's few names

@@ -24,9 +24,9 @@ MERGED: Final = (
 
 
 NSYS: Final = (
-    "Nsight Systems exports record no split sizes: NCCL's NVTX payloads give an all-to-all's "
-    "bytes (ncclAlltoAll: per peer, even) and each grouped ncclSend/ncclRecv's bytes and peer, "
-    "which commscope does not yet read as splits"
+    "an Nsight Systems export gives split sizes only through NCCL's NVTX payloads (exported "
+    "with --include-blobs=true or --include-json=true): each grouped ncclSend/ncclRecv's bytes "
+    "and peer (ncclAlltoAll's payload is even)"
 )
 
 

@@ -3,8 +3,10 @@
 An all-to-all call that recorded its split sizes (`CommOp.in_splits` / `out_splits`: rows of
 dimension 0 sent to / received from each group rank) moves `row` bytes a row, where the row
 size is its message size over its rows: S / max(Σ sent, Σ received) (S = max(in, out) elements
-x dtype size). A call whose splits were cut (Kineto keeps 30) or whose S is not a whole number
-of rows has unknown bytes (counted, left out). Per matched instance (`matching.Instance`):
+x dtype size), or one byte when S is Σ sent < Σ received (splits of bytes, as an Nsight
+export's per-peer payloads give them, S being the sends). A call whose splits were cut
+(Kineto keeps 30) or whose S is not a whole number of rows has unknown bytes (counted, left
+out). Per matched instance (`matching.Instance`):
 each member's bytes sent and received (its own slice included, as nccl-tests sizes a call),
 their load imbalance max/mean over the members, and busbw by the busiest member (most bytes
 sent or received, B): B / its call's duration x (n-1)/n. The instances are matched here, from
@@ -75,7 +77,10 @@ def row_bytes(op: CommOp) -> int | None:
     cut = n is not None and (len(op.in_splits) != n or len(op.out_splits) != n)
     if cut or op.message_bytes is None or len(op.in_splits) != len(op.out_splits):
         return None
-    rows = max(sum(op.in_splits), sum(op.out_splits))
+    sent, received = sum(op.in_splits), sum(op.out_splits)
+    if 0 < sent < received and op.message_bytes == sent:
+        return 1  # splits of bytes (an Nsight export's: S is the sends)
+    rows = max(sent, received)
     if rows == 0:
         return 0
     return op.message_bytes // rows if op.message_bytes % rows == 0 else None

@@ -70,6 +70,8 @@ class CrossRank:
     split: dict[int, waiting.Split] = field(default_factory=dict)
     # all-to-all calls that recorded split sizes (`alltoallv`)
     alltoallv: alltoallv.Tally = field(default_factory=alltoallv.Tally)
+    # each rank's all-to-all calls, as its facts carry them (a window's; empty once pooled)
+    alltoall_calls: dict[int, AllToAllCalls] = field(default_factory=dict)
     pipeline: stages.Tally = field(default_factory=stages.Tally)  # P2P pairs' stage sums
     # process group -> its size n, as its instances give it (`hosts`: is its member list whole)
     sizes: dict[str, int] = field(default_factory=dict)
@@ -122,6 +124,7 @@ def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> 
     )
     untimed = _untimed(infos)
     exposed = _exposed(results, infos)
+    calls = _alltoall_calls(results, infos)
     pairs = [item for item in paired.pairs if untimed.isdisjoint(item.instance.starts)]
     with_pairs = [*matched.instances, *(p.instance for p in pairs)]
     summary = structs.replace(
@@ -139,7 +142,8 @@ def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> 
         factors=_bus_factors(arrivals),
         # each rank's exposed transfer and waiting over the window's matched instances and pairs
         split=waiting.split(with_pairs, shifts(found), exposed, untimed),
-        alltoallv=alltoallv.tally(_alltoall_calls(results, infos), results),
+        alltoallv=alltoallv.tally(calls, results),
+        alltoall_calls=calls,
         pipeline=_pipeline(results, exposed, untimed, pairs, matched, found),
         sizes=_group_sizes(arrivals),
     )

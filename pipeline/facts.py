@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+from commscope.model.report import AllToAllCalls
 from commscope.model.schema import (
     ExposedSplit,
     FileStats,
@@ -24,7 +25,6 @@ from commscope.model.schema import (
     RunTally,
     TraceMeta,
 )
-from commscope.pipeline import alltoallv
 from commscope.pipeline.accumulate import Sketcher, bandwidth_sketch
 from msgspec.structs import asdict, replace
 
@@ -40,9 +40,12 @@ def of(
     result: RankResult,
     sketcher: Sketcher | None = None,
     split: ExposedSplit | None = None,
+    *,
+    alltoall: AllToAllCalls | None = None,
 ) -> RankFacts:
     """The facts of one rank's window (its result's samples sketched, by `sketcher`: default
-    `bandwidth_sketch`; `split`: its exposed split, when its cross-rank facts are in)."""
+    `bandwidth_sketch`; `split`: its exposed split, and `alltoall`: its all-to-all calls
+    (`alltoallv.calls_of`), when its cross-rank facts are in)."""
     sketch = sketcher or bandwidth_sketch
     ops = {kind: _bare(result.ops[kind]) for kind in sorted(result.ops)}
     plain = replace(
@@ -57,7 +60,7 @@ def of(
         pg_config=bool(meta.pg_ranks),
         stats=stats,
         split=split,
-        alltoallv=alltoallv.calls_of(result, meta.pg_ranks),
+        alltoallv=alltoall,
     )
 
 

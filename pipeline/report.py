@@ -246,8 +246,11 @@ def window_sections(
     found = _with_cross(sections(results, context), cross, context, cross_sections)
     found.health = health.check(items.values(), found)
     splits = cross.split if cross is not None else {}
+    calls = cross.alltoall_calls if cross is not None else {}
     kept = {
-        str(rank): facts.of(item.meta, item.stats, item.result, sketcher, splits.get(rank))
+        str(rank): facts.of(
+            item.meta, item.stats, item.result, sketcher, splits.get(rank), alltoall=calls.get(rank)
+        )
         for rank, item in items.items()
     }
     return Window(name=name, **asdict(found), facts=kept)

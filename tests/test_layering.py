@@ -19,6 +19,8 @@ PURE_ELSEWHERE: Final = [
     "collector/fastparse.py",
     "collector/gloosplits.py",
     "collector/flight.py",
+    "collector/ncclsplits.py",
+    "collector/nsyssplits.py",
     "collector/graphs.py",
     "collector/inspector.py",
     "collector/inspector_file.py",

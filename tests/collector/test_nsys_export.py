@@ -165,9 +165,22 @@ def test_pytorchs_all_to_all_around_a_group_of_sends_is_an_all_to_all_of_their_s
     tmp_path: Path,
 ) -> None:
     (rank,) = read(all_to_all(pytorch=True).write(tmp_path / "a.sqlite"))
-    # S = 300 + 500 bytes sent (the receives are the other side of the same traffic)
+    # S = 300 + 500 bytes sent (the receives are the other side of the same traffic); the
+    # bytes per peer are its split sizes (`collector.nsyssplits`)
     assert rank.result.calls == [
-        CommOp("AllToAll", 160, 100, 800, 2, True, PG, None, "NCCL communicator")
+        CommOp(
+            "AllToAll",
+            160,
+            100,
+            800,
+            2,
+            True,
+            PG,
+            None,
+            "NCCL communicator",
+            in_splits=(800, 0),
+            out_splits=(300, 500),
+        )
     ]
 
 
