@@ -96,6 +96,11 @@ ROWS = {
         "Pipeline bubble per rank",
         "Pipeline bubble slower stages added, per rank",
     ],
+    "MoE all-to-all-v": [
+        "All-to-all-v bytes sent and received per rank",
+        "All-to-all-v load imbalance (latest profiled step)",
+        "The busiest all-to-all-v rank",
+    ],
     "Utilization and GPU": [
         "MFU",
         "HFU",
@@ -114,11 +119,6 @@ ROWS = {
         "Ranks without per-rank series",
         "CUDA graph launches without recorded kernels, per rank",
         "GPU time in CUDA graph replays per rank",
-    ],
-    "MoE all-to-all-v": [
-        "All-to-all-v bytes sent and received per rank",
-        "All-to-all-v load imbalance (latest profiled step)",
-        "The busiest all-to-all-v rank",
     ],
 }
 # Panels naming a rank in their legend that must not follow the rank variable: the verdict is
