@@ -57,7 +57,18 @@ from commscope.collector.gloosplits import Pairing, call_splits
 from commscope.collector.graphs import GraphJoin, graph_id, is_graph_launch
 from commscope.collector.kernels import kernel_category
 from commscope.collector.launches import KernelNames, LaunchJoin, is_launch_call
-from commscope.collector.p2ppeers import GLOO_P2P, P2P_CALLS, PeerCalls, concrete_peer, global_rank
+from commscope.collector.p2ppeers import (
+    GLOO_P2P,
+    P2P_CALLS,
+    PeerCalls,
+    Peers,
+    concrete_peer,
+    global_rank,
+    group_global,
+    peers,
+    record_global,
+    record_group_peer,
+)
 from commscope.model.schema import (
     GROUP_SOURCES,
     LABEL_PATTERN,
@@ -190,6 +201,8 @@ class CommCall(msgspec.Struct, frozen=True, gc=False):
     in_splits: tuple[int, ...] = ()
     out_splits: tuple[int, ...] = ()
     peer: int | None = None  # a send's `Dst Rank` or a receive's `Src Rank` (global)
+    group_peer: int | None = None  # the peer's rank within the call's group (`p2ppeers`)
+    group_rank: int | None = None  # this rank's within the group (Nsight Systems: NCCL's)
 
     @property
     def backend(self) -> bool:
@@ -214,6 +227,7 @@ _FACT_KEYS: Final = frozenset(
         "Out split size",
         "Src Rank",
         "Dst Rank",
+        "Rank",
     }
 )
 
@@ -224,6 +238,8 @@ def comm_call(name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) ->
     label = args.get("Collective name")
     dims = input_dims_bytes(args)
     sent, received = call_splits(name, args)
+    peer = _bounded(_int(args.get("Dst Rank", args.get("Src Rank"))), MAX_RANKS - 1)
+    group_peer = record_group_peer(args, MAX_RANKS)
     return CommCall(
         name[:MAX_NAME],
         start_ns,
@@ -238,7 +254,8 @@ def comm_call(name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) ->
         dtype=_dtype(args, sized=dims is not None),
         in_splits=sent,
         out_splits=received,
-        peer=_bounded(_int(args.get("Dst Rank", args.get("Src Rank"))), MAX_RANKS - 1),
+        peer=peer if peer is not None else record_global(group_peer, args, MAX_RANKS),
+        group_peer=group_peer,
     )
 
 
@@ -384,7 +401,7 @@ class CallIndex:
     def add(self, tid: int, call: CommCall) -> None:
         key = (call.name, call.collective_name, call.nelems_bytes, call.dims_bytes,
                call.group_size, call.pg, call.shape_group, call.dtype, call.in_splits,
-               call.out_splits, call.peer)  # fmt: skip
+               call.out_splits, call.peer, call.group_peer, call.group_rank)  # fmt: skip
         fact = self._ids.get(key)
         if fact is None:
             fact = self._ids[key] = len(self._facts)
@@ -424,10 +441,10 @@ class CallIndex:
 
     def _call(self, thread: _ThreadCalls, i: int) -> CommCall:
         facts, seq = self._facts[thread.facts[i]], thread.seqs[i]
-        name, label, nelems, dims, group, pg, shape, dtype, sends, receives, peer = facts
+        name, label, nelems, dims, group, pg, shape, dtype, sends, receives, *peers = facts
         return CommCall(name, thread.starts[i], thread.ends[i], label, nelems, dims, group, pg,
                         None if seq == self._NO_SEQ else seq, shape, dtype, sends,
-                        receives, peer)  # fmt: skip
+                        receives, *peers)  # fmt: skip
 
 
 def start_order(starts: array[int], ends: array[int]) -> tuple[Sequence[int], Sequence[int]]:
@@ -927,9 +944,9 @@ class Normalizer:
         start, dur = primary.start_ns, primary.end_ns - primary.start_ns
         dtype = next((c.dtype for c in (*records, *own) if c.dtype is not None), None)
         sends, receives = _splits(records)
-        send_to, recv_from = _peer(collective, primary, records)
+        found = _peer(collective, primary, records, self._meta.pg_ranks)
         return CommOp(collective, start, dur, size, group, on_gpu, pg, seq, source, dtype,
-                      sends, receives, send_to, recv_from)  # fmt: skip
+                      sends, receives, *found)  # fmt: skip
 
     def _gloo_p2p(self) -> None:
         """The gloo send/recv spans, each with the peer its c10d operator names."""
@@ -1023,19 +1040,26 @@ def _first_known(records: list[CommCall]) -> tuple[int | None, str | None, int |
 
 
 def _peer(
-    collective: str, primary: CommCall, records: list[CommCall]
-) -> tuple[int | None, int | None]:
-    """(send_to, recv_from) of a SendRecv call: its direction from the gloo span's name or
-    the first `Collective name` (send, isend, recv, irecv), its peer from the first record
-    that names one."""
+    collective: str,
+    primary: CommCall,
+    records: list[CommCall],
+    groups: Mapping[str, Sequence[int]],
+) -> Peers:
+    """The peer fields of a SendRecv call: its direction from the gloo span's name or the
+    first `Collective name` (send, isend, recv, irecv), its peer from the first record that
+    names one, else the first group rank one names, through pg_config (`p2ppeers`)."""
     if collective != "SendRecv":
-        return None, None
+        return Peers()
+    calls = (primary, *records)
     names = [GLOO_P2P.get(primary.name), *(r.collective_name for r in records)]
     way = next((n.lower().removeprefix("i") for n in names if n is not None), None)
-    peer = next((r.peer for r in (primary, *records) if r.peer is not None), None)
-    if way == "send":
-        return peer, None
-    return (None, peer) if way == "recv" else (None, None)
+    peer = next((r.peer for r in calls if r.peer is not None), None)
+    inner = next((r for r in calls if r.group_peer is not None), None)
+    if peer is None and inner is not None:
+        peer = group_global(inner.group_peer, inner.pg, groups)
+    if inner is None:
+        return peers(way, peer)
+    return peers(way, peer, inner.group_peer, inner.group_rank)
 
 
 def _splits(records: list[CommCall]) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -56,6 +56,7 @@ from commscope.collector.normalize import (
     collective_of,
     kernel_kind,
 )
+from commscope.collector.p2ppeers import Peers, peers
 from commscope.model.schema import (
     MAX_LABEL,
     MAX_RANKS,
@@ -80,6 +81,7 @@ _COMM_ID: Final = "NCCL communicator ID"
 _RANKS: Final = "No. of ranks"
 _RANK: Final = "Rank"
 _SIZES: Final = ("Message size [bytes]", "Bytes")
+_PEER: Final = "Peer rank"  # Send/Recv: the peer's rank in the communicator (all versions)
 # Payload sizes that are one rank's share: S = size x n (the send count of an all-gather, the
 # receive count of a reduce-scatter, the bytes per peer of ncclAlltoAll).
 _SHARDED: Final = frozenset({"AllGather", "ReduceScatter", "AllToAll"})
@@ -388,6 +390,7 @@ class Comms:
     sizes: dict[str, int] = field(default_factory=dict)
     rank: int | None = None
     world: int | None = None
+    mine: dict[str, int] = field(default_factory=dict)  # communicator -> this process's rank
 
     def add(self, payload: Mapping[str, int]) -> None:
         """A payload that says a communicator's rank count (init, split, shrink, destroy);
@@ -400,6 +403,8 @@ class Comms:
             self.sizes[label] = ranks
         if rank is None or not 0 <= rank < ranks:
             return
+        if label is not None:
+            self.mine[label] = rank
         if (ranks, -rank) > (self.world or 0, -(self.rank or 0)):
             self.rank, self.world = rank, ranks
 
@@ -435,15 +440,31 @@ def _launcher(call: ApiCall, members: Sequence[ApiCall], comms: Comms) -> CommCa
     kind = types.pop() if len(types) == 1 else None
     label = next((x for m in members if (x := _comm_label(m.payload)) is not None), None)
     ranks = comms.sizes.get(label) if label is not None else None
+    way, peer = _p2p(members) if kind == "SendRecv" else (None, None)
     return CommCall(
         call.name[:MAX_NAME],
         call.start_ns,
         call.end_ns,
-        collective_name=kind,
+        collective_name=way or kind,
         nelems_bytes=_group_bytes(members, kind, ranks),
         group_size=ranks,
         pg=label if label is not None and len(label) <= MAX_LABEL else None,
+        group_peer=peer,
+        group_rank=comms.mine.get(label) if label is not None and peer is not None else None,
     )
+
+
+def _p2p(members: Sequence[ApiCall]) -> tuple[str | None, int | None]:
+    """("Send" or "Recv", the peer's rank in the communicator) of a call or group whose
+    members all go one way to one peer (`Peer rank` of NCCL's Send/Recv payload); else
+    (None, None): a group that sends and receives, or to several peers, is one kernel that
+    no single direction describes."""
+    ways = {"Send" if m.name.lower().endswith("send") else "Recv" for m in members}
+    found = {m.payload.get(_PEER) for m in members}
+    peer = found.pop() if len(found) == 1 else None
+    if len(ways) != 1 or peer is None or not 0 <= peer < MAX_RANKS:
+        return None, None
+    return ways.pop(), peer
 
 
 def _group_bytes(members: Sequence[ApiCall], kind: str | None, ranks: int | None) -> int | None:
@@ -504,7 +525,17 @@ def kernel_event(
     group, source = _group(api, world)
     kind = _collective(primary, found, api)
     return CommOp(kind, start_ns, end_ns - start_ns, size, group, True,
-                  api.pg if api else None, None, source)  # fmt: skip
+                  api.pg if api else None, None, source, None, (), (),
+                  *_peers(kind, api))  # fmt: skip
+
+
+def _peers(kind: CollectiveType, api: CommCall | None) -> Peers:
+    """A Send's or Recv's ranks within its communicator (made global across ranks by
+    `pipeline.p2pranks`: NCCL's payloads name no global rank)."""
+    if kind != "SendRecv" or api is None or api.group_peer is None:
+        return Peers()
+    way = (api.collective_name or "").lower()
+    return peers(way, None, api.group_peer, api.group_rank)
 
 
 _kind: Final = functools.lru_cache(maxsize=4096)(kernel_kind)  # a run's few names

@@ -35,7 +35,7 @@ from commscope.model.base import (
 )
 
 # A Hello of another version is refused (what each version changed: CHANGELOG.md).
-PROTOCOL_VERSION: Final = 11
+PROTOCOL_VERSION: Final = 12
 
 
 # ---------------------------------------------------------------- normalised events
@@ -95,6 +95,12 @@ class CommOp(msgspec.Struct, frozen=True, gc=False, tag="comm", array_like=True)
     # a SendRecv call's peer (global rank) and direction: which of the two is set says which
     send_to: Rank | None = None
     recv_from: Rank | None = None
+    # the same within the call's process group (communicator) when the source names only
+    # group ranks (NCCL's payloads, Inspector's p2p_peer): this rank's group rank and the
+    # peer's; the report maps them to global ranks across ranks (`pipeline.p2pranks`)
+    group_rank: Rank | None = None
+    group_send_to: Rank | None = None
+    group_recv_from: Rank | None = None
 
 
 class Step(msgspec.Struct, frozen=True, gc=False, tag="step", array_like=True):

@@ -49,12 +49,15 @@ def pieces(
 ) -> dict[int, tuple[tuple[int, int], tuple[int, int]]]:
     """Each member's (waiting, transfer) interval on the clock its starts are given in:
     `shifts[m]` is subtracted from m's times to align them (missing: 0)."""
-    aligned = {m: s - shifts.get(m, 0.0) for m, s in instance.starts.items()}
+    # times relative to the earliest start: a float holds them exactly (an epoch-based ns
+    # time, ~1.8e18, would be rounded to 256 ns)
+    origin = min(instance.starts.values())
+    aligned = {m: (s - origin) - shifts.get(m, 0.0) for m, s in instance.starts.items()}
     last = max(aligned.values())
     found = {}
     for member, start in instance.starts.items():
         end = start + instance.durations[member]
-        cut = min(max(round(last + shifts.get(member, 0.0)), start), end)
+        cut = min(max(origin + round(last + shifts.get(member, 0.0)), start), end)
         found[member] = ((start, cut), (cut, end))
     return found
 

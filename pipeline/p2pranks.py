@@ -1,0 +1,58 @@
+"""Point-to-point peers given as group ranks, made global across a window's ranks (pure).
+
+NCCL names a send's or receive's peer by its rank within the communicator (Nsight Systems'
+NVTX payload `Peer rank`, NCCL Inspector's `p2p_peer`), and one rank's file cannot say which
+process holds that group rank. Every rank's calls on the group say its own group rank
+(`CommOp.group_rank`); together they give (group, group rank) -> global rank. A group rank
+that two ranks claim is ambiguous and maps to nothing (never guessed); a call whose peer
+stays unknown is left out of the pairing, as before (`pipeline.p2p`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from commscope.model.schema import CommOp
+from msgspec.structs import replace
+
+_Key = tuple[str, int]  # (process group, group rank)
+
+
+def resolved(calls: Mapping[int, Sequence[CommOp]]) -> dict[int, Sequence[CommOp]]:
+    """The calls with each group-rank peer made global where the window says whose it is
+    (a rank's list is given back as it is when nothing in it changes)."""
+    ranks = _members(calls)
+    return {rank: _resolved(ops, ranks) for rank, ops in calls.items()}
+
+
+def _members(calls: Mapping[int, Sequence[CommOp]]) -> dict[_Key, int]:
+    """(group, group rank) -> the one global rank whose calls claim it."""
+    claimed: dict[_Key, set[int]] = {}
+    for rank, ops in calls.items():
+        for op in ops:
+            if op.group_rank is not None and op.process_group is not None:
+                claimed.setdefault((op.process_group, op.group_rank), set()).add(rank)
+    return {key: next(iter(who)) for key, who in claimed.items() if len(who) == 1}
+
+
+def _resolved(ops: Sequence[CommOp], ranks: Mapping[_Key, int]) -> Sequence[CommOp]:
+    if not any(_wanting(op) for op in ops):
+        return ops
+    return [_global(op, ranks) if _wanting(op) else op for op in ops]
+
+
+def _wanting(op: CommOp) -> bool:
+    """A call whose peer is known only as a group rank."""
+    unknown = op.send_to is None and op.recv_from is None
+    return unknown and (op.group_send_to is not None or op.group_recv_from is not None)
+
+
+def _global(op: CommOp, ranks: Mapping[_Key, int]) -> CommOp:
+    group = op.process_group
+    if group is None:
+        return op
+    if op.group_send_to is not None:
+        return replace(op, send_to=ranks.get((group, op.group_send_to)))
+    if op.group_recv_from is not None:
+        return replace(op, recv_from=ranks.get((group, op.group_recv_from)))
+    return op
