@@ -57,6 +57,7 @@ from commscope.collector.gloosplits import Pairing, call_splits
 from commscope.collector.graphs import GraphJoin, graph_id, is_graph_launch
 from commscope.collector.kernels import kernel_category
 from commscope.collector.launches import KernelNames, LaunchJoin, is_launch_call
+from commscope.collector.p2pbatch import COALESCED, Batches, batch_bytes, batch_peers
 from commscope.collector.p2ppeers import (
     GLOO_P2P,
     P2P_CALLS,
@@ -485,6 +486,7 @@ class Normalizer:
         self._gloo_alltoall = Pairing()  # gloo all-to-all spans held for their split sizes
         self._peers = PeerCalls()  # c10d send/recv operators (gloo: the peer of gloo:send/recv)
         self._p2p: list[tuple[int, CommCall]] = []  # gloo:send/recv spans, resolved at the end
+        self._batches = Batches()  # NCCL's P2P records, for their coalesced kernel
         self._busy = _CpuRuns(comm_call=False)
         self._calling = _CpuRuns(comm_call=True)
         self._roles: dict[str, int] = {}
@@ -774,6 +776,7 @@ class Normalizer:
                 call = comm_call(name, start_ns, round(end * 1000), self._args(raw))
                 self._add_call(tid, call)
                 self._gloo_alltoall.call(call)
+                self._batches.add(tid, call)
 
     def _thread(self, tid: object) -> int | None:
         """The id of a trace's `tid`: an int as it is, a string as `string_tid` reads it
@@ -922,7 +925,27 @@ class Normalizer:
         for kernel in kernels:
             calls = self._calls.enclosing(*kernel.launch) if kernel.launch else []
             launched = kernel.launch is not None
-            self.out.append(self._comm_op(kernel.facts, calls, True, launched))
+            op = self._comm_op(kernel.facts, calls, True, launched)
+            if kernel.launch is not None:
+                op = self._batched(op, kernel.facts, calls, kernel.launch[0])
+            self.out.append(op)
+
+    def _batched(self, op: CommOp, facts: CommCall, calls: list[CommCall], tid: int) -> CommOp:
+        """A SendRecv kernel launched by `nccl:coalesced`: the P2P records of its batch
+        (`collector.p2pbatch`) say it is SendRecv, its size, and its peer when one."""
+        coalesced = next((c for c in calls if c.name == COALESCED), None)
+        if coalesced is None or op.collective != "Other" or op.send_to is not None:
+            return op
+        if kernel_collective(facts.name) != "SendRecv":
+            return op
+        members = self._batches.members(tid, coalesced.start_ns)
+        if not members:
+            return op
+        found = batch_peers(members, self._meta.pg_ranks)
+        size = op.message_bytes if op.message_bytes is not None else batch_bytes(members)
+        self.stats.sizes_unknown -= op.message_bytes is None and size is not None
+        return replace(op, collective="SendRecv", message_bytes=size, send_to=found.send_to,
+                       recv_from=found.recv_from)  # fmt: skip
 
     def _comm_op(
         self, primary: CommCall, calls: list[CommCall], on_gpu: bool, launched: bool = True

@@ -68,8 +68,10 @@ def check_two_stages(found: Pipeline) -> None:
 # RECORD_PARAM_COMMS_DATA's inputs: tensors, seq, group name, rank, collective name, ...):
 # "dst": recent releases copy the args to the kernel, `Dst Rank` / `Src Rank` global;
 # "rank": `Rank` (the peer's group rank) and `Process Group Ranks`, on record_param_comms;
-# "concrete": only the fourth concrete input (record_shapes), through pg_config's ranks.
-STYLES = ("dst", "rank", "concrete")
+# "concrete": only the fourth concrete input (record_shapes), through pg_config's ranks;
+# "batch": `batch_isend_irecv` (torch.distributed.pipelining's `_batch_p2p`): each op's
+# record launches nothing, the batch's one kernel is launched inside `nccl:coalesced`.
+STYLES = ("dst", "rank", "concrete", "batch")
 
 
 def _nccl_args(style: str, way: str, peer: int) -> dict[str, Any]:
@@ -78,7 +80,7 @@ def _nccl_args(style: str, way: str, peer: int) -> dict[str, Any]:
     if style == "dst":
         args.update({"Process Group Name": "0", "Group size": 2})
         args["Dst Rank" if way == "send" else "Src Rank"] = peer
-    elif style == "rank":
+    elif style in {"rank", "batch"}:
         args.update({"Process Group Name": "1", "Rank": peer, "Process Group Ranks": "[0, 1]"})
     else:
         concrete = ["", "", "", str(peer), "", "[]", "[]", "0", "1", "2"]
@@ -95,7 +97,11 @@ def kineto_rank(rank: int, style: str) -> list[dict[str, Any]]:
             events.append(kernel(SENDRECV, T0 + start, end - start, args))
             continue
         at = T0 + start - 3  # launched on the training thread, inside record_param_comms
-        events.append(cpu_op("record_param_comms", at - 1, 2, args=args))
+        if style == "batch":  # ... or after it, inside the batch's nccl:coalesced
+            events.append(cpu_op("record_param_comms", at - 2, 1, args=args))
+            events.append(annotation("nccl:coalesced", at - 0.5, 1))
+        else:
+            events.append(cpu_op("record_param_comms", at - 1, 2, args=args))
         events.append(launch(corr, at, 1))
         events.append(kernel(SENDRECV, T0 + start, end - start, {"correlation": corr}))
     return events
@@ -283,3 +289,29 @@ def test_group_ranks_resolve_to_the_global_peers_they_stand_for(
         want = [(s if s in claimed else None, v if v in claimed else None)
                 for s, v in expected[rank]]  # fmt: skip
         assert got == want
+
+
+def test_a_batch_that_sends_and_receives_is_one_sendrecv_call_without_a_peer() -> None:
+    """1F1B's steady state: forward send and backward receive in one batch, one kernel."""
+    from kineto_builder import read
+
+    send = _nccl_args("batch", "send", 1)
+    recv = {**_nccl_args("batch", "recv", 1), "In msg nelems": 512, "Out msg nelems": 512}
+    events = [
+        annotation("ProfilerStep#1", T0, 100),
+        cpu_op("record_param_comms", T0 + 1, 1, args=send),
+        cpu_op("record_param_comms", T0 + 3, 1, args=recv),
+        annotation("nccl:coalesced", T0 + 5, 2),
+        launch(1, T0 + 6, 1),
+        kernel(SENDRECV, T0 + 10, 20, {"correlation": 1}),
+        cpu_op("record_param_comms", T0 + 40, 1, args=send),  # the next batch: one send
+        annotation("nccl:coalesced", T0 + 42, 2),
+        launch(2, T0 + 43, 1),
+        kernel(SENDRECV, T0 + 50, 20, {"correlation": 2}),
+    ]
+    head = dist_head(rank=0, world_size=2, gpu="NVIDIA H100 80GB HBM3")
+    ops = read(trace(events, head)).comm
+    assert [(op.collective, op.message_bytes, op.send_to, op.recv_from) for op in ops] == [
+        ("SendRecv", 4096, None, None),  # S: its sends (1024 Float), as an NCCL group's
+        ("SendRecv", 4096, 1, None),
+    ]
