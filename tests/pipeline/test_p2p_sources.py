@@ -315,3 +315,16 @@ def test_a_batch_that_sends_and_receives_is_one_sendrecv_call_without_a_peer() -
         ("SendRecv", 4096, None, None),  # S: its sends (1024 Float), as an NCCL group's
         ("SendRecv", 4096, 1, None),
     ]
+
+
+def test_inspector_p2p_pairs_live_as_offline(tmp_path: Path) -> None:
+    from tests.pipeline.test_inspector_windows_live import apply, document, items
+
+    root = tmp_path / "run"
+    write_inspector(root / "logs")
+    aggregation = Aggregation()
+    for path in sorted((root / "logs").glob("*.log")):
+        apply(aggregation, [item.record for item in items(root, path)])
+    live = aggregation.report(Options(), final=True)
+    assert (live.matching.p2p_pairs, live.matching.p2p_unpaired) == (2, 0)
+    assert document(live) == document(analyse(root, Options()))
