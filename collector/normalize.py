@@ -57,7 +57,13 @@ from commscope.collector.gloosplits import Pairing, call_splits
 from commscope.collector.graphs import GraphJoin, graph_id, is_graph_launch
 from commscope.collector.kernels import kernel_category
 from commscope.collector.launches import KernelNames, LaunchJoin, is_launch_call
-from commscope.collector.p2pbatch import COALESCED, Batches, batch_bytes, batch_peers
+from commscope.collector.p2pbatch import (
+    COALESCED,
+    Batches,
+    batch_bytes,
+    batch_members,
+    batch_peers,
+)
 from commscope.collector.p2ppeers import (
     GLOO_P2P,
     P2P_CALLS,
@@ -87,6 +93,7 @@ from commscope.model.schema import (
     GroupSource,
     KernelCategory,
     MemoryPeak,
+    P2PMember,
     Step,
     TraceMeta,
 )
@@ -204,6 +211,7 @@ class CommCall(msgspec.Struct, frozen=True, gc=False):
     peer: int | None = None  # a send's `Dst Rank` or a receive's `Src Rank` (global)
     group_peer: int | None = None  # the peer's rank within the call's group (`p2ppeers`)
     group_rank: int | None = None  # this rank's within the group (Nsight Systems: NCCL's)
+    members: tuple[P2PMember, ...] = ()  # an NCCL group's sends and receives (`nsys`)
 
     @property
     def backend(self) -> bool:
@@ -402,7 +410,8 @@ class CallIndex:
     def add(self, tid: int, call: CommCall) -> None:
         key = (call.name, call.collective_name, call.nelems_bytes, call.dims_bytes,
                call.group_size, call.pg, call.shape_group, call.dtype, call.in_splits,
-               call.out_splits, call.peer, call.group_peer, call.group_rank)  # fmt: skip
+               call.out_splits, call.peer, call.group_peer, call.group_rank,
+               call.members)  # fmt: skip
         fact = self._ids.get(key)
         if fact is None:
             fact = self._ids[key] = len(self._facts)
@@ -941,11 +950,14 @@ class Normalizer:
         members = self._batches.members(tid, coalesced.start_ns)
         if not members:
             return op
-        found = batch_peers(members, self._meta.pg_ranks)
+        groups = self._meta.pg_ranks
+        found = batch_peers(members, groups)
         size = op.message_bytes if op.message_bytes is not None else batch_bytes(members)
         self.stats.sizes_unknown -= op.message_bytes is None and size is not None
+        single = found.send_to is not None or found.recv_from is not None
         return replace(op, collective="SendRecv", message_bytes=size, send_to=found.send_to,
-                       recv_from=found.recv_from)  # fmt: skip
+                       recv_from=found.recv_from,
+                       members=() if single else batch_members(members, groups))  # fmt: skip
 
     def _comm_op(
         self, primary: CommCall, calls: list[CommCall], on_gpu: bool, launched: bool = True

@@ -59,12 +59,14 @@ from commscope.collector.normalize import (
 from commscope.collector.p2ppeers import Peers, peers
 from commscope.model.schema import (
     MAX_LABEL,
+    MAX_MEMBERS,
     MAX_RANKS,
     CollectiveType,
     CommOp,
     GpuOp,
     GroupSource,
     KernelCategory,
+    P2PMember,
     Step,
 )
 
@@ -441,6 +443,7 @@ def _launcher(call: ApiCall, members: Sequence[ApiCall], comms: Comms) -> CommCa
     label = next((x for m in members if (x := _comm_label(m.payload)) is not None), None)
     ranks = comms.sizes.get(label) if label is not None else None
     way, peer = _p2p(members) if kind == "SendRecv" else (None, None)
+    both = _both(members) if kind == "SendRecv" and peer is None else ()
     return CommCall(
         call.name[:MAX_NAME],
         call.start_ns,
@@ -450,7 +453,8 @@ def _launcher(call: ApiCall, members: Sequence[ApiCall], comms: Comms) -> CommCa
         group_size=ranks,
         pg=label if label is not None and len(label) <= MAX_LABEL else None,
         group_peer=peer,
-        group_rank=comms.mine.get(label) if label is not None and peer is not None else None,
+        group_rank=_own_rank(comms, label) if peer is not None or both else None,
+        members=both,
     )
 
 
@@ -465,6 +469,24 @@ def _p2p(members: Sequence[ApiCall]) -> tuple[str | None, int | None]:
     if len(ways) != 1 or peer is None or not 0 <= peer < MAX_RANKS:
         return None, None
     return ways.pop(), peer
+
+
+def _own_rank(comms: Comms, label: str | None) -> int | None:
+    return comms.mine.get(label) if label is not None else None
+
+
+def _both(members: Sequence[ApiCall]) -> tuple[P2PMember, ...]:
+    """A group's sends and receives, each with its peer's rank in the communicator and its
+    size, when every one names its peer (else none: unpaired)."""
+    found = []
+    for m in members[: MAX_MEMBERS + 1]:
+        peer = m.payload.get(_PEER)
+        if peer is None or not 0 <= peer < MAX_RANKS or len(members) > MAX_MEMBERS:
+            return ()
+        size = _message_size(m.payload)
+        to, back = (peer, None) if m.name.lower().endswith("send") else (None, peer)
+        found.append(P2PMember(group_send_to=to, group_recv_from=back, message_bytes=size))
+    return tuple(found)
 
 
 def _group_bytes(members: Sequence[ApiCall], kind: str | None, ranks: int | None) -> int | None:
@@ -524,16 +546,19 @@ def kernel_event(
     tally.sizes_unknown += size is None
     group, source = _group(api, world)
     kind = _collective(primary, found, api)
+    both = api.members if api and kind == "SendRecv" else ()
     return CommOp(kind, start_ns, end_ns - start_ns, size, group, True,
                   api.pg if api else None, None, source, None, (), (),
-                  *_peers(kind, api))  # fmt: skip
+                  *_peers(kind, api), both)  # fmt: skip
 
 
 def _peers(kind: CollectiveType, api: CommCall | None) -> Peers:
     """A Send's or Recv's ranks within its communicator (made global across ranks by
     `pipeline.p2pranks`: NCCL's payloads name no global rank)."""
-    if kind != "SendRecv" or api is None or api.group_peer is None:
+    if kind != "SendRecv" or api is None:
         return Peers()
+    if api.group_peer is None:  # a group both ways: its members say the peers
+        return Peers(group_rank=api.group_rank if api.members else None)
     way = (api.collective_name or "").lower()
     return peers(way, None, api.group_peer, api.group_rank)
 

@@ -11,8 +11,8 @@ records: its members are the P2P records on the launching thread since the previ
 
 `Batches` keeps those records per thread (bounded) and gives a batch's members once. A batch
 whose members all go one way to one peer is that call (its peer and size); one that sends and
-receives, or talks to several peers, is one kernel that no single peer describes (still a
-SendRecv call, its peer unknown: not paired). A plain send on the same thread between two
+receives, or talks to several peers, is one SendRecv call with no single peer: its members
+(`CommOp.members`, each paired alone by the report). A plain send on the same thread between two
 batches (its own kernel) would be taken into the next batch: pipelines send through batches
 only (torch.distributed.pipelining, Megatron-LM's batched P2P), or through no batch at all.
 """
@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from commscope.collector.p2ppeers import Peers, group_global, peers
+from commscope.model.schema import MAX_MEMBERS, P2PMember
 
 COALESCED = "nccl:coalesced"  # ProcessGroupNCCL::endCoalescing's profiling title
 _WAYS = {"send": "send", "isend": "send", "recv": "recv", "irecv": "recv"}
@@ -100,3 +101,21 @@ def batch_bytes(members: Sequence[Record]) -> int | None:
     sends = [r for r in members if _way_of(r) == "send"]
     sizes = [r.nelems_bytes for r in sends or members]
     return None if not sizes or None in sizes else sum(s for s in sizes if s is not None)
+
+
+def batch_members(
+    members: Sequence[Record], groups: Mapping[str, Sequence[int]]
+) -> tuple[P2PMember, ...]:
+    """A batch's sends and receives, in its order (none past MAX_MEMBERS: unpaired)."""
+    if len(members) > MAX_MEMBERS:
+        return ()
+    return tuple(_member(r, groups) for r in members)
+
+
+def _member(record: Record, groups: Mapping[str, Sequence[int]]) -> P2PMember:
+    peer = record.peer
+    if peer is None:
+        peer = group_global(record.group_peer, record.pg, groups)
+    found = peers(_way_of(record), peer, record.group_peer if peer is None else None)
+    size = record.nelems_bytes
+    return P2PMember(*found[:2], *found[3:], size)

@@ -132,6 +132,7 @@ from commscope.model.state import (
 )
 from commscope.model.wire import (
     MAX_FACT_ITEMS,
+    MAX_MEMBERS,
     PROTOCOL_VERSION,
     RUN_BYTES,
     Ack,
@@ -154,6 +155,7 @@ from commscope.model.wire import (
     LaunchTally,
     MemoryPeak,
     OpTally,
+    P2PMember,
     RankResult,
     Record,
     Reject,
@@ -188,6 +190,7 @@ __all__ = [
     "MAX_GROUPS",
     "MAX_LABEL",
     "MAX_LOOKALIKES",
+    "MAX_MEMBERS",
     "MAX_RANKS",
     "MAX_SPLITS",
     "NODE_PATTERN",
@@ -267,6 +270,7 @@ __all__ = [
     "Nodes",
     "OpTally",
     "Overlap",
+    "P2PMember",
     "Pipeline",
     "PipelineRank",
     "Provenance",

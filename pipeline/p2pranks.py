@@ -1,4 +1,10 @@
-"""Point-to-point peers given as group ranks, made global across a window's ranks (pure).
+"""Point-to-point calls as the pairing takes them: batches split, group ranks made global
+across a window's ranks (pure).
+
+A batched SendRecv kernel that sends and receives (`CommOp.members`: `batch_isend_irecv`, an
+NCCL group both ways) is one call in every tally but several for the pairing: each member is
+a call of the kernel's span with its own peer and size, in the batch's order (the order both
+ranks post them).
 
 NCCL names a send's or receive's peer by its rank within the communicator (Nsight Systems'
 NVTX payload `Peer rank`, NCCL Inspector's `p2p_peer`), and one rank's file cannot say which
@@ -21,8 +27,25 @@ _Key = tuple[str, int]  # (process group, group rank)
 def resolved(calls: Mapping[int, Sequence[CommOp]]) -> dict[int, Sequence[CommOp]]:
     """The calls with each group-rank peer made global where the window says whose it is
     (a rank's list is given back as it is when nothing in it changes)."""
-    ranks = _members(calls)
-    return {rank: _resolved(ops, ranks) for rank, ops in calls.items()}
+    expanded = {rank: _expanded(ops) for rank, ops in calls.items()}
+    ranks = _members(expanded)
+    return {rank: _resolved(ops, ranks) for rank, ops in expanded.items()}
+
+
+def _expanded(ops: Sequence[CommOp]) -> Sequence[CommOp]:
+    """Each batched call as its members (a rank's list as it is when it has none)."""
+    if not any(op.members for op in ops):
+        return ops
+    return [part for op in ops for part in (_parts(op) if op.members else (op,))]
+
+
+def _parts(op: CommOp) -> list[CommOp]:
+    return [
+        replace(op, members=(), send_to=m.send_to, recv_from=m.recv_from,
+                group_send_to=m.group_send_to, group_recv_from=m.group_recv_from,
+                message_bytes=m.message_bytes)
+        for m in op.members
+    ]  # fmt: skip
 
 
 def _members(calls: Mapping[int, Sequence[CommOp]]) -> dict[_Key, int]:

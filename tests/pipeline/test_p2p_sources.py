@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from commscope.exporters import jsonreport
 from commscope.model.inspector import LACKS
-from commscope.model.schema import CommOp, Pipeline, Report
+from commscope.model.schema import CommOp, P2PMember, Pipeline, Report
 from commscope.pipeline import p2pranks
 from commscope.pipeline.aggregation import Aggregation
 from commscope.pipeline.report import Options
@@ -187,7 +187,7 @@ def test_nsys_calls_carry_group_ranks_only(tmp_path: Path) -> None:
     assert {op.process_group for op in sends} == {PP_LABEL}
 
 
-def test_a_group_that_sends_and_receives_names_no_single_peer(tmp_path: Path) -> None:
+def test_a_group_that_sends_and_receives_is_one_call_of_its_members(tmp_path: Path) -> None:
     export = Export(gpus={0: "NVIDIA H100 80GB HBM3"})
     export.nvtx(1, 1, 10, 20, "ncclCommInitRank", payload=blob(INIT, comm=PP, ranks=2, rank=0))
     export.nvtx(1, 1, 100, 400, "ncclGroupStart")
@@ -201,10 +201,12 @@ def test_a_group_that_sends_and_receives_names_no_single_peer(tmp_path: Path) ->
     (op,) = item.result.calls
     assert (op.collective, op.group_rank, op.group_send_to, op.group_recv_from) == (
         "SendRecv",
-        None,
+        0,
         None,
         None,
     )
+    assert op.members == (P2PMember(group_send_to=1, message_bytes=64),
+                          P2PMember(group_recv_from=1, message_bytes=64))  # fmt: skip
 
 
 # ---------------------------------------------------------------- NCCL Inspector
@@ -291,7 +293,7 @@ def test_group_ranks_resolve_to_the_global_peers_they_stand_for(
         assert got == want
 
 
-def test_a_batch_that_sends_and_receives_is_one_sendrecv_call_without_a_peer() -> None:
+def test_a_batch_that_sends_and_receives_is_one_call_of_two_members() -> None:
     """1F1B's steady state: forward send and backward receive in one batch, one kernel."""
     from kineto_builder import read
 
@@ -315,6 +317,31 @@ def test_a_batch_that_sends_and_receives_is_one_sendrecv_call_without_a_peer() -
         ("SendRecv", 4096, None, None),  # S: its sends (1024 Float), as an NCCL group's
         ("SendRecv", 4096, 1, None),
     ]
+    assert ops[0].members == (P2PMember(send_to=1, message_bytes=4096),
+                              P2PMember(recv_from=1, message_bytes=2048))  # fmt: skip
+    assert ops[1].members == ()
+
+
+def test_batches_both_ways_pair_member_by_member(tmp_path: Path) -> None:
+    """Each rank sends to and receives from the other in one batch (one kernel each): two
+    pairs, 0 -> 1 and 1 -> 0, each over the two kernels' spans."""
+    folder = tmp_path / "job" / "iteration_1"
+    folder.mkdir(parents=True)
+    for rank in (0, 1):
+        other = 1 - rank
+        events = [
+            annotation("ProfilerStep#1", T0, 100),
+            cpu_op("record_param_comms", T0 + 1, 1, args=_nccl_args("batch", "send", other)),
+            cpu_op("record_param_comms", T0 + 3, 1, args=_nccl_args("batch", "recv", other)),
+            annotation("nccl:coalesced", T0 + 5, 2),
+            launch(1, T0 + 6, 1),
+            kernel(SENDRECV, T0 + 10 + 5 * rank, 20, {"correlation": 1}),
+        ]
+        head = dist_head(rank=rank, world_size=2, gpu="NVIDIA H100 80GB HBM3")
+        (folder / f"rank{rank}_trace.json").write_bytes(trace(events, head))
+    report = analyse(tmp_path / "job", Options())
+    assert (report.matching.p2p_pairs, report.matching.p2p_unpaired) == (2, 0)
+    assert report.collectives.all_ranks["SendRecv"].count == 2  # one call a kernel
 
 
 def test_inspector_p2p_pairs_live_as_offline(tmp_path: Path) -> None:
@@ -328,3 +355,16 @@ def test_inspector_p2p_pairs_live_as_offline(tmp_path: Path) -> None:
     live = aggregation.report(Options(), final=True)
     assert (live.matching.p2p_pairs, live.matching.p2p_unpaired) == (2, 0)
     assert document(live) == document(analyse(root, Options()))
+
+
+def test_a_batched_call_is_paired_member_by_member() -> None:
+    both = (P2PMember(group_send_to=1, message_bytes=8), P2PMember(group_recv_from=1))
+    calls = {
+        0: [CommOp("SendRecv", 0, 5, 8, 2, True, "pp", group_rank=0, members=both)],
+        1: [_op(1, "pp", 1, group_recv_from=0), _op(2, "pp", 1, group_send_to=0)],
+    }
+    found = p2pranks.resolved(calls)
+    assert [(op.start_ns, op.send_to, op.recv_from, op.message_bytes) for op in found[0]] == [
+        (0, 1, None, 8),
+        (0, None, 1, None),
+    ]
