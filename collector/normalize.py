@@ -936,18 +936,23 @@ class Normalizer:
             launched = kernel.launch is not None
             op = self._comm_op(kernel.facts, calls, True, launched)
             if kernel.launch is not None:
-                op = self._batched(op, kernel.facts, calls, kernel.launch[0])
+                op = self._batched(op, kernel.facts, calls, kernel.launch)
             self.out.append(op)
 
-    def _batched(self, op: CommOp, facts: CommCall, calls: list[CommCall], tid: int) -> CommOp:
-        """A SendRecv kernel launched by `nccl:coalesced`: the P2P records of its batch
-        (`collector.p2pbatch`) say it is SendRecv, its size, and its peer when one."""
+    def _batched(
+        self, op: CommOp, facts: CommCall, calls: list[CommCall], launch: tuple[int, int]
+    ) -> CommOp:
+        """A SendRecv kernel of no named collective launched by `nccl:coalesced`, or inside
+        no comm call at all (releases whose `nccl:coalesced` ends before the launch): the P2P
+        records of its batch (`collector.p2pbatch`) say it is SendRecv, its size, and its
+        peer when one."""
+        if op.collective != "Other" or kernel_collective(facts.name) != "SendRecv":
+            return op
         coalesced = next((c for c in calls if c.name == COALESCED), None)
-        if coalesced is None or op.collective != "Other" or op.send_to is not None:
+        if coalesced is None and calls:
             return op
-        if kernel_collective(facts.name) != "SendRecv":
-            return op
-        members = self._batches.members(tid, coalesced.start_ns)
+        batch_ns = coalesced.start_ns if coalesced is not None else launch[1]
+        members = self._batches.members(launch[0], batch_ns)
         if not members:
             return op
         groups = self._meta.pg_ranks

@@ -6,8 +6,10 @@ sends: its `_batch_p2p`) runs its ops inside `_coalescing_manager`: each `isend`
 records its own `record_param_comms` ("send"/"recv", its peer, its size) on the training
 thread but launches nothing; `ProcessGroupNCCL::endCoalescing` then opens the `nccl:coalesced`
 work (its profiling title) and ends the NCCL group, which launches one SendRecv kernel for the
-whole batch. That kernel's launch lies inside `nccl:coalesced` and inside none of its ops'
-records: its members are the P2P records on the launching thread since the previous batch.
+whole batch. That kernel's launch lies inside `nccl:coalesced` (or, in releases that end the
+CPU-side `nccl:coalesced` at once, pytorch/pytorch#160680, inside no comm call) and inside
+none of its ops' records: its members are the P2P records on the launching thread since the
+previous batch.
 
 `Batches` keeps those records per thread (bounded) and gives a batch's members once. A batch
 whose members all go one way to one peer is that call (its peer and size); one that sends and
