@@ -936,6 +936,7 @@ class Normalizer:
             launched = kernel.launch is not None
             op = self._comm_op(kernel.facts, calls, True, launched)
             if kernel.launch is not None:
+                self._batches.launched(kernel.launch[0], calls)
                 op = self._batched(op, kernel.facts, calls, kernel.launch)
             self.out.append(op)
 

@@ -461,8 +461,8 @@ def _launcher(call: ApiCall, members: Sequence[ApiCall], comms: Comms) -> CommCa
 def _p2p(members: Sequence[ApiCall]) -> tuple[str | None, int | None]:
     """("Send" or "Recv", the peer's rank in the communicator) of a call or group whose
     members all go one way to one peer (`Peer rank` of NCCL's Send/Recv payload); else
-    (None, None): a group that sends and receives, or to several peers, is one kernel that
-    no single direction describes."""
+    (None, None): a group that sends and receives, or to several peers, is one kernel whose
+    members (`_both`) say its peers."""
     ways = {"Send" if m.name.lower().endswith("send") else "Recv" for m in members}
     found = {m.payload.get(_PEER) for m in members}
     peer = found.pop() if len(found) == 1 else None
@@ -477,11 +477,13 @@ def _own_rank(comms: Comms, label: str | None) -> int | None:
 
 def _both(members: Sequence[ApiCall]) -> tuple[P2PMember, ...]:
     """A group's sends and receives, each with its peer's rank in the communicator and its
-    size, when every one names its peer (else none: unpaired)."""
+    size, when every one names its peer (else none: the group is not paired)."""
+    if len(members) > MAX_MEMBERS:
+        return ()
     found = []
-    for m in members[: MAX_MEMBERS + 1]:
+    for m in members:
         peer = m.payload.get(_PEER)
-        if peer is None or not 0 <= peer < MAX_RANKS or len(members) > MAX_MEMBERS:
+        if peer is None or not 0 <= peer < MAX_RANKS:
             return ()
         size = _message_size(m.payload)
         to, back = (peer, None) if m.name.lower().endswith("send") else (None, peer)

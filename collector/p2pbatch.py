@@ -14,9 +14,8 @@ previous batch.
 `Batches` keeps those records per thread (bounded) and gives a batch's members once. A batch
 whose members all go one way to one peer is that call (its peer and size); one that sends and
 receives, or talks to several peers, is one SendRecv call with no single peer: its members
-(`CommOp.members`, each paired alone by the report). A plain send on the same thread between two
-batches (its own kernel) would be taken into the next batch: pipelines send through batches
-only (torch.distributed.pipelining, Megatron-LM's batched P2P), or through no batch at all.
+(`CommOp.members`, each paired alone by the report). A plain send or receive (its record
+encloses its own kernel's launch) is no batch's (`launched`).
 """
 
 from __future__ import annotations
@@ -71,6 +70,13 @@ class Batches:
         if len(held) > _PER_THREAD:
             del held[0]
             self.dropped += 1
+
+    def launched(self, tid: int, records: Sequence[Record]) -> None:
+        """`records` enclosed their own kernel's launch (a plain send or receive): no batch's."""
+        held = self._threads.get(tid)
+        if held and records:
+            starts = {r.start_ns for r in records if _way_of(r) is not None}
+            self._threads[tid] = [r for r in held if r.start_ns not in starts]
 
     def members(self, tid: int, batch_ns: int) -> list[Record]:
         """The records on `tid` that start after the last batch given and before `batch_ns`

@@ -25,6 +25,15 @@ def test_each_record_goes_to_the_batch_after_it_once() -> None:
     assert batches.members(8, 30) == []
 
 
+def test_a_plain_send_that_launched_its_own_kernel_is_no_batchs() -> None:
+    batches = Batches()
+    plain, batched = _record(0, "send", 1), _record(5, "send", 2)
+    batches.add(7, plain)
+    batches.add(7, batched)
+    batches.launched(7, [plain, CommCall("nccl:send", 0, 9)])
+    assert batches.members(7, 10) == [batched]
+
+
 def test_a_batch_has_a_peer_only_when_it_goes_one_way_to_one_peer() -> None:
     groups = {"pp": [4, 9]}
     assert batch_peers([_record(0, "send", 9), _record(1, "isend", None, 1)], groups) == Peers(9)
