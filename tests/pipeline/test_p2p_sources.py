@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from commscope.exporters import jsonreport
+from commscope.exporters.text import render
 from commscope.model.inspector import LACKS
 from commscope.model.schema import CommOp, P2PMember, Pipeline, Report
 from commscope.pipeline import p2pranks
@@ -231,6 +232,8 @@ def test_inspector_p2p_records_pair_and_the_pipeline_says_why_it_is_empty(tmp_pa
     assert (report.matching.p2p_pairs, report.matching.p2p_unpaired) == (2, 0)
     assert report.sources["pipeline"] == LACKS["pipeline"]
     assert "no compute kernels" in LACKS["pipeline"]
+    assert report.pipeline == Pipeline()  # no per-stage figures: not zeros
+    assert LACKS["pipeline"] in render(report)
 
 
 # ---------------------------------------------------------------- the cross-rank map
