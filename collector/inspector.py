@@ -6,7 +6,9 @@ communicator: `header {id, comm_name (v4.1+), rank, n_ranks, nnodes}`, `metadata
 {inspector_output_format_version "v4.x", dump_timestamp_us, hostname, pid, ...}` and one of
 `coll_perf {coll, coll_sn, coll_msg_size_bytes, coll_exec_time_us, coll_timing_source,
 coll_algobw_gbs, coll_busbw_gbs}` or `p2p_perf {p2p, p2p_sn, p2p_peer, p2p_msg_size_bytes,
-p2p_exec_time_us, p2p_timing_source, ...}`. Verbose logs add `event_trace_ts` with
+p2p_exec_time_us, p2p_timing_source, ...}` (`inspectorCompletedP2p` in inspector.cc: `p2p` is
+"Send" or "Recv", `p2p_peer` the peer's rank in the communicator, as the header's `rank` is
+this one's). Verbose logs add `event_trace_ts` with
 `coll_start_ts` / `p2p_start_ts` (host microseconds since the epoch, when NCCL was called).
 Newer writers (v4.3) put header and metadata on a `dump_stats` line that the bare payload
 lines after it inherit: `LineReader` keeps that state.
@@ -72,6 +74,8 @@ class Op:
     timing_source: str
     start_us: int | None  # verbose logs only
     inspector_busbw_gbs: float | None  # Inspector's own figure: a cross-check only
+    # a Send's or Recv's direction and `p2p_peer` (the peer's rank in the communicator)
+    peer: tuple[str, int] | None = None
 
     def comm_op(self) -> CommOp:
         """The op in commscope's event model (times in ns; see the module docstring)."""
@@ -80,6 +84,7 @@ class Op:
             start = self.start_us * _US
         else:
             start = max(0, (self.header.dump_us or 0) * _US - dur)
+        group_rank, send_to, recv_from = _group_peer(self.peer, self.header.rank)
         return CommOp(
             collective=self.collective,
             start_ns=start,
@@ -90,7 +95,19 @@ class Op:
             process_group=self.header.comm,
             seq=self.seq,
             group_source="Inspector n_ranks",
+            group_rank=group_rank,
+            group_send_to=send_to,
+            group_recv_from=recv_from,
         )
+
+
+def _group_peer(peer: tuple[str, int] | None, rank: int) -> tuple[int | None, ...]:
+    """A P2P op's ranks within its communicator: its own, the peer it sends to, the peer it
+    receives from (`CommOp.group_*`, made global across ranks by `pipeline.p2pranks`)."""
+    if peer is None:
+        return None, None, None
+    way, other = peer
+    return (rank, other, None) if way == "Send" else (rank, None, other)
 
 
 @dataclass(frozen=True)
@@ -201,7 +218,15 @@ def _op(perf: object, kind: str, header: _Header) -> Op | Bad:
         timing_source=source if isinstance(source, str) else "unknown",
         start_us=_int(start, 1, 2**62),
         inspector_busbw_gbs=float(busbw) if isinstance(busbw, int | float) else None,
+        peer=_p2p_peer(perf, name, header.n_ranks) if kind == "p2p" else None,
     )
+
+
+def _p2p_peer(perf: dict[str, Any], name: str, n_ranks: int) -> tuple[str, int] | None:
+    """A Send's or Recv's direction and `p2p_peer` (a rank of the communicator), else None
+    (a SendRecv names no direction)."""
+    peer = _int(perf.get("p2p_peer"), 0, n_ranks)
+    return (name, peer) if name in {"Send", "Recv"} and peer is not None else None
 
 
 def _type(name: str, kind: str) -> CollectiveType:

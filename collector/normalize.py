@@ -58,7 +58,25 @@ from commscope.collector.graphs import GraphJoin, graph_id, is_graph_launch
 from commscope.collector.kernels import kernel_category
 from commscope.collector.launches import KernelNames, LaunchJoin, is_launch_call
 from commscope.collector.ncclsplits import Splits, cut, list_form_bytes
-from commscope.collector.p2ppeers import GLOO_P2P, P2P_CALLS, HeldSpans, concrete_peer, global_rank
+from commscope.collector.p2pbatch import (
+    COALESCED,
+    Batches,
+    batch_bytes,
+    batch_members,
+    batch_peers,
+)
+from commscope.collector.p2ppeers import (
+    GLOO_P2P,
+    P2P_CALLS,
+    HeldSpans,
+    Peers,
+    concrete_peer,
+    global_rank,
+    group_global,
+    peers,
+    record_global,
+    record_group_peer,
+)
 from commscope.model.schema import (
     GROUP_SOURCES,
     LABEL_PATTERN,
@@ -76,6 +94,7 @@ from commscope.model.schema import (
     GroupSource,
     KernelCategory,
     MemoryPeak,
+    P2PMember,
     Step,
     TraceMeta,
 )
@@ -191,6 +210,9 @@ class CommCall(msgspec.Struct, frozen=True, gc=False):
     in_splits: tuple[int, ...] = ()
     out_splits: tuple[int, ...] = ()
     peer: int | None = None  # a send's `Dst Rank` or a receive's `Src Rank` (global)
+    group_peer: int | None = None  # the peer's rank within the call's group (`p2ppeers`)
+    group_rank: int | None = None  # this rank's within the group (Nsight Systems: NCCL's)
+    members: tuple[P2PMember, ...] = ()  # an NCCL group's sends and receives (`nsys`)
 
     @property
     def backend(self) -> bool:
@@ -215,6 +237,7 @@ _FACT_KEYS: Final = frozenset(
         "Out split size",
         "Src Rank",
         "Dst Rank",
+        "Rank",
     }
 )
 
@@ -231,6 +254,8 @@ def comm_call(name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) ->
     label = args.get("Collective name")
     dims = input_dims_bytes(args)
     sent, received = call_splits(name, args)
+    peer = _bounded(_int(args.get("Dst Rank", args.get("Src Rank"))), MAX_RANKS - 1)
+    group_peer = record_group_peer(args, MAX_RANKS)
     return CommCall(
         name[:MAX_NAME],
         start_ns,
@@ -245,7 +270,8 @@ def comm_call(name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) ->
         dtype=_dtype(args, sized=dims is not None),
         in_splits=sent,
         out_splits=received,
-        peer=_bounded(_int(args.get("Dst Rank", args.get("Src Rank"))), MAX_RANKS - 1),
+        peer=peer if peer is not None else record_global(group_peer, args, MAX_RANKS),
+        group_peer=group_peer,
     )
 
 
@@ -391,7 +417,8 @@ class CallIndex:
     def add(self, tid: int, call: CommCall) -> None:
         key = (call.name, call.collective_name, call.nelems_bytes, call.dims_bytes,
                call.group_size, call.pg, call.shape_group, call.dtype, call.in_splits,
-               call.out_splits, call.peer)  # fmt: skip
+               call.out_splits, call.peer, call.group_peer, call.group_rank,
+               call.members)  # fmt: skip
         fact = self._ids.get(key)
         if fact is None:
             fact = self._ids[key] = len(self._facts)
@@ -431,10 +458,10 @@ class CallIndex:
 
     def _call(self, thread: _ThreadCalls, i: int) -> CommCall:
         facts, seq = self._facts[thread.facts[i]], thread.seqs[i]
-        name, label, nelems, dims, group, pg, shape, dtype, sends, receives, peer = facts
+        name, label, nelems, dims, group, pg, shape, dtype, sends, receives, *peers = facts
         return CommCall(name, thread.starts[i], thread.ends[i], label, nelems, dims, group, pg,
                         None if seq == self._NO_SEQ else seq, shape, dtype, sends,
-                        receives, peer)  # fmt: skip
+                        receives, *peers)  # fmt: skip
 
 
 def start_order(starts: array[int], ends: array[int]) -> tuple[Sequence[int], Sequence[int]]:
@@ -474,6 +501,7 @@ class Normalizer:
         self._waiting_meta: list[CommCall] = []
         self._gloo_alltoall = Pairing()  # gloo all-to-all spans held for their split sizes
         self._p2p = HeldSpans()  # gloo:send/recv spans until their c10d operator (bounded)
+        self._batches = Batches()  # NCCL's P2P records, for their coalesced kernel
         self._busy = _CpuRuns(comm_call=False)
         self._calling = _CpuRuns(comm_call=True)
         self._roles: dict[str, int] = {}
@@ -772,6 +800,7 @@ class Normalizer:
                 call = comm_call(name, start_ns, round(end * 1000), self._args(raw))
                 self._add_call(tid, call)
                 self._gloo_alltoall.call(call)
+                self._batches.add(tid, call)
 
     def _thread(self, tid: object) -> int | None:
         """The id of a trace's `tid`: an int as it is, a string as `string_tid` reads it
@@ -920,7 +949,36 @@ class Normalizer:
         for kernel in kernels:
             calls = self._calls.enclosing(*kernel.launch) if kernel.launch else []
             launched = kernel.launch is not None
-            self.out.append(self._comm_op(kernel.facts, calls, True, launched))
+            op = self._comm_op(kernel.facts, calls, True, launched)
+            if kernel.launch is not None:
+                self._batches.launched(kernel.launch[0], calls)
+                op = self._batched(op, kernel.facts, calls, kernel.launch)
+            self.out.append(op)
+
+    def _batched(
+        self, op: CommOp, facts: CommCall, calls: list[CommCall], launch: tuple[int, int]
+    ) -> CommOp:
+        """A SendRecv kernel of no named collective launched by `nccl:coalesced`, or inside
+        no comm call at all (releases whose `nccl:coalesced` ends before the launch): the P2P
+        records of its batch (`collector.p2pbatch`) say it is SendRecv, its size, and its
+        peer when one."""
+        if op.collective != "Other" or kernel_collective(facts.name) != "SendRecv":
+            return op
+        coalesced = next((c for c in calls if c.name == COALESCED), None)
+        if coalesced is None and calls:
+            return op
+        batch_ns = coalesced.start_ns if coalesced is not None else launch[1]
+        members = self._batches.members(launch[0], batch_ns)
+        if not members:
+            return op
+        groups = self._meta.pg_ranks
+        found = batch_peers(members, groups)
+        size = op.message_bytes if op.message_bytes is not None else batch_bytes(members)
+        self.stats.sizes_unknown -= op.message_bytes is None and size is not None
+        single = found.send_to is not None or found.recv_from is not None
+        return replace(op, collective="SendRecv", message_bytes=size, send_to=found.send_to,
+                       recv_from=found.recv_from,
+                       members=() if single else batch_members(members, groups))  # fmt: skip
 
     def _comm_op(
         self, primary: CommCall, calls: list[CommCall], on_gpu: bool, launched: bool = True
@@ -942,9 +1000,9 @@ class Normalizer:
         start, dur = primary.start_ns, primary.end_ns - primary.start_ns
         dtype = next((c.dtype for c in (*records, *own) if c.dtype is not None), None)
         sends, receives = _splits(records)
-        send_to, recv_from = _peer(collective, primary, records)
+        found = _peer(collective, primary, records, self._meta.pg_ranks)
         return CommOp(collective, start, dur, size, group, on_gpu, pg, seq, source, dtype,
-                      sends, receives, send_to, recv_from)  # fmt: skip
+                      sends, receives, *found)  # fmt: skip
 
     def _gloo_p2p(self, resolved: list[tuple[CommCall, int | None]]) -> None:
         """gloo send/recv spans, each with the peer its c10d operator names (a group rank)."""
@@ -1037,19 +1095,26 @@ def _first_known(records: list[CommCall]) -> tuple[int | None, str | None, int |
 
 
 def _peer(
-    collective: str, primary: CommCall, records: list[CommCall]
-) -> tuple[int | None, int | None]:
-    """(send_to, recv_from) of a SendRecv call: its direction from the gloo span's name or
-    the first `Collective name` (send, isend, recv, irecv), its peer from the first record
-    that names one."""
+    collective: str,
+    primary: CommCall,
+    records: list[CommCall],
+    groups: Mapping[str, Sequence[int]],
+) -> Peers:
+    """The peer fields of a SendRecv call: its direction from the gloo span's name or the
+    first `Collective name` (send, isend, recv, irecv), its peer from the first record that
+    names one, else the first group rank one names, through pg_config (`p2ppeers`)."""
     if collective != "SendRecv":
-        return None, None
+        return Peers()
+    calls = (primary, *records)
     names = [GLOO_P2P.get(primary.name), *(r.collective_name for r in records)]
     way = next((n.lower().removeprefix("i") for n in names if n is not None), None)
-    peer = next((r.peer for r in (primary, *records) if r.peer is not None), None)
-    if way == "send":
-        return peer, None
-    return (None, peer) if way == "recv" else (None, None)
+    peer = next((r.peer for r in calls if r.peer is not None), None)
+    inner = next((r for r in calls if r.group_peer is not None), None)
+    if peer is None and inner is not None:
+        peer = group_global(inner.group_peer, inner.pg, groups)
+    if inner is None:
+        return peers(way, peer)
+    return peers(way, peer, inner.group_peer, inner.group_rank)
 
 
 def _splits(records: list[CommCall]) -> Splits:

@@ -59,8 +59,10 @@ from commscope.collector.normalize import (
     kernel_kind,
 )
 from commscope.collector.nsyssplits import group_splits
+from commscope.collector.p2ppeers import Peers, peers
 from commscope.model.schema import (
     MAX_LABEL,
+    MAX_MEMBERS,
     MAX_NICS,
     MAX_RANKS,
     CollectiveType,
@@ -68,6 +70,7 @@ from commscope.model.schema import (
     GpuOp,
     GroupSource,
     KernelCategory,
+    P2PMember,
     Step,
 )
 
@@ -84,6 +87,7 @@ _COMM_ID: Final = "NCCL communicator ID"
 _RANKS: Final = "No. of ranks"
 _RANK: Final = "Rank"
 _SIZES: Final = ("Message size [bytes]", "Bytes")
+_PEER: Final = "Peer rank"  # Send/Recv: the peer's rank in the communicator (all versions)
 # Payload sizes that are one rank's share: S = size x n (the send count of an all-gather, the
 # receive count of a reduce-scatter, the bytes per peer of ncclAlltoAll).
 _SHARDED: Final = frozenset({"AllGather", "ReduceScatter", "AllToAll"})
@@ -407,6 +411,7 @@ class Comms:
     sizes: dict[str, int] = field(default_factory=dict)
     rank: int | None = None
     world: int | None = None
+    mine: dict[str, int] = field(default_factory=dict)  # communicator -> this process's rank
 
     def add(self, payload: Mapping[str, int]) -> None:
         """A payload that says a communicator's rank count (init, split, shrink, destroy);
@@ -419,6 +424,8 @@ class Comms:
             self.sizes[label] = ranks
         if rank is None or not 0 <= rank < ranks:
             return
+        if label is not None:
+            self.mine[label] = rank
         if (ranks, -rank) > (self.world or 0, -(self.rank or 0)):
             self.rank, self.world = rank, ranks
 
@@ -456,17 +463,55 @@ def _launcher(call: ApiCall, members: Sequence[ApiCall], comms: Comms) -> CommCa
     ranks = comms.sizes.get(label) if label is not None else None
     sent, received = group_splits(((m.name, m.payload, _message_size(m.payload))
                                    for m in members), ranks)  # fmt: skip
+    way, peer = _p2p(members) if kind == "SendRecv" else (None, None)
+    both = _both(members) if kind == "SendRecv" and peer is None else ()
     return CommCall(
         call.name[:MAX_NAME],
         call.start_ns,
         call.end_ns,
-        collective_name=kind,
+        collective_name=way or kind,
         nelems_bytes=_group_bytes(members, kind, ranks),
         group_size=ranks,
         pg=label if label is not None and len(label) <= MAX_LABEL else None,
         in_splits=sent,
         out_splits=received,
+        group_peer=peer,
+        group_rank=_own_rank(comms, label) if peer is not None or both else None,
+        members=both,
     )
+
+
+def _p2p(members: Sequence[ApiCall]) -> tuple[str | None, int | None]:
+    """("Send" or "Recv", the peer's rank in the communicator) of a call or group whose
+    members all go one way to one peer (`Peer rank` of NCCL's Send/Recv payload); else
+    (None, None): a group that sends and receives, or to several peers, is one kernel whose
+    members (`_both`) say its peers."""
+    ways = {"Send" if m.name.lower().endswith("send") else "Recv" for m in members}
+    found = {m.payload.get(_PEER) for m in members}
+    peer = found.pop() if len(found) == 1 else None
+    if len(ways) != 1 or peer is None or not 0 <= peer < MAX_RANKS:
+        return None, None
+    return ways.pop(), peer
+
+
+def _own_rank(comms: Comms, label: str | None) -> int | None:
+    return comms.mine.get(label) if label is not None else None
+
+
+def _both(members: Sequence[ApiCall]) -> tuple[P2PMember, ...]:
+    """A group's sends and receives, each with its peer's rank in the communicator and its
+    size, when every one names its peer (else none: the group is not paired)."""
+    if len(members) > MAX_MEMBERS:
+        return ()
+    found = []
+    for m in members:
+        peer = m.payload.get(_PEER)
+        if peer is None or not 0 <= peer < MAX_RANKS:
+            return ()
+        size = _message_size(m.payload)
+        to, back = (peer, None) if m.name.lower().endswith("send") else (None, peer)
+        found.append(P2PMember(group_send_to=to, group_recv_from=back, message_bytes=size))
+    return tuple(found)
 
 
 def _group_bytes(members: Sequence[ApiCall], kind: str | None, ranks: int | None) -> int | None:
@@ -527,8 +572,21 @@ def kernel_event(
     group, source = _group(api, world)
     kind = _collective(primary, found, api)
     sent, received = (api.in_splits, api.out_splits) if api and kind == "AllToAll" else ((), ())
-    return CommOp(kind, start_ns, end_ns - start_ns, size, group, True, api.pg if api else None,
-                  None, source, in_splits=sent, out_splits=received)  # fmt: skip
+    both = api.members if api and kind == "SendRecv" else ()
+    return CommOp(kind, start_ns, end_ns - start_ns, size, group, True,
+                  api.pg if api else None, None, source, None, sent, received,
+                  *_peers(kind, api), both)  # fmt: skip
+
+
+def _peers(kind: CollectiveType, api: CommCall | None) -> Peers:
+    """A Send's or Recv's ranks within its communicator (made global across ranks by
+    `pipeline.p2pranks`: NCCL's payloads name no global rank)."""
+    if kind != "SendRecv" or api is None:
+        return Peers()
+    if api.group_peer is None:  # a group both ways: its members say the peers
+        return Peers(group_rank=api.group_rank if api.members else None)
+    way = (api.collective_name or "").lower()
+    return peers(way, None, api.group_peer, api.group_rank)
 
 
 _kind: Final = functools.lru_cache(maxsize=4096)(kernel_kind)  # a run's few names

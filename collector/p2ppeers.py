@@ -5,8 +5,7 @@ that starts inside the `c10d::send` / `c10d::recv_` operator of the training thr
 when the transfer completes. The annotation carries no peer; the operator does, as its third
 argument (`Concrete Inputs[2]`: the destination or source rank within the call's process
 group; -1 = any source). `PeerCalls` keeps those operators per thread (bounded) and gives the
-peer of the annotation that starts inside one, innermost first. NCCL's `record_param_comms`
-names the peer itself (`Dst Rank`, `Src Rank`: global ranks) and needs none of this.
+peer of the annotation that starts inside one, innermost first.
 
 `HeldSpans` resolves each annotation as soon as an operator holding its start is known (when
 the annotation arrives, or when such an operator arrives later), with the innermost operator
@@ -15,13 +14,24 @@ the file). An annotation is held only while it waits for its operator or, before
 process groups are final, for them; at most `_HELD` at once: past it the one held longest is
 resolved now with what is known (counted in `early`, the normalizer's
 `comm_kernel_unresolved`).
+
+NCCL's `record_param_comms` (ProcessGroupNCCL's send/recv: `Collective name` "send"/"recv")
+names the peer itself: `Dst Rank` / `Src Rank`, global ranks (torch/csrc/profiler/util.cpp
+`saveNcclMeta`: `groupRanks[rank]`, written only when the group lists its ranks). Without
+them (older releases, or a group that lists none) its `Rank` arg, else its fourth concrete
+input (`RECORD_PARAM_COMMS_DATA`'s inputs: tensors, seq, group name, rank, ...), is the
+peer's rank within the group (`record_group_peer`); made global through the record's
+`Process Group Ranks`, else its `Global rank start` + `stride` x rank (`record_global`), else
+the trace's pg_config (`group_global`); never guessed. Sources that name only group ranks
+(Nsight Systems, NCCL Inspector) carry them as `Peers.group_*`, made global across ranks by
+`pipeline.p2pranks`.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 _SEND_CALLS: Final = frozenset({"c10d::send", "c10d::isend"})
 _RECV_CALLS: Final = frozenset({"c10d::recv_", "c10d::recv", "c10d::irecv"})
@@ -33,11 +43,7 @@ _HELD: Final = 4096  # annotations held at once per file (`HeldSpans`)
 
 def concrete_peer(args: Mapping[str, Any]) -> int | None:
     """The group rank a c10d send/recv operator names (`Concrete Inputs[2]`), else None."""
-    given = args.get("Concrete Inputs")
-    if not isinstance(given, list) or len(given) < 3 or not isinstance(given[2], str):
-        return None
-    text = given[2]
-    return int(text) if text.isascii() and text.isdigit() and len(text) <= 7 else None
+    return _digits(args.get("Concrete Inputs"), 2)
 
 
 class PeerCalls:
@@ -158,3 +164,79 @@ def global_rank(peer: int | None, groups: Mapping[str, Sequence[int]]) -> int | 
         ranks = next(iter(groups.values()))
         return ranks[peer] if peer < len(ranks) else None
     return None
+
+
+class Peers(NamedTuple):
+    """A SendRecv call's peer fields, in `CommOp`'s order (global ranks, then group ranks)."""
+
+    send_to: int | None = None
+    recv_from: int | None = None
+    group_rank: int | None = None
+    group_send_to: int | None = None
+    group_recv_from: int | None = None
+
+
+def peers(
+    way: str | None, peer: int | None, group_peer: int | None = None, group_rank: int | None = None
+) -> Peers:
+    """The peer fields of a call going `way` ("send", "recv"; else none): the global peer and,
+    where the source names them, this rank's and the peer's ranks within the group."""
+    own = group_rank if group_peer is not None else None
+    if way == "send":
+        return Peers(peer, None, own, group_peer, None)
+    if way == "recv":
+        return Peers(None, peer, own, None, group_peer)
+    return Peers()
+
+
+def record_group_peer(args: Mapping[str, Any], limit: int) -> int | None:
+    """The group rank of a send's or receive's peer in a record_param_comms' args: its `Rank`
+    arg, else its fourth concrete input; None for other calls or a value out of [0, limit)."""
+    if str(args.get("Collective name", "")).lower() not in {"send", "recv"}:
+        return None
+    given = args.get("Rank")
+    if type(given) is not int:
+        given = _digits(args.get("Concrete Inputs"), 3)
+    return given if given is not None and 0 <= given < limit else None
+
+
+def record_global(peer: int | None, args: Mapping[str, Any], limit: int) -> int | None:
+    """A group rank as a global rank through the record's own group description: its
+    `Process Group Ranks` list, else `Global rank start` + `Global rank stride` x rank."""
+    if peer is None:
+        return None
+    ranks = _rank_list(args.get("Process Group Ranks"))
+    if ranks:
+        return ranks[peer] if peer < len(ranks) and ranks[peer] < limit else None
+    start, stride = args.get("Global rank start"), args.get("Global rank stride")
+    if type(start) is int and type(stride) is int and start >= 0 and stride > 0:
+        found = start + stride * peer
+        return found if found < limit else None
+    return None
+
+
+def group_global(
+    peer: int | None, group: str | None, groups: Mapping[str, Sequence[int]]
+) -> int | None:
+    """A group rank as a global rank through pg_config: the call's own group's ranks when the
+    trace lists them, else as `global_rank` says."""
+    if peer is not None and group is not None and group in groups:
+        ranks = groups[group]
+        return ranks[peer] if peer < len(ranks) else None
+    return global_rank(peer, groups)
+
+
+def _digits(values: object, index: int) -> int | None:
+    if not isinstance(values, list) or len(values) <= index or not isinstance(values[index], str):
+        return None
+    text = values[index]
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 7 else None
+
+
+def _rank_list(text: object) -> list[int]:
+    """`Process Group Ranks` as recorded ("[0, 1, 2]"), else [] (bounded: 64 KiB of text)."""
+    if not isinstance(text, str) or len(text) > 1 << 16:
+        return []
+    found = [item.strip() for item in text.strip().strip("[]").split(",")]
+    ok = all(x.isascii() and x.isdigit() and len(x) <= 7 for x in found)
+    return [int(x) for x in found] if ok else []

@@ -24,7 +24,7 @@ def pipeline_lines(report: Report, cut: Cut) -> Iterator[str]:
     yield (f"P2P calls paired across ranks: {m.p2p_pairs} pairs, {m.p2p_unpaired} unpaired, "
            f"{m.p2p_desyncs} desyncs (size or dtype differ)")  # fmt: skip
     if not p.per_rank:
-        yield "No pipeline: no send/recv pair with a known peer."
+        yield report.sources.get("pipeline") or "No pipeline: no send/recv pair with a known peer."
         return
     stages = p.stages if p.stages is not None else "unknown"
     if p.stages is not None and p.stages_per_rank and p.stages_per_rank > 1:

@@ -18,6 +18,10 @@ LACKS: Final[dict[str, str]] = {
         ("overlap", "kernels", "utilization", "top_kernels", "launches", "graphs"), NO_COMPUTE
     ),
     **dict.fromkeys(("throughput", "steps", "stragglers"), _NO_STEPS),
+    # its Send/Recv records are paired (matching: p2p_pairs); a stage's compute, bubble and
+    # waiting need the compute kernels and steps it does not have
+    "pipeline": "n/a: NCCL Inspector has no compute kernels or ProfilerStep spans "
+    "(its P2P calls are paired: see matching)",
 }
 
 

@@ -138,6 +138,7 @@ from commscope.model.state import (
 )
 from commscope.model.wire import (
     MAX_FACT_ITEMS,
+    MAX_MEMBERS,
     MAX_NICS,
     PROTOCOL_VERSION,
     RUN_BYTES,
@@ -161,6 +162,7 @@ from commscope.model.wire import (
     LaunchTally,
     MemoryPeak,
     OpTally,
+    P2PMember,
     RankResult,
     Record,
     Reject,
@@ -195,6 +197,7 @@ __all__ = [
     "MAX_GROUPS",
     "MAX_LABEL",
     "MAX_LOOKALIKES",
+    "MAX_MEMBERS",
     "MAX_NICS",
     "MAX_RANKS",
     "MAX_SPLITS",
@@ -281,6 +284,7 @@ __all__ = [
     "Nodes",
     "OpTally",
     "Overlap",
+    "P2PMember",
     "Pipeline",
     "PipelineRank",
     "Provenance",

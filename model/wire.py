@@ -79,6 +79,20 @@ class GpuOp(msgspec.Struct, frozen=True, gc=False, tag="gpu", array_like=True):
     category: KernelCategory | None = None  # a compute kernel's
 
 
+class P2PMember(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """One send or receive of a batched SendRecv kernel (`batch_isend_irecv`, an NCCL group
+    that sends and receives): its peer as `CommOp` names one, and its size."""
+
+    send_to: Rank | None = None
+    recv_from: Rank | None = None
+    group_send_to: Rank | None = None
+    group_recv_from: Rank | None = None
+    message_bytes: Count | None = None
+
+
+MAX_MEMBERS: Final = 256  # members a batched call keeps; a larger batch keeps none (unpaired)
+
+
 class CommOp(msgspec.Struct, frozen=True, gc=False, tag="comm", array_like=True):
     """One collective: an NCCL/RCCL kernel (`on_gpu`) or a gloo span on a CPU thread."""
 
@@ -99,6 +113,15 @@ class CommOp(msgspec.Struct, frozen=True, gc=False, tag="comm", array_like=True)
     # a SendRecv call's peer (global rank) and direction: which of the two is set says which
     send_to: Rank | None = None
     recv_from: Rank | None = None
+    # the same within the call's process group (communicator) when the source names only
+    # group ranks (NCCL's payloads, Inspector's p2p_peer): this rank's group rank and the
+    # peer's; the report maps them to global ranks across ranks (`pipeline.p2pranks`)
+    group_rank: Rank | None = None
+    group_send_to: Rank | None = None
+    group_recv_from: Rank | None = None
+    # a batched kernel's sends and receives when it has no single peer (each paired alone:
+    # `pipeline.p2pranks` expands them for the pairing; the call itself is tallied once)
+    members: Annotated[tuple[P2PMember, ...], msgspec.Meta(max_length=MAX_MEMBERS)] = ()
 
 
 class Step(msgspec.Struct, frozen=True, gc=False, tag="step", array_like=True):

@@ -27,7 +27,7 @@ from commscope.model.schema import (
     Matching,
     RankResult,
 )
-from commscope.pipeline import alltoallv, alphabeta, p2p, skew, stages, straddle, waiting
+from commscope.pipeline import alltoallv, alphabeta, p2p, p2pranks, skew, stages, straddle, waiting
 from commscope.pipeline.clocks import NO_MATCH, Found, clocks, offsets
 from commscope.pipeline.matching import MAX_DESYNCS, Instance, Matched, group_order, match
 from commscope.pipeline.stats import ratio, thin_indices
@@ -120,7 +120,8 @@ def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> 
     matched, found, arrivals = aligned(results, infos)
     timed = [item for item in arrivals if item.timed]
     paired = p2p.pair(
-        {r: x.calls for r, x in results.items()}, {r: i.base_ns for r, i in infos.items()}
+        p2pranks.resolved({r: x.calls for r, x in results.items()}),
+        {r: i.base_ns for r, i in infos.items()},
     )
     untimed = _untimed(infos)
     exposed = _exposed(results, infos)

@@ -20,7 +20,7 @@ from typing import Final, Protocol, TypeVar
 
 from commscope.model.inspector import INSPECTED as INSPECTOR
 from commscope.model.inspector import LACKS
-from commscope.model.schema import INSPECTOR_LOGS, Report, Sections, TraceMeta
+from commscope.model.schema import INSPECTOR_LOGS, Pipeline, Report, Sections, TraceMeta
 from msgspec.structs import replace
 
 _NO_STARTS: Final = "n/a: NCCL Inspector logs without start times (not verbose)"
@@ -54,7 +54,10 @@ def labelled(report: Report, used: Sequence[TraceMeta]) -> Report:
     if not used or any(meta.source != INSPECTOR_LOGS for meta in used):
         return report
     timed = all(meta.call_starts for meta in used)
-    return replace(report, sources={key: _inspector_source(key, timed) for key in SECTIONS})
+    sources = {key: _inspector_source(key, timed) for key in SECTIONS}
+    # P2P pairs are counted (matching); a stage's compute, bubble and waiting are not known
+    windows = [replace(w, pipeline=Pipeline()) for w in report.windows]
+    return replace(report, sources=sources, pipeline=Pipeline(), windows=windows)
 
 
 def _inspector_source(key: str, timed: bool) -> str:

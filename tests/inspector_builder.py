@@ -44,3 +44,40 @@ def coll(  # noqa: PLR0917  # one record's fields
             "coll_perf": perf,
         }
     )  # fmt: skip
+
+
+def p2p(  # noqa: PLR0917  # one record's fields
+    rank: int,
+    name: str,
+    peer: int,
+    comm: str = "0xdef",
+    sn: int = 1,
+    size: int = 4096,
+    exec_us: int = 20,
+    start_us: int | None = None,
+) -> str:
+    """A `p2p_perf` line as NCCL's inspector writes one (`inspectorCompletedP2p` in
+    ext-profiler/inspector/inspector.cc): `p2p` "Send" or "Recv", `p2p_peer` the peer's rank
+    in the communicator; verbose: `event_trace_ts` with `p2p_start_ts`, `p2p_stop_ts`."""
+    perf: dict[str, Any] = {
+        "p2p": name,
+        "p2p_sn": sn,
+        "p2p_peer": peer,
+        "p2p_msg_size_bytes": size,
+        "p2p_exec_time_us": exec_us,
+        "p2p_timing_source": "kernel_gpu",
+        "p2p_algobw_gbs": 1.0,
+        "p2p_busbw_gbs": 1.0,
+    }
+    if start_us is not None:
+        perf["event_trace_ts"] = {"p2p_start_ts": start_us, "p2p_stop_ts": start_us + exec_us}
+    return json.dumps(
+        {
+            "header": {"id": comm, "comm_name": "pp", "rank": rank, "n_ranks": 2, "nnodes": 1},
+            "metadata": {"inspector_output_format_version": "v4.1", "git_rev": "",
+                         "rec_mechanism": "nccl_profiler_interface",
+                         "dump_timestamp_us": DUMP_US + sn * 1000, "hostname": "node0",
+                         "pid": 100 + rank},
+            "p2p_perf": perf,
+        }
+    )  # fmt: skip

@@ -33,6 +33,7 @@ PURE_ELSEWHERE: Final = [
     "collector/normalize.py",
     "collector/nsys.py",
     "collector/p2ppeers.py",
+    "collector/p2pbatch.py",
     "collector/session.py",
     "collector/source.py",
     "exporters/alltoallvcsv.py",

@@ -1,13 +1,26 @@
 """A SendRecv call's peer and direction: gloo spans from their c10d operator, NCCL calls
-from record_param_comms' `Dst Rank` / `Src Rank`."""
+from record_param_comms' `Dst Rank` / `Src Rank`, else its `Rank` or fourth concrete input
+(a group rank) made global; NCCL Inspector's `p2p_peer` as group ranks."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from commscope.collector.p2ppeers import HeldSpans, PeerCalls, concrete_peer, global_rank
+from commscope.collector.inspector import LineReader, Op
+from commscope.collector.p2ppeers import (
+    HeldSpans,
+    PeerCalls,
+    Peers,
+    concrete_peer,
+    global_rank,
+    group_global,
+    peers,
+    record_global,
+    record_group_peer,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from inspector_builder import p2p
 from kineto_builder import annotation, collective_args, cpu_op, dist_head, kernel, read, trace
 
 
@@ -153,3 +166,44 @@ def test_a_trace_with_many_gloo_sends_gives_each_its_peer() -> None:
     parsed = read(trace(events, head=dist_head(1, 3, "gloo")))
     assert [op.send_to for op in parsed.comm] == [k % 3 for k in range(50)]
     assert "comm_kernel_unresolved" not in parsed.stats.dropped
+
+
+def test_a_records_group_peer_is_its_rank_arg_else_its_fourth_concrete_input() -> None:
+    sent = {"Collective name": "send", "Rank": 3, "Concrete Inputs": ["", "", "", "1"]}
+    assert record_group_peer(sent, 8) == 3
+    assert record_group_peer({**sent, "Rank": None}, 8) == 1
+    assert record_group_peer({**sent, "Collective name": "allreduce"}, 8) is None  # own rank
+    assert record_group_peer(sent, 3) is None  # out of [0, limit)
+    assert record_group_peer({"Collective name": "recv"}, 8) is None
+
+
+def test_a_group_rank_is_made_global_by_the_records_group_else_pg_config() -> None:
+    assert record_global(1, {"Process Group Ranks": "[2, 6]"}, 8) == 6
+    assert record_global(2, {"Process Group Ranks": "[2, 6]"}, 8) is None
+    assert record_global(1, {"Global rank start": 1, "Global rank stride": 4}, 8) == 5
+    assert record_global(1, {"Global rank start": -1, "Global rank stride": -1}, 8) is None
+    assert record_global(1, {"Process Group Ranks": "[0, x]"}, 8) is None
+    assert group_global(1, "pp", {"pp": [3, 7], "dp": [0, 1]}) == 7
+    assert group_global(1, "tp", {"pp": [3, 7], "dp": [0, 1]}) is None  # never guessed
+    assert group_global(1, None, {}) == 1  # no group listed: the default group
+
+
+def test_peer_fields_follow_the_direction() -> None:
+    assert peers("send", 3) == Peers(send_to=3)
+    assert peers("recv", None, 0, 1) == Peers(group_rank=1, group_recv_from=0)
+    assert peers(None, 3, 0, 1) == Peers()
+
+
+def test_inspector_send_and_recv_records_carry_group_ranks() -> None:
+    sent = LineReader().line(p2p(1, "Send", 0, comm="0xdef"))
+    assert isinstance(sent, Op)
+    op = sent.comm_op()
+    assert (op.collective, op.process_group, op.message_bytes) == ("SendRecv", "pp 0xdef", 4096)
+    assert (op.group_rank, op.group_send_to, op.group_recv_from, op.send_to) == (1, 0, None, None)
+    received = LineReader().line(p2p(0, "Recv", 1))
+    assert isinstance(received, Op)
+    assert (received.comm_op().group_rank, received.comm_op().group_recv_from) == (0, 1)
+    for odd in (p2p(0, "SendRecv", 1), p2p(0, "Send", 2)):  # no direction; not a rank of 2
+        parsed = LineReader().line(odd)
+        assert isinstance(parsed, Op)
+        assert parsed.comm_op().group_rank is None

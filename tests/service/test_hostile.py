@@ -274,10 +274,10 @@ def peak_while(action: Callable[[], object]) -> int:
 
 
 def test_facts_of_an_unknown_stream_are_judged_on_their_head_not_decoded(agg: Aggregator) -> None:
-    """1.3 MB, 50,000 calls (more than a Facts may hold): the head says it is ahead of its
+    """1.9 MB, 40,000 calls (more than a Facts may hold): the head says it is ahead of its
     stream, so it is acknowledged at 0 and never decoded. Decoding it whole takes over 10 MB
     (measured the same way below), receiving it under 64 KB."""
-    payload = facts_payload(50_000)
+    payload = facts_payload(40_000)
     assert len(payload) < MAX_MESSAGE_BYTES
     whole = peak_while(lambda: msgspec.msgpack.decode(payload))
     peak = peak_while(lambda: agg.receive([NODE.encode(), payload], peer=NODE))
