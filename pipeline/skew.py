@@ -68,7 +68,8 @@ class Arrival:
 
 
 def arrival(instance: Instance, offsets: Mapping[int, float]) -> Arrival:
-    starts = {r: s - offsets.get(r, 0.0) for r, s in instance.starts.items()}
+    origin = min(instance.starts.values())  # floats near 0: a 1.7e18 ns start is 256 ns coarse
+    starts = {r: (s - origin) - offsets.get(r, 0.0) for r, s in instance.starts.items()}
     latest = max(starts.values())
     at_latest = [r for r, s in starts.items() if s == latest]
     skew = latest - min(starts.values())
