@@ -42,8 +42,8 @@ def stuck_sentence(s: FlightStuck) -> str:
     )
     group = f"group {s.group}" + (f" ({s.desc})" if s.desc else "")
     missed = f"{s.missed_op or 'collective'} #{s.missed_seq}"
-    entered = rank_list(s.entered_by)
-    return f"rank {s.rank} stopped {after} of {group}: ranks {entered} entered {missed} without it"
+    entered = ("rank " if len(s.entered_by) == 1 else "ranks ") + rank_list(s.entered_by)
+    return f"rank {s.rank} stopped {after} of {group}: {entered} entered {missed} without it"
 
 
 def mismatch_sentence(m: FlightMismatch) -> str:

@@ -126,8 +126,10 @@ def summary_line(report: Report) -> str:
             f"job {inputs.job} of {len(inputs.jobs)} ({inputs.jobs[inputs.job - 1].description}): "
         )
     awaited = report.skew.waited_for_rank
+    fr = report.flight_recorder
+    dumps = f" (and {_count(fr.dumps, 'Flight Recorder dump')})" if fr is not None else ""
     return (
-        f"commscope: {job}{inputs.files - len(inputs.skipped)} of {inputs.files} files, "
+        f"commscope: {job}{inputs.files - len(inputs.skipped)} of {inputs.files} files{dumps}, "
         f"{_count(len(report.windows), 'window')}, {_count(len(report.ranks), 'rank')}. "
         f"Verdict: {report.diagnosis.verdict}. "
         f"The rank the others wait for: {'none named' if awaited is None else awaited}. "

@@ -35,10 +35,11 @@ def test_dumps_alone_name_the_stuck_rank_and_a_hostile_pickle_is_refused(tmp_pat
     assert (found["dumps"], found["ranks"]) == (2, [0, 1])
     sentence = (
         "rank 1 stopped after AllReduce #2 of group 0 (default_pg): "
-        "ranks 0 entered AllReduce #3 without it"
+        "rank 0 entered AllReduce #3 without it"
     )
     assert f"Stuck: {sentence}" in text
     assert f"commscope: Flight Recorder: {sentence}\n" in result.stdout
+    assert "commscope: 0 of 1 files (and 2 Flight Recorder dumps), 0 windows" in result.stdout
     (html,) = (tmp_path / "out").glob("*.html")
     assert "Stuck: rank 1 stopped after AllReduce #2 of group 0 (default_pg)" in html.read_text()
 
