@@ -58,7 +58,9 @@ def check_two_stages(found: Pipeline) -> None:
     assert (second.waiting_activations_s, second.waiting_to_send_s) == pytest.approx(
         (10 * US, 10 * US)
     )
-    assert (found.waited_for_rank, found.waited_for_stage) == (0, 0)
+    # rank 0 caused the waiting, but two pairs are too few for the slow-rank test to name it
+    assert (found.waited_for_rank, found.waited_for_stage) == (None, None)
+    assert found.evidence is not None and found.evidence.startswith("no stage stands out")
     assert first.caused_waiting_s == pytest.approx(20 * US)
 
 
