@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final
 
-from commscope.exporters.pipetext import stage_cell
+from commscope.exporters.pipetext import HEAD, cells, in_stage_order
 from commscope.exporters.svg import esc
 from commscope.model.schema import Report
-from commscope.model.units import duration
 
 ABOUT: Final = (
     "Within the profiled steps: compute; the bubble (neither computing nor moving data), split "
@@ -17,8 +16,6 @@ ABOUT: Final = (
     "its neighbours, and any rank's waiting it caused at the root (definitions in the text "
     "report and docs/how-it-works.md)."
 )
-_HEAD: Final = ("rank", "stage", "compute", "bubble", "schedule", "neighbour", "wait acts",
-                "wait grads", "wait send", "transfer", "caused", "root")  # fmt: skip
 
 
 def table(report: Report) -> Iterator[str]:
@@ -29,14 +26,7 @@ def table(report: Report) -> Iterator[str]:
     yield f'<p class="note">Stages: {esc(str(p.stages or "unknown"))}, from the {esc(source)}.'
     if p.evidence:
         yield f" Waited for: {esc(p.evidence)}."
-    yield "</p><table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in _HEAD) + "</tr>"
-    rows = sorted(p.per_rank.items(), key=lambda item: (item[1].stage is None, item[1].stage or 0))
-    for rank, r in rows:
-        cells = [rank, stage_cell(r), duration(r.compute_s),
-                 duration(r.bubble_s), duration(r.schedule_bubble_s),
-                 duration(r.neighbour_bubble_s), duration(r.waiting_activations_s),
-                 duration(r.waiting_gradients_s), duration(r.waiting_to_send_s),
-                 duration(r.transfer_s), duration(r.caused_waiting_s),
-                 duration(r.root_caused_waiting_s)]  # fmt: skip
-        yield "<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>"
+    yield "</p><table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in HEAD) + "</tr>"
+    for rank, r in in_stage_order(p.per_rank.items()):
+        yield "<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells(rank, r)) + "</tr>"
     yield "</table>"

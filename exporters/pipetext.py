@@ -6,7 +6,7 @@ time within the rank's profiled steps; definitions in docs/how-it-works.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from commscope.exporters.extremes import Cut
 from commscope.exporters.textfmt import row
@@ -14,7 +14,7 @@ from commscope.model.schema import PipelineRank, Report
 from commscope.model.units import duration
 
 _WIDTHS = [6, 8, 10, 10, 10, 10, 11, 10, 10, 10, 10, 10]
-_HEAD = ["rank", "stage", "compute", "bubble", "schedule", "neighbour", "wait acts",
+HEAD = ["rank", "stage", "compute", "bubble", "schedule", "neighbour", "wait acts",
          "wait grads", "wait send", "transfer", "caused", "root"]  # fmt: skip
 
 
@@ -40,17 +40,10 @@ def pipeline_lines(report: Report, cut: Cut) -> Iterator[str]:
     yield "  root = any rank's waiting it caused at the root (a wait on a neighbour that was"
     yield "  itself waiting goes on to what that neighbour waited for)"
     yield ""
-    yield row(_HEAD, _WIDTHS)
+    yield row(HEAD, _WIDTHS)
     shown = cut.ranks(p.per_rank, lambda r: r.root_caused_waiting_s, "root", duration)
-    ordered = sorted(shown.items, key=lambda item: (item[1].stage is None, item[1].stage or 0))
-    for rank, r in ordered:
-        cells = [rank, stage_cell(r), duration(r.compute_s),
-                 duration(r.bubble_s), duration(r.schedule_bubble_s),
-                 duration(r.neighbour_bubble_s), duration(r.waiting_activations_s),
-                 duration(r.waiting_gradients_s), duration(r.waiting_to_send_s),
-                 duration(r.transfer_s), duration(r.caused_waiting_s),
-                 duration(r.root_caused_waiting_s)]  # fmt: skip
-        yield row(cells, _WIDTHS)
+    for rank, r in in_stage_order(shown.items):
+        yield row(cells(rank, r), _WIDTHS)
     yield from shown.summary
     yield ""
     if p.waited_for_rank is None:
@@ -61,6 +54,21 @@ def pipeline_lines(report: Report, cut: Cut) -> Iterator[str]:
     stage = f"stage {p.waited_for_stage}, " if p.waited_for_stage is not None else ""
     yield f"The Stage the Others Wait For: {stage}rank {p.waited_for_rank}"
     yield f"  {p.evidence}"
+
+
+def in_stage_order(items: Iterable[tuple[str, PipelineRank]]) -> list[tuple[str, PipelineRank]]:
+    """(rank, row) pairs by stage, ranks of unknown stage last."""
+    return sorted(items, key=lambda item: (item[1].stage is None, item[1].stage or 0))
+
+
+def cells(rank: str, r: PipelineRank) -> list[str]:
+    """A rank's row of the pipeline table (`HEAD`), for the text and the HTML report."""
+    return [rank, stage_cell(r), duration(r.compute_s),
+            duration(r.bubble_s), duration(r.schedule_bubble_s),
+            duration(r.neighbour_bubble_s), duration(r.waiting_activations_s),
+            duration(r.waiting_gradients_s), duration(r.waiting_to_send_s),
+            duration(r.transfer_s), duration(r.caused_waiting_s),
+            duration(r.root_caused_waiting_s)]  # fmt: skip
 
 
 def stage_cell(r: PipelineRank) -> str:
