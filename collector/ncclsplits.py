@@ -50,8 +50,10 @@ def list_form_bytes(args: Mapping[str, Any], splits: Splits) -> int | None:
     """S of a list-form all_to_all whose splits count elements (Σ sent = `In msg nelems`):
     max(its input, Σ received) x dtype size; None for any other call."""
     sent, received = splits
+    if args.get("Collective name") != _LIST_FORM or not (sent and received):
+        return None  # first: every comm record and kernel comes here
     nelems, size = args.get("In msg nelems"), dtype_bytes(args.get("dtype"))
-    if args.get("Collective name") != _LIST_FORM or not (sent and received) or size is None:
+    if size is None:
         return None
     if not isinstance(nelems, int) or sum(sent) != nelems:
         return None

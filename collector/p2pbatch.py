@@ -74,8 +74,10 @@ class Batches:
     def launched(self, tid: int, records: Sequence[Record]) -> None:
         """`records` enclosed their own kernel's launch (a plain send or receive): no batch's."""
         held = self._threads.get(tid)
-        if held and records:
-            starts = {r.start_ns for r in records if _way_of(r) is not None}
+        if not held:
+            return
+        starts = {r.start_ns for r in records if _way_of(r) is not None}
+        if starts:  # else (a collective's kernel, say) nothing to take back
             self._threads[tid] = [r for r in held if r.start_ns not in starts]
 
     def members(self, tid: int, batch_ns: int) -> list[Record]:

@@ -13,7 +13,7 @@ from commscope.exporters.flighttext import (
     progress_cells,
     stuck_sentence,
 )
-from commscope.exporters.svg import esc
+from commscope.exporters.svg import esc, table_row
 from commscope.model.schema import Report
 
 
@@ -27,9 +27,9 @@ def section(report: Report) -> Iterator[str]:
         yield f"<p><b>Stuck: {esc(stuck_sentence(s))}</b></p>"
     if not found.stuck:
         yield "<p>Stuck: none</p>"
-    yield "<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in PROGRESS_HEAD) + "</tr>"
+    yield "<table>" + table_row(PROGRESS_HEAD, "th")
     for p in found.progress:
-        yield "<tr>" + "".join(f"<td>{esc(v)}</td>" for v in progress_cells(p)) + "</tr>"
+        yield table_row(progress_cells(p))
     yield "</table>"
     yield f"<p>Mismatched collectives: {found.mismatch_count}</p>"
     for m in found.mismatches:

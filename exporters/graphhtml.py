@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Final
 
 from commscope.exporters import graphtext
-from commscope.exporters.svg import esc
+from commscope.exporters.svg import esc, table_row
 from commscope.exporters.textfmt import pct, plain
 from commscope.model.report import GraphReplays, GraphStats, Report
 from commscope.model.units import duration
@@ -25,20 +25,16 @@ def tables(report: Report) -> Iterator[str]:
     if found.all_ranks is None:
         yield f'<p class="note">CUDA graphs: n/a ({esc(found.na_reason or "")})</p>'
         return
-    yield "<table>" + _cells(_STATS_HEAD, "th")
-    yield _cells(_stats("all", found.all_ranks))
+    yield "<table>" + table_row(_STATS_HEAD, "th")
+    yield table_row(_stats("all", found.all_ranks))
     for rank, figures in found.per_rank.items():
-        yield _cells(_stats(rank, figures))
+        yield table_row(_stats(rank, figures))
     yield "</table>"
-    yield "<table>" + _cells(_GRAPH_HEAD, "th")
+    yield "<table>" + table_row(_GRAPH_HEAD, "th")
     for rank, replays in found.per_graph.items():
         for replay in replays:
-            yield _cells(_graph(rank, replay))
+            yield table_row(_graph(rank, replay))
     yield "</table>"
-
-
-def _cells(values: list[str], tag: str = "td") -> str:
-    return "<tr>" + "".join(f"<{tag}>{esc(v)}</{tag}>" for v in values) + "</tr>"
 
 
 def _stats(label: str, g: GraphStats) -> list[str]:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Final
 
 from commscope.exporters.kerneltext import OTHER, TOP, short_names
-from commscope.exporters.svg import esc
+from commscope.exporters.svg import esc, table_row
 from commscope.exporters.textfmt import pct
 from commscope.model.schema import Report
 from commscope.model.units import duration
@@ -27,11 +27,6 @@ ABOUT: Final = (
 def tables(report: Report) -> Iterator[str]:
     yield from _kernels(report)
     yield from _launches(report)
-
-
-def _cells(values: list[str], tag: str = "td") -> str:
-    """A table row of these cells."""
-    return "<tr>" + "".join(f"<{tag}>{esc(v)}</{tag}>" for v in values) + "</tr>"
 
 
 def _kernels(report: Report) -> Iterator[str]:
@@ -58,10 +53,10 @@ def _launches(report: Report) -> Iterator[str]:
         yield f'<p class="note">Kernel launches: n/a ({esc(report.launches.na_reason or "")})</p>'
         return
     delay = launches.queue_delay_s
-    yield "<table>" + _cells(
+    yield "<table>" + table_row(
         ["launch calls", "CPU time", "kernels", "delay median", "delay p95", "shorter"], "th"
     )
-    yield _cells([str(launches.calls), duration(launches.call_time_s), str(launches.kernels),
+    yield table_row([str(launches.calls), duration(launches.call_time_s), str(launches.kernels),
                   f"~{duration(delay.median)}", f"~{duration(delay.p95)}",
                   f"{launches.shorter} ({pct(launches.shorter_share, 1)})"])  # fmt: skip
     yield "</table>"

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Final
 
 from commscope.exporters.linktext import HEAD, cells
-from commscope.exporters.svg import esc
+from commscope.exporters.svg import esc, table_row
 from commscope.model.schema import Link, Report
 from commscope.model.units import rate
 
@@ -38,12 +38,12 @@ def _reason(reason: str | None) -> str:
 
 
 def _table(name: str, link: Link) -> Iterator[str]:
-    peak = rate(link.peak_Bps) if link.peak_Bps is not None else "n/a"
+    peak = rate(link.peak_Bps)
     yield f"<p><b>{esc(name)}</b>: peak {esc(peak)} ({esc(link.peak_source)})</p>"
     if not link.collectives:
         yield '<p class="note">no instance</p>'
         return
-    yield "<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in HEAD) + "</tr>"
+    yield "<table>" + table_row(HEAD, "th")
     for kind, c in link.collectives.items():
-        yield "<tr>" + "".join(f"<td>{esc(v)}</td>" for v in cells(kind, c)) + "</tr>"
+        yield table_row(cells(kind, c))
     yield "</table>"

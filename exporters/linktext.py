@@ -72,7 +72,7 @@ def _groups(links: Links) -> Iterator[str]:
 
 
 def _link(name: str, link: Link) -> Iterator[str]:
-    peak = rate(link.peak_Bps) if link.peak_Bps is not None else "n/a"
+    peak = rate(link.peak_Bps)
     yield f"{name}: peak {peak} per direction ({link.peak_source})"
     if not link.collectives:
         yield "  no instance"

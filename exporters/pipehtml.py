@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Final
 
 from commscope.exporters.pipetext import HEAD, cells, in_stage_order
-from commscope.exporters.svg import esc
+from commscope.exporters.svg import esc, table_row
 from commscope.model.schema import Report
 
 ABOUT: Final = (
@@ -26,7 +26,7 @@ def table(report: Report) -> Iterator[str]:
     yield f'<p class="note">Stages: {esc(str(p.stages or "unknown"))}, from the {esc(source)}.'
     if p.evidence:
         yield f" Waited for: {esc(p.evidence)}."
-    yield "</p><table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in HEAD) + "</tr>"
+    yield "</p><table>" + table_row(HEAD, "th")
     for rank, r in in_stage_order(p.per_rank.items()):
-        yield "<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells(rank, r)) + "</tr>"
+        yield table_row(cells(rank, r))
     yield "</table>"

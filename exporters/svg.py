@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -47,6 +47,11 @@ FONT: Final = 12  # px, tick labels; titles and axis labels a little larger
 def esc(text: object) -> str:
     """`text` as HTML/SVG character data or an attribute value (quotes escaped too)."""
     return html.escape(str(text), quote=True)
+
+
+def table_row(values: Iterable[object], tag: str = "td") -> str:
+    """An HTML table row of these cells, escaped (`tag` "th": a header row)."""
+    return "<tr>" + "".join(f"<{tag}>{esc(v)}</{tag}>" for v in values) + "</tr>"
 
 
 @dataclass(frozen=True)

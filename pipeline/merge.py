@@ -26,8 +26,9 @@ two shards with different numbers; `check_distinct`: one shard given twice.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -101,10 +102,11 @@ def combine(named: Sequence[tuple[str, Report]]) -> Report:
     context = _context(reports)
     names = sorted({w.name for r in reports for w in r.windows}, key=window_order)
     placed = {name: _place(name, parts) for name in names}
-    windows = [_window(name, placed[name], reports, context) for name in names]
+    tally = functools.cache(lambda name: _alltoallv(placed[name]))  # each window's, once
+    windows = [_window(name, placed[name], reports, context, tally) for name in names]
     closed = [name for name in names if all(name not in r.inputs.open_windows for r in reports)]
     run, info = _run(placed, names, reports, context)
-    run.alltoallv = alltoallv.section(alltoallv.pooled([_alltoallv(placed[n]) for n in closed]))
+    run.alltoallv = alltoallv.section(alltoallv.pooled([tally(n) for n in closed]))
     info.shards = [_shard(path, report) for path, report in parts]
     return Report(
         world_size=reports[0].world_size,
@@ -246,7 +248,11 @@ def _matched(split: waiting.Split | None) -> tuple[int, ...]:
 
 
 def _window(
-    name: str, placed: Mapping[int, Placed], reports: Sequence[Report], context: Context
+    name: str,
+    placed: Mapping[int, Placed],
+    reports: Sequence[Report],
+    context: Context,
+    tally: Callable[[str], alltoallv.Tally],
 ) -> Window:
     sole = _sole(placed.values())
     if sole >= 0:
@@ -260,7 +266,7 @@ def _window(
                 cover.views[index] = window
     found = _sections(placed, {r: p.row for r, p in placed.items()}, context)
     found, info = _cross(found, cover)
-    found.alltoallv = alltoallv.section(_alltoallv(placed))
+    found.alltoallv = alltoallv.section(tally(name))
     found.health = health.check([facts.file(p.facts) for p in placed.values()], found)
     kept = {str(rank): item.facts for rank, item in placed.items()}
     links = linkmerge.merged(_window_links(cover), info.groups_inside)

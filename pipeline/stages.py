@@ -233,7 +233,7 @@ def pooled(parts: Iterable[Tally]) -> Tally:
 def chain_stages(votes: Mapping[tuple[int, int], int]) -> tuple[dict[int, int], str | None]:
     """Each rank's stage from the forward edges (the direction most windows saw first): one or
     more equal chains, else ({}, why not)."""
-    edges = {(a, b) for (a, b), n in votes.items() if n > votes.get((b, a), 0)}
+    edges = _forward(votes)
     after = {a: b for a, b in edges}
     before = {b: a for a, b in edges}
     if len(after) != len(edges) or len(before) != len(edges):
@@ -248,6 +248,11 @@ def chain_stages(votes: Mapping[tuple[int, int], int]) -> tuple[dict[int, int], 
     if len(stages) != len(set(after) | set(before)):
         return {}, "the P2P pattern is a cycle (an interleaved or V schedule?): stages unknown"
     return stages, None
+
+
+def _forward(votes: Mapping[tuple[int, int], int]) -> set[tuple[int, int]]:
+    """The edges (a, b) more windows saw first from a to b than from b to a."""
+    return {(a, b) for (a, b), n in votes.items() if n > votes.get((b, a), 0)}
 
 
 def mesh_stages(ranks: Iterable[int], pp: int, world: int) -> dict[int, int]:
@@ -290,8 +295,8 @@ def _layout(tally: Tally, pp: int | None, world: int | None, schedule: str | Non
 
 def _forward_edges(tally: Tally) -> dict[tuple[int, int], int]:
     """Each forward edge (a, b) -> the activation sends a made to b."""
-    edges = {(a, b) for (a, b), n in tally.votes.items() if n > tally.votes.get((b, a), 0)}
-    return {(a, b): tally.ranks[a].forward_sends[b] if a in tally.ranks else 0 for a, b in edges}
+    return {(a, b): tally.ranks[a].forward_sends[b] if a in tally.ranks else 0
+            for a, b in _forward(tally.votes)}  # fmt: skip
 
 
 def section(

@@ -558,7 +558,7 @@ class Aggregator:
             self.settings.out,
             self._fallback_name(),
             command=self.settings.command,
-            waits=IO_RETRY_S,
+            retries=len(IO_RETRY_S),
             failed=lambda exc, failures: self._io_error("reports", exc, failures),
         )
         for path in paths:

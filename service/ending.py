@@ -4,7 +4,7 @@ an I/O error retried with the loop's waits, then one line."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,11 +19,11 @@ def write_final(
     name: str,
     *,
     command: tuple[str, ...],
-    waits: Sequence[float],
+    retries: int,
     failed: Callable[[OSError, int], float],
 ) -> tuple[Report, tuple[Path, ...]]:
     """The final report stamped (provenance) and its files written; `failed(error, failures)`
-    counts an I/O error and says how long to wait before the next try (at most len(waits))."""
+    counts an I/O error and says how long to wait before the next try (at most `retries`)."""
     final = stamped(report, (), command, datetime.now(UTC))
     failures = 0
     while True:
@@ -32,6 +32,6 @@ def write_final(
         except WriteError as exc:
             wait_s = failed(exc.error, failures)
             failures += 1
-            if failures > len(waits):
+            if failures > retries:
                 raise ConfigError(f"--out {out}: reports not written: {exc}") from None
             time.sleep(wait_s)
