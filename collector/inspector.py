@@ -29,6 +29,7 @@ from typing import Any, Final
 
 import msgspec
 from commscope.collector.classify import collective_type
+from commscope.model.names import host_label
 from commscope.model.schema import (
     MAX_LABEL,
     MAX_RANKS,
@@ -173,17 +174,9 @@ def _header(record: dict[str, Any]) -> tuple[_Header, str] | Bad:
     if rank is None:
         return Bad(MISSING_KEYS)
     dump = _int(meta.get("dump_timestamp_us"), 1, 2**62)
-    host = _host(meta.get("hostname"))
+    host = host_label(meta.get("hostname"))
     header = _Header(_comm_label(comm, head.get("comm_name")), rank, n_ranks, dump, host)
     return header, version
-
-
-def _host(value: object) -> str | None:
-    """The log's hostname when it is a label (bounded, printable), else None."""
-    if not isinstance(value, str):
-        return None
-    host = value.strip()
-    return host if host and len(host) <= MAX_LABEL and host.isprintable() else None
 
 
 def _comm_label(comm_id: str, name: object) -> str:

@@ -60,6 +60,7 @@ from commscope.collector.normalize import (
 )
 from commscope.collector.nsyssplits import group_splits
 from commscope.collector.p2ppeers import Peers, peers
+from commscope.model.names import host_label
 from commscope.model.schema import (
     MAX_LABEL,
     MAX_MEMBERS,
@@ -140,8 +141,7 @@ def host_of(global_id: int, hosts: Mapping[int, str]) -> str | None:
     host = hosts.get(global_id >> _VID_SHIFT << _VID_SHIFT)
     if host is None and len(set(hosts.values())) == 1:
         host = next(iter(hosts.values()))
-    host = host.strip() if host is not None else None
-    return host if host and len(host) <= MAX_LABEL and host.isprintable() else None
+    return host_label(host)
 
 
 def nic_ids(rows: Iterable[tuple[object, object]]) -> list[str]:

@@ -25,8 +25,7 @@ ABOUT: Final = (
 def heat_map(report: Report) -> str:
     found = report.alltoallv
     if found is None or not found.matrix_ranks:
-        why = why_none(report)
-        why = found.matrix_na_reason or why if found is not None else why
+        why = (found is not None and found.matrix_na_reason) or why_none(report)
         return f'<p class="note">{svg.esc("No traffic matrix: " + why + ".")}</p>'
     return _drawn(found)
 

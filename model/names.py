@@ -39,6 +39,14 @@ def rank_in_name(name: str) -> int | None:
     return rank if rank < MAX_RANKS else None
 
 
+def host_label(value: object) -> str | None:
+    """A host name a trace records, stripped, when it is a label (bounded, printable)."""
+    if not isinstance(value, str):
+        return None
+    host = value.strip()
+    return host if host and len(host) <= MAX_LABEL and host.isprintable() else None
+
+
 def host_in_name(name: str) -> str | None:
     """The host in a `{hostname}_{pid}.{time_ns}.pt.trace.json` name, else None: also for a
     worker name that numbers a rank (`worker0_step_12`: a rank, not a host), a host of digits
