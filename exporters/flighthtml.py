@@ -1,5 +1,6 @@
 """PyTorch Flight Recorder dumps on the HTML page (pure): the stuck ranks, each rank's
-progress per process group and the mismatched collectives, worded as the text report words
+joined with their profiles, where profile and dump disagree, each rank's progress per
+process group and the mismatched collectives, worded as the text report words
 them (`flighttext`)."""
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from collections.abc import Iterator
 from commscope.exporters.flighttext import (
     ABOUT,
     PROGRESS_HEAD,
+    disagreement_sentence,
+    join_sentence,
     mismatch_sentence,
     progress_cells,
     stuck_sentence,
@@ -27,6 +30,10 @@ def section(report: Report) -> Iterator[str]:
         yield f"<p><b>Stuck: {esc(stuck_sentence(s))}</b></p>"
     if not found.stuck:
         yield "<p>Stuck: none</p>"
+    for j in found.joined:
+        yield f"<p>Joined: {esc(join_sentence(j, found.groups.get(j.group, '')))}</p>"
+    for d in found.disagreements:
+        yield f"<p>Profile and dump disagree: {esc(disagreement_sentence(d))}</p>"
     yield "<table>" + table_row(PROGRESS_HEAD, "th")
     for p in found.progress:
         yield table_row(progress_cells(p))

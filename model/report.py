@@ -722,6 +722,34 @@ class Report(Sections, kw_only=True):
     links: Links | None = None
     # PyTorch Flight Recorder dumps among the inputs (`pipeline.flight`); None: there were none
     flight_recorder: FlightRecorder | None = None
+    # what each rank's profile saw last (`pipeline.tail`): what Flight Recorder dumps join
+    profile_tails: list[RankTail] = []
+
+
+class ProfiledCall(msgspec.Struct, kw_only=True):
+    """The last collective a rank's profile saw of one process group."""
+
+    group: str | None  # None: its calls name no process group (gloo's spans)
+    seq: int | None  # its `Seq` (Flight Recorder's collective_seq_id); None: not recorded
+    collective: str
+    end_ns: int | None  # aligned: the rank's clock (time base + trace time) less its offset
+    step: int | None  # the profiled step holding its start
+    message_bytes: int | None = None
+    dtype: str | None = None
+
+
+class RankTail(msgspec.Struct, kw_only=True):
+    """What one rank's profile saw last: per process group its last collective, and its last
+    profiled step against the other ranks' median of that step (the ranks that have it)."""
+
+    rank: int
+    calls: list[ProfiledCall] = []
+    step: int | None = None
+    step_s: float | None = None
+    compute_s: float | None = None  # within that step: |P ∩ step|
+    exposed_comm_s: float | None = None  # within that step: |(C \ P) ∩ step|
+    others_median_s: float | None = None  # the other ranks' median duration of that step
+    others: int = 0  # how many other ranks profiled that step
 
 
 class StepTest(msgspec.Struct, kw_only=True):
@@ -803,6 +831,40 @@ class FlightDuration(msgspec.Struct, kw_only=True):
     max_ms: float
 
 
+class FlightJoin(msgspec.Struct, kw_only=True):
+    """A stuck rank joined with what its profile saw last: "rank R stopped after AllReduce #N
+    of group G; its last profiled step shows …" (`exporters.flighttext.join_sentence`)."""
+
+    rank: int
+    group: str
+    after_seq: int | None  # the last collective of the group it enqueued (the dump's)
+    after_op: str | None
+    profiled: bool = False  # a profile of the rank is beside the dumps
+    # the profile's last collective of the group ("same": it is the dump's last; "earlier":
+    # the profile ended before it; "later": the profile saw a later one; "unnumbered": its calls
+    # name no group or sequence; "none": it saw no collective of the group)
+    profile_seq: int | None = None
+    profile_op: str | None = None
+    agreement: str = "none"
+    behind_s: float | None = None  # its end before the latest any rank's profile saw (aligned)
+    step: int | None = None  # its last profiled step
+    step_s: float | None = None
+    others_median_s: float | None = None
+    compute_s: float | None = None
+    exposed_comm_s: float | None = None
+
+
+class FlightDisagreement(msgspec.Struct, kw_only=True):
+    """One rank's collective (group, seq) as its profile recorded it and as its dump did."""
+
+    rank: int
+    group: str
+    seq: int
+    kind: str  # type, size or dtype
+    profile: str
+    dump: str
+
+
 class FlightRecorder(msgspec.Struct, kw_only=True):
     """What PyTorch Flight Recorder dumps say (`pipeline.flight`): per process group the
     progress of each rank, the stuck ranks, mismatched collectives and timed entries."""
@@ -817,3 +879,5 @@ class FlightRecorder(msgspec.Struct, kw_only=True):
     mismatch_count: int = 0
     undumped: dict[str, list[int]] = {}  # group -> members (pg_config) without a dump
     durations: list[FlightDuration] = []  # empty: timing was not enabled
+    joined: list[FlightJoin] = []  # each stuck rank joined with its profile (`pipeline.flightjoin`)
+    disagreements: list[FlightDisagreement] = []  # profile and dump of one (group, seq) differ

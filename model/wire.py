@@ -35,7 +35,7 @@ from commscope.model.base import (
 )
 
 # A Hello of another version is refused (what each version changed: CHANGELOG.md).
-PROTOCOL_VERSION: Final = 12
+PROTOCOL_VERSION: Final = 13
 MAX_NICS: Final = 64  # network interfaces a trace names (`TraceMeta.nics`)
 
 
@@ -304,6 +304,29 @@ class InSteps(msgspec.Struct, kw_only=True):
     gpu_busy_ns: int = 0  # |GPU busy ∩ S| (compute, communication, memcpy, memset)
 
 
+class LastCall(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """The last collective a rank's profile saw of one process group (`pipeline.tail`)."""
+
+    group: Label | None  # None: the calls that name no process group (gloo's spans)
+    seq: Seq | None  # the call's `Seq` (Flight Recorder's collective_seq_id); None: unknown
+    collective: CollectiveType
+    end_ns: int  # on the trace's own clock
+    step: int | None = None  # the profiled step holding its start (None: outside every step)
+    message_bytes: Count | None = None
+    dtype: Label | None = None
+
+
+class ProfileTail(msgspec.Struct, frozen=True, kw_only=True):
+    """What a rank's profile saw last (`pipeline.tail`): per process group its last collective,
+    and its last profiled step with that step's compute and exposed communication (ns)."""
+
+    calls: Annotated[list[LastCall], msgspec.Meta(max_length=MAX_GROUPS + 1)] = []
+    step: int | None = None  # the highest ProfilerStep number (None: no step)
+    step_ns: Count = 0
+    compute_ns: Count = 0  # |P ∩ step|
+    exposed_ns: Count = 0  # |(C \ P) ∩ step|
+
+
 class RankResult(msgspec.Struct, kw_only=True):
     """What one rank's events came to, for one window or summed over several (mergeable)."""
 
@@ -339,6 +362,7 @@ class RankResult(msgspec.Struct, kw_only=True):
     # its calls in steps (`pipeline.alltoallv`); empty once merged
     step_starts: dict[int, int] = {}
     graphs: GraphTally | None = None  # None: no CUDA graph launch or graph kernel recorded
+    tail: ProfileTail | None = None  # what the profile saw last (None: kept before it was)
 
     @property
     def evidence(self) -> frozenset[Evidence]:

@@ -48,7 +48,7 @@ from commscope.model.schema import (
     evidence_label,
 )
 from commscope.model.wire import GraphTally
-from commscope.pipeline import graphs
+from commscope.pipeline import graphs, tail
 from commscope.pipeline.intervals import (
     IntervalSet,
     difference,
@@ -218,7 +218,11 @@ class Accumulator:
             launches=self.launches,
             step_starts={step: start for step, (_, _, start) in sorted(self.steps.items())},
             graphs=self.graphs,
+            tail=tail.of(calls, self.step_spans(), compute, exposed),
         )
+
+    def step_spans(self) -> tail.StepSpans:
+        return {step: (start, duration) for step, (duration, _, start) in self.steps.items()}
 
     def step_union(self) -> IntervalSet:
         """S, the union of the profiled steps' spans."""
@@ -369,6 +373,7 @@ def merge_results(
         kernel_names=merge_names(results),
         launches=merge_launches(r.launches for r in results),
         graphs=graphs.merge(r.graphs for r in results),
+        tail=tail.merge(r.tail for r in results),
     )
 
 

@@ -27,6 +27,7 @@ from commscope.model.schema import (
     FlightStuck,
     Report,
 )
+from commscope.pipeline import flightjoin
 from msgspec.structs import replace
 
 _MAX_MISMATCHES: Final = 100
@@ -49,17 +50,24 @@ def split(parsed: Sequence[T]) -> tuple[list[T], list[FlightDump]]:
 
 
 def beside(report: Report, dumps: Sequence[FlightDump]) -> Report:
-    """The report with the dumps' section (none: unchanged)."""
+    """The report with the dumps' section, joined with the report's profiles (`flightjoin`)
+    (no dump: unchanged)."""
     if not dumps:
         return report
     note = f"{len(dumps)} Flight Recorder dump(s): reported apart (section Flight Recorder)"
     inputs = replace(report.inputs, notes=[*report.inputs.notes, note])
-    return replace(report, flight_recorder=analyse(dumps), inputs=inputs)
+    found = flightjoin.joined(analyse(dumps), _by_rank(dumps), report.profile_tails)
+    return replace(report, flight_recorder=found, inputs=inputs)
+
+
+def _by_rank(dumps: Sequence[FlightDump]) -> dict[int, FlightDump]:
+    """One dump per rank: a rank's later dump (by path) wins."""
+    return {d.rank: d for d in sorted(dumps, key=lambda d: (d.rank, d.path))}
 
 
 def analyse(dumps: Sequence[FlightDump]) -> FlightRecorder:
     """The section for one job's dumps (one per rank: a rank's later dump wins)."""
-    by_rank = {d.rank: d for d in sorted(dumps, key=lambda d: (d.rank, d.path))}
+    by_rank = _by_rank(dumps)
     groups = _groups(by_rank.values())
     progress = [p for g in sorted(groups) for p in _progress(g, by_rank)]
     mismatches = [m for g in sorted(groups) for m in _mismatches(g, by_rank)]

@@ -52,6 +52,7 @@ from commscope.pipeline import (
     skew,
     stages,
     straddle,
+    tail,
 )
 from commscope.pipeline.accumulate import Sketcher, bandwidth_sketch, merge_results
 from commscope.pipeline.config import DEFAULT_SOURCE, JobConfig, global_batch, resolve
@@ -293,6 +294,9 @@ def assemble(
         diagnosis=Diagnosis() if metrics_only else diagnose(run, run_config),
         **asdict(run),
         links=parts.links(parts.pooled(crosses, clocked=False) if crosses else None, given),
+        profile_tails=tail.report_tails(
+            ((r, i.result, i.meta.base_time_ns or 0) for (_, r), i in placed.items()), run.clocks
+        ),
     )
     return inspector_sources.labelled(report, metas)
 
