@@ -25,6 +25,7 @@ from commscope.model.schema import (
     RankTail,
 )
 from commscope.pipeline.intervals import IntervalSet, intersection_measure
+from msgspec.structs import replace
 
 MAX_CALLS: Final = 1024  # process groups kept per rank: the latest-ending ones
 
@@ -123,22 +124,31 @@ def _steps(items: Sequence[Placed]) -> dict[int, int]:
 def _row(
     rank: int, items: Sequence[Placed], clocks: Clocks, durations: Mapping[int, Mapping[int, int]]
 ) -> RankTail | None:
-    tail = merge(result.tail for _, result, _ in items)
+    tail = merge(_based(result.tail, base) for _, result, base in items)
     if tail is None:
         return None
-    base = items[0][2]
     shift = _offset_ns(clocks, rank)
-    others = [d[tail.step] for r, d in durations.items() if r != rank and tail.step in d]
-    return RankTail(
-        rank=rank,
-        calls=[_call(c, base, shift) for c in tail.calls],
-        step=tail.step,
-        step_s=None if tail.step is None else tail.step_ns / 1e9,
-        compute_s=None if tail.step is None else tail.compute_ns / 1e9,
-        exposed_comm_s=None if tail.step is None else tail.exposed_ns / 1e9,
+    row = RankTail(rank=rank, calls=[_call(c, shift) for c in tail.calls])
+    if tail.step is None:
+        return row
+    step = tail.step
+    others = [d[step] for r, d in durations.items() if r != rank and step in d]
+    return replace(
+        row,
+        step=step,
+        step_s=tail.step_ns / 1e9,
+        compute_s=tail.compute_ns / 1e9,
+        exposed_comm_s=tail.exposed_ns / 1e9,
         others_median_s=statistics.median(others) / 1e9 if others else None,
         others=len(others),
     )
+
+
+def _based(tail: ProfileTail | None, base_ns: int) -> ProfileTail | None:
+    """The tail with its calls' ends on the rank's clock (its window's time base added)."""
+    if tail is None or not base_ns:
+        return tail
+    return replace(tail, calls=[replace(c, end_ns=c.end_ns + base_ns) for c in tail.calls])
 
 
 def _offset_ns(clocks: Clocks, rank: int) -> int | None:
@@ -149,12 +159,12 @@ def _offset_ns(clocks: Clocks, rank: int) -> int | None:
     return None if found is None else round(found.offset_s * 1e9)
 
 
-def _call(call: LastCall, base_ns: int, offset_ns: int | None) -> ProfiledCall:
+def _call(call: LastCall, offset_ns: int | None) -> ProfiledCall:
     return ProfiledCall(
         group=call.group,
         seq=call.seq,
         collective=call.collective,
-        end_ns=None if offset_ns is None else base_ns + call.end_ns - offset_ns,
+        end_ns=None if offset_ns is None else call.end_ns - offset_ns,
         step=call.step,
         message_bytes=call.message_bytes,
         dtype=call.dtype,
