@@ -48,7 +48,7 @@ def join(stuck: FlightStuck, tail: RankTail | None, latest_ns: int | None = None
     )
     if tail is None:
         return base
-    call = last_call(tail, stuck.group)
+    call = _last_call(tail, stuck.group)
     return replace(
         base,
         profiled=True,
@@ -64,7 +64,7 @@ def join(stuck: FlightStuck, tail: RankTail | None, latest_ns: int | None = None
     )
 
 
-def last_call(tail: RankTail, group: str) -> ProfiledCall | None:
+def _last_call(tail: RankTail, group: str) -> ProfiledCall | None:
     """The profile's last collective of the group, else its last naming no group (None: none)."""
     calls = {c.group: c for c in tail.calls}
     return calls.get(group) or calls.get(None)

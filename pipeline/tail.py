@@ -27,7 +27,7 @@ from commscope.model.schema import (
 from commscope.pipeline.intervals import IntervalSet, intersection_measure
 from msgspec.structs import replace
 
-MAX_CALLS: Final = 1024  # process groups kept per rank: the latest-ending ones
+_MAX_CALLS: Final = 1024  # process groups kept per rank: the latest-ending ones
 
 StepSpans = Mapping[int, tuple[int, int]]  # step number -> (start ns, duration ns)
 
@@ -63,21 +63,21 @@ def _last_call(call: CommOp, steps: StepSpans) -> LastCall:
         seq=call.seq,
         collective=call.collective,
         end_ns=call.start_ns + call.dur_ns,
-        step=step_of(call.start_ns, steps),
+        step=_step_of(call.start_ns, steps),
         message_bytes=call.message_bytes,
         dtype=call.dtype,
     )
 
 
-def step_of(time_ns: int, steps: StepSpans) -> int | None:
+def _step_of(time_ns: int, steps: StepSpans) -> int | None:
     """The step whose span holds `time_ns` (the latest of those that do)."""
     holding = [n for n, (start, dur) in steps.items() if start <= time_ns < start + dur]
     return max(holding, default=None)
 
 
 def _bounded(calls: Iterable[LastCall]) -> list[LastCall]:
-    """The latest-ending `MAX_CALLS`, in group order (calls naming no group last)."""
-    kept = sorted(calls, key=lambda c: c.end_ns)[-MAX_CALLS:]
+    """The latest-ending `_MAX_CALLS`, in group order (calls naming no group last)."""
+    kept = sorted(calls, key=lambda c: c.end_ns)[-_MAX_CALLS:]
     return sorted(kept, key=lambda c: (c.group is None, c.group or ""))
 
 
