@@ -50,7 +50,7 @@ from commscope.model.schema import (
     Skew,
     Window,
 )
-from commscope.pipeline import alltoallv, facts, health, linkmerge, waiting
+from commscope.pipeline import alltoallv, facts, health, linkmerge, tail, waiting
 from commscope.pipeline.accumulate import merge_results
 from commscope.pipeline.diagnosis import diagnose
 from commscope.pipeline.matching import MAX_DESYNCS, group_order
@@ -119,7 +119,15 @@ def combine(named: Sequence[tuple[str, Report]]) -> Report:
         merge=info,
         **asdict(run),
         links=_links(reports, info),
+        profile_tails=tail.report_tails(_tails(placed), run.clocks),
     )
+
+
+def _tails(placed: Mapping[str, Mapping[int, Placed]]) -> Iterable[tail.Placed]:
+    """Each rank's windows as `tail.report_tails` reads them (from its facts)."""
+    for items in placed.values():
+        for rank, item in items.items():
+            yield rank, item.facts.result, item.facts.meta.base_time_ns or 0
 
 
 def _links(reports: Sequence[Report], info: MergeInfo) -> Links | None:
