@@ -194,6 +194,7 @@ class Accumulator:
         start, end = self.time_range()
         steps = self.step_union()
         exposed = difference(comm, compute)  # C \ P: |C ∩ P| = |C| - |E|
+        calls = sorted(calls, key=_call_order)
         return RankResult(
             evidence_text=evidence_label(evidence),
             comm_ns=comm.measure(),
@@ -202,7 +203,7 @@ class Accumulator:
             ops=dict(sorted(ops.items())),
             steps={step: duration for step, (duration, _, _) in sorted(self.steps.items())},
             files=sorted(files),
-            calls=sorted(calls, key=_call_order),
+            calls=calls,
             kernel_ns=dict(sorted(self.kernel_ns.items())),
             gpu_busy_ns=busy.measure(),
             gpu_span_ns=busy.span(),
@@ -275,7 +276,8 @@ class Accumulator:
 
 def _call_order(op: CommOp) -> tuple[Any, ...]:
     """Start order, ties broken by the other fields: the same calls sort the same way."""
-    return (op.start_ns, op.dur_ns, op.collective, op.message_bytes or -1,
+    size = -1 if op.message_bytes is None else op.message_bytes  # None before 0
+    return (op.start_ns, op.dur_ns, op.collective, size,
             op.process_group or "", op.seq if op.seq is not None else -1, op.dtype or "",
             op.in_splits, op.out_splits)  # fmt: skip
 

@@ -35,12 +35,13 @@ StepSpans = Mapping[int, tuple[int, int]]  # step number -> (start ns, duration 
 def of(
     calls: Sequence[CommOp], steps: StepSpans, compute: IntervalSet, exposed: IntervalSet
 ) -> ProfileTail | None:
-    """The window's tail: per group the call that started last; `compute` P and `exposed`
-    C \\ P (None: the window has neither a collective nor a step)."""
+    """The window's tail: per group the last of `calls` (in start order, ties broken by the
+    other fields: `accumulate`'s order); `compute` P and `exposed` C \\ P (None: the window
+    has neither a collective nor a step)."""
     if not calls and not steps:
         return None
     last: dict[str | None, CommOp] = {}
-    for call in sorted(calls, key=lambda c: (c.start_ns, c.dur_ns)):
+    for call in calls:
         last[call.process_group] = call
     found = [_last_call(call, steps) for call in last.values()]
     if not steps:
@@ -77,8 +78,14 @@ def _step_of(time_ns: int, steps: StepSpans) -> int | None:
 
 def _bounded(calls: Iterable[LastCall]) -> list[LastCall]:
     """The latest-ending `_MAX_CALLS`, in group order (calls naming no group last)."""
-    kept = sorted(calls, key=lambda c: c.end_ns)[-_MAX_CALLS:]
+    kept = sorted(calls, key=_end_order)[-_MAX_CALLS:]
     return sorted(kept, key=lambda c: (c.group is None, c.group or ""))
+
+
+def _end_order(call: LastCall) -> tuple[int, int, str, int, int, str]:
+    """End order, ties broken by the other fields: the same calls sort the same way."""
+    seq, step, size = (-1 if n is None else n for n in (call.seq, call.step, call.message_bytes))
+    return (call.end_ns, seq, call.collective, step, size, call.dtype or "")
 
 
 def merge(tails: Iterable[ProfileTail | None]) -> ProfileTail | None:
@@ -88,7 +95,7 @@ def merge(tails: Iterable[ProfileTail | None]) -> ProfileTail | None:
     if not found:
         return None
     last: dict[str | None, LastCall] = {}
-    for call in sorted((c for t in found for c in t.calls), key=lambda c: c.end_ns):
+    for call in sorted((c for t in found for c in t.calls), key=_end_order):
         last[call.group] = call
     stepped = [t for t in found if t.step is not None]
     top = max(stepped, key=lambda t: t.step or 0, default=ProfileTail())

@@ -29,9 +29,9 @@ def test_each_groups_last_call_and_the_last_steps_figures() -> None:
     call is #2 (AllGather [300,400): step 1), group 1's #1, the unnamed one [500,600) (step 2)."""
     calls = [
         _call("0", 1, 0, 100),
-        _call(None, None, 500, 100),
         _call("1", 1, 150, 100),
         _call("0", 2, 300, 100, "AllGather"),
+        _call(None, None, 500, 100),
     ]
     steps = {1: (0, 450), 2: (450, 300)}
     found = tail.of(
@@ -119,7 +119,8 @@ _CALLS = st.lists(
 
 @given(_CALLS)
 def test_the_last_call_of_each_group_is_the_one_started_last(found: list) -> None:
-    calls = [_call(g, i, start, dur) for i, (g, start, dur) in enumerate(found)]
+    calls = sorted((_call(g, i, start, dur) for i, (g, start, dur) in enumerate(found)),
+                   key=lambda c: (c.start_ns, c.dur_ns))  # fmt: skip
     got = tail.of(calls, {}, IntervalSet(), IntervalSet())
     groups = {c.process_group for c in calls}
     expected = {
