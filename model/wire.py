@@ -37,6 +37,7 @@ from commscope.model.base import (
 # A Hello of another version is refused (what each version changed: CHANGELOG.md).
 PROTOCOL_VERSION: Final = 13
 MAX_NICS: Final = 64  # network interfaces a trace names (`TraceMeta.nics`)
+MAX_TAIL_CALLS: Final = 1024  # process groups a rank's `ProfileTail` keeps (the latest-ending)
 
 
 # ---------------------------------------------------------------- normalised events
@@ -320,7 +321,7 @@ class ProfileTail(msgspec.Struct, frozen=True, kw_only=True):
     """What a rank's profile saw last (`pipeline.tail`): per process group its last collective,
     and its last profiled step with that step's compute and exposed communication (ns)."""
 
-    calls: Annotated[list[LastCall], msgspec.Meta(max_length=MAX_GROUPS + 1)] = []
+    calls: Annotated[list[LastCall], msgspec.Meta(max_length=MAX_TAIL_CALLS)] = []
     step: int | None = None  # the highest ProfilerStep number (None: no step)
     step_ns: Count = 0
     compute_ns: Count = 0  # |P ∩ step|

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Final
 
 from commscope.model.schema import (
     Clocks,
@@ -24,10 +23,9 @@ from commscope.model.schema import (
     RankResult,
     RankTail,
 )
+from commscope.model.wire import MAX_TAIL_CALLS
 from commscope.pipeline.intervals import IntervalSet, intersection_measure
 from msgspec.structs import replace
-
-_MAX_CALLS: Final = 1024  # process groups kept per rank: the latest-ending ones
 
 StepSpans = Mapping[int, tuple[int, int]]  # step number -> (start ns, duration ns)
 
@@ -77,8 +75,8 @@ def _step_of(time_ns: int, steps: StepSpans) -> int | None:
 
 
 def _bounded(calls: Iterable[LastCall]) -> list[LastCall]:
-    """The latest-ending `_MAX_CALLS`, in group order (calls naming no group last)."""
-    kept = sorted(calls, key=_end_order)[-_MAX_CALLS:]
+    """The latest-ending `MAX_TAIL_CALLS`, in group order (calls naming no group last)."""
+    kept = sorted(calls, key=_end_order)[-MAX_TAIL_CALLS:]
     return sorted(kept, key=lambda c: (c.group is None, c.group or ""))
 
 

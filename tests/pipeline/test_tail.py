@@ -13,6 +13,7 @@ from commscope.model.schema import (
     ProfileTail,
     RankResult,
 )
+from commscope.model.wire import MAX_TAIL_CALLS
 from commscope.pipeline import tail
 from commscope.pipeline.intervals import IntervalSet
 from hypothesis import given
@@ -131,3 +132,11 @@ def test_the_last_call_of_each_group_is_the_one_started_last(found: list) -> Non
     for last in got.calls if got else []:
         want = expected[last.group]
         assert last.end_ns == want.start_ns + want.dur_ns
+
+
+def test_a_rank_keeps_the_latest_ending_groups_up_to_the_bound() -> None:
+    """1,030 groups, group g's call ending at g + 1: the first 6 are left out."""
+    calls = [_call(f"g{g:04}", 1, g, 1) for g in range(MAX_TAIL_CALLS + 6)]
+    found = tail.of(calls, {}, IntervalSet(), IntervalSet())
+    assert found is not None
+    assert [c.group for c in found.calls] == [f"g{g:04}" for g in range(6, MAX_TAIL_CALLS + 6)]
