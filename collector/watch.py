@@ -7,7 +7,8 @@ Flight Recorder dump: `sources.is_rewritten`), once its size or modification tim
 On Linux, inotify watches every folder; a full rescan still runs every `rescan_s` and after
 an event-queue overflow, in case an event was missed. Without inotify (other systems, watch
 limit reached, or `use_inotify=False`) it rescans every `poll_s`; a file deleted and
-re-created with the same inode between two such rescans is then not seen as replaced. A root that does not exist yet is waited for, polling every `poll_s`.
+re-created with the same inode between two such rescans is then not seen as replaced. A root
+that does not exist yet is waited for, polling every `poll_s`.
 """
 
 from __future__ import annotations
