@@ -15,16 +15,22 @@ from service.harness import (
     Aggregate,
     Processes,
     collector_args,
+    copy_tree,
     free_port,
     normalised,
     offline,
+    promql,
     sample_value,
+    scrape_config,
+    start_prometheus,
     wait_for,
     write_slowly,
 )
+from tools import require_tool
 
 pytestmark = pytest.mark.timeout(240)
 DUMPS = Path(__file__).resolve().parent / "data" / "flight_gloo_3rank"
+RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "rules.yml"
 STUCK, COMPLETED = "commscope_flight_stuck", "commscope_flight_last_completed_sequence"
 # rank 2's first dump (hand-made): all_reduces 1 and 2 of group 0 completed, nothing since
 EARLIER = pickle.dumps(dump([entry(1), entry(2)], status(2, 2, 2), ranks="[0, 1, 2]"))
@@ -64,3 +70,25 @@ def test_dumps_written_in_place_and_rewritten_are_reported_live_as_offline(
     assert (stuck["rank"], stuck["after_seq"], stuck["missed_op"]) == (2, 3, "AllReduce")
     assert live["flight_recorder"]["dumps"] == 3
     assert live == reference
+
+
+def test_a_real_prometheus_fires_the_stuck_collective_alert_for_the_stuck_rank_only(
+    procs: Processes, tmp_path: Path
+) -> None:
+    extra = ("--job", "hung", "--expect-nodes", "2")  # keeps serving: a second node is due
+    aggregate = Aggregate(procs, tmp_path, free_port(), free_port(), extra)
+    aggregate.start()
+    config = scrape_config([aggregate.metrics_port]) + f"rule_files: ['{RULES}']\n"
+    port = start_prometheus(procs, require_tool("prometheus"), tmp_path, config)
+    copy_tree(DUMPS, tmp_path / "watch" / "dumps")
+    args = collector_args(tmp_path / "watch", aggregate.endpoint, "n1", tmp_path / "st", "--once")
+    assert procs.start("collector", *args).wait(120) == 0
+    query = 'ALERTS{alertname="CommscopeCollectiveStuck", alertstate="firing"}'
+    (alert,) = wait_for("the alert to fire", lambda: promql(port, query) or None, 90)
+    labels = alert["metric"]
+    assert (labels["job"], labels["rank"], labels["process_group"]) == ("hung", "2", "0")
+    assert (labels["collective"], labels["severity"]) == ("AllReduce", "critical")
+    completed = promql(port, 'commscope_flight_last_completed_sequence{process_group="0"}')
+    assert {r["metric"]["rank"]: float(r["value"][1]) for r in completed} == {
+        "0": 4.0, "1": 4.0, "2": 1.0,
+    }  # fmt: skip
