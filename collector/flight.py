@@ -49,7 +49,7 @@ _NAME: Final = re.compile(
 )
 _MAX_BYTES: Final = 1 << 30  # a dump of the largest ring buffer with stacks is far smaller
 _NONE: Final = -1  # pg_status: no such collective yet
-_CUT_SHORT: Final = "truncated: the dump ends before its end (still being written?)"
+_CUT_SHORT: Final = "truncated: the dump ends early (still being written?)"
 
 
 class _Refused(pickle.UnpicklingError):
@@ -148,10 +148,10 @@ def decode(data: bytes, rank: int, shown: str) -> FlightDump:
         RecursionError,
     ) as exc:
         raise TraceError(shown, f"not a Flight Recorder dump ({type(exc).__name__})") from None
-    return bounded(_dump(raw, rank, shown), shown)
+    return _bounded(_dump(raw, rank, shown), shown)
 
 
-def bounded(dump: FlightDump, shown: str) -> FlightDump:
+def _bounded(dump: FlightDump, shown: str) -> FlightDump:
     """The dump as the aggregator decodes it from the wire (`_encoded`); TraceError when it
     is beyond the bounds that decoding checks (a name too long, a rank too high)."""
     data = _encoded(dump)

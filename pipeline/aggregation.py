@@ -267,7 +267,7 @@ class Aggregation:
         """A finished file taken in; the streams it supersedes (a dump: its rank's earlier)."""
         if item.flight is not None:
             self.finished[item.stream] = item
-            gone = self._dumps.add(item)
+            gone = self._dumps.add(item.flight.rank, item.stream)
             for stream in gone:
                 del self.finished[stream]
             return gone
@@ -387,12 +387,11 @@ class _Dumps:
     def __init__(self) -> None:
         self._by_rank: dict[int, str] = {}
 
-    def add(self, item: FinishedFile) -> tuple[str, ...]:
+    def add(self, rank: int, stream: str) -> tuple[str, ...]:
         """Take a finished dump; the stream it supersedes (its rank's earlier dump), if any."""
-        assert item.flight is not None
-        old = self._by_rank.get(item.flight.rank)
-        self._by_rank[item.flight.rank] = item.stream
-        return () if old is None or old == item.stream else (old,)
+        old = self._by_rank.get(rank)
+        self._by_rank[rank] = stream
+        return () if old is None or old == stream else (old,)
 
     def remove(self, item: FinishedFile) -> bool:
         """Forget a superseded stream if it is a dump's (whether it was)."""
