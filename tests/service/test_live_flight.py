@@ -2,7 +2,8 @@
 hung gloo job of tests/gloo_job/fr.py, 3 ranks, rank 2 gone before AllReduce #4): written in
 place as PyTorch writes them (slowly here: read once whole), one rewritten later (a second
 dump replaces the first for its rank), shipped on the acknowledged wire; /metrics flags the
-stuck rank, and the final report is the one `commscope report` writes for the same files."""
+stuck rank (a real Prometheus fires the deploy rules' alert), and the final report is the one
+`commscope report` writes for the same files, alone or beside a job's traces."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from tools import require_tool
 pytestmark = pytest.mark.timeout(240)
 DUMPS = Path(__file__).resolve().parent / "data" / "flight_gloo_3rank"
 RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "rules.yml"
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "gloo_ddp_2rank"
 STUCK, COMPLETED = "commscope_flight_stuck", "commscope_flight_last_completed_sequence"
 # rank 2's first dump (hand-made): all_reduces 1 and 2 of group 0 completed, nothing since
 EARLIER = pickle.dumps(dump([entry(1), entry(2)], status(2, 2, 2), ranks="[0, 1, 2]"))
@@ -92,3 +94,20 @@ def test_a_real_prometheus_fires_the_stuck_collective_alert_for_the_stuck_rank_o
     assert {r["metric"]["rank"]: float(r["value"][1]) for r in completed} == {
         "0": 4.0, "1": 4.0, "2": 1.0,
     }  # fmt: skip
+
+
+def test_dumps_beside_a_jobs_traces_leave_its_windows_as_they_are(
+    procs: Processes, tmp_path: Path
+) -> None:
+    aggregate = Aggregate(procs, tmp_path, free_port(), free_port())
+    server = aggregate.start()
+    watch = tmp_path / "watch"
+    copy_tree(SAMPLE, watch)
+    copy_tree(DUMPS, watch / "dumps")
+    args = collector_args(watch, aggregate.endpoint, "n1", tmp_path / "st", "--once")
+    assert procs.start("collector", *args).wait(120) == 0
+    assert server.wait(60) == 0, server.tail()
+    live, reference = normalised(aggregate.report()), normalised(offline(watch))
+    assert [w["name"] for w in live["windows"]] == ["iteration_4", "iteration_8"]
+    assert live["flight_recorder"]["stuck"][0]["rank"] == 2
+    assert live == reference
