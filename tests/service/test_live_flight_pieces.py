@@ -25,6 +25,7 @@ from commscope.pipeline.report import Options
 from commscope.service.offline import analyse
 from flight_builder import as_json, dump, entry, status, write
 
+REAL = Path(__file__).resolve().parent / "data" / "flight_gloo_3rank"
 # 3 ranks; rank 2 stopped after all_reduce 2, the others entered 3
 FULL = dump([entry(1), entry(2), entry(3, state="scheduled")], status(3, 3, 2), ranks="[0, 1, 2]")
 BEHIND = dump([entry(1), entry(2)], status(2, 2, 2), ranks="[0, 1, 2]")
@@ -74,6 +75,17 @@ def test_a_dump_cut_short_is_truncated_so_it_is_read_again_once_whole() -> None:
     with pytest.raises(TraceError) as empty:
         decode(b"", 0, "x")
     assert retryable(empty.value.reason)
+
+
+def test_every_prefix_of_a_real_dump_is_truncated_never_a_dump_or_garbage() -> None:
+    data = (REAL / "nccl_trace_rank_2").read_bytes()  # torch 2.13's pickle (gloo, CPU)
+    reasons = set()
+    for end in range(len(data)):
+        with pytest.raises(TraceError) as cut:
+            decode(data[:end], 2, "x")
+        reasons.add(cut.value.reason)
+    assert all(retryable(reason) for reason in reasons), reasons
+    assert decode(data, 2, "x").status[0].enqueued == 3
 
 
 def test_a_dump_beyond_the_wires_bounds_is_refused_offline_too() -> None:
