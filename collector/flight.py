@@ -7,6 +7,13 @@ restricted unpickler: only plain containers, str, bytes, numbers, bool and None 
 and a pickle that names any class or function (a GLOBAL, STACK_GLOBAL or extension opcode)
 is refused whole, as are persistent ids. The keys of each version are in docs/flight-recorder.md.
 A dump yields no event: its rank carries the dump (`Rank.flight`) for `pipeline.flight`.
+
+Live, PyTorch writes a dump in place (`DebugInfoWriter::write`: one `std::ofstream` on the
+final name, no temporary name) and may write it again later: the collector reads it once it
+decodes whole (a pickle read to its STOP, a JSON document closed; one cut short is
+"truncated", read again as it grows) and again, as a new stream, each time it is rewritten
+(`Live` "rewritten"); its stream carries the dump msgpack-encoded (`parts`). A dump beyond
+the wire's bounds (`model.flight`) is refused offline too, so both reports agree.
 """
 
 from __future__ import annotations
@@ -22,9 +29,16 @@ import msgspec
 from commscope.collector.classify import collective_type
 from commscope.collector.source import File, Live, Rank, Reading
 from commscope.model.errors import TraceError
-from commscope.model.flight import FlightDump, FlightEntry, FlightFrame, FlightStatus
-from commscope.model.schema import Event, FileStats, TraceMeta
+from commscope.model.flight import (
+    MAX_FLIGHT_BYTES,
+    FlightDump,
+    FlightEntry,
+    FlightFrame,
+    FlightStatus,
+)
+from commscope.model.schema import Event, Facts, FileStats, TraceMeta
 from commscope.model.schema import Source as SourceKind
+from commscope.model.wire import FLIGHT_PART_BYTES
 
 _FLIGHT_DUMPS: Final[SourceKind] = "flight"
 # PyTorch's default dump prefix (TORCH_FR_DUMP_TEMP_FILE, formerly
@@ -35,6 +49,7 @@ _NAME: Final = re.compile(
 )
 _MAX_BYTES: Final = 1 << 30  # a dump of the largest ring buffer with stacks is far smaller
 _NONE: Final = -1  # pg_status: no such collective yet
+_CUT_SHORT: Final = "truncated: the dump ends early (still being written?)"
 
 
 class _Refused(pickle.UnpicklingError):
@@ -109,16 +124,22 @@ def rank_of(name: str) -> int | None:
 
 
 def decode(data: bytes, rank: int, shown: str) -> FlightDump:
-    """One dump, pickle or JSON; TraceError when it is refused or is no Flight Recorder dump."""
+    """One dump, pickle or JSON; TraceError when it is refused, cut short (the reason starts
+    "truncated"), beyond the wire's bounds or is no Flight Recorder dump."""
+    if not data.strip():
+        raise TraceError(shown, "empty file")
     try:
         raw = _raw(data)
     except _Refused as exc:
         why = f"refused: a pickle that builds objects ({exc}); only plain data is read"
         raise TraceError(shown, why) from None
-    except (pickle.UnpicklingError, msgspec.ValidationError, msgspec.DecodeError) as exc:
+    except (EOFError, pickle.UnpicklingError, msgspec.DecodeError) as exc:
+        if isinstance(exc, EOFError) or "truncated" in str(exc):
+            raise TraceError(shown, _CUT_SHORT) from None
+        raise TraceError(shown, f"not a Flight Recorder dump ({exc})") from None
+    except msgspec.ValidationError as exc:
         raise TraceError(shown, f"not a Flight Recorder dump ({exc})") from None
     except (
-        EOFError,
         ValueError,
         TypeError,
         IndexError,
@@ -127,7 +148,34 @@ def decode(data: bytes, rank: int, shown: str) -> FlightDump:
         RecursionError,
     ) as exc:
         raise TraceError(shown, f"not a Flight Recorder dump ({type(exc).__name__})") from None
-    return _dump(raw, rank, shown)
+    return _bounded(_dump(raw, rank, shown), shown)
+
+
+def _bounded(dump: FlightDump, shown: str) -> FlightDump:
+    """The dump as the aggregator decodes it from the wire (`_encoded`); TraceError when it
+    is beyond the bounds that decoding checks (a name too long, a rank too high)."""
+    data = _encoded(dump)
+    if len(data) > MAX_FLIGHT_BYTES:
+        why = f"a Flight Recorder dump over {MAX_FLIGHT_BYTES} bytes once encoded"
+        raise TraceError(shown, why)
+    try:
+        return msgspec.msgpack.decode(data, type=FlightDump)
+    except msgspec.ValidationError as exc:
+        raise TraceError(
+            shown, f"a Flight Recorder dump beyond commscope's bounds ({exc})"
+        ) from None
+
+
+def _encoded(dump: FlightDump) -> bytes:
+    return msgspec.msgpack.encode(dump)
+
+
+def parts(dump: FlightDump, stream: str, first_seq: int) -> Iterator[Facts]:
+    """The dump's records on the wire, numbered from `first_seq`: its encoding cut in parts
+    of at most `FLIGHT_PART_BYTES`."""
+    data = _encoded(dump)
+    for seq, at in enumerate(range(0, len(data), FLIGHT_PART_BYTES), start=first_seq):
+        yield Facts(stream=stream, seq=seq, flight=data[at : at + FLIGHT_PART_BYTES])
 
 
 def _raw(data: bytes) -> _Dump:
@@ -212,10 +260,10 @@ def _entry(raw: _Entry) -> FlightEntry:
 
 @dataclass(frozen=True)
 class _FlightSource:
-    """Flight Recorder dumps, read offline (one rank per file)."""
+    """Flight Recorder dumps, one rank per file, offline and live (read again when rewritten)."""
 
     kind: SourceKind = _FLIGHT_DUMPS
-    live: Live | None = None
+    live: Live | None = "rewritten"
     lacks: dict[str, str] = field(default_factory=dict)  # reported apart: fills no section
 
     def claims(self, name: str) -> bool:

@@ -21,9 +21,11 @@ from commscope.model.schema import Event, FileStats, RankResult, TraceMeta
 from commscope.model.schema import Source as SourceKind
 
 # How the live collector follows a file of a source: read once its document has ended, one
-# rank per file (`stream.FileStream`), or tailed for the whole run and cut into windows
+# rank per file (`stream.FileStream`); the same, and read again as a new stream whenever it is
+# rewritten in place (its size or modification time changes: a Flight Recorder dump, which
+# PyTorch writes again on a later dump); or tailed for the whole run and cut into windows
 # (`inspector_stream.InspectorStream`).
-Live = Literal["document", "tail"]
+Live = Literal["document", "rewritten", "tail"]
 Opener = Callable[[], AbstractContextManager[IO[bytes]]]
 
 

@@ -37,6 +37,12 @@ def is_input(name: str) -> bool:
     return claiming(name) is not None
 
 
+def is_rewritten(name: str) -> bool:
+    """Whether a file of this name may be rewritten in place, to be read again (`Live`)."""
+    source = claiming(name)
+    return source is not None and source.live == "rewritten"
+
+
 def is_followed(name: str) -> bool:
     """Whether the live collector follows a file of this name (its source has a live mode)."""
     source = claiming(name)

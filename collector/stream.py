@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from commscope.collector.discover import file_size, rank_from_name, relative_folder, root_name
+from commscope.collector.flight import parts
 from commscope.collector.follow import open_followed
 from commscope.collector.source import File, Opener, Rank, drain
 from commscope.collector.sources import reader_of
@@ -121,6 +122,17 @@ def read_document(
     except OSError as exc:
         raise ReadError(str(path), f"unreadable ({exc.strerror or exc})") from None
     return ranks[0]
+
+
+def finished_facts(rank: Rank, reduction: _Reducer, stream: str) -> Iterator[Facts]:
+    """A whole file's records from 1: its reduction's facts, then a Flight Recorder dump's
+    parts (`flight.parts`)."""
+    seq = 1
+    for part in reduction.facts(stream, 1):
+        seq = part.seq + part.covers
+        yield part
+    if rank.flight is not None:
+        yield from parts(rank.flight, stream, seq)
 
 
 def retryable(reason: str) -> bool:
@@ -310,7 +322,7 @@ class FileStream(threading.Thread):
         rank, reduction = read_document(
             self.path, opener, self.reducer, settings.batch_events, self._seen
         )
-        for part in reduction.facts(stream, 1):  # the document has ended: nothing half-counted
+        for part in finished_facts(rank, reduction, stream):  # the document has ended
             self._emit(part, 0)
         return self._end(stream, rank.meta, rank.stats, None)
 

@@ -2,11 +2,13 @@
 
 A `Watcher` reports each `*.json` / `*.json.gz` regular file under its root once, when first
 seen, and again only if the name comes to hold a different file (new device and inode, as
-when a finished `.tmp` is renamed over it). On Linux, inotify watches every folder; a full
-rescan still runs every `rescan_s` and after an event-queue overflow, in case an event was
-missed. Without inotify (other systems, watch limit reached, or `use_inotify=False`) it rescans
-every `poll_s`; a file deleted and re-created with the same inode between two such rescans is
-then not seen as replaced. A root that does not exist yet is waited for, polling every `poll_s`.
+when a finished `.tmp` is renamed over it), or, for a file its source rewrites in place (a
+Flight Recorder dump: `sources.is_rewritten`), once its size or modification time changes.
+On Linux, inotify watches every folder; a full rescan still runs every `rescan_s` and after
+an event-queue overflow, in case an event was missed. Without inotify (other systems, watch
+limit reached, or `use_inotify=False`) it rescans every `poll_s`; a file deleted and
+re-created with the same inode between two such rescans is then not seen as replaced. A root
+that does not exist yet is waited for, polling every `poll_s`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from types import TracebackType
 from typing import Final, Literal, NamedTuple
 
 from commscope.collector.discover import is_trace_name
+from commscope.collector.sources import is_rewritten
 
 _log = logging.getLogger(__name__)
 
@@ -53,7 +56,7 @@ _EVENT: Final = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes o
 _READ_BYTES: Final = 64 * 1024
 _OUT_OF_WATCHES: Final = frozenset({errno.ENOSPC, errno.ENOMEM})
 
-_Identity = tuple[int, int]  # (st_dev, st_ino)
+_Identity = tuple[int, ...]  # (st_dev, st_ino), and of a file rewritten in place its size, mtime
 
 
 class _Event(NamedTuple):
@@ -123,12 +126,17 @@ def _inotify_or_none(wanted: bool) -> _Inotify | None:
 
 
 def _identity(path: Path) -> _Identity | None:
-    """(st_dev, st_ino) of a regular file at `path`, None if it is not one (or vanished)."""
+    """(st_dev, st_ino) of a regular file at `path` (and its size and st_mtime_ns when its
+    source rewrites it in place), None if it is not one (or vanished)."""
     try:
         info = path.stat()
     except OSError:
         return None
-    return (info.st_dev, info.st_ino) if stat.S_ISREG(info.st_mode) else None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    if is_rewritten(path.name):
+        return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    return (info.st_dev, info.st_ino)
 
 
 class Watcher:

@@ -126,6 +126,21 @@ FAMILIES: Final = (
         "1 for the rank that sent or received the most all-to-all-v bytes over the run, else 0",
     ),
     Family(
+        "commscope_flight_stuck",
+        "gauge",
+        ("job", "process_group", "rank", "collective"),
+        "1 for a rank that never joined the collective of its process group that other ranks "
+        "entered (Flight Recorder dumps; collective: that one's type); 0 for the group's other "
+        "dumped ranks (collective: their last enqueued one)",
+    ),
+    Family(
+        "commscope_flight_last_completed_sequence",
+        "gauge",
+        ("job", "process_group", "rank"),
+        "the sequence id of the last collective of the process group the rank saw complete, "
+        "from its Flight Recorder dump",
+    ),
+    Family(
         "commscope_alltoallv_sent_imbalance_ratio",
         "gauge",
         _J,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Final, NamedTuple
 
+from commscope.exporters import flightmetrics
 from commscope.exporters.collectormetrics import counter_samples, reason_samples
 from commscope.exporters.metricnames import (
     BUSBW_BUCKETS,
@@ -140,6 +141,7 @@ class _Families:
         spec = _BY_NAME[name]
         return (
             self._keep is None
+            or name in flightmetrics.FAMILY_NAMES  # capped by their own ranks
             or "rank" not in spec.labels
             or (labels[spec.labels.index("rank")] in self._keep)
         )
@@ -341,6 +343,14 @@ def _alltoallv(out: _Families, snapshot: Snapshot) -> None:
         out.add("commscope_alltoallv_received_imbalance_ratio", (job,), last.received_imbalance)
 
 
+def _flight(out: _Families, snapshot: Snapshot) -> None:
+    report = snapshot.report.flight_recorder
+    for name, labels, value in flightmetrics.samples(
+        snapshot.job, report, snapshot.max_rank_series
+    ):
+        out.add(name, labels, value)
+
+
 def _pipeline(out: _Families, job: str, report: Report) -> None:
     awaited = report.pipeline.waited_for_rank
     for rank, row in report.pipeline.per_rank.items():
@@ -454,7 +464,7 @@ def _collectors(out: _Families, snapshot: Snapshot) -> None:
 
 
 _PARTS: Final = (_ranks, _started, _latest, _collectives, _run, _cross_rank, _alpha_beta, _links,
-                 _gpu, _aggregator, _collectors, _alltoallv)  # fmt: skip
+                 _gpu, _aggregator, _collectors, _alltoallv, _flight)  # fmt: skip
 _SERVICE_PARTS: Final = (_collectives, _run, _cross_rank, _aggregator, _collectors)
 
 

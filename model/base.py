@@ -25,8 +25,8 @@ GroupSource = Literal[
 ]
 GROUP_SOURCES: Final[tuple[GroupSource, ...]] = get_args(GroupSource)
 # The format a rank's events were read from: PyTorch profiler (Kineto) JSON, an Nsight Systems
-# SQLite export, NCCL Inspector JSONL, or a PyTorch Flight Recorder dump (offline only: never
-# on the wire).
+# SQLite export, NCCL Inspector JSONL, or a PyTorch Flight Recorder dump (no events: its
+# content rides in `Facts.flight`).
 Source = Literal["kineto", "nsys", "inspector", "flight"]
 # What a rank's figures rest on (`RankResult.evidence`): its GPU kernels, its CPU-side gloo
 # calls, or an NCCL Inspector log's records. The wire and the report keep it as printed

@@ -12,6 +12,7 @@ from commscope.model.base import (
     NodeName,
     StreamId,
 )
+from commscope.model.flight import FlightDump
 from commscope.model.wire import (
     FileStats,
     RankResult,
@@ -86,6 +87,7 @@ class FinishedFile(msgspec.Struct, kw_only=True):
     result: RankResult | None = None
     error: str | None = None
     lost: bool = False  # its collector could not read it (StreamEnd.lost)
+    flight: FlightDump | None = None  # a Flight Recorder dump's (it holds no result)
 
 
 class AggregatorStats(msgspec.Struct, kw_only=True):

@@ -417,6 +417,7 @@ GpuTimeKey = Literal[
     "fused",
 ]
 RunsName = Literal["compute", "gpu_comm", "cpu_comm", "copies"]
+FLIGHT_PART_BYTES: Final = 2**20  # of a Flight Recorder dump in one `Facts` (a message: 2 MiB)
 MAX_FACT_ITEMS: Final = MAX_BATCH_EVENTS  # runs, threads, steps and calls in one `Facts`
 RUN_BYTES: Final = 16  # one run: start and end, little-endian int64
 Runs = Annotated[bytes, msgspec.Meta(max_length=MAX_FACT_ITEMS * RUN_BYTES)]
@@ -450,6 +451,9 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True, tag="facts"):
     kernel_names: Annotated[list[KernelTime], msgspec.Meta(max_length=MAX_FACT_ITEMS)] = []
     launches: LaunchTally | None = None  # checked by `pipeline.edge.well_formed` (protocol 9)
     graphs: GraphTally | None = None  # CUDA graph launches and their kernels
+    # a part of a Flight Recorder dump (`model.flight.FlightDump`, msgpack-encoded): a dump's
+    # stream carries it in order, over as many records as its length needs (protocol 13)
+    flight: Annotated[bytes, msgspec.Meta(max_length=FLIGHT_PART_BYTES)] = b""
 
 
 Record = StreamStart | Facts | StreamEnd

@@ -13,6 +13,9 @@ log's path in a folder of its own).
 
 The report is `build_report` over the finished files, exactly as `commscope report` builds
 it; streams still open when the run ends are listed as skipped, never half-counted.
+A Flight Recorder dump's stream carries the dump in parts (`Facts.flight`); once it ends the
+dump is kept, one per rank (a later dump of a rank supersedes the earlier one: `_Dumps`),
+beside the trace files, and each report gets its section (`flight.beside`).
 
 Memory: what of the finished files' results is held is `residency.Residency`'s; the reports
 reuse the work of earlier ones (`reuse.WindowCache`, `Residency.cache`).
@@ -22,12 +25,14 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from collections.abc import Callable, Iterable, Set
+from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from dataclasses import replace as dataclass_replace
 from typing import Final
 
+import msgspec
 from commscope.model.errors import NOT_A_TRACE
+from commscope.model.flight import MAX_FLIGHT_BYTES, FlightDump
 from commscope.model.inspector import is_window
 from commscope.model.names import looks_like_trace, window_names, window_order
 from commscope.model.schema import (
@@ -42,6 +47,7 @@ from commscope.model.schema import (
     StreamStart,
 )
 from commscope.pipeline import (
+    flight,
     inspector_beside,
     inspector_live,
     inspector_sources,
@@ -60,6 +66,8 @@ from commscope.pipeline.report import (
 from commscope.pipeline.residency import Residency, affected
 
 RETIRED_SEQ: Final = 2**62  # the position of a superseded stream: everything is behind it
+_DUMP: Final = msgspec.msgpack.Decoder(FlightDump)
+_BAD_DUMP: Final = "a Flight Recorder dump that does not decode"
 
 
 class Verdict(enum.Enum):
@@ -74,6 +82,7 @@ class _OpenStream:
     next_seq: int = 1
     accumulator: Accumulator = field(default_factory=Accumulator)
     tailed: bool = False  # a tailed Inspector log: its ops are fed live (`inspector_live`)
+    dump: bytearray = field(default_factory=bytearray)  # a Flight Recorder dump's parts
 
 
 @dataclass(frozen=True)
@@ -102,6 +111,7 @@ class Prepared:
     apart: list[ParsedFile]
     waiting: frozenset[str] = frozenset()  # open windows, their cross-rank sections left out
     metrics_only: bool = False  # for the live /metrics alone (`build_report`)
+    dumps: tuple[FlightDump, ...] = ()  # the Flight Recorder dumps, one per rank
 
 
 class Aggregation:
@@ -122,6 +132,7 @@ class Aggregation:
         self._windows = _Windows()  # each folder's ranks, kept as files finish and go
         self._index = _Index()  # the finished files by folder, kept as they finish and go
         self._jobs = jobs.Memo()  # each window's files as the last report split them
+        self._dumps = _Dumps()  # the finished Flight Recorder dumps, one per rank
         # what of the results memory holds (`load`: a finished file as stored; without it no
         # call list is dropped), and the reports' reuse of earlier work
         self.residency = Residency(self.finished, self._index.stream_of, load)
@@ -133,7 +144,7 @@ class Aggregation:
         never holds more than one window's calls."""
         self.retired.update(retired)
         for item in finished:
-            self._add(item)
+            self.retired.update(self._add(item))
             self._by_path[(item.node, item.path, item.folder)] = item.stream
             self.residency.restored(item.stream)
         if self.residency.load is not None:
@@ -214,6 +225,9 @@ class Aggregation:
         stream = self.open[record.stream]
         if isinstance(record, Facts):
             stream.next_seq += record.covers
+            if record.flight:
+                _take_part(stream, record.flight)
+                return Applied()
             if stream.tailed:
                 busbw = inspector_live.absorbed(stream.accumulator, record)
                 return Applied(busbw=busbw, tailed=True)
@@ -223,9 +237,12 @@ class Aggregation:
         del self.open[record.stream]
         self._open_by_node[stream.start.node] -= 1
         finished = _finish(stream, record)
-        self._add(finished)
+        superseded = self._add(finished)
+        self.retired.update(superseded)
         events = finished.stats.events if finished.result is not None else 0
-        return Applied(finished=finished, events=events, tailed=stream.tailed)
+        return Applied(
+            finished=finished, superseded=superseded, events=events, tailed=stream.tailed
+        )
 
     def _start(self, start: StreamStart) -> Applied:
         key = (start.node, start.path, start.folder)
@@ -235,7 +252,7 @@ class Aggregation:
             if (gone_open := self.open.pop(old, None)) is not None:
                 self._open_by_node[gone_open.start.node] -= 1
             gone = self.finished.pop(old, None)
-            if gone is not None:
+            if gone is not None and not self._dumps.remove(gone):
                 self._windows.remove(gone)
                 self._index.remove(gone)
             self.retired.add(old)
@@ -246,7 +263,14 @@ class Aggregation:
         self._open_by_node[start.node] += 1
         return Applied(superseded=superseded)
 
-    def _add(self, item: FinishedFile) -> None:
+    def _add(self, item: FinishedFile) -> tuple[str, ...]:
+        """A finished file taken in; the streams it supersedes (a dump: its rank's earlier)."""
+        if item.flight is not None:
+            self.finished[item.stream] = item
+            gone = self._dumps.add(item.flight.rank, item.stream)
+            for stream in gone:
+                del self.finished[stream]
+            return gone
         old = self.finished.get(item.stream)
         if old is not None:
             self._windows.remove(old)
@@ -254,6 +278,7 @@ class Aggregation:
         self._windows.add(item)
         self._index.add(item, old)
         self.residency.renewed(item.stream)
+        return ()
 
     def complete_windows(self) -> list[str]:
         """Folders whose every rank (0 … world-1, or each rank `owned` when set: a shard's)
@@ -293,7 +318,10 @@ class Aggregation:
             self._used(chosen.files), held, lambda changed: affected(changed, names, chain)
         )
         skipped += chosen.skipped
-        return Prepared(windows, chosen, skipped, ignored, options, apart, waiting, metrics_only)
+        dumps = self._dumps.dumps(self.finished)
+        return Prepared(
+            windows, chosen, skipped, ignored, options, apart, waiting, metrics_only, dumps
+        )
 
     def _open_windows(self, names: dict[str, str], chain: list[str]) -> frozenset[str]:
         """The windows (by name) a report mid-run gives without cross-rank sections: those
@@ -326,7 +354,8 @@ class Aggregation:
         )
         report = self.cache.build(prepared.windows, chosen.files, options)
         labelled = jobs.labelled(report, chosen, prepared.ignored)
-        return inspector_beside.beside(labelled, prepared.apart, prepared.options)
+        beside = inspector_beside.beside(labelled, prepared.apart, prepared.options)
+        return flight.beside(beside, prepared.dumps)
 
     def _used(self, chosen: Iterable[ParsedFile]) -> dict[str, set[str]]:
         """Each folder's streams a report over `chosen` uses: its files of the job reported,
@@ -350,6 +379,32 @@ class Aggregation:
     def _folders(self) -> dict[str, Set[str]]:
         """Each folder's finished streams."""
         return self._index.streams()
+
+
+class _Dumps:
+    """The finished Flight Recorder dumps' streams, one per rank: the latest to finish."""
+
+    def __init__(self) -> None:
+        self._by_rank: dict[int, str] = {}
+
+    def add(self, rank: int, stream: str) -> tuple[str, ...]:
+        """Take a finished dump; the stream it supersedes (its rank's earlier dump), if any."""
+        old = self._by_rank.get(rank)
+        self._by_rank[rank] = stream
+        return () if old is None or old == stream else (old,)
+
+    def remove(self, item: FinishedFile) -> bool:
+        """Forget a superseded stream if it is a dump's (whether it was)."""
+        if item.flight is None:
+            return False
+        if self._by_rank.get(item.flight.rank) == item.stream:
+            del self._by_rank[item.flight.rank]
+        return True
+
+    def dumps(self, finished: Mapping[str, FinishedFile]) -> tuple[FlightDump, ...]:
+        """The dumps by rank."""
+        found = (finished[stream].flight for _, stream in sorted(self._by_rank.items()))
+        return tuple(dump for dump in found if dump is not None)
 
 
 class _Windows:
@@ -512,11 +567,27 @@ def _every_rank(seen: Set[int], world: int) -> bool:
     return world > 0 and sum(1 for rank in seen if 0 <= rank < world) == world
 
 
+def _take_part(stream: _OpenStream, part: bytes) -> None:
+    """A part of a Flight Recorder dump (beyond `MAX_FLIGHT_BYTES`: the dump is refused)."""
+    if len(stream.dump) <= MAX_FLIGHT_BYTES:
+        stream.dump += part
+
+
+def _with_dump(found: FinishedFile, data: bytes) -> FinishedFile:
+    """A Flight Recorder dump's finished file: the dump decoded, or why it is refused."""
+    try:
+        if len(data) > MAX_FLIGHT_BYTES:
+            raise msgspec.ValidationError(f"over {MAX_FLIGHT_BYTES} bytes")
+        return msgspec.structs.replace(found, flight=_DUMP.decode(data))
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        return msgspec.structs.replace(found, error=f"{_BAD_DUMP} ({exc})"[:500])
+
+
 def _finish(stream: _OpenStream, end: StreamEnd) -> FinishedFile:
-    start = stream.start
-    result = None if end.error is not None else stream.accumulator.result([start.path])
+    start, dump = stream.start, end.error is None and bool(stream.dump)
+    result = None if end.error is not None or dump else stream.accumulator.result([start.path])
     result = inspector_live.finished(result, end.meta)
-    return FinishedFile(
+    found = FinishedFile(
         stream=start.stream,
         node=start.node,
         path=start.path,
@@ -531,6 +602,7 @@ def _finish(stream: _OpenStream, end: StreamEnd) -> FinishedFile:
         error=end.error,
         lost=end.lost,
     )
+    return _with_dump(found, bytes(stream.dump)) if dump else found
 
 
 def _parsed(files: Iterable[FinishedFile], names: dict[str, str]) -> list[ParsedFile]:

@@ -470,6 +470,7 @@ class Aggregator:
             if feeds:
                 self.publisher.live.finished(item, now)
             self.publisher.dirty = True
+            self.publisher.dump_waiting |= item.flight is not None
         self.ledger.written()
         self.store.sync()
         self.ledger.commit(self.aggregation.position)

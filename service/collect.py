@@ -49,6 +49,7 @@ from commscope.collector.stream import (
     Reduced,
     StreamSettings,
     fingerprint,
+    finished_facts,
     read_document,
     retryable,
 )
@@ -474,7 +475,7 @@ def reduce_whole(path: str, stream: str, batch_events: int) -> Reduced:
         return Reduced([], TraceMeta(), FileStats(), 0, exc.reason, read_here=True)
     except TraceError as exc:
         return Reduced([], TraceMeta(), FileStats(), 0, exc.reason, read_here=retryable(exc.reason))
-    return Reduced(list(reduction.facts(stream, 1)), rank.meta, rank.stats, events)
+    return Reduced(list(finished_facts(rank, reduction, stream)), rank.meta, rank.stats, events)
 
 
 def _load(path: Path) -> dict[str, CheckpointEntry]:

@@ -93,6 +93,7 @@ class Publisher:
         self.published_at = -math.inf  # publish at the first tick
         self.last_record = clock()  # a record applied as received (not a heartbeat)
         self._window_waiting = False  # a window completed: its report is due at once
+        self.dump_waiting = False  # a Flight Recorder dump finished (a hang?): due at once too
         self._set_out_as = _SetOut()
         self._heap = heap.Freezer()
 
@@ -121,7 +122,8 @@ class Publisher:
             fresh, self.completed = complete - self.completed, complete
         built = self.building is not None and not self.building.is_alive()
         live = self.live.due(now, self.published_at)
-        if fresh or built or live or now - self.published_at >= self.settings.refresh_s:
+        urgent = fresh or self.dump_waiting
+        if urgent or built or live or now - self.published_at >= self.settings.refresh_s:
             self.publish(window_completed=bool(fresh))
 
     def publish(self, window_completed: bool = False) -> None:
@@ -150,6 +152,7 @@ class Publisher:
             self.dirty
             and (
                 self._window_waiting
+                or self.dump_waiting
                 or self.pacing.may_rebuild(self.clock(), self.aggregation.progress())
             )
         )
@@ -158,7 +161,7 @@ class Publisher:
         """Set a report out from the files finished so far (`Aggregation.prepare`)."""
         self.dirty = False
         self._set_out_as = _SetOut(self.clock(), self._window_waiting, len(self.completed))
-        self._window_waiting = False
+        self._window_waiting = self.dump_waiting = False
         self.pacing.set_out(self.aggregation.progress())
         return self.aggregation.prepare(self.settings.options, metrics_only=True)  # for /metrics
 

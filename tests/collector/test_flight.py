@@ -66,7 +66,7 @@ def test_pickles_that_cannot_build_plain_data_are_no_dump(data: bytes) -> None:
 
 
 def test_garbage_is_no_dump() -> None:
-    with pytest.raises(TraceError, match="not a Flight Recorder dump"):
+    with pytest.raises(TraceError, match="truncated"):  # ends mid-opcode: maybe still written
         decode(b"\x80\x04garbage", 0, "x")
     with pytest.raises(TraceError, match="not a Flight Recorder dump"):
         decode(pickle.dumps({"entries": "no list"}), 0, "x")

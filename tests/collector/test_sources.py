@@ -50,7 +50,7 @@ def test_a_name_no_source_claims_is_no_input(name: str) -> None:
 def test_each_source_says_how_it_is_followed_live_and_what_it_cannot_fill() -> None:
     assert [(s.kind, s.live) for s in sources.SOURCES] == [
         ("inspector", "tail"),
-        ("flight", None),  # Flight Recorder dumps: offline, reported apart
+        ("flight", "rewritten"),  # Flight Recorder dumps: reported apart, read again if rewritten
         ("kineto", "document"),
         ("nsys", None),
     ]

@@ -120,6 +120,10 @@ ROWS = {
         "CUDA graph launches without recorded kernels, per rank",
         "GPU time in CUDA graph replays per rank",
     ],
+    "Hangs (Flight Recorder)": [
+        "Ranks stuck before a collective (Flight Recorder)",
+        "Last completed collective per process group and rank (Flight Recorder)",
+    ],
 }
 # Panels naming a rank in their legend that must not follow the rank variable: the verdict is
 # the job's, whatever ranks are picked.
@@ -127,6 +131,7 @@ WHOLE_JOB = {
     "The rank the others wait for",
     "The pipeline stage the others wait for",
     "The busiest all-to-all-v rank",
+    "Ranks stuck before a collective (Flight Recorder)",
 }
 # Panels with a bad side, the value where red starts, and whether higher is worse.
 RED = {

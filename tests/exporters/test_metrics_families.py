@@ -20,7 +20,16 @@ from commscope.exporters.prometheus import (
     kept_ranks,
 )
 from commscope.exporters.publish import BUILD
-from commscope.model.report import AllToAllRank, AllToAllStep, AllToAllV, Graphs, GraphStats
+from commscope.model.report import (
+    AllToAllRank,
+    AllToAllStep,
+    AllToAllV,
+    FlightProgress,
+    FlightRecorder,
+    FlightStuck,
+    Graphs,
+    GraphStats,
+)
 from commscope.model.schema import (
     AggregatorStats,
     CollectorStats,
@@ -107,6 +116,27 @@ def test_pipeline_families_carry_the_section() -> None:
         assert line in text
 
 
+# Rank 3 never joined AllReduce #5 of group 0 that ranks 0-2 entered (Flight Recorder dumps).
+FLIGHT = FlightRecorder(
+    dumps=4,
+    ranks=[0, 1, 2, 3],
+    progress=[FlightProgress(group="0", rank=r, enqueued=4 if r == 3 else 5, completed=4,
+                             last_op="AllReduce") for r in range(4)],
+    stuck=[FlightStuck(group="0", desc="default_pg", rank=3, after_seq=4, after_op="AllReduce",
+                       missed_seq=5, missed_op="AllReduce", entered_by=[0, 1, 2])],
+)  # fmt: skip
+
+
+def test_flight_families_flag_the_stuck_rank_and_each_ranks_progress() -> None:
+    text = exposition()
+    for rank in range(4):
+        flag = 1.0 if rank == 3 else 0.0
+        labels = f'collective="AllReduce",job="llama",process_group="0",rank="{rank}"'
+        assert f"commscope_flight_stuck{{{labels}}} {flag}" in text
+        labels = f'job="llama",process_group="0",rank="{rank}"'
+        assert f"commscope_flight_last_completed_sequence{{{labels}}} 4.0" in text
+
+
 class _Fixed(Collector):
     def __init__(self, snapshot: Snapshot) -> None:
         self.metrics = families(snapshot)
@@ -131,7 +161,7 @@ def snapshot(shard: str = "") -> Snapshot:
     )
     return Snapshot(
         job="llama",
-        report=replace(report(), alltoallv=ALLTOALLV, graphs=GRAPHS),
+        report=replace(report(), alltoallv=ALLTOALLV, graphs=GRAPHS, flight_recorder=FLIGHT),
         windows_completed=1,
         busbw={"AllReduce": Rolling(30, {"p50": 1e10, "p95": 2e10, "mean": 1.2e10})},
         aggregator=stats,
@@ -348,13 +378,16 @@ def test_a_rank_cap_keeps_the_lowest_ranks_and_the_slowest_and_counts_the_rest()
     # 4 ranks, cap 2: ranks 0 and 1, then the slowest (2) takes the last place: {0, 2}
     assert kept_ranks(whole.report, 2) == {"0", str(SLOW)}
     served = _ranked(capped)
+    flight = {name: served.pop(name) for name in list(served) if name.startswith("commscope_fl")}
     assert served and all(ranks == {"0", str(SLOW)} for ranks in served.values())
+    # the Flight Recorder families keep their stuck rank (3) in place of the last: {0, 3}
+    assert flight and all(ranks == {"0", "3"} for ranks in flight.values())
     assert _folded(capped) == 2  # ranks 1 and 3
     # job-wide families (no rank label) are the same with or without the cap
     uncapped = Snapshot(job=whole.job, report=whole.report, max_rank_series=0)
 
     def job_wide(snap: Snapshot) -> list[object]:
-        skip = {*served, "commscope_ranks_folded"}
+        skip = {*served, *flight, "commscope_ranks_folded"}
         return [m.samples for m in families(snap) if m.name not in skip]
 
     assert job_wide(capped) == job_wide(uncapped) != []

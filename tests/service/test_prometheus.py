@@ -63,6 +63,8 @@ CONDITIONAL = {
     "commscope_graph_launches_total",  # CUDA graph launches: none in a CPU run
     "commscope_graph_launches_unrecorded_total",
     "commscope_graph_kernel_seconds_total",
+    "commscope_flight_stuck",  # Flight Recorder dumps only
+    "commscope_flight_last_completed_sequence",
 }
 
 
