@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from commscope.model.schema import KernelRow, Report, Sections, Summary
+from commscope.model.schema import CollectiveStats, KernelRow, Report, Sections, Summary
 
 if TYPE_CHECKING:
     from pandas import DataFrame
@@ -44,13 +44,11 @@ RANK_COLUMNS: Final = (
     "waited_s",
     "robust_z",
 )
+_TOTALS: Final = ("count", "sized_count", "message_bytes", "bus_bytes", "time_s")
+_SUMMARY: Final = ("mean", "median", "min", "max")
 _STATS: Final = (
-    "count",
-    "sized_count",
-    "message_bytes",
-    "bus_bytes",
-    "time_s",
-    *(f"{bw}_{stat}_Bps" for bw in ("algbw", "busbw") for stat in ("mean", "median", "min", "max")),
+    *_TOTALS,
+    *(f"{bw}_{stat}_Bps" for bw in ("algbw", "busbw") for stat in _SUMMARY),
 )
 COLLECTIVE_COLUMNS: Final = (
     "collective",
@@ -192,12 +190,11 @@ def rank_collective_rows(report: Report) -> list[Row]:
     ]
 
 
-def _stats(stats: Any) -> Row:
+def _stats(stats: CollectiveStats) -> Row:
     """A `CollectiveStats` as columns, its bandwidth summaries spread out."""
-    row: Row = {key: getattr(stats, key) for key in _STATS[:5]}
+    row: Row = {key: getattr(stats, key) for key in _TOTALS}
     for bw, summary in (("algbw", stats.algbw_Bps), ("busbw", stats.busbw_Bps)):
-        for stat in ("mean", "median", "min", "max"):
-            row[f"{bw}_{stat}_Bps"] = getattr(summary, stat)
+        row.update({f"{bw}_{stat}_Bps": getattr(summary, stat) for stat in _SUMMARY})
     return row
 
 

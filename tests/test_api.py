@@ -256,12 +256,12 @@ def doc_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
 
 
-def test_docs_api_examples_run_as_written(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_docs_api_examples_run_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each block is a doctest run from the repository's root, in one namespace (a block
     that reads ../shared/traces runs only where they are)."""
     require_module("pandas", frames_module.INSTALL)
     monkeypatch.chdir(ROOT)
-    names: dict[str, Any] = {"OUT": tmp_path}
+    names: dict[str, Any] = {}
     parser, runner = doctest.DocTestParser(), doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     blocks = doc_blocks()
     assert len(blocks) >= 3
@@ -270,4 +270,5 @@ def test_docs_api_examples_run_as_written(monkeypatch: pytest.MonkeyPatch, tmp_p
             continue
         test = parser.get_doctest(block, names, f"docs/api.md block {i + 1}", "docs/api.md", 0)
         runner.run(test, clear_globs=False)
+        names = test.globs  # the next block sees what this one defined
     assert runner.summarize(verbose=False).failed == 0
