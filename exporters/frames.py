@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 Row = dict[str, Any]
 INSTALL: Final = "pip install 'commscope[pandas]'"
 
-RANK_COLUMNS: Final = (
+_RANK_COLUMNS: Final = (
     "rank",
     "overlap_ratio",
     "comm_time_s",
@@ -50,7 +50,7 @@ _STATS: Final = (
     *_TOTALS,
     *(f"{bw}_{stat}_Bps" for bw in ("algbw", "busbw") for stat in _SUMMARY),
 )
-COLLECTIVE_COLUMNS: Final = (
+_COLLECTIVE_COLUMNS: Final = (
     "collective",
     *_STATS,
     "traffic_share",
@@ -60,19 +60,19 @@ COLLECTIVE_COLUMNS: Final = (
     "skew_max_s",
     "wait_s",
 )
-RANK_COLLECTIVE_COLUMNS: Final = ("rank", "collective", *_STATS)
-INSTANCE_COLUMNS: Final = ("collective", "position", "skew_s", "last_rank")
-KERNEL_COLUMNS: Final = ("name", "count", "time_s", "mean_s", "share", "communication")
-RANK_KERNEL_COLUMNS: Final = ("rank", *KERNEL_COLUMNS)
-WINDOW_COLUMNS: Final = ("window", *RANK_COLUMNS)
+_RANK_COLLECTIVE_COLUMNS: Final = ("rank", "collective", *_STATS)
+_INSTANCE_COLUMNS: Final = ("collective", "position", "skew_s", "last_rank")
+_KERNEL_COLUMNS: Final = ("name", "count", "time_s", "mean_s", "share", "communication")
+_RANK_KERNEL_COLUMNS: Final = ("rank", *_KERNEL_COLUMNS)
+_WINDOW_COLUMNS: Final = ("window", *_RANK_COLUMNS)
 COLUMNS: Final = {
-    "ranks": RANK_COLUMNS,
-    "collectives": COLLECTIVE_COLUMNS,
-    "rank_collectives": RANK_COLLECTIVE_COLUMNS,
-    "instances": INSTANCE_COLUMNS,
-    "kernels": KERNEL_COLUMNS,
-    "rank_kernels": RANK_KERNEL_COLUMNS,
-    "windows": WINDOW_COLUMNS,
+    "ranks": _RANK_COLUMNS,
+    "collectives": _COLLECTIVE_COLUMNS,
+    "rank_collectives": _RANK_COLLECTIVE_COLUMNS,
+    "instances": _INSTANCE_COLUMNS,
+    "kernels": _KERNEL_COLUMNS,
+    "rank_kernels": _RANK_KERNEL_COLUMNS,
+    "windows": _WINDOW_COLUMNS,
 }
 
 
@@ -114,17 +114,17 @@ def _frame(pandas: Any, rows: list[Row], columns: tuple[str, ...]) -> DataFrame:
 def tables(report: Report) -> dict[str, list[Row]]:
     """The rows of each frame (`COLUMNS` names their keys, in order)."""
     return {
-        "ranks": rank_rows(report),
-        "collectives": collective_rows(report),
-        "rank_collectives": rank_collective_rows(report),
-        "instances": instance_rows(report),
+        "ranks": _rank_rows(report),
+        "collectives": _collective_rows(report),
+        "rank_collectives": _rank_collective_rows(report),
+        "instances": _instance_rows(report),
         "kernels": [_kernel(row) for row in report.top_kernels.all_ranks],
-        "rank_kernels": rank_kernel_rows(report),
-        "windows": [{"window": w.name, **row} for w in report.windows for row in rank_rows(w)],
+        "rank_kernels": _rank_kernel_rows(report),
+        "windows": [{"window": w.name, **row} for w in report.windows for row in _rank_rows(w)],
     }
 
 
-def rank_rows(sections: Sections) -> list[Row]:
+def _rank_rows(sections: Sections) -> list[Row]:
     """One row per rank of `sections` (the run's, or a window's)."""
     return [{"rank": rank, **_rank(sections, str(rank))} for rank in sections.ranks]
 
@@ -159,7 +159,7 @@ def _rank(sections: Sections, rank: str) -> Row:
     }
 
 
-def collective_rows(report: Report) -> list[Row]:
+def _collective_rows(report: Report) -> list[Row]:
     """One row per collective type over all ranks, with its traffic share and arrival skew."""
     return [
         {"collective": name, **_stats(stats), **_skew(report, name)}
@@ -181,7 +181,7 @@ def _skew(report: Report, name: str) -> Row:
     }
 
 
-def rank_collective_rows(report: Report) -> list[Row]:
+def _rank_collective_rows(report: Report) -> list[Row]:
     per_rank = report.collectives.per_rank
     return [
         {"rank": int(rank), "collective": name, **_stats(stats)}
@@ -198,7 +198,7 @@ def _stats(stats: CollectiveStats) -> Row:
     return row
 
 
-def instance_rows(report: Report) -> list[Row]:
+def _instance_rows(report: Report) -> list[Row]:
     """One row per instance the report keeps (`Skew.instances`: evenly thinned to at most
     `PLOT_POINTS` a type; its `total` counts them all): skew and the rank that arrived last."""
     return [
@@ -209,10 +209,10 @@ def instance_rows(report: Report) -> list[Row]:
 
 
 def _kernel(row: KernelRow) -> Row:
-    return {key: getattr(row, key) for key in KERNEL_COLUMNS}
+    return {key: getattr(row, key) for key in _KERNEL_COLUMNS}
 
 
-def rank_kernel_rows(report: Report) -> list[Row]:
+def _rank_kernel_rows(report: Report) -> list[Row]:
     return [
         {"rank": int(rank), **_kernel(row)}
         for rank, rows in _by_rank(report.top_kernels.per_rank)

@@ -26,10 +26,10 @@ from commscope.pipeline.report import Options
 from commscope.service import offline
 from commscope.service.cluster import CONNECT_TIMEOUT_S, Cluster
 
-MAX_DIGITS: Final = 18  # integer options above 10^18 are refused, not built digit by digit
+_MAX_DIGITS: Final = 18  # integer options above 10^18 are refused, not built digit by digit
 
 
-class JobOptions(TypedDict, total=False):
+class _JobOptions(TypedDict, total=False):
     """`report`'s job options as keywords (the flag without `--`, `-` as `_`): the same
     units (GB/s, TFLOP/s) and the same checks; a ConfigError names the flag."""
 
@@ -54,7 +54,7 @@ class _Reading:
     progress: offline.Progress | None
 
 
-def options(**job: Unpack[JobOptions]) -> Options:
+def options(**job: Unpack[_JobOptions]) -> Options:
     """The report's options from `report`'s flags as keywords, each checked (ConfigError)."""
     batch_size, seq_len = (
         _whole("--batch-size", job.get("batch_size")),
@@ -140,7 +140,7 @@ def whole_number(text: str) -> int:
         value = decimal.Decimal("NaN")
     if not value.is_finite() or value != value.to_integral_value():
         raise ValueError(f"must be a whole number, got {text!r}")
-    if value.adjusted() >= MAX_DIGITS:
+    if value.adjusted() >= _MAX_DIGITS:
         raise ValueError(f"is too large: {text}")
     return int(value)
 
@@ -169,7 +169,7 @@ def analyse(
     dask: str | None = None,
     dask_timeout: float = CONNECT_TIMEOUT_S,
     progress: offline.Progress | None = None,
-    **job: Unpack[JobOptions],
+    **job: Unpack[_JobOptions],
 ) -> Report:
     """The report of the job under `path` (a run folder, a window or one trace file) with the
     most files; other jobs' files are skipped with the reason (ConfigError: no trace).
@@ -192,7 +192,7 @@ def analyse_jobs(
     dask: str | None = None,
     dask_timeout: float = CONNECT_TIMEOUT_S,
     progress: offline.Progress | None = None,
-    **job: Unpack[JobOptions],
+    **job: Unpack[_JobOptions],
 ) -> list[Report]:
     """One report per job under `path`, as `commscope report` writes them (its JSON list);
     the keywords as `analyse`'s. ClusterError: the Dask scheduler did not answer."""
@@ -215,7 +215,7 @@ def _reading(
     return _Reading(workers, window_rule(inspector_window), cluster(dask, dask_timeout), progress)
 
 
-def _chosen(given: Options | None, job: JobOptions) -> Options:
+def _chosen(given: Options | None, job: _JobOptions) -> Options:
     if given is None:
         return options(**job)
     if job:
