@@ -66,7 +66,7 @@ def options(**job: Unpack[_JobOptions]) -> Options:
     params = _whole("--params", job.get("params"))
     peak, net_peak, tflops = job.get("peak_bandwidth"), job.get("net_peak"), job.get("peak_tflops")
     flops = job.get("flops_per_token")
-    _positive(
+    positive(
         ("--peak-bandwidth", peak),
         ("--flops-per-token", flops),
         ("--params", params),
@@ -86,7 +86,8 @@ def options(**job: Unpack[_JobOptions]) -> Options:
     )
 
 
-def _positive(*flags: tuple[str, float | None]) -> None:
+def positive(*flags: tuple[str, float | None]) -> None:
+    """ConfigError naming the first flag given a value that is not above 0 (NaN too)."""
     for flag, number in flags:
         if number is not None and not number > 0:  # NaN too
             raise ConfigError(f"{flag} must be positive, got {number}")
@@ -156,7 +157,7 @@ def cluster(address: str | None, timeout_s: float) -> Cluster | None:
     """--dask: the scheduler whose workers parse the files (None: none)."""
     if address is None:
         return None
-    _positive(("--dask-timeout", timeout_s))
+    positive(("--dask-timeout", timeout_s))
     return Cluster(address, timeout_s)
 
 

@@ -761,9 +761,9 @@ def _collect(args: argparse.Namespace) -> int:
 
 def _collector_settings(args: argparse.Namespace) -> CollectorSettings:
     """The collector's settings from its flags, each checked (ConfigError: one line)."""
-    _positive(("--max-unacked", args.max_unacked), ("--poll-interval", args.poll_interval))
-    _positive(("--settle", args.settle), ("--resend-after", args.resend_after))
-    _positive(("--silence", args.silence))
+    api.positive(("--max-unacked", args.max_unacked), ("--poll-interval", args.poll_interval))
+    api.positive(("--settle", args.settle), ("--resend-after", args.resend_after))
+    api.positive(("--silence", args.silence))
     if args.jobs < 1:
         raise ConfigError(f"--jobs must be at least 1, got {args.jobs}")
     aggregator = endpoint("--aggregator", args.aggregator)
@@ -838,10 +838,10 @@ def _run_exit(lost: Sequence[str]) -> int:
 def _aggregator_settings(args: argparse.Namespace) -> AggregatorSettings:
     """The aggregator's settings from its flags, each checked (ConfigError: one line)."""
     options = _options(args)
-    _positive(("--credit", args.credit), ("--horizon", args.horizon))
-    _positive(("--end-grace", args.end_grace))
-    _positive(("--max-nodes", args.max_nodes), ("--max-streams", args.max_streams))
-    _positive(("--max-handshakes", args.max_handshakes))
+    api.positive(("--credit", args.credit), ("--horizon", args.horizon))
+    api.positive(("--end-grace", args.end_grace))
+    api.positive(("--max-nodes", args.max_nodes), ("--max-streams", args.max_streams))
+    api.positive(("--max-handshakes", args.max_handshakes))
     if not 0 < args.handshake_timeout <= 3600:
         raise ConfigError(f"--handshake-timeout: 0 < S <= 3600, got {args.handshake_timeout}")
     endpoint("--listen", args.listen, bind=True)
@@ -904,12 +904,6 @@ def _ranks(spec: str) -> frozenset[int] | None:
 def _port(flag: str, port: int | None) -> None:
     if port is not None and not 1 <= port <= 65535:
         raise ConfigError(f"{flag} port {port} is out of range (1-65535)")
-
-
-def _positive(*flags: tuple[str, float]) -> None:
-    for flag, value in flags:
-        if not value > 0:  # NaN too
-            raise ConfigError(f"{flag} must be positive, got {value}")
 
 
 def _stop_on_signals(early: threading.Event | None = None) -> threading.Event:
