@@ -49,5 +49,6 @@ typed=$(mktemp -d)
 trap 'rm -rf "$typed"' EXIT
 mkdir "$typed/commscope"
 for part in model collector pipeline exporters service; do ln -s "$PWD/$part" "$typed/commscope/$part"; done
+ln -s "$PWD/commscope/__init__.py" "$typed/commscope/__init__.py"
 (cd "$typed" && MYPYPATH="$typed" "$OLDPWD/.venv/bin/mypy" --config-file "$OLDPWD/pyproject.toml" -p commscope)
 .venv/bin/python -m pytest "$@"

@@ -24,7 +24,6 @@ every code per command: docs/service.md, "Exit codes".
 from __future__ import annotations
 
 import argparse
-import decimal
 import json
 import logging
 import re
@@ -37,7 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TextIO
 
-from commscope.collector.inspector_windows import DEFAULT_WINDOW_S, MAX_WINDOW_S, WindowRule
+from commscope.collector.inspector_windows import DEFAULT_WINDOW_S, WindowRule
 from commscope.collector.jsonstream import require_c_backend
 from commscope.collector.stream import StreamSettings
 from commscope.exporters import diff, files, flighttext, jsonreport, text
@@ -48,18 +47,15 @@ from commscope.model.errors import ClusterError, CommscopeError, ConfigError, Me
 from commscope.model.schema import MAX_BATCH_EVENTS, NODE_PATTERN, Inputs, Report, RunEnd
 from commscope.model.version import installed_version
 from commscope.pipeline import compare
-from commscope.pipeline.config import flags_only, parse_config, with_overrides
-from commscope.pipeline.hosts import parse_hosts
 from commscope.pipeline.merge import check_distinct, combine
 from commscope.pipeline.ranks import rank_set
 from commscope.pipeline.report import Options
-from commscope.service import curve, parallel
+from commscope.service import api, curve, parallel
 from commscope.service.aggregate import Aggregator, AggregatorSettings
-from commscope.service.cluster import CONNECT_TIMEOUT_S, Cluster
+from commscope.service.cluster import CONNECT_TIMEOUT_S
 from commscope.service.collect import Collector, CollectorSettings
 from commscope.service.endpoints import endpoint
 from commscope.service.logs import configure_logging
-from commscope.service.offline import analyse_jobs
 from commscope.service.store import run_end
 from msgspec.structs import replace
 
@@ -72,7 +68,6 @@ EXIT_REGRESSION: Final = 5
 EXIT_LOST: Final = 6
 EXIT_UNTESTED: Final = 7
 LINGER_S: Final = 45.0  # two scrapes at Prometheus' default 15 s interval, and a margin
-MAX_DIGITS: Final = 18  # integer options above 10^18 are refused, not built digit by digit
 
 
 def main(argv: Sequence[str] | None = None, stop: threading.Event | None = None) -> int:
@@ -265,7 +260,7 @@ def _merge(args: argparse.Namespace) -> int:
             print(f"commscope merge: error: -o {args.out}: {why}", file=sys.stderr)
             return EXIT_USAGE
     try:
-        named = [(str(path), compare.load(_read(path), str(path))) for path in args.reports]
+        named = [(str(path), api.load_report(path)) for path in args.reports]
         check_distinct(named)
         merged = combine(named)
     except (ConfigError, MergeError) as exc:
@@ -285,13 +280,6 @@ def _merge(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(rendered)
     return EXIT_OK
-
-
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
 def _job_options(parser: argparse.ArgumentParser) -> None:
@@ -442,10 +430,7 @@ def _inspector_window(parser: argparse.ArgumentParser) -> None:
 
 
 def _window_rule(args: argparse.Namespace) -> WindowRule:
-    seconds = args.inspector_window
-    if not 0 <= seconds <= MAX_WINDOW_S:
-        raise ConfigError(f"--inspector-window must be 0 to {MAX_WINDOW_S} seconds, got {seconds}")
-    return WindowRule(seconds)
+    return api.window_rule(args.inspector_window)
 
 
 def _collect_timing(collect: argparse.ArgumentParser) -> None:
@@ -702,9 +687,9 @@ def _report(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise ConfigError(f"--jobs must be at least 1, got {args.jobs}")
     try:
-        reports = analyse_jobs(
-            args.traces, options, progress, args.jobs, _cluster(args.dask, args.dask_timeout),
-            rule=_window_rule(args),
+        reports = api.analyse_jobs(
+            args.traces, options=options, workers=args.jobs, progress=progress,
+            inspector_window=args.inspector_window, dask=args.dask, dask_timeout=args.dask_timeout,
         )  # fmt: skip
     except ClusterError as exc:
         print(f"commscope: error: {exc}", file=sys.stderr)
@@ -733,13 +718,6 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_JOBS if len(reports) > 1 else EXIT_OK
 
 
-def _cluster(address: str | None, timeout_s: float) -> Cluster | None:
-    if address is None:
-        return None
-    _positive(("--dask-timeout", timeout_s))
-    return Cluster(address, timeout_s)
-
-
 def _nothing_analysed(inputs: Inputs) -> int:
     """Every input skipped or ignored: say why, write no report."""
     _input_lines(inputs)
@@ -751,13 +729,7 @@ def _nothing_analysed(inputs: Inputs) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    reports = []
-    for path in (args.before, args.after):
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
-        reports.append(compare.load(data, str(path)))
+    reports = [api.load_report(path) for path in (args.before, args.after)]
     comparison = compare.compare(reports[0], reports[1])
     names = (str(args.before), str(args.after))
     sys.stdout.write(diff.render(reports[0], reports[1], names, comparison))
@@ -789,9 +761,9 @@ def _collect(args: argparse.Namespace) -> int:
 
 def _collector_settings(args: argparse.Namespace) -> CollectorSettings:
     """The collector's settings from its flags, each checked (ConfigError: one line)."""
-    _positive(("--max-unacked", args.max_unacked), ("--poll-interval", args.poll_interval))
-    _positive(("--settle", args.settle), ("--resend-after", args.resend_after))
-    _positive(("--silence", args.silence))
+    api.positive(("--max-unacked", args.max_unacked), ("--poll-interval", args.poll_interval))
+    api.positive(("--settle", args.settle), ("--resend-after", args.resend_after))
+    api.positive(("--silence", args.silence))
     if args.jobs < 1:
         raise ConfigError(f"--jobs must be at least 1, got {args.jobs}")
     aggregator = endpoint("--aggregator", args.aggregator)
@@ -866,10 +838,10 @@ def _run_exit(lost: Sequence[str]) -> int:
 def _aggregator_settings(args: argparse.Namespace) -> AggregatorSettings:
     """The aggregator's settings from its flags, each checked (ConfigError: one line)."""
     options = _options(args)
-    _positive(("--credit", args.credit), ("--horizon", args.horizon))
-    _positive(("--end-grace", args.end_grace))
-    _positive(("--max-nodes", args.max_nodes), ("--max-streams", args.max_streams))
-    _positive(("--max-handshakes", args.max_handshakes))
+    api.positive(("--credit", args.credit), ("--horizon", args.horizon))
+    api.positive(("--end-grace", args.end_grace))
+    api.positive(("--max-nodes", args.max_nodes), ("--max-streams", args.max_streams))
+    api.positive(("--max-handshakes", args.max_handshakes))
     if not 0 < args.handshake_timeout <= 3600:
         raise ConfigError(f"--handshake-timeout: 0 < S <= 3600, got {args.handshake_timeout}")
     endpoint("--listen", args.listen, bind=True)
@@ -934,12 +906,6 @@ def _port(flag: str, port: int | None) -> None:
         raise ConfigError(f"{flag} port {port} is out of range (1-65535)")
 
 
-def _positive(*flags: tuple[str, float]) -> None:
-    for flag, value in flags:
-        if not value > 0:  # NaN too
-            raise ConfigError(f"{flag} must be positive, got {value}")
-
-
 def _stop_on_signals(early: threading.Event | None = None) -> threading.Event:
     stop = early or threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -948,85 +914,25 @@ def _stop_on_signals(early: threading.Event | None = None) -> threading.Event:
 
 
 def _options(args: argparse.Namespace) -> Options:
-    batch_size, seq_len = _whole("--batch-size", args.batch_size), _whole("--seq-len", args.seq_len)
-    params = _whole("--params", args.params)
-    for flag, value in (("--batch-size", batch_size), ("--seq-len", seq_len)):
-        if value is not None and value <= 0:
-            raise ConfigError(f"{flag} must be a positive integer, got {value}")
-    for flag, number in (
-        ("--peak-bandwidth", args.peak_bandwidth),
-        ("--flops-per-token", args.flops_per_token),
-        ("--params", params),
-        ("--peak-tflops", args.peak_tflops),
-        ("--net-peak", args.net_peak),
-    ):
-        if number is not None and not number > 0:
-            raise ConfigError(f"{flag} must be positive, got {number}")
-    config = None
-    if args.config is not None:
-        try:
-            content = args.config.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"{args.config}: cannot read ({exc.strerror or exc})") from None
-        config = parse_config(content, args.config.name)
-    if batch_size is not None or seq_len is not None:
-        config = with_overrides(config or flags_only(), batch_size, seq_len)
-    peak = args.peak_bandwidth * 1e9 if args.peak_bandwidth is not None else None
-    path = str(args.config) if args.config is not None else None
-    return Options(
-        config=config,
-        config_path=path,
-        peak_override_Bps=peak,
+    """The report's options from the job flags (`api.options`, the API's too)."""
+    return api.options(
+        config=args.config,
+        batch_size=args.batch_size,
+        seq_len=args.seq_len,
+        peak_bandwidth=args.peak_bandwidth,
         flops_per_token=args.flops_per_token,
-        params=params,
-        peak_flops_override=args.peak_tflops * 1e12 if args.peak_tflops is not None else None,
-        hosts=_hosts(args.hosts),
-        net_peak_Bps=args.net_peak * 1e9 if args.net_peak is not None else None,
+        params=args.params,
+        peak_tflops=args.peak_tflops,
+        hosts=args.hosts,
+        net_peak=args.net_peak,
     )
-
-
-def _hosts(spec: str | None) -> dict[int, str] | None:
-    """--hosts: entries on the command line, or the file that holds them."""
-    if spec is None:
-        return None
-    path = Path(spec)
-    if path.is_file():
-        try:
-            spec = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"--hosts {path}: cannot read ({exc})") from None
-    return parse_hosts(spec)
-
-
-def _whole(flag: str, text: str | None) -> int | None:
-    """An integer option as people write it (8, 1_000, 8e9, 7.5e9) when it is exactly one."""
-    if text is None:
-        return None
-    try:
-        return whole_number(text)
-    except ValueError as exc:
-        raise ConfigError(f"{flag} {exc}") from None
-
-
-def whole_number(text: str) -> int:
-    """`8`, `1_000`, `8e9`, `7.5e9` as the integer they are; ValueError when not exactly one
-    (`7.5`, `1e-3`, `nan`) or above 10^18."""
-    try:
-        value = decimal.Decimal(text.strip())
-    except decimal.InvalidOperation:
-        value = decimal.Decimal("NaN")
-    if not value.is_finite() or value != value.to_integral_value():
-        raise ValueError(f"must be a whole number, got {text!r}")
-    if value.adjusted() >= MAX_DIGITS:
-        raise ValueError(f"is too large: {text}")
-    return int(value)
 
 
 def count(text: str) -> int:
     """An argparse type for a count (`--jobs 8`, `--max-streams 4e3`): a usage error when the
     text is not a whole number."""
     try:
-        return whole_number(text)
+        return api.whole_number(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

@@ -105,13 +105,15 @@ def analyse(
     progress: Progress | None = None,
     workers: int = 1,
     rule: WindowRule = DEFAULT_RULE,
+    *,
+    cluster: dask_cluster.Cluster | None = None,
 ) -> Report:
     """The report for the job under `root` with the most files, as the live aggregator makes
     it: files of any other job are skipped with the reason (ConfigError if there is no trace).
     `workers`: processes parsing files at once (1: in this process); `rule`: the windows of
-    NCCL Inspector logs."""
+    NCCL Inspector logs; `cluster`: a Dask scheduler whose workers parse the files."""
     windows = find_windows(root)
-    parsed, skipped, ignored = parse_windows(windows, progress, workers, rule=rule)
+    parsed, skipped, ignored = parse_windows(windows, progress, workers, cluster, rule)
     names = _window_list(windows, parsed, rule)
     parsed, dumps = flight.split(parsed)
     parsed, apart = inspector_sources.split(parsed)

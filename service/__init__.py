@@ -1,0 +1,1 @@
+"""commscope.service: the composition root — the CLI, the daemons, their wiring, the API."""

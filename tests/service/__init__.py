@@ -1,0 +1,1 @@
+"""The service tests and their helpers (`service.harness`, `service.chaos`)."""
