@@ -15,8 +15,8 @@ import importlib
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from commscope.exporters.frames import Frames, frames
     from commscope.model.errors import CommscopeError, ConfigError
+    from commscope.model.frames import Frames, frames
     from commscope.model.schema import Report
     from commscope.pipeline.report import Options
     from commscope.service.api import (
@@ -40,8 +40,8 @@ _HOMES: Final = {
     "report_json": "commscope.service.api",
     "report_html": "commscope.service.api",
     "write_reports": "commscope.service.api",
-    "frames": "commscope.exporters.frames",
-    "Frames": "commscope.exporters.frames",
+    "frames": "commscope.model.frames",
+    "Frames": "commscope.model.frames",
     "Report": "commscope.model.schema",
     "Options": "commscope.pipeline.report",
     "CommscopeError": "commscope.model.errors",

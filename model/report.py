@@ -3,7 +3,7 @@ by `SCHEMA_VERSION`."""
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 from commscope.model.base import Evidence, evidence_in
@@ -14,6 +14,9 @@ from commscope.model.wire import (
     Sketch,
     TraceMeta,
 )
+
+if TYPE_CHECKING:
+    from commscope.model.frames import Frames
 
 # The report document's version (what each version changed: CHANGELOG.md).
 SCHEMA_VERSION: Final = 5
@@ -724,6 +727,13 @@ class Report(Sections, kw_only=True):
     flight_recorder: FlightRecorder | None = None
     # what each rank's profile saw last (`pipeline.tail`): what Flight Recorder dumps join
     profile_tails: list[RankTail] = []
+
+    def frames(self) -> Frames:
+        """This report's tables as pandas DataFrames (`model.frames`; needs pandas: the
+        `pandas` extra)."""
+        from commscope.model.frames import frames  # noqa: PLC0415 (pandas only when asked)
+
+        return frames(self)
 
 
 class ProfiledCall(msgspec.Struct, kw_only=True):

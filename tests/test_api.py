@@ -1,4 +1,4 @@
-"""The Python API (`commscope`, service/api.py, exporters/frames.py): the same report as the
+"""The Python API (`commscope`, service/api.py, model/frames.py): the same report as the
 CLI, exact JSON round trips, DataFrames that hold the report's rows, a cheap import, and
 docs/api.md's examples run as they are written."""
 
@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 import pytest
 from builders import rank_trace, write
-from commscope.exporters import frames as frames_module
+from commscope.model import frames as frames_module
 from commscope.service.cli import main
 from tools import needs_shared, require_module, shared_traces
 
@@ -183,6 +183,9 @@ def test_frames_of_the_bundled_sample() -> None:
     report = commscope.analyse(SAMPLE, config=SAMPLE_CONFIG)
     frame_checks(report)
     assert len(commscope.frames(report).instances) > 0
+    method, function = report.frames(), commscope.frames(report)
+    for name in frames_module.COLUMNS:
+        assert getattr(method, name).equals(getattr(function, name)), name
 
 
 @needs_shared("kineto", "dlrm_8rank_v100")
