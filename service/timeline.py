@@ -39,7 +39,7 @@ _Key = tuple[str, int]  # (window, rank)
 
 
 @dataclass(frozen=True)
-class Written:
+class _Written:
     """What `write` wrote: the file, its ranks and events, and the inputs left out."""
 
     path: Path
@@ -59,7 +59,7 @@ class _Job:
     skipped: list[Skipped]
 
 
-def write(root: Path, out: Path, *, compress: bool | None = None, workers: int = 1) -> Written:
+def write(root: Path, out: Path, *, compress: bool | None = None, workers: int = 1) -> _Written:
     """The timeline of the job under `root` with the most Kineto files, to `out` (gzip when
     `compress`, or when None and `out` ends in .gz); ConfigError if there is none."""
     job = _job(root, workers)
@@ -75,7 +75,7 @@ def write(root: Path, out: Path, *, compress: bool | None = None, workers: int =
         left = [{"path": s.path, "reason": s.reason} for s in job.skipped]
         sink.write(timeline.tail({"commscopeDropped": timeline.dropped, "commscopeSkipped": left}))
     ranks_written = len({rank for _, rank in job.placed})
-    return Written(out, ranks_written, len(job.placed), timeline.written, job.skipped,
+    return _Written(out, ranks_written, len(job.placed), timeline.written, job.skipped,
                    dict(timeline.dropped))  # fmt: skip
 
 
