@@ -129,19 +129,26 @@ class Timeline:
         return []
 
     def _event(self, item: Any, place: Placed) -> list[Event]:
-        reason = _unreadable(item)
-        if reason is not None:
-            return self._drop(reason)
-        ph, ts = item["ph"], _ns(item.get("ts"))
-        if ph == "M" or ts is None:
-            return self._metadata(item, place.rank)
-        tid = self._tid((place.rank, _key(item.get("pid")), _key(item.get("tid"))))
+        """One item: the hot path first (an event with a phase, a name and a time)."""
+        ph = item.get("ph") if type(item) is dict else None
+        ts = _ns(item.get("ts")) if ph else None
+        if ts is None or ph == "M" or type(ph) is not str or type(item.get("name")) is not str:
+            return self._odd(item, place.rank)
+        try:
+            tid = self._tids[(place.rank, item.get("pid"), item.get("tid"))]
+        except (KeyError, TypeError):
+            tid = self._tid((place.rank, _key(item.get("pid")), _key(item.get("tid"))))
         out = {**item, "pid": place.rank, "tid": tid, "ts": _us(ts + place.shift_ns)}
         if ph == "X":
             return self._complete(out, ts, place)
         if ph in _FLOWS and "id" in item:
             out["id"] = _scoped(item["id"], place.scope)
         return [out]
+
+    def _odd(self, item: Any, rank: int) -> list[Event]:
+        """Metadata (kept for the names), or an item the reader cannot read (counted)."""
+        reason = _unreadable(item)
+        return self._drop(reason) if reason is not None else self._metadata(item, rank)
 
     def _complete(self, out: Event, ts: int, place: Placed) -> list[Event]:
         """An X event: its duration, and its mark when it is a member's call."""
