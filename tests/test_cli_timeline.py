@@ -47,9 +47,9 @@ def rank_events(rank: int) -> list[dict[str, Any]]:
             *flows, *calls]  # fmt: skip
 
 
-def rank_doc(rank: int) -> bytes:
+def rank_doc(rank: int, base_ns: int = JAN_NS) -> bytes:
     head = dist_head(rank, 2, gpu=GPU, pg_sizes={"0": 2})
-    return trace(rank_events(rank), head=head, tail={"baseTimeNanoseconds": JAN_NS})
+    return trace(rank_events(rank), head=head, tail={"baseTimeNanoseconds": base_ns})
 
 
 @pytest.fixture
@@ -163,6 +163,25 @@ def test_report_writes_the_timeline_beside_its_reports(job: Path, tmp_path: Path
     argv = ["report", str(job), "--out", str(tmp_path / "reports"), "--jobs", "1"]
     assert main([*argv, "--no-progress", "--timeline", str(out)]) == 0
     assert json.loads(out.read_bytes()) == timeline(job, tmp_path / "t.json")
+
+
+def test_two_windows_of_a_rank_are_one_process_with_its_threads_once(tmp_path: Path) -> None:
+    """iteration_2 starts 10 s after iteration_1: its calls 10 s later on the same tracks,
+    its instances and flows its own, each window's offsets in the metadata."""
+    for window, base in (("iteration_1", JAN_NS), ("iteration_2", JAN_NS + 10**10)):
+        for rank in (0, 1):
+            write(tmp_path / "run" / window / f"rank{rank}_trace.json", rank_doc(rank, base))
+    doc = timeline(tmp_path / "run", tmp_path / "t.json")
+    events = doc["traceEvents"]
+    firsts = [e for e in events if e["name"] == ALLREDUCE and e["args"][CATEGORY]["position"] == 1]
+    calls = [(e["pid"], e["tid"], e["ts"], e["args"][CATEGORY]["instance"]) for e in firsts]
+    assert [(pid, ts, instance) for pid, _, ts, instance in calls] == [
+        (0, 100, "iteration_1:0"), (0, 10_000_100, "iteration_2:0"),
+        (1, 130, "iteration_1:0"), (1, 10_000_130, "iteration_2:0"),
+    ]  # fmt: skip
+    assert len({(pid, tid) for pid, tid, _, _ in calls}) == 2  # one stream track per rank
+    assert len({e["id"] for e in events if e["ph"] == "s"}) == 4
+    assert sorted(doc["otherData"]["commscope"]["clocks"]) == ["iteration_1", "iteration_2"]
 
 
 def test_no_kineto_trace_is_an_error(tmp_path: Path) -> None:
