@@ -62,6 +62,8 @@ class _Job:
 def write(root: Path, out: Path, *, compress: bool | None = None, workers: int = 1) -> _Written:
     """The timeline of the job under `root` with the most Kineto files, to `out` (gzip when
     `compress`, or when None and `out` ends in .gz); ConfigError if there is none."""
+    if not out.parent.is_dir():  # before the long work, not after it
+        raise ConfigError(f"{out}: cannot be written (no folder {out.parent})")
     job = _job(root, workers)
     places, origin_ns = _places(job.placed)
     timeline = Timeline(origin_ns)
@@ -215,7 +217,11 @@ def _output(out: Path, zipped: bool) -> Iterator[IO[bytes]]:
     """`out` written through a temporary file beside it, renamed when whole."""
     tmp = out.with_name(out.name + ".tmp")
     try:
-        with tmp.open("wb") as raw:
+        raw = tmp.open("wb")
+    except OSError as exc:
+        raise ConfigError(f"{out}: cannot be written ({exc.strerror or exc})") from None
+    try:
+        with raw:
             if zipped:
                 with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as packed:
                     yield cast(IO[bytes], packed)

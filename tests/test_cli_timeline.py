@@ -184,6 +184,27 @@ def test_two_windows_of_a_rank_are_one_process_with_its_threads_once(tmp_path: P
     assert sorted(doc["otherData"]["commscope"]["clocks"]) == ["iteration_1", "iteration_2"]
 
 
+def test_timeline_exits_0_with_every_input_on_it(job: Path, tmp_path: Path) -> None:
+    assert main(["timeline", str(job), "--out", str(tmp_path / "t.json"), "--jobs", "1"]) == 0
+
+
+def test_timeline_exits_3_naming_the_files_left_out(
+    job: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A truncated third file: the two others on the timeline, the third named."""
+    (job / "rank2_trace.json").write_bytes(b'{"traceEvents": [{"ph": "X"')
+    assert main(["timeline", str(job), "--out", str(tmp_path / "t.json"), "--jobs", "1"]) == 3
+    assert f"left out {job / 'rank2_trace.json'}: truncated" in capsys.readouterr().err
+    doc = json.loads((tmp_path / "t.json").read_bytes())
+    assert doc["commscopeSkipped"][0]["path"] == str(job / "rank2_trace.json")
+
+
+def test_timeline_without_out_is_a_usage_error_exit_2(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["timeline", str(tmp_path)])
+    assert stopped.value.code == 2
+
+
 def test_no_kineto_trace_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     assert main(["timeline", str(tmp_path / "empty"), "--out", str(tmp_path / "t.json")]) == 1
