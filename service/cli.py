@@ -701,7 +701,7 @@ def _timeline_parser(commands: Any, cpus: int) -> None:
         help="write one Chrome/Perfetto trace of all ranks on aligned clocks",
         description="Write the Kineto traces of the job under DIR as one Chrome/Perfetto trace: "
         "each rank a process, its events shifted by its estimated clock offset, collectives "
-        "annotated with their instance, waiting and transfer (docs/timeline.md).",
+        "annotated with their instance, waiting and transfer (docs/usage.md, Timeline).",
     )
     line.add_argument("traces", type=Path, help="window or run folder (or one trace file)")
     line.add_argument("--out", type=Path, required=True, metavar="FILE", help="the trace to write")
