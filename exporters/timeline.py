@@ -32,6 +32,7 @@ _MAX_NAMES: Final = 1 << 16  # thread and process names kept (the rest: their id
 _encode = msgspec.json.Encoder().encode
 Event = dict[str, Any]
 _ThreadKey = tuple[int, object, object]  # (rank, the trace's pid, its tid)
+_PROCESS: Final = object()  # the pid and tid of a rank's own metadata thread in `_ThreadKey`
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ class Timeline:
     def process(self, rank: int, name: str, labels: Mapping[str, Any]) -> bytes:
         """A rank's process metadata: its name, its place (by rank) and `labels` (a "labels"
         text and anything else, as the process_labels event's args)."""
-        tid = self._tid((rank, None, None))
+        tid = self._tid((rank, _PROCESS, _PROCESS))
         meta = {"ph": "M", "pid": rank, "tid": tid, "ts": 0}
         return self._emit([
             {**meta, "name": "process_name", "args": {"name": name}},
@@ -108,10 +109,12 @@ class Timeline:
     def tail(self, trailer: Mapping[str, Any]) -> bytes:
         """The thread names, then the document's end with `trailer`'s keys after the events."""
         named = [_thread_meta(k, tid, self._thread_name(k)) for k, tid in self._tids.items()
-                 if k[1:] != (None, None)]  # fmt: skip
+                 if k[1] is not _PROCESS]  # fmt: skip
         owners = {tid: key for key, tid in self._tids.items()}
         for tid, (rank, track) in self._tracks.items():
-            named.append(_thread_meta((rank, None, None), track, self._track_name(owners[tid])))
+            named.append(
+                _thread_meta((rank, _PROCESS, _PROCESS), track, self._track_name(owners[tid]))
+            )
         body = self._emit(named)
         rest = b"".join(b",%s:%s" % (_encode(k), _encode(v)) for k, v in trailer.items())
         return body + b"\n]" + rest + b"}\n"
@@ -208,8 +211,8 @@ class Timeline:
 
     def _thread_name(self, key: _ThreadKey) -> str:
         rank, pid, tid = key
-        process = self._processes.get((rank, pid), pid if isinstance(pid, str) else f"pid {pid}")
-        thread = self._threads.get(key, tid if isinstance(tid, str) else f"tid {tid}")
+        process = self._processes.get((rank, pid), _shown("pid", pid))
+        thread = self._threads.get(key, _shown("tid", tid))
         return f"{process} / {thread}"
 
     def _track_name(self, owner: _ThreadKey) -> str:
@@ -235,9 +238,15 @@ def _unreadable(item: Any) -> str | None:
     return None if _ns(item.get("ts")) is not None else "time unreadable"
 
 
+def _shown(what: str, value: object) -> str:
+    """A pid or tid with no name: a non-empty string as it is (Kineto's "Spans"), else
+    `pid 5`, `tid ''`."""
+    return value if isinstance(value, str) and value else f"{what} {value!r}"
+
+
 def _key(value: object) -> object:
-    """A trace's pid or tid as a key (an int or a string as it is, anything else its text)."""
-    return value if type(value) in (int, str) else repr(value)
+    """A trace's pid or tid as a key (an int, a string or None as it is, else its text)."""
+    return value if value is None or type(value) in (int, str) else repr(value)
 
 
 def _ns(value: object) -> int | None:

@@ -116,22 +116,22 @@ def _places(placed: Mapping[_Key, ParsedFile]) -> tuple[_Places, int]:
         for key, (place, _) in found.items()
         if (start := placed[key].result.start_ns) is not None
     ]
-    return _rebased(found, origin(starts)), origin(starts)
+    origin_ns = origin(starts)
+    return _rebased(found, origin_ns), origin_ns
 
 
 def _window_places(window: str, items: dict[int, ParsedFile], scope: int) -> _Places:
-    """One window's files: shifted by base - offset, and their calls' marks."""
+    """One window's files: shifted by base - offset (the origin comes later), their flow
+    scopes after `scope`, and their calls' marks."""
     infos = rank_infos(items)
     drawn, found = crossrank.drawn({r: item.result for r, item in items.items()}, infos)
     marks = _marks(window, drawn, {rank: info.base_ns for rank, info in infos.items()})
-    return {
-        (window, rank): (
-            Placed(rank, infos[rank].base_ns - round(found[rank][0]) if rank in found
-                   else infos[rank].base_ns, scope + n + 1, marks.get(rank, {})),
-            found.get(rank),
-        )
-        for n, rank in enumerate(sorted(items))
-    }  # fmt: skip
+    places: _Places = {}
+    for n, rank in enumerate(sorted(items)):
+        offset = round(found[rank][0]) if rank in found else 0
+        place = Placed(rank, infos[rank].base_ns - offset, scope + n + 1, marks.get(rank, {}))
+        places[(window, rank)] = (place, found.get(rank))
+    return places
 
 
 def _rebased(places: _Places, origin_ns: int) -> _Places:

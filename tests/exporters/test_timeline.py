@@ -120,3 +120,14 @@ def test_a_shifted_time_reads_back_to_the_nanosecond(ts_ns: int, shift: int) -> 
     event = {**KERNEL, "ts": ts_ns / 1000}
     wrote = json.loads(b"[" + timeline.events([event], Placed(0, shift, 1)) + b"]")[0]
     assert round(wrote["ts"] * 1000) == round(ts_ns / 1000 * 1000) + shift
+
+
+def test_an_event_without_pid_or_tid_is_on_a_thread_of_its_own() -> None:
+    timeline = Timeline(origin_ns=0)
+    meta = timeline.process(0, "rank 0", {"labels": ""})
+    bare = {key: value for key, value in KERNEL.items() if key not in ("pid", "tid")}
+    events = document(timeline, meta, timeline.events([bare], Placed(0, 0, 1)))["traceEvents"]
+    (process,) = [e["tid"] for e in events if e["name"] == "process_name"]
+    (call,) = [e["tid"] for e in events if e["ph"] == "X"]
+    names = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert call != process and names == {call: "pid None / tid None"}
