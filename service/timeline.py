@@ -71,7 +71,7 @@ def write(root: Path, out: Path, *, compress: bool | None = None, workers: int =
     with _output(out, zipped) as sink:
         sink.write(timeline.head({"commscope": _other(job.report, places, timeline.origin_ns)}))
         for rank in sorted({rank for _, rank in job.placed}):
-            sink.write(timeline.process(rank, f"rank {rank}", _labels(rank, job, places)))
+            sink.write(timeline.process(rank, _name(rank, job), _labels(rank, job, places)))
             for key in _in_order(k for k in job.placed if k[1] == rank):
                 _stream(sink, timeline, job.placed[key], places[key][0])
         left = [{"path": s.path, "reason": s.reason} for s in job.skipped]
@@ -160,6 +160,13 @@ def _marks(
                 members=len(instance.starts),
             )
     return found
+
+
+def _name(rank: int, job: _Job) -> str:
+    """`rank R`, with its host where a file of it records one."""
+    known = (item.meta.host for (_, r), item in job.placed.items() if r == rank)
+    hosts = sorted({host for host in known if host is not None})
+    return f"rank {rank} ({', '.join(hosts)})" if hosts else f"rank {rank}"
 
 
 def _labels(rank: int, job: _Job, places: _Places) -> dict[str, Any]:
