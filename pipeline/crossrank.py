@@ -150,6 +150,31 @@ def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> 
     )
 
 
+@dataclass(frozen=True)
+class Drawn:
+    """One instance as a timeline draws it: each member's (waiting, transfer) on its clock
+    plus its base (`waiting.pieces`), and the last arriver (None: none arrived last)."""
+
+    instance: Instance
+    pieces: dict[int, tuple[tuple[int, int], tuple[int, int]]]
+    last: int | None
+
+
+def drawn(
+    results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]
+) -> tuple[list[Drawn], Found]:
+    """The instances a window's waiting and transfer split covers (matched collectives and
+    P2P pairs whose members' starts are known, as `window` splits), drawn, and the window's
+    clock offsets."""
+    matched, found, _ = aligned(results, infos)
+    untimed, moved = _untimed(infos), shifts(found)
+    calls = p2pranks.resolved({r: x.calls for r, x in results.items()})
+    pairs = p2p.pair(calls, {r: i.base_ns for r, i in infos.items()}).pairs
+    timed = [i for i in (*matched.instances, *(p.instance for p in pairs))
+             if untimed.isdisjoint(i.starts)]  # fmt: skip
+    return [Drawn(i, waiting.pieces(i, moved), skew.arrival(i, moved).last) for i in timed], found
+
+
 def _alltoall_calls(
     results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]
 ) -> dict[int, AllToAllCalls]:

@@ -129,13 +129,13 @@ def window_facts(items: dict[int, ParsedFile], chain: Chain | None = None) -> Cr
     window's members of its split instances."""
     results = {rank: item.result for rank, item in items.items()}
     if chain is None:
-        return crossrank.window(results, _infos(items))
+        return crossrank.window(results, rank_infos(items))
     given = chain.before.taken if chain.before is not None else frozenset()
     after = {rank: item.result.calls for rank, item in chain.after.items()}
     own = {rank: result.calls for rank, result in results.items()}
     calls, taken = straddle.lent(own, after, given)
     lent = {rank: replace(result, calls=calls[rank]) for rank, result in results.items()}
-    return dataclass_replace(crossrank.window(lent, _infos(items)), taken=taken)
+    return dataclass_replace(crossrank.window(lent, rank_infos(items)), taken=taken)
 
 
 # what `hosts.links` reads besides the pooled facts: (the ranks' hosts and what gave each,
@@ -418,7 +418,7 @@ def _merged(per_rank: dict[int, list[RankResult]], parts: _Parts) -> dict[int, R
         }
 
 
-def _infos(items: dict[int, ParsedFile]) -> dict[int, crossrank.RankInfo]:
+def rank_infos(items: dict[int, ParsedFile]) -> dict[int, crossrank.RankInfo]:
     return {
         rank: crossrank.RankInfo(
             base_ns=item.meta.base_time_ns or 0,

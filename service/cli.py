@@ -9,6 +9,7 @@
     commscope keys --out DIR --name NODE
     commscope diff A.json B.json [--fail-on-regression]
     commscope merge A.json B.json [...] [-o OUT.json] [--json]
+    commscope timeline DIR --out FILE[.gz] [--gzip]
 
 Exit codes: 0 every input analysed; 3 report written but some inputs were skipped (listed in
 the report); 4 every input analysed, but they hold several jobs: one report per job;
@@ -50,7 +51,7 @@ from commscope.pipeline import compare
 from commscope.pipeline.merge import check_distinct, combine
 from commscope.pipeline.ranks import rank_set
 from commscope.pipeline.report import Options
-from commscope.service import api, curve, parallel
+from commscope.service import api, curve, parallel, timeline
 from commscope.service.aggregate import Aggregator, AggregatorSettings
 from commscope.service.cluster import CONNECT_TIMEOUT_S
 from commscope.service.collect import Collector, CollectorSettings
@@ -145,7 +146,15 @@ def _parser() -> argparse.ArgumentParser:
         metavar="S",
         help="give up when the scheduler has not answered within S (default: %(default)s)",
     )
+    report.add_argument(
+        "--timeline",
+        type=Path,
+        metavar="FILE",
+        help="also write the aligned timeline of all ranks (see `commscope timeline`; gzip "
+        "when FILE ends in .gz) (default: none)",
+    )
     report.set_defaults(run=_report)
+    _timeline_parser(commands, cpus)
     _collect_parser(commands, cpus)
     _aggregate_parser(commands)
     _keys_parser(commands)
@@ -671,6 +680,37 @@ def _keys_parser(commands: Any) -> None:
     keys.set_defaults(run=_keys)
 
 
+def _timeline_parser(commands: Any, cpus: int) -> None:
+    line = commands.add_parser(
+        "timeline",
+        help="write one Chrome/Perfetto trace of all ranks on aligned clocks",
+        description="Write the Kineto traces of the job under DIR as one Chrome/Perfetto trace: "
+        "each rank a process, its events shifted by its estimated clock offset, collectives "
+        "annotated with their instance, waiting and transfer (docs/usage.md, Timeline).",
+    )
+    line.add_argument("traces", type=Path, help="window or run folder (or one trace file)")
+    line.add_argument("--out", type=Path, required=True, metavar="FILE", help="the trace to write")
+    line.add_argument("--gzip", action="store_true", help="gzip it (default: if FILE ends in .gz)")
+    line.add_argument("--jobs", type=count, default=cpus, metavar="N",
+                      help="files parsed at once (default: %(default)s)")  # fmt: skip
+    line.set_defaults(run=_timeline)
+
+
+def _timeline(args: argparse.Namespace) -> int:
+    """Exit 0 when every input is on the timeline, 3 when some were left out (listed)."""
+    if args.jobs < 1:
+        raise ConfigError(f"--jobs must be at least 1, got {args.jobs}")
+    return _timeline_written(args.traces, args.out, args.gzip or None, args.jobs)
+
+
+def _timeline_written(traces: Path, out: Path, compress: bool | None, jobs: int) -> int:
+    written = timeline.write(traces, out, compress=compress, workers=jobs)
+    for left in written.skipped:
+        print(f"commscope: left out {left.path}: {left.reason}", file=sys.stderr)
+    print(f"commscope: wrote {out} ({written.ranks} ranks, {written.events} events)")
+    return EXIT_SKIPPED if written.skipped else EXIT_OK
+
+
 def _keys(args: argparse.Namespace) -> int:
     public, secret = curve.make_pair(args.out, args.name)
     print(f"commscope: wrote {public} (public key of {args.name}: share it)")
@@ -713,6 +753,8 @@ def _report(args: argparse.Namespace) -> int:
         _print_json(reports)
     skipped = list(dict.fromkeys(s for r in reports for s in r.inputs.skipped))
     _input_lines(replace(inputs, skipped=skipped))
+    if args.timeline is not None:
+        _timeline_written(args.traces, args.timeline, None, args.jobs)
     if skipped:
         return EXIT_SKIPPED
     return EXIT_JOBS if len(reports) > 1 else EXIT_OK

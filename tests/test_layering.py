@@ -61,6 +61,7 @@ PURE_ELSEWHERE: Final = [
     "exporters/svg.py",
     "exporters/text.py",
     "exporters/textfmt.py",
+    "exporters/timeline.py",
     "service/cgroup.py",
     "service/intake.py",
     "service/ledger.py",
