@@ -275,6 +275,43 @@ def comm_call(name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) ->
     )
 
 
+# Every arg `comm_call` reads (its helpers' too) but `Seq`, each call's own.
+_READ_KEYS: Final = tuple(
+    sorted(
+        _FACT_KEYS - {"Seq"}
+        | {"Concrete Inputs", "Process Group Ranks", "Global rank start", "Global rank stride"}
+    )
+)
+
+
+class CallFacts:
+    """`comm_call` remembered by the args it reads, their values and types (bounded): a file
+    repeats each collective's args every step but for `Seq`, so its few distinct facts are
+    worked out once. Args holding a list (`Input Dims`, `Concrete Inputs`) are not."""
+
+    __slots__ = ("_known",)
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[Any, ...], CommCall] = {}
+
+    def __call__(self, name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) -> CommCall:
+        if _FACT_KEYS.isdisjoint(args):
+            return CommCall(name[:MAX_NAME], start_ns, end_ns)
+        values = tuple(map(args.get, _READ_KEYS))
+        key = (name, values, tuple(map(type, values)))
+        try:
+            known = self._known.get(key)
+        except TypeError:  # a list among them
+            return comm_call(name, start_ns, end_ns, args)
+        if known is None:
+            known = comm_call(name, start_ns, end_ns, args)
+            if len(self._known) < _ROLE_MEMORY:
+                self._known[key] = known
+            return known
+        seq = _bounded(_int(args.get("Seq")), _MAX_COUNT)
+        return replace(known, start_ns=start_ns, end_ns=end_ns, seq=seq)
+
+
 class Special(msgspec.Struct, frozen=True, gc=False):
     """How a kernel that is neither plain compute nor communication counts: `fused` (computes
     and communicates: in neither union), or a compute kernel named like communication
@@ -487,6 +524,7 @@ class Normalizer:
         self.has_gpu = False
         self._meta = TraceMeta()
         self._calls = CallIndex()
+        self._facts = CallFacts()  # `comm_call`, remembered
         self._launches = Launches()
         self._old_launches = Launches()
         self._landed: set[int] = set()  # correlations of kernels met before their launch
@@ -639,7 +677,7 @@ class Normalizer:
     def _comm_kernel(self, raw: RawEvent, name: str, span: tuple[int, int]) -> None:
         self.stats.comm_kernels += 1
         args = self._args(raw)
-        facts = comm_call(name, span[0], span[0] + span[1], args)
+        facts = self._facts(name, span[0], span[0] + span[1], args)
         correlation = args.get("correlation")
         described = facts.collective_name is not None and facts.nelems_bytes is not None
         described = described and not cut((facts.in_splits, facts.out_splits), facts.group_size)
@@ -797,7 +835,7 @@ class Normalizer:
                 self._gloo_p2p(self._p2p.call(tid, _ns(ts), _ns(end), peer, self._settled))
             if role == _RECORDED_CALL:
                 start_ns = round(ts * 1000)
-                call = comm_call(name, start_ns, round(end * 1000), self._args(raw))
+                call = self._facts(name, start_ns, round(end * 1000), self._args(raw))
                 self._add_call(tid, call)
                 self._gloo_alltoall.call(call)
                 self._batches.add(tid, call)
@@ -843,7 +881,7 @@ class Normalizer:
             tid = self._thread(raw.tid) if span is not None else None
             if span is not None and tid is not None:
                 self._advance(tid, raw.ts)
-                self._add_call(tid, comm_call(name, span[0], sum(span), self._args(raw)))
+                self._add_call(tid, self._facts(name, span[0], sum(span), self._args(raw)))
 
     def _step(self, raw: RawEvent, name: str) -> None:
         span = self._span(raw)
@@ -860,7 +898,7 @@ class Normalizer:
         span = self._span(raw)
         if span is None:
             return
-        facts = comm_call(name, span[0], span[0] + span[1], self._args(raw))
+        facts = self._facts(name, span[0], span[0] + span[1], self._args(raw))
         if self._gloo_alltoall.span(facts):
             return
         if name in GLOO_P2P and (tid := self._thread(raw.tid)) is not None:
