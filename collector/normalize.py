@@ -98,7 +98,7 @@ from commscope.model.schema import (
     Step,
     TraceMeta,
 )
-from msgspec.structs import replace
+from msgspec.structs import astuple, replace
 
 LAUNCH_MEMORY: Final = 1 << 16
 PENDING_MEMORY: Final = 1 << 12
@@ -525,6 +525,7 @@ class Normalizer:
         self._meta = TraceMeta()
         self._calls = CallIndex()
         self._facts = CallFacts()  # `comm_call`, remembered
+        self._alone_ops: dict[tuple[Any, ...], CommOp] = {}  # `_alone`'s
         self._launches = Launches()
         self._old_launches = Launches()
         self._landed: set[int] = set()  # correlations of kernels met before their launch
@@ -606,6 +607,7 @@ class Normalizer:
         fresh = {key: value for key, value in top.items() if key not in self._top_keys}
         self._top_keys.update(fresh)
         self._meta = _merge_meta(self._meta, _meta_from_top(fresh))
+        self._alone_ops.clear()  # worked out with the metadata before
         self._settled = "distributedInfo" in self._top_keys
 
     # ------------------------------------------------------------------ handlers
@@ -682,12 +684,29 @@ class Normalizer:
         described = facts.collective_name is not None and facts.nelems_bytes is not None
         described = described and not cut((facts.in_splits, facts.out_splits), facts.group_size)
         if described or type(correlation) is not int:
-            self.out.append(self._comm_op(facts, [], on_gpu=True, launched=described))
+            self.out.append(self._alone(facts, described))
             self._land(correlation)
             return
         kernel = _PendingKernel(facts)
         kernel.launch = self._launch(correlation)
         self._wait(correlation, kernel)
+
+    def _alone(self, facts: CommCall, launched: bool) -> CommOp:
+        """`_comm_op` of a kernel with no call around it: its collective is worked out once
+        for the same facts (remembered, bounded; forgotten when the metadata changes), then
+        given this kernel's span and `Seq`, its counts counted."""
+        fields = astuple(facts)
+        key = (launched, fields[0], *fields[3:8], *fields[9:])
+        known = self._alone_ops.get(key)
+        if known is None:
+            known = self._comm_op(facts, [], on_gpu=True, launched=launched)
+            if len(self._alone_ops) < _ROLE_MEMORY:
+                self._alone_ops[key] = known
+            return known
+        self.stats.no_launch += not launched
+        self.stats.sizes_unknown += known.message_bytes is None
+        return replace(known, start_ns=facts.start_ns, dur_ns=facts.end_ns - facts.start_ns,
+                       seq=facts.seq)  # fmt: skip
 
     def _category(self, name: str) -> KernelCategory | Special | None:
         """A kernel's category; None for a communication kernel, a `Special` for a fused one
