@@ -76,6 +76,7 @@ from commscope.collector.p2ppeers import (
     peers,
     record_global,
     record_group_peer,
+    way_of,
 )
 from commscope.model.schema import (
     GROUP_SOURCES,
@@ -284,7 +285,7 @@ _READ_KEYS: Final = tuple(
 )
 
 
-class CallFacts:
+class _CallFacts:
     """`comm_call` remembered by the args it reads, their values and types (bounded): a file
     repeats each collective's args every step but for `Seq`, so its few distinct facts are
     worked out once. Args holding a list (`Input Dims`, `Concrete Inputs`) are not."""
@@ -310,6 +311,13 @@ class CallFacts:
             return known
         seq = _bounded(_int(args.get("Seq")), _MAX_COUNT)
         return replace(known, start_ns=start_ns, end_ns=end_ns, seq=seq)
+
+
+def _facts_of(call: CommCall) -> tuple[Any, ...]:
+    """A call's fields but its span and `Seq`, in their order: what calls of one collective
+    share every step."""
+    fields = astuple(call)
+    return (fields[0], *fields[3:8], *fields[9:])
 
 
 class Special(msgspec.Struct, frozen=True, gc=False):
@@ -452,10 +460,7 @@ class CallIndex:
         self._ids: dict[tuple[Any, ...], int] = {}
 
     def add(self, tid: int, call: CommCall) -> None:
-        key = (call.name, call.collective_name, call.nelems_bytes, call.dims_bytes,
-               call.group_size, call.pg, call.shape_group, call.dtype, call.in_splits,
-               call.out_splits, call.peer, call.group_peer, call.group_rank,
-               call.members)  # fmt: skip
+        key = _facts_of(call)
         fact = self._ids.get(key)
         if fact is None:
             fact = self._ids[key] = len(self._facts)
@@ -524,7 +529,7 @@ class Normalizer:
         self.has_gpu = False
         self._meta = TraceMeta()
         self._calls = CallIndex()
-        self._facts = CallFacts()  # `comm_call`, remembered
+        self._facts = _CallFacts()  # `comm_call`, remembered
         self._alone_ops: dict[tuple[Any, ...], CommOp] = {}  # `_alone`'s
         self._launches = Launches()
         self._old_launches = Launches()
@@ -695,8 +700,7 @@ class Normalizer:
         """`_comm_op` of a kernel with no call around it: its collective is worked out once
         for the same facts (remembered, bounded; forgotten when the metadata changes), then
         given this kernel's span and `Seq`, its counts counted."""
-        fields = astuple(facts)
-        key = (launched, fields[0], *fields[3:8], *fields[9:])
+        key = (launched, *_facts_of(facts))
         known = self._alone_ops.get(key)
         if known is None:
             known = self._comm_op(facts, [], on_gpu=True, launched=launched)
@@ -1164,7 +1168,7 @@ def _peer(
         return Peers()
     calls = (primary, *records)
     names = [GLOO_P2P.get(primary.name), *(r.collective_name for r in records)]
-    way = next((n.lower().removeprefix("i") for n in names if n is not None), None)
+    way = way_of(next((n for n in names if n is not None), None))
     peer = next((r.peer for r in calls if r.peer is not None), None)
     inner = next((r for r in calls if r.group_peer is not None), None)
     if peer is None and inner is not None:
