@@ -285,7 +285,7 @@ _READ_KEYS: Final = tuple(
 )
 
 
-class _CallFacts:
+class CallFacts:
     """`comm_call` remembered by the args it reads, their values and types (bounded): a file
     repeats each collective's args every step but for `Seq`, so its few distinct facts are
     worked out once. Args holding a list (`Input Dims`, `Concrete Inputs`) are not."""
@@ -529,7 +529,7 @@ class Normalizer:
         self.has_gpu = False
         self._meta = TraceMeta()
         self._calls = CallIndex()
-        self._facts = _CallFacts()  # `comm_call`, remembered
+        self._facts = CallFacts()  # `comm_call`, remembered
         self._alone_ops: dict[tuple[Any, ...], CommOp] = {}  # `_alone`'s
         self._launches = Launches()
         self._old_launches = Launches()
