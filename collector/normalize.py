@@ -105,6 +105,7 @@ LAUNCH_MEMORY: Final = 1 << 16
 PENDING_MEMORY: Final = 1 << 12
 CALL_MEMORY: Final = 1 << 16
 _ROLE_MEMORY: Final = 1 << 14
+_MEMO: Final = 1 << 10  # a file's distinct collective args remembered (`CallFacts`, `_alone`)
 _BAD_SPAN: Final = "bad_span"
 _NOT_COMPLETE: Final = "not_complete_span"
 _BAD_ARGS: Final = "args_not_object"
@@ -288,7 +289,8 @@ _READ_KEYS: Final = tuple(
 class CallFacts:
     """`comm_call` remembered by the args it reads, their values and types (bounded): a file
     repeats each collective's args every step but for `Seq`, so its few distinct facts are
-    worked out once. Args holding a list (`Input Dims`, `Concrete Inputs`) are not."""
+    worked out once. Args holding a list (`Input Dims`, `Concrete Inputs`) or a float are
+    not."""
 
     __slots__ = ("_known",)
 
@@ -299,18 +301,28 @@ class CallFacts:
         if _FACT_KEYS.isdisjoint(args):
             return CommCall(name[:MAX_NAME], start_ns, end_ns)
         values = tuple(map(args.get, _READ_KEYS))
-        key = (name, values, tuple(map(type, values)))
+        types = tuple(map(type, values))
+        if float in types:  # 0.0 and -0.0 are equal keys that print apart
+            return comm_call(name, start_ns, end_ns, args)
         try:
-            known = self._known.get(key)
+            known = self._known.get(key := (name, values, types))
         except TypeError:  # a list among them
             return comm_call(name, start_ns, end_ns, args)
         if known is None:
             known = comm_call(name, start_ns, end_ns, args)
-            if len(self._known) < _ROLE_MEMORY:
-                self._known[key] = known
+            _remember(self._known, key, known)
             return known
         seq = _bounded(_int(args.get("Seq")), _MAX_COUNT)
         return replace(known, start_ns=start_ns, end_ns=end_ns, seq=seq)
+
+
+def _remember(known: dict[Any, Any], key: Any, value: Any) -> None:
+    """Keep `value` under `key`, at most _MEMO entries: past them all are forgotten (what
+    repeats comes back at once; args that never repeat, sizes that change every call, do
+    not hold memory)."""
+    if len(known) >= _MEMO:
+        known.clear()
+    known[key] = value
 
 
 def _facts_of(call: CommCall) -> tuple[Any, ...]:
@@ -704,8 +716,7 @@ class Normalizer:
         known = self._alone_ops.get(key)
         if known is None:
             known = self._comm_op(facts, [], on_gpu=True, launched=launched)
-            if len(self._alone_ops) < _ROLE_MEMORY:
-                self._alone_ops[key] = known
+            _remember(self._alone_ops, key, known)
             return known
         self.stats.no_launch += not launched
         self.stats.sizes_unknown += known.message_bytes is None

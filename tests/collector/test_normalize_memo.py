@@ -7,14 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from commscope.collector.normalize import Normalizer, RawEvent, CallFacts, comm_call
+from commscope.collector.normalize import CallFacts, Normalizer, RawEvent, comm_call
 from commscope.model.schema import COLLECTIVE_TYPES, CommOp, Event, GpuOp
 from commscope.pipeline.accumulate import Accumulator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-# Values that are equal across types (1, 1.0, True) must not share what is remembered.
-values = st.sampled_from([None, 0, 1, 1.0, True, False, 2, 8, -1, "1", "send", "recv",
+# Values that are equal across types (1, 1.0, True) or print apart (0.0, -0.0) must not share
+# what is remembered.
+values = st.sampled_from([None, 0, 1, 1.0, 0.0, -0.0, True, False, 2, 8, -1, "1", "send", "recv",
                           "allreduce", "Float", "BFloat16", "[0, 1]", "[2, 2]", "[]", [1, 2],
                           [[4, 2]], ["Float"]])  # fmt: skip
 keys = st.sampled_from(["Collective name", "In msg nelems", "Out msg nelems", "dtype",
