@@ -76,6 +76,7 @@ from commscope.collector.p2ppeers import (
     peers,
     record_global,
     record_group_peer,
+    way_of,
 )
 from commscope.model.schema import (
     GROUP_SOURCES,
@@ -98,12 +99,13 @@ from commscope.model.schema import (
     Step,
     TraceMeta,
 )
-from msgspec.structs import replace
+from msgspec.structs import astuple, replace
 
 LAUNCH_MEMORY: Final = 1 << 16
 PENDING_MEMORY: Final = 1 << 12
 CALL_MEMORY: Final = 1 << 16
 _ROLE_MEMORY: Final = 1 << 14
+_MEMO: Final = 1 << 10  # a file's distinct collective args remembered (`CallFacts`, `_alone`)
 _BAD_SPAN: Final = "bad_span"
 _NOT_COMPLETE: Final = "not_complete_span"
 _BAD_ARGS: Final = "args_not_object"
@@ -275,6 +277,61 @@ def comm_call(name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) ->
     )
 
 
+# Every arg `comm_call` reads (its helpers' too) but `Seq`, each call's own.
+_READ_KEYS: Final = tuple(
+    sorted(
+        _FACT_KEYS - {"Seq"}
+        | {"Concrete Inputs", "Process Group Ranks", "Global rank start", "Global rank stride"}
+    )
+)
+
+
+class CallFacts:
+    """`comm_call` remembered by the args it reads, their values and types (bounded): a file
+    repeats each collective's args every step but for `Seq`, so its few distinct facts are
+    worked out once. Args holding a list (`Input Dims`, `Concrete Inputs`) or a float are
+    not."""
+
+    __slots__ = ("_known",)
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[Any, ...], CommCall] = {}
+
+    def __call__(self, name: str, start_ns: int, end_ns: int, args: Mapping[str, Any]) -> CommCall:
+        if _FACT_KEYS.isdisjoint(args):
+            return CommCall(name[:MAX_NAME], start_ns, end_ns)
+        values = tuple(map(args.get, _READ_KEYS))
+        types = tuple(map(type, values))
+        if float in types:  # 0.0 and -0.0 are equal keys that print apart
+            return comm_call(name, start_ns, end_ns, args)
+        try:
+            known = self._known.get(key := (name, values, types))
+        except TypeError:  # a list among them
+            return comm_call(name, start_ns, end_ns, args)
+        if known is None:
+            known = comm_call(name, start_ns, end_ns, args)
+            _remember(self._known, key, known)
+            return known
+        seq = _bounded(_int(args.get("Seq")), _MAX_COUNT)
+        return replace(known, start_ns=start_ns, end_ns=end_ns, seq=seq)
+
+
+def _remember(known: dict[Any, Any], key: Any, value: Any) -> None:
+    """Keep `value` under `key`, at most _MEMO entries: past them all are forgotten (what
+    repeats comes back at once; args that never repeat, sizes that change every call, do
+    not hold memory)."""
+    if len(known) >= _MEMO:
+        known.clear()
+    known[key] = value
+
+
+def _facts_of(call: CommCall) -> tuple[Any, ...]:
+    """A call's fields but its span and `Seq`, in their order: what calls of one collective
+    share every step."""
+    fields = astuple(call)
+    return (fields[0], *fields[3:8], *fields[9:])
+
+
 class Special(msgspec.Struct, frozen=True, gc=False):
     """How a kernel that is neither plain compute nor communication counts: `fused` (computes
     and communicates: in neither union), or a compute kernel named like communication
@@ -415,10 +472,7 @@ class CallIndex:
         self._ids: dict[tuple[Any, ...], int] = {}
 
     def add(self, tid: int, call: CommCall) -> None:
-        key = (call.name, call.collective_name, call.nelems_bytes, call.dims_bytes,
-               call.group_size, call.pg, call.shape_group, call.dtype, call.in_splits,
-               call.out_splits, call.peer, call.group_peer, call.group_rank,
-               call.members)  # fmt: skip
+        key = _facts_of(call)
         fact = self._ids.get(key)
         if fact is None:
             fact = self._ids[key] = len(self._facts)
@@ -487,6 +541,8 @@ class Normalizer:
         self.has_gpu = False
         self._meta = TraceMeta()
         self._calls = CallIndex()
+        self._facts = CallFacts()  # `comm_call`, remembered
+        self._alone_ops: dict[tuple[Any, ...], CommOp] = {}  # `_alone`'s
         self._launches = Launches()
         self._old_launches = Launches()
         self._landed: set[int] = set()  # correlations of kernels met before their launch
@@ -568,6 +624,7 @@ class Normalizer:
         fresh = {key: value for key, value in top.items() if key not in self._top_keys}
         self._top_keys.update(fresh)
         self._meta = _merge_meta(self._meta, _meta_from_top(fresh))
+        self._alone_ops.clear()  # worked out with the metadata before
         self._settled = "distributedInfo" in self._top_keys
 
     # ------------------------------------------------------------------ handlers
@@ -639,17 +696,32 @@ class Normalizer:
     def _comm_kernel(self, raw: RawEvent, name: str, span: tuple[int, int]) -> None:
         self.stats.comm_kernels += 1
         args = self._args(raw)
-        facts = comm_call(name, span[0], span[0] + span[1], args)
+        facts = self._facts(name, span[0], span[0] + span[1], args)
         correlation = args.get("correlation")
         described = facts.collective_name is not None and facts.nelems_bytes is not None
         described = described and not cut((facts.in_splits, facts.out_splits), facts.group_size)
         if described or type(correlation) is not int:
-            self.out.append(self._comm_op(facts, [], on_gpu=True, launched=described))
+            self.out.append(self._alone(facts, described))
             self._land(correlation)
             return
         kernel = _PendingKernel(facts)
         kernel.launch = self._launch(correlation)
         self._wait(correlation, kernel)
+
+    def _alone(self, facts: CommCall, launched: bool) -> CommOp:
+        """`_comm_op` of a kernel with no call around it: its collective is worked out once
+        for the same facts (remembered, bounded; forgotten when the metadata changes), then
+        given this kernel's span and `Seq`, its counts counted."""
+        key = (launched, *_facts_of(facts))
+        known = self._alone_ops.get(key)
+        if known is None:
+            known = self._comm_op(facts, [], on_gpu=True, launched=launched)
+            _remember(self._alone_ops, key, known)
+            return known
+        self.stats.no_launch += not launched
+        self.stats.sizes_unknown += known.message_bytes is None
+        return replace(known, start_ns=facts.start_ns, dur_ns=facts.end_ns - facts.start_ns,
+                       seq=facts.seq)  # fmt: skip
 
     def _category(self, name: str) -> KernelCategory | Special | None:
         """A kernel's category; None for a communication kernel, a `Special` for a fused one
@@ -797,7 +869,7 @@ class Normalizer:
                 self._gloo_p2p(self._p2p.call(tid, _ns(ts), _ns(end), peer, self._settled))
             if role == _RECORDED_CALL:
                 start_ns = round(ts * 1000)
-                call = comm_call(name, start_ns, round(end * 1000), self._args(raw))
+                call = self._facts(name, start_ns, round(end * 1000), self._args(raw))
                 self._add_call(tid, call)
                 self._gloo_alltoall.call(call)
                 self._batches.add(tid, call)
@@ -843,7 +915,7 @@ class Normalizer:
             tid = self._thread(raw.tid) if span is not None else None
             if span is not None and tid is not None:
                 self._advance(tid, raw.ts)
-                self._add_call(tid, comm_call(name, span[0], sum(span), self._args(raw)))
+                self._add_call(tid, self._facts(name, span[0], sum(span), self._args(raw)))
 
     def _step(self, raw: RawEvent, name: str) -> None:
         span = self._span(raw)
@@ -860,7 +932,7 @@ class Normalizer:
         span = self._span(raw)
         if span is None:
             return
-        facts = comm_call(name, span[0], span[0] + span[1], self._args(raw))
+        facts = self._facts(name, span[0], span[0] + span[1], self._args(raw))
         if self._gloo_alltoall.span(facts):
             return
         if name in GLOO_P2P and (tid := self._thread(raw.tid)) is not None:
@@ -1107,7 +1179,7 @@ def _peer(
         return Peers()
     calls = (primary, *records)
     names = [GLOO_P2P.get(primary.name), *(r.collective_name for r in records)]
-    way = next((n.lower().removeprefix("i") for n in names if n is not None), None)
+    way = way_of(next((n for n in names if n is not None), None))
     peer = next((r.peer for r in calls if r.peer is not None), None)
     inner = next((r for r in calls if r.group_peer is not None), None)
     if peer is None and inner is not None:

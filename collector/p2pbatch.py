@@ -23,11 +23,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from commscope.collector.p2ppeers import Peers, group_global, peers
+from commscope.collector.p2ppeers import Peers, group_global, peers, way_of
 from commscope.model.schema import MAX_MEMBERS, P2PMember
 
 COALESCED = "nccl:coalesced"  # ProcessGroupNCCL::endCoalescing's profiling title
-_WAYS = {"send": "send", "isend": "send", "recv": "recv", "irecv": "recv"}
 _PER_THREAD = 4096  # records held per thread; past it the oldest are dropped (`dropped`)
 
 
@@ -48,12 +47,6 @@ class Record(Protocol):
     def group_peer(self) -> int | None: ...
 
 
-def _way_of(record: Record) -> str | None:
-    """ "send" or "recv" for a P2P record, else None."""
-    name = record.collective_name
-    return _WAYS.get(name.lower()) if name is not None else None
-
-
 class Batches:
     """P2P records per thread, in start order, each given to at most one batch."""
 
@@ -63,7 +56,7 @@ class Batches:
         self.dropped = 0
 
     def add(self, tid: int, record: Record) -> None:
-        if _way_of(record) is None:
+        if way_of(record.collective_name) is None:
             return
         held = self._threads.setdefault(tid, [])
         held.append(record)
@@ -76,7 +69,7 @@ class Batches:
         held = self._threads.get(tid)
         if not held:
             return
-        starts = {r.start_ns for r in records if _way_of(r) is not None}
+        starts = {r.start_ns for r in records if way_of(r.collective_name) is not None}
         if starts:  # else (a collective's kernel, say) nothing to take back
             self._threads[tid] = [r for r in held if r.start_ns not in starts]
 
@@ -97,7 +90,7 @@ class Batches:
 
 def batch_peers(members: Sequence[Record], groups: Mapping[str, Sequence[int]]) -> Peers:
     """The peer fields of a batch: those of its one direction and one peer, else none."""
-    ways = {_way_of(r) for r in members}
+    ways = {way_of(r.collective_name) for r in members}
     found = {r.peer if r.peer is not None else group_global(r.group_peer, r.pg, groups)
              for r in members}  # fmt: skip
     if len(ways) != 1 or len(found) != 1:
@@ -108,7 +101,7 @@ def batch_peers(members: Sequence[Record], groups: Mapping[str, Sequence[int]]) 
 def batch_bytes(members: Sequence[Record]) -> int | None:
     """S of a batch as of an NCCL group (`collector.nsys`): the sum of its sends, of its
     receives when it sends nothing; None when one of them has no size."""
-    sends = [r for r in members if _way_of(r) == "send"]
+    sends = [r for r in members if way_of(r.collective_name) == "send"]
     sizes = [r.nelems_bytes for r in sends or members]
     return None if not sizes or None in sizes else sum(s for s in sizes if s is not None)
 
@@ -126,6 +119,6 @@ def _member(record: Record, groups: Mapping[str, Sequence[int]]) -> P2PMember:
     peer = record.peer
     if peer is None:
         peer = group_global(record.group_peer, record.pg, groups)
-    found = peers(_way_of(record), peer, record.group_peer if peer is None else None)
+    found = peers(way_of(record.collective_name), peer, record.group_peer if peer is None else None)
     size = record.nelems_bytes
     return P2PMember(*found[:2], *found[3:], size)

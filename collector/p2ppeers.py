@@ -37,6 +37,7 @@ _SEND_CALLS: Final = frozenset({"c10d::send", "c10d::isend"})
 _RECV_CALLS: Final = frozenset({"c10d::recv_", "c10d::recv", "c10d::irecv"})
 P2P_CALLS: Final = _SEND_CALLS | _RECV_CALLS
 GLOO_P2P: Final = {"gloo:send": "send", "gloo:recv": "recv"}
+_WAYS: Final = {"send": "send", "isend": "send", "recv": "recv", "irecv": "recv"}
 _MEMORY: Final = 1 << 20  # operators kept per file; past it, later ones are not kept (counted)
 _HELD: Final = 4096  # annotations held at once per file (`HeldSpans`)
 
@@ -174,6 +175,12 @@ class Peers(NamedTuple):
     group_rank: int | None = None
     group_send_to: int | None = None
     group_recv_from: int | None = None
+
+
+def way_of(name: str | None) -> str | None:
+    """ "send" or "recv" for a P2P call's `Collective name` (send, isend, recv, irecv, in any
+    case), else None."""
+    return _WAYS.get(name.lower()) if name is not None else None
 
 
 def peers(

@@ -96,8 +96,17 @@ class Accumulator:
         self.graphs: GraphTally | None = None  # CUDA graph launches (`pipeline.graphs`)
 
     def add_all(self, events: Iterable[Event]) -> None:
+        """`add` of each event in turn; the collectives kept at once (`keep_calls`: what
+        `keep_call` of each in turn gives)."""
+        calls: list[CommOp] = []
         for event in events:
-            self.add(event)
+            if type(event) is CommOp:
+                self._union(event)
+                calls.append(event)
+            else:
+                self.add(event)
+        if calls:
+            self.keep_calls(calls)
 
     def add(self, event: Event) -> None:
         if type(event) is GpuOp:
@@ -143,13 +152,17 @@ class Accumulator:
             self.steps[step.step] = (step.dur_ns, step.tid, step.start_ns)
 
     def _comm(self, op: CommOp) -> None:
+        self._union(op)
+        self.keep_call(op)
+
+    def _union(self, op: CommOp) -> None:
+        """A collective's time in its union (and the GPU's communication time)."""
         end = op.start_ns + op.dur_ns
         if op.on_gpu:
             self.gpu_comm.add(op.start_ns, end)
             self.kernel_ns["communication"] = self.kernel_ns.get("communication", 0) + op.dur_ns
         else:
             self.cpu_comm.add(op.start_ns, end)
-        self.keep_call(op)
 
     def keep_calls(self, ops: Sequence[CommOp]) -> None:
         """`keep_call` of each op in turn (a record of edge facts), each type's tally counted

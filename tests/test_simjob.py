@@ -21,7 +21,9 @@ from simjob import (
     PID,
     US,
     Job,
+    at_density,
     coords,
+    density,
     expected,
     folder,
     groups,
@@ -54,6 +56,17 @@ def test_a_rank_belongs_to_one_group_of_each_mesh_dim() -> None:
         ("10", [1, 5]),
         ("18", [4, 5, 6, 7]),
     ]
+
+
+@pytest.mark.parametrize("target", [37.0, 86.0])
+def test_at_density_picks_the_filler_nearest_the_density(target: float) -> None:
+    """Nearest in bytes a call: no neighbouring filler comes nearer the target's."""
+    job = at_density(JOB, target)
+    miss = [
+        abs(1e6 / density(replace(job, filler=job.filler + d)) - 1e6 / target) for d in (-1, 0, 1)
+    ]
+    assert miss[1] == min(miss)
+    assert job.filler > 1
 
 
 def test_the_traces_take_the_readers_fast_path() -> None:
