@@ -146,6 +146,8 @@ def decode(data: bytes, rank: int, shown: str) -> FlightDump:
         KeyError,
         AttributeError,
         RecursionError,
+        OverflowError,  # a length past any size (a damaged FRAME or BINBYTES8)
+        MemoryError,  # a length past the memory: the unpickler sizes its buffer first
     ) as exc:
         raise TraceError(shown, f"not a Flight Recorder dump ({type(exc).__name__})") from None
     return _bounded(_dump(raw, rank, shown), shown)

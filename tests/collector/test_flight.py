@@ -128,3 +128,17 @@ def test_damaged_dumps_are_read_or_refused_never_crash(
             data[at] = value
     with contextlib.suppress(TraceError):
         decode(bytes(data), 0, "x")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x80\x04\x95" + b"\xff" * 8 + b".",  # FRAME: a length past any size
+        b"\x80\x04\x8e" + (1 << 62).to_bytes(8, "little") + b".",  # BINBYTES8: past the memory
+    ],
+)
+def test_a_length_past_any_size_is_no_dump(data: bytes) -> None:
+    """Lengths a damaged pickle claims: refused with the reason, never an OverflowError or a
+    MemoryError out of the reader."""
+    with pytest.raises(TraceError, match="not a Flight Recorder dump"):
+        decode(data, 0, "x")
