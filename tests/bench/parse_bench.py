@@ -796,10 +796,7 @@ def scale_real(
     `target_mb` MB, then its trailer (see the module docstring); `compact`: each part written
     again as compact JSON (`--layout compact`)."""
     started = time.perf_counter()
-    doc = gzip.decompress(source.read_bytes())
-    first = doc.index(b"\n  {", doc.index(b'"traceEvents"')) + 1
-    last = doc.rindex(b"\n  }") + 4  # the last event's `}` (the document's own is unindented)
-    head, region, tail = doc[:first], doc[first:last], doc[last:]
+    head, region, tail = _parts(gzip.decompress(source.read_bytes()))
     write = compact_events if compact else bytes
     if compact:
         head, tail = compact_head(head), compact_tail(tail)
@@ -817,6 +814,22 @@ def scale_real(
     info.seconds = time.perf_counter() - started
     info.counts["copies"] = copies
     return info
+
+
+def _parts(doc: bytes) -> tuple[bytes, bytes, bytes]:
+    """A document in Kineto's layout as the bytes before its first event, its events, and
+    the bytes after the last."""
+    first = doc.index(b"\n  {", doc.index(b'"traceEvents"')) + 1
+    last = doc.rindex(b"\n  }") + 4  # the last event's `}` (the document's own is unindented)
+    return doc[:first], doc[first:last], doc[last:]
+
+
+def written(doc: bytes, compact: bool) -> bytes:
+    """A document in Kineto's layout, as `--layout` writes it."""
+    if not compact:
+        return doc
+    head, region, tail = _parts(doc)
+    return compact_head(head) + compact_events(region) + compact_tail(tail)
 
 
 COMPACT_PIECE_BYTES = 4 * MB  # events re-serialised this many bytes of Kineto's at a time
@@ -850,25 +863,26 @@ def compact_tail(tail: bytes) -> bytes:
 DENSE_SOURCE_MB = 8  # the generated rank trace scaled to size (`--input dense`)
 
 
-def dense_source(workdir: Path, density: float) -> tuple[Path, int, str]:
+def dense_source(workdir: Path, density: float, compact: bool) -> tuple[Path, int, str]:
     """One rank of `tests/simjob.py`'s TorchTitan-like job (16 ranks: tp 8, pp 2), its filler
-    set for `density` collectives per MB, of ~DENSE_SOURCE_MB: (the .json.gz, the µs its
-    steps span, for the copies' time step, what it holds)."""
+    set for `density` collectives per MB as `compact` writes it, of ~DENSE_SOURCE_MB: (the
+    .json.gz in Kineto's layout, the µs its steps span, for the copies' time step, what it
+    holds)."""
     from simjob import Job, step_every_ns, trace_text
 
     def size(filler: int) -> tuple[int, int]:
-        text = trace_text(Job(16, steps=2, filler=filler, windows=1), 0, 0)
-        return len(text), text.count('"record_param_comms"')
+        text = trace_text(Job(16, steps=2, filler=filler, windows=1), 0, 0).encode()
+        return len(written(text, compact)), text.count(b'"record_param_comms"')
 
     (bare, calls), (more, _) = size(0), size(8)
     filler = max(0, round((calls / density * MB - bare) / ((more - bare) / 8)))
     steps = max(2, round(2 * DENSE_SOURCE_MB * MB / size(filler)[0]))
     job = Job(16, steps=steps, filler=filler, windows=1)
-    path = workdir / f"dense_source_{density:g}.json.gz"
-    text = trace_text(job, 0, 0)
-    path.write_bytes(gzip.compress(text.encode(), compresslevel=1))
-    calls = text.count('"record_param_comms"')
-    mb = len(text) / MB
+    path = workdir / f"dense_source_{density:g}_{'compact' if compact else 'kineto'}.json.gz"
+    text = trace_text(job, 0, 0).encode()
+    path.write_bytes(gzip.compress(text, compresslevel=1))
+    calls = text.count(b'"record_param_comms"')
+    mb = len(written(text, compact)) / MB
     note = f"simjob rank 0 of 16 (tp 8, pp 2), {steps} steps, filler {filler}: {calls:,} "
     note += f"collectives in {mb:.1f} MB = {calls / mb:.1f} a MB"
     return path, -(-(steps + 1) * step_every_ns(job) // 10**9) * 10**6, note
@@ -1309,7 +1323,7 @@ def bench(args: argparse.Namespace) -> int:
     with scratch(args) as workdir:
         source = (REAL_TRACE, TS_STEP_US)
         if args.input == "dense":
-            *source, note = dense_source(workdir, args.density)  # type: ignore[assignment]
+            *source, note = dense_source(workdir, args.density, args.layout == "compact")  # type: ignore[assignment]
             print(f"dense input: {note}", flush=True)
         for size in sizes:
             started = time.perf_counter()
