@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from commscope.collector import fastparse
 from commscope.collector.fastparse import fast_items
@@ -770,3 +771,23 @@ def test_every_real_trace_written_compact_reads_the_same_by_both_paths(path: Pat
     fast, slow, reader = both(doc, size=65536)
     assert fast == slow
     assert reader.parser == "fast", reader.fast_miss
+
+
+@pytest.mark.parametrize(
+    ("chunk", "wrong"),
+    [
+        (b'[{"name":"a}]', True),  # the `}` inside a string: the string never closes
+        (b'[{"args":{"x":{"a":1}]', True),  # closes a nested object: `]` refused, last byte
+        (b'[{"args":{"x":[{"a":1}]', True),  # `]` closes a nested array: then truncated
+        (b'[{"ph":"X"}],"k":[{}]', True),  # past the array's end: trailing bytes
+        (b'[{"ph":"X"},{"ts":01}]', False),  # the document's own bytes are refused
+        (b'[{"ph":"X"},{"ts":1,"ts":}]', False),
+        (b'[{"ph":"X","flow":1}]', False),  # a key Kineto does not write (ValidationError)
+    ],
+)
+def test_a_cut_that_ends_no_event_is_told_from_a_refused_document(
+    chunk: bytes, wrong: bool
+) -> None:
+    with pytest.raises(msgspec.DecodeError) as caught:
+        fastparse._EVENTS.decode(chunk)
+    assert fastparse._wrong_cut(caught.value, len(chunk)) is wrong
