@@ -17,7 +17,10 @@ CPU-time speed relative to bare ijson's in the same run. Methods:
              input each, CPU time summed per parser: its "vs ijson" is ijson's CPU over
              commscope's (median over rounds). The load on a shared machine changes from one
              child to the next (separate children's ratios swing 1.5-2.9x under load 8-12);
-             in turns both parsers see the same load, so this is the ratio to quote there.
+             in turns both parsers see the same load, so this is the ratio to quote there;
+  report     the whole `commscope report FILE --jobs 1` in this child (parse, normalise,
+             reduce, the report written; checked to have read by the fast path): its "vs
+             ijson" is bare ijson's CPU over the report's per round, the median of the rounds.
 
 `--callgrind` counts instructions instead (valgrind, ~50x slower, so small sizes): per method,
 the instructions per MB beyond a run on a 1 MB input (start-up left out). Load does not change
@@ -29,7 +32,10 @@ Inputs (`--input`): `real` (the default) scales the largest real trace of ../sha
 header, then its events written again and again, each copy 2 s later (`ts`) with its own
 kernel-launch correlation ids, cut at an event boundary to the size, then its trailer.
 `synthetic` is the trace of a DDP training job on 8 H100s, generated here by streaming writes
-with a fixed seed.
+with a fixed seed. `dense` scales, as `real` does, one rank of `tests/simjob.py`'s TorchTitan-
+like job (the generator of `scale_bench.py`), its filler set for `--density` collectives a MB
+(default 86). `--layout compact` writes a real or dense input again as compact JSON
+(`json.dump` with separators `,` `:`, keys in their order), read by the fast path as well.
 
 Before each child the parent reads the input once, so every method starts from the page cache
 (json.load's child evicts it at 2 GB). `--methods` runs a subset (ijson, the baseline, always
@@ -51,6 +57,8 @@ Run (from the repo root):
     .venv/bin/python tests/bench/parse_bench.py --sizes 50,500 --repeat 3 --keep /tmp/traces
     .venv/bin/python tests/bench/parse_bench.py --input synthetic --quick
     .venv/bin/python tests/bench/parse_bench.py --methods commscope,ijson,paired --repeat 1
+    .venv/bin/python tests/bench/parse_bench.py --input dense --layout compact --sizes 300 \
+        --methods ijson,commscope,report --repeat 3
     .venv/bin/python tests/bench/parse_bench.py --callgrind --sizes 54,110 --methods commscope
 It is a script, not a test: nothing here asserts on timings.
 """
