@@ -169,7 +169,7 @@ def fast_chunks(tap: Tap, read_bytes: int = _READ_BYTES) -> Iterator[list[FastEv
 
 
 class _Indented:
-    """Kineto's layout: `indent}},` + newline + `indent{` between two events. A raw newline is
+    """Kineto's layout: `indent},` + newline + `indent{` between two events. A raw newline is
     never inside a string and nested blocks sit deeper, so that separator is an event's end."""
 
     pending_bytes: Final = _MAX_PENDING_BYTES
