@@ -1,11 +1,17 @@
-"""The fast reader of Kineto's indented layout (pure: works on a `Tap` over any binary stream).
+"""The fast reader of the common layouts of `traceEvents` (pure: works on a `Tap` over any
+binary stream).
 
 Kineto writes `traceEvents` as one object per indented block: `  {` opens an event on its own
 line and `  },` + newline + `  {` separates two, at the indentation of the first event. A raw
 newline is never inside a JSON string, so that separator is found with a byte search, and all
 the events before the last separator of a read are decoded in one call by msgspec, straight
-into typed `FastEvent`s (`RawEvent`s). Every byte still goes through the tap (head, tail,
-byte count are those of the ijson path).
+into typed `FastEvent`s (`RawEvent`s). Other writers (`json.dump`, HTA's and TraceLens' trace
+filters) put events one after another: `},{`, `}, {` or `},` + newline + `{` between two, keys
+in any order. Such a `}` may lie inside a string or close a nested value, so each is only a
+candidate: the bytes up to it, then `]`, are decoded, and they form a whole array exactly when
+it ends an event (`_wrong_cut`: elsewhere msgspec fails at the end of those bytes); a read
+tries its last _TRIES candidates back. Every byte still goes through the tap (head, tail, byte
+count are those of the ijson path).
 
 Nothing is approximated: whatever this reader cannot prove it reads exactly as ijson's C
 backend does raises `LayoutMissError`, and the caller reads the document again with ijson,
@@ -18,8 +24,9 @@ or keeps raw (bytes that are not UTF-8, floats beyond a double, integers beyond 
 (`forbid_unknown_fields`), each typed so (`Scalar`, `_Args`) that an integer yajl cannot hold is
 a ValidationError, and every string is decoded (so checked as UTF-8).
 
-So a miss is: no separator in MAX_PENDING_BYTES (compact JSON, other writers), a head or tail
-not in that layout, a key Kineto does not write, a chunk msgspec refuses, and any number token
+So a miss is: no separator in MAX_PENDING_BYTES (1 MiB between cuts in the other layouts, or
+more wrong candidates than cuts plus 64: the ijson path is cheaper), a head or tail in no
+layout read here, a key Kineto does not write, a chunk msgspec refuses, and any number token
 yajl cannot hold (`jsonguard` mends those on the ijson path; the head and trailer, decoded
 untyped, are scanned for them: `_check_numbers`).
 
@@ -37,6 +44,7 @@ MAX_STRING_BYTES is a miss.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any, Final, Union
@@ -58,7 +66,20 @@ _MAX_PENDING_BYTES: Final = MAX_STRING_BYTES
 # hold it). msgspec's form of the type doubles with each level, so no deeper than needed.
 ARGS_DEPTH: Final = 8
 _WS: Final = b" \t\r\n"
-_OPENING: Final = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[[ \t\r]*\n([ \t]*)\{')
+_OPENING: Final = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[([ \t\r\n]*)\{')
+_INDENT: Final = re.compile(rb"[ \t\r]*\n([ \t]+)")  # Kineto's: the first event indented
+# Compact layouts: what may stand between two events (`,` right after the `}` in each), how
+# many of the last `}`s a read tries as an event's end, and how many wrong ones the whole
+# document may hold beyond the cuts made before the ijson path is cheaper.
+_SEPARATORS: Final = (b"},{", b"}, {", b"},\n{")
+_CLOSING: Final = re.compile(rb"\}[ \t\r\n]*\]")
+_TRIES: Final = 4
+_WRONG_CUTS: Final = 64
+_COMPACT_PENDING_BYTES: Final = 1 << 20  # a cut tried each read: no event may hold more
+_CLOSING_TRIES: Final = 16  # the last `}]`s tried as the array's end
+_TRUNCATED: Final = "Input data was truncated"
+_TRAILING: Final = "JSON is malformed: trailing characters"
+_AT_BYTE: Final = re.compile(r"\(byte (\d+)\)$")
 _OPENING_BYTES: Final = 4096  # the most bytes from the key to the first `{` looked at
 # Number bytes marked: digits and `+` as 0, exponents as e, the rest blank. Any number token
 # yajl cannot hold has 19 digits in a row or a positive exponent of 3 digits or more (`e400`,
@@ -125,39 +146,151 @@ def fast_items(tap: Tap, read_bytes: int = _READ_BYTES) -> Iterator[RawEvent]:
 
 
 def fast_chunks(tap: Tap, read_bytes: int = _READ_BYTES) -> Iterator[list[FastEvent]]:
-    """The items of `traceEvents` as RawEvents in lists; LayoutMissError if the document is not
-    Kineto's layout or holds anything only the ijson path reads right. `tap` must not have been
-    read yet. The buffer always starts with `[`: a chunk is decoded as one JSON array, its
+    """The items of `traceEvents` as RawEvents in lists; LayoutMissError if the document is in
+    no layout read here or holds anything only the ijson path reads right. `tap` must not have
+    been read yet. The buffer always starts with `[`: a chunk is decoded as one JSON array, its
     last event's `,` turned into `]` for the call, in place (a view of the buffer, no copy)."""
     try:
-        buf, indent, near = _first_event(tap, read_bytes)
+        buf, cutter, near = _first_event(tap, read_bytes)
     except LimitError as exc:
         raise LayoutMissError(f"head: {exc}") from None
     tap.unguard()
-    sep = b"\n" + indent + b"},\n" + indent + b"{"
     while data := tap.read(read_bytes):
         buf += data
-        cut = buf.rfind(sep)
-        if cut >= 0:
-            comma = cut + len(indent) + 2
-            buf[comma] = ord("]")
-            with memoryview(buf) as view, view[: comma + 1] as chunk:
-                events = decode_events(chunk)  # no copy: msgspec keeps no view of its input
-            buf[comma] = ord("[")
-            del buf[:comma]
+        events = cutter.cut(buf)
+        if events is not None:
             yield events
-        elif len(buf) > _MAX_PENDING_BYTES:
-            raise LayoutMissError(f"no event boundary in {_MAX_PENDING_BYTES // 2**20} MB")
-    events, after, trailer = _last_events(bytes(buf), indent)
+        elif len(buf) > cutter.pending_bytes:
+            raise LayoutMissError(f"no event boundary in {cutter.pending_bytes // 2**10} KiB")
+    events, after, trailer = cutter.last(bytes(buf))
     if near and after < TAIL_BYTES:  # what `tail_object` would find in the tap's tail
         tap.trailer = trailer
     yield events
 
 
-def _first_event(tap: Tap, read_bytes: int) -> tuple[bytearray, bytes, bool]:
-    """The bytes read from the array's `[` on (blanks before the first event dropped), the
-    events' indentation, and whether the `[` follows its key within 64 bytes (as the tail scan
-    of the ijson path requires); LayoutMissError unless the array opens as Kineto writes it."""
+class _Indented:
+    """Kineto's layout: `indent},` + newline + `indent{` between two events. A raw newline is
+    never inside a string and nested blocks sit deeper, so that separator is an event's end."""
+
+    pending_bytes: Final = _MAX_PENDING_BYTES
+
+    def __init__(self, indent: bytes) -> None:
+        self.indent = indent
+        self.sep = b"\n" + indent + b"},\n" + indent + b"{"
+
+    def cut(self, buf: bytearray) -> list[FastEvent] | None:
+        """The events before the last separator in `buf`, dropped from it (None if none)."""
+        found = buf.rfind(self.sep)
+        if found < 0:
+            return None
+        return _split(buf, found + len(self.indent) + 2)
+
+    def last(self, rest: bytes) -> tuple[list[FastEvent], int, dict[str, Any]]:
+        """The events after the last separator (`rest` starts with `[`), the number of bytes
+        after the array's `]`, and the top-level keys they hold."""
+        closing = re.compile(re.escape(b"\n" + self.indent + b"}") + rb"[ \t\r\n]*\]")
+        found = closing.search(rest)
+        if found is None:
+            raise LayoutMissError("traceEvents does not close after an event on its own line")
+        events = decode_events(rest[: found.start() + len(self.indent) + 2] + b"]")
+        after = rest[found.end() :]
+        return events, len(after), _trailer(after)
+
+
+class _Compact:
+    """Events one after another, `},{`, `}, {` or `},` + newline + `{` between two (compact
+    JSON, `json.dumps`' own, one event a line), keys in any order. Such a `}` may lie inside a
+    string or a nested value too: a cut is tried from the last one back, and only a decode
+    proves it. Cut elsewhere, the array read up to that `}` then `]` cannot be whole (see
+    `_wrong_cut`): msgspec fails at its end; an event's end, it reads what yajl reads."""
+
+    pending_bytes: Final = _COMPACT_PENDING_BYTES
+
+    def __init__(self) -> None:
+        self.cuts = 0
+        self.wrong = 0
+        self.refused: set[int] = set()  # offsets in the buffer of `}`s that end no event
+
+    def cut(self, buf: bytearray) -> list[FastEvent] | None:
+        """The events before the last `}` in `buf` that ends one, dropped from it; None if
+        none of the last _TRIES `}`s not refused yet ends one."""
+        for found in itertools.islice(self._untried(buf), _TRIES):
+            events = _split(buf, found + 1, compact=True)
+            if events is not None:
+                self.cuts += 1
+                self.refused.clear()  # offsets in the old buffer
+                return events
+            self.refused.add(found)  # the buffer only grows until a cut: it stays refused
+            self._count_wrong()
+        return None
+
+    def _untried(self, buf: bytearray) -> Iterator[int]:
+        """The offsets of `}`s followed by a separator, from the last back, not refused yet."""
+        before = len(buf)
+        while (found := max(buf.rfind(sep, 0, before) for sep in _SEPARATORS)) >= 0:
+            if found not in self.refused:
+                yield found
+            before = found
+
+    def _count_wrong(self) -> None:
+        """LayoutMissError once separators inside strings cost more decodes than they save."""
+        self.wrong += 1
+        if self.wrong > _WRONG_CUTS + self.cuts:
+            raise LayoutMissError("event separators inside strings or nested values")
+
+    def last(self, rest: bytes) -> tuple[list[FastEvent], int, dict[str, Any]]:
+        """As `_Indented.last`: the array closes at the last `}` then `]` that ends an event
+        (one in the keys after it leaves bytes after the array: "trailing characters")."""
+        for found in itertools.islice(reversed(list(_CLOSING.finditer(rest))), _CLOSING_TRIES):
+            chunk = rest[: found.start() + 1] + b"]"
+            try:
+                events = decode_events(chunk)
+            except LayoutMissError as miss:
+                if _wrong_cut(miss.__cause__, len(chunk)):
+                    continue
+                raise
+            after = rest[found.end() :]
+            return events, len(after), _trailer(after)
+        raise LayoutMissError("traceEvents does not close after an event")
+
+
+def _split(buf: bytearray, comma: int, compact: bool = False) -> list[FastEvent] | None:
+    """The events of `buf[:comma]` (from `[`), which are then dropped, `buf[comma]` (a `,`)
+    turned into the `[` the rest starts with. Compact, None if `comma` follows no event's end
+    (`buf` left as it was)."""
+    buf[comma] = ord("]")
+    try:
+        with memoryview(buf) as view, view[: comma + 1] as chunk:
+            events = decode_events(chunk)  # no copy: msgspec keeps no view of its input
+    except LayoutMissError as miss:
+        buf[comma] = ord(",")
+        if compact and _wrong_cut(miss.__cause__, comma + 1):
+            return None
+        raise
+    buf[comma] = ord("[")
+    del buf[:comma]
+    return events
+
+
+def _wrong_cut(error: BaseException | None, length: int) -> bool:
+    """Whether msgspec's `error` on an array of `length` bytes cut at a `}` then `]` says the
+    `}` ends no event. The bytes up to the `}` are the document's: read alike up to there, so a
+    `}` inside a string leaves the string open to the end ("truncated"), and one closing a
+    nested object leaves the event open: the `]` is refused (at the last byte) or closes a
+    nested array, then the input ends; a `}` after the array's end leaves trailing bytes. Any
+    other error lies in the document's own bytes."""
+    if isinstance(error, msgspec.ValidationError) or error is None:
+        return False
+    text = str(error)
+    at = _AT_BYTE.search(text)
+    early = text.startswith(_TRAILING)  # the array closed before the `}`: cut too far
+    return text == _TRUNCATED or early or (at is not None and int(at.group(1)) >= length - 1)
+
+
+def _first_event(tap: Tap, read_bytes: int) -> tuple[bytearray, _Indented | _Compact, bool]:
+    """The bytes read from the array's `[` on (blanks before the first event dropped), how
+    its events are cut, and whether the `[` follows its key within 64 bytes (as the tail scan
+    of the ijson path requires); LayoutMissError unless the array opens with an event."""
     buf = _read_head(tap, read_bytes)
     at = tap.head_at
     assert at is not None  # _read_head returns once the tap has the head
@@ -167,12 +300,13 @@ def _first_event(tap: Tap, read_bytes: int) -> tuple[bytearray, bytes, bool]:
         buf += data  # the head ends at the key: the reads so far may stop before `[` or `{`
         opening = _OPENING.match(buf, at)
     if opening is None:
-        raise LayoutMissError("traceEvents does not open with an event on its own line")
-    indent = opening.group(1)  # before buf changes: a match reads its groups from buf
+        raise LayoutMissError("traceEvents does not open with an event")
+    indented = _INDENT.fullmatch(opening.group(1))  # before buf changes: groups read from buf
+    cutter = _Indented(indented.group(1)) if indented else _Compact()
     near = key_before(buf, buf.index(b"[", at))
     del buf[: opening.end() - 2]
     buf[0] = ord("[")  # buf now holds `[{` and the rest of the first event
-    return buf, indent, near
+    return buf, cutter, near
 
 
 def _read_head(tap: Tap, read_bytes: int) -> bytearray:
@@ -196,17 +330,6 @@ def _check_head(head: bytes) -> None:
         _DECODER.decode(body + b"}")
     except msgspec.DecodeError as exc:
         raise LayoutMissError(f"head: {exc}") from None
-
-
-def _last_events(rest: bytes, indent: bytes) -> tuple[list[FastEvent], int, dict[str, Any]]:
-    """The events after the last separator (`rest` starts with `[`), the number of bytes
-    after the array's `]`, and the top-level keys they hold."""
-    closing = re.compile(re.escape(b"\n" + indent + b"}") + rb"[ \t\r\n]*\]").search(rest)
-    if closing is None:
-        raise LayoutMissError("traceEvents does not close after an event on its own line")
-    events = decode_events(rest[: closing.start() + len(indent) + 2] + b"]")
-    after = rest[closing.end() :]
-    return events, len(after), _trailer(after)
 
 
 def _trailer(tail: bytes) -> dict[str, Any]:
@@ -234,7 +357,7 @@ def decode_events(chunk: bytes | memoryview) -> list[FastEvent]:
     try:
         events: list[FastEvent] = _EVENTS.decode(chunk)
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-        raise LayoutMissError(f"events: {_short(exc)}") from None
+        raise LayoutMissError(f"events: {_short(exc)}") from exc  # the cause: see `_wrong_cut`
     return events
 
 

@@ -1,11 +1,11 @@
 """Stream a PyTorch profiler (Kineto) trace into batches of typed events (pure over a stream).
 
-`TraceReader(stream, path).batches()` parses the document once — Kineto's indented layout on a
-seekable stream by `fastparse` (msgspec, straight into RawEvents), anything else, or after a
-fast-path miss from the start again, with ijson's C backend — and yields lists of events as it
-goes (one normaliser reads both); `meta` and `stats` are complete once it is exhausted. A
-document that is truncated, corrupt or not a trace raises `TraceError` with a plain reason;
-the caller discards what it had read from that file. Read as a trace to analyse
+`TraceReader(stream, path).batches()` parses the document once — Kineto's indented layout and
+compact JSON on a seekable stream by `fastparse` (msgspec, straight into RawEvents), anything
+else, or after a fast-path miss from the start again, with ijson's C backend — and yields lists
+of events as it goes (one normaliser reads both); `meta` and `stats` are complete once it is
+exhausted. A document that is truncated, corrupt or not a trace raises `TraceError` with a
+plain reason; the caller discards what it had read from that file. Read as a trace to analyse
 (`trace_batches`), a document with no event the reader keeps (`"traceEvents": []`, or
 metadata alone: a profiler that recorded nothing) raises it too: skipped, never "analysed".
 

@@ -17,7 +17,10 @@ CPU-time speed relative to bare ijson's in the same run. Methods:
              input each, CPU time summed per parser: its "vs ijson" is ijson's CPU over
              commscope's (median over rounds). The load on a shared machine changes from one
              child to the next (separate children's ratios swing 1.5-2.9x under load 8-12);
-             in turns both parsers see the same load, so this is the ratio to quote there.
+             in turns both parsers see the same load, so this is the ratio to quote there;
+  report     the whole `commscope report FILE --jobs 1` in this child (parse, normalise,
+             reduce, the report written; checked to have read by the fast path): its "vs
+             ijson" is bare ijson's CPU over the report's per round, the median of the rounds.
 
 `--callgrind` counts instructions instead (valgrind, ~50x slower, so small sizes): per method,
 the instructions per MB beyond a run on a 1 MB input (start-up left out). Load does not change
@@ -29,7 +32,10 @@ Inputs (`--input`): `real` (the default) scales the largest real trace of ../sha
 header, then its events written again and again, each copy 2 s later (`ts`) with its own
 kernel-launch correlation ids, cut at an event boundary to the size, then its trailer.
 `synthetic` is the trace of a DDP training job on 8 H100s, generated here by streaming writes
-with a fixed seed.
+with a fixed seed. `dense` scales, as `real` does, one rank of `tests/simjob.py`'s TorchTitan-
+like job (the generator of `scale_bench.py`), its filler set for `--density` collectives a MB
+(default 86). `--layout compact` writes a real or dense input again as compact JSON
+(`json.dump` with separators `,` `:`, keys in their order), read by the fast path as well.
 
 Before each child the parent reads the input once, so every method starts from the page cache
 (json.load's child evicts it at 2 GB). `--methods` runs a subset (ijson, the baseline, always
@@ -51,6 +57,8 @@ Run (from the repo root):
     .venv/bin/python tests/bench/parse_bench.py --sizes 50,500 --repeat 3 --keep /tmp/traces
     .venv/bin/python tests/bench/parse_bench.py --input synthetic --quick
     .venv/bin/python tests/bench/parse_bench.py --methods commscope,ijson,paired --repeat 1
+    .venv/bin/python tests/bench/parse_bench.py --input dense --layout compact --sizes 300 \
+        --methods ijson,commscope,report --repeat 3
     .venv/bin/python tests/bench/parse_bench.py --callgrind --sizes 54,110 --methods commscope
 It is a script, not a test: nothing here asserts on timings.
 """
@@ -79,9 +87,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+import msgspec
 from machineinfo import cpu_and_python, peak_rss_mb, ru_maxrss_mb
 
-METHODS = ("commscope", "commscope-ijson", "ijson", "json.load", "paired")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: simjob
+
+METHODS = ("commscope", "commscope-ijson", "ijson", "json.load", "paired", "report")
 DEFAULT_SIZES_MB = (50, 500, 2000)
 MB = 1_000_000
 SEED = 20_240_601
@@ -772,36 +783,117 @@ _SHIFTED = re.compile(rb'("ts": |"correlation": )(\d+)')
 TS_STEP_US, CORRELATION_STEP = 2_000_000, 10_000_000  # the trace spans 1.83 s, ids < 10^6
 
 
-def shifted(region: bytes, copy: int) -> bytes:
+def shifted(region: bytes, copy: int, ts_step_us: int = TS_STEP_US) -> bytes:
     """Copy number `copy` of the events: later in time, with launch ids of its own."""
 
     def shift(match: re.Match[bytes]) -> bytes:
-        step = TS_STEP_US if match.group(1).startswith(b'"ts"') else CORRELATION_STEP
+        step = ts_step_us if match.group(1).startswith(b'"ts"') else CORRELATION_STEP
         return match.group(1) + str(int(match.group(2)) + copy * step).encode()
 
     return _SHIFTED.sub(shift, region) if copy else region
 
 
-def scale_real(path: Path, target_mb: int, source: Path = REAL_TRACE) -> GenInfo:
+def scale_real(
+    path: Path,
+    target_mb: int,
+    source: Path = REAL_TRACE,
+    ts_step_us: int = TS_STEP_US,
+    compact: bool = False,
+) -> GenInfo:
     """Write `source`'s header, its events again and again cut at an event boundary to about
-    `target_mb` MB, then its trailer (see the module docstring)."""
+    `target_mb` MB, then its trailer (see the module docstring); `compact`: each part written
+    again as compact JSON (`--layout compact`)."""
     started = time.perf_counter()
-    doc = gzip.decompress(source.read_bytes())
-    first = doc.index(b"\n  {", doc.index(b'"traceEvents"')) + 1
-    last = doc.rindex(b"\n  }") + 4  # the last event's `}` (the document's own is unindented)
-    head, region, tail = doc[:first], doc[first:last], doc[last:]
-    copies, rest = divmod(target_mb * MB - len(head) - len(tail), len(region) + 2)
-    cut = region.rfind(_EVENT_SEP, 0, rest)
+    head, region, tail = _parts(gzip.decompress(source.read_bytes()))
+    write = compact_events if compact else bytes
+    if compact:
+        head, tail = compact_head(head), compact_tail(tail)
+    size = len(write(region)) if compact else len(region)
+    copies, rest = divmod(target_mb * MB - len(head) - len(tail), size + 2)
+    cut = region.rfind(_EVENT_SEP, 0, rest * len(region) // size)
     pieces = [region] * copies + ([region[: cut + 4]] if cut > 0 else [])
     with path.open("wb") as out:
         out.write(head)
         for number, piece in enumerate(pieces or [region]):
-            out.write(b",\n" + shifted(piece, number) if number else piece)
+            events = write(shifted(piece, number, ts_step_us))
+            out.write((b"," if compact else b",\n") + events if number else events)
         out.write(tail)
     info = GenInfo(path, bytes=path.stat().st_size, scaled_from=source.name)
     info.seconds = time.perf_counter() - started
     info.counts["copies"] = copies
     return info
+
+
+def _parts(doc: bytes) -> tuple[bytes, bytes, bytes]:
+    """A document in Kineto's layout as the bytes before its first event, its events, and
+    the bytes after the last."""
+    first = doc.index(b"\n  {", doc.index(b'"traceEvents"')) + 1
+    last = doc.rindex(b"\n  }") + 4  # the last event's `}` (the document's own is unindented)
+    return doc[:first], doc[first:last], doc[last:]
+
+
+def written(doc: bytes, compact: bool) -> bytes:
+    """A document in Kineto's layout, as `--layout` writes it."""
+    if not compact:
+        return doc
+    head, region, tail = _parts(doc)
+    return compact_head(head) + compact_events(region) + compact_tail(tail)
+
+
+COMPACT_PIECE_BYTES = 4 * MB  # events re-serialised this many bytes of Kineto's at a time
+
+
+def compact_events(region: bytes) -> bytes:
+    """Kineto-layout events (`  {...},\n  {...}`) as compact JSON (`{...},{...}`): what
+    `json.dump(..., separators=(",", ":"))` writes, the keys in their order."""
+    out, start = [], 0
+    while start < len(region):
+        end = region.find(_EVENT_SEP, start + COMPACT_PIECE_BYTES)
+        end = len(region) if end < 0 else end + 4  # the `}` of the piece's last event
+        out.append(msgspec.json.encode(msgspec.json.decode(b"[" + region[start:end] + b"]"))[1:-1])
+        start = end + 2 if end < len(region) else end  # past `,\n`
+    return b",".join(out)
+
+
+def compact_head(head: bytes) -> bytes:
+    """The document's bytes before the first event, compact: `{...,"traceEvents":[`."""
+    keys = json.loads(head.rstrip()[:-1] + b"[]}")
+    return msgspec.json.encode(keys)[: -len(b"]}")]
+
+
+def compact_tail(tail: bytes) -> bytes:
+    """The document's bytes after the last event, compact: `],...}`."""
+    after = tail[tail.index(b"]") + 1 :].strip()
+    keys = json.loads(b"{" + after[1:] if after.startswith(b",") else b"{}")
+    return b"]" + (b"," + msgspec.json.encode(keys)[1:] if keys else b"}")
+
+
+DENSE_SOURCE_MB = 8  # the generated rank trace scaled to size (`--input dense`)
+
+
+def dense_source(workdir: Path, density: float, compact: bool) -> tuple[Path, int, str]:
+    """One rank of `tests/simjob.py`'s TorchTitan-like job (16 ranks: tp 8, pp 2), its filler
+    set for `density` collectives per MB as `compact` writes it, of ~DENSE_SOURCE_MB: (the
+    .json.gz in Kineto's layout, the µs its steps span, for the copies' time step, what it
+    holds)."""
+    from simjob import Job, step_every_ns, trace_text
+
+    def size(filler: int) -> tuple[int, int]:
+        text = trace_text(Job(16, steps=2, filler=filler, windows=1), 0, 0).encode()
+        return len(written(text, compact)), text.count(b'"record_param_comms"')
+
+    (bare, calls), (more, _) = size(0), size(8)
+    filler = max(0, round((calls / density * MB - bare) / ((more - bare) / 8)))
+    steps = max(2, round(2 * DENSE_SOURCE_MB * MB / size(filler)[0]))
+    job = Job(16, steps=steps, filler=filler, windows=1)
+    path = workdir / f"dense_source_{density:g}_{'compact' if compact else 'kineto'}.json.gz"
+    text = trace_text(job, 0, 0).encode()
+    path.write_bytes(gzip.compress(text, compresslevel=1))
+    calls = text.count(b'"record_param_comms"')
+    mb = len(written(text, compact)) / MB
+    note = f"simjob rank 0 of 16 (tp 8, pp 2), {steps} steps, filler {filler}: {calls:,} "
+    note += f"collectives in {mb:.1f} MB = {calls / mb:.1f} a MB"
+    return path, -(-(steps + 1) * step_every_ns(job) // 10**9) * 10**6, note
 
 
 # ---------------------------------------------------------------- the child: one parse
@@ -905,12 +997,39 @@ def parse_paired(path: str) -> dict[str, Any]:
             "parser": reader.parser, "commscope_events": reader.stats.events}  # fmt: skip
 
 
+def parse_report(path: str) -> dict[str, Any]:
+    """The whole `commscope report` of the one file (`--jobs 1`, so in this process: parse,
+    reduce, the report written): its CPU time, and the path each trace was read by (a miss
+    to the ijson path recorded as it happens)."""
+    from commscope.collector.kineto import TraceReader
+    from commscope.service.cli import main
+
+    misses: list[str] = []
+    to_ijson = TraceReader._to_ijson
+
+    def record(reader: TraceReader, reason: str) -> None:
+        misses.append(reason)
+        to_ijson(reader, reason)
+
+    TraceReader._to_ijson = record  # type: ignore[method-assign]
+    out = tempfile.mkdtemp(prefix="commscope-report-")
+    started = _clocks()
+    code = main(["report", path, "--out", out, "--jobs", "1", "--no-progress"])
+    cpu, wall = _elapsed(started)
+    shutil.rmtree(out, ignore_errors=True)
+    if code != 0:
+        raise BenchError(f"commscope report exited {code}")
+    parser = f"ijson ({misses[0]})" if misses else "fast"
+    return {"cpu_s": cpu, "wall_s": wall, "events": None, "parser": parser}
+
+
 CHILD_IMPORTS = {
     "commscope": ("commscope.collector.kineto", "commscope.model.schema"),
     "commscope-ijson": ("commscope.collector.kineto", "commscope.model.schema"),
     "ijson": ("ijson",),
     "json.load": (),
     "paired": ("commscope.collector.kineto", "ijson"),
+    "report": ("commscope.collector.kineto", "commscope.service.cli", "ijson"),
 }
 PARSERS = {
     "commscope": parse_commscope,
@@ -918,6 +1037,7 @@ PARSERS = {
     "ijson": parse_ijson,
     "json.load": parse_json_load,
     "paired": parse_paired,
+    "report": parse_report,
 }
 
 
@@ -1001,9 +1121,9 @@ def check(result: dict[str, Any], info: GenInfo) -> None:
     """Raise BenchError unless the parse saw what the generator wrote."""
     if "exceeded_gb" in result:
         return
-    if info.scaled_from or result["method"] == "paired":
+    if info.scaled_from or result["method"] in ("paired", "report"):
         _check_parser(result)
-    if info.scaled_from:
+    if info.scaled_from or result["method"] == "report":
         return
     expected = {"events": info.events}
     if result["method"].startswith("commscope"):
@@ -1032,9 +1152,9 @@ def _check_parser(result: dict[str, Any]) -> None:
                 f"{result['commscope_events']} events, ijson {result['events']}"
             )
         return
-    if not result["method"].startswith("commscope"):
+    if not result["method"].startswith(("commscope", "report")):
         return
-    want = "fast" if result["method"] == "commscope" else "ijson"
+    want = "ijson" if result["method"] == "commscope-ijson" else "fast"
     if result["parser"] != want:
         raise BenchError(f"{result['method']} read by the {result['parser']} path")
 
@@ -1073,6 +1193,8 @@ def bench_size(
             note = _note(result)
             print(f"    {method:<10} {note}", flush=True)
         check_same(results)
+        if "report" in results and "ijson" in results and "report" in rows:
+            rows["report"].paired.append(results["ijson"]["cpu_s"] / results["report"]["cpu_s"])
     return list(rows.values())
 
 
@@ -1083,7 +1205,7 @@ def _merge(row: Row, result: dict[str, Any]) -> None:
     if "exceeded_gb" in result:
         row.exceeded_gb = result["exceeded_gb"]
         return
-    row.events = result["events"]
+    row.events = result["events"] or row.events
     row.cpu_s = min(row.cpu_s or float("inf"), result["cpu_s"])
     if result["wall_s"] is not None:
         row.wall_s = min(row.wall_s or float("inf"), result["wall_s"])
@@ -1138,7 +1260,15 @@ def _ratio(row: Row, rows: list[Row]) -> float | None:
 def readme_lines(rows: list[Row], repeat: int) -> str:
     out = [f"commscope vs bare ijson, CPU-time speed (best of {repeat}), peak RSS:"]
     for row in rows:
-        if row.paired:
+        if row.method == "report":
+            out.append(
+                f"- {row.size_mb:,.0f} MB trace: the whole `commscope report` (--jobs 1) vs "
+                f"bare ijson, each in its own child, in turns: ijson CPU / report CPU = "
+                f"{_fmt(_ratio(row, rows), '.2f')}x (median of {len(row.paired)} rounds: "
+                + ", ".join(f"{r:.2f}" for r in row.paired)
+                + ")"
+            )
+        elif row.paired:
             out.append(
                 f"- {row.size_mb:,.0f} MB trace: paired (one child, {PAIRED_SLICE_MB} MB turns "
                 f"each): ijson CPU / commscope CPU = {_fmt(_ratio(row, rows), '.2f')}x "
@@ -1196,13 +1326,20 @@ def bench(args: argparse.Namespace) -> int:
     print(machine(), flush=True)
     print(f"sizes {sizes} MB, repeat {args.repeat}, address-space limit {args.as_limit_gb:g} GB")
     print(f"input: {args.input}" + (f" ({REAL_TRACE.name} scaled)" if args.input == "real" else ""))
+    print(f"layout: {args.layout}")
     rows: list[Row] = []
     with scratch(args) as workdir:
+        source = (REAL_TRACE, TS_STEP_US)
+        if args.input == "dense":
+            *source, note = dense_source(workdir, args.density, args.layout == "compact")  # type: ignore[assignment]
+            print(f"dense input: {note}", flush=True)
         for size in sizes:
             started = time.perf_counter()
-            path = workdir / f"kineto_{args.input}_{size}MB.json"
+            path = workdir / f"{args.layout}_{args.input}_{size}MB.json"
             info = (
-                scale_real(path, size) if args.input == "real" else generate(path, size, args.seed)
+                generate(path, size, args.seed)
+                if args.input == "synthetic"
+                else scale_real(path, size, *source, compact=args.layout == "compact")
             )
             print(describe(info), flush=True)
             if abs(info.bytes - size * MB) > 0.05 * size * MB:
@@ -1269,9 +1406,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="50 MB only")
     parser.add_argument(
         "--input",
-        choices=("real", "synthetic"),
+        choices=("real", "synthetic", "dense"),
         default="real",
-        help="a real trace scaled to size (default), or the synthetic DDP trace",
+        help="a real trace scaled to size (default), the synthetic DDP trace, or a rank of "
+        "tests/simjob.py's TorchTitan-like job at --density collectives a MB, scaled to size",
+    )
+    parser.add_argument(
+        "--layout",
+        choices=("kineto", "compact"),
+        default="kineto",
+        help="the input as Kineto writes it (default), or written again as compact JSON "
+        "(json.dump with separators ',' ':'; real and dense inputs)",
+    )
+    parser.add_argument(
+        "--density", type=float, default=86.0, help="collectives a MB of --input dense"
     )
     parser.add_argument("--repeat", type=int, default=2, help="runs per (size, method)")
     parser.add_argument(
@@ -1296,6 +1444,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.layout == "compact" and args.input == "synthetic":
+        print("--layout compact: a real or dense input", file=sys.stderr)
+        return 2
     if args.child:
         return child_main(args.child[0], args.child[1], args.as_limit_gb)
     try:

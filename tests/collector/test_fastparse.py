@@ -9,9 +9,12 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import random
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from commscope.collector import fastparse
 from commscope.collector.fastparse import fast_items
@@ -32,9 +35,8 @@ from kineto_builder import (
     kernel,
     launch,
     span,
-    trace,
 )
-from msgspec.structs import replace
+from msgspec.structs import replace as struct_replace
 from tools import needs_shared, shared_traces
 
 REAL = shared_traces("kineto")
@@ -295,19 +297,16 @@ def _real_traces() -> list[Path]:
     return sorted(p for p in REAL.glob("*/*") if p.name.endswith((".json", ".json.gz")))
 
 
-# Which path each real trace takes: Kineto's layout reads fast; the sampled files are compact
-# JSON (one line). The MI300 trace holds "...4e913" inside hex strings: no number, so fast.
-_IJSON_PATH = {"sampled_rank-0.json.gz", "sampled_rank-1.json.gz"}
-
-
 @needs_shared("kineto")
 @pytest.mark.parametrize("path", _real_traces(), ids=lambda p: p.name)
 def test_every_real_trace_reads_the_same_by_both_paths(path: Path) -> None:
+    """Kineto's layout and the sampled files' compact JSON (one line) both read fast. The
+    MI300 trace holds "...4e913" inside hex strings: no number, so fast."""
     raw = path.read_bytes()
     doc = gzip.decompress(raw) if path.name.endswith(".gz") else raw
     fast, slow, reader = both(doc, size=65536, gz=path.name.endswith(".gz"))
     assert fast == slow
-    assert reader.parser == ("ijson" if path.name in _IJSON_PATH else "fast"), reader.fast_miss
+    assert reader.parser == "fast", reader.fast_miss
 
 
 @needs_shared("kineto")
@@ -334,14 +333,6 @@ def test_a_pytorch_1_8_layout_reads_fast_as_the_ijson_path_reads_it() -> None:
 
 
 # ------------------------------------------------------------------ what takes the ijson path
-
-
-def test_compact_json_takes_the_ijson_path() -> None:
-    doc = trace([kernel("a", 0, 10), kernel("b", 20, 5)], dist_head())
-    fast, slow, reader = both(doc)
-    assert fast == slow
-    assert reader.parser == "ijson"
-    assert "on its own line" in reader.fast_miss
 
 
 def test_a_stream_that_cannot_seek_takes_the_ijson_path() -> None:
@@ -481,7 +472,7 @@ def test_a_growing_file_reads_fast_as_a_whole_file_reads(
     assert doc[read:].strip() == b"" and read <= len(doc)
     assert (events_read, reader.meta, reader.stats) == (
         *slow[:2],
-        replace(slow[2], bytes_read=read),
+        struct_replace(slow[2], bytes_read=read),
     )
     assert reader.parser == "fast", reader.fast_miss
 
@@ -592,3 +583,211 @@ def test_split_sizes_and_dtypes_read_alike_on_both_paths() -> None:
     assert fast == slow and reader.parser == "fast"
     (call,) = [e for e in fast[0] if type(e).__name__ == "CommOp"]
     assert (call.dtype, call.in_splits, call.out_splits) == ("Float", (2, 6), (4, 4))
+
+
+# ------------------------------------------------------------------ other layouts, any key order
+#
+# The same events written by another writer: compact (`json.dump` with separators `,` `:`, HTA's
+# and TraceLens' filters), spaced (`json.dump`'s default), one event a line, indented by
+# `json.dump(indent=...)`; keys shuffled, strings escaped every way JSON allows, numbers in
+# every form. Oracle: the ijson path, event for event.
+
+_ESCAPES = {'"': ['\\"', "\\u0022"], "\\": ["\\\\", "\\u005C"], "/": ["/", "\\/"],
+            "\b": ["\\b"], "\f": ["\\f"], "\n": ["\\n"], "\r": ["\\r"], "\t": ["\\t"]}  # fmt: skip
+
+
+def _char(c: str, rnd: random.Random) -> str:
+    """One character of a JSON string, as itself or escaped in any form JSON allows."""
+    forms = [*_ESCAPES.get(c, [] if ord(c) < 0x20 else [c])]
+    if ord(c) < 0x10000:
+        forms += [f"\\u{ord(c):04x}", f"\\u{ord(c):04X}"]
+    else:  # a surrogate pair
+        high, low = divmod(ord(c) - 0x10000, 0x400)
+        forms.append(f"\\u{0xD800 + high:04x}\\u{0xDC00 + low:04X}")
+    return rnd.choice(forms)
+
+
+def _number(value: int | float, rnd: random.Random) -> str:
+    """`value` written in one of the forms that read back as the same type and value (an
+    integer also as an exponent form, which both paths read as the same float)."""
+    if isinstance(value, int):
+        forms = [str(value)] + ([f"{value}e0", f"{value}.0E+0"] if abs(value) < 2**53 else [])
+    else:
+        forms = [repr(value), f"{value:.17g}", f"{value:.17e}", f"{value:.17E}".replace("E", "E+")]
+        forms = [f.replace("E++", "E+").replace("E+-", "E-") for f in forms]
+    return rnd.choice(forms)
+
+
+@dataclass(frozen=True)
+class Style:
+    """How a writer lays out JSON: between items, between a key and its value, between two
+    events; keys shuffled or not."""
+
+    item: str = ","
+    colon: str = ":"
+    event: str = ","
+    shuffle: bool = False
+
+
+def write(value: Any, rnd: random.Random, style: Style) -> str:
+    """`value` as JSON in `style`, strings and numbers in random forms."""
+    if isinstance(value, dict):
+        items = list(value.items())
+        if style.shuffle:
+            rnd.shuffle(items)
+        pairs = (write(k, rnd, style) + style.colon + write(v, rnd, style) for k, v in items)
+        return "{" + style.item.join(pairs) + "}"
+    if isinstance(value, list):
+        return "[" + style.item.join(write(v, rnd, style) for v in value) + "]"
+    if isinstance(value, str):
+        return '"' + "".join(_char(c, rnd) for c in value) + '"'
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    return _number(value, rnd)
+
+
+def laid_out(
+    events: list[Any],
+    style: Style,
+    seed: int,
+    head: dict[str, Any],
+    tail: dict[str, Any] | None = None,
+) -> bytes:
+    """A trace document: `head`'s keys, the events in `style`, then `tail`'s keys."""
+    rnd = random.Random(seed)
+    body = style.event.join(write(e, rnd, style) for e in events)
+    opening = "".join(f"{write(k, rnd, style)}{style.colon}{write(v, rnd, style)}{style.item}"
+                      for k, v in head.items())  # fmt: skip
+    after = "".join(f"{style.item}{write(k, rnd, style)}{style.colon}{write(v, rnd, style)}"
+                    for k, v in (tail or {}).items())  # fmt: skip
+    return f'{{{opening}"traceEvents"{style.colon}[{body}]{after}}}'.encode()
+
+
+_STYLES = [Style(), Style(", ", ": ", ", "), Style(", ", ": ", ",\n"), Style(",", ":", ",\n")]
+# Strings that look like separators and closings, inside names and args
+_tricky = st.sampled_from(["},{", "}, {", "},\n{", "}]", '"}, {"', '},{"ph":', "\\", "/"])
+_tricky_text = st.lists(_tricky | _text, max_size=3).map("".join)
+_tricky_event = st.fixed_dictionaries(
+    {"ph": st.just("X"), "name": _tricky_text, "ts": _time, "dur": _time},
+    optional={"args": st.dictionaries(_tricky_text, st.lists(
+        st.dictionaries(_tricky_text, _scalar, max_size=2), max_size=3), max_size=2)},
+)  # fmt: skip
+
+
+_writer = st.tuples(st.sampled_from(_STYLES), st.booleans(), st.integers(0, 2**32)).map(
+    lambda drawn: (replace(drawn[0], shuffle=drawn[1]), drawn[2])
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    events=st.lists(_event | _tricky_event, min_size=1, max_size=30),
+    writer=_writer,
+    tail=_tail,
+    gz=st.booleans(),
+    size=st.integers(1, 4096),
+)
+def test_random_compact_layouts_read_as_the_ijson_path_reads_them(
+    events: list[Any], writer: tuple[Style, int], tail: dict[str, Any] | None, gz: bool, size: int
+) -> None:
+    """Any key order, escapes, number forms and separators (also inside strings and nested
+    values: a cut there is tried, refused by the decode and taken elsewhere)."""
+    doc = laid_out(events, *writer, dist_head(gpu="H100"), tail)
+    fast, slow, reader = both(doc, size, gz)
+    assert fast == slow
+    want = "fast" if all(map(_fast_shape, events)) else "ijson"
+    assert reader.parser == want, reader.fast_miss
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    events=st.lists(_event, min_size=1, max_size=20),
+    indent=st.sampled_from([1, 2, 4, "\t"]),
+    size=st.integers(1, 4096),
+)
+def test_json_dump_indented_reads_as_the_ijson_path_reads_it(
+    events: list[Any], indent: int | str, size: int
+) -> None:
+    doc = json.dumps({**dist_head(), "traceEvents": events}, indent=indent).encode()
+    fast, slow, reader = both(doc, size)
+    assert fast == slow
+    assert reader.parser == ("fast" if all(map(_fast_shape, events)) else "ijson")
+
+
+@pytest.mark.parametrize("style", _STYLES, ids=["compact", "spaced", "lines", "compact-lines"])
+def test_compact_json_reads_fast(style: Style) -> None:
+    """Nested objects closing lists at the end of the events and after them: the array ends
+    at the last `}` then `]` that ends an event."""
+    nested = {"x": [{"a": [{"b": "}]"}]}]}
+    events = [kernel("a", 0, 10, nested), kernel("b", 20, 5, nested)]
+    doc = laid_out(events, style, 0, dist_head(), {"traceName": "t", **nested, "y": [{}]})
+    fast, slow, reader = both(doc)
+    assert fast == slow
+    assert reader.parser == "fast", reader.fast_miss
+
+
+@pytest.mark.parametrize(("objects", "path"), [(1, "fast"), (40, "ijson")])
+def test_separators_in_strings_and_args_cost_no_wrong_event(objects: int, path: str) -> None:
+    """Every event's name and args hold `},{`: cuts there are tried and refused. Where they
+    outnumber the events by more than the budget of wrong cuts (args holding 40 objects), the
+    ijson path reads the rest, alike."""
+    args = {"x": [{"a": "},{"}] * objects}
+    events = [kernel("},{" * 5, i, 1, args) for i in range(400)]
+    fast, slow, reader = both(laid_out(events, Style(), 0, dist_head()), size=300)
+    assert fast == slow
+    assert reader.parser == path, reader.fast_miss
+    assert path == "fast" or "separators inside strings" in reader.fast_miss
+
+
+@pytest.mark.parametrize(
+    ("doc", "reason"),
+    [
+        (b'{"traceEvents":[{"ph":"X"} ,{"ph":"X"}]', "not followed by"),  # truncated
+        (b'{"traceEvents":[{"ph":"X"},{"ph":"X"},]}', "does not close"),  # trailing comma
+        (b'{"traceEvents":[{"ph":"X"},{"ph":"X"}]]}', "not followed by"),
+    ],
+)
+def test_compact_json_yajl_refuses_is_the_ijson_paths_to_refuse(doc: bytes, reason: str) -> None:
+    with pytest.raises(LayoutMissError, match=reason):
+        list(fast_items(Tap(io.BytesIO(doc))))
+
+
+def test_an_event_longer_than_the_compact_pending_bytes_is_read_by_ijson(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(fastparse._Compact, "pending_bytes", 2000)
+    events = [*_many(20), kernel("k" * 3000, 1, 2), *_many(3)]
+    fast, slow, reader = both(laid_out(events, Style(), 0, dist_head()), size=512)
+    assert fast == slow
+    assert (reader.parser, "no event boundary" in reader.fast_miss) == ("ijson", True)
+
+
+@needs_shared("kineto")
+@pytest.mark.parametrize("path", _real_traces(), ids=lambda p: p.name)
+def test_every_real_trace_written_compact_reads_the_same_by_both_paths(path: Path) -> None:
+    """Each real trace loaded and written again by `json.dumps(separators=(",", ":"))`."""
+    with gzip.open(path) if path.name.endswith(".gz") else path.open("rb") as f:
+        doc = json.dumps(json.load(f), separators=(",", ":")).encode()
+    fast, slow, reader = both(doc, size=65536)
+    assert fast == slow
+    assert reader.parser == "fast", reader.fast_miss
+
+
+@pytest.mark.parametrize(
+    ("chunk", "wrong"),
+    [
+        (b'[{"name":"a}]', True),  # the `}` inside a string: the string never closes
+        (b'[{"args":{"x":{"a":1}]', True),  # closes a nested object: `]` refused, last byte
+        (b'[{"args":{"x":[{"a":1}]', True),  # `]` closes a nested array: then truncated
+        (b'[{"ph":"X"}],"k":[{}]', True),  # past the array's end: trailing bytes
+        (b'[{"ph":"X"},{"ts":01}]', False),  # the document's own bytes are refused
+        (b'[{"ph":"X"},{"ts":1,"ts":}]', False),
+        (b'[{"ph":"X","flow":1}]', False),  # a key Kineto does not write (ValidationError)
+    ],
+)
+def test_a_cut_that_ends_no_event_is_told_from_a_refused_document(
+    chunk: bytes, wrong: bool
+) -> None:
+    with pytest.raises(msgspec.DecodeError) as caught:
+        fastparse._EVENTS.decode(chunk)
+    assert fastparse._wrong_cut(caught.value, len(chunk)) is wrong
