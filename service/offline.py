@@ -29,10 +29,9 @@ from commscope.model.schema import INSPECTOR_LOGS, Report, Skipped
 from commscope.pipeline import flight, inspector_beside, inspector_sources, jobs
 from commscope.pipeline.report import Options, ParsedFile, build_report
 from commscope.service import cluster as dask_cluster
-from commscope.service import parallel, worker
+from commscope.service import parallel
+from commscope.service.worker import Failed, Parsed, outcome, read
 from msgspec.structs import replace as struct_replace
-
-Failed, Parsed, outcome, read = worker.Failed, worker.Parsed, worker.outcome, worker.read
 
 
 class Progress(parallel.Progress, Protocol):
