@@ -22,6 +22,10 @@ thread asks for a higher priority (nice -10, as root) so that a loaded machine d
 
     .venv/bin/python tests/bench/tree_memory.py                    # 4 x 107 MB, repeat 1
     .venv/bin/python tests/bench/tree_memory.py --repeat 3 --keep /var/tmp/tree_memory
+    .venv/bin/python tests/bench/tree_memory.py --before REV --detail   # and REV's code
+
+`--before REV` also runs the default `--jobs` with the code of git revision REV (extracted
+with `git archive`, run from PYTHONPATH); `--detail` prints each process at the peak.
 
 It is a script, not a test: nothing here asserts on memory or time. 1 MB = 10^6 bytes.
 """
@@ -30,11 +34,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -47,9 +53,9 @@ from machineinfo import cpu_and_python
 from parse_bench import REAL_TRACE, scale_real
 
 MB = 1_000_000
+REPO = Path(__file__).resolve().parents[2]
 PAGE = os.sysconf("SC_PAGE_SIZE")
 RANKS, SIZE_MB = 4, 107
-WAIT_S = 1800.0
 _RANK_FIELD = b'"distributedInfo": {"backend": "nccl", "rank": 1, "world_size": 2}'
 
 
@@ -205,14 +211,16 @@ class Run:
     peaks: Peaks
 
 
-def measured(label: str, cmd: list[str], every_s: float, log: Path) -> Run:
+def measured(
+    label: str, cmd: list[str], every_s: float, log: Path, env: dict[str, str] | None = None
+) -> Run:
     """Run `cmd` with its tree sampled, its output in `log` (and `log`.err): wall seconds, CPU
     seconds of the whole tree (each process's user + system time at its last sample, summed;
     or the command's own with the children it waited for, from wait4, if more), the peaks.
     SystemExit when it fails."""
     started = time.perf_counter()
     with log.open("wb") as out, log.with_suffix(".err").open("wb") as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
     try:
         with sampled(proc.pid, every_s) as peaks:
             _, status, usage = os.wait4(proc.pid, 0)
@@ -226,6 +234,19 @@ def measured(label: str, cmd: list[str], every_s: float, log: Path) -> Run:
         raise SystemExit(f"{label} exited {proc.returncode}: {tail}")
     ticks = sum(peaks.cpu_ticks.values()) / os.sysconf("SC_CLK_TCK")
     return Run(label, wall, max(ticks, usage.ru_utime + usage.ru_stime), peaks)
+
+
+def checkout(rev: str, into: Path) -> dict[str, str]:
+    """The package of git revision `rev` under into/commscope: the environment that runs it
+    (`python -m commscope` finds it on PYTHONPATH before the editable install)."""
+    folders = ["commscope", "model", "collector", "pipeline", "exporters", "service"]
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, *folders],
+                             capture_output=True, check=True).stdout  # fmt: skip
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    for folder in folders[1:]:
+        (into / folder).rename(into / "commscope" / folder)
+    return {**os.environ, "PYTHONPATH": str(into)}
 
 
 def commscope_report(root: Path, out: Path, jobs: int | None) -> list[str]:
@@ -256,20 +277,27 @@ def bench(args: argparse.Namespace, tmp: Path) -> None:
     sizes = ", ".join(f"{path.stat().st_size / MB:.1f}" for path in files)
     print(f"{len(files)} files of {sizes} MB ({REAL_TRACE.name} scaled) in {root}")
     every = args.every_ms / 1000
-    results: dict[str, list[Run]] = {"--jobs 1": [], "default --jobs": []}
+    runs: list[tuple[str, int | None, dict[str, str] | None]] = [
+        ("--jobs 1", 1, None), ("default --jobs", None, None)
+    ]  # fmt: skip
+    if args.before:
+        runs.append((f"default --jobs at {args.before}", None, checkout(args.before, tmp / "rev")))
+    results: dict[str, list[Run]] = {label: [] for label, _, _ in runs}
     for _ in range(args.repeat):
-        for label, jobs in (("--jobs 1", 1), ("default --jobs", None)):
-            out = tmp / f"out-{jobs or 'default'}"
+        for label, jobs, env in runs:
+            out = tmp / f"out-{label.replace(' ', '_')}"
             shutil.rmtree(out, ignore_errors=True)
-            run = measured(label, commscope_report(root, out, jobs), every, tmp / "log")
+            run = measured(label, commscope_report(root, out, jobs), every, tmp / "log", env)
             print(line(run), flush=True)
             if args.detail:
                 print("\n".join(f"    {mb / MB:6.1f} MB  {who}" for who, mb in run.peaks.at_peak))
             results[label].append(run)
-    one, many = best(results["--jobs 1"]), best(results["default --jobs"])
-    print(f"default / --jobs 1, peak tree RSS: {many.peaks.rss / one.peaks.rss:.2f}x; "
-          f"peak tree PSS: {many.peaks.pss / one.peaks.pss:.2f}x")  # fmt: skip
-    same = same_reports(tmp / "out-1", tmp / "out-default")
+    one = best(results["--jobs 1"])
+    for label in list(results)[1:]:
+        many = best(results[label])
+        print(f"{label} / --jobs 1: peak tree RSS {many.peaks.rss / one.peaks.rss:.2f}x, "
+              f"peak tree PSS {many.peaks.pss / one.peaks.pss:.2f}x")  # fmt: skip
+    same = same_reports(tmp / "out---jobs_1", tmp / "out-default_--jobs")
     print(f"text and JSON reports byte-identical (provenance aside): {same}")
 
 
@@ -279,6 +307,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--size-mb", type=int, default=SIZE_MB)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--every-ms", type=float, default=25.0, help="sampling interval")
+    parser.add_argument("--before", metavar="REV", help="also the default --jobs at git REV")
     parser.add_argument("--detail", action="store_true", help="each process at the peak")
     parser.add_argument("--keep", type=Path, help="build the inputs here (reused if present)")
     return parser.parse_args(argv)
