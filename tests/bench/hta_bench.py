@@ -81,7 +81,7 @@ def hta_version(python: Path) -> str:
 
 def run_hta(python: Path, root: Path, tmp: Path, every_s: float) -> tuple[Run, dict[int, float]]:
     """HTA's run on `root` and its per-rank overlap (%)."""
-    log = tmp / "hta.out"
+    log = tmp / f"{root.name}-hta.out"
     run = measured("HTA get_comm_comp_overlap", [str(python), "-c", HTA_CHILD, str(root)],
                    every_s, log)  # fmt: skip
     last = log.read_text().strip().splitlines()[-1]
@@ -92,7 +92,7 @@ def run_commscope(
     root: Path, tmp: Path, every_s: float, jobs: int | None
 ) -> tuple[Run, dict[int, float]]:
     """commscope's report on `root` and its per-rank overlap (%, from the JSON report)."""
-    out = tmp / f"commscope-{jobs or 'default'}"
+    out = tmp / f"{root.name}-commscope-{jobs or 'default'}"
     label = f"commscope report --jobs {jobs}" if jobs else "commscope report (default --jobs)"
     run = measured(label, commscope_report(root, out, jobs), every_s, tmp / "commscope.out")
     (report,) = out.glob("*.json")
