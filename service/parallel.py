@@ -50,7 +50,7 @@ from typing import Any, Final, Generic, Protocol, TypeVar
 from commscope.model.errors import DIED, ConfigError
 from commscope.service import cgroup
 
-PRELOAD: Final = "commscope.service.worker"  # what `outcomes`' workers run: a lean preload
+PRELOAD: Final = "commscope.service.worker"  # what `outcomes`' workers import: a lean preload
 
 R = TypeVar("R")
 
@@ -174,9 +174,8 @@ def pool(workers: int, preload: str | None) -> ProcessPoolExecutor:
     """Worker processes: forkserver (its server importing `preload` once for every worker)
     where the platform has it and a folder for its socket can be made, else, or with no
     `preload`, spawn (see the module docstring); OSError when the pool's semaphores cannot
-    be made. Each worker ends
-    itself, and its forkserver, once this process is gone: one killed with SIGKILL (the OOM
-    killer, kill -9) would otherwise leave them running for ever."""
+    be made. Each worker ends itself, and its forkserver, once this process is gone: one
+    killed with SIGKILL (the OOM killer, kill -9) would otherwise leave them running for ever."""
     return ProcessPoolExecutor(
         workers, mp_context=_context(preload), initializer=_outlive_not, initargs=(os.getpid(),)
     )
