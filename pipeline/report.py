@@ -20,13 +20,11 @@ from itertools import groupby
 from operator import attrgetter
 from typing import Literal, Protocol
 
-from commscope.model.flight import FlightDump
 from commscope.model.inspector import is_window
 from commscope.model.schema import (
     INSPECTOR_LOGS,
     AlphaBeta,
     Diagnosis,
-    FileStats,
     Inputs,
     Links,
     OpTally,
@@ -59,6 +57,7 @@ from commscope.pipeline.config import DEFAULT_SOURCE, JobConfig, global_batch, r
 from commscope.pipeline.crossrank import CrossRank
 from commscope.pipeline.diagnosis import diagnose
 from commscope.pipeline.flops import flops_per_token, hfu_factor, model_shape, peak_flops
+from commscope.pipeline.parsed import ParsedFile as _Parsed
 from commscope.pipeline.sections import (
     Context,
     metrics_sections,
@@ -68,19 +67,8 @@ from commscope.pipeline.sections import (
 )
 from msgspec.structs import asdict, replace
 
+ParsedFile = _Parsed  # at home in `parsed` (a worker makes them); its importers name it here
 CrossSections = tuple[dict[str, dict[str, AlphaBeta]], Skew]  # α-β fits, skew (`cross_sections`)
-
-
-@dataclass(frozen=True)
-class ParsedFile:
-    window: str
-    path: str
-    name_rank: int | None
-    meta: TraceMeta
-    result: RankResult
-    stats: FileStats
-    note: str | None = None  # how the reader placed it where the file did not say (nsys ranks)
-    flight: FlightDump | None = None  # a Flight Recorder dump (`pipeline.flight`), no events
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """The offline pipeline: trace files on disk → report document (shell: reads files).
 
-The same collector and pipeline code the live service runs, in one process: the source that
-claims a file's name (`collector.sources`) reads it through the one loop (`source.drain`),
-each rank it holds into its own `Accumulator`, so a file that turns out to be damaged is
+The same collector and pipeline code the live service runs, in one process: each file read
+into its ranks by `worker.read` (the source that claims its name reads it through the one
+loop, each rank into its own `Accumulator`), so a file that turns out to be damaged is
 dropped whole (events read before the damage do not count) and the rest is reported. A
 Kineto trace is one rank, an Nsight Systems export one per profiled process, an NCCL
 Inspector log one per rank in each of its windows (`Parsed`). Progress goes to an optional
@@ -13,83 +13,30 @@ order, so the report is the same as with one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Iterable
+from dataclasses import replace
 from functools import partial
 from itertools import accumulate
 from pathlib import Path
-from typing import Generic, ParamSpec, Protocol
+from typing import Protocol
 
-from commscope.collector.discover import WindowFiles, file_size, find_windows, open_trace
+from commscope.collector.discover import WindowFiles, file_size, find_windows
 from commscope.collector.inspector_file import DEFAULT_RULE
 from commscope.collector.inspector_windows import WindowRule
-from commscope.collector.source import File, Rank, ReadOptions, drain, finished
 from commscope.collector.sources import reader_of
-from commscope.model.errors import NotATraceError, TraceError
 from commscope.model.names import looks_like_trace, window_order
 from commscope.model.schema import INSPECTOR_LOGS, Report, Skipped
 from commscope.pipeline import flight, inspector_beside, inspector_sources, jobs
-from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report
 from commscope.service import cluster as dask_cluster
 from commscope.service import parallel
+from commscope.service.worker import Failed, Parsed, outcome, read
 from msgspec.structs import replace as struct_replace
-
-
-@dataclass(frozen=True)
-class Failed:
-    """Why a file cannot be used; `not_a_trace`: valid JSON that is no trace."""
-
-    reason: str
-    not_a_trace: bool = False
 
 
 class Progress(parallel.Progress, Protocol):
     def begin(self, files: int, total_bytes: int) -> None: ...
     def end(self) -> None: ...
-
-
-_P = ParamSpec("_P")
-Parsed = tuple[ParsedFile, ...]  # the ranks one file holds (a Kineto trace: one)
-
-
-def read(
-    window: str,
-    path: Path,
-    progress: Progress | None = None,
-    name: Path | None = None,
-    rule: WindowRule = DEFAULT_RULE,
-) -> Parsed:
-    """One file's ranks, read by the source that claims its name (`sources`); TraceError when
-    it cannot be used. `name`: what the report calls the file at `path` (default: `path`);
-    `rule`: the windows of an NCCL Inspector log."""
-    file = File(
-        path=str(path),
-        shown=str(path if name is None else name),
-        open=partial(open_trace, path),
-        window=window,
-        size=file_size(path),
-        on_chunk=progress.advance if progress else None,
-        options=ReadOptions(inspector=rule),
-    )
-    try:
-        ranks = drain(reader_of(path.name).read(file), Accumulator)
-    except OSError as exc:
-        raise TraceError(file.shown, f"unreadable ({exc.strerror or exc})") from None
-    return tuple(_parsed(file, rank, accumulator) for rank, accumulator in ranks)
-
-
-def _parsed(file: File, rank: Rank, accumulator: Accumulator) -> ParsedFile:
-    return ParsedFile(
-        window=rank.window or file.window,
-        path=file.shown,
-        name_rank=rank.name_rank,
-        meta=rank.meta,
-        result=finished(rank, accumulator.result([file.shown])),
-        stats=rank.stats,
-        note=rank.note,
-        flight=rank.flight,
-    )
 
 
 def parse_file(
@@ -221,23 +168,6 @@ def _shifted(item: ParsedFile, offset: int) -> ParsedFile:
         f"{item.note}; ranks numbered on across its window's exports in name order: from {offset}"
     )
     return replace(item, meta=struct_replace(item.meta, rank=rank), note=note)
-
-
-class _Caught(Generic[_P]):
-    """`read` that never raises TraceError: why a file cannot be used comes back as `Failed`
-    (an instance, not a closure, so a pool of processes can pickle it)."""
-
-    def __init__(self, work: Callable[_P, Parsed]) -> None:
-        self._work = work
-
-    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> Parsed | Failed:
-        try:
-            return self._work(*args, **kwargs)
-        except TraceError as exc:
-            return Failed(exc.reason, isinstance(exc, NotATraceError))
-
-
-outcome = _Caught(read)  # one file's ranks, or why it cannot be used (the arguments of `read`)
 
 
 def _tally(result: Parsed | Failed) -> tuple[int, int]:

@@ -7,13 +7,24 @@ as they encode). A worker that dies (killed, out of memory) breaks the pool: eac
 left unfinished is parsed again alone in a fresh process, and a file whose process dies
 again is reported failed, with that reason, instead of stopping the run.
 
-Workers start by forkserver (never a plain fork of a process that may hold threads), whose
-server listens on a socket in a temporary folder; where no folder for it can be made (a
+`outcomes`' workers (`report --jobs`) start by spawn: each a fresh interpreter that imports
+only what reading a file needs (`worker`, the module the work is pickled from, and this one),
+not the report's sections, exporters or daemons the command itself holds. A forkserver would
+add a process of its own as large as a worker for the one pool a report makes (measured by
+tests/bench/tree_memory.py, docs/performance.md). The collector daemon's `LastingPool`,
+which makes a pool again after a worker dies, starts them by forkserver (never a plain fork
+of a process that may hold threads), whose server imports `preload` once for every worker
+and listens on a socket in a temporary folder; where no folder for it can be made (a
 read-only root without a writable /tmp: a Kubernetes sidecar with `readOnlyRootFilesystem`)
-they start by spawn, which needs no file at all (pipes only). Spawn, rather than pointing
-the socket at a folder the caller owns: `report` owns none, a socket path is limited to 107
-bytes, and the temporary folder is process-wide state. Either way the pool's locks are POSIX
-semaphores (/dev/shm); where even those cannot be made, `WorkersError` says so in one line.
+by spawn too, which needs no file at all (pipes only). Spawn, rather than pointing the socket
+at a folder the caller owns: a socket path is limited to 107 bytes, and the temporary folder
+is process-wide state. Either way the pool's locks are POSIX semaphores (/dev/shm); where
+even those cannot be made, `WorkersError` says so in one line.
+
+A spawned worker also imports the command's main module, as multiprocessing does, unless it
+runs as a package's `__main__`: the `commscope` script's (`service.main`, no more than the
+standard library) and `python -m commscope` keep it small; `python -m commscope.service.cli`
+would make each worker import the whole command line.
 """
 
 from __future__ import annotations
@@ -39,7 +50,7 @@ from typing import Any, Final, Generic, Protocol, TypeVar
 from commscope.model.errors import DIED, ConfigError
 from commscope.service import cgroup
 
-PRELOAD: Final = "commscope.service.offline"  # what the workers run: imported before forking
+PRELOAD: Final = "commscope.service.worker"  # what `outcomes`' workers import: a lean preload
 
 R = TypeVar("R")
 
@@ -147,7 +158,7 @@ class _Batch(Generic[R]):
 
 def _started(workers: int) -> ProcessPoolExecutor:
     try:
-        return pool(workers, PRELOAD)
+        return pool(workers, None)
     except OSError as exc:
         raise WorkersError(exc) from None
 
@@ -159,12 +170,12 @@ def _finished(pending: dict[Future[R], int]) -> Iterator[Future[R]]:
             yield future
 
 
-def pool(workers: int, preload: str) -> ProcessPoolExecutor:
+def pool(workers: int, preload: str | None) -> ProcessPoolExecutor:
     """Worker processes: forkserver (its server importing `preload` once for every worker)
-    where the platform has it and a folder for its socket can be made, else spawn (see the
-    module docstring); OSError when the pool's semaphores cannot be made. Each worker ends
-    itself, and its forkserver, once this process is gone: one killed with SIGKILL (the OOM
-    killer, kill -9) would otherwise leave them running for ever."""
+    where the platform has it and a folder for its socket can be made, else, or with no
+    `preload`, spawn (see the module docstring); OSError when the pool's semaphores cannot
+    be made. Each worker ends itself, and its forkserver, once this process is gone: one
+    killed with SIGKILL (the OOM killer, kill -9) would otherwise leave them running for ever."""
     return ProcessPoolExecutor(
         workers, mp_context=_context(preload), initializer=_outlive_not, initargs=(os.getpid(),)
     )
@@ -206,11 +217,11 @@ def start_method() -> str:
     return "forkserver" if forkserver and _socket_folder() else "spawn"
 
 
-def _context(preload: str) -> multiprocessing.context.BaseContext:
-    method = start_method()
-    context = multiprocessing.get_context(method)
-    if isinstance(context, multiprocessing.context.ForkServerContext):
-        context.set_forkserver_preload([preload])
+def _context(preload: str | None) -> multiprocessing.context.BaseContext:
+    if preload is None or start_method() == "spawn":
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([preload])
     return context
 
 

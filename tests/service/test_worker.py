@@ -1,0 +1,78 @@
+"""A worker of `report --jobs` imports only what reading a file needs, and the reports it
+makes are byte for byte those of one process (their provenance aside)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from builders import rank_trace, write
+from commscope.service import parallel, worker
+from commscope.service.cli import main
+from service.workerprobe import modules_after_reading
+
+# The commscope modules a worker may hold: the model, the readers (collector/), the
+# reduction of a file to its result (pipeline's accumulate and what it imports, parsed), and
+# of service/ the worker entry and the pool's own module (its initializer runs there).
+_REDUCTION = ("accumulate", "graphs", "intervals", "parsed", "sketch", "stats", "topkernels")
+READING: frozenset[str] = frozenset(
+    {
+        "commscope",
+        "commscope.model",
+        "commscope.collector",
+        "commscope.pipeline",
+        *(f"commscope.pipeline.{name}" for name in _REDUCTION),
+        "commscope.service",
+        "commscope.service.worker",
+        "commscope.service.parallel",
+        "commscope.service.cgroup",
+    }
+)
+
+
+def allowed(module: str) -> bool:
+    return module in READING or module.startswith(("commscope.model.", "commscope.collector."))
+
+
+def folder(root: Path) -> Path:
+    """Three ranks of a hand-made job, a fourth cut in half (truncated), one not JSON."""
+    for rank in range(3):
+        write(root / f"rank{rank}_trace.json", rank_trace(rank, 4))
+    whole = rank_trace(3, 4)
+    write(root / "rank3_trace.json", whole[: len(whole) // 2])
+    write(root / "rank4_trace.json", b"<html>not json</html>")
+    return root
+
+
+def test_a_worker_imports_no_report_exporter_or_daemon_module(tmp_path: Path) -> None:
+    files = [("w", path) for path in sorted(folder(tmp_path).iterdir())]
+    got = parallel.outcomes(files, 2, modules_after_reading, worker.Failed)
+    assert [result for result, _, _ in got] == [worker.outcome(*file) for file in files]
+    assert os.getpid() not in {pid for _, pid, _ in got}  # read in other processes
+    held = frozenset().union(*(modules for _, _, modules in got))
+    assert {m for m in held if not allowed(m)} == set()
+    assert "commscope.service.worker" in held
+    assert any(m.startswith("commscope.collector.") for m in held)
+
+
+_PROVENANCE = re.compile(
+    rb'\n *"generated_utc": [^\n]*|"command": \[[^\]]*\]|\n(Generated|Command): [^\n]*'
+)
+
+
+def reports(root: Path, out: Path, jobs: int) -> tuple[int, dict[str, bytes]]:
+    """`report --jobs jobs`'s exit code (3: files skipped) and its text and JSON files
+    without when and how it was run."""
+    code = main(["report", str(root), "--out", str(out), "--jobs", str(jobs), "--no-progress"])
+    return code, {p.suffix: _PROVENANCE.sub(b"", p.read_bytes()) for p in out.iterdir()
+                  if p.suffix in {".json", ".txt"}}  # fmt: skip
+
+
+@pytest.mark.parametrize("jobs", [2, 3])
+def test_jobs_n_writes_the_bytes_jobs_1_writes(tmp_path: Path, jobs: int) -> None:
+    root = folder(tmp_path / "run")
+    one, many = reports(root, tmp_path / "one", 1), reports(root, tmp_path / "many", jobs)
+    assert (one[0], sorted(one[1])) == (3, [".json", ".txt"])
+    assert many == one
