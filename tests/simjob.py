@@ -32,7 +32,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, Final
@@ -542,6 +542,16 @@ def trace_text(job: Job, window: int, rank: int) -> str:
         f'  "baseTimeNanoseconds": {BASE_TIME_NS}\n'
     )
     return "{\n" + top + ',\n  "traceEvents": [\n' + blocks + "\n  ],\n" + tail + "}\n"
+
+
+def with_density(job: Job, collectives_per_mb: float) -> Job:
+    """The job with the filler that brings rank 0's first window nearest `collectives_per_mb`
+    collective calls a MB (10^6 bytes) of JSON: a file's bytes grow linearly with the filler,
+    so two sizes give the line (at least 0: denser than filler 0 gives is out of reach)."""
+    calls = sum(expected(job, 0, 0).calls.values())
+    size = [len(trace_text(replace(job, filler=f), 0, 0).encode()) for f in (0, 8)]
+    slope = (size[1] - size[0]) / 8
+    return replace(job, filler=max(0, round((calls * 1e6 / collectives_per_mb - size[0]) / slope)))
 
 
 def write_trace(job: Job, window: int, rank: int, path: Path) -> tuple[int, int]:
