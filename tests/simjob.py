@@ -544,14 +544,27 @@ def trace_text(job: Job, window: int, rank: int) -> str:
     return "{\n" + top + ',\n  "traceEvents": [\n' + blocks + "\n  ],\n" + tail + "}\n"
 
 
-def with_density(job: Job, collectives_per_mb: float) -> Job:
+def density(job: Job, window: int = 0, rank: int = 0) -> float:
+    """Collectives per MB (10^6 B) of JSON in the rank's trace of the window."""
+    calls = sum(expected(job, window, rank).calls.values())
+    return calls * 1e6 / len(trace_text(job, window, rank).encode())
+
+
+def at_density(job: Job, collectives_per_mb: float) -> Job:
     """The job with the filler that brings rank 0's first window nearest `collectives_per_mb`
-    collective calls a MB (10^6 bytes) of JSON: a file's bytes grow linearly with the filler,
-    so two sizes give the line (at least 0: denser than filler 0 gives is out of reach)."""
-    calls = sum(expected(job, 0, 0).calls.values())
-    size = [len(trace_text(replace(job, filler=f), 0, 0).encode()) for f in (0, 8)]
-    slope = (size[1] - size[0]) / 8
-    return replace(job, filler=max(0, round((calls * 1e6 / collectives_per_mb - size[0]) / slope)))
+    in bytes: placed by the bytes at filler 0 and 1 (each span adds about as many), then
+    moved while a neighbour is nearer (a span's times print in more or fewer digits)."""
+    wanted = sum(expected(job, 0, 0).calls.values()) * 1e6 / collectives_per_mb
+
+    def miss(filler: int) -> int:
+        return len(trace_text(replace(job, filler=filler), 0, 0).encode()) - round(wanted)
+
+    filler = max(0, round(-miss(0) / (miss(1) - miss(0))))
+    while filler > 0 and abs(miss(filler - 1)) < abs(miss(filler)):
+        filler -= 1
+    while abs(miss(filler + 1)) < abs(miss(filler)):
+        filler += 1
+    return replace(job, filler=filler)
 
 
 def write_trace(job: Job, window: int, rank: int, path: Path) -> tuple[int, int]:

@@ -102,7 +102,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from commscope.collector.session import load_checkpoint
 from commscope.model.errors import ProtocolError
 from machineinfo import MB, cpu_and_python
-from simjob import Job, calls_per_step, coords, file_name, folder, with_density, write_trace
+from simjob import Job, at_density, calls_per_step, coords, file_name, folder, write_trace
 
 # CPU spans after each launch: ~2.2 x (FILLER + 3) events a collective, ~1.8 MB of JSON a rank
 # and window. The densest real training trace of ../shared/traces in collectives has 107
@@ -584,14 +584,14 @@ def mesh(ranks: int) -> tuple[int, int]:
 
 def jobs(ranks: int, args: argparse.Namespace) -> list[Job]:
     """The jobs of `ranks` ranks to run: one per `--density` (its filler found by the
-    generator, `simjob.with_density`), else one per `--filler`."""
+    generator, `simjob.at_density`), else one per `--filler`."""
     tp, pp = mesh(ranks)
     base = Job(
         ranks, tp=tp, pp=pp, layers=args.layers, steps=args.steps, windows=args.windows,
         filler=FILLER, gpus_per_node=args.per_node,
     )  # fmt: skip
     if args.density:
-        return [with_density(base, float(d)) for d in args.density.split(",")]
+        return [at_density(base, float(d)) for d in args.density.split(",")]
     return [replace(base, filler=int(f)) for f in args.filler.split(",")]
 
 
