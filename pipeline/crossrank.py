@@ -210,6 +210,14 @@ def pooled(windows: Sequence[CrossRank], clocked: bool = True) -> CrossRank:
     )
 
 
+def with_clocks(pool: CrossRank, windows: Sequence[CrossRank]) -> CrossRank:
+    """`pooled(windows, clocked=False)` with the run's clocks: the median over windows (a single
+    window is its own pool, its clocks with it)."""
+    if len(windows) == 1:
+        return pool
+    return replace(pool, clocks=merge_clocks([w.clocks for w in windows]))
+
+
 def _group_sizes(arrivals: Iterable[skew.Arrival]) -> dict[str, int]:
     """Each process group's size n, the largest its instances give (n known)."""
     sizes: dict[str, int] = {}

@@ -86,10 +86,10 @@ def match(
                 result.summary.point_to_point += 1
                 continue
             name = op.process_group if op.process_group is not None else _UNNAMED
-            group = own.get(name)
-            if group is None:
-                group = own[name] = []
-            group.append(op)
+            kept = own.get(name)
+            if kept is None:
+                kept = own[name] = []
+            kept.append(op)
         for name, found in own.items():
             by_group.setdefault(name, {})[rank] = found
     for group in sorted(by_group, key=group_order):

@@ -17,7 +17,7 @@ A member's waiting ends at `a` carried back to its own clock and rounded to the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from commscope.model.schema import ExposedSplit
@@ -56,15 +56,20 @@ def pieces(
 ) -> dict[int, tuple[tuple[int, int], tuple[int, int]]]:
     """Each member's (waiting, transfer) interval on the clock its starts are given in:
     `shifts[m]` is subtracted from m's times to align them (missing: 0)."""
+    return {
+        member: ((start, cut), (cut, end)) for member, start, cut, end in _cuts(instance, shifts)
+    }
+
+
+def _cuts(instance: Instance, shifts: Mapping[int, float]) -> Iterator[tuple[int, int, int, int]]:
+    """Each member's (member, start, cut, end): its waiting is [start, cut), its transfer
+    [cut, end) (`pieces`)."""
     starts, durations = instance.starts, instance.durations
     ref = min(starts.values())  # floats near 0: a 1.7e18 ns start is 256 ns coarse
     last = max([(s - ref) - shifts.get(m, 0.0) for m, s in starts.items()])
-    found = {}
     for member, start in starts.items():
         end = start + durations[member]
-        cut = min(max(ref + round(last + shifts.get(member, 0.0)), start), end)
-        found[member] = ((start, cut), (cut, end))
-    return found
+        yield member, start, min(max(ref + round(last + shifts.get(member, 0.0)), start), end), end
 
 
 def split(
@@ -97,11 +102,11 @@ def unions(
     for instance in instances:
         if not untimed.isdisjoint(instance.starts):
             continue
-        for member, (wait, move) in pieces(instance, shifts).items():
+        for member, start, cut, end in _cuts(instance, shifts):
             if member in ranks:
                 base = ranks[member].base_ns
-                waits[member].append((wait[0] - base, wait[1] - base))
-                moves[member].append((move[0] - base, move[1] - base))
+                waits[member].append((start - base, cut - base))
+                moves[member].append((cut - base, end - base))
     return {rank: (of_intervals(waits[rank]), of_intervals(moves[rank])) for rank in ranks}
 
 
