@@ -11,6 +11,11 @@ the bytes. What sets the share is therefore the trace bytes a collective: the de
 trace of `../shared/traces` in collectives (V100 all-reduce job: 107 events, 27 KB; the others
 411 to 3,321 events), ~1.7 MB a rank and window: a conservative size that keeps 1,024 ranks x
 2 windows runnable here. More filler, larger files, a smaller share (docs/performance.md, "Scale").
+`--density D` (comma-separated) sets the filler instead from the collectives a MB (10^6 bytes)
+of JSON wanted (`simjob.at_density`: rank 0's first window nearest D); the bench's default
+filler gives ~37, a TorchTitan-shaped trace with dense communication ~86. Both tables print the
+density each window reached (its collective calls, every rank's, over its bytes of JSON).
+Below 16 ranks the job is one stage, tp half the ranks (dp 2).
 
 With `--disk-gb G`, each window's files are generated while the service runs instead: each is
 renamed into place once written, and deleted once its collector's checkpoint marks its stream
@@ -71,6 +76,7 @@ the bench too).
 Run (from the repo root; ~15 min for all three sizes on 2 cores):
     .venv/bin/python tests/bench/scale_bench.py
     .venv/bin/python tests/bench/scale_bench.py --ranks 64 --windows 3 --tmp /var/tmp --keep
+    .venv/bin/python tests/bench/scale_bench.py --ranks 4,256 --density 37,86
     .venv/bin/python tests/bench/scale_bench.py --ranks 1024 --filler 2700 --disk-gb 20 \
         --idle-s 30 --tmp /var/tmp --window-timeout 3600          # ~1 h on 2 cores
 It is a script, not a test: nothing here asserts on timings.
