@@ -29,6 +29,7 @@ from commscope.model.schema import (
 )
 from commscope.pipeline import alltoallv, alphabeta, p2p, p2pranks, skew, stages, straddle, waiting
 from commscope.pipeline.clocks import NO_MATCH, Found, clocks, offsets
+from commscope.pipeline.intervals import IntervalSet
 from commscope.pipeline.matching import MAX_DESYNCS, Instance, Matched, group_order, match
 from commscope.pipeline.stats import ratio, thin_indices
 from msgspec import structs
@@ -85,7 +86,8 @@ def aligned(
     matched = match(calls, _members(infos), {r: i.base_ns for r, i in infos.items()})
     untimed = _untimed(infos)
     found = offsets([i for i in matched.instances if untimed.isdisjoint(i.starts)])
-    return matched, found, [_arrival(i, shifts(found), untimed) for i in matched.instances]
+    moved = shifts(found)  # once: a dict of every rank
+    return matched, found, [_arrival(i, moved, untimed) for i in matched.instances]
 
 
 def _untimed(infos: Mapping[int, RankInfo]) -> set[int]:
@@ -134,18 +136,20 @@ def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> 
         p2p_unpaired=paired.unpaired,
         p2p_desyncs=paired.desyncs,
     )
+    points, factors = _alpha_beta_points(arrivals)
+    moved = waiting.unions(with_pairs, shifts(found), exposed, untimed)  # (W, T) of each rank
     return CrossRank(
         matching=summary,
         clocks=clocks(found),
         arrivals=skew.tally(timed),
         instances=Counter((item.group, item.collective) for item in arrivals),
-        points=_alpha_beta_points(arrivals),
-        factors=_bus_factors(arrivals),
+        points=points,
+        factors=factors,
         # each rank's exposed transfer and waiting over the window's matched instances and pairs
-        split=waiting.split(with_pairs, shifts(found), exposed, untimed),
+        split=waiting.split_of(moved, exposed),
         alltoallv=alltoallv.tally(calls, results),
         alltoall_calls=calls,
-        pipeline=_pipeline(results, exposed, untimed, pairs, matched, found),
+        pipeline=_pipeline(results, exposed, pairs, moved, found),
         sizes=_group_sizes(arrivals),
     )
 
@@ -193,21 +197,21 @@ def _members(infos: Mapping[int, RankInfo]) -> dict[str, Sequence[int]]:
     return members
 
 
-def _pipeline(  # noqa: PLR0917  # the window's facts, found once in `window`
+def _pipeline(
     results: Mapping[int, RankResult],
     exposed: dict[int, waiting.Exposed],
-    untimed: set[int],
     pairs: Sequence[p2p.Pair],
-    matched: Matched,
+    moved: Mapping[int, tuple[IntervalSet, IntervalSet]],
     found: Found,
 ) -> stages.Tally:
+    """The window's P2P stage tally; `moved`: each rank's (W, T) (`waiting.unions`)."""
     window = stages.Window(
         exposed=exposed,
         in_steps={rank: result.in_steps for rank, result in results.items()},
         steps={rank: len(result.steps) for rank, result in results.items()},
     )
-    collectives = [i for i in matched.instances if untimed.isdisjoint(i.starts)]
-    return stages.window_tally(pairs, collectives, shifts(found), window)
+    transfer = {rank: both[1] for rank, both in moved.items()}
+    return stages.window_tally(pairs, transfer, shifts(found), window)
 
 
 def pooled(windows: Sequence[CrossRank], clocked: bool = True) -> CrossRank:
@@ -229,6 +233,14 @@ def pooled(windows: Sequence[CrossRank], clocked: bool = True) -> CrossRank:
         pipeline=stages.pooled(w.pipeline for w in windows),
         sizes={g: n for w in windows for g, n in w.sizes.items()},
     )
+
+
+def with_clocks(pool: CrossRank, windows: Sequence[CrossRank]) -> CrossRank:
+    """`pooled(windows, clocked=False)` with the run's clocks: the median over windows (a single
+    window is its own pool, its clocks with it)."""
+    if len(windows) == 1:
+        return pool
+    return replace(pool, clocks=merge_clocks([w.clocks for w in windows]))
 
 
 def _group_sizes(arrivals: Iterable[skew.Arrival]) -> dict[str, int]:
@@ -317,27 +329,24 @@ def _median_known(values: Sequence[float | None]) -> float | None:
     return statistics.median(known) if known else None
 
 
-def _alpha_beta_points(arrivals: Sequence[skew.Arrival]) -> _Points:
-    """(S·F, wait-free seconds) per (group, type), for instances of known size and F."""
+def _alpha_beta_points(
+    arrivals: Sequence[skew.Arrival],
+) -> tuple[_Points, dict[tuple[str, str], float]]:
+    """(S·F, wait-free seconds) per (group, type), for instances of known size and F; and F
+    per (group, type) over those instances, NaN when they differ (`_common_factors`)."""
     points: _Points = {}
+    factors: dict[tuple[str, str], float] = {}
+    known: dict[tuple[str, int | None], float | None] = {}  # bus_factor's, once a pair
     for item in arrivals:
-        factor = bus_factor(item.collective, item.group_size)
+        kind = (item.collective, item.group_size)
+        factor = known[kind] if kind in known else known.setdefault(kind, bus_factor(*kind))
         if item.message_bytes is not None and factor is not None and item.fastest_ns > 0:
             key = (item.group, item.collective)
             points.setdefault(key, array("d")).extend(
                 (item.message_bytes * factor, item.fastest_ns * 1e-9)
             )
-    return points
-
-
-def _bus_factors(arrivals: Sequence[skew.Arrival]) -> dict[tuple[str, str], float]:
-    """F per (group, type) over the instances `_alpha_beta_points` keeps, NaN when they differ."""
-    parts = []
-    for item in arrivals:
-        factor = bus_factor(item.collective, item.group_size)
-        if item.message_bytes is not None and factor is not None and item.fastest_ns > 0:
-            parts.append({(item.group, item.collective): factor})
-    return _common_factors(parts)
+            factors[key] = factor if factors.get(key, factor) == factor else math.nan
+    return points, factors
 
 
 def with_points(

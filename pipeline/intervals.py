@@ -112,6 +112,22 @@ class IntervalSet:
             self._ends.append(end)
 
 
+def of_intervals(intervals: Iterable[tuple[int, int]]) -> IntervalSet:
+    """The union of intervals given in any order (as `IntervalSet(intervals)`): sorted once
+    and merged in one pass, for many intervals out of order."""
+    result = IntervalSet()
+    starts, ends = result._starts, result._ends
+    for start, end in sorted(intervals):
+        if end <= start:
+            continue
+        if ends and start <= ends[-1]:
+            ends[-1] = max(ends[-1], end)
+        else:
+            starts.append(start)
+            ends.append(end)
+    return result
+
+
 def _canonical(starts: array[int], ends: array[int]) -> bool:
     """Whether the runs are as an IntervalSet keeps them: each non-empty, each ending before
     the next starts (a gap between them), in time order."""
@@ -167,17 +183,23 @@ def intersection_measure(a: IntervalSet, b: IntervalSet) -> int:
 
 
 def intersection(a: IntervalSet, b: IntervalSet) -> IntervalSet:
-    """A ∩ B, as a new IntervalSet (the cuts of `intersection_measure`, keeping the runs)."""
+    """A ∩ B, as a new IntervalSet (the cuts of `intersection_measure`, keeping the runs). The
+    cuts come in time order, each non-empty and apart from the next (a gap of A or of B lies
+    between them), so they are appended as they are."""
     small, large = (a, b) if len(a) <= len(b) else (b, a)
     starts, ends = large.arrays()
     result = IntervalSet()
+    out_starts, out_ends = result._starts, result._ends
     for start, end in small.runs():
-        first, last = _within(starts, ends, start, end)
-        if first < last:
-            cut_starts, cut_ends = starts[first:last], ends[first:last]
-            cut_starts[0] = max(cut_starts[0], start)
-            cut_ends[-1] = min(cut_ends[-1], end)
-            result.add_runs(cut_starts, cut_ends)
+        first, last = bisect_right(ends, start), bisect_left(starts, end)  # `_within`
+        if first + 1 == last:  # the common case: one run of `large` meets it
+            out_starts.append(max(starts[first], start))
+            out_ends.append(min(ends[first], end))
+        elif first < last:
+            out_starts.append(max(starts[first], start))
+            out_starts.extend(starts[first + 1 : last])
+            out_ends.extend(ends[first : last - 1])
+            out_ends.append(min(ends[last - 1], end))
     return result
 
 
@@ -226,21 +248,25 @@ def _merge_into(large: IntervalSet, small: IntervalSet) -> IntervalSet:
 
 
 def difference(a: IntervalSet, b: IntervalSet) -> IntervalSet:
-    """A minus B, as a new IntervalSet."""
+    """A minus B, as a new IntervalSet. The pieces come in time order, each non-empty and
+    apart from the next (a run of B or a gap of A lies between them): appended as they are."""
     result = IntervalSet()
-    cuts = list(b.runs())
-    i = 0
+    out_starts, out_ends = result._starts, result._ends
+    cut_starts, cut_ends = b.arrays()
+    count, i = len(cut_starts), 0
     for start, end in a.runs():
-        while i < len(cuts) and cuts[i][1] <= start:
+        while i < count and cut_ends[i] <= start:
             i += 1
         cursor, j = start, i
-        while j < len(cuts) and cuts[j][0] < end:
-            if cuts[j][0] > cursor:
-                result.add(cursor, cuts[j][0])
-            cursor = max(cursor, cuts[j][1])
+        while j < count and cut_starts[j] < end:
+            if cut_starts[j] > cursor:
+                out_starts.append(cursor)
+                out_ends.append(cut_starts[j])
+            cursor = max(cursor, cut_ends[j])
             j += 1
         if cursor < end:
-            result.add(cursor, end)
+            out_starts.append(cursor)
+            out_ends.append(end)
     return result
 
 

@@ -80,11 +80,18 @@ def match(
     by_group: dict[str, dict[int, list[CommOp]]] = {}
     result = Matched()
     for rank, ops in calls.items():
+        own: dict[str, list[CommOp]] = {}  # this rank's calls by process group (`group_of`)
         for op in ops:
             if op.collective == POINT_TO_POINT:
                 result.summary.point_to_point += 1
                 continue
-            by_group.setdefault(group_of(op), {}).setdefault(rank, []).append(op)
+            name = op.process_group if op.process_group is not None else _UNNAMED
+            kept = own.get(name)
+            if kept is None:
+                kept = own[name] = []
+            kept.append(op)
+        for name, found in own.items():
+            by_group.setdefault(name, {})[rank] = found
     for group in sorted(by_group, key=group_order):
         known = (members or {}).get(group)
         _match_group(
@@ -276,13 +283,14 @@ def _instance(
     sizes = [op.message_bytes for op in ops.values() if op.message_bytes is not None]
     groups = [op.group_size for op in ops.values() if op.group_size is not None]
     first = next(iter(ops.values()))
+    calls = dict(sorted(ops.items()))
     return Instance(
         group=group,
         position=position,
         collective=first.collective,
         message_bytes=max(sizes) if sizes else None,
         group_size=max(groups) if groups else None,
-        starts={rank: op.start_ns + base_ns.get(rank, 0) for rank, op in sorted(ops.items())},
-        durations={rank: op.dur_ns for rank, op in sorted(ops.items())},
-        calls=dict(sorted(ops.items())),
+        starts={rank: op.start_ns + base_ns.get(rank, 0) for rank, op in calls.items()},
+        durations={rank: op.dur_ns for rank, op in calls.items()},
+        calls=calls,
     )

@@ -183,6 +183,9 @@ class _Fresh:
 
     sketch = staticmethod(bandwidth_sketch)
 
+    def __init__(self) -> None:
+        self._pool: tuple[Sequence[CrossRank], CrossRank] | None = None  # (windows, unclocked)
+
     def exact(self, results: Sequence[RankResult], again: bool) -> AbstractContextManager[object]:
         return nullcontext()
 
@@ -199,7 +202,11 @@ class _Fresh:
         return merge_results(results, samples=samples)
 
     def pooled(self, crosses: Sequence[CrossRank], clocked: bool = True) -> CrossRank:
-        return crossrank.pooled(crosses, clocked)
+        """Pooled once a report (the run's sections and its links ask with the same list),
+        the clocks added when `clocked` (`crossrank.with_clocks`)."""
+        if self._pool is None or self._pool[0] is not crosses:
+            self._pool = (crosses, crossrank.pooled(crosses, clocked=False))
+        return crossrank.with_clocks(self._pool[1], crosses) if clocked else self._pool[1]
 
     def crossed(self, cross: CrossRank, peak_Bps: float | None, plots: bool) -> CrossSections:
         return cross_sections(cross, peak_Bps, plots)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import replace as dataclass_replace
 from typing import Generic, Literal, TypeVar
 
 from commscope.model.schema import Links, OpTally, RankResult, Report, Sketch, Window
@@ -167,10 +166,7 @@ class WindowCache:
         instances again. The clocks are a median over windows, not a fold: found over every
         window when `clocked` (a report for /metrics alone does not read them)."""
         found = self._pools(crosses)
-        if not clocked or len(crosses) == 1:
-            return found
-        clocks = crossrank.merge_clocks([cross.clocks for cross in crosses])
-        return dataclass_replace(found, clocks=clocks)
+        return crossrank.with_clocks(found, crosses) if clocked else found
 
     def crossed(self, cross: CrossRank, peak_Bps: float | None, plots: bool) -> CrossSections:
         """`cross_sections`, reused while the run's pooled facts are the very same (`pooled`

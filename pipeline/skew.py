@@ -68,22 +68,25 @@ class Arrival:
 
 
 def arrival(instance: Instance, offsets: Mapping[int, float]) -> Arrival:
+    """Each member's wait for the last arriver, latest - s_m, found once: the skew is the
+    largest (latest - min s: rounding keeps the order), the last arriver's is exactly 0."""
     origin = min(instance.starts.values())  # floats near 0: a 1.7e18 ns start is 256 ns coarse
     starts = {r: (s - origin) - offsets.get(r, 0.0) for r, s in instance.starts.items()}
     latest = max(starts.values())
-    at_latest = [r for r, s in starts.items() if s == latest]
-    skew = latest - min(starts.values())
+    waits = {r: latest - s for r, s in starts.items()}
+    at_latest = [r for r, wait in waits.items() if wait == 0.0]
+    skew = max(waits.values())
     durations = instance.durations
     return Arrival(
         group=instance.group,
         collective=instance.collective,
         skew_ns=skew,
         last=at_latest[0] if len(at_latest) == 1 and skew > 0 else None,
-        waits={r: latest - s for r, s in starts.items()},
-        fastest_ns=min(instance.durations.values()),
+        waits=waits,
+        fastest_ns=min(durations.values()),
         message_bytes=instance.message_bytes,
         group_size=instance.group_size,
-        in_call_ns=math.fsum(min(latest - s, durations[r]) for r, s in starts.items()),
+        in_call_ns=math.fsum([min(wait, durations[r]) for r, wait in waits.items()]),
         call_ns=math.fsum(durations.values()),
     )
 
@@ -146,25 +149,33 @@ class Tally:
 
 def tally(arrivals: Sequence[Arrival]) -> Tally:
     found = Tally()
+    per_rank, sums = found.per_rank, (found.waits, found.in_call, found.call)
     for item in arrivals:
-        total = math.fsum(item.waits.values())
-        found.skews.setdefault(item.collective, array("d")).append(item.skew_ns)
-        arrived_last = -1 if item.last is None else item.last
-        found.lasts.setdefault(item.collective, array("i")).append(arrived_last)
-        found.waits[item.collective] = found.waits.get(item.collective, 0.0) + total
-        found.in_call[item.collective] = found.in_call.get(item.collective, 0.0) + item.in_call_ns
-        found.call[item.collective] = found.call.get(item.collective, 0.0) + item.call_ns
-        for rank, wait in item.waits.items():
-            entry = found.per_rank.setdefault(rank, RankArrival())
+        kind, waits, last = item.collective, item.waits, item.last
+        total = math.fsum(waits.values())
+        if kind not in found.skews:
+            found.skews[kind], found.lasts[kind] = array("d"), array("i")
+            for into in sums:
+                into[kind] = 0.0
+        found.skews[kind].append(item.skew_ns)
+        found.lasts[kind].append(-1 if last is None else last)
+        found.waits[kind] += total
+        found.in_call[kind] += item.in_call_ns
+        found.call[kind] += item.call_ns
+        share = 0.0 if last is None else 1 / len(waits)
+        for rank, wait in waits.items():
+            entry = per_rank.get(rank)
+            if entry is None:
+                entry = per_rank[rank] = RankArrival()
             entry.instances += 1
             entry.waited_s += wait * _NS
-            if item.last is not None:
-                entry.expected_last += 1 / len(item.waits)
-        if item.last is not None:
-            last = found.per_rank[item.last]
-            last.last += 1
-            last.caused_wait_s += total * _NS
-            found.draws.append(total, frozenset(item.waits), item.last)
+            if last is not None:
+                entry.expected_last += share
+        if last is not None:
+            entry = per_rank[last]
+            entry.last += 1
+            entry.caused_wait_s += total * _NS
+            found.draws.append(total, frozenset(waits), last)
     return found
 
 

@@ -31,7 +31,6 @@ from commscope.model.schema import InSteps, Pipeline, PipelineRank
 from commscope.model.units import duration, p_value
 from commscope.pipeline import skew
 from commscope.pipeline.intervals import IntervalSet, difference, intersection, union, unpacked
-from commscope.pipeline.matching import Instance
 from commscope.pipeline.p2p import Pair
 from commscope.pipeline.rootcause import root_waiting, shifted
 from commscope.pipeline.virtual import DEFAULT_V, bubble_fraction, looped, rank_stages, style_of
@@ -103,18 +102,16 @@ def first_directions(pairs: Sequence[Pair], shifts: Mapping[int, float]) -> set[
 
 def window_tally(
     pairs: Sequence[Pair],
-    collectives: Sequence[Instance],
+    transfer: Mapping[int, IntervalSet],
     shifts: Mapping[int, float],
     window: Window,
 ) -> Tally:
-    """One window's tally (nothing when it has no pair)."""
+    """One window's tally (nothing when it has no pair). `transfer`: each rank's T over the
+    window's timed collectives and `pairs` (`waiting.unions`, shared with its split; read)."""
     if not pairs:
         return Tally()
     forward = first_directions(pairs, shifts)
-    sets = {rank: _Sets() for rank in window.exposed}
-    for instance in collectives:
-        for member, (_, move) in pieces(instance, shifts).items():
-            _add(sets, window, member, move, lambda s: s.transfer)
+    sets = {rank: _Sets(transfer=transfer.get(rank, IntervalSet())) for rank in window.exposed}
     for item in pairs:
         _add_pair(sets, window, item, shifts, (item.sender, item.receiver) in forward)
     arrivals = skew.tally([skew.arrival(item.instance, shifts) for item in pairs])
@@ -164,10 +161,9 @@ def _add(
 def _add_pair(
     sets: dict[int, _Sets], window: Window, item: Pair, shifts: Mapping[int, float], ahead: bool
 ) -> None:
-    """The pair's transfer for both; the receiver's waiting (activations when the pair goes
-    forward) and the sender's waiting to send, each caused by the other."""
-    for member, (wait, move) in pieces(item.instance, shifts).items():
-        _add(sets, window, member, move, lambda s: s.transfer)
+    """The receiver's waiting (activations when the pair goes forward) and the sender's
+    waiting to send, each caused by the other (its transfer is in T already)."""
+    for member, (wait, _) in pieces(item.instance, shifts).items():
         if member == item.receiver:
             _add(sets, window, member, wait, lambda s: s.act if ahead else s.grad)
         else:

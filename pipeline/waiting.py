@@ -17,11 +17,18 @@ A member's waiting ends at `a` carried back to its own clock and rounded to the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from commscope.model.schema import ExposedSplit
-from commscope.pipeline.intervals import IntervalSet, difference, intersection, unpacked
+from commscope.pipeline.intervals import (
+    IntervalSet,
+    difference,
+    intersection,
+    intersection_measure,
+    of_intervals,
+    unpacked,
+)
 from commscope.pipeline.matching import Instance
 
 Split = ExposedSplit
@@ -49,15 +56,20 @@ def pieces(
 ) -> dict[int, tuple[tuple[int, int], tuple[int, int]]]:
     """Each member's (waiting, transfer) interval on the clock its starts are given in:
     `shifts[m]` is subtracted from m's times to align them (missing: 0)."""
-    ref = min(instance.starts.values())  # floats near 0: a 1.7e18 ns start is 256 ns coarse
-    aligned = {m: (s - ref) - shifts.get(m, 0.0) for m, s in instance.starts.items()}
-    last = max(aligned.values())
-    found = {}
-    for member, start in instance.starts.items():
-        end = start + instance.durations[member]
-        cut = min(max(ref + round(last + shifts.get(member, 0.0)), start), end)
-        found[member] = ((start, cut), (cut, end))
-    return found
+    return {
+        member: ((start, cut), (cut, end)) for member, start, cut, end in _cuts(instance, shifts)
+    }
+
+
+def _cuts(instance: Instance, shifts: Mapping[int, float]) -> Iterator[tuple[int, int, int, int]]:
+    """Each member's (member, start, cut, end): its waiting is [start, cut), its transfer
+    [cut, end) (`pieces`)."""
+    starts, durations = instance.starts, instance.durations
+    ref = min(starts.values())  # floats near 0: a 1.7e18 ns start is 256 ns coarse
+    last = max([(s - ref) - shifts.get(m, 0.0) for m, s in starts.items()])
+    for member, start in starts.items():
+        end = start + durations[member]
+        yield member, start, min(max(ref + round(last + shifts.get(member, 0.0)), start), end), end
 
 
 def split(
@@ -67,40 +79,51 @@ def split(
     untimed: set[int] | frozenset[int] = frozenset(),
 ) -> dict[int, Split]:
     """Every rank's `Split` over the window's matched instances (see the module docstring)."""
-    waits: dict[int, IntervalSet] = {rank: IntervalSet() for rank in ranks}
-    moves: dict[int, IntervalSet] = {rank: IntervalSet() for rank in ranks}
+    return split_of(unions(instances, shifts, ranks, untimed), ranks)
+
+
+def split_of(
+    found: Mapping[int, tuple[IntervalSet, IntervalSet]], ranks: Mapping[int, Exposed]
+) -> dict[int, Split]:
+    """Every rank's `Split` from its (W, T) unions (`unions`)."""
+    return {rank: _rank_split(ranks[rank], *found[rank]) for rank in sorted(ranks)}
+
+
+def unions(
+    instances: Iterable[Instance],
+    shifts: Mapping[int, float],
+    ranks: Mapping[int, Exposed],
+    untimed: set[int] | frozenset[int] = frozenset(),
+) -> dict[int, tuple[IntervalSet, IntervalSet]]:
+    """Each rank's waiting W and transfer T unions over the instances it is a member of (own
+    clock; instances with an untimed member left out), for its split and its pipeline tally."""
+    waits: dict[int, list[tuple[int, int]]] = {rank: [] for rank in ranks}
+    moves: dict[int, list[tuple[int, int]]] = {rank: [] for rank in ranks}
     for instance in instances:
         if not untimed.isdisjoint(instance.starts):
             continue
-        for member, (wait, move) in pieces(instance, shifts).items():
+        for member, start, cut, end in _cuts(instance, shifts):
             if member in ranks:
                 base = ranks[member].base_ns
-                waits[member].add(wait[0] - base, wait[1] - base)
-                moves[member].add(move[0] - base, move[1] - base)
-    return {rank: _rank_split(ranks[rank], waits[rank], moves[rank]) for rank in sorted(ranks)}
+                waits[member].append((start - base, cut - base))
+                moves[member].append((cut - base, end - base))
+    return {rank: (of_intervals(waits[rank]), of_intervals(moves[rank])) for rank in ranks}
 
 
 def _rank_split(exposed: Exposed, waits: IntervalSet, moves: IntervalSet) -> Split:
-    """One rank's split from its waiting W and transfer T unions."""
-    whole = unpacked(exposed.exposed_runs)
-    in_steps = intersection(whole, unpacked(exposed.step_runs))
-    transfer, waiting = _measures(whole, waits, moves)
-    transfer_in, waiting_in = _measures(in_steps, waits, moves)
+    """One rank's split from its waiting W and transfer T unions: E ∩ T and (E ∩ W) \\ T
+    found once, the in-step figures their measures within S ((E ∩ S) ∩ T = (E ∩ T) ∩ S)."""
+    whole, steps = unpacked(exposed.exposed_runs), unpacked(exposed.step_runs)
+    transfer = intersection(whole, moves)
+    waiting = difference(intersection(whole, waits), moves)
     return Split(
         exposed_ns=whole.measure(),
-        transfer_ns=transfer,
-        waiting_ns=waiting,
-        exposed_in_steps_ns=in_steps.measure(),
-        transfer_in_steps_ns=transfer_in,
-        waiting_in_steps_ns=waiting_in,
+        transfer_ns=transfer.measure(),
+        waiting_ns=waiting.measure(),
+        exposed_in_steps_ns=intersection_measure(whole, steps),
+        transfer_in_steps_ns=intersection_measure(transfer, steps),
+        waiting_in_steps_ns=intersection_measure(waiting, steps),
     )
-
-
-def _measures(exposed: IntervalSet, waits: IntervalSet, moves: IntervalSet) -> tuple[int, int]:
-    """(|E ∩ T|, |(E ∩ W) \\ T|)."""
-    transfer = intersection(exposed, moves).measure()
-    waiting = difference(intersection(exposed, waits), moves).measure()
-    return transfer, waiting
 
 
 def pooled(parts: Sequence[Mapping[int, Split]]) -> dict[int, Split]:

@@ -1,18 +1,31 @@
 """Where the live aggregation's CPU goes, window by window, on a job already on disk.
 
-Each file is parsed and reduced to its facts first (in 2 processes, outside the measurement),
-then, per window, the records are applied to one `Aggregation` and the report built, as the
-aggregator does when a window completes; cProfile shows the functions that took the time.
+Each file is parsed and reduced to its facts first (in 2 processes, outside the measurement;
+kept in `--cache` when given), then, per window, the records are applied to one `Aggregation`
+and the report built, as the aggregator does when a window completes; cProfile shows the
+functions that took the time.
+
+With `--against TREE` (a `git archive` of another commit's folders under TREE/commscope/, as
+for `service_replay.py`) nothing is profiled: each window's apply + report CPU is measured in
+`--runs` subprocesses of each tree in turn, and the least of each tree's runs printed with
+their ratio (the machine is shared: the least is the run the others disturbed least).
 
     .venv/bin/python tests/simjob.py 256 /tmp/sj256        # a simulated 256-rank job
     .venv/bin/python tests/bench/live_profile.py /tmp/sj256
+    .venv/bin/python tests/bench/live_profile.py /tmp/sj256 --cache /tmp/sj256.facts \\
+        --against /tmp/base --runs 7
 """
 
 from __future__ import annotations
 
+import argparse
 import cProfile
 import hashlib
+import json
+import os
+import pickle
 import pstats
+import subprocess
 import sys
 import time
 from multiprocessing import Pool
@@ -24,6 +37,8 @@ from commscope.model.schema import Record, StreamEnd, StreamStart
 from commscope.pipeline.aggregation import Aggregation
 from commscope.pipeline.edge import Reduction
 from commscope.pipeline.report import Options
+
+Sent = dict[str, list[list[Record]]]  # window -> each file's records
 
 
 def records(path: Path) -> list[Record]:
@@ -41,26 +56,86 @@ def records(path: Path) -> list[Record]:
     return [start, *parts, end]
 
 
-def main(root: Path, shown: int = 18) -> None:
+def parsed(root: Path, cache: Path | None) -> Sent:
+    """Every window's records, from `cache` when it holds them (written when it does not)."""
+    if cache is not None and cache.exists():
+        return pickle.loads(cache.read_bytes())  # type: ignore[no-any-return]
     windows = sorted(p for p in root.iterdir() if p.is_dir())
     with Pool(2) as pool:
-        sent = {w: pool.map(records, sorted(w.iterdir())) for w in windows}
+        sent = {w.name: pool.map(records, sorted(w.iterdir())) for w in windows}
+    if cache is not None:
+        cache.write_bytes(pickle.dumps(sent))
+    return sent
+
+
+def timed(sent: Sent) -> dict[str, float]:
+    """Each window's apply + report CPU seconds, in this process."""
+    aggregation, found = Aggregation(), {}
+    for window, files in sent.items():
+        began = time.process_time()
+        for file in files:
+            for record in file:
+                aggregation.apply(record)
+        aggregation.report(Options())
+        found[window] = time.process_time() - began
+    return found
+
+
+def paired(args: argparse.Namespace) -> None:
+    """`timed` in subprocesses of each tree in turn; the least of each tree's runs."""
+    parsed(args.root, args.cache)  # the cache, once, before any run
+    best: dict[str, dict[str, float]] = {}
+    for _ in range(args.runs):
+        for name, tree in (("base", args.against), ("this", None)):
+            env = {**os.environ, **({"PYTHONPATH": str(tree)} if tree is not None else {})}
+            command = [sys.executable, __file__, str(args.root), "--cache", str(args.cache),
+                       "--timed"]  # fmt: skip
+            out = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+            into = best.setdefault(name, {})
+            for window, cpu in json.loads(out.stdout).items():
+                into[window] = min(cpu, into.get(window, cpu))
+    for window, base in best["base"].items():
+        this = best["this"][window]
+        print(f"{window}: apply + report, least of {args.runs}: base {base:.3f} s, "
+              f"this {this:.3f} s, this/base {this / base:.2f}")  # fmt: skip
+
+
+def profiled(sent: Sent, shown: int) -> None:
     aggregation = Aggregation()
-    for window in windows:
+    for window, files in sent.items():
         profile = cProfile.Profile()
         began = time.process_time()
         profile.enable()
-        for file in sent[window]:
+        for file in files:
             for record in file:
                 aggregation.apply(record)
         applied = time.process_time() - began
         aggregation.report(Options())
         profile.disable()
         total = time.process_time() - began
-        print(f"{window.name}: {len(sent[window])} files, apply {applied:.3f} s CPU, "
+        print(f"{window}: {len(files)} files, apply {applied:.3f} s CPU, "
               f"apply + report {total:.3f} s CPU")  # fmt: skip
         pstats.Stats(profile).sort_stats("cumulative").print_stats(shown)
 
 
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("root", type=Path)
+    p.add_argument("--cache", type=Path, help="the parsed records (written when missing)")
+    p.add_argument("--against", type=Path, help="a tree holding commscope/ (the base)")
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--shown", type=int, default=18, help="functions the profile lists")
+    p.add_argument("--timed", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.timed:
+        print(json.dumps(timed(parsed(args.root, args.cache))))
+    elif args.against is not None:
+        if args.cache is None:
+            p.error("--against needs --cache")
+        paired(args)
+    else:
+        profiled(parsed(args.root, args.cache), args.shown)
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main()

@@ -11,6 +11,11 @@ the bytes. What sets the share is therefore the trace bytes a collective: the de
 trace of `../shared/traces` in collectives (V100 all-reduce job: 107 events, 27 KB; the others
 411 to 3,321 events), ~1.7 MB a rank and window: a conservative size that keeps 1,024 ranks x
 2 windows runnable here. More filler, larger files, a smaller share (docs/performance.md, "Scale").
+`--density D` (comma-separated) sets the filler instead from the collectives a MB (10^6 bytes)
+of JSON wanted (`simjob.at_density`: rank 0's first window nearest D); the bench's default
+filler gives ~37, a TorchTitan-shaped trace with dense communication ~86. Both tables print the
+density each window reached (its collective calls, every rank's, over its bytes of JSON).
+Below 16 ranks the job is one stage, tp half the ranks (dp 2).
 
 With `--disk-gb G`, each window's files are generated while the service runs instead: each is
 renamed into place once written, and deleted once its collector's checkpoint marks its stream
@@ -71,6 +76,7 @@ the bench too).
 Run (from the repo root; ~15 min for all three sizes on 2 cores):
     .venv/bin/python tests/bench/scale_bench.py
     .venv/bin/python tests/bench/scale_bench.py --ranks 64 --windows 3 --tmp /var/tmp --keep
+    .venv/bin/python tests/bench/scale_bench.py --ranks 4,256 --density 37,86
     .venv/bin/python tests/bench/scale_bench.py --ranks 1024 --filler 2700 --disk-gb 20 \
         --idle-s 30 --tmp /var/tmp --window-timeout 3600          # ~1 h on 2 cores
 It is a script, not a test: nothing here asserts on timings.
@@ -92,7 +98,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing import Pool
 from multiprocessing.pool import AsyncResult
 from pathlib import Path
@@ -102,7 +108,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from commscope.collector.session import load_checkpoint
 from commscope.model.errors import ProtocolError
 from machineinfo import MB, cpu_and_python
-from simjob import Job, file_name, folder, write_trace
+from simjob import Job, at_density, calls_per_step, coords, file_name, folder, write_trace
 
 # CPU spans after each launch: ~2.2 x (FILLER + 3) events a collective, ~1.8 MB of JSON a rank
 # and window. The densest real training trace of ../shared/traces in collectives has 107
@@ -574,12 +580,36 @@ def streamed(job: Job, service: Service, per_folder: int, args: argparse.Namespa
     return lambda window: stream.window(job, window, service)
 
 
-def run_scale(ranks: int, filler: int, args: argparse.Namespace) -> Run:
-    job = Job(
-        ranks, pp=2 if ranks < 256 else 4, layers=args.layers, steps=args.steps,
-        windows=args.windows, filler=filler, gpus_per_node=args.per_node,
+def mesh(ranks: int) -> tuple[int, int]:
+    """(tp, pp): tp 8 with pp 2 below 256 ranks and 4 from there; below 16 ranks (a node) one
+    stage, and tp half the ranks (dp 2: every collective but the pipeline's sends)."""
+    if ranks < 16:
+        return max(1, ranks // 2), 1
+    return 8, 2 if ranks < 256 else 4
+
+
+def jobs(ranks: int, args: argparse.Namespace) -> list[Job]:
+    """The jobs of `ranks` ranks to run: one per `--density` (its filler found by the
+    generator, `simjob.at_density`), else one per `--filler`."""
+    tp, pp = mesh(ranks)
+    base = Job(
+        ranks, tp=tp, pp=pp, layers=args.layers, steps=args.steps, windows=args.windows,
+        filler=FILLER, gpus_per_node=args.per_node,
     )  # fmt: skip
-    per_collector = max(args.per_node, -(-ranks // args.max_collectors))
+    if args.density:
+        return [at_density(base, float(d)) for d in args.density.split(",")]
+    return [replace(base, filler=int(f)) for f in args.filler.split(",")]
+
+
+def collectives(job: Job) -> int:
+    """The collective calls of a window, every rank's (each stage's step has its own plan)."""
+    per_stage = [sum(calls_per_step(job, s).values()) for s in range(job.pp)]
+    return job.steps * sum(per_stage[coords(job, r)[0]] for r in range(job.ranks))
+
+
+def run_scale(job: Job, args: argparse.Namespace) -> Run:
+    ranks = job.ranks
+    per_collector = min(ranks, max(args.per_node, -(-ranks // args.max_collectors)))
     nodes = ranks // per_collector
     tmp = Path(tempfile.mkdtemp(prefix=f"scale{ranks}-", dir=args.tmp))
     print(f"  folder: {tmp}", flush=True)
@@ -610,6 +640,11 @@ def _mb(n: float) -> str:
     return f"{n / MB:,.1f}"
 
 
+def density(job: Job, plain: float) -> str:
+    """Collective calls a MB (10^6 bytes) of JSON: the window's calls over its bytes."""
+    return f"{collectives(job) / (plain / MB):.1f}" if plain else "n/a"
+
+
 def _s(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
@@ -629,11 +664,12 @@ def net_cpu(run: Run, row: WindowRow) -> tuple[float, float]:
 
 def windows_table(runs: list[Run]) -> str:
     lines = [
-        "| ranks | filler | window | trace MB stored / JSON | collectors CPU s (used) "
+        "| ranks | filler | window | trace MB stored / JSON | collectives / MB "
+        "| collectors CPU s (used) "
         "| aggregator CPU s (used) | aggregator / collectors | window → metrics s "
         "| aggregator's latency s | wire MB (records resent) | of it: reports mid-window s (n) "
         "| aggregator less those / collectors | bench's polls (ms each) | window s |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
         for w, row in enumerate(run.rows):
@@ -641,7 +677,8 @@ def windows_table(runs: list[Run]) -> str:
             lines.append(
                 f"| {run.job.ranks:,} | {run.job.filler} | {folder(run.job, w)} | "
                 f"{_mb(row.stored)} / "
-                f"{_mb(row.plain)} | {col:.1f} ({row.col_cpu_s:.1f}) | {agg:.2f} "
+                f"{_mb(row.plain)} | {density(run.job, row.plain)} | "
+                f"{col:.1f} ({row.col_cpu_s:.1f}) | {agg:.2f} "
                 f"({row.agg_cpu_s:.2f}) | {agg / col:.1%} | {row.e2e_s:.1f} | "
                 f"{_s(row.gauge_s)} | {_mb(row.wire)} ({row.duplicates:,}) | "
                 f"{row.mid_reports[1]:.2f} ({row.mid_reports[0]}) | "
@@ -666,10 +703,11 @@ def summary_table(runs: list[Run]) -> str:
     every window and over those after the first (the first also pays each collector's
     file workers starting: the steady cost is the later windows')."""
     lines = [
-        "| ranks | filler | collectors | trace MB per window (JSON) | collectors CPU s per window "
+        "| ranks | filler | collectors | trace MB per window (JSON) | collectives / MB "
+        "| collectors CPU s per window "
         "| aggregator CPU s per window | aggregator / collectors CPU | after the first window "
         "| window → metrics s | aggregator peak RSS MB | wire MB per window | wire / trace JSON |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
         n, rows = len(run.rows), run.rows
@@ -678,6 +716,7 @@ def summary_table(runs: list[Run]) -> str:
         later = "n/a" if n < 2 else f"{_share(*pooled(run, rows[1:]))}"
         lines.append(
             f"| {run.job.ranks:,} | {run.job.filler} | {run.nodes} | {_mb(plain / n)} | "
+            f"{density(run.job, plain / n)} | "
             f"{col / n:.1f} | {agg / n:.2f} | {_share(agg, col)} | {later} | "
             f"{sum(r.e2e_s for r in rows) / n:.1f} | {run.ending.agg_hwm_mb:.0f} | "
             f"{_mb(wire / n)} | {wire / plain:.2%} |"
@@ -688,8 +727,9 @@ def summary_table(runs: list[Run]) -> str:
 def describe(runs: list[Run], args: argparse.Namespace) -> str:
     job = runs[0].job
     return (
-        f"job: {job.windows} windows x {job.steps} steps, {job.layers} layers a stage, filler "
-        f"{args.filler}, tp {job.tp}, {args.per_node} ranks a node, at most "
+        f"job: {job.windows} windows x {job.steps} steps, {job.layers} layers a stage, "
+        f"{f'density {args.density} collectives / MB' if args.density else 'filler ' + args.filler}"
+        f", tp {job.tp}, {args.per_node} ranks a node, at most "
         f"{args.max_collectors} collectors, every {job.gzip_every}th rank gzip; /metrics polled "
         f"every {args.poll:g} s; "
         "CPU: what the window cost, less the idle rate over the same time (and the polls)\n"
@@ -733,6 +773,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--filler", default=str(FILLER), help="CPU spans a launch (file size), comma-separated"
     )
+    p.add_argument(
+        "--density", default="",
+        help="collective calls a MB of JSON, comma-separated (sets the filler; overrides --filler)",
+    )  # fmt: skip
     p.add_argument("--per-node", type=int, default=8, help="ranks a node (a clock each)")
     p.add_argument("--max-collectors", type=int, default=32, help="more nodes: a few a collector")
     p.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
@@ -766,8 +810,8 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[Run] = []
     try:
         for ranks in (int(r) for r in args.ranks.split(",")):
-            for filler in (int(f) for f in args.filler.split(",")):
-                runs.append(run_scale(ranks, filler, args))
+            for job in jobs(ranks, args):
+                runs.append(run_scale(job, args))
             print(windows_table(runs[-1:]), flush=True)
     except BenchError as exc:
         print(f"scale_bench: {exc}", file=sys.stderr)

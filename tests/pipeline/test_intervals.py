@@ -11,6 +11,7 @@ from commscope.pipeline.intervals import (
     difference,
     intersection,
     intersection_measure,
+    of_intervals,
     union,
 )
 from hypothesis import given, settings
@@ -131,3 +132,27 @@ def test_add_runs_gives_the_runs_of_adding_each(
         into = IntervalSet(kept)
         into.add_runs(array("q", [s for s, _ in runs]), array("q", [e for _, e in runs]))
         assert list(into.runs()) == list(IntervalSet([*kept, *added]).runs())
+
+
+@given(intervals, intervals)
+@settings(max_examples=300, deadline=None)
+def test_difference_runs_are_those_of_the_cells_only_a_covers(
+    a: list[tuple[int, int]], b: list[tuple[int, int]]
+) -> None:
+    """The runs `difference` appends as they come are those `add` keeps of A's cells not in B."""
+    only = sorted(cells(a) - cells(b))
+    assert list(difference(IntervalSet(a), IntervalSet(b)).runs()) == list(
+        IntervalSet((t, t + 1) for t in only).runs()
+    )
+
+
+@given(intervals, st.randoms())
+@settings(max_examples=300, deadline=None)
+def test_of_intervals_is_the_set_of_adding_each(
+    spans: list[tuple[int, int]], rng: random.Random
+) -> None:
+    """Sorted once and merged in one pass: the runs of adding each, in any order (empty and
+    reversed intervals add nothing)."""
+    shuffled = [*spans, (7, 7), (9, 3)]
+    rng.shuffle(shuffled)
+    assert list(of_intervals(shuffled).runs()) == list(IntervalSet(spans).runs())

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 from commscope.pipeline.matching import Instance
 from commscope.pipeline.skew import Draws, arrival
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def test_draws_give_back_every_draw_exactly_and_pool_with_member_sets_renumbered() -> None:
@@ -36,3 +40,29 @@ def test_arrival_is_exact_on_epoch_based_nanosecond_times() -> None:
     assert (found.skew_ns, found.last) == (37.0, 2)
     assert found.waits == {0: 37.0, 1: 30.0, 2: 0.0}
     assert found.in_call_ns == 37 + 30 + 0
+
+
+@given(
+    st.dictionaries(st.integers(0, 7), st.integers(0, 10**12), min_size=1, max_size=6),
+    st.lists(st.floats(-1e6, 1e6), min_size=8, max_size=8),
+    st.integers(0, 2**61),
+)
+@settings(max_examples=300, deadline=None)
+def test_arrival_waits_found_once_are_those_of_the_plain_formulas(
+    gaps: dict[int, int], offsets: list[float], base: int
+) -> None:
+    """The skew as the largest wait and the last arriver as the one waiting 0: bit for bit
+    what latest - min(starts) and starts == latest give (subtraction keeps the order)."""
+    starts = {rank: base + gap for rank, gap in gaps.items()}
+    durations = {rank: 1 + gap % 997 for rank, gap in gaps.items()}
+    shifts = dict(enumerate(offsets))
+    found = arrival(Instance("0", 0, "AllReduce", 8, len(gaps), starts, durations), shifts)
+    origin = min(starts.values())
+    aligned = {r: (s - origin) - shifts.get(r, 0.0) for r, s in starts.items()}
+    latest = max(aligned.values())
+    skew = latest - min(aligned.values())
+    at_latest = [r for r, s in aligned.items() if s == latest]
+    assert found.skew_ns == skew
+    assert found.last == (at_latest[0] if len(at_latest) == 1 and skew > 0 else None)
+    assert found.waits == {r: latest - s for r, s in aligned.items()}
+    assert found.in_call_ns == math.fsum(min(latest - s, durations[r]) for r, s in aligned.items())
