@@ -20,6 +20,7 @@ import zmq
 from commscope.service import heap
 from commscope.service.cli import EXIT_LOST, LINGER_S, _parser, main
 from commscope.service.store import Store
+
 from service.harness import Aggregate, Processes, collector_args, free_port, wait_for
 
 pytestmark = pytest.mark.timeout(120)

@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from service.chaos import DAEMONS, MOMENTS, WINDOWS, differences, plan, run_round
 from tools import needs_shared
+
+from service.chaos import DAEMONS, MOMENTS, WINDOWS, differences, plan, run_round
 
 # Chosen so that, together, they kill every daemon and reach every moment (checked below):
 # 1: aggregator during catch-up, node-b during end-of-run, node-a just after a rename;

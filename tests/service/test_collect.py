@@ -32,6 +32,7 @@ from commscope.service.aggregate import Aggregator, AggregatorSettings
 from commscope.service.collect import CHECKPOINT, Collector, CollectorSettings
 from commscope.service.offline import analyse
 from kineto_builder import dist_head, kernel, trace
+
 from service.harness import normalised
 
 pytestmark = pytest.mark.timeout(120)

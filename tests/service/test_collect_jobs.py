@@ -8,6 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from tools import needs_shared, shared_traces
+
 from service.harness import (
     Aggregate,
     Processes,
@@ -17,7 +19,6 @@ from service.harness import (
     offline,
     wait_for,
 )
-from tools import needs_shared, shared_traces
 
 pytestmark = pytest.mark.timeout(180)
 DLRM = shared_traces("kineto", "dlrm_8rank_v100")

@@ -20,6 +20,8 @@ import pytest
 import zmq
 from commscope.exporters.metricnames import COLLECTOR_FAMILIES, FAMILIES
 from commscope.model.schema import PROTOCOL_VERSION, Reject
+from tools import require_tool
+
 from service.harness import (
     Aggregate,
     Proc,
@@ -29,7 +31,6 @@ from service.harness import (
     sample_value,
     wait_for,
 )
-from tools import require_tool
 
 pytestmark = pytest.mark.timeout(120)
 ROOT = Path(__file__).resolve().parents[2]

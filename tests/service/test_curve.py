@@ -19,6 +19,8 @@ from commscope.model.errors import ConfigError
 from commscope.model.schema import PROTOCOL_VERSION, REFUSED_REASONS, EndOfRun, Hello
 from commscope.service import curve
 from commscope.service.cli import main
+from zmq.utils.monitor import recv_monitor_message
+
 from service.harness import (
     COMMSCOPE,
     Aggregate,
@@ -30,7 +32,6 @@ from service.harness import (
     sample_value,
     wait_for,
 )
-from zmq.utils.monitor import recv_monitor_message
 
 pytestmark = pytest.mark.timeout(120)
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "gloo_ddp_2rank"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from commscope.service import door
+
 from service.flood import flood, raise_open_files, rss_bytes
 from service.harness import (
     Aggregate,

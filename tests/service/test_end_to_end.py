@@ -15,6 +15,8 @@ import msgspec
 import pytest
 from commscope.model.schema import JournalEntry
 from commscope.service.cli import EXIT_LOST
+from tools import needs_shared
+
 from service.harness import (
     DLRM,
     Aggregate,
@@ -27,7 +29,6 @@ from service.harness import (
     wait_for,
     write_slowly,
 )
-from tools import needs_shared
 
 pytestmark = [pytest.mark.timeout(240), needs_shared("kineto", "dlrm_8rank_v100")]
 

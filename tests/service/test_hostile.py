@@ -48,6 +48,7 @@ from commscope.service.links import own_stream
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgspec.structs import replace
+
 from service.harness import (
     Aggregate,
     Processes,

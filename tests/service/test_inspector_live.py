@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from inspector_builder import DUMP_US, coll
 from kineto_builder import dist_head, kernel, trace
+
 from service.harness import (
     Aggregate,
     Proc,

@@ -28,6 +28,7 @@ from commscope.service import curve
 from commscope.service.links import Links, own_stream
 from hypothesis import given
 from hypothesis import strategies as st
+
 from service.harness import (
     Aggregate,
     Processes,

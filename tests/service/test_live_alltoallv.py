@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from service.harness import (
     Aggregate,
     Processes,

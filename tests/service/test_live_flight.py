@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 from flight_builder import dump, entry, status
+from tools import require_tool
+
 from service.harness import (
     Aggregate,
     Processes,
@@ -27,7 +29,6 @@ from service.harness import (
     wait_for,
     write_slowly,
 )
-from tools import require_tool
 
 pytestmark = pytest.mark.timeout(240)
 DUMPS = Path(__file__).resolve().parent / "data" / "flight_gloo_3rank"

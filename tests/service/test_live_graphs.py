@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from graphs_builder import write_job
+
 from service.harness import (
     Aggregate,
     Processes,

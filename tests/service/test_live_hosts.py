@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from commscope.pipeline.report import Options
+
 from service.harness import Aggregate, Processes, collector_args, free_port, offline, wait_for
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "gloo_ddp_2rank"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from gloo_job.launch import torchrun
+
 from service.harness import (
     Aggregate,
     Processes,

@@ -13,6 +13,8 @@ from commscope.exporters.metricnames import FAMILIES
 from commscope.pipeline.config import parse_config
 from commscope.pipeline.report import Options
 from commscope.service.cli import main
+from tools import require_tool
+
 from service.harness import (
     Aggregate,
     Processes,
@@ -25,7 +27,6 @@ from service.harness import (
     start_prometheus,
     wait_for,
 )
-from tools import require_tool
 
 pytestmark = pytest.mark.timeout(180)
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from commscope.exporters.metricnames import FAMILIES
 from commscope.pipeline.report import Options
+from tools import require_shared, require_tool, shared_traces
+
 from service.harness import (
     Aggregate,
     Processes,
@@ -30,7 +32,6 @@ from service.harness import (
     wait_for,
 )
 from service.test_prometheus import CONDITIONAL
-from tools import require_shared, require_tool, shared_traces
 
 pytestmark = pytest.mark.timeout(240)
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
+
 from service.harness import (
     COMMSCOPE,
     Aggregate,

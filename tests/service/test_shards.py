@@ -18,6 +18,8 @@ import pytest
 import yaml
 from commscope.pipeline.config import flags_only, with_overrides
 from commscope.pipeline.report import Options
+from tools import needs_shared, require_tool
+
 from service.harness import (
     DLRM,
     Aggregate,
@@ -31,7 +33,6 @@ from service.harness import (
     start_prometheus,
     wait_for,
 )
-from tools import needs_shared, require_tool
 
 pytestmark = [pytest.mark.timeout(180), needs_shared("kineto", "dlrm_8rank_v100")]
 
