@@ -17,7 +17,16 @@ from service.workerprobe import modules_after_reading
 # The commscope modules a worker may hold: the model, the readers (collector/), the
 # reduction of a file to its result (pipeline's accumulate and what it imports, parsed), and
 # of service/ the worker entry and the pool's own module (its initializer runs there).
-_REDUCTION = ("accumulate", "graphs", "intervals", "parsed", "sketch", "stats", "tail", "topkernels")
+_REDUCTION = (
+    "accumulate",
+    "graphs",
+    "intervals",
+    "parsed",
+    "sketch",
+    "stats",
+    "tail",
+    "topkernels",
+)
 READING: frozenset[str] = frozenset(
     {
         "commscope",
