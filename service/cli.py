@@ -707,7 +707,7 @@ def _timeline_written(traces: Path, out: Path, compress: bool | None, jobs: int)
     written = timeline.write(traces, out, compress=compress, workers=jobs)
     for left in written.skipped:
         print(f"commscope: left out {left.path}: {left.reason}", file=sys.stderr)
-    print(f"commscope: wrote {out} ({written.ranks} ranks, {written.events} events)")
+    print(f"commscope: wrote {out} ({written.ranks:,} ranks, {written.events:,} events)")
     return EXIT_SKIPPED if written.skipped else EXIT_OK
 
 
