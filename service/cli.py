@@ -35,11 +35,10 @@ import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from commscope.collector.inspector_windows import DEFAULT_WINDOW_S, WindowRule
 from commscope.collector.jsonstream import require_c_backend
-from commscope.collector.stream import StreamSettings
 from commscope.exporters import diff, files, flighttext, jsonreport, text
 from commscope.exporters.files import write_reports
 from commscope.exporters.metricnames import MAX_RANK_SERIES, SHARD_PATTERN
@@ -51,14 +50,15 @@ from commscope.pipeline import compare
 from commscope.pipeline.merge import check_distinct, combine
 from commscope.pipeline.ranks import rank_set
 from commscope.pipeline.report import Options
-from commscope.service import api, curve, parallel, timeline
-from commscope.service.aggregate import Aggregator, AggregatorSettings
+from commscope.service import api, parallel, timeline
 from commscope.service.cluster import CONNECT_TIMEOUT_S
-from commscope.service.collect import Collector, CollectorSettings
-from commscope.service.endpoints import endpoint
+from commscope.service.endpoints import LOOPBACK, endpoint
 from commscope.service.logs import configure_logging
-from commscope.service.store import run_end
 from msgspec.structs import replace
+
+if TYPE_CHECKING:  # the daemons are imported when one runs (`report` needs neither: lean)
+    from commscope.service.aggregate import AggregatorSettings
+    from commscope.service.collect import CollectorSettings
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
@@ -664,7 +664,7 @@ def _insecure_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--insecure",
         action="store_true",
-        help=f"no keys: an unauthenticated link, allowed only on loopback ({curve.LOOPBACK})",
+        help=f"no keys: an unauthenticated link, allowed only on loopback ({LOOPBACK})",
     )
 
 
@@ -712,6 +712,8 @@ def _timeline_written(traces: Path, out: Path, compress: bool | None, jobs: int)
 
 
 def _keys(args: argparse.Namespace) -> int:
+    from commscope.service import curve  # noqa: PLC0415 (zmq: only for the keys)
+
     public, secret = curve.make_pair(args.out, args.name)
     print(f"commscope: wrote {public} (public key of {args.name}: share it)")
     print(f"commscope: wrote {secret} (secret key, mode 0600: keep it on {args.name} only)")
@@ -786,6 +788,9 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _collect(args: argparse.Namespace) -> int:
+    from commscope.service import curve  # noqa: PLC0415 (the daemon's imports: lean `report`)
+    from commscope.service.collect import Collector  # noqa: PLC0415
+
     settings = _collector_settings(args)
     configure_logging()
     if settings.keys is None:
@@ -802,6 +807,10 @@ def _collect(args: argparse.Namespace) -> int:
 
 
 def _collector_settings(args: argparse.Namespace) -> CollectorSettings:
+    from commscope.collector.stream import StreamSettings  # noqa: PLC0415 (as in _collect)
+    from commscope.service import curve  # noqa: PLC0415
+    from commscope.service.collect import CollectorSettings  # noqa: PLC0415
+
     """The collector's settings from its flags, each checked (ConfigError: one line)."""
     api.positive(("--max-unacked", args.max_unacked), ("--poll-interval", args.poll_interval))
     api.positive(("--settle", args.settle), ("--resend-after", args.resend_after))
@@ -842,6 +851,10 @@ def _collector_settings(args: argparse.Namespace) -> CollectorSettings:
 
 
 def _aggregate(args: argparse.Namespace) -> int:
+    from commscope.service import curve  # noqa: PLC0415 (the daemon's imports: lean `report`)
+    from commscope.service.aggregate import Aggregator  # noqa: PLC0415
+    from commscope.service.store import run_end  # noqa: PLC0415
+
     settings = _aggregator_settings(args)
     configure_logging()
     if settings.keys is None:
@@ -878,6 +891,9 @@ def _run_exit(lost: Sequence[str]) -> int:
 
 
 def _aggregator_settings(args: argparse.Namespace) -> AggregatorSettings:
+    from commscope.service import curve  # noqa: PLC0415 (as in _aggregate)
+    from commscope.service.aggregate import AggregatorSettings  # noqa: PLC0415
+
     """The aggregator's settings from its flags, each checked (ConfigError: one line)."""
     options = _options(args)
     api.positive(("--credit", args.credit), ("--horizon", args.horizon))

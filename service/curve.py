@@ -31,6 +31,7 @@ import zmq
 import zmq.auth
 from commscope.model.errors import ConfigError
 from commscope.model.schema import REFUSED_REASONS, Name, RefusedReason
+from commscope.service.endpoints import LOOPBACK
 from commscope.service.logs import sparse
 from zmq.utils import z85
 from zmq.utils.monitor import recv_monitor_message
@@ -49,7 +50,6 @@ HANDSHAKE_EVENTS: Final = (
     | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
     | zmq.EVENT_HANDSHAKE_FAILED_AUTH
 )
-LOOPBACK: Final = "tcp://127.0.0.1, tcp://[::1], tcp://localhost, ipc://, inproc://"
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ from commscope.model.errors import ConfigError
 
 _TCP: Final = re.compile(r"tcp://(?P<host>\[[0-9A-Fa-f:.]+\]|[^:/\[\]]+):(?P<port>[^:/]*)")
 _EXAMPLE: Final = "tcp://HOST:PORT or ipc://PATH"
+# where an unauthenticated link (`--insecure`) is allowed (`service.curve`)
+LOOPBACK: Final = "tcp://127.0.0.1, tcp://[::1], tcp://localhost, ipc://, inproc://"
 
 
 def endpoint(flag: str, text: str, bind: bool = False) -> str:

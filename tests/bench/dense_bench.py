@@ -82,7 +82,7 @@ def child_cpu_s(argv: list[str], env: dict[str, str]) -> float:
 
 
 def report_argv(root: Path, out: Path) -> list[str]:
-    return [sys.executable, "-m", "commscope", "report", str(root), "--jobs", "1",
+    return [sys.executable, "-P", "-m", "commscope", "report", str(root), "--jobs", "1",
             "--out", str(out), "--no-progress"]  # fmt: skip
 
 
@@ -94,7 +94,7 @@ def children(root: Path, paths: list[Path], args: argparse.Namespace, out: Path)
     for name, tree in trees.items():
         tree_env = {**env, **({"PYTHONPATH": str(tree)} if tree else {})}
         found[name] = (report_argv(root, out / name), tree_env)
-        found[f"{name} start-up"] = ([sys.executable, "-c", STARTUP], tree_env)
+        found[f"{name} start-up"] = ([sys.executable, "-P", "-c", STARTUP], tree_env)
     return found
 
 

@@ -48,7 +48,7 @@ def build(source: Path, windows: int, root: Path) -> int:
 
 
 def commscope(env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
-    return [sys.executable, "-m", "commscope.service.cli"], {**os.environ, **(env or {})}
+    return [sys.executable, "-P", "-m", "commscope.service.cli"], {**os.environ, **(env or {})}
 
 
 def report(root: Path, jobs: int, out: Path) -> float:

@@ -238,7 +238,8 @@ def measured(
 
 def checkout(rev: str, into: Path) -> dict[str, str]:
     """The package of git revision `rev` under into/commscope: the environment that runs it
-    (`python -m commscope` finds it on PYTHONPATH before the editable install)."""
+    (`python -P -m commscope` finds it on PYTHONPATH before the editable install: -P keeps the
+    current folder, which may hold this checkout's package, off sys.path)."""
     folders = ["commscope", "model", "collector", "pipeline", "exporters", "service"]
     archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, *folders],
                              capture_output=True, check=True).stdout  # fmt: skip
@@ -250,7 +251,7 @@ def checkout(rev: str, into: Path) -> dict[str, str]:
 
 
 def commscope_report(root: Path, out: Path, jobs: int | None) -> list[str]:
-    cmd = [sys.executable, "-m", "commscope", "report", str(root), "--out", str(out)]
+    cmd = [sys.executable, "-P", "-m", "commscope", "report", str(root), "--out", str(out)]
     return [*cmd, "--no-progress", *(["--jobs", str(jobs)] if jobs else [])]
 
 

@@ -17,7 +17,7 @@ import pytest
 import zmq
 from commscope.model.errors import ConfigError
 from commscope.model.schema import PROTOCOL_VERSION, REFUSED_REASONS, EndOfRun, Hello
-from commscope.service import curve
+from commscope.service import curve, endpoints
 from commscope.service.cli import main
 from zmq.utils.monitor import recv_monitor_message
 
@@ -170,7 +170,7 @@ def test_insecure_on_a_non_loopback_endpoint_is_refused(
     flag = "--listen" if command == "aggregate" else "--aggregator"
     assert err == [
         "commscope: error: --insecure is allowed only on a loopback endpoint "
-        f"({curve.LOOPBACK}), not {flag} tcp://0.0.0.0:5555"
+        f"({endpoints.LOOPBACK}), not {flag} tcp://0.0.0.0:5555"
     ]
 
 

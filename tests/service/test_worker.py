@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -86,3 +88,16 @@ def test_jobs_n_writes_the_bytes_jobs_1_writes(tmp_path: Path, jobs: int) -> Non
     one, many = reports(root, tmp_path / "one", 1), reports(root, tmp_path / "many", jobs)
     assert (one[0], sorted(one[1])) == (3, [".json", ".txt"])
     assert many == one
+
+
+def test_the_command_imports_the_daemons_only_when_one_runs() -> None:
+    """`commscope report` waits on its workers holding the CLI: not the daemons, zmq or
+    prometheus_client (the collector's and the aggregator's imports, loaded when one runs)."""
+    probe = (
+        "import sys, commscope.service.cli; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in {'zmq', 'prometheus_client'}"
+        " or m in {'commscope.service.aggregate', 'commscope.service.collect'}))"
+    )
+    found = subprocess.run([sys.executable, "-P", "-c", probe], capture_output=True, text=True,
+                           check=True, timeout=120)  # fmt: skip
+    assert found.stdout.strip() == "[]"
