@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final
 
-from commscope.exporters.metricnames import MAX_GROUPS
+from commscope.exporters.metricnames import MAX_GROUPS, capped_ranks
 from commscope.model.schema import FlightRecorder
 
 _STUCK: Final = "commscope_flight_stuck"
@@ -47,10 +47,7 @@ def _kept_groups(found: FlightRecorder) -> frozenset[str]:
 
 def _kept_ranks(found: FlightRecorder, cap: int) -> frozenset[int]:
     """The ranks with series: all of them within `cap`, else the lowest-numbered with every
-    stuck rank in place of the last ones."""
-    ranks = sorted({p.rank for p in found.progress})
-    if cap <= 0 or len(ranks) <= cap:
-        return frozenset(ranks)
-    stuck = sorted({s.rank for s in found.stuck})[:cap]
-    others = [rank for rank in ranks if rank not in set(stuck)]
-    return frozenset([*others[: cap - len(stuck)], *stuck])
+    stuck rank in place of the last ones (`metricnames.capped_ranks`)."""
+    ranks = {p.rank for p in found.progress}
+    kept = capped_ranks(ranks, cap, {s.rank for s in found.stuck})
+    return frozenset(ranks) if kept is None else kept

@@ -52,6 +52,20 @@ BUSBW_BUCKETS: Final = (
 MAX_RANK_SERIES: Final = 1024
 
 
+def capped_ranks(
+    ranks: Iterable[int], cap: int, wanted: Iterable[int] = ()
+) -> frozenset[int] | None:
+    """The ranks with per-rank series under a cap of `cap` (`--max-rank-series`; None: all of
+    them, within the cap or 0): the lowest-numbered, with the `wanted` ones (the rank the
+    others wait for, the stuck ranks) in place of the last."""
+    found = sorted(set(ranks))
+    if cap <= 0 or len(found) <= cap:
+        return None
+    first = sorted(set(wanted))[:cap]
+    others = [rank for rank in found if rank not in first]
+    return frozenset([*others[: cap - len(first)], *first])
+
+
 _J: Final = ("job",)
 _JR: Final = ("job", "rank")
 _JC: Final = ("job", "collective")

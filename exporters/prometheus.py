@@ -29,6 +29,7 @@ from commscope.exporters.metricnames import (
     MAX_RANK_SERIES,
     SHARD_LABEL,
     Family,
+    capped_ranks,
 )
 from commscope.exporters.publish import BUILD, AnyFamily, Published, family
 from commscope.model.schema import (
@@ -187,14 +188,9 @@ def kept_ranks(
     """The ranks with per-rank series under a cap of `cap` (None: all of them): the `cap`
     lowest-numbered of those reported or `started`, the rank the others wait for in place of
     the last when it is not among them."""
-    ranks = sorted(set(report.ranks) | started)
-    if cap <= 0 or len(ranks) <= cap:
-        return None
-    kept = ranks[:cap]
     awaited = report.skew.waited_for_rank
-    if awaited is not None and awaited not in kept:
-        kept[-1] = awaited
-    return frozenset(str(rank) for rank in kept)
+    kept = capped_ranks({*report.ranks, *started}, cap, () if awaited is None else (awaited,))
+    return None if kept is None else frozenset(str(rank) for rank in kept)
 
 
 def families(snapshot: Snapshot) -> list[Metric]:
