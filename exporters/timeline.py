@@ -4,9 +4,10 @@ Each rank is a process (pid = rank, named "rank R"), each thread and GPU stream 
 thread of it (tids numbered once over the whole timeline, since Perfetto keys threads by tid).
 Every event of a rank file is shifted by `Placed.shift_ns` = base - offset - origin: its trace's
 base time, its rank's clock offset in that window (`pipeline.clocks`, applied in whole ns) and
-the timeline's origin (`baseTimeNanoseconds`). Times are written in µs, as Chrome expects, with
-their nanoseconds kept (up to 3 decimals; `displayTimeUnit` "ns"). Each member's call of a
-matched instance carries a `Mark` in `args.commscope` (instance, waiting and transfer), and the
+the timeline's origin (`baseTimeNanoseconds`: its writer makes it the earliest time written,
+`Timeline.earliest_ns` telling what preceded a guess). Times are written in µs, as Chrome
+expects, with their nanoseconds kept (up to 3 decimals; `displayTimeUnit` "ns"). Each member's
+call of a matched instance carries a `Mark` in `args.commscope` (instance, waiting and transfer), and the
 same are slices on a track of its own beside the call's thread ("commscope: waiting/transfer"),
 the last arriver's call an instant there. Flow ids are made unique per rank file. Nothing is
 invented: an item commscope's reader cannot read (not an object, no phase or name, a time or
@@ -80,6 +81,7 @@ class Timeline:
         self.origin_ns = origin_ns
         self.dropped: dict[str, int] = {}
         self.written = 0
+        self.earliest_ns = 0  # the earliest time written, from the origin (0: none before it)
         self._first = True
         self._tids: dict[_ThreadKey, int] = {}
         self._tracks: dict[int, tuple[int, int]] = {}  # a thread's tid -> (rank, its track's)
@@ -141,7 +143,9 @@ class Timeline:
             tid = self._tids[(place.rank, item.get("pid"), item.get("tid"))]
         except (KeyError, TypeError):
             tid = self._tid((place.rank, _key(item.get("pid")), _key(item.get("tid"))))
-        out = {**item, "pid": place.rank, "tid": tid, "ts": _us(ts + place.shift_ns)}
+        at = ts + place.shift_ns
+        self.earliest_ns = min(self.earliest_ns, at)
+        out = {**item, "pid": place.rank, "tid": tid, "ts": _us(at)}
         if ph == "X":
             return self._complete(out, ts, place)
         if ph in _FLOWS and "id" in item:
@@ -271,5 +275,5 @@ def _scoped(flow: object, scope: int) -> object:
 
 
 def origin(starts: Iterable[int]) -> int:
-    """The timeline's origin: the earliest aligned start (ns), down to a whole second."""
+    """The timeline's origin: the earliest of `starts` (aligned, ns), down to a whole second."""
     return min(starts, default=0) // 1_000_000_000 * 1_000_000_000

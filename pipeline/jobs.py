@@ -370,7 +370,18 @@ def reports(
     ignored: Sequence[str] = (),
 ) -> list[Report]:
     """One report per job (at least one, which may hold nothing but the skipped files)."""
-    jobs, left_out = usable(parsed)
+    return job_reports(windows, usable(parsed), skipped, options, ignored)
+
+
+def job_reports(
+    windows: Sequence[str],
+    usable_jobs: tuple[list[Job], list[Skipped]],
+    skipped: Sequence[Skipped],
+    options: Options,
+    ignored: Sequence[str] = (),
+) -> list[Report]:
+    """`reports` over what `usable` found (`usable_jobs`), one a job, in their order."""
+    jobs, left_out = usable_jobs
     common = [*skipped, *left_out]
     if len(jobs) <= 1:
         files = list(jobs[0].files) if jobs else []

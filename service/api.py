@@ -197,9 +197,28 @@ def analyse_jobs(
 ) -> list[Report]:
     """One report per job under `path`, as `commscope report` writes them (its JSON list);
     the keywords as `analyse`'s. ClusterError: the Dask scheduler did not answer."""
+    return analysis(
+        path, options=options, workers=workers, inspector_window=inspector_window, dask=dask,
+        dask_timeout=dask_timeout, progress=progress, **job,
+    ).reports  # fmt: skip
+
+
+def analysis(
+    path: str | Path,
+    *,
+    options: Options | None = None,
+    workers: int = 1,
+    inspector_window: int = DEFAULT_WINDOW_S,
+    dask: str | None = None,
+    dask_timeout: float = CONNECT_TIMEOUT_S,
+    progress: offline.Progress | None = None,
+    **job: Unpack[_JobOptions],
+) -> offline.Analysis:
+    """`analyse_jobs`' reports with the files and jobs they were made of (what `timeline`
+    writes from); the keywords as `analyse`'s."""
     reading = _reading(workers, inspector_window, dask, dask_timeout, progress)
     chosen = _chosen(options, job)
-    return offline.analyse_jobs(
+    return offline.analysis(
         Path(path), chosen, reading.progress, reading.workers, reading.cluster, rule=reading.rule
     )
 

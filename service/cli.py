@@ -9,7 +9,7 @@
     commscope keys --out DIR --name NODE
     commscope diff A.json B.json [--fail-on-regression]
     commscope merge A.json B.json [...] [-o OUT.json] [--json]
-    commscope timeline DIR --out FILE[.gz] [--gzip]
+    commscope timeline DIR --out FILE[.gz] [--gzip] [--hosts SPEC] [--config F]
 
 Exit codes: 0 every input analysed; 3 report written but some inputs were skipped (listed in
 the report); 4 every input analysed, but they hold several jobs: one report per job;
@@ -50,7 +50,7 @@ from commscope.pipeline import compare
 from commscope.pipeline.merge import check_distinct, combine
 from commscope.pipeline.ranks import rank_set
 from commscope.pipeline.report import Options
-from commscope.service import api, parallel, timeline
+from commscope.service import api, offline, parallel, timeline
 from commscope.service.cluster import CONNECT_TIMEOUT_S
 from commscope.service.endpoints import LOOPBACK, endpoint
 from commscope.service.logs import configure_logging
@@ -693,18 +693,24 @@ def _timeline_parser(commands: Any, cpus: int) -> None:
     line.add_argument("--gzip", action="store_true", help="gzip it (default: if FILE ends in .gz)")
     line.add_argument("--jobs", type=count, default=cpus, metavar="N",
                       help="files parsed at once (default: %(default)s)")  # fmt: skip
+    line.add_argument("--hosts", metavar="SPEC", help="as `report --hosts` (default: none)")
+    line.add_argument("--config", type=Path, help="as `report --config` (default: none)")
     line.set_defaults(run=_timeline)
 
 
 def _timeline(args: argparse.Namespace) -> int:
-    """Exit 0 when every input is on the timeline, 3 when some were left out (listed)."""
+    """Exit 0 when every input is on the timeline, 3 when some were left out (listed). The
+    analysis is `report`'s, with the options that change what the timeline shows."""
     if args.jobs < 1:
         raise ConfigError(f"--jobs must be at least 1, got {args.jobs}")
-    return _timeline_written(args.traces, args.out, args.gzip or None, args.jobs)
+    options = api.options(config=args.config, hosts=args.hosts)
+    files.check_file(args.out)  # before the long work, not after it
+    found = api.analysis(args.traces, options=options, workers=args.jobs)
+    return _timeline_written(found, args.out, args.gzip or None)
 
 
-def _timeline_written(traces: Path, out: Path, compress: bool | None, jobs: int) -> int:
-    written = timeline.write(traces, out, compress=compress, workers=jobs)
+def _timeline_written(found: offline.Analysis, out: Path, compress: bool | None) -> int:
+    written = timeline.write(found, out, compress=compress)
     for left in written.skipped:
         print(f"commscope: left out {left.path}: {left.reason}", file=sys.stderr)
     print(f"commscope: wrote {out} ({written.ranks:,} ranks, {written.events:,} events)")
@@ -723,19 +729,22 @@ def _keys(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     options = _options(args)
     files.check_folder(args.out)  # before the long work, not after it
+    if args.timeline is not None:
+        files.check_file(args.timeline)
     progress = None
     if not args.no_progress and sys.stderr.isatty():
         progress = TerminalProgress(sys.stderr)
     if args.jobs < 1:
         raise ConfigError(f"--jobs must be at least 1, got {args.jobs}")
     try:
-        reports = api.analyse_jobs(
+        found = api.analysis(
             args.traces, options=options, workers=args.jobs, progress=progress,
             inspector_window=args.inspector_window, dask=args.dask, dask_timeout=args.dask_timeout,
         )  # fmt: skip
     except ClusterError as exc:
         print(f"commscope: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    reports = found.reports
     inputs = reports[0].inputs
     alone = reports[0].flight_recorder is None  # Flight Recorder dumps alone still report
     if len(reports) == 1 and inputs.files == len(inputs.skipped) and alone:
@@ -756,7 +765,7 @@ def _report(args: argparse.Namespace) -> int:
     skipped = list(dict.fromkeys(s for r in reports for s in r.inputs.skipped))
     _input_lines(replace(inputs, skipped=skipped))
     if args.timeline is not None:
-        _timeline_written(args.traces, args.timeline, None, args.jobs)
+        _timeline_written(found, args.timeline, None)
     if skipped:
         return EXIT_SKIPPED
     return EXIT_JOBS if len(reports) > 1 else EXIT_OK

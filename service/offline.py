@@ -14,7 +14,7 @@ order, so the report is the same as with one.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from itertools import accumulate
 from pathlib import Path
@@ -84,13 +84,39 @@ def analyse_jobs(
     """One report per job under `root` (ConfigError if there is no trace). `cluster`: a Dask
     scheduler whose workers parse the files (`workers` is then unused); `rule`: the windows
     of NCCL Inspector logs."""
+    return analysis(root, options, progress, workers, cluster, rule=rule).reports
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """`analyse_jobs`' reports and what they were made of: every file parsed, and the jobs
+    the reports cover, each with its placement, in the reports' order (none: one report of
+    nothing but the files left out)."""
+
+    reports: list[Report]
+    parsed: list[ParsedFile]
+    jobs: list[jobs.Job]
+
+
+def analysis(
+    root: Path,
+    options: Options,
+    progress: Progress | None = None,
+    workers: int = 1,
+    cluster: dask_cluster.Cluster | None = None,
+    *,
+    rule: WindowRule = DEFAULT_RULE,
+) -> Analysis:
+    """`analyse_jobs`, with the files and jobs its reports were made of."""
     windows = find_windows(root)
     parsed, skipped, ignored = parse_windows(windows, progress, workers, cluster, rule)
     names = _window_list(windows, parsed, rule)
-    parsed, dumps = flight.split(parsed)
-    parsed, apart = inspector_sources.split(parsed)
-    reports = jobs.reports(names, parsed, skipped, options, ignored)
-    return [flight.beside(inspector_beside.beside(r, apart, options), dumps) for r in reports]
+    traces, dumps = flight.split(parsed)
+    traces, apart = inspector_sources.split(traces)
+    found = jobs.usable(traces)
+    reports = jobs.job_reports(names, found, skipped, options, ignored)
+    reports = [flight.beside(inspector_beside.beside(r, apart, options), dumps) for r in reports]
+    return Analysis(reports, parsed, found[0])
 
 
 def parse_windows(

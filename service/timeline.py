@@ -1,13 +1,17 @@
 """`commscope timeline`: a job's Kineto traces as one Chrome/Perfetto trace on aligned clocks
 (shell: reads the trace files, writes one file).
 
-Two passes. The files are first reduced as `commscope report` reduces them (the job with the
-most files, its report), which gives each window's matched instances, clock offsets and each
-member's waiting and transfer (`crossrank.drawn`), and the rank the others wait for (the
-report's). Then each rank file is read again, one at a time, rank after rank, and its events
-are written as they are read (`exporters.timeline`), to a temporary file renamed when whole.
-Memory: the reduced results and one mark per member of each instance, never a file's events.
-Only Kineto traces have events to write: other sources' files are left out, said in the trailer.
+From an analysis (`offline.analysis`: what `commscope report` made its reports of, with the
+same options) the job with the most Kineto files, its placement and its report give each
+window's matched instances, clock offsets and each member's waiting and transfer
+(`crossrank.drawn`), each rank's host and the rank the others wait for. Then each rank file is
+read once more, one at a time, rank after rank, and its events are written as they are read
+(`exporters.timeline`), to a temporary file renamed when whole. The origin is the earliest
+time written, down to a second: first guessed from the earliest kept start; when something
+written precedes it (a profiler span before the first kept event), the document is written
+again from the lower origin. Memory: the reduced results and one mark per member of each
+instance, never a file's events. Only Kineto traces have events to write: other sources' files
+are left out, said in the trailer.
 """
 
 from __future__ import annotations
@@ -23,18 +27,21 @@ from typing import IO, Any, Final, cast
 
 import ijson
 import msgspec
-from commscope.collector.discover import find_windows, open_trace
+from commscope.collector.discover import open_trace
 from commscope.collector.jsonstream import Tap, trace_items
+from commscope.exporters.files import check_file
 from commscope.exporters.timeline import Mark, Placed, Timeline, origin
 from commscope.model.errors import ConfigError
 from commscope.model.names import window_order
 from commscope.model.schema import Report, Skipped
-from commscope.pipeline import clocks, crossrank, jobs, ranks
-from commscope.pipeline.report import Options, ParsedFile, build_report, rank_infos
-from commscope.service import offline
+from commscope.pipeline import clocks, crossrank, jobs
+from commscope.pipeline.report import ParsedFile, rank_infos
+from commscope.service.offline import Analysis
 
 _BATCH: Final = 4096  # items converted and written at a time
 _MENDED: Final = "value_mended"  # the reader's count of values it mended (`collector.kineto`)
+_KINETO: Final = "kineto"
+_NOT_KINETO: Final = "not a Kineto trace: a timeline holds Kineto traces only"
 _Key = tuple[str, int]  # (window, rank)
 
 
@@ -52,48 +59,76 @@ class _Written:
 
 @dataclass(frozen=True)
 class _Job:
-    """The chosen job's files at their places, its report, and what was left out."""
+    """The chosen job's Kineto files at their places, its report, and what was left out."""
 
     placed: dict[_Key, ParsedFile]
     report: Report
     skipped: list[Skipped]
 
 
-def write(root: Path, out: Path, *, compress: bool | None = None, workers: int = 1) -> _Written:
-    """The timeline of the job under `root` with the most Kineto files, to `out` (gzip when
+def write(found: Analysis, out: Path, *, compress: bool | None = None) -> _Written:
+    """The timeline of the job of `found` with the most Kineto files, to `out` (gzip when
     `compress`, or when None and `out` ends in .gz); ConfigError if there is none."""
-    if not out.parent.is_dir():  # before the long work, not after it
-        raise ConfigError(f"{out}: cannot be written (no folder {out.parent})")
-    job = _job(root, workers)
-    places, origin_ns = _places(job.placed)
-    timeline = Timeline(origin_ns)
+    check_file(out)
+    job = _job(found)
+    places = _places(job.placed)
+    guess = origin(
+        start + place.shift_ns
+        for key, (place, _) in places.items()
+        if (start := job.placed[key].result.start_ns) is not None
+    )
     zipped = out.name.endswith(".gz") if compress is None else compress
-    with _output(out, zipped) as sink:
-        sink.write(timeline.head({"commscope": _other(job.report, places, timeline.origin_ns)}))
+    timeline = _document(job, places, guess, (out, zipped))
+    if timeline.earliest_ns < 0:  # something written precedes the guess
+        timeline = _document(job, places, origin([guess + timeline.earliest_ns]), (out, zipped))
+    ranks_written = len({rank for _, rank in job.placed})
+    return _Written(out, ranks_written, len(job.placed), timeline.written, job.skipped,
+                   dict(timeline.dropped))  # fmt: skip
+
+
+def _document(job: _Job, found: _Places, origin_ns: int, to: tuple[Path, bool]) -> Timeline:
+    """The whole document from `origin_ns`, written to `to` (the file, whether gzipped)."""
+    timeline = Timeline(origin_ns)
+    places = _rebased(found, origin_ns)
+    with _output(*to) as sink:
+        sink.write(timeline.head({"commscope": _other(job.report, places, origin_ns)}))
         for rank in sorted({rank for _, rank in job.placed}):
             sink.write(timeline.process(rank, _name(rank, job), _labels(rank, job, places)))
             for key in _in_order(k for k in job.placed if k[1] == rank):
                 _stream(sink, timeline, job.placed[key], places[key][0])
         left = [{"path": s.path, "reason": s.reason} for s in job.skipped]
         sink.write(timeline.tail({"commscopeDropped": timeline.dropped, "commscopeSkipped": left}))
-    ranks_written = len({rank for _, rank in job.placed})
-    return _Written(out, ranks_written, len(job.placed), timeline.written, job.skipped,
-                   dict(timeline.dropped))  # fmt: skip
+    return timeline
 
 
-def _job(root: Path, workers: int) -> _Job:
-    """The job with the most Kineto files under `root`, placed, and its report."""
-    parsed, skipped, _ = offline.parse_windows(find_windows(root), None, workers)
-    others = [Skipped(p.path, "not a Kineto trace: a timeline holds Kineto traces only")
-              for p in parsed if p.meta.source != "kineto"]  # fmt: skip
-    chosen = jobs.largest([p for p in parsed if p.meta.source == "kineto"])
-    if not chosen.files:
-        raise ConfigError(f"{root}: no Kineto trace to put on a timeline")
-    placement = chosen.placement or ranks.assign(chosen.files)
-    left = [*skipped, *others, *chosen.skipped, *placement.skipped]
-    names = sorted({item.window for item in chosen.files}, key=window_order)
-    report = build_report(names, chosen.files, Options(skipped=left, placement=placement))
-    return _Job(dict(placement.placed), report, list(dict.fromkeys(left)))
+def _job(found: Analysis) -> _Job:
+    """The job with the most Kineto files (the earliest on a tie), its Kineto files placed,
+    its report, and every file left out with the reason."""
+    counts = [len(_kineto(job)) for job in found.jobs]
+    if not any(counts):
+        raise ConfigError("no Kineto trace to put on a timeline")
+    best = max(range(len(counts)), key=lambda n: (counts[n], -n))
+    report = found.reports[best]
+    others = [Skipped(p.path, _NOT_KINETO) for p in found.parsed if p.meta.source != _KINETO]
+    left = [*report.inputs.skipped, *others, *_elsewhere(found.jobs, best)]
+    return _Job(_kineto(found.jobs[best]), report, list(dict.fromkeys(left)))
+
+
+def _kineto(job: jobs.Job) -> dict[_Key, ParsedFile]:
+    placed = job.placement.placed if job.placement is not None else {}
+    return {key: item for key, item in placed.items() if item.meta.source == _KINETO}
+
+
+def _elsewhere(found: Sequence[jobs.Job], best: int) -> list[Skipped]:
+    """The files of the jobs other than the one on the timeline, each with its job."""
+    shown = [jobs.info(job, n).description for n, job in enumerate(found, start=1)]
+    on = f"not to job {best + 1} on the timeline ({shown[best]})"
+    return [
+        Skipped(item.path, f"belongs to job {n + 1} of {len(found)} ({shown[n]}), {on}")
+        for n, job in enumerate(found)
+        if n != best
+        for item in job.files
+    ]
 
 
 def _in_order(keys: Iterator[_Key]) -> list[_Key]:
@@ -103,21 +138,16 @@ def _in_order(keys: Iterator[_Key]) -> list[_Key]:
 _Places = dict[_Key, tuple[Placed, tuple[float, float | None, int] | None]]
 
 
-def _places(placed: Mapping[_Key, ParsedFile]) -> tuple[_Places, int]:
-    """Each rank file's place and clock offset, and the timeline's origin (ns)."""
+def _places(placed: Mapping[_Key, ParsedFile]) -> _Places:
+    """Each rank file's place (shifted by base - offset: the origin comes later) and clock
+    offset."""
     found: _Places = {}
     by_window: dict[str, dict[int, ParsedFile]] = {}
     for (window, rank), item in placed.items():
         by_window.setdefault(window, {})[rank] = item
     for window in sorted(by_window, key=window_order):
         found |= _window_places(window, by_window[window], len(found))
-    starts = [
-        start + place.shift_ns
-        for key, (place, _) in found.items()
-        if (start := placed[key].result.start_ns) is not None
-    ]
-    origin_ns = origin(starts)
-    return _rebased(found, origin_ns), origin_ns
+    return found
 
 
 def _window_places(window: str, items: dict[int, ParsedFile], scope: int) -> _Places:
@@ -135,7 +165,8 @@ def _window_places(window: str, items: dict[int, ParsedFile], scope: int) -> _Pl
 
 
 def _rebased(places: _Places, origin_ns: int) -> _Places:
-    return {key: (Placed(p.rank, p.shift_ns - origin_ns, p.scope, p.marks), offset)
+    """`places` on the timeline from `origin_ns`, each with its marks (taken as met) anew."""
+    return {key: (Placed(p.rank, p.shift_ns - origin_ns, p.scope, dict(p.marks)), offset)
             for key, (p, offset) in places.items()}  # fmt: skip
 
 
@@ -163,17 +194,28 @@ def _marks(
 
 
 def _name(rank: int, job: _Job) -> str:
-    """`rank R`, with its host where a file of it records one."""
-    known = (item.meta.host for (_, r), item in job.placed.items() if r == rank)
-    hosts = sorted({host for host in known if host is not None})
-    return f"rank {rank} ({', '.join(hosts)})" if hosts else f"rank {rank}"
+    """`rank R`, with its host where the report knows it (`--hosts`, its traces, its files'
+    names)."""
+    host = _host(rank, job.report)
+    return f"rank {rank} ({host[0]})" if host is not None else f"rank {rank}"
+
+
+def _host(rank: int, report: Report) -> tuple[str, str] | None:
+    """The rank's host in the report, and what gave it (None: unknown)."""
+    links = report.links
+    host = links.hosts.get(str(rank)) if links is not None else None
+    if links is None or host is None:
+        return None
+    return host, links.host_sources.get(str(rank), "")
 
 
 def _labels(rank: int, job: _Job, places: _Places) -> dict[str, Any]:
-    """The process_labels args: a "labels" text (offsets, the rank the others wait for) and
-    the offsets per window."""
+    """The process_labels args: a "labels" text (host, offsets, the rank the others wait
+    for) and the offsets per window."""
     offsets = {w: _offset(found) for (w, r), (_, found) in places.items() if r == rank}
-    texts = [f"clock offset {o['text']} ({w})" for w, o in offsets.items()]
+    host = _host(rank, job.report)
+    texts = [f"host {host[0]} (from {host[1]})"] if host is not None else []
+    texts += [f"clock offset {o['text']} ({w})" for w, o in offsets.items()]
     awaited = job.report.skew.waited_for_rank == rank
     if awaited:
         texts.append("the rank the others wait for")
