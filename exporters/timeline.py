@@ -9,10 +9,10 @@ the timeline's origin (`baseTimeNanoseconds`: its writer makes it the earliest t
 expects, with their nanoseconds kept (up to 3 decimals; `displayTimeUnit` "ns"). Each member's
 call of a matched instance carries a `Mark` in `args.commscope` (instance, waiting and
 transfer), and the same are slices on a track of its own beside the call's thread ("commscope:
-waiting/transfer"), the last arriver's call an instant there. Flow ids are made unique per rank file. Nothing is
-invented: an item commscope's reader cannot read (not an object, no phase or name, a time or
-duration it cannot read) is not written but counted (`dropped`); a trace's own process and
-thread names are replaced by the timeline's (kept in the thread names).
+waiting/transfer"), the last arriver's call an instant there. Flow ids are made unique per
+rank file. Nothing is invented: an item commscope's reader cannot read (not an object, no phase
+or name, a time or duration it cannot read) is not written but counted (`dropped`); a trace's
+own process and thread names are replaced by the timeline's (kept in the thread names).
 """
 
 from __future__ import annotations
