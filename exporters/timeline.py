@@ -31,6 +31,7 @@ _FLOWS: Final = frozenset({"s", "t", "f"})
 _FLOW_SCOPE: Final = 1 << 32  # flow ids below it are made unique per file: scope x 2^32 + id
 _MAX_NAMES: Final = 1 << 16  # thread and process names kept (the rest: their ids)
 _encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
 Event = dict[str, Any]
 _ThreadKey = tuple[int, object, object]  # (rank, the trace's pid, its tid)
 _PROCESS: Final = object()  # the pid and tid of a rank's own metadata thread in `_ThreadKey`
@@ -272,6 +273,25 @@ def _scoped(flow: object, scope: int) -> object:
     if type(flow) is int and 0 <= flow < _FLOW_SCOPE:
         return scope * _FLOW_SCOPE + flow
     return flow
+
+
+def moved(line: bytes, later_ns: int) -> bytes:
+    """A line of a document `Timeline` wrote, but its head, with its time `later_ns` later:
+    the bytes `Timeline` writes from an origin `later_ns` earlier (every event is one line;
+    metadata, at 0, and the tail stay as they are)."""
+    body = line.rstrip(b",\n")
+    if not body.startswith(b"{"):
+        return line
+    event = _decode(body)
+    if event.get("ph") == "M":
+        return line
+    event["ts"] = _us(_in_ns(event["ts"]) + later_ns)
+    return _encode(event) + line[len(body) :]
+
+
+def _in_ns(us: int | float) -> int:
+    """A time `_us` wrote, back in ns (exact while under 2^42 µs, 51 days, from the origin)."""
+    return us * 1000 if type(us) is int else round(us * 1000)
 
 
 def origin(starts: Iterable[int]) -> int:

@@ -8,8 +8,8 @@ window's matched instances, clock offsets and each member's waiting and transfer
 read once more, one at a time, rank after rank, and its events are written as they are read
 (`exporters.timeline`), to a temporary file renamed when whole. The origin is the earliest
 time written, down to a second: first guessed from the earliest kept start; when something
-written precedes it (a profiler span before the first kept event), the document is written
-again from the lower origin. Memory: the reduced results and one mark per member of each
+written precedes it (a profiler span before the first kept event), the written document is
+rewritten from the lower origin (its own lines, not the traces). Memory: the reduced results and one mark per member of each
 instance, never a file's events. Only Kineto traces have events to write: other sources' files
 are left out, said in the trailer.
 """
@@ -30,7 +30,7 @@ import msgspec
 from commscope.collector.discover import open_trace
 from commscope.collector.jsonstream import Tap, trace_items
 from commscope.exporters.files import check_file
-from commscope.exporters.timeline import Mark, Placed, Timeline, origin
+from commscope.exporters.timeline import Mark, Placed, Timeline, moved, origin
 from commscope.model.errors import ConfigError
 from commscope.model.names import window_order
 from commscope.model.schema import Report, Skipped
@@ -79,8 +79,10 @@ def write(found: Analysis, out: Path, *, compress: bool | None = None) -> _Writt
     )
     zipped = out.name.endswith(".gz") if compress is None else compress
     timeline = _document(job, places, guess, (out, zipped))
-    if timeline.earliest_ns < 0:  # something written precedes the guess
-        timeline = _document(job, places, origin([guess + timeline.earliest_ns]), (out, zipped))
+    if timeline.earliest_ns < 0:  # something written precedes the guess: from a lower origin
+        lower = origin([guess + timeline.earliest_ns])
+        head = Timeline(lower).head({"commscope": _other(job.report, places, lower)})
+        _move(out, zipped, head, guess - lower)
     ranks_written = len({rank for _, rank in job.placed})
     return _Written(out, ranks_written, len(job.placed), timeline.written, job.skipped,
                    dict(timeline.dropped))  # fmt: skip
@@ -99,6 +101,15 @@ def _document(job: _Job, found: _Places, origin_ns: int, to: tuple[Path, bool]) 
         left = [{"path": s.path, "reason": s.reason} for s in job.skipped]
         sink.write(timeline.tail({"commscopeDropped": timeline.dropped, "commscopeSkipped": left}))
     return timeline
+
+
+def _move(out: Path, zipped: bool, head: bytes, later_ns: int) -> None:
+    """The document at `out` with `head`, every time in it `later_ns` later (`moved`)."""
+    with (gzip.open(out) if zipped else out.open("rb")) as written, _output(out, zipped) as sink:
+        next(written)  # its head
+        sink.write(head)
+        for line in written:
+            sink.write(moved(line, later_ns))
 
 
 def _job(found: Analysis) -> _Job:
@@ -263,7 +274,8 @@ def _stream(sink: IO[bytes], timeline: Timeline, item: ParsedFile, place: Placed
 
 @contextmanager
 def _output(out: Path, zipped: bool) -> Iterator[IO[bytes]]:
-    """`out` written through a temporary file beside it, renamed when whole."""
+    """`out` written through a temporary file beside it, renamed when whole (gzipped: no name
+    and no time in the header, so the bytes are the same whatever the name)."""
     tmp = out.with_name(out.name + ".tmp")
     try:
         raw = tmp.open("wb")
@@ -272,7 +284,7 @@ def _output(out: Path, zipped: bool) -> Iterator[IO[bytes]]:
     try:
         with raw:
             if zipped:
-                with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as packed:
+                with gzip.GzipFile("", "wb", fileobj=raw, mtime=0) as packed:
                     yield cast(IO[bytes], packed)
             else:
                 yield raw

@@ -1,12 +1,22 @@
 """The timeline writer (`exporters.timeline`): events shifted exactly, marks on the calls and on
-a track of their own, ids and names per rank, what the reader cannot read left out."""
+a track of their own, ids and names per rank, what the reader cannot read left out; the
+earliest time written, and a document moved to an earlier origin line by line the one written
+from it."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from commscope.exporters.timeline import CATEGORY, TRACK, Mark, Placed, Timeline, origin
+from commscope.exporters.timeline import (
+    CATEGORY,
+    TRACK,
+    Mark,
+    Placed,
+    Timeline,
+    moved,
+    origin,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -120,6 +130,54 @@ def test_a_shifted_time_reads_back_to_the_nanosecond(ts_ns: int, shift: int) -> 
     event = {**KERNEL, "ts": ts_ns / 1000}
     wrote = json.loads(b"[" + timeline.events([event], Placed(0, shift, 1)) + b"]")[0]
     assert round(wrote["ts"] * 1000) == round(ts_ns / 1000 * 1000) + shift
+
+
+def test_the_earliest_time_written_before_the_origin_is_kept() -> None:
+    """100.5 µs - 101 µs = -0.5 µs; a later event does not raise it; none before: 0."""
+    timeline = Timeline(origin_ns=0)
+    timeline.events([KERNEL, {**KERNEL, "ts": 300}], Placed(0, -101_000, 1))
+    assert timeline.earliest_ns == -500
+    assert Timeline(origin_ns=0).earliest_ns == 0
+
+
+def written(origin_ns: int, shift_ns: int, items: list[Any]) -> bytes:
+    """A whole document as `service.timeline` writes it: head, a rank, its events, tail."""
+    timeline = Timeline(origin_ns)
+    marks = {(100_500, 50_000): MARK}
+    parts = [timeline.head({"origin_ns": origin_ns}), timeline.process(0, "rank 0", {"labels": ""}),
+             timeline.events(items, Placed(0, shift_ns, 1, marks))]  # fmt: skip
+    return b"".join(parts) + timeline.tail({"commscopeDropped": timeline.dropped})
+
+
+_SCALAR = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text()
+_VALUES = st.recursive(
+    _SCALAR | st.floats(allow_nan=False),
+    lambda inner: st.dictionaries(st.text(), inner, max_size=3),
+)
+_EVENTS = st.lists(
+    st.fixed_dictionaries(
+        {"ph": st.sampled_from(["X", "i", "s", "f", "M"]), "name": st.text(max_size=8),
+         "ts": st.integers(-(2**40), 2**40) | st.integers(-(2**49), 2**49).map(lambda n: n / 1000),
+         "dur": st.integers(0, 10**6), "pid": st.integers(0, 3), "tid": st.text(max_size=3)},
+        optional={"args": st.dictionaries(st.text(max_size=5), _VALUES, max_size=3),
+                  "id": st.integers(0, 2**32)},
+    ),
+    max_size=12,
+)  # fmt: skip
+
+
+@given(_EVENTS, st.integers(-(10**12), 10**12), st.integers(1, 10**4))
+def test_a_document_moved_line_by_line_is_the_one_written_from_the_earlier_origin(
+    items: list[Any], shift_ns: int, seconds: int
+) -> None:
+    """Any events (a marked call among them, odd args and text): moving every line of the one
+    written from origin O by `seconds` gives, byte for byte, the one written from O - seconds
+    (its head apart: the writer writes it anew)."""
+    later = seconds * 10**9
+    items = [KERNEL, *items]
+    first = written(0, shift_ns, items).splitlines(keepends=True)
+    lower = written(-later, shift_ns + later, items).splitlines(keepends=True)
+    assert [moved(line, later) for line in first[1:]] == lower[1:]
 
 
 def test_an_event_without_pid_or_tid_is_on_a_thread_of_its_own() -> None:
