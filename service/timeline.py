@@ -8,10 +8,10 @@ window's matched instances, clock offsets and each member's waiting and transfer
 read once more, one at a time, rank after rank, and its events are written as they are read
 (`exporters.timeline`), to a temporary file renamed when whole. The origin is the earliest
 time written, down to a second: first guessed from the earliest kept start; when something
-written precedes it (a profiler span before the first kept event), the written document is
-rewritten from the lower origin (its own lines, not the traces). Memory: the reduced results and one mark per member of each
-instance, never a file's events. Only Kineto traces have events to write: other sources' files
-are left out, said in the trailer.
+written precedes it (a profiler span before the first kept event), the document is moved to
+the lower origin line by line (its own lines: the traces are not read again). Memory: the
+reduced results and one mark per member of each instance, never a file's events. Only Kineto
+traces have events to write: other sources' files are left out, said in the trailer.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def _document(job: _Job, found: _Places, origin_ns: int, to: tuple[Path, bool]) 
 
 def _move(out: Path, zipped: bool, head: bytes, later_ns: int) -> None:
     """The document at `out` with `head`, every time in it `later_ns` later (`moved`)."""
-    with (gzip.open(out) if zipped else out.open("rb")) as written, _output(out, zipped) as sink:
+    with gzip.open(out) if zipped else out.open("rb") as written, _output(out, zipped) as sink:
         next(written)  # its head
         sink.write(head)
         for line in written:
