@@ -72,11 +72,7 @@ def write(found: Analysis, out: Path, *, compress: bool | None = None) -> _Writt
     check_file(out)
     job = _job(found)
     places = _places(job.placed)
-    guess = origin(
-        start + place.shift_ns
-        for key, (place, _) in places.items()
-        if (start := job.placed[key].result.start_ns) is not None
-    )
+    guess = _guess(job.placed, places)
     zipped = out.name.endswith(".gz") if compress is None else compress
     timeline = _document(job, places, guess, (out, zipped))
     if timeline.earliest_ns < 0:  # something written precedes the guess: from a lower origin
@@ -86,6 +82,15 @@ def write(found: Analysis, out: Path, *, compress: bool | None = None) -> _Writt
     ranks_written = len({rank for _, rank in job.placed})
     return _Written(out, ranks_written, len(job.placed), timeline.written, job.skipped,
                    dict(timeline.dropped))  # fmt: skip
+
+
+def _guess(placed: Mapping[_Key, ParsedFile], places: _Places) -> int:
+    """The origin the earliest kept start gives (aligned, down to a second)."""
+    return origin(
+        start + place.shift_ns
+        for key, (place, _) in places.items()
+        if (start := placed[key].result.start_ns) is not None
+    )
 
 
 def _document(job: _Job, found: _Places, origin_ns: int, to: tuple[Path, bool]) -> Timeline:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from service.harness import Processes
+from service.harness import Live, Processes
 
 
 @pytest.fixture
@@ -15,3 +15,9 @@ def procs(tmp_path: Path) -> Iterator[Processes]:
     started = Processes(tmp_path)
     yield started
     started.cleanup()
+
+
+@pytest.fixture
+def live(procs: Processes, tmp_path: Path) -> Callable[..., Live]:
+    """Starts the aggregator of a live test, with its flags (`Live`)."""
+    return lambda *flags: Live(procs, tmp_path, *flags)

@@ -194,6 +194,42 @@ def collector_args(
     )
 
 
+class Live:
+    """The set-up of the live tests: one aggregator with its flags, started at once, and one
+    collector that `collect` starts on a folder; `end` waits for both to exit 0 and gives
+    the aggregator's final report beside `commscope report`'s of the same files."""
+
+    def __init__(self, procs: Processes, folder: Path, *flags: str) -> None:
+        self.procs, self.folder = procs, folder
+        self.aggregate = Aggregate(procs, folder, free_port(), free_port(), flags)
+        self.server = self.aggregate.start()
+        self.watch = folder / "watch"
+
+    def collect(self, watch: Path, *flags: str, node: str = "n1") -> Proc:
+        """The collector on `watch` (`--once` among `flags`: it exits when it has read it)."""
+        self.watch = watch
+        args = collector_args(watch, self.aggregate.endpoint, node, self.folder / "st", *flags)
+        self.collector = self.procs.start("collector", *args)
+        return self.collector
+
+    def end(
+        self,
+        root: Path | None = None,
+        options: Options | None = None,
+        *,
+        stop: bool = False,
+        collector_s: float = 60.0,
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(the live report, `commscope report`'s of `root` (default: the watched folder)),
+        normalised, once both daemons exited 0 (`stop`: the collector stopped first)."""
+        if stop:
+            self.collector.terminate()
+        assert self.collector.wait(collector_s) == 0, self.collector.tail()
+        assert self.server.wait(60) == 0, self.server.tail()
+        reference = offline(root or self.watch, options)
+        return normalised(self.aggregate.report()), normalised(reference)
+
+
 def only_report(out: Path) -> dict[str, Any]:
     found = sorted(out.glob("*.json"))
     assert len(found) == 1, f"expected one JSON report in {out}, found {found}"

@@ -7,20 +7,12 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from service.harness import (
-    Aggregate,
-    Processes,
-    collector_args,
-    free_port,
-    normalised,
-    offline,
-    sample_value,
-    wait_for,
-)
+from service.harness import Aggregate, Live, sample_value, wait_for
 
 pytestmark = pytest.mark.timeout(240)
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "gloo_moe_4rank"
@@ -45,15 +37,12 @@ def completed(aggregate: Aggregate) -> float | None:
 
 
 def test_uneven_all_to_all_streamed_live_moves_per_window_and_ends_as_offline(
-    procs: Processes, tmp_path: Path
+    live: Callable[..., Live], tmp_path: Path
 ) -> None:
-    aggregate = Aggregate(procs, tmp_path, free_port(), free_port())
-    server = aggregate.start()
-    watch = tmp_path / "watch"
+    run = live()
+    aggregate, watch = run.aggregate, tmp_path / "watch"
     watch.mkdir()
-    collector = procs.start(
-        "collector", *collector_args(watch, aggregate.endpoint, "n1", tmp_path / "st")
-    )
+    run.collect(watch)
     seen = []
     for count, name in enumerate(("iteration_4", "iteration_8"), start=1):
         copy_window(name, watch)
@@ -63,9 +52,6 @@ def test_uneven_all_to_all_streamed_live_moves_per_window_and_ends_as_offline(
         assert sample_value(text, "commscope_alltoallv_busiest_rank", rank="2") == 1.0
         assert sample_value(text, "commscope_alltoallv_received_imbalance_ratio") == 1.75
     assert seen == [HOT_PER_WINDOW, 2 * HOT_PER_WINDOW]
-    collector.terminate()
-    assert collector.wait(60) == 0, collector.tail()
-    assert server.wait(60) == 0, server.tail()
-    live, reference = normalised(aggregate.report()), normalised(offline(SAMPLE))
-    assert live["alltoallv"]["per_rank"]["2"]["received_bytes"] == 2 * HOT_PER_WINDOW
-    assert live == reference
+    found, reference = run.end(SAMPLE, stop=True)
+    assert found["alltoallv"]["per_rank"]["2"]["received_bytes"] == 2 * HOT_PER_WINDOW
+    assert found == reference

@@ -8,6 +8,7 @@ stuck rank (a real Prometheus fires the deploy rules' alert), and the final repo
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,12 +17,9 @@ from tools import require_tool
 
 from service.harness import (
     Aggregate,
+    Live,
     Processes,
-    collector_args,
     copy_tree,
-    free_port,
-    normalised,
-    offline,
     promql,
     sample_value,
     scrape_config,
@@ -44,15 +42,12 @@ def value(aggregate: Aggregate, name: str, rank: str) -> float | None:
 
 
 def test_dumps_written_in_place_and_rewritten_are_reported_live_as_offline(
-    procs: Processes, tmp_path: Path
+    live: Callable[..., Live], tmp_path: Path
 ) -> None:
-    aggregate = Aggregate(procs, tmp_path, free_port(), free_port())
-    server = aggregate.start()
-    watch = tmp_path / "watch"
+    run = live()
+    aggregate, watch = run.aggregate, tmp_path / "watch"
     (watch / "dumps").mkdir(parents=True)
-    collector = procs.start(
-        "collector", *collector_args(watch, aggregate.endpoint, "n1", tmp_path / "st")
-    )
+    run.collect(watch)
     for rank in (0, 1):  # pauses longer than --file-idle: each read once its pickle is whole
         name = f"nccl_trace_rank_{rank}"
         for _ in write_slowly(DUMPS / name, watch / "dumps" / name, pieces=3, pause_s=0.8):
@@ -65,27 +60,21 @@ def test_dumps_written_in_place_and_rewritten_are_reported_live_as_offline(
     rewritten.write_bytes((DUMPS / "nccl_trace_rank_2").read_bytes())  # in place, as PyTorch
     wait_for("rank 2's second dump", lambda: value(aggregate, COMPLETED, "2") == 1.0, 90)
     assert value(aggregate, STUCK, "2") == 1.0  # now after #3: the others entered #4
-    collector.terminate()
-    assert collector.wait(60) == 0, collector.tail()
-    assert server.wait(60) == 0, server.tail()
-    live, reference = normalised(aggregate.report()), normalised(offline(watch))
-    (stuck,) = live["flight_recorder"]["stuck"]
+    found, reference = run.end(stop=True)
+    (stuck,) = found["flight_recorder"]["stuck"]
     assert (stuck["rank"], stuck["after_seq"], stuck["missed_op"]) == (2, 3, "AllReduce")
-    assert live["flight_recorder"]["dumps"] == 3
-    assert live == reference
+    assert found["flight_recorder"]["dumps"] == 3
+    assert found == reference
 
 
 def test_a_real_prometheus_fires_the_stuck_collective_alert_for_the_stuck_rank_only(
-    procs: Processes, tmp_path: Path
+    procs: Processes, live: Callable[..., Live], tmp_path: Path
 ) -> None:
-    extra = ("--job", "hung", "--expect-nodes", "2")  # keeps serving: a second node is due
-    aggregate = Aggregate(procs, tmp_path, free_port(), free_port(), extra)
-    aggregate.start()
-    config = scrape_config([aggregate.metrics_port]) + f"rule_files: ['{RULES}']\n"
+    run = live("--job", "hung", "--expect-nodes", "2")  # keeps serving: a second node is due
+    config = scrape_config([run.aggregate.metrics_port]) + f"rule_files: ['{RULES}']\n"
     port = start_prometheus(procs, require_tool("prometheus"), tmp_path, config)
     copy_tree(DUMPS, tmp_path / "watch" / "dumps")
-    args = collector_args(tmp_path / "watch", aggregate.endpoint, "n1", tmp_path / "st", "--once")
-    assert procs.start("collector", *args).wait(120) == 0
+    assert run.collect(tmp_path / "watch", "--once").wait(120) == 0
     query = 'ALERTS{alertname="CommscopeCollectiveStuck", alertstate="firing"}'
     (alert,) = wait_for("the alert to fire", lambda: promql(port, query) or None, 90)
     labels = alert["metric"]
@@ -98,17 +87,14 @@ def test_a_real_prometheus_fires_the_stuck_collective_alert_for_the_stuck_rank_o
 
 
 def test_dumps_beside_a_jobs_traces_leave_its_windows_as_they_are(
-    procs: Processes, tmp_path: Path
+    live: Callable[..., Live], tmp_path: Path
 ) -> None:
-    aggregate = Aggregate(procs, tmp_path, free_port(), free_port())
-    server = aggregate.start()
+    run = live()
     watch = tmp_path / "watch"
     copy_tree(SAMPLE, watch)
     copy_tree(DUMPS, watch / "dumps")
-    args = collector_args(watch, aggregate.endpoint, "n1", tmp_path / "st", "--once")
-    assert procs.start("collector", *args).wait(120) == 0
-    assert server.wait(60) == 0, server.tail()
-    live, reference = normalised(aggregate.report()), normalised(offline(watch))
-    assert [w["name"] for w in live["windows"]] == ["iteration_4", "iteration_8"]
-    assert live["flight_recorder"]["stuck"][0]["rank"] == 2
-    assert live == reference
+    run.collect(watch, "--once")
+    found, reference = run.end(collector_s=120)
+    assert [w["name"] for w in found["windows"]] == ["iteration_4", "iteration_8"]
+    assert found["flight_recorder"]["stuck"][0]["rank"] == 2
+    assert found == reference

@@ -6,39 +6,26 @@ the same graphs section and the same TRACE HEALTH line."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from graphs_builder import write_job
 
-from service.harness import (
-    Aggregate,
-    Processes,
-    collector_args,
-    free_port,
-    normalised,
-    offline,
-    wait_for,
-)
+from service.harness import Live
 
 
 def test_a_job_with_graph_launches_streamed_live_is_reported_as_offline(
-    procs: Processes, tmp_path: Path
+    live: Callable[..., Live], tmp_path: Path
 ) -> None:
     watch = write_job(tmp_path / "watch" / "w1").parent
-    agg = Aggregate(procs, tmp_path, free_port(), free_port())
-    server = agg.start()
-    collector = procs.start(
-        "collector", *collector_args(watch, agg.endpoint, "n1", tmp_path / "st", "--once")
-    )
-    assert collector.wait(60) == 0, collector.tail()
-    wait_for("the report", lambda: list((tmp_path / "out").glob("*.json")))
-    assert server.wait(30) == 0, server.tail()
-    live, reference = normalised(agg.report()), normalised(offline(watch))
-    graphs = live["graphs"]
+    run = live()
+    run.collect(watch, "--once")
+    found, reference = run.end()
+    graphs = found["graphs"]
     assert graphs["all_ranks"]["launches"] == 6 and graphs["all_ranks"]["empty"] == 3
     assert graphs["per_rank"]["1"]["kernels"] == 0  # rank 1's replays were not recorded
-    (gap,) = [i for i in live["health"]["issues"] if i["key"] == "graph_kernels"]
+    (gap,) = [i for i in found["health"]["issues"] if i["key"] == "graph_kernels"]
     assert (gap["count"], gap["total"]) == (3, 6)
     assert graphs == reference["graphs"]
-    assert live["health"] == reference["health"]
-    assert live == reference
+    assert found["health"] == reference["health"]
+    assert found == reference

@@ -5,21 +5,13 @@ not exist yet when the collector starts). The aggregator's final report is the o
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from gloo_job.launch import torchrun
 
-from service.harness import (
-    Aggregate,
-    Processes,
-    collector_args,
-    free_port,
-    normalised,
-    offline,
-    sample_value,
-    wait_for,
-)
+from service.harness import Aggregate, Live, sample_value, wait_for
 
 if not os.environ.get("CI"):
     pytest.importorskip("torch", reason="torch (CPU) is installed by scripts/test.sh")
@@ -27,23 +19,17 @@ if not os.environ.get("CI"):
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 
-def test_collector_follows_a_live_torchrun_job(procs: Processes, tmp_path: Path) -> None:
-    aggregate = Aggregate(procs, tmp_path, free_port(), free_port(), ("--expect-nodes", "1"))
-    server = aggregate.start()
+def test_collector_follows_a_live_torchrun_job(live: Callable[..., Live], tmp_path: Path) -> None:
+    run = live("--expect-nodes", "1")
     traces = tmp_path / "profile_trace"
-    collector = procs.start(
-        "collector", *collector_args(traces, aggregate.endpoint, "node0", tmp_path / "st")
-    )
+    run.collect(traces, node="node0")
     torchrun(traces, "--gzip")
-    wait_for("both windows", lambda: _windows(aggregate) == 2.0, 60)
-    collector.terminate()  # the job is over: as a pod's end or a Slurm epilog would
-    assert collector.wait(60) == 0, collector.tail()
-    assert server.wait(60) == 0, server.tail()
-    live = normalised(aggregate.report())
-    assert live == normalised(offline(traces))
-    assert live["world_size"] == 2
-    assert [w["name"] for w in live["windows"]] == ["iteration_4", "iteration_8"]
-    assert live["inputs"]["skipped"] == []
+    wait_for("both windows", lambda: _windows(run.aggregate) == 2.0, 60)
+    found, reference = run.end(stop=True)  # the job is over: as a pod's end or a Slurm epilog
+    assert found == reference
+    assert found["world_size"] == 2
+    assert [w["name"] for w in found["windows"]] == ["iteration_4", "iteration_8"]
+    assert found["inputs"]["skipped"] == []
 
 
 def _windows(aggregate: Aggregate) -> float | None:
