@@ -1,6 +1,6 @@
 """The timeline made of the report's own analysis: `report --timeline` and `timeline` write the
-same bytes (the sample, DLRM); the options that change the report (`--hosts`) change the
-timeline alike; each file is parsed once by the report and read once more for its events;
+same bytes (the sample, DLRM); the options that change the report (`--hosts`, `--config`) are
+the timeline's too; each file is parsed once by the report and read once more for its events;
 the output file is checked before any report is written; the origin is the earliest time
 written (a span before the first kept event of a rank whose clock runs behind; a real trace
 whose profiler span starts 0.85 s before its first step)."""
@@ -85,6 +85,19 @@ def test_hosts_name_the_ranks_as_they_place_them_in_the_report(tmp_path: Path) -
     assert (tmp_path / "r.json").read_bytes() == (tmp_path / "hosts.json").read_bytes()
     written = json.loads(next((tmp_path / "reports").glob("*.json")).read_bytes())
     assert written["links"]["hosts"] == {"0": "node-a", "1": "node-b"}
+
+
+def test_the_config_is_the_reports_and_checked_as_report_checks_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = SAMPLE.parent / "mlp_ddp.toml"
+    assert line(SAMPLE, tmp_path / "c.json", "--config", str(config)) == 0
+    assert report(SAMPLE, tmp_path / "reports", tmp_path / "r.json", "--config", str(config)) == 0
+    assert (tmp_path / "r.json").read_bytes() == (tmp_path / "c.json").read_bytes()
+    capsys.readouterr()
+    assert line(SAMPLE, tmp_path / "m.json", "--config", str(tmp_path / "missing.toml")) == 1
+    assert "missing.toml: cannot read" in capsys.readouterr().err
+    assert not (tmp_path / "m.json").exists()
 
 
 def counted(monkeypatch: pytest.MonkeyPatch, module: object) -> Counter[str]:
