@@ -2,9 +2,11 @@
 traces and writes reports).
 
 `analyse` reads a job's traces into the typed `Report` the JSON report serialises, with one
-keyword for each of `report`'s options (`options` builds and checks them, for the CLI too);
-`load_report` reads a JSON report back; `report_text`, `report_json`, `report_html` and
-`write_reports` render and write it as the CLI does. `commscope/__init__.py` is the public face.
+keyword for each of `report`'s options (`options` builds and checks them, for the CLI too),
+`analyse_jobs` one per job (`analysis`: with the files and jobs they were made of, which the
+CLI hands the timeline); `load_report` reads a JSON report back; `report_text`, `report_json`,
+`report_html` and `write_reports` render and write it as the CLI does.
+`commscope/__init__.py` is the public face.
 """
 
 from __future__ import annotations

@@ -744,7 +744,8 @@ def _report(args: argparse.Namespace) -> int:
     except ClusterError as exc:
         print(f"commscope: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    reports = found.reports
+    reports, kept = found.reports, (found if args.timeline is not None else None)
+    del found  # the parsed files: held while the reports are written for the timeline only
     inputs = reports[0].inputs
     alone = reports[0].flight_recorder is None  # Flight Recorder dumps alone still report
     if len(reports) == 1 and inputs.files == len(inputs.skipped) and alone:
@@ -764,8 +765,8 @@ def _report(args: argparse.Namespace) -> int:
         _print_json(reports)
     skipped = list(dict.fromkeys(s for r in reports for s in r.inputs.skipped))
     _input_lines(replace(inputs, skipped=skipped))
-    if args.timeline is not None:
-        _timeline_written(found, args.timeline, None)
+    if kept is not None:
+        _timeline_written(kept, args.timeline, None)
     if skipped:
         return EXIT_SKIPPED
     return EXIT_JOBS if len(reports) > 1 else EXIT_OK
