@@ -115,7 +115,7 @@ def _arrival(instance: Instance, shifts: Mapping[int, float], untimed: set[int])
     """The instance's arrival; one with a member whose start is unknown is kept only for its
     durations (the α-β fit), marked `timed=False`."""
     found = skew.arrival(instance, shifts)
-    return found if untimed.isdisjoint(instance.starts) else replace(found, timed=False)
+    return found if untimed.isdisjoint(instance.starts) else structs.replace(found, timed=False)
 
 
 def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> CrossRank:

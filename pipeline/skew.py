@@ -50,9 +50,9 @@ _MIN_RANKS: Final = 3
 _NS: Final = 1e-9
 
 
-@dataclass(frozen=True)
-class Arrival:
-    """One instance after alignment: who came last and who waited how long (ns)."""
+class Arrival(msgspec.Struct, frozen=True, gc=False):
+    """One instance after alignment: who came last and who waited how long (ns). A Struct
+    as `matching.Instance` is, for the same reason (one an instance)."""
 
     group: str
     collective: str
@@ -69,19 +69,21 @@ class Arrival:
 
 def arrival(instance: Instance, offsets: Mapping[int, float]) -> Arrival:
     """Each member's wait for the last arriver, latest - s_m, found once: the skew is the
-    largest (latest - min s: rounding keeps the order), the last arriver's is exactly 0."""
-    origin = min(instance.starts.values())  # floats near 0: a 1.7e18 ns start is 256 ns coarse
-    starts = {r: (s - origin) - offsets.get(r, 0.0) for r, s in instance.starts.items()}
-    latest = max(starts.values())
-    waits = {r: latest - s for r, s in starts.items()}
-    at_latest = [r for r, wait in waits.items() if wait == 0.0]
-    skew = max(waits.values())
-    durations = instance.durations
+    largest (latest - min s: rounding keeps the order), the last arriver's is exactly 0 (a
+    wait is 0 exactly when the start is the latest)."""
+    starts, durations = instance.starts, instance.durations
+    origin = min(starts.values())  # floats near 0: a 1.7e18 ns start is 256 ns coarse
+    get = offsets.get
+    aligned = [(s - origin) - get(r, 0.0) for r, s in starts.items()]
+    latest = max(aligned)
+    waits = dict(zip(starts, [latest - s for s in aligned], strict=True))
+    skew = latest - min(aligned)
+    alone = skew > 0 and aligned.count(latest) == 1
     return Arrival(
         group=instance.group,
         collective=instance.collective,
         skew_ns=skew,
-        last=at_latest[0] if len(at_latest) == 1 and skew > 0 else None,
+        last=list(starts)[aligned.index(latest)] if alone else None,
         waits=waits,
         fastest_ns=min(durations.values()),
         message_bytes=instance.message_bytes,

@@ -17,7 +17,7 @@ A member's waiting ends at `a` carried back to its own clock and rounded to the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from commscope.model.schema import ExposedSplit
@@ -61,15 +61,19 @@ def pieces(
     }
 
 
-def _cuts(instance: Instance, shifts: Mapping[int, float]) -> Iterator[tuple[int, int, int, int]]:
+def _cuts(instance: Instance, shifts: Mapping[int, float]) -> list[tuple[int, int, int, int]]:
     """Each member's (member, start, cut, end): its waiting is [start, cut), its transfer
     [cut, end) (`pieces`)."""
-    starts, durations = instance.starts, instance.durations
+    starts, durations, get = instance.starts, instance.durations, shifts.get
     ref = min(starts.values())  # floats near 0: a 1.7e18 ns start is 256 ns coarse
-    last = max([(s - ref) - shifts.get(m, 0.0) for m, s in starts.items()])
+    last = max([(s - ref) - get(m, 0.0) for m, s in starts.items()])
+    found = []
     for member, start in starts.items():
         end = start + durations[member]
-        yield member, start, min(max(ref + round(last + shifts.get(member, 0.0)), start), end), end
+        cut = ref + round(last + get(member, 0.0))
+        cut = start if cut < start else cut  # min(max(cut, start), end)
+        found.append((member, start, end if cut > end else cut, end))
+    return found
 
 
 def split(
@@ -99,12 +103,13 @@ def unions(
     clock; instances with an untimed member left out), for its split and its pipeline tally."""
     waits: dict[int, list[tuple[int, int]]] = {rank: [] for rank in ranks}
     moves: dict[int, list[tuple[int, int]]] = {rank: [] for rank in ranks}
+    bases = {rank: exposed.base_ns for rank, exposed in ranks.items()}
     for instance in instances:
-        if not untimed.isdisjoint(instance.starts):
+        if untimed and not untimed.isdisjoint(instance.starts):
             continue
         for member, start, cut, end in _cuts(instance, shifts):
-            if member in ranks:
-                base = ranks[member].base_ns
+            base = bases.get(member)
+            if base is not None:
                 waits[member].append((start - base, cut - base))
                 moves[member].append((cut - base, end - base))
     return {rank: (of_intervals(waits[rank]), of_intervals(moves[rank])) for rank in ranks}
