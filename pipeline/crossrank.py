@@ -129,7 +129,6 @@ def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> 
     exposed = _exposed(results, infos)
     calls = _alltoall_calls(results, infos)
     pairs = [item for item in paired.pairs if untimed.isdisjoint(item.instance.starts)]
-    with_pairs = [*matched.instances, *(p.instance for p in pairs)]
     summary = structs.replace(
         matched.summary,
         p2p_pairs=len(paired.pairs),
@@ -137,7 +136,7 @@ def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> 
         p2p_desyncs=paired.desyncs,
     )
     points, factors = _alpha_beta_points(arrivals)
-    moved = waiting.unions(with_pairs, shifts(found), exposed, untimed)  # (W, T) of each rank
+    moved = _unions(matched.instances, arrivals, pairs, shifts(found), exposed)
     return CrossRank(
         matching=summary,
         clocks=clocks(found),
@@ -152,6 +151,21 @@ def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> 
         pipeline=_pipeline(results, exposed, pairs, moved, found),
         sizes=_group_sizes(arrivals),
     )
+
+
+def _unions(
+    instances: Sequence[Instance],
+    arrivals: Sequence[skew.Arrival],
+    pairs: Sequence[p2p.Pair],
+    moved: Mapping[int, float],
+    exposed: Mapping[int, waiting.Exposed],
+) -> dict[int, tuple[IntervalSet, IntervalSet]]:
+    """Each rank's (W, T) over the window's timed instances (`arrivals`: theirs, their last
+    arrivals found once) and P2P pairs (`waiting.unions`)."""
+    cuts = [waiting.cuts_at(i, moved, a.origin_ns, a.latest_ns)
+            for i, a in zip(instances, arrivals, strict=True) if a.timed]  # fmt: skip
+    cuts += [waiting.cuts(p.instance, moved) for p in pairs]
+    return waiting.unions_of(cuts, exposed)
 
 
 @dataclass(frozen=True)
@@ -342,9 +356,10 @@ def _alpha_beta_points(
         factor = known[kind] if kind in known else known.setdefault(kind, bus_factor(*kind))
         if item.message_bytes is not None and factor is not None and item.fastest_ns > 0:
             key = (item.group, item.collective)
-            points.setdefault(key, array("d")).extend(
-                (item.message_bytes * factor, item.fastest_ns * 1e-9)
-            )
+            into = points.get(key)
+            if into is None:
+                into = points[key] = array("d")
+            into.extend((item.message_bytes * factor, item.fastest_ns * 1e-9))
             factors[key] = factor if factors.get(key, factor) == factor else math.nan
     return points, factors
 

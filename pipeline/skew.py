@@ -65,6 +65,8 @@ class Arrival(msgspec.Struct, frozen=True, gc=False):
     in_call_ns: float = 0.0  # Σ over members of min(wait, own duration)
     call_ns: float = 0.0  # Σ over members of their durations
     timed: bool = True  # False: a member's start is unknown (skew and waits are not read)
+    origin_ns: int = 0  # the earliest start (ns, the members' own clocks plus their bases)
+    latest_ns: float = 0.0  # the last arrival on aligned clocks, from `origin_ns` (`waiting`)
 
 
 def arrival(instance: Instance, offsets: Mapping[int, float]) -> Arrival:
@@ -90,6 +92,8 @@ def arrival(instance: Instance, offsets: Mapping[int, float]) -> Arrival:
         group_size=instance.group_size,
         in_call_ns=math.fsum([min(wait, durations[r]) for r, wait in waits.items()]),
         call_ns=math.fsum(durations.values()),
+        origin_ns=origin,
+        latest_ns=latest,
     )
 
 

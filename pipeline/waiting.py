@@ -57,18 +57,26 @@ def pieces(
     """Each member's (waiting, transfer) interval on the clock its starts are given in:
     `shifts[m]` is subtracted from m's times to align them (missing: 0)."""
     return {
-        member: ((start, cut), (cut, end)) for member, start, cut, end in _cuts(instance, shifts)
+        member: ((start, cut), (cut, end)) for member, start, cut, end in cuts(instance, shifts)
     }
 
 
-def _cuts(instance: Instance, shifts: Mapping[int, float]) -> list[tuple[int, int, int, int]]:
+def cuts(instance: Instance, shifts: Mapping[int, float]) -> list[tuple[int, int, int, int]]:
     """Each member's (member, start, cut, end): its waiting is [start, cut), its transfer
     [cut, end) (`pieces`)."""
-    starts, durations, get = instance.starts, instance.durations, shifts.get
+    starts, get = instance.starts, shifts.get
     ref = min(starts.values())  # floats near 0: a 1.7e18 ns start is 256 ns coarse
     last = max([(s - ref) - get(m, 0.0) for m, s in starts.items()])
-    found = []
-    for member, start in starts.items():
+    return cuts_at(instance, shifts, ref, last)
+
+
+def cuts_at(
+    instance: Instance, shifts: Mapping[int, float], ref: int, last: float
+) -> list[tuple[int, int, int, int]]:
+    """`cuts` given the earliest start `ref` and the last arrival on aligned clocks
+    from it, `last` (`skew.Arrival`'s `origin_ns` and `latest_ns`: found once)."""
+    found, durations, get = [], instance.durations, shifts.get
+    for member, start in instance.starts.items():
         end = start + durations[member]
         cut = ref + round(last + get(member, 0.0))
         cut = start if cut < start else cut  # min(max(cut, start), end)
@@ -101,13 +109,19 @@ def unions(
 ) -> dict[int, tuple[IntervalSet, IntervalSet]]:
     """Each rank's waiting W and transfer T unions over the instances it is a member of (own
     clock; instances with an untimed member left out), for its split and its pipeline tally."""
+    timed = (i for i in instances if not untimed or untimed.isdisjoint(i.starts))
+    return unions_of((cuts(i, shifts) for i in timed), ranks)
+
+
+def unions_of(
+    cuts: Iterable[Sequence[tuple[int, int, int, int]]], ranks: Mapping[int, Exposed]
+) -> dict[int, tuple[IntervalSet, IntervalSet]]:
+    """`unions` from each instance's cuts (`cuts`, `cuts_at`)."""
     waits: dict[int, list[tuple[int, int]]] = {rank: [] for rank in ranks}
     moves: dict[int, list[tuple[int, int]]] = {rank: [] for rank in ranks}
     bases = {rank: exposed.base_ns for rank, exposed in ranks.items()}
-    for instance in instances:
-        if untimed and not untimed.isdisjoint(instance.starts):
-            continue
-        for member, start, cut, end in _cuts(instance, shifts):
+    for members in cuts:
+        for member, start, cut, end in members:
             base = bases.get(member)
             if base is not None:
                 waits[member].append((start - base, cut - base))
