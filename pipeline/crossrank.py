@@ -90,6 +90,15 @@ def aligned(
     return matched, found, [_arrival(i, moved, untimed) for i in matched.instances]
 
 
+def _paired(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> p2p.Paired:
+    """The window's P2P pairs over its calls, their peers made global (`p2pranks`); nothing
+    to resolve when no rank ran a SendRecv (only SendRecv calls pair)."""
+    calls = {rank: result.calls for rank, result in results.items()}
+    if all(op.collective != p2p.P2P for ops in calls.values() for op in ops):
+        return p2p.Paired()
+    return p2p.pair(p2pranks.resolved(calls), {r: i.base_ns for r, i in infos.items()})
+
+
 def _untimed(infos: Mapping[int, RankInfo]) -> set[int]:
     return {rank for rank, info in infos.items() if not info.call_starts}
 
@@ -121,10 +130,7 @@ def _arrival(instance: Instance, shifts: Mapping[int, float], untimed: set[int])
 def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> CrossRank:
     matched, found, arrivals = aligned(results, infos)
     timed = [item for item in arrivals if item.timed]
-    paired = p2p.pair(
-        p2pranks.resolved({r: x.calls for r, x in results.items()}),
-        {r: i.base_ns for r, i in infos.items()},
-    )
+    paired = _paired(results, infos)
     untimed = _untimed(infos)
     exposed = _exposed(results, infos)
     calls = _alltoall_calls(results, infos)
@@ -186,8 +192,7 @@ def drawn(
     clock offsets."""
     matched, found, _ = aligned(results, infos)
     untimed, moved = _untimed(infos), shifts(found)
-    calls = p2pranks.resolved({r: x.calls for r, x in results.items()})
-    pairs = p2p.pair(calls, {r: i.base_ns for r, i in infos.items()}).pairs
+    pairs = _paired(results, infos).pairs
     timed = [i for i in (*matched.instances, *(p.instance for p in pairs))
              if untimed.isdisjoint(i.starts)]  # fmt: skip
     return [Drawn(i, waiting.pieces(i, moved), skew.arrival(i, moved).last) for i in timed], found

@@ -30,7 +30,7 @@ class Pair:
 
 
 @dataclass
-class _Paired:
+class Paired:
     pairs: list[Pair] = field(default_factory=list)
     unpaired: int = 0
     desyncs: int = 0
@@ -41,10 +41,10 @@ Key = tuple[str, int, int]  # (process group, sender, receiver)
 
 def pair(
     calls: Mapping[int, Sequence[CommOp]], base_ns: Mapping[int, int] | None = None
-) -> _Paired:
+) -> Paired:
     """The window's P2P pairs; `base_ns`: each rank's trace base time, added to its starts."""
     sends, receives = _sides(calls)
-    found, base = _Paired(), base_ns or {}
+    found, base = Paired(), base_ns or {}
     for key in sorted(set(sends) | set(receives)):
         group, sender, receiver = key
         out, back = sends.get(key, []), receives.get(key, [])
