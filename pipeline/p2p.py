@@ -39,9 +39,7 @@ class Paired:
 Key = tuple[str, int, int]  # (process group, sender, receiver)
 
 
-def pair(
-    calls: Mapping[int, Sequence[CommOp]], base_ns: Mapping[int, int] | None = None
-) -> Paired:
+def pair(calls: Mapping[int, Sequence[CommOp]], base_ns: Mapping[int, int] | None = None) -> Paired:
     """The window's P2P pairs; `base_ns`: each rank's trace base time, added to its starts."""
     sends, receives = _sides(calls)
     found, base = Paired(), base_ns or {}
