@@ -154,20 +154,22 @@ class Tally:
 
 
 def tally(arrivals: Sequence[Arrival]) -> Tally:
+    """The arrivals' tally, each sum taken in the arrivals' order."""
     found = Tally()
-    per_rank, sums = found.per_rank, (found.waits, found.in_call, found.call)
+    per_rank, draws, skews, lasts = found.per_rank, found.draws, found.skews, found.lasts
+    sums = (waited, in_call, call) = (found.waits, found.in_call, found.call)
     for item in arrivals:
         kind, waits, last = item.collective, item.waits, item.last
         total = math.fsum(waits.values())
-        if kind not in found.skews:
-            found.skews[kind], found.lasts[kind] = array("d"), array("i")
+        if kind not in skews:
+            skews[kind], lasts[kind] = array("d"), array("i")
             for into in sums:
                 into[kind] = 0.0
-        found.skews[kind].append(item.skew_ns)
-        found.lasts[kind].append(-1 if last is None else last)
-        found.waits[kind] += total
-        found.in_call[kind] += item.in_call_ns
-        found.call[kind] += item.call_ns
+        skews[kind].append(item.skew_ns)
+        lasts[kind].append(-1 if last is None else last)
+        waited[kind] += total
+        in_call[kind] += item.in_call_ns
+        call[kind] += item.call_ns
         share = 0.0 if last is None else 1 / len(waits)
         for rank, wait in waits.items():
             entry = per_rank.get(rank)
@@ -181,7 +183,7 @@ def tally(arrivals: Sequence[Arrival]) -> Tally:
             entry = per_rank[last]
             entry.last += 1
             entry.caused_wait_s += total * _NS
-            found.draws.append(total, frozenset(waits), last)
+            draws.append(total, frozenset(waits), last)
     return found
 
 
