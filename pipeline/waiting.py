@@ -17,18 +17,13 @@ A member's waiting ends at `a` carried back to its own clock and rounded to the 
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from commscope.model.schema import ExposedSplit
-from commscope.pipeline.intervals import (
-    IntervalSet,
-    difference,
-    intersection,
-    intersection_measure,
-    of_intervals,
-    unpacked,
-)
+from commscope.pipeline.intervals import IntervalSet, of_intervals, unpacked
 from commscope.pipeline.matching import Instance
 
 Split = ExposedSplit
@@ -129,20 +124,46 @@ def unions_of(
     return {rank: (of_intervals(waits[rank]), of_intervals(moves[rank])) for rank in ranks}
 
 
+_E, _S, _W, _T = 1, 2, 4, 8  # the bits of a moment's combination: in E, S, W, T
+_DELTAS: Final = (_E, -_E, _S, -_S, _W, -_W, _T, -_T)  # a boundary's code -> its change
+
+
 def _rank_split(exposed: Exposed, waits: IntervalSet, moves: IntervalSet) -> Split:
-    """One rank's split from its waiting W and transfer T unions: E ∩ T and (E ∩ W) \\ T
-    found once, the in-step figures their measures within S ((E ∩ S) ∩ T = (E ∩ T) ∩ S)."""
-    whole, steps = unpacked(exposed.exposed_runs), unpacked(exposed.step_runs)
-    transfer = intersection(whole, moves)
-    waiting = difference(intersection(whole, waits), moves)
+    """One rank's split from its waiting W and transfer T unions, in one sweep: the time in
+    each combination of E, S, W and T (`time_in`), summed into the six measures."""
+    runs = (unpacked(exposed.exposed_runs), unpacked(exposed.step_runs), waits, moves)
+    time_in = _time_in([found.arrays() for found in runs])
+
+    def within(*, inside: int, outside: int = 0) -> int:
+        return sum(t for at, t in enumerate(time_in) if at & inside == inside and not at & outside)
+
     return Split(
-        exposed_ns=whole.measure(),
-        transfer_ns=transfer.measure(),
-        waiting_ns=waiting.measure(),
-        exposed_in_steps_ns=intersection_measure(whole, steps),
-        transfer_in_steps_ns=intersection_measure(transfer, steps),
-        waiting_in_steps_ns=intersection_measure(waiting, steps),
+        exposed_ns=within(inside=_E),
+        transfer_ns=within(inside=_E | _T),
+        waiting_ns=within(inside=_E | _W, outside=_T),
+        exposed_in_steps_ns=within(inside=_E | _S),
+        transfer_in_steps_ns=within(inside=_E | _S | _T),
+        waiting_in_steps_ns=within(inside=_E | _S | _W, outside=_T),
     )
+
+
+def _time_in(sets: Sequence[tuple[array[int], array[int]]]) -> list[int]:
+    """The time in each combination of (at most four) sets of runs, index bit i: inside set
+    i. Each set's runs are disjoint and apart (an IntervalSet's), so at a boundary only one
+    run of a set begins or ends; the boundaries are sorted as plain ints (time x 8 + code)."""
+    events: list[int] = []
+    for bit, (starts, ends) in enumerate(sets):
+        events += [t << 3 | 2 * bit for t in starts]
+        events += [t << 3 | 2 * bit + 1 for t in ends]
+    events.sort()
+    time_in, state, at = [0] * 16, 0, 0
+    for event in events:
+        t = event >> 3
+        if state:
+            time_in[state] += t - at
+        state += _DELTAS[event & 7]
+        at = t
+    return time_in
 
 
 def pooled(parts: Sequence[Mapping[int, Split]]) -> dict[int, Split]:
