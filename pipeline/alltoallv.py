@@ -109,6 +109,8 @@ def busiest(sent: Mapping[int, int], received: Mapping[int, int]) -> int | None:
 def calls_of(result: RankResult, pg_ranks: Mapping[str, Sequence[int]]) -> AllToAllCalls | None:
     """A rank's all-to-all calls in its window, each keyed as `matching` keys it and placed in
     its profiled step, with its groups' members from its pg_config (None: it ran none)."""
+    if all(op.collective != ALLTOALL for op in result.calls):
+        return None  # the common case, found without keying every call
     spans = _steps(result)
     unseq = {
         group_of(op) for op in result.calls if op.seq is None and op.collective != POINT_TO_POINT

@@ -36,7 +36,7 @@ import math
 import operator
 import random
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -99,7 +99,7 @@ def _polish(rows: Sequence[Sequence[int]]) -> list[float]:
     shifts = [0.0] * len(rows[0])
     for _ in range(_MAX_ROUNDS):
         residuals = _polish_residuals(rows, shifts)
-        moves = [statistics.median(column) for column in zip(*residuals, strict=True)]
+        moves = [_median(column) for column in zip(*residuals, strict=True)]
         shifts = [s + m for s, m in zip(shifts, moves, strict=True)]
         if all(abs(m) < _SETTLED_NS for m in moves):
             break
@@ -110,20 +110,46 @@ def _polish(rows: Sequence[Sequence[int]]) -> list[float]:
 def _polish_residuals(rows: Sequence[Sequence[int]], shifts: Sequence[float]) -> list[list[float]]:
     found = []
     for row in rows:
-        aligned = [end - s for end, s in zip(row, shifts, strict=True)]
-        centre = statistics.median(aligned)
+        aligned = list(map(operator.sub, row, shifts))  # rows and shifts are of one length
+        centre = _median(aligned)
         found.append([a - centre for a in aligned])
     return found
 
 
+def _median(values: Sequence[float]) -> float:
+    """`statistics.median` (the same arithmetic, value for value) without its overheads:
+    called once per instance and round of the polish."""
+    ordered = sorted(values)
+    half = len(ordered) // 2
+    return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
+
+
+_Sets = dict[tuple[int, ...], list[_Ends]]  # member set -> its instances' ends
+
+
+def _sets(samples: Iterable[_Ends]) -> _Sets:
+    """The samples by member set (sorted ranks), each set where it is first seen."""
+    by_set: _Sets = {}
+    for ends in samples:
+        key = tuple(sorted(ends))
+        found = by_set.get(key)
+        if found is None:
+            by_set[key] = [ends]
+        else:
+            found.append(ends)
+    return by_set
+
+
 def links(samples: Sequence[_Ends], index: dict[int, int]) -> list[Link]:
     """One link per member set of two or more ranks."""
-    by_set: dict[tuple[int, ...], list[_Ends]] = {}
-    for ends in samples:
-        if len(ends) > 1:
-            by_set.setdefault(tuple(sorted(ends)), []).append(ends)
+    return _links(_sets(samples), index)
+
+
+def _links(by_set: _Sets, index: dict[int, int]) -> list[Link]:
     found = []
     for ranks, group in by_set.items():
+        if len(ranks) < 2:
+            continue
         rows = [_anchored(ends, ranks) for ends in group]
         scale, dof = noise(rows)
         shifts = _polish(rows)
@@ -363,8 +389,11 @@ def _drawn(
 def components(samples: Sequence[_Ends]) -> dict[int, int]:
     """Each rank's connected set (ranks linked by a shared instance), by its lowest rank
     (each distinct member set joined once: a group's instances mostly repeat theirs)."""
+    return _components(_sets(samples))
+
+
+def _components(by_set: _Sets) -> dict[int, int]:
     parent: dict[int, int] = {}
-    joined: set[tuple[int, ...]] = set()
 
     def find(rank: int) -> int:
         while parent.setdefault(rank, rank) != rank:
@@ -372,11 +401,7 @@ def components(samples: Sequence[_Ends]) -> dict[int, int]:
             rank = parent[rank]
         return rank
 
-    for ends in samples:
-        members = tuple(sorted(ends))
-        if members in joined:
-            continue
-        joined.add(members)
+    for members in by_set:
         first, *rest = members
         find(first)
         for other in rest:
@@ -387,16 +412,16 @@ def components(samples: Sequence[_Ends]) -> dict[int, int]:
 
 def offsets(instances: Sequence[Instance]) -> Found:
     """Per rank with evidence: (offset ns to subtract from its times, uncertainty, samples)."""
-    samples = [instance.ends() for instance in instances]
-    ranks = sorted({rank for ends in samples for rank in ends})
+    by_set = _sets(instance.ends() for instance in instances)
+    ranks = sorted({rank for members in by_set for rank in members})
     index = {rank: i for i, rank in enumerate(ranks)}
-    reference = components(samples)
+    reference = _components(by_set)
     refs = [index[reference[rank]] for rank in ranks]
     counts = [0] * len(ranks)
-    for ends in samples:
-        for rank in ends:
-            counts[index[rank]] += 1
-    found = links(samples, index)
+    for members, group in by_set.items():
+        for rank in members:
+            counts[index[rank]] += len(group)
+    found = _links(by_set, index)
     x, weights = fit(found, len(ranks))
     factor = _birge(found, weights, x, len(set(refs)))
     errors = _spreads(found, weights, refs)

@@ -90,6 +90,15 @@ def aligned(
     return matched, found, [_arrival(i, moved, untimed) for i in matched.instances]
 
 
+def _paired(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> p2p.Paired:
+    """The window's P2P pairs over its calls, their peers made global (`p2pranks`); nothing
+    to resolve when no rank ran a SendRecv (only SendRecv calls pair)."""
+    calls = {rank: result.calls for rank, result in results.items()}
+    if all(op.collective != p2p.P2P for ops in calls.values() for op in ops):
+        return p2p.Paired()
+    return p2p.pair(p2pranks.resolved(calls), {r: i.base_ns for r, i in infos.items()})
+
+
 def _untimed(infos: Mapping[int, RankInfo]) -> set[int]:
     return {rank for rank, info in infos.items() if not info.call_starts}
 
@@ -115,21 +124,17 @@ def _arrival(instance: Instance, shifts: Mapping[int, float], untimed: set[int])
     """The instance's arrival; one with a member whose start is unknown is kept only for its
     durations (the α-β fit), marked `timed=False`."""
     found = skew.arrival(instance, shifts)
-    return found if untimed.isdisjoint(instance.starts) else replace(found, timed=False)
+    return found if untimed.isdisjoint(instance.starts) else structs.replace(found, timed=False)
 
 
 def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> CrossRank:
     matched, found, arrivals = aligned(results, infos)
     timed = [item for item in arrivals if item.timed]
-    paired = p2p.pair(
-        p2pranks.resolved({r: x.calls for r, x in results.items()}),
-        {r: i.base_ns for r, i in infos.items()},
-    )
+    paired = _paired(results, infos)
     untimed = _untimed(infos)
     exposed = _exposed(results, infos)
     calls = _alltoall_calls(results, infos)
     pairs = [item for item in paired.pairs if untimed.isdisjoint(item.instance.starts)]
-    with_pairs = [*matched.instances, *(p.instance for p in pairs)]
     summary = structs.replace(
         matched.summary,
         p2p_pairs=len(paired.pairs),
@@ -137,7 +142,7 @@ def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> 
         p2p_desyncs=paired.desyncs,
     )
     points, factors = _alpha_beta_points(arrivals)
-    moved = waiting.unions(with_pairs, shifts(found), exposed, untimed)  # (W, T) of each rank
+    moved = _unions(matched.instances, arrivals, pairs, shifts(found), exposed)
     return CrossRank(
         matching=summary,
         clocks=clocks(found),
@@ -152,6 +157,21 @@ def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> 
         pipeline=_pipeline(results, exposed, pairs, moved, found),
         sizes=_group_sizes(arrivals),
     )
+
+
+def _unions(
+    instances: Sequence[Instance],
+    arrivals: Sequence[skew.Arrival],
+    pairs: Sequence[p2p.Pair],
+    moved: Mapping[int, float],
+    exposed: Mapping[int, waiting.Exposed],
+) -> dict[int, tuple[IntervalSet, IntervalSet]]:
+    """Each rank's (W, T) over the window's timed instances (`arrivals`: theirs, their last
+    arrivals found once) and P2P pairs (`waiting.unions`)."""
+    cuts = [waiting.cuts_at(i, moved, a.origin_ns, a.latest_ns)
+            for i, a in zip(instances, arrivals, strict=True) if a.timed]  # fmt: skip
+    cuts += [waiting.cuts(p.instance, moved) for p in pairs]
+    return waiting.unions_of(cuts, exposed)
 
 
 @dataclass(frozen=True)
@@ -172,8 +192,7 @@ def drawn(
     clock offsets."""
     matched, found, _ = aligned(results, infos)
     untimed, moved = _untimed(infos), shifts(found)
-    calls = p2pranks.resolved({r: x.calls for r, x in results.items()})
-    pairs = p2p.pair(calls, {r: i.base_ns for r, i in infos.items()}).pairs
+    pairs = _paired(results, infos).pairs
     timed = [i for i in (*matched.instances, *(p.instance for p in pairs))
              if untimed.isdisjoint(i.starts)]  # fmt: skip
     return [Drawn(i, waiting.pieces(i, moved), skew.arrival(i, moved).last) for i in timed], found
@@ -342,9 +361,10 @@ def _alpha_beta_points(
         factor = known[kind] if kind in known else known.setdefault(kind, bus_factor(*kind))
         if item.message_bytes is not None and factor is not None and item.fastest_ns > 0:
             key = (item.group, item.collective)
-            points.setdefault(key, array("d")).extend(
-                (item.message_bytes * factor, item.fastest_ns * 1e-9)
-            )
+            into = points.get(key)
+            if into is None:
+                into = points[key] = array("d")
+            into.extend((item.message_bytes * factor, item.fastest_ns * 1e-9))
             factors[key] = factor if factors.get(key, factor) == factor else math.nan
     return points, factors
 

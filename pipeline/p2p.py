@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from commscope.model.schema import CommOp
-from commscope.pipeline.matching import Instance, group_of
+from commscope.pipeline.matching import Instance, group_of, instance
 
 P2P = "SendRecv"
 
@@ -30,7 +30,7 @@ class Pair:
 
 
 @dataclass
-class _Paired:
+class Paired:
     pairs: list[Pair] = field(default_factory=list)
     unpaired: int = 0
     desyncs: int = 0
@@ -39,12 +39,10 @@ class _Paired:
 Key = tuple[str, int, int]  # (process group, sender, receiver)
 
 
-def pair(
-    calls: Mapping[int, Sequence[CommOp]], base_ns: Mapping[int, int] | None = None
-) -> _Paired:
+def pair(calls: Mapping[int, Sequence[CommOp]], base_ns: Mapping[int, int] | None = None) -> Paired:
     """The window's P2P pairs; `base_ns`: each rank's trace base time, added to its starts."""
     sends, receives = _sides(calls)
-    found = _Paired()
+    found, base = Paired(), base_ns or {}
     for key in sorted(set(sends) | set(receives)):
         group, sender, receiver = key
         out, back = sends.get(key, []), receives.get(key, [])
@@ -55,7 +53,7 @@ def pair(
                 found.unpaired += 1
             elif _agree(out[index], back[index]):
                 ops = {sender: out[index], receiver: back[index]}
-                found.pairs.append(Pair(sender, receiver, _instance(group, index, ops, base_ns)))
+                found.pairs.append(Pair(sender, receiver, instance(group, index, ops, base, 2)))
             else:
                 found.desyncs += 1
     found.pairs.sort(key=lambda p: min(p.instance.starts.values()))
@@ -81,19 +79,3 @@ def _agree(a: CommOp, b: CommOp) -> bool:
     """Sizes and dtypes agree where both are known."""
     sizes = a.message_bytes is None or b.message_bytes is None or a.message_bytes == b.message_bytes
     return sizes and (a.dtype is None or b.dtype is None or a.dtype == b.dtype)
-
-
-def _instance(
-    group: str, index: int, ops: Mapping[int, CommOp], base_ns: Mapping[int, int] | None
-) -> Instance:
-    base = base_ns or {}
-    sizes = [op.message_bytes for op in ops.values() if op.message_bytes is not None]
-    return Instance(
-        group=group,
-        position=index,
-        collective=P2P,
-        message_bytes=max(sizes) if sizes else None,
-        group_size=2,
-        starts={rank: op.start_ns + base.get(rank, 0) for rank, op in ops.items()},
-        durations={rank: op.dur_ns for rank, op in ops.items()},
-    )

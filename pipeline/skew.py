@@ -50,9 +50,9 @@ _MIN_RANKS: Final = 3
 _NS: Final = 1e-9
 
 
-@dataclass(frozen=True)
-class Arrival:
-    """One instance after alignment: who came last and who waited how long (ns)."""
+class Arrival(msgspec.Struct, frozen=True, gc=False):
+    """One instance after alignment: who came last and who waited how long (ns). A Struct
+    as `matching.Instance` is, for the same reason (one an instance)."""
 
     group: str
     collective: str
@@ -65,29 +65,35 @@ class Arrival:
     in_call_ns: float = 0.0  # Σ over members of min(wait, own duration)
     call_ns: float = 0.0  # Σ over members of their durations
     timed: bool = True  # False: a member's start is unknown (skew and waits are not read)
+    origin_ns: int = 0  # the earliest start (ns, the members' own clocks plus their bases)
+    latest_ns: float = 0.0  # the last arrival on aligned clocks, from `origin_ns` (`waiting`)
 
 
 def arrival(instance: Instance, offsets: Mapping[int, float]) -> Arrival:
     """Each member's wait for the last arriver, latest - s_m, found once: the skew is the
-    largest (latest - min s: rounding keeps the order), the last arriver's is exactly 0."""
-    origin = min(instance.starts.values())  # floats near 0: a 1.7e18 ns start is 256 ns coarse
-    starts = {r: (s - origin) - offsets.get(r, 0.0) for r, s in instance.starts.items()}
-    latest = max(starts.values())
-    waits = {r: latest - s for r, s in starts.items()}
-    at_latest = [r for r, wait in waits.items() if wait == 0.0]
-    skew = max(waits.values())
-    durations = instance.durations
+    largest (latest - min s: rounding keeps the order), the last arriver's is exactly 0 (a
+    wait is 0 exactly when the start is the latest)."""
+    starts, durations = instance.starts, instance.durations
+    origin = min(starts.values())  # floats near 0: a 1.7e18 ns start is 256 ns coarse
+    get = offsets.get
+    aligned = [(s - origin) - get(r, 0.0) for r, s in starts.items()]
+    latest = max(aligned)
+    waits = dict(zip(starts, [latest - s for s in aligned], strict=True))
+    skew = latest - min(aligned)
+    alone = skew > 0 and aligned.count(latest) == 1
     return Arrival(
         group=instance.group,
         collective=instance.collective,
         skew_ns=skew,
-        last=at_latest[0] if len(at_latest) == 1 and skew > 0 else None,
+        last=list(starts)[aligned.index(latest)] if alone else None,
         waits=waits,
         fastest_ns=min(durations.values()),
         message_bytes=instance.message_bytes,
         group_size=instance.group_size,
         in_call_ns=math.fsum([min(wait, durations[r]) for r, wait in waits.items()]),
         call_ns=math.fsum(durations.values()),
+        origin_ns=origin,
+        latest_ns=latest,
     )
 
 
@@ -148,20 +154,22 @@ class Tally:
 
 
 def tally(arrivals: Sequence[Arrival]) -> Tally:
+    """The arrivals' tally, each sum taken in the arrivals' order."""
     found = Tally()
-    per_rank, sums = found.per_rank, (found.waits, found.in_call, found.call)
+    per_rank, draws, skews, lasts = found.per_rank, found.draws, found.skews, found.lasts
+    sums = (waited, in_call, call) = (found.waits, found.in_call, found.call)
     for item in arrivals:
         kind, waits, last = item.collective, item.waits, item.last
         total = math.fsum(waits.values())
-        if kind not in found.skews:
-            found.skews[kind], found.lasts[kind] = array("d"), array("i")
+        if kind not in skews:
+            skews[kind], lasts[kind] = array("d"), array("i")
             for into in sums:
                 into[kind] = 0.0
-        found.skews[kind].append(item.skew_ns)
-        found.lasts[kind].append(-1 if last is None else last)
-        found.waits[kind] += total
-        found.in_call[kind] += item.in_call_ns
-        found.call[kind] += item.call_ns
+        skews[kind].append(item.skew_ns)
+        lasts[kind].append(-1 if last is None else last)
+        waited[kind] += total
+        in_call[kind] += item.in_call_ns
+        call[kind] += item.call_ns
         share = 0.0 if last is None else 1 / len(waits)
         for rank, wait in waits.items():
             entry = per_rank.get(rank)
@@ -175,7 +183,7 @@ def tally(arrivals: Sequence[Arrival]) -> Tally:
             entry = per_rank[last]
             entry.last += 1
             entry.caused_wait_s += total * _NS
-            found.draws.append(total, frozenset(waits), last)
+            draws.append(total, frozenset(waits), last)
     return found
 
 

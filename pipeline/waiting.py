@@ -17,18 +17,13 @@ A member's waiting ends at `a` carried back to its own clock and rounded to the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from commscope.model.schema import ExposedSplit
-from commscope.pipeline.intervals import (
-    IntervalSet,
-    difference,
-    intersection,
-    intersection_measure,
-    of_intervals,
-    unpacked,
-)
+from commscope.pipeline.intervals import IntervalSet, of_intervals, unpacked
 from commscope.pipeline.matching import Instance
 
 Split = ExposedSplit
@@ -57,19 +52,31 @@ def pieces(
     """Each member's (waiting, transfer) interval on the clock its starts are given in:
     `shifts[m]` is subtracted from m's times to align them (missing: 0)."""
     return {
-        member: ((start, cut), (cut, end)) for member, start, cut, end in _cuts(instance, shifts)
+        member: ((start, cut), (cut, end)) for member, start, cut, end in cuts(instance, shifts)
     }
 
 
-def _cuts(instance: Instance, shifts: Mapping[int, float]) -> Iterator[tuple[int, int, int, int]]:
+def cuts(instance: Instance, shifts: Mapping[int, float]) -> list[tuple[int, int, int, int]]:
     """Each member's (member, start, cut, end): its waiting is [start, cut), its transfer
     [cut, end) (`pieces`)."""
-    starts, durations = instance.starts, instance.durations
+    starts, get = instance.starts, shifts.get
     ref = min(starts.values())  # floats near 0: a 1.7e18 ns start is 256 ns coarse
-    last = max([(s - ref) - shifts.get(m, 0.0) for m, s in starts.items()])
-    for member, start in starts.items():
+    last = max([(s - ref) - get(m, 0.0) for m, s in starts.items()])
+    return cuts_at(instance, shifts, ref, last)
+
+
+def cuts_at(
+    instance: Instance, shifts: Mapping[int, float], ref: int, last: float
+) -> list[tuple[int, int, int, int]]:
+    """`cuts` given the earliest start `ref` and the last arrival on aligned clocks
+    from it, `last` (`skew.Arrival`'s `origin_ns` and `latest_ns`: found once)."""
+    found, durations, get = [], instance.durations, shifts.get
+    for member, start in instance.starts.items():
         end = start + durations[member]
-        yield member, start, min(max(ref + round(last + shifts.get(member, 0.0)), start), end), end
+        cut = ref + round(last + get(member, 0.0))
+        cut = start if cut < start else cut  # min(max(cut, start), end)
+        found.append((member, start, end if cut > end else cut, end))
+    return found
 
 
 def split(
@@ -97,33 +104,66 @@ def unions(
 ) -> dict[int, tuple[IntervalSet, IntervalSet]]:
     """Each rank's waiting W and transfer T unions over the instances it is a member of (own
     clock; instances with an untimed member left out), for its split and its pipeline tally."""
+    timed = (i for i in instances if not untimed or untimed.isdisjoint(i.starts))
+    return unions_of((cuts(i, shifts) for i in timed), ranks)
+
+
+def unions_of(
+    cuts: Iterable[Sequence[tuple[int, int, int, int]]], ranks: Mapping[int, Exposed]
+) -> dict[int, tuple[IntervalSet, IntervalSet]]:
+    """`unions` from each instance's cuts (`cuts`, `cuts_at`)."""
     waits: dict[int, list[tuple[int, int]]] = {rank: [] for rank in ranks}
     moves: dict[int, list[tuple[int, int]]] = {rank: [] for rank in ranks}
-    for instance in instances:
-        if not untimed.isdisjoint(instance.starts):
-            continue
-        for member, start, cut, end in _cuts(instance, shifts):
-            if member in ranks:
-                base = ranks[member].base_ns
+    bases = {rank: exposed.base_ns for rank, exposed in ranks.items()}
+    for members in cuts:
+        for member, start, cut, end in members:
+            base = bases.get(member)
+            if base is not None:
                 waits[member].append((start - base, cut - base))
                 moves[member].append((cut - base, end - base))
     return {rank: (of_intervals(waits[rank]), of_intervals(moves[rank])) for rank in ranks}
 
 
+_E, _S, _W, _T = 1, 2, 4, 8  # the bits of a moment's combination: in E, S, W, T
+_DELTAS: Final = (_E, -_E, _S, -_S, _W, -_W, _T, -_T)  # a boundary's code -> its change
+
+
 def _rank_split(exposed: Exposed, waits: IntervalSet, moves: IntervalSet) -> Split:
-    """One rank's split from its waiting W and transfer T unions: E ∩ T and (E ∩ W) \\ T
-    found once, the in-step figures their measures within S ((E ∩ S) ∩ T = (E ∩ T) ∩ S)."""
-    whole, steps = unpacked(exposed.exposed_runs), unpacked(exposed.step_runs)
-    transfer = intersection(whole, moves)
-    waiting = difference(intersection(whole, waits), moves)
+    """One rank's split from its waiting W and transfer T unions, in one sweep: the time in
+    each combination of E, S, W and T (`time_in`), summed into the six measures."""
+    runs = (unpacked(exposed.exposed_runs), unpacked(exposed.step_runs), waits, moves)
+    time_in = _time_in([found.arrays() for found in runs])
+
+    def within(*, inside: int, outside: int = 0) -> int:
+        return sum(t for at, t in enumerate(time_in) if at & inside == inside and not at & outside)
+
     return Split(
-        exposed_ns=whole.measure(),
-        transfer_ns=transfer.measure(),
-        waiting_ns=waiting.measure(),
-        exposed_in_steps_ns=intersection_measure(whole, steps),
-        transfer_in_steps_ns=intersection_measure(transfer, steps),
-        waiting_in_steps_ns=intersection_measure(waiting, steps),
+        exposed_ns=within(inside=_E),
+        transfer_ns=within(inside=_E | _T),
+        waiting_ns=within(inside=_E | _W, outside=_T),
+        exposed_in_steps_ns=within(inside=_E | _S),
+        transfer_in_steps_ns=within(inside=_E | _S | _T),
+        waiting_in_steps_ns=within(inside=_E | _S | _W, outside=_T),
     )
+
+
+def _time_in(sets: Sequence[tuple[array[int], array[int]]]) -> list[int]:
+    """The time in each combination of (at most four) sets of runs, index bit i: inside set
+    i. Each set's runs are disjoint and apart (an IntervalSet's), so at a boundary only one
+    run of a set begins or ends; the boundaries are sorted as plain ints (time x 8 + code)."""
+    events: list[int] = []
+    for bit, (starts, ends) in enumerate(sets):
+        events += [t << 3 | 2 * bit for t in starts]
+        events += [t << 3 | 2 * bit + 1 for t in ends]
+    events.sort()
+    time_in, state, at = [0] * 16, 0, 0
+    for event in events:
+        t = event >> 3
+        if state:
+            time_in[state] += t - at
+        state += _DELTAS[event & 7]
+        at = t
+    return time_in
 
 
 def pooled(parts: Sequence[Mapping[int, Split]]) -> dict[int, Split]:

@@ -2,8 +2,8 @@
 
 Each file is parsed and reduced to its facts first (in 2 processes, outside the measurement;
 kept in `--cache` when given), then, per window, the records are applied to one `Aggregation`
-and the report built, as the aggregator does when a window completes; cProfile shows the
-functions that took the time.
+and the report built, as the aggregator does when a window completes, under the daemon's GC
+policy (`service/heap.py`); cProfile shows the functions that took the time.
 
 With `--against TREE` (a `git archive` of another commit's folders under TREE/commscope/, as
 for `service_replay.py`) nothing is profiled: each window's apply + report CPU is measured in
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import hashlib
 import json
 import os
@@ -28,6 +29,7 @@ import pstats
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from multiprocessing import Pool
 from pathlib import Path
 
@@ -37,6 +39,7 @@ from commscope.model.schema import Record, StreamEnd, StreamStart
 from commscope.pipeline.aggregation import Aggregation
 from commscope.pipeline.edge import Reduction
 from commscope.pipeline.report import Options
+from commscope.service import heap
 
 Sent = dict[str, list[list[Record]]]  # window -> each file's records
 
@@ -69,16 +72,30 @@ def parsed(root: Path, cache: Path | None) -> Sent:
 
 
 def timed(sent: Sent) -> dict[str, float]:
-    """Each window's apply + report CPU seconds, in this process."""
+    """Each window's apply + report CPU seconds, in this process, under the daemon's GC
+    policy (`daemon_gc`)."""
     aggregation, found = Aggregation(), {}
+    after_report = daemon_gc()
     for window, files in sent.items():
         began = time.process_time()
         for file in files:
             for record in file:
                 aggregation.apply(record)
         aggregation.report(Options())
+        after_report()
         found[window] = time.process_time() - began
     return found
+
+
+def daemon_gc() -> Callable[[], None]:
+    """The aggregator daemon's GC policy (`service/heap.py`: fewer collections, what is alive
+    after a report frozen), started; what to call after each report. The parsed records are
+    frozen first: what collectors would send is not the aggregator's heap."""
+    gc.collect()
+    gc.freeze()
+    freezer = heap.Freezer()
+    freezer.start()
+    return freezer.after_report
 
 
 def paired(args: argparse.Namespace) -> None:
@@ -102,6 +119,7 @@ def paired(args: argparse.Namespace) -> None:
 
 def profiled(sent: Sent, shown: int) -> None:
     aggregation = Aggregation()
+    after_report = daemon_gc()
     for window, files in sent.items():
         profile = cProfile.Profile()
         began = time.process_time()
@@ -111,6 +129,7 @@ def profiled(sent: Sent, shown: int) -> None:
                 aggregation.apply(record)
         applied = time.process_time() - began
         aggregation.report(Options())
+        after_report()
         profile.disable()
         total = time.process_time() - began
         print(f"{window}: {len(files)} files, apply {applied:.3f} s CPU, "

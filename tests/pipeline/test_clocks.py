@@ -227,3 +227,9 @@ def test_a_solve_prepared_once_is_the_solve_bit_for_bit() -> None:
     assert ready == ([2.0, 1 / 1.5, 1.0], [2.0, 4.0])
     b = clocks.right_side(found, weights, 3)
     assert clocks.solve(found, weights, b, ready) == clocks.solve(found, weights, b)
+
+
+@given(st.lists(st.floats(-1e18, 1e18), min_size=1, max_size=9))
+@settings(max_examples=300, deadline=None)
+def test_the_polish_median_is_statistics_median_bit_for_bit(values: list[float]) -> None:
+    assert clocks._median(values) == statistics.median(values)

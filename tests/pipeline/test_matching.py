@@ -7,6 +7,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 
 from commscope.model.schema import CommOp
+from commscope.pipeline import p2p
 from commscope.pipeline.matching import Matched, describe, match
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -215,3 +216,30 @@ def test_no_instance_pairs_unlike_calls_and_every_call_is_accounted_once(
     summary = found.summary
     total = sum(len(ops) for ops in calls.values()) - summary.point_to_point
     assert len(seen) + found.desynced + summary.unmatched + lone == total
+
+
+def test_an_instance_lists_its_members_in_rank_order_whatever_order_the_ranks_come_in() -> None:
+    """Each member's start (plus its base), duration and call, in rank order; the largest
+    known size and group size."""
+    calls = {2: [op("AllReduce", 30, 128)], 0: [op("AllReduce", 10, None, group_size=3)],
+             1: [op("AllReduce", 20, 128)]}  # fmt: skip
+    (found,) = match(calls, base_ns={1: 1000}).instances
+    assert (list(found.starts.items()), list(found.calls)) == (
+        [(0, 10), (1, 1020), (2, 30)],
+        [0, 1, 2],
+    )
+    assert (found.message_bytes, found.group_size, found.durations) == (
+        128,
+        3,
+        {0: 10, 1: 10, 2: 10},
+    )
+
+
+def test_a_p2p_pair_is_an_instance_by_the_same_rule_of_two_members() -> None:
+    """Sender then receiver, group size 2 whatever the calls' group says."""
+    send = CommOp("SendRecv", 100, 10, 64, 8, True, "0", 0, None, "Float", send_to=1)
+    receive = CommOp("SendRecv", 90, 30, 64, 8, True, "0", 0, None, "Float", recv_from=0)
+    (pair,) = p2p.pair({1: [receive], 0: [send]}, {0: 5}).pairs
+    found = pair.instance
+    assert (list(found.starts.items()), found.durations) == ([(0, 105), (1, 90)], {0: 10, 1: 30})
+    assert (found.collective, found.message_bytes, found.group_size) == ("SendRecv", 64, 2)

@@ -7,7 +7,16 @@ from collections.abc import Iterable
 from commscope.model.schema import ExposedSplit
 from commscope.pipeline.intervals import IntervalSet, difference, packed
 from commscope.pipeline.matching import Instance
-from commscope.pipeline.waiting import Exposed, pieces, pooled, split, unmatched_ns
+from commscope.pipeline.skew import arrival
+from commscope.pipeline.waiting import (
+    Exposed,
+    cuts,
+    cuts_at,
+    pieces,
+    pooled,
+    split,
+    unmatched_ns,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -154,3 +163,35 @@ def test_the_split_agrees_with_a_unit_by_unit_oracle_and_sums_to_the_exposed_tim
         assert found[r] == want
         # the rest of E is what no matched call covers: the three parts sum to |E|
         assert unmatched_ns(found[r]) == len(e - waits[r] - moves[r])
+
+
+@given(
+    st.dictionaries(st.integers(0, 7), st.integers(0, 10**12), min_size=1, max_size=6),
+    st.lists(st.integers(-(10**6), 10**6), min_size=8, max_size=8),
+    st.lists(st.floats(-1e6, 1e6), min_size=8, max_size=8),
+    st.integers(0, 2**61),
+)
+@settings(max_examples=300, deadline=None)
+def test_the_cuts_from_an_arrivals_last_arrival_are_the_cuts_found_alone(
+    gaps: dict[int, int], durations: list[int], offsets: list[float], base: int
+) -> None:
+    """A window cuts each matched instance at the last arrival its `skew.Arrival` found
+    (`cuts_at`, not found again): member for member the cuts `cuts` finds alone, on epoch
+    times, with shifts, and with durations of any sign."""
+    starts = {rank: base + gap for rank, gap in gaps.items()}
+    found = instance(starts, {rank: durations[rank] for rank in starts})
+    shifts = dict(enumerate(offsets))
+    at = arrival(found, shifts)
+    assert cuts_at(found, shifts, at.origin_ns, at.latest_ns) == cuts(found, shifts)
+    assert cuts(found, shifts) == [
+        (m, s, min(max(c, s), e), e) for m, ((s, c), (_, e)) in _plain(found, shifts).items()
+    ]
+
+
+def _plain(found: Instance, shifts: dict[int, float]) -> dict[int, tuple[tuple[int, int], ...]]:
+    """Each member's ((start, the last arrival on its clock), (_, end)) by the contract's
+    formulas, unclamped."""
+    ref = min(found.starts.values())
+    last = max((s - ref) - shifts.get(m, 0.0) for m, s in found.starts.items())
+    return {m: ((s, ref + round(last + shifts.get(m, 0.0))), (0, s + found.durations[m]))
+            for m, s in found.starts.items()}  # fmt: skip
