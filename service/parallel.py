@@ -1,30 +1,30 @@
-"""Per-file work in a pool of processes (shell: starts processes).
+"""Per-file work in several processes (shell: starts processes).
 
-`outcomes` runs `work(window, path)` for every file in worker processes and hands the
-results back in the files' order, whatever order they finish in, so what is built from them
-is the same as from one process. A result is a value the schema's structs make (they pickle
-as they encode). A worker that dies (killed, out of memory) breaks the pool: each file it
-left unfinished is parsed again alone in a fresh process, and a file whose process dies
-again is reported failed, with that reason, instead of stopping the run.
+`outcomes` (`report --jobs N`) runs `work(window, path)` for every file in N processes: this
+one and N - 1 workers, each next file to whoever is free, and hands the results back in the
+files' order, whatever order they finish in, so what is built from them is the same as from
+one process. A worker is a plain interpreter started over two pipes (`pipes`: tasks in,
+results out, one pickle a frame), with no multiprocessing: no resource tracker beside it, no
+semaphores, nothing in /dev/shm or a temporary folder. It imports what reading a file needs
+(`worker`), not the report's sections, exporters or daemons the command holds; a reader
+thread a worker takes its results off its pipe, so none waits while this process parses. A
+worker that dies (killed, out of memory) loses only the file it was parsing: the others go
+on, and that file is parsed again alone in a fresh worker; a file whose worker dies again is
+reported failed, with that reason, instead of stopping the run (a file that kills the
+command itself ends the run, as with `--jobs 1`). Workers end once the command is gone, at
+the end of their stdin. Where none can start (no process or pipe to spare), `WorkersError`
+says so in one line. Memory and time: tests/bench/tree_memory.py, docs/performance.md.
 
-`outcomes`' workers (`report --jobs`) start by spawn: each a fresh interpreter that imports
-only what reading a file needs (`worker`, the module the work is pickled from, and this one),
-not the report's sections, exporters or daemons the command itself holds. A forkserver would
-add a process of its own as large as a worker for the one pool a report makes (measured by
-tests/bench/tree_memory.py, docs/performance.md). The collector daemon's `LastingPool`,
-which makes a pool again after a worker dies, starts them by forkserver (never a plain fork
-of a process that may hold threads), whose server imports `preload` once for every worker
-and listens on a socket in a temporary folder; where no folder for it can be made (a
-read-only root without a writable /tmp: a Kubernetes sidecar with `readOnlyRootFilesystem`)
-by spawn too, which needs no file at all (pipes only). Spawn, rather than pointing the socket
-at a folder the caller owns: a socket path is limited to 107 bytes, and the temporary folder
-is process-wide state. Either way the pool's locks are POSIX semaphores (/dev/shm); where
-even those cannot be made, `WorkersError` says so in one line.
-
-A spawned worker also imports the command's main module, as multiprocessing does, unless it
-runs as a package's `__main__`: the `commscope` script's (`service.main`, no more than the
-standard library) and `python -m commscope` keep it small; `python -m commscope.service.cli`
-would make each worker import the whole command line.
+The collector daemon's `LastingPool`, which makes a pool again after a worker dies, starts
+its workers by multiprocessing's forkserver (never a plain fork of a process that may hold
+threads), whose server imports `preload` once for every worker and listens on a socket in a
+temporary folder; where no folder for it can be made (a read-only root without a writable
+/tmp: a Kubernetes sidecar with `readOnlyRootFilesystem`) by spawn, which needs no file at
+all. Spawn, rather than pointing the socket at a folder the caller owns: a socket path is
+limited to 107 bytes, and the temporary folder is process-wide state. Either way the pool's
+locks are POSIX semaphores (/dev/shm); where even those cannot be made, `WorkersError` says
+so in one line. A spawned worker also imports the command's main module unless it runs as a
+package's `__main__` (the `commscope` script's, `python -m commscope`).
 """
 
 from __future__ import annotations
@@ -35,29 +35,31 @@ import io
 import multiprocessing
 import multiprocessing.util
 import os
+import pickle
+import queue
 import select
 import signal
+import subprocess
+import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Final, Generic, Protocol, TypeVar
+from typing import IO, Any, Final, Generic, Protocol, TypeVar
 
 from commscope.model.errors import DIED, ConfigError
-from commscope.service import cgroup
-
-PRELOAD: Final = "commscope.service.worker"  # what `outcomes`' workers import: a lean preload
+from commscope.service import cgroup, pipes
 
 R = TypeVar("R")
 
 
 class WorkersError(ConfigError):
-    """Worker processes cannot start here (no writable /dev/shm for their semaphores, no
-    process to spare): one line that says why and what to do."""
+    """Worker processes cannot start here (no process or pipe to spare; a pool's: no writable
+    /dev/shm for its semaphores): one line that says why and what to do."""
 
     def __init__(self, exc: OSError) -> None:
         super().__init__(f"worker processes cannot start here ({_why(exc)}); use --jobs 1")
@@ -112,19 +114,21 @@ def cores(root: Path = Path("/")) -> int:
 
 def outcomes(
     files: list[tuple[str, Path]],
-    workers: int,
+    jobs: int,
     work: Callable[[str, Path], R],
     failed: Callable[[str], R],
     *,
     progress: Progress | None = None,
     tally: Callable[[R], tuple[int, int]] | None = None,
+    here: bool = True,
 ) -> list[R]:
-    """`work` of every file, in the files' order; `failed(DIED)` for a file whose process
-    died twice. `tally(result)`: (bytes, events) for the progress display."""
+    """`work` of every file in `jobs` processes, in the files' order; `failed(DIED)` for a
+    file whose worker died twice. `here`: this process is one of the `jobs` (else all are
+    workers); `tally(result)`: (bytes, events) for the progress display."""
     batch = _Batch(files, work, progress, tally)
-    lost = batch.run(list(range(len(files))), workers)
+    lost = batch.run(list(range(len(files))), jobs, here)
     for index in lost:  # alone, so a death is this file's
-        if batch.run([index], 1):
+        if batch.run([index], 1, here=False):
             batch.results[index] = failed(DIED)
             if progress:
                 progress.file_done(0)
@@ -139,35 +143,152 @@ class _Batch(Generic[R]):
     tally: Callable[[R], tuple[int, int]] | None
     results: dict[int, R] = field(default_factory=dict)
 
-    def run(self, indices: list[int], workers: int) -> list[int]:
-        """Run `indices` in one pool into `results`; the indices lost to a broken pool
-        (WorkersError when no worker can start)."""
-        with _started(min(workers, len(indices))) as workers_pool:
-            pending = self._submitted(workers_pool, indices)
-            for future in _finished(pending):
-                self.results[pending[future]] = result = future.result()
-                tell_done(self.progress, self.tally, result)
-        return [index for index in indices if index not in self.results]
+    def run(self, indices: list[int], jobs: int, here: bool) -> list[int]:
+        """Run `indices` into `results`, each next file to whoever is free (this process
+        when `here`); the indices whose worker died (WorkersError when none can start)."""
+        todo = deque(indices)
+        with _Crew(min(jobs, len(indices)) - here) as crew:
+            while todo or crew.busy:
+                crew.give(todo, self._task)
+                if here and todo:
+                    index = todo.popleft()
+                    self._keep(index, self.work(*self.files[index]))
+                for index, result in crew.finished(wait=not (here and todo)):
+                    self._keep(index, result)
+            return crew.lost
 
-    def _submitted(self, to: ProcessPoolExecutor, indices: list[int]) -> dict[Future[R], int]:
-        try:  # the workers start with the first task
-            return {to.submit(self.work, *self.files[index]): index for index in indices}
-        except OSError as exc:
-            raise WorkersError(exc) from None
+    def _task(self, index: int) -> tuple[Callable[[str, Path], R], tuple[str, Path]]:
+        return self.work, self.files[index]
+
+    def _keep(self, index: int, result: R) -> None:
+        self.results[index] = result
+        tell_done(self.progress, self.tally, result)
 
 
-def _started(workers: int) -> ProcessPoolExecutor:
+@dataclass(eq=False)
+class _Worker:
+    """A worker process (`pipes`) and the file it parses, if any."""
+
+    process: subprocess.Popen[bytes]
+    reader: threading.Thread | None = None  # takes its frames off its stdout
+    task: int | None = None
+
+    def tell(self, task: object) -> None:
+        """Send a task; a worker that is gone says so to its reader (stdout's end)."""
+        assert self.process.stdin is not None
+        with contextlib.suppress(BrokenPipeError):
+            pipes.send(self.process.stdin, task)
+
+    def end(self) -> None:
+        """Close its stdin (it ends at once), wait for it (killed past `_GRACE_S`), close."""
+        self._close(self.process.stdin)
+        try:
+            self.process.wait(_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(_GRACE_S)
+        if self.reader:
+            self.reader.join(_GRACE_S)
+        self._close(self.process.stdout)
+
+    @staticmethod
+    def _close(pipe: IO[bytes] | None) -> None:
+        with contextlib.suppress(OSError):
+            if pipe:
+                pipe.close()
+
+
+_GRACE_S: Final = 30.0
+_Event = tuple[_Worker, bytes | None]  # a frame from a worker; None: its stdout ended
+
+
+class _Crew:
+    """Up to `size` worker processes over pipes, started as files need them, each parsing
+    one file at a time; a reader thread a worker takes its frames off its stdout, so a worker
+    never blocks on a result while this process parses."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._events: queue.SimpleQueue[_Event] = queue.SimpleQueue()
+        self._workers: list[_Worker] = []
+        self.lost: list[int] = []  # the files of workers that died
+
+    def __enter__(self) -> _Crew:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for worker in self._workers:
+            worker.end()
+
+    @property
+    def busy(self) -> bool:
+        return any(worker.task is not None for worker in self._workers)
+
+    def give(self, todo: deque[int], task: Callable[[int], object]) -> None:
+        """The next files of `todo` to the idle workers, started as needed."""
+        while todo and (worker := self._idle()):
+            worker.task = todo.popleft()
+            worker.tell(task(worker.task))
+
+    def finished(self, *, wait: bool) -> Iterator[tuple[int, Any]]:
+        """(file, result) of what the workers sent: none waited for unless `wait` and some
+        worker is busy (the wait ends with its result or its death: a pipe's end is sure)."""
+        wait = wait and self.busy
+        while event := self._next(wait):
+            yield from self._settled(*event)
+            wait = False
+
+    def _next(self, wait: bool) -> _Event | None:
+        try:
+            return self._events.get(block=wait)
+        except queue.Empty:
+            return None
+
+    def _settled(self, worker: _Worker, data: bytes | None) -> Iterator[tuple[int, Any]]:
+        index, worker.task = worker.task, None
+        if data is None:  # gone (killed, out of memory): its file is lost
+            self._workers.remove(worker)
+            worker.end()
+            self.lost.extend([] if index is None else [index])
+            return
+        done, value = pickle.loads(data)
+        if not done:
+            raise value
+        assert index is not None
+        yield index, value
+
+    def _idle(self) -> _Worker | None:
+        idle = next((worker for worker in self._workers if worker.task is None), None)
+        if idle is None and len(self._workers) < self._size:
+            idle = _started(self._events)
+            self._workers.append(idle)
+        return idle
+
+
+def _started(events: queue.SimpleQueue[_Event]) -> _Worker:
+    """A worker process, told this process's `sys.path`, its reader thread running."""
     try:
-        return pool(workers, None)
+        process = subprocess.Popen(_WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     except OSError as exc:
         raise WorkersError(exc) from None
+    worker = _Worker(process)
+    worker.tell(sys.path)
+    worker.reader = threading.Thread(target=_read, args=(worker, events), daemon=True)
+    worker.reader.start()
+    return worker
 
 
-def _finished(pending: dict[Future[R], int]) -> Iterator[Future[R]]:
-    """The futures as they finish, without those a dead worker took down."""
-    for future in as_completed(pending):
-        if not isinstance(future.exception(), BrokenProcessPool):
-            yield future
+_WORKER: Final = [sys.executable, "-P", "-m", "commscope.service.pipes"]
+
+
+def _read(worker: _Worker, events: queue.SimpleQueue[_Event]) -> None:
+    """A worker's frames onto `events`, then None once its stdout ends."""
+    try:
+        assert worker.process.stdout is not None
+        while (data := pipes.frame(worker.process.stdout)) is not None:
+            events.put((worker, data))
+    finally:
+        events.put((worker, None))
 
 
 def pool(workers: int, preload: str | None) -> ProcessPoolExecutor:
