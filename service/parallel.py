@@ -147,14 +147,13 @@ class _Batch(Generic[R]):
         """Run `indices` into `results`, each next file to whoever is free (this process
         when `here`); the indices whose worker died (WorkersError when none can start)."""
         todo = deque(indices)
-        with _Crew(min(jobs, len(indices)) - here) as crew:
-            while todo or crew.busy:
-                crew.give(todo, self._task)
-                if here and todo:
-                    index = todo.popleft()
-                    self._keep(index, self.work(*self.files[index]))
-                for index, result in crew.finished(wait=not (here and todo)):
-                    self._keep(index, result)
+        with _Crew(todo, self._task, min(jobs, len(indices)) - here) as crew:
+            while here and (index := _next(todo)) is not None:
+                self._keep(index, self.work(*self.files[index]))
+                for done, result in crew.finished(wait=False):
+                    self._keep(done, result)
+            for done, result in crew.finished(wait=True):
+                self._keep(done, result)
             return crew.lost
 
     def _task(self, index: int) -> tuple[Callable[[str, Path], R], tuple[str, Path]]:
@@ -165,91 +164,70 @@ class _Batch(Generic[R]):
         tell_done(self.progress, self.tally, result)
 
 
-@dataclass(eq=False)
-class _Worker:
-    """A worker process (`pipes`) and the file it parses, if any."""
-
-    process: subprocess.Popen[bytes]
-    reader: threading.Thread | None = None  # takes its frames off its stdout
-    task: int | None = None
-
-    def tell(self, task: object) -> None:
-        """Send a task; a worker that is gone says so to its reader (stdout's end)."""
-        assert self.process.stdin is not None
-        with contextlib.suppress(BrokenPipeError):
-            pipes.send(self.process.stdin, task)
-
-    def end(self) -> None:
-        """Close its stdin (it ends at once), wait for it (killed past `_GRACE_S`), close."""
-        self._close(self.process.stdin)
-        try:
-            self.process.wait(_GRACE_S)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(_GRACE_S)
-        if self.reader:
-            self.reader.join(_GRACE_S)
-        self._close(self.process.stdout)
-
-    @staticmethod
-    def _close(pipe: IO[bytes] | None) -> None:
-        with contextlib.suppress(OSError):
-            if pipe:
-                pipe.close()
+def _next(todo: deque[int]) -> int | None:
+    """The next file to parse, taken by whoever asks first (this process or a worker's
+    thread: a deque's popleft is atomic)."""
+    try:
+        return todo.popleft()
+    except IndexError:
+        return None
 
 
 _GRACE_S: Final = 30.0
-_Event = tuple[_Worker, bytes | None]  # a frame from a worker; None: its stdout ended
+# (worker, file, its result's pickle); None: the worker's thread has ended (with a file: the
+# worker died parsing it); an exception: its thread could not send the file's task
+_Event = tuple[subprocess.Popen[bytes], int | None, bytes | Exception | None]
 
 
 class _Crew:
-    """Up to `size` worker processes over pipes, started as files need them, each parsing
-    one file at a time; a reader thread a worker takes its frames off its stdout, so a worker
-    never blocks on a result while this process parses."""
+    """`size` worker processes over pipes, each driven by a thread of this process that
+    takes the next file of `todo`, sends it and waits for its result, so a worker never
+    waits on this process (parsing a file itself) for its next file or to hand a result."""
 
-    def __init__(self, size: int) -> None:
-        self._size = size
+    def __init__(self, todo: deque[int], task: Callable[[int], object], size: int) -> None:
+        self._todo, self._task = todo, task
         self._events: queue.SimpleQueue[_Event] = queue.SimpleQueue()
-        self._workers: list[_Worker] = []
+        self._workers: dict[subprocess.Popen[bytes], threading.Thread] = {}
         self.lost: list[int] = []  # the files of workers that died
+        self._size = size
 
     def __enter__(self) -> _Crew:
+        try:
+            for _ in range(self._size):
+                self._start()
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *_: object) -> None:
-        for worker in self._workers:
-            worker.end()
-
-    @property
-    def busy(self) -> bool:
-        return any(worker.task is not None for worker in self._workers)
-
-    def give(self, todo: deque[int], task: Callable[[int], object]) -> None:
-        """The next files of `todo` to the idle workers, started as needed."""
-        while todo and (worker := self._idle()):
-            worker.task = todo.popleft()
-            worker.tell(task(worker.task))
+        self._todo.clear()  # on an error: no thread takes another file
+        for process in list(self._workers):
+            self._end(process)
 
     def finished(self, *, wait: bool) -> Iterator[tuple[int, Any]]:
-        """(file, result) of what the workers sent: none waited for unless `wait` and some
-        worker is busy (the wait ends with its result or its death: a pipe's end is sure)."""
-        wait = wait and self.busy
-        while event := self._next(wait):
+        """(file, result) of what the workers sent; with `wait`, until every worker's thread
+        has ended (each wait ends with a result, or a worker's end: a pipe's end is sure)."""
+        while event := self._next_event(wait and bool(self._workers)):
             yield from self._settled(*event)
-            wait = False
 
-    def _next(self, wait: bool) -> _Event | None:
+    def _next_event(self, wait: bool) -> _Event | None:
         try:
             return self._events.get(block=wait)
         except queue.Empty:
             return None
 
-    def _settled(self, worker: _Worker, data: bytes | None) -> Iterator[tuple[int, Any]]:
-        index, worker.task = worker.task, None
-        if data is None:  # gone (killed, out of memory): its file is lost
-            self._workers.remove(worker)
-            worker.end()
-            self.lost.extend([] if index is None else [index])
+    def _settled(
+        self, process: subprocess.Popen[bytes], index: int | None, data: bytes | Exception | None
+    ) -> Iterator[tuple[int, Any]]:
+        if isinstance(data, Exception):
+            raise data
+        if data is None:  # its thread ended: no file left, or the worker died parsing one
+            self._end(process)
+            if index is not None:
+                self.lost.append(index)
+                if self._todo:  # a fresh worker in its place
+                    self._start()
             return
         done, value = pickle.loads(data)
         if not done:
@@ -257,38 +235,58 @@ class _Crew:
         assert index is not None
         yield index, value
 
-    def _idle(self) -> _Worker | None:
-        idle = next((worker for worker in self._workers if worker.task is None), None)
-        if idle is None and len(self._workers) < self._size:
-            idle = _started(self._events)
-            self._workers.append(idle)
-        return idle
+    def _start(self) -> None:
+        """A worker process, told this process's `sys.path`, and its thread."""
+        command = [sys.executable, "-P", "-m", pipes.__name__]
+        try:
+            process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        except OSError as exc:
+            raise WorkersError(exc) from None
+        _tell(process, sys.path)
+        thread = threading.Thread(target=self._drive, args=(process,), daemon=True)
+        self._workers[process] = thread
+        thread.start()
+
+    def _drive(self, process: subprocess.Popen[bytes]) -> None:
+        """A worker's thread: the next file to it, its result onto `events`, until no file is
+        left (or the worker is gone)."""
+        assert process.stdout is not None
+        index, end = None, None
+        try:
+            while (index := _next(self._todo)) is not None:
+                _tell(process, self._task(index))
+                data = pipes.frame(process.stdout)
+                if data is None:
+                    break
+                self._events.put((process, index, data))
+        except Exception as exc:  # a task that does not pickle: raised in this process
+            end = exc
+        finally:
+            self._events.put((process, index, end))
+
+    def _end(self, process: subprocess.Popen[bytes]) -> None:
+        """Close its stdin (it ends at once), wait for it (killed past `_GRACE_S`), its
+        thread, and close its stdout."""
+        _close(process.stdin)
+        try:
+            process.wait(_GRACE_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(_GRACE_S)
+        self._workers.pop(process).join(_GRACE_S)
+        _close(process.stdout)
 
 
-def _started(events: queue.SimpleQueue[_Event]) -> _Worker:
-    """A worker process, told this process's `sys.path`, its reader thread running."""
-    try:
-        process = subprocess.Popen(_WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    except OSError as exc:
-        raise WorkersError(exc) from None
-    worker = _Worker(process)
-    worker.tell(sys.path)
-    worker.reader = threading.Thread(target=_read, args=(worker, events), daemon=True)
-    worker.reader.start()
-    return worker
+def _tell(process: subprocess.Popen[bytes], value: object) -> None:
+    """Send a frame; a worker that is gone says so at its stdout's end."""
+    with contextlib.suppress(OSError, ValueError):  # ValueError: stdin closed (at an error)
+        pipes.send(process.stdin, value)  # type: ignore[arg-type]
 
 
-_WORKER: Final = [sys.executable, "-P", "-m", "commscope.service.pipes"]
-
-
-def _read(worker: _Worker, events: queue.SimpleQueue[_Event]) -> None:
-    """A worker's frames onto `events`, then None once its stdout ends."""
-    try:
-        assert worker.process.stdout is not None
-        while (data := pipes.frame(worker.process.stdout)) is not None:
-            events.put((worker, data))
-    finally:
-        events.put((worker, None))
+def _close(pipe: IO[bytes] | None) -> None:
+    with contextlib.suppress(OSError):
+        if pipe:
+            pipe.close()
 
 
 def pool(workers: int, preload: str | None) -> ProcessPoolExecutor:
