@@ -147,7 +147,8 @@ class _Batch(Generic[R]):
         """Run `indices` into `results`, each next file to whoever is free (this process
         when `here`); the indices whose worker died (WorkersError when none can start)."""
         todo = deque(indices)
-        with _Crew(todo, self._task, min(jobs, len(indices)) - here) as crew:
+        processes = min(jobs, len(indices))
+        with _Crew(todo, self._task, processes - here, processes) as crew:
             while here and (index := _next(todo)) is not None:
                 self._keep(index, self.work(*self.files[index]))
                 for done, result in crew.finished(wait=False):
@@ -174,9 +175,10 @@ def _next(todo: deque[int]) -> int | None:
 
 
 _GRACE_S: Final = 30.0
-# (worker, file, its result's pickle); None: the worker's thread has ended (with a file: the
-# worker died parsing it); an exception: its thread could not send the file's task
-_Event = tuple[subprocess.Popen[bytes], int | None, bytes | Exception | None]
+# (worker, files, what came): a file's result (a pickle); None: the worker's thread has ended
+# (with files: the worker died holding them); an exception: a task its thread could not send
+_Data = bytes | Exception | None
+_Event = tuple[subprocess.Popen[bytes], tuple[int, ...], _Data]
 
 
 class _Crew:
@@ -184,12 +186,14 @@ class _Crew:
     takes the next file of `todo`, sends it and waits for its result, so a worker never
     waits on this process (parsing a file itself) for its next file or to hand a result."""
 
-    def __init__(self, todo: deque[int], task: Callable[[int], object], size: int) -> None:
+    def __init__(
+        self, todo: deque[int], task: Callable[[int], object], size: int, processes: int
+    ) -> None:
         self._todo, self._task = todo, task
         self._events: queue.SimpleQueue[_Event] = queue.SimpleQueue()
         self._workers: dict[subprocess.Popen[bytes], threading.Thread] = {}
         self.lost: list[int] = []  # the files of workers that died
-        self._size = size
+        self._size, self._processes = size, processes
 
     def __enter__(self) -> _Crew:
         try:
@@ -218,22 +222,20 @@ class _Crew:
             return None
 
     def _settled(
-        self, process: subprocess.Popen[bytes], index: int | None, data: bytes | Exception | None
+        self, process: subprocess.Popen[bytes], files: tuple[int, ...], data: _Data
     ) -> Iterator[tuple[int, Any]]:
         if isinstance(data, Exception):
             raise data
-        if data is None:  # its thread ended: no file left, or the worker died parsing one
+        if data is None:  # its thread ended: no file left, or the worker died with files
             self._end(process)
-            if index is not None:
-                self.lost.append(index)
-                if self._todo:  # a fresh worker in its place
-                    self._start()
+            self.lost.extend(files)
+            if files and self._todo:  # a fresh worker in its place
+                self._start()
             return
         done, value = pickle.loads(data)
         if not done:
             raise value
-        assert index is not None
-        yield index, value
+        yield files[0], value
 
     def _start(self) -> None:
         """A worker process, told this process's `sys.path`, and its thread."""
@@ -248,21 +250,33 @@ class _Crew:
         thread.start()
 
     def _drive(self, process: subprocess.Popen[bytes]) -> None:
-        """A worker's thread: the next file to it, its result onto `events`, until no file is
-        left (or the worker is gone)."""
+        """A worker's thread: the next files to it, their results onto `events`, until no
+        file is left (or the worker is gone)."""
         assert process.stdout is not None
-        index, end = None, None
+        sent: deque[int] = deque()  # the files it has, in order: the first it parses now
+        end = None
         try:
-            while (index := _next(self._todo)) is not None:
-                _tell(process, self._task(index))
+            while self._sent(process, sent):
                 data = pipes.frame(process.stdout)
                 if data is None:
                     break
-                self._events.put((process, index, data))
+                self._events.put((process, (sent.popleft(),), data))
         except Exception as exc:  # a task that does not pickle: raised in this process
             end = exc
         finally:
-            self._events.put((process, index, end))
+            self._events.put((process, tuple(sent), end))
+
+    def _sent(self, process: subprocess.Popen[bytes], sent: deque[int]) -> bool:
+        """Whether the worker has a file: one, and the next sent ahead (so it never waits
+        on this process's threads between two) while more files are left than processes
+        parse them (so the last go each to whoever is free first)."""
+        while len(sent) < 1 + (len(self._todo) > self._processes):
+            index = _next(self._todo)
+            if index is None:
+                break
+            _tell(process, self._task(index))
+            sent.append(index)
+        return bool(sent)
 
     def _end(self, process: subprocess.Popen[bytes]) -> None:
         """Close its stdin (it ends at once), wait for it (killed past `_GRACE_S`), its

@@ -5,7 +5,7 @@ files), then, in one run:
 
 1. `commscope report` with `--jobs 1` (in process) and `--jobs N` (the command and N - 1
    worker processes): wall seconds each (the lowest of `--repeat` runs), their ratio, and
-   whether the two JSON reports are byte-identical (their `generated` line aside); given
+   whether their text and JSON reports are byte-identical (their provenance aside); given
    `--before REV`, `--jobs N` with the code of git revision REV too (extracted with
    `git archive`, run from PYTHONPATH), in the same rounds.
 2. Unless `--report-only`: `commscope collect --once` into one `commscope aggregate`: the
@@ -31,7 +31,7 @@ from pathlib import Path
 from aggregator_bench import DLRM, BenchError, free_port, tail, wait
 from aggregator_bench import wait_listening as listening
 from machineinfo import cpu_and_python
-from tree_memory import checkout
+from tree_memory import checkout, same_reports
 
 WAIT_S = 900.0
 
@@ -61,13 +61,6 @@ def report(root: Path, jobs: int, out: Path, env: dict[str, str] | None = None) 
     if proc.returncode:
         raise BenchError(f"report --jobs {jobs} exited {proc.returncode}: {proc.stderr[-2000:]}")
     return time.perf_counter() - started
-
-
-def report_bytes(out: Path) -> bytes:
-    """The JSON report without its `generated` timestamp line."""
-    (path,) = out.glob("*.json")
-    lines = path.read_bytes().splitlines(keepends=True)
-    return b"".join(line for line in lines if b'"generated"' not in line)
 
 
 def collect(root: Path, tmp: Path, quiet: float, env: dict[str, str]) -> tuple[float, float]:
@@ -144,10 +137,10 @@ def reports(args: argparse.Namespace, tmp: Path, before: dict[str, str] | None) 
             walls[label].append(report(tmp / "run", jobs, tmp / f"r{index}", env))
             print(f"report {label}: {walls[label][-1]:.1f} s wall", flush=True)
     one, *others = (min(times) for times in walls.values())
-    same = report_bytes(tmp / "r0") == report_bytes(tmp / "r1")
+    same = same_reports(tmp / "r0", tmp / "r1")
     for label, best in zip(list(walls)[1:], others, strict=True):
         print(f"report {label}: best {best:.1f} s wall, speed-up over --jobs 1 x{one / best:.2f}")
-    print(f"  --jobs 1 best {one:.1f} s wall; JSON reports identical: {same}")
+    print(f"  --jobs 1 best {one:.1f} s wall; text and JSON reports identical: {same}")
 
 
 def arguments() -> argparse.Namespace:

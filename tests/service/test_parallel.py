@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import NoReturn
@@ -77,6 +78,15 @@ def test_a_worker_killed_fails_its_file_only(tmp_path: Path) -> None:
     assert got == ["w/a.json", Failed(DIED), "w/b.json"]
 
 
+def test_every_file_a_dead_worker_held_is_parsed_again(tmp_path: Path) -> None:
+    # one worker, six files: it holds crash.json and a.json (sent ahead) when it dies; a
+    # fresh worker parses the rest, then each of the two alone: a.json's result, crash's death
+    names = ("crash.json", "a.json", "b.json", "c.json", "d.json", "e.json")
+    files = [("w", tmp_path / name) for name in names]
+    got = parallel.outcomes(files, 1, crash_on_named, Failed, here=False)
+    assert got == [Failed(DIED), *(f"w/{name}" for name in names[1:])]
+
+
 def crash_once(window: str, path: Path) -> str:
     """A worker that dies on crash* files the first time (it leaves a mark); else the name."""
     mark = path.with_suffix(".died")
@@ -96,12 +106,22 @@ def where(window: str, path: Path) -> int:
     return os.getpid()
 
 
+def meet(window: str, path: Path) -> int:
+    """This process's id, once another process is in here too (each leaves its id in the
+    folder; bounded wait)."""
+    (path.parent / str(os.getpid())).touch()
+    deadline = time.monotonic() + 120
+    while {p.name for p in path.parent.iterdir()} <= {str(os.getpid()), "a.json", "b.json"}:
+        assert time.monotonic() < deadline, "no other process parsed meanwhile"
+        time.sleep(0.01)
+    return os.getpid()
+
+
 def test_the_command_parses_a_share_itself(tmp_path: Path) -> None:
-    """--jobs 2 on two files: the first goes to the one worker, the second is parsed here
-    meanwhile."""
+    """--jobs 2 on two files: one is parsed here while the one worker parses the other."""
     files = [("w", tmp_path / name) for name in ("a.json", "b.json")]
-    first, second = parallel.outcomes(files, 2, where, Failed)
-    assert second == os.getpid() != first
+    got = parallel.outcomes(files, 2, meet, Failed)
+    assert os.getpid() in got and len(set(got)) == 2
 
 
 def test_jobs_1_starts_no_worker(tmp_path: Path) -> None:
