@@ -1,19 +1,22 @@
-"""Per-file work in several processes (shell: starts processes).
+"""Per-file work in several processes at once (shell: starts processes and threads).
 
-`outcomes` (`report --jobs N`) runs `work(window, path)` for every file in N processes: this
-one and N - 1 workers, each next file to whoever is free, and hands the results back in the
-files' order, whatever order they finish in, so what is built from them is the same as from
-one process. A worker is a plain interpreter started over two pipes (`pipes`: tasks in,
-results out, one pickle a frame), with no multiprocessing: no resource tracker beside it, no
-semaphores, nothing in /dev/shm or a temporary folder. It imports what reading a file needs
-(`worker`), not the report's sections, exporters or daemons the command holds; a reader
-thread a worker takes its results off its pipe, so none waits while this process parses. A
-worker that dies (killed, out of memory) loses only the file it was parsing: the others go
-on, and that file is parsed again alone in a fresh worker; a file whose worker dies again is
-reported failed, with that reason, instead of stopping the run (a file that kills the
-command itself ends the run, as with `--jobs 1`). Workers end once the command is gone, at
-the end of their stdin. Where none can start (no process or pipe to spare), `WorkersError`
-says so in one line. Memory and time: tests/bench/tree_memory.py, docs/performance.md.
+`outcomes` (`report --jobs N`) runs `work(window, path)` for every file in N processes, this
+one and N - 1 workers, and hands the results back in the files' order, so what is built from
+them is the same as from one process. Each next file goes to whoever is free: this process
+between its own files; a worker through a thread of this process that sends it the file (and
+the next one ahead while more files are left than processes parse them) and takes the result
+off its pipe, so no worker waits while this process parses.
+
+A worker is a plain interpreter over two pipes (`pipes`: one pickle a frame), never
+multiprocessing: no resource tracker beside it, no semaphores, no file in /dev/shm or a
+temporary folder. It imports what reading a file needs (`worker`), not the report's sections,
+exporters or daemons. A worker that dies (killed, out of memory) loses the files it held, not
+the run: a fresh worker takes its place, and each of those files is parsed again alone in a
+fresh worker; one whose worker dies again is reported failed (DIED). A file that kills this
+process ends the run, as with `--jobs 1`. Workers end as soon as their stdin does (this
+process closed it, or is gone). Where none can start (no process or pipe to spare),
+`WorkersError` says so in one line. Memory and time: tests/bench/tree_memory.py and
+jobs_bench.py, docs/performance.md.
 
 The collector daemon's `LastingPool`, which makes a pool again after a worker dies, starts
 its workers by multiprocessing's forkserver (never a plain fork of a process that may hold

@@ -51,16 +51,23 @@ def commscope(env: dict[str, str] | None = None) -> tuple[list[str], dict[str, s
     return [sys.executable, "-P", "-m", "commscope"], {**os.environ, **(env or {})}
 
 
-def report(root: Path, jobs: int, out: Path, env: dict[str, str] | None = None) -> float:
-    """Wall seconds of `commscope report --jobs jobs` (with `env`: another revision's code)."""
+def report(
+    root: Path, jobs: int, out: Path, env: dict[str, str] | None = None
+) -> tuple[float, float]:
+    """(wall, CPU) seconds of `commscope report --jobs jobs` (with `env`: another revision's
+    code); CPU: the command's and its workers' (wait4 counts the children it waited for)."""
     shutil.rmtree(out, ignore_errors=True)
     cmd, env = commscope(env)
     cmd += ["report", str(root), "--out", str(out), "--jobs", str(jobs), "--no-progress"]
     started = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=WAIT_S, check=False, env=env)
+    with started_process(cmd, out.with_suffix(".log"), env) as proc:
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - started
     if proc.returncode:
-        raise BenchError(f"report --jobs {jobs} exited {proc.returncode}: {proc.stderr[-2000:]}")
-    return time.perf_counter() - started
+        log = out.with_suffix(".log").read_text(errors="replace")[-2000:]
+        raise BenchError(f"report --jobs {jobs} exited {proc.returncode}: {log}")
+    return wall, usage.ru_utime + usage.ru_stime
 
 
 def collect(root: Path, tmp: Path, quiet: float, env: dict[str, str]) -> tuple[float, float]:
@@ -131,16 +138,19 @@ def reports(args: argparse.Namespace, tmp: Path, before: dict[str, str] | None) 
     runs = [("--jobs 1", 1, None), (f"--jobs {args.jobs}", args.jobs, None)]
     if before is not None:
         runs.append((f"--jobs {args.jobs} at {args.before}", args.jobs, before))
-    walls: dict[str, list[float]] = {label: [] for label, _, _ in runs}
+    times: dict[str, list[tuple[float, float]]] = {label: [] for label, _, _ in runs}
     for _ in range(args.repeat):
         for index, (label, jobs, env) in enumerate(runs):
-            walls[label].append(report(tmp / "run", jobs, tmp / f"r{index}", env))
-            print(f"report {label}: {walls[label][-1]:.1f} s wall", flush=True)
-    one, *others = (min(times) for times in walls.values())
+            times[label].append(report(tmp / "run", jobs, tmp / f"r{index}", env))
+            wall, cpu = times[label][-1]
+            print(f"report {label}: {wall:.1f} s wall, {cpu:.1f} s CPU", flush=True)
+    (one, one_cpu), *others = (min(runs) for runs in times.values())
     same = same_reports(tmp / "r0", tmp / "r1")
-    for label, best in zip(list(walls)[1:], others, strict=True):
-        print(f"report {label}: best {best:.1f} s wall, speed-up over --jobs 1 x{one / best:.2f}")
-    print(f"  --jobs 1 best {one:.1f} s wall; text and JSON reports identical: {same}")
+    for label, (wall, cpu) in zip(list(times)[1:], others, strict=True):
+        print(f"report {label}: best {wall:.1f} s wall ({cpu:.1f} s CPU), "
+              f"speed-up over --jobs 1 x{one / wall:.2f}")  # fmt: skip
+    print(f"  --jobs 1 best {one:.1f} s wall ({one_cpu:.1f} s CPU); "
+          f"text and JSON reports identical: {same}")  # fmt: skip
 
 
 def arguments() -> argparse.Namespace:
