@@ -130,8 +130,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="files parsed at once, by this process and N - 1 worker processes (default: the "
         "CPUs this process may use, its affinity capped by a cgroup CPU quota (a container's "
-        "CPU limit), "
-        "%(default)s here; 1: all in this process)",
+        "CPU limit), %(default)s here; 1: all in this process)",
     )
     report.add_argument(
         "--dask",
