@@ -128,9 +128,9 @@ def _parser() -> argparse.ArgumentParser:
         type=count,
         default=cpus,
         metavar="N",
-        help="files parsed at once, each in its own process (default: the CPUs this process "
-        "may use, its affinity capped by a cgroup CPU quota (a container's CPU limit), "
-        "%(default)s here; 1: all in this process)",
+        help="files parsed at once, by this process and N - 1 worker processes (default: the "
+        "CPUs this process may use, its affinity capped by a cgroup CPU quota (a container's "
+        "CPU limit), %(default)s here; 1: all in this process)",
     )
     report.add_argument(
         "--dask",

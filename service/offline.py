@@ -6,9 +6,9 @@ loop, each rank into its own `Accumulator`), so a file that turns out to be dama
 dropped whole (events read before the damage do not count) and the rest is reported. A
 Kineto trace is one rank, an Nsight Systems export one per profiled process, an NCCL
 Inspector log one per rank in each of its windows (`Parsed`). Progress goes to an optional
-observer. With `jobs` > 1 the per-file work runs in a pool of processes (`parallel`), or with
-a Dask scheduler's address on its cluster (`cluster`); the results are combined in the same
-order, so the report is the same as with one.
+observer. With `jobs` > 1 the per-file work runs in this process and `jobs` - 1 workers
+(`parallel`), or with a Dask scheduler's address on its cluster (`cluster`); the results are
+combined in the same order, so the report is the same as with one.
 """
 
 from __future__ import annotations

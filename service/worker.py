@@ -4,9 +4,9 @@ files).
 `read` is the per-file half of the offline pipeline (`offline` is the rest): the source
 that claims the file's name (`collector.sources`) reads it through the one loop
 (`source.drain`), each rank it holds into its own `Accumulator`. A worker imports this
-module alone (`parallel.PRELOAD`), so it holds the readers and the reduction but none of the
-report's sections, the exporters or the daemons: each worker, and the forkserver they are
-forked from, stays small (tests/service/test_worker.py lists what a worker may import).
+module alone (through the task `pipes` gives it), so it holds the readers and the reduction
+but none of the report's sections, the exporters, the daemons or multiprocessing: each worker
+stays small (tests/service/test_worker.py lists what a worker may import).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Generic, ParamSpec
+from typing import TYPE_CHECKING, Generic, ParamSpec
 
 from commscope.collector.discover import file_size, open_trace
 from commscope.collector.inspector_file import DEFAULT_RULE
@@ -25,7 +25,9 @@ from commscope.collector.sources import reader_of
 from commscope.model.errors import NotATraceError, TraceError
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.parsed import ParsedFile
-from commscope.service.parallel import Progress
+
+if TYPE_CHECKING:
+    from commscope.service.parallel import Progress
 
 
 @dataclass(frozen=True)

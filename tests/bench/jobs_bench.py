@@ -3,13 +3,14 @@
 Builds a run folder of WINDOWS windows, each a copy of the 8 DLRM rank files (64 windows: 512
 files), then, in one run:
 
-1. `commscope report` with `--jobs 1` (in process) and `--jobs N` (worker processes): wall
-   seconds each, their ratio, and whether the two JSON reports are byte-identical (their
-   `generated` line aside).
-2. `commscope collect --once` into one `commscope aggregate`: the collector's wall seconds
-   (launch to exit) against its own CPU seconds (user + system, from wait4), with this tree's
-   code and, given `--before REV`, with the code of git revision REV (extracted with
-   `git archive`, run from PYTHONPATH), e.g. the revision before the end-of-document fix.
+1. `commscope report` with `--jobs 1` (in process) and `--jobs N` (the command and N - 1
+   worker processes): wall seconds each (the lowest of `--repeat` runs), their ratio, and
+   whether their text and JSON reports are byte-identical (their provenance aside); given
+   `--before REV`, `--jobs N` with the code of git revision REV too (extracted with
+   `git archive`, run from PYTHONPATH), in the same rounds.
+2. Unless `--report-only`: `commscope collect --once` into one `commscope aggregate`: the
+   collector's wall seconds (launch to exit) against its own CPU seconds (user + system, from
+   wait4), with this tree's code and, given `--before REV`, with REV's.
 
     .venv/bin/python tests/bench/jobs_bench.py --windows 64 --jobs 2 --before <rev>
 
@@ -19,19 +20,18 @@ Timings depend on the machine and its load: nothing here is asserted.
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 
-from aggregator_bench import DLRM, REPO, BenchError, free_port, tail, wait
+from aggregator_bench import DLRM, BenchError, free_port, tail, wait
 from aggregator_bench import wait_listening as listening
 from machineinfo import cpu_and_python
+from tree_memory import checkout, same_reports
 
 WAIT_S = 900.0
 
@@ -48,25 +48,26 @@ def build(source: Path, windows: int, root: Path) -> int:
 
 
 def commscope(env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
-    return [sys.executable, "-P", "-m", "commscope.service.cli"], {**os.environ, **(env or {})}
+    return [sys.executable, "-P", "-m", "commscope"], {**os.environ, **(env or {})}
 
 
-def report(root: Path, jobs: int, out: Path) -> float:
-    """Wall seconds of `commscope report --jobs jobs`."""
-    cmd, env = commscope()
+def report(
+    root: Path, jobs: int, out: Path, env: dict[str, str] | None = None
+) -> tuple[float, float]:
+    """(wall, CPU) seconds of `commscope report --jobs jobs` (with `env`: another revision's
+    code); CPU: the command's and its workers' (wait4 counts the children it waited for)."""
+    shutil.rmtree(out, ignore_errors=True)
+    cmd, env = commscope(env)
     cmd += ["report", str(root), "--out", str(out), "--jobs", str(jobs), "--no-progress"]
     started = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=WAIT_S, check=False, env=env)
+    with started_process(cmd, out.with_suffix(".log"), env) as proc:
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - started
     if proc.returncode:
-        raise BenchError(f"report --jobs {jobs} exited {proc.returncode}: {proc.stderr[-2000:]}")
-    return time.perf_counter() - started
-
-
-def report_bytes(out: Path) -> bytes:
-    """The JSON report without its `generated` timestamp line."""
-    (path,) = out.glob("*.json")
-    lines = path.read_bytes().splitlines(keepends=True)
-    return b"".join(line for line in lines if b'"generated"' not in line)
+        log = out.with_suffix(".log").read_text(errors="replace")[-2000:]
+        raise BenchError(f"report --jobs {jobs} exited {proc.returncode}: {log}")
+    return wall, usage.ru_utime + usage.ru_stime
 
 
 def collect(root: Path, tmp: Path, quiet: float, env: dict[str, str]) -> tuple[float, float]:
@@ -110,18 +111,6 @@ class started_process:  # noqa: N801 (a context manager used like a function)
             self.popen.wait(10)
 
 
-def checkout(rev: str, into: Path) -> dict[str, str]:
-    """The package folders of git revision `rev` under into/commscope: the env that runs it."""
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", rev, "collector", "pipeline", "exporters", "service"],
-        capture_output=True,
-        check=True,
-    ).stdout
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(into / "commscope", filter="data")
-    return {"PYTHONPATH": str(into)}
-
-
 def main() -> None:
     args = arguments()
     print(cpu_and_python())
@@ -129,14 +118,11 @@ def main() -> None:
         tmp = Path(folder)
         files = build(args.source, args.windows, tmp / "run")
         print(f"{files} files ({args.windows} windows of {args.source.name})")
-        one = report(tmp / "run", 1, tmp / "r1")
-        many = report(tmp / "run", args.jobs, tmp / "rn")
-        same = report_bytes(tmp / "r1") == report_bytes(tmp / "rn")
-        print(f"report --jobs 1: {one:.1f} s wall; --jobs {args.jobs}: {many:.1f} s wall")
-        print(f"  speed-up x{one / many:.2f}; JSON reports identical: {same}")
-        runs = [("this tree", {})]
-        if args.before:
-            runs.append((f"revision {args.before}", checkout(args.before, tmp / "before")))
+        before = checkout(args.before, tmp / "before") if args.before else None
+        reports(args, tmp, before)
+        if args.report_only:
+            return
+        runs = [("this tree", {}), *([(f"revision {args.before}", before)] if before else [])]
         for index, (label, env) in enumerate(runs):
             work = tmp / f"collect{index}"
             work.mkdir()
@@ -147,13 +133,35 @@ def main() -> None:
             )
 
 
+def reports(args: argparse.Namespace, tmp: Path, before: dict[str, str] | None) -> None:
+    """`report --jobs 1`, `--jobs N` and `--jobs N` at REV, in rounds: each one's best."""
+    runs = [("--jobs 1", 1, None), (f"--jobs {args.jobs}", args.jobs, None)]
+    if before is not None:
+        runs.append((f"--jobs {args.jobs} at {args.before}", args.jobs, before))
+    times: dict[str, list[tuple[float, float]]] = {label: [] for label, _, _ in runs}
+    for _ in range(args.repeat):
+        for index, (label, jobs, env) in enumerate(runs):
+            times[label].append(report(tmp / "run", jobs, tmp / f"r{index}", env))
+            wall, cpu = times[label][-1]
+            print(f"report {label}: {wall:.1f} s wall, {cpu:.1f} s CPU", flush=True)
+    (one, one_cpu), *others = (min(runs) for runs in times.values())
+    same = same_reports(tmp / "r0", tmp / "r1")
+    for label, (wall, cpu) in zip(list(times)[1:], others, strict=True):
+        print(f"report {label}: best {wall:.1f} s wall ({cpu:.1f} s CPU), "
+              f"speed-up over --jobs 1 x{one / wall:.2f}")  # fmt: skip
+    print(f"  --jobs 1 best {one:.1f} s wall ({one_cpu:.1f} s CPU); "
+          f"text and JSON reports identical: {same}")  # fmt: skip
+
+
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--source", type=Path, default=DLRM, help="a folder of rank files")
     parser.add_argument("--windows", type=int, default=64, help="copies of the folder")
     parser.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--quiet", type=float, default=2.0, help="collect --quiet S")
-    parser.add_argument("--before", metavar="REV", help="also collect with this revision")
+    parser.add_argument("--before", metavar="REV", help="also this revision's code")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds of the reports")
+    parser.add_argument("--report-only", action="store_true", help="no collect run")
     return parser.parse_args()
 
 

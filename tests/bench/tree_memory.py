@@ -3,10 +3,11 @@
 Builds RANKS (4) Kineto traces of about 107 MB each: the real V100 trace of ../shared/traces
 scaled as parse_bench.py does (its events written again and again, each copy 2 s later), each
 file then given its own rank in `distributedInfo` (rank r of RANKS). Then runs `commscope
-report` on them with `--jobs 1` (in process) and with the default `--jobs` (one worker
-process per core), each `--repeat` times, while a sampler reads every `--every-ms` ms (25
-by default) the memory of the command's process and all its descendants (its worker
-processes and multiprocessing's resource tracker) from /proc:
+report` on them with `--jobs 1` (in process) and with the default `--jobs` (one process per
+core: the command and a worker for each other core), each `--repeat` times, while a sampler
+reads every `--every-ms` ms (25 by default) the memory of the command's process and all its
+descendants (its worker processes; before they ran over plain pipes, multiprocessing's
+resource tracker too) from /proc:
 
   tree RSS  the sum of the processes' VmRSS (/proc/PID/statm): pages processes share (the
             interpreter's, a forked process's) count once per process, as `ps` and `top` add;

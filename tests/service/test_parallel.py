@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import errno
+import io
 import multiprocessing.util
 import os
+import select
 import shutil
 import signal
+import subprocess
+import sys
+import time
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import NoReturn
@@ -66,49 +71,131 @@ def crash_on_named(window: str, path: Path) -> str:
 
 
 def test_a_worker_killed_fails_its_file_only(tmp_path: Path) -> None:
-    # a.json, crash.json, b.json: the pool breaks on crash.json; each unfinished file runs
-    # again alone, crash.json dies again and gets the reason, the others their results.
+    # a.json, crash.json, b.json in two workers: the worker of crash.json dies, the others go
+    # on; crash.json runs again alone in a fresh worker, dies again and gets the reason.
     files = [("w", tmp_path / name) for name in ("a.json", "crash.json", "b.json")]
-    got = parallel.outcomes(files, 2, crash_on_named, Failed)
+    got = parallel.outcomes(files, 2, crash_on_named, Failed, here=False)
     assert got == ["w/a.json", Failed(DIED), "w/b.json"]
 
 
-def test_without_a_folder_for_the_forkserver_socket_workers_start_by_spawn(
+def test_every_file_a_dead_worker_held_is_parsed_again(tmp_path: Path) -> None:
+    # one worker, six files: it holds crash.json and a.json (sent ahead) when it dies; a
+    # fresh worker parses the rest, then each of the two alone: a.json's result, crash's death
+    names = ("crash.json", "a.json", "b.json", "c.json", "d.json", "e.json")
+    files = [("w", tmp_path / name) for name in names]
+    got = parallel.outcomes(files, 1, crash_on_named, Failed, here=False)
+    assert got == [Failed(DIED), *(f"w/{name}" for name in names[1:])]
+
+
+def crash_once(window: str, path: Path) -> str:
+    """A worker that dies on crash* files the first time (it leaves a mark); else the name."""
+    mark = path.with_suffix(".died")
+    if path.name.startswith("crash") and not mark.exists():
+        mark.touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return f"{window}/{path.name}"
+
+
+def test_a_file_whose_worker_dies_once_is_parsed_again(tmp_path: Path) -> None:
+    files = [("w", tmp_path / name) for name in ("a.json", "crash_once.json", "b.json")]
+    got = parallel.outcomes(files, 2, crash_once, Failed, here=False)
+    assert got == ["w/a.json", "w/crash_once.json", "w/b.json"]
+
+
+def where(window: str, path: Path) -> int:
+    return os.getpid()
+
+
+def meet(window: str, path: Path) -> int:
+    """This process's id, once another process is in here too (each leaves its id in the
+    folder; bounded wait)."""
+    (path.parent / str(os.getpid())).touch()
+    deadline = time.monotonic() + 120
+    while {p.name for p in path.parent.iterdir()} <= {str(os.getpid()), "a.json", "b.json"}:
+        assert time.monotonic() < deadline, "no other process parsed meanwhile"
+        time.sleep(0.01)
+    return os.getpid()
+
+
+def test_the_command_parses_a_share_itself(tmp_path: Path) -> None:
+    """--jobs 2 on two files: one is parsed here while the one worker parses the other."""
+    files = [("w", tmp_path / name) for name in ("a.json", "b.json")]
+    got = parallel.outcomes(files, 2, meet, Failed)
+    assert os.getpid() in got and len(set(got)) == 2
+
+
+def test_jobs_1_starts_no_worker(tmp_path: Path) -> None:
+    files = [("w", tmp_path / name) for name in ("a.json", "b.json", "c.json")]
+    assert parallel.outcomes(files, 1, where, Failed) == [os.getpid()] * 3
+
+
+def refuse(window: str, path: Path) -> str:
+    raise ValueError(f"no {path.name}")
+
+
+def test_an_error_in_a_worker_is_raised_here(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"no a\.json"):
+        parallel.outcomes([("w", tmp_path / "a.json")], 1, refuse, Failed, here=False)
+
+
+def test_workers_end_once_the_command_is_gone() -> None:
+    """A command killed (SIGKILL) while its worker parses: the worker ends too (its stdin
+    ends), though its task would wait ten minutes."""
+    script = (
+        "from pathlib import Path; from commscope.service import parallel; "
+        "from service.workerprobe import hang; "
+        "parallel.outcomes([('w', Path('x'))], 1, hang, str, here=False)"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = subprocess.Popen(
+        [sys.executable, "-P", "-c", script], stderr=subprocess.PIPE, env=env
+    )
+    assert command.stderr is not None
+    try:
+        ready, _, _ = select.select([command.stderr], [], [], 120)  # the worker's own line
+        assert ready, "no worker started"
+        worker = int(command.stderr.readline().split()[-1])
+        pidfd = os.pidfd_open(worker)
+    finally:
+        command.kill()
+        command.wait(60)
+        command.stderr.close()
+    with io.FileIO(pidfd) as handle:  # readable once the worker has ended
+        assert select.select([handle], [], [], 60)[0], f"worker {worker} still running"
+
+
+def test_without_a_folder_for_the_forkserver_socket_a_lasting_pool_starts_by_spawn(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """No usable temporary folder (a read-only root, no /tmp): spawn, which needs no file,
-    and the same report."""
+    """No usable temporary folder (a read-only root, no /tmp): spawn, which needs no file."""
 
     def no_folder() -> str:
         raise FileNotFoundError(errno.ENOENT, "No usable temporary directory found in ['/tmp']")
 
     monkeypatch.setattr(multiprocessing.util, "get_temp_dir", no_folder)
     assert parallel.start_method() == "spawn"
-    assert documents(SAMPLE, 2) == documents(SAMPLE, 1)
 
 
-def refuse_semaphores(workers: int, preload: str) -> NoReturn:
-    raise OSError(
-        errno.EROFS, "Read-only file system"
-    )  # as SemLock says under a read-only /dev/shm
+def no_process(*args: object, **kwargs: object) -> NoReturn:
+    raise OSError(errno.EAGAIN, "Resource temporarily unavailable")  # as fork says at a limit
 
 
 def test_workers_that_cannot_start_are_one_line_not_a_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(parallel, "pool", refuse_semaphores)
+    monkeypatch.setattr(parallel.subprocess, "Popen", no_process)
     with pytest.raises(parallel.WorkersError):
         documents(SAMPLE, 2)
     assert main(["report", str(SAMPLE), "--out", str(tmp_path), "--jobs", "2"]) == 1
     assert capsys.readouterr().err == (
         "commscope: error: worker processes cannot start here "
-        "(/dev/shm: Read-only file system); use --jobs 1\n"
+        "(Resource temporarily unavailable); use --jobs 1\n"
     )
     assert not list(tmp_path.iterdir())
 
 
 def test_a_lasting_pool_replaces_the_pool_a_dead_worker_broke(tmp_path: Path) -> None:
-    lasting = parallel.LastingPool(1, parallel.PRELOAD)
+    lasting = parallel.LastingPool(1, "commscope.service.worker")
     try:
         killed = lasting.submit(crash_on_named, "w", tmp_path / "crash.json")
         with pytest.raises(BrokenProcessPool):

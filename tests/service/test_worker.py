@@ -18,7 +18,7 @@ from service.workerprobe import modules_after_reading
 
 # The commscope modules a worker may hold: the model, the readers (collector/), the
 # reduction of a file to its result (pipeline's accumulate and what it imports, parsed), and
-# of service/ the worker entry and the pool's own module (its initializer runs there).
+# of service/ the per-file read (`pipes`, the worker's entry, runs as __main__).
 _REDUCTION = (
     "accumulate",
     "graphs",
@@ -38,10 +38,10 @@ READING: frozenset[str] = frozenset(
         *(f"commscope.pipeline.{name}" for name in _REDUCTION),
         "commscope.service",
         "commscope.service.worker",
-        "commscope.service.parallel",
-        "commscope.service.cgroup",
     }
 )
+# What drives a pool of processes: a worker over pipes holds none of it.
+POOLS = frozenset({"multiprocessing", "concurrent.futures", "subprocess", "asyncio"})
 
 
 def allowed(module: str) -> bool:
@@ -58,15 +58,17 @@ def folder(root: Path) -> Path:
     return root
 
 
-def test_a_worker_imports_no_report_exporter_or_daemon_module(tmp_path: Path) -> None:
+def test_a_worker_imports_no_report_exporter_daemon_or_pool_module(tmp_path: Path) -> None:
     files = [("w", path) for path in sorted(folder(tmp_path).iterdir())]
-    got = parallel.outcomes(files, 2, modules_after_reading, worker.Failed)
+    got = parallel.outcomes(files, 2, modules_after_reading, worker.Failed, here=False)
     assert [result for result, _, _ in got] == [worker.outcome(*file) for file in files]
     assert os.getpid() not in {pid for _, pid, _ in got}  # read in other processes
     held = frozenset().union(*(modules for _, _, modules in got))
-    assert {m for m in held if not allowed(m)} == set()
-    assert "commscope.service.worker" in held
-    assert any(m.startswith("commscope.collector.") for m in held)
+    ours = {m for m in held if m.startswith("commscope")}
+    assert {m for m in ours if not allowed(m)} == set()
+    assert "commscope.service.worker" in ours
+    assert any(m.startswith("commscope.collector.") for m in ours)
+    assert POOLS & held == set()
 
 
 _PROVENANCE = re.compile(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from pathlib import Path
 
 from commscope.service import worker
@@ -13,6 +14,14 @@ from commscope.service import worker
 def modules_after_reading(
     window: str, path: Path
 ) -> tuple[worker.Parsed | worker.Failed, int, frozenset[str]]:
-    """`worker.outcome` of the file, then this process's id and its commscope modules."""
+    """`worker.outcome` of the file, then this process's id and the modules it holds."""
     result = worker.outcome(window, path)
-    return result, os.getpid(), frozenset(m for m in sys.modules if m.startswith("commscope"))
+    return result, os.getpid(), frozenset(sys.modules)
+
+
+def hang(window: str, path: Path) -> str:
+    """Says this process's id on stderr, then waits ten minutes (for a test to kill its
+    command)."""
+    print(f"worker {os.getpid()}", file=sys.stderr, flush=True)
+    threading.Event().wait(600)
+    return path.name
