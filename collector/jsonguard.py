@@ -33,6 +33,7 @@ SAFE_DEPTH: Final = MAX_DEPTH // 4  # the guard's bound is at most 4x the true d
 _NOT_STRUCTURE: Final = bytes(b for b in range(256) if b not in b'"[]{}')
 _ESCAPE_PAIR: Final = re.compile(rb"\\.", re.DOTALL)
 _QUOTED: Final = re.compile(rb'"[^"]*"')
+_EIGHT_QUOTES: Final = b'"' * 8
 _LEVELS: Final = bytes.maketrans(b"[]{}", b"()()")  # both kinds of brackets as one
 _TOKEN: Final = re.compile(
     rb'"[^"\\]*(?:\\.[^"\\]*)*"|-?(?:NaN|Infinity)|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?', re.DOTALL
@@ -82,7 +83,9 @@ def _outside_strings(reduced: bytes, in_string: bool) -> tuple[bytes, bool]:
     role (an even number went), and nothing structural lies between them."""
     if in_string:
         reduced = b'"' + reduced
-    reduced = reduced.replace(b'""', b"")
+    # A run of n quotes leaves n mod 2 whichever even runs go: eight at a time first (an
+    # event's keys and plain strings make runs of ~20), then the pairs left (~3x fewer cuts).
+    reduced = reduced.replace(_EIGHT_QUOTES, b"").replace(b'""', b"")
     if b'"' in reduced:
         reduced = _QUOTED.sub(b"", reduced)
     opened = reduced.find(b'"')

@@ -701,27 +701,12 @@ class Normalizer:
         described = facts.collective_name is not None and facts.nelems_bytes is not None
         described = described and not cut((facts.in_splits, facts.out_splits), facts.group_size)
         if described or type(correlation) is not int:
-            self.out.append(self._alone(facts, described))
+            self.out.append(self._comm_op(facts, [], on_gpu=True, launched=described))
             self._land(correlation)
             return
         kernel = _PendingKernel(facts)
         kernel.launch = self._launch(correlation)
         self._wait(correlation, kernel)
-
-    def _alone(self, facts: CommCall, launched: bool) -> CommOp:
-        """`_comm_op` of a kernel with no call around it: its collective is worked out once
-        for the same facts (remembered, bounded; forgotten when the metadata changes), then
-        given this kernel's span and `Seq`, its counts counted."""
-        key = (launched, *_facts_of(facts))
-        known = self._alone_ops.get(key)
-        if known is None:
-            known = self._comm_op(facts, [], on_gpu=True, launched=launched)
-            _remember(self._alone_ops, key, known)
-            return known
-        self.stats.no_launch += not launched
-        self.stats.sizes_unknown += known.message_bytes is None
-        return replace(known, start_ns=facts.start_ns, dur_ns=facts.end_ns - facts.start_ns,
-                       seq=facts.seq)  # fmt: skip
 
     def _category(self, name: str) -> KernelCategory | Special | None:
         """A kernel's category; None for a communication kernel, a `Special` for a fused one
@@ -1056,10 +1041,32 @@ class Normalizer:
         self, primary: CommCall, calls: list[CommCall], on_gpu: bool, launched: bool = True
     ) -> CommOp:
         """The collective of a kernel (or gloo span) from the comm calls around its launch,
-        innermost first. Only the innermost record_param_comms speaks for the call: an outer
-        one records a coalesced group of calls (its size is their sum)."""
+        innermost first (`_collective`; with no call around it, `_alone`), counted: a kernel
+        with no launch, a size unknown."""
         if on_gpu and not launched:
             self.stats.no_launch += 1
+        op = self._alone(primary, on_gpu) if not calls else self._collective(primary, calls, on_gpu)
+        if op.message_bytes is None:
+            self.stats.sizes_unknown += 1
+        return op
+
+    def _alone(self, primary: CommCall, on_gpu: bool) -> CommOp:
+        """`_collective` of a call with none around it: worked out once for the same facts
+        (remembered, bounded; forgotten when the metadata changes), then given this call's
+        span and `Seq`."""
+        key = (on_gpu, *_facts_of(primary))
+        known = self._alone_ops.get(key)
+        if known is None:
+            known = self._collective(primary, [], on_gpu)
+            _remember(self._alone_ops, key, known)
+            return known
+        return replace(known, start_ns=primary.start_ns, seq=primary.seq,
+                       dur_ns=primary.end_ns - primary.start_ns)  # fmt: skip
+
+    def _collective(self, primary: CommCall, calls: list[CommCall], on_gpu: bool) -> CommOp:
+        """The collective of `primary` from `calls`. Only the innermost record_param_comms
+        speaks for the call: an outer one records a coalesced group of calls (its size is
+        their sum)."""
         own = _own_calls(calls)
         records = [primary, *(c for c in own if c.name == "record_param_comms")]
         collective = collective_of(primary, records, own)
@@ -1067,8 +1074,6 @@ class Normalizer:
         size, pg, seq = _first_known(records)
         if size is None:
             size = _size_from_calls(own, collective, group)
-        if size is None:
-            self.stats.sizes_unknown += 1
         start, dur = primary.start_ns, primary.end_ns - primary.start_ns
         dtype = next((c.dtype for c in (*records, *own) if c.dtype is not None), None)
         sends, receives = _splits(records)

@@ -25,7 +25,10 @@ CPU-time speed relative to bare ijson's in the same run. Methods:
 `--callgrind` counts instructions instead (valgrind, ~50x slower, so small sizes): per method,
 the instructions per MB beyond a run on a 1 MB input (start-up left out). Load does not change
 them: they show whether a parse costs more per MB as the file grows. For whole copies of the
-real trace: `--callgrind --sizes 54,110 --methods commscope,ijson`.
+real trace: `--callgrind --sizes 54,110 --methods commscope,ijson`. With `--methods ijson,report`
+and `--input real` or `dense`, the whole report's instructions a MB beside bare ijson's: the
+load-free figure of what a change saves (run it again with `PYTHONPATH` naming a base tree that
+holds `commscope/`, as `dense_bench.py --against` takes, for the figure before).
 
 Inputs (`--input`): `real` (the default) scales the largest real trace of ../shared/traces
 (kineto/single_rank/v100_allreduce_216k_events_rank1.json.gz, 53.7 MB, Kineto's own layout): its
@@ -1378,12 +1381,22 @@ def instructions(method: str, path: Path, workdir: Path) -> int:
 def callgrind(args: argparse.Namespace) -> int:
     """Instructions per MB of each method at each size, beyond a CALLGRIND_BASE_MB run of the
     same method (so start-up is left out): load cannot change them, so they show whether a
-    parse costs more per MB as the file grows (an O(n) per event, a structure that grows)."""
-    methods = [m for m in args.methods if m in ("commscope", "commscope-ijson", "ijson")]
+    parse costs more per MB as the file grows (an O(n) per event, a structure that grows),
+    and, on a loaded machine, what a change saves (`report`: the whole command)."""
+    methods = [m for m in args.methods if m in ("commscope", "commscope-ijson", "ijson", "report")]
     print(machine(), flush=True)
+    print(f"input: {args.input}, layout: {args.layout}")
     with scratch(args) as workdir:
-        inputs = {mb: scale_real(workdir / f"real_{mb}MB.json", mb) for mb in args.sizes}
-        base = scale_real(workdir / "real_base.json", CALLGRIND_BASE_MB)
+        source = (REAL_TRACE, TS_STEP_US)
+        if args.input == "dense":
+            *source, note = dense_source(workdir, args.density, args.layout == "compact")  # type: ignore[assignment]
+            print(f"dense input: {note}", flush=True)
+        compact = args.layout == "compact"
+        inputs = {
+            mb: scale_real(workdir / f"{args.input}_{mb}MB.json", mb, *source, compact=compact)
+            for mb in args.sizes
+        }
+        base = scale_real(workdir / "base.json", CALLGRIND_BASE_MB, *source, compact=compact)
         print(f"{'size MB':>8}  {'method':<16} {'M instructions':>15} {'M instr/MB':>11}")
         for method in methods:
             floor = instructions(method, base.path, workdir)
@@ -1444,6 +1457,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.callgrind and args.input == "synthetic":
+        print("--callgrind: a real or dense input", file=sys.stderr)
+        return 2
     if args.layout == "compact" and args.input == "synthetic":
         print("--layout compact: a real or dense input", file=sys.stderr)
         return 2

@@ -1,5 +1,6 @@
 """What the normalizer works out once for a collective's repeated args gives what working it
-out each time gives (`normalize.CallFacts`, `Normalizer._alone`), and an accumulator's batch
+out each time gives (`normalize.CallFacts`, `Normalizer._alone` inside `_comm_op`), and an
+accumulator's batch
 of collectives kept at once is each kept in turn (`Accumulator.add_all`)."""
 
 from __future__ import annotations
@@ -51,20 +52,27 @@ described = st.fixed_dictionaries(
 )  # fmt: skip
 
 
-@given(st.lists(described, min_size=1, max_size=20))
+@given(st.lists(described, min_size=1, max_size=20), st.lists(st.booleans(), min_size=20))
 @settings(max_examples=100, deadline=None)
-def test_a_described_kernel_is_its_comm_op(seen: list[dict[str, Any]]) -> None:
-    """Each kernel's CommOp and the counts are what `_comm_op` gives it alone."""
+def test_a_described_kernel_is_its_comm_op(
+    seen: list[dict[str, Any]], launched: list[bool]
+) -> None:
+    """Each kernel's CommOp is what `_collective` works out for it alone (nothing remembered),
+    and `_comm_op` counts each kernel without a launch and each size unknown once, whether
+    its CommOp was remembered or not."""
     normalizer, alone = Normalizer(), Normalizer()
-    normalizer.set_top({"distributedInfo": {"rank": 0, "world_size": 4}})
-    alone.set_top({"distributedInfo": {"rank": 0, "world_size": 4}})
-    expected = []
-    for start, args in enumerate(seen):
-        normalizer.feed([_kernel(start * 10, {**args, "correlation": start})])
+    for each in (normalizer, alone):
+        each.set_top({"distributedInfo": {"rank": 0, "world_size": 4}})
+    expected, counts = [], Normalizer()
+    for start, (args, was) in enumerate(zip(seen, launched, strict=False)):
         facts = comm_call(_kernel(0, {}).name, start * 10_000, start * 10_000 + 3_000, args)
-        expected.append(alone._comm_op(facts, [], on_gpu=True))
+        normalizer.feed([_kernel(start * 10, {**args, "correlation": start})])
+        counts._comm_op(facts, [], on_gpu=True, launched=was)
+        expected.append(alone._collective(facts, [], on_gpu=True))
     assert [e for e in normalizer.out if isinstance(e, CommOp)] == expected
-    assert normalizer.stats.sizes_unknown == alone.stats.sizes_unknown
+    unknown = sum(op.message_bytes is None for op in expected)
+    assert normalizer.stats.sizes_unknown == unknown == counts.stats.sizes_unknown
+    assert counts.stats.no_launch == launched[: len(seen)].count(False)
 
 
 comm_ops = st.builds(
