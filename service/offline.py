@@ -72,24 +72,9 @@ def analyse(
     return flight.beside(report, dumps)
 
 
-def analyse_jobs(
-    root: Path,
-    options: Options,
-    progress: Progress | None = None,
-    workers: int = 1,
-    cluster: dask_cluster.Cluster | None = None,
-    *,
-    rule: WindowRule = DEFAULT_RULE,
-) -> list[Report]:
-    """One report per job under `root` (ConfigError if there is no trace). `cluster`: a Dask
-    scheduler whose workers parse the files (`workers` is then unused); `rule`: the windows
-    of NCCL Inspector logs."""
-    return analysis(root, options, progress, workers, cluster, rule=rule).reports
-
-
 @dataclass(frozen=True)
 class Analysis:
-    """`analyse_jobs`' reports and what they were made of: every file parsed, and the jobs
+    """One report per job (`analysis`) and what they were made of: every file parsed, and the jobs
     the reports cover, each with its placement, in the reports' order (none: one report of
     nothing but the files left out)."""
 
@@ -107,7 +92,9 @@ def analysis(
     *,
     rule: WindowRule = DEFAULT_RULE,
 ) -> Analysis:
-    """`analyse_jobs`, with the files and jobs its reports were made of."""
+    """One report per job under `root` (ConfigError if there is no trace), with the files and
+    jobs they were made of. `cluster`: a Dask scheduler whose workers parse the files (`workers`
+    is then unused); `rule`: the windows of NCCL Inspector logs."""
     windows = find_windows(root)
     parsed, skipped, ignored = parse_windows(windows, progress, workers, cluster, rule)
     names = _window_list(windows, parsed, rule)

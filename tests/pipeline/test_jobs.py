@@ -28,7 +28,7 @@ from commscope.collector.discover import rank_from_name
 from commscope.pipeline import jobs, ranks
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.report import Options, ParsedFile, build_report
-from commscope.service.offline import analyse_jobs
+from commscope.service.offline import analysis
 from kineto_builder import annotation, kernel, read, trace
 from tools import needs_shared, shared_traces
 
@@ -270,7 +270,7 @@ REAL = shared_traces("kineto", "single_rank")
 def test_the_real_single_rank_folder_is_four_jobs() -> None:
     """Four traces of four public jobs side by side (shared/traces/README.md): before, three
     claimed rank 0 of one window and were all skipped; now each is its own job."""
-    found = analyse_jobs(REAL, Options())
+    found = analysis(REAL, Options()).reports
     assert [(r.world_size, r.ranks, r.config.gpu_name) for r in found] == [
         (2, [1], "Tesla V100-SXM2-32GB"),
         (2, [0], "NVIDIA A100-PG509-200"),

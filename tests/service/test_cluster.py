@@ -17,7 +17,7 @@ from commscope.exporters import jsonreport, text
 from commscope.model.errors import ClusterError
 from commscope.pipeline.report import Options
 from commscope.service.cluster import Cluster, _check_workers, own_version
-from commscope.service.offline import analyse_jobs
+from commscope.service.offline import analysis
 from tools import require_module
 
 distributed = require_module("distributed", "the dask extra: pip install 'commscope[dask]'")
@@ -64,9 +64,9 @@ class Counted:
 
 
 def test_the_report_made_on_a_cluster_is_the_local_one(run_dir: Path, scheduler: str) -> None:
-    local = analyse_jobs(run_dir, Options(), workers=1)
+    local = analysis(run_dir, Options(), workers=1).reports
     progress = Counted()
-    remote = analyse_jobs(run_dir, Options(), progress, cluster=Cluster(scheduler))
+    remote = analysis(run_dir, Options(), progress, cluster=Cluster(scheduler)).reports
     assert [jsonreport.render(r) for r in remote] == [jsonreport.render(r) for r in local]
     assert [text.render(r) for r in remote] == [text.render(r) for r in local]
     assert len(remote[0].inputs.skipped) == 1  # the truncated file, with its reason

@@ -23,7 +23,7 @@ from commscope.model.errors import DIED
 from commscope.pipeline.report import Options
 from commscope.service import parallel
 from commscope.service.cli import main
-from commscope.service.offline import Failed, analyse, analyse_jobs
+from commscope.service.offline import Failed, analyse, analysis
 from tools import needs_shared, shared_traces
 
 TRACES = shared_traces("kineto")
@@ -31,7 +31,7 @@ SAMPLE = Path("samples/gloo_ddp_2rank")
 
 
 def documents(root: Path, workers: int) -> list[dict[str, object]]:
-    return [jsonreport.to_document(r) for r in analyse_jobs(root, Options(), workers=workers)]
+    return [jsonreport.to_document(r) for r in analysis(root, Options(), workers=workers).reports]
 
 
 @needs_shared("kineto", "dlrm_8rank_v100")
