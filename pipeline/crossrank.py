@@ -190,12 +190,12 @@ def drawn(
     """The instances a window's waiting and transfer split covers (matched collectives and
     P2P pairs whose members' starts are known, as `window` splits), drawn, and the window's
     clock offsets."""
-    matched, found, _ = aligned(results, infos)
+    matched, found, arrivals = aligned(results, infos)
     untimed, moved = _untimed(infos), shifts(found)
-    pairs = _paired(results, infos).pairs
-    timed = [i for i in (*matched.instances, *(p.instance for p in pairs))
-             if untimed.isdisjoint(i.starts)]  # fmt: skip
-    return [Drawn(i, waiting.pieces(i, moved), skew.arrival(i, moved).last) for i in timed], found
+    pairs = [p.instance for p in _paired(results, infos).pairs]
+    kept = [(i, a) for i, a in zip(matched.instances, arrivals, strict=True) if a.timed]
+    kept += [(i, skew.arrival(i, moved)) for i in pairs if untimed.isdisjoint(i.starts)]
+    return [Drawn(i, waiting.pieces(i, moved), a.last) for i, a in kept], found
 
 
 def _alltoall_calls(
