@@ -16,7 +16,7 @@ Nothing is lost silently either: a file every read of which failed (`FileStream`
 worker died, I/O errors) is counted by reason (`files_lost`, and each failed read in
 `read_failures`: /metrics), logged once, named in the report (its stream ends with the
 reason) and makes the collector exit non-zero (`lost`). The only folder written is --state:
-the worker processes start without a temporary folder (`parallel.pool`), and with no pool
+the worker processes start without a temporary folder (`lasting.pool`), and with no pool
 at all (no writable /dev/shm) the files are read in their threads, said at start.
 """
 
@@ -68,7 +68,7 @@ from commscope.model.schema import (
 )
 from commscope.model.version import installed_version
 from commscope.pipeline.edge import Reduction
-from commscope.service import curve, parallel
+from commscope.service import curve, lasting, parallel
 
 log = logging.getLogger("commscope.collect")
 
@@ -209,7 +209,7 @@ class Collector:
                 if settings.metrics_port is None
                 else f"{settings.metrics_addr}:{settings.metrics_port}",
                 "watching_by": watcher.mode,
-                "workers": None if self.pool is None else parallel.start_method(),
+                "workers": None if self.pool is None else lasting.start_method(),
             },
         )
         self._check_root()
@@ -442,14 +442,14 @@ _INSTANCE: Final = uuid.uuid4().hex
 _VERSION: Final = installed_version()
 
 
-def _pool(jobs: int) -> parallel.LastingPool | None:
+def _pool(jobs: int) -> lasting.LastingPool | None:
     """Worker processes for whole files (forkserver where it can start: never a fork of this
     threaded process; its server imports this module once for every worker), or none for
     `jobs` 1, or when none can start (said once: the files are read in their threads)."""
     if jobs <= 1:
         return None
     try:
-        return parallel.LastingPool(jobs, __name__)
+        return lasting.LastingPool(jobs, __name__)
     except OSError as exc:
         log.warning(
             "worker processes cannot start: files are read in the collector's threads",

@@ -21,7 +21,7 @@ from builders import rank_trace, write
 from commscope.exporters import jsonreport
 from commscope.model.errors import DIED
 from commscope.pipeline.report import Options
-from commscope.service import parallel
+from commscope.service import lasting, parallel
 from commscope.service.cli import main
 from commscope.service.offline import Failed, analyse, analysis
 from tools import needs_shared, shared_traces
@@ -173,7 +173,7 @@ def test_without_a_folder_for_the_forkserver_socket_a_lasting_pool_starts_by_spa
         raise FileNotFoundError(errno.ENOENT, "No usable temporary directory found in ['/tmp']")
 
     monkeypatch.setattr(multiprocessing.util, "get_temp_dir", no_folder)
-    assert parallel.start_method() == "spawn"
+    assert lasting.start_method() == "spawn"
 
 
 def no_process(*args: object, **kwargs: object) -> NoReturn:
@@ -195,17 +195,17 @@ def test_workers_that_cannot_start_are_one_line_not_a_traceback(
 
 
 def test_a_lasting_pool_replaces_the_pool_a_dead_worker_broke(tmp_path: Path) -> None:
-    lasting = parallel.LastingPool(1, "commscope.service.worker")
+    kept = lasting.LastingPool(1, "commscope.service.worker")
     try:
-        killed = lasting.submit(crash_on_named, "w", tmp_path / "crash.json")
+        killed = kept.submit(crash_on_named, "w", tmp_path / "crash.json")
         with pytest.raises(BrokenProcessPool):
             killed.result(timeout=60)
-        fine = lasting.submit(crash_on_named, "w", tmp_path / "a.json")
-        assert (fine.result(timeout=60), lasting.renewed) == ("w/a.json", 1)
+        fine = kept.submit(crash_on_named, "w", tmp_path / "a.json")
+        assert (fine.result(timeout=60), kept.renewed) == ("w/a.json", 1)
     finally:
-        lasting.shutdown()
+        kept.shutdown()
     with pytest.raises(RuntimeError, match="shut down"):
-        lasting.submit(crash_on_named, "w", tmp_path / "a.json")
+        kept.submit(crash_on_named, "w", tmp_path / "a.json")
 
 
 class Recorder:
