@@ -68,7 +68,7 @@ from commscope.model.schema import (
 )
 from commscope.model.version import installed_version
 from commscope.pipeline.edge import Reduction
-from commscope.service import curve, lasting, parallel
+from commscope.service import curve, lasting
 
 log = logging.getLogger("commscope.collect")
 
@@ -453,7 +453,7 @@ def _pool(jobs: int) -> lasting.LastingPool | None:
     except OSError as exc:
         log.warning(
             "worker processes cannot start: files are read in the collector's threads",
-            extra={"jobs": jobs, "reason": str(parallel.WorkersError(exc))},
+            extra={"jobs": jobs, "reason": lasting.reason(exc)},
         )
         return None
 

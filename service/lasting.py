@@ -8,7 +8,7 @@ Kubernetes sidecar with `readOnlyRootFilesystem`) by spawn, which needs no file 
 rather than pointing the socket at a folder the caller owns: a socket path is limited to 107
 bytes, and the temporary folder is process-wide state. Either way the pool's locks are POSIX
 semaphores (/dev/shm); where even those cannot be made, the OSError goes to the caller (the
-daemon says so in one line, `parallel.WorkersError`). A spawned worker also imports the
+daemon says so in one line, with `reason`'s wording). A spawned worker also imports the
 command's main module unless it runs as a package's `__main__` (the `commscope` script's,
 `python -m commscope`).
 """
@@ -16,6 +16,7 @@ command's main module unless it runs as a package's `__main__` (the `commscope` 
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import multiprocessing
 import multiprocessing.util
@@ -27,9 +28,10 @@ import time
 from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 R = TypeVar("R")
+_FILE_SYSTEM: Final = frozenset({errno.EROFS, errno.EACCES, errno.ENOSPC})
 
 
 def pool(workers: int, preload: str | None) -> ProcessPoolExecutor:
@@ -41,6 +43,15 @@ def pool(workers: int, preload: str | None) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(
         workers, mp_context=_context(preload), initializer=_outlive_not, initargs=(os.getpid(),)
     )
+
+
+def reason(exc: OSError) -> str:
+    """Why a pool could not be made, in one phrase: a file system's refusal without a file
+    named is the semaphores' folder (/dev/shm), where multiprocessing makes its locks."""
+    said = exc.strerror or str(exc)
+    if exc.filename:
+        return f"{exc.filename}: {said}"
+    return f"/dev/shm: {said}" if exc.errno in _FILE_SYSTEM else said
 
 
 class LastingPool:

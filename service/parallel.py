@@ -25,7 +25,6 @@ report path never imports.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import pickle
 import queue
@@ -45,22 +44,14 @@ R = TypeVar("R")
 
 
 class WorkersError(ConfigError):
-    """Worker processes cannot start here (no process or pipe to spare; a pool's: no writable
-    /dev/shm for its semaphores): one line that says why and what to do."""
+    """Worker processes cannot start here (no process or pipe to spare): one line that says
+    why and what to do. The workers are plain subprocesses over pipes: no file is involved
+    unless the OSError names one (the interpreter it runs)."""
 
     def __init__(self, exc: OSError) -> None:
-        super().__init__(f"worker processes cannot start here ({_why(exc)}); use --jobs 1")
-
-
-def _why(exc: OSError) -> str:
-    """The reason, and where a file system refused (semaphores live in /dev/shm)."""
-    reason = exc.strerror or str(exc)
-    if exc.filename:
-        return f"{exc.filename}: {reason}"
-    return f"/dev/shm: {reason}" if exc.errno in _FILE_SYSTEM else reason
-
-
-_FILE_SYSTEM: Final = frozenset({errno.EROFS, errno.EACCES, errno.ENOSPC})
+        reason = exc.strerror or str(exc)
+        where = f"{exc.filename}: " if exc.filename else ""
+        super().__init__(f"worker processes cannot start here ({where}{reason}); use --jobs 1")
 
 
 class Progress(Protocol):

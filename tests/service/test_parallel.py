@@ -194,6 +194,35 @@ def test_workers_that_cannot_start_are_one_line_not_a_traceback(
     assert not list(tmp_path.iterdir())
 
 
+def test_the_report_path_names_no_folder_its_workers_do_not_use() -> None:
+    """Its workers are subprocesses over pipes: a refusal names only the file it names."""
+    refused = OSError(errno.EROFS, "Read-only file system")
+    assert str(parallel.WorkersError(refused)) == (
+        "worker processes cannot start here (Read-only file system); use --jobs 1"
+    )
+    missing = FileNotFoundError(errno.ENOENT, "No such file or directory", "/opt/py/bin/python")
+    assert str(parallel.WorkersError(missing)) == (
+        "worker processes cannot start here "
+        "(/opt/py/bin/python: No such file or directory); use --jobs 1"
+    )
+
+
+@pytest.mark.parametrize(
+    ("exc", "reason"),
+    [
+        (OSError(errno.EROFS, "Read-only file system"), "/dev/shm: Read-only file system"),
+        (OSError(errno.ENOSPC, "No space left on device"), "/dev/shm: No space left on device"),
+        (OSError(errno.EACCES, "Permission denied", "/x"), "/x: Permission denied"),
+        (OSError(errno.EAGAIN, "Resource temporarily unavailable"),
+         "Resource temporarily unavailable"),
+    ],
+)  # fmt: skip
+def test_the_lasting_pool_names_dev_shm_where_its_semaphores_live(
+    exc: OSError, reason: str
+) -> None:
+    assert lasting.reason(exc) == reason
+
+
 def test_a_lasting_pool_replaces_the_pool_a_dead_worker_broke(tmp_path: Path) -> None:
     kept = lasting.LastingPool(1, "commscope.service.worker")
     try:

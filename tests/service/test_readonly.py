@@ -153,11 +153,11 @@ def watch_of(tmp_path: Path) -> Path:
 
 def start_collector(
     procs: Processes, aggregate: Aggregate, watch: Path, state: Path, *extra: str,
-    prefix: tuple[str, ...] = (),
+    prefix: tuple[str, ...] = (), shm: bool = True,
 ) -> Any:  # fmt: skip
     state.mkdir()
     args = collector_args(watch, aggregate.endpoint, "n1", state, "--jobs", "2", *extra)
-    argv = read_only_root(*prefix, *COMMSCOPE, *args, writable=(state,))
+    argv = read_only_root(*prefix, *COMMSCOPE, *args, writable=(state,), shm=shm)
     return procs.spawn("collector", *argv)
 
 
@@ -175,6 +175,30 @@ def test_the_collector_under_a_read_only_root_loses_nothing(
     (hello,) = [line for line in collector.lines() if line.get("msg") == "collector starting"]
     (end,) = [line for line in collector.lines() if line.get("msg") == "end of run acknowledged"]
     assert (hello["workers"], end["files_in_workers"], end["files_lost"]) == ("spawn", 5, 0)
+    out = tmp_path / "offline"
+    assert run(report_command(watch, out)).returncode == 3  # the empty trace: skipped
+    assert normalised(aggregate.report()) == json_report(out)
+
+
+def test_a_collector_whose_pool_cannot_start_says_dev_shm_and_loses_nothing(
+    procs: Processes, tmp_path: Path
+) -> None:
+    """/dev/shm read-only too: the pool's semaphores cannot be made, the collector says so once
+    naming /dev/shm, reads every file in its threads, and the report is `commscope report`'s."""
+    if not Path("/dev/shm").is_mount():
+        pytest.skip("/dev/shm is not a mount of its own here")
+    watch = watch_of(tmp_path)
+    aggregate = Aggregate(procs, tmp_path, free_port(), free_port(), ("--expect-nodes", "1"))
+    server = aggregate.start()
+    collector = start_collector(procs, aggregate, watch, tmp_path / "state", "--once", shm=False)
+    assert collector.wait(120) == 0, collector.tail()
+    assert server.wait(60) == 0, server.tail()
+    lines = collector.lines()
+    (refused,) = [line for line in lines if line.get("msg", "").startswith("worker processes")]
+    assert refused["reason"] == "/dev/shm: Read-only file system"
+    (hello,) = [line for line in lines if line.get("msg") == "collector starting"]
+    (end,) = [line for line in lines if line.get("msg") == "end of run acknowledged"]
+    assert (hello["workers"], end["files_in_workers"], end["files_lost"]) == (None, 0, 0)
     out = tmp_path / "offline"
     assert run(report_command(watch, out)).returncode == 3  # the empty trace: skipped
     assert normalised(aggregate.report()) == json_report(out)
