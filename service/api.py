@@ -1,21 +1,23 @@
 """The Python API: what `commscope report` does, as calls for notebooks and scripts (shell: reads
 traces and writes reports).
 
-`analyse` reads a job's traces into the typed `Report` the JSON report serialises, with one
-keyword for each of `report`'s options (`options` builds and checks them, for the CLI too),
-`analyse_jobs` one per job (`analysis`: with the files and jobs they were made of, which the
-CLI hands the timeline); `load_report` reads a JSON report back; `report_text`, `report_json`,
-`report_html` and `write_reports` render and write it as the CLI does.
+`analyse` reads a job's traces into the typed `Report` the JSON report serialises,
+`analyse_jobs` one per job, `analysis` the same with the files and jobs they were made of
+(which the CLI hands the timeline); the three take one set of keywords, `_Keywords`: one for
+each of `report`'s options (`options` builds and checks the job's, for the CLI too).
+`load_report` reads a JSON report back; `report_text`, `report_json`, `report_html` and
+`write_reports` render and write it as the CLI does.
 `commscope/__init__.py` is the public face.
 """
 
 from __future__ import annotations
 
 import decimal
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final, TypedDict, Unpack
+from typing import Final, TypedDict, Unpack, cast
 
 from commscope.collector.inspector_windows import DEFAULT_WINDOW_S, MAX_WINDOW_S, WindowRule
 from commscope.exporters import files, html, jsonreport, text
@@ -58,6 +60,7 @@ class _Reading:
 
 def options(**job: Unpack[_JobOptions]) -> Options:
     """The report's options from `report`'s flags as keywords, each checked (ConfigError)."""
+    _known(job, _JobOptions.__optional_keys__)
     batch_size, seq_len = (
         _whole("--batch-size", job.get("batch_size")),
         _whole("--seq-len", job.get("seq_len")),
@@ -163,78 +166,68 @@ def cluster(address: str | None, timeout_s: float) -> Cluster | None:
     return Cluster(address, timeout_s)
 
 
-def analyse(
-    path: str | Path,
-    *,
-    options: Options | None = None,
-    workers: int = 1,
-    inspector_window: int = DEFAULT_WINDOW_S,
-    dask: str | None = None,
-    dask_timeout: float = CONNECT_TIMEOUT_S,
-    progress: offline.Progress | None = None,
-    **job: Unpack[_JobOptions],
-) -> Report:
+class _Keywords(_JobOptions, total=False):
+    """The keywords of `analyse`, `analyse_jobs` and `analysis`: the job options above, or
+    `options` (built by `options(...)`) instead of them, and how the files are read."""
+
+    options: Options | None  # instead of the job keywords (giving both is a ConfigError)
+    workers: int  # files parsed at once, each in its own process (default 1: in this one)
+    inspector_window: int  # seconds (--inspector-window; default 10)
+    dask: str | None  # a Dask scheduler's address whose workers parse the files
+    dask_timeout: float  # seconds to wait for it (--dask-timeout)
+    progress: offline.Progress | None  # begin(files, total_bytes), advance(nbytes), end()
+
+
+def analyse(path: str | Path, **given: Unpack[_Keywords]) -> Report:
     """The report of the job under `path` (a run folder, a window or one trace file) with the
     most files; other jobs' files are skipped with the reason (ConfigError: no trace).
-    `options`: built by `options(...)`, instead of the keywords `job`; `workers`: files parsed
-    at once, each in its own process (1: in this one); `dask`: a scheduler's address."""
-    reading = _reading(workers, inspector_window, dask, dask_timeout, progress)
-    chosen = _chosen(options, job)
-    root = Path(path)
+    Keywords (`report`'s flags, `-` as `_`, its units and checks; a ConfigError names the
+    flag): config, batch_size, seq_len, peak_bandwidth (GB/s), flops_per_token, params,
+    peak_tflops, hosts, net_peak (GB/s), or `options=options(...)` instead of them;
+    inspector_window (s), dask (a scheduler's address), dask_timeout (s), workers (files
+    parsed at once, each in its own process; 1: in this one), progress."""
+    reading, chosen = _prepared(given)
     return offline.analyse(
-        root, chosen, reading.progress, reading.workers, reading.rule, cluster=reading.cluster
+        Path(path), chosen, reading.progress, reading.workers, reading.rule, cluster=reading.cluster
     )
 
 
-def analyse_jobs(
-    path: str | Path,
-    *,
-    options: Options | None = None,
-    workers: int = 1,
-    inspector_window: int = DEFAULT_WINDOW_S,
-    dask: str | None = None,
-    dask_timeout: float = CONNECT_TIMEOUT_S,
-    progress: offline.Progress | None = None,
-    **job: Unpack[_JobOptions],
-) -> list[Report]:
+def analyse_jobs(path: str | Path, **given: Unpack[_Keywords]) -> list[Report]:
     """One report per job under `path`, as `commscope report` writes them (its JSON list);
     the keywords as `analyse`'s. ClusterError: the Dask scheduler did not answer."""
-    return analysis(
-        path, options=options, workers=workers, inspector_window=inspector_window, dask=dask,
-        dask_timeout=dask_timeout, progress=progress, **job,
-    ).reports  # fmt: skip
+    return analysis(path, **given).reports
 
 
-def analysis(
-    path: str | Path,
-    *,
-    options: Options | None = None,
-    workers: int = 1,
-    inspector_window: int = DEFAULT_WINDOW_S,
-    dask: str | None = None,
-    dask_timeout: float = CONNECT_TIMEOUT_S,
-    progress: offline.Progress | None = None,
-    **job: Unpack[_JobOptions],
-) -> offline.Analysis:
+def analysis(path: str | Path, **given: Unpack[_Keywords]) -> offline.Analysis:
     """`analyse_jobs`' reports with the files and jobs they were made of (what `timeline`
     writes from); the keywords as `analyse`'s."""
-    reading = _reading(workers, inspector_window, dask, dask_timeout, progress)
-    chosen = _chosen(options, job)
+    reading, chosen = _prepared(given)
     return offline.analysis(
         Path(path), chosen, reading.progress, reading.workers, reading.cluster, rule=reading.rule
     )
 
 
-def _reading(
-    workers: int,
-    inspector_window: int,
-    dask: str | None,
-    dask_timeout: float,
-    progress: offline.Progress | None,
-) -> _Reading:
+def _prepared(given: _Keywords) -> tuple[_Reading, Options]:
+    """The keywords checked: how the files are read, and the report's options."""
+    _known(given, _Keywords.__optional_keys__)
+    job = {key: value for key, value in given.items() if key in _JobOptions.__optional_keys__}
+    return _reading(given), _chosen(given.get("options"), cast(_JobOptions, job))
+
+
+def _known(given: Mapping[str, object], keys: frozenset[str]) -> None:
+    """TypeError for a keyword that is not one of `keys`, as Python raises for a signature."""
+    unknown = sorted(set(given) - keys)
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r}")
+
+
+def _reading(given: _Keywords) -> _Reading:
+    workers = given.get("workers", 1)
     if workers < 1:
         raise ConfigError(f"workers must be at least 1, got {workers}")
-    return _Reading(workers, window_rule(inspector_window), cluster(dask, dask_timeout), progress)
+    rule = window_rule(given.get("inspector_window", DEFAULT_WINDOW_S))
+    address, timeout_s = given.get("dask"), given.get("dask_timeout", CONNECT_TIMEOUT_S)
+    return _Reading(workers, rule, cluster(address, timeout_s), given.get("progress"))
 
 
 def _chosen(given: Options | None, job: _JobOptions) -> Options:

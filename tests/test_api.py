@@ -16,6 +16,7 @@ import msgspec
 import pytest
 from builders import rank_trace, write
 from commscope.model import frames as frames_module
+from commscope.service import api
 from commscope.service.cli import main
 from tools import needs_shared, require_module, shared_traces
 
@@ -90,6 +91,22 @@ def test_options_are_checked_as_the_flags_are(window: Path) -> None:
     with pytest.raises(commscope.ConfigError, match="workers must be at least 1"):
         commscope.analyse(window, workers=0)
     assert commscope.options(params="7.5e9").params == 7_500_000_000
+
+
+def test_a_misspelt_keyword_is_refused_as_a_signature_refuses_it(window: Path) -> None:
+    """One set of keywords for the three calls (and `options`' own): none is ignored."""
+    with pytest.raises(TypeError, match="unexpected keyword argument 'peak_bandwith'"):
+        commscope.analyse(window, peak_bandwith=100)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'worker'"):
+        commscope.analyse_jobs(window, worker=2)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'workers'"):
+        commscope.options(workers=2)  # type: ignore[call-arg]
+
+
+def test_analyse_jobs_is_the_analysis_reports(window: Path) -> None:
+    found = api.analysis(window, peak_bandwidth=100, inspector_window=5)
+    assert commscope.analyse_jobs(window, peak_bandwidth=100, inspector_window=5) == found.reports
+    assert [len(job.files) for job in found.jobs] == [2]
 
 
 # ---------------------------------------------------------------- reading a report back
