@@ -172,9 +172,9 @@ class _Keywords(_JobOptions, total=False):
 
     options: Options | None  # instead of the job keywords (giving both is a ConfigError)
     workers: int  # files parsed at once, each in its own process (default 1: in this one)
-    inspector_window: int  # seconds (--inspector-window; default 10)
+    inspector_window: int  # seconds (--inspector-window; default 300)
     dask: str | None  # a Dask scheduler's address whose workers parse the files
-    dask_timeout: float  # seconds to wait for it (--dask-timeout)
+    dask_timeout: float  # seconds to wait for it (--dask-timeout; default 10)
     progress: offline.Progress | None  # begin(files, total_bytes), advance(nbytes), end()
 
 
