@@ -52,10 +52,8 @@ from commscope.pipeline import graphs, tail
 from commscope.pipeline.intervals import (
     IntervalSet,
     difference,
-    intersection,
     intersection_measure,
     packed,
-    union,
 )
 from commscope.pipeline.sketch import merge_all, pack, sketch_of, unpack
 from commscope.pipeline.stats import add_samples, sample_values
@@ -203,10 +201,10 @@ class Accumulator:
             compute, calls = self._cpu_compute(), self.cpu_calls
         else:
             comm, compute, ops = IntervalSet(), IntervalSet(), {}
-        busy = self.gpu_busy()
         start, end = self.time_range()
         steps = self.step_union()
         exposed = difference(comm, compute)  # C \ P: |C ∩ P| = |C| - |E|
+        busy = self.gpu_busy_parts(exposed if self.has_gpu else None)
         calls = sorted(calls, key=_call_order)
         return RankResult(
             evidence_text=evidence_label(evidence),
@@ -218,13 +216,13 @@ class Accumulator:
             files=sorted(files),
             calls=calls,
             kernel_ns=dict(sorted(self.kernel_ns.items())),
-            gpu_busy_ns=busy.measure(),
-            gpu_span_ns=busy.span(),
+            gpu_busy_ns=sum(part.measure() for part in busy),
+            gpu_span_ns=_span(busy),
             memory_peak_bytes=self.memory_peak,
             memory_reserved_peak_bytes=self.reserved_peak,
             start_ns=start,
             end_ns=end,
-            in_steps=self.in_steps(comm, compute, busy, steps),
+            in_steps=self.in_steps(comm, exposed, compute, busy, steps),
             ungrouped_calls=sum(1 for call in calls if call.process_group is None),
             exposed_runs=packed(exposed),
             step_runs=packed(steps),
@@ -243,16 +241,23 @@ class Accumulator:
         return IntervalSet((start, start + dur) for dur, _, start in self.steps.values())
 
     def in_steps(
-        self, comm: IntervalSet, compute: IntervalSet, busy: IntervalSet, steps: IntervalSet
+        self,
+        comm: IntervalSet,
+        exposed: IntervalSet,
+        compute: IntervalSet,
+        busy: Sequence[IntervalSet],
+        steps: IntervalSet,
     ) -> InSteps:
-        """C, C ∩ P, P and GPU busy time within S, the union of the profiled steps' spans."""
-        comm_in = intersection(comm, steps)
+        """C, C ∩ P, P and GPU busy time within S, the union of the profiled steps' spans.
+        Each is measured against S alone (a few runs): |C ∩ P ∩ S| = |C ∩ S| - |E ∩ S| with E
+        = C \\ P, and the busy time is the sum over its disjoint parts (`gpu_busy_parts`)."""
+        comm_in = intersection_measure(comm, steps)
         return InSteps(
             span_ns=steps.measure(),
-            comm_ns=comm_in.measure(),
-            overlap_ns=intersection_measure(comm_in, compute),
+            comm_ns=comm_in,
+            overlap_ns=comm_in - intersection_measure(exposed, steps),
             compute_ns=intersection_measure(compute, steps),
-            gpu_busy_ns=intersection_measure(busy, steps),
+            gpu_busy_ns=sum(intersection_measure(part, steps) for part in busy),
         )
 
     def time_range(self) -> tuple[int | None, int | None]:
@@ -265,9 +270,16 @@ class Accumulator:
             return None, None
         return min(b[0] for b in found), max(b[1] for b in found)
 
-    def gpu_busy(self) -> IntervalSet:
-        """The union of all GPU activity: compute, communication, memcpy and memset."""
-        return union((self.compute, self.gpu_comm, self.copies))
+    def gpu_busy_parts(self, exposed: IntervalSet | None = None) -> tuple[IntervalSet, ...]:
+        """All GPU activity (compute, communication, memcpy and memset) as three disjoint
+        sets: P, C \\ P and the copies outside both, so its measures are their sums, with no
+        union built. `exposed`: C \\ P of the GPU sets when known."""
+        compute, comm = self.compute, self.gpu_comm
+        exposed = difference(comm, compute) if exposed is None else exposed
+        copies = self.copies
+        if len(copies):
+            copies = difference(difference(copies, compute), comm)
+        return compute, exposed, copies
 
     def _cpu_compute(self) -> IntervalSet:
         tid = self.training_thread()
@@ -285,6 +297,12 @@ class Accumulator:
         if not self.busy:
             return None
         return max(sorted(self.busy), key=lambda tid: self.busy[tid].measure())
+
+
+def _span(parts: Sequence[IntervalSet]) -> int:
+    """From the first start to the last end over the sets (0 when all are empty)."""
+    found = [b for part in parts if (b := part.bounds()) is not None]
+    return max(b[1] for b in found) - min(b[0] for b in found) if found else 0
 
 
 def _call_order(op: CommOp) -> tuple[Any, ...]:
