@@ -22,9 +22,11 @@ figures need the samples back.
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
+from itertools import compress
 from typing import Any, Final, Literal
 
 from commscope.model.bus import bus_fraction
@@ -65,6 +67,7 @@ SKETCHED: Final = (RunTally, ShedTally)  # tallies that keep sketches instead of
 # `sketcher(tally, which)`: a tally's algbw or busbw sketch (`bandwidth_sketch`, or one that
 # remembers what it found: `pipeline.reuse.WindowCache.sketch`)
 Sketcher = Callable[[OpTally, Literal["algbw", "busbw"]], Sketch]
+_ON_GPU: Final = operator.attrgetter("on_gpu")
 _SUMS: Final = tuple(f for f in OpTally.__struct_fields__ if f not in ("algbw_Bps", "busbw_Bps"))
 
 
@@ -164,12 +167,12 @@ class Accumulator:
 
     def keep_calls(self, ops: Sequence[CommOp]) -> None:
         """`keep_call` of each op in turn (a record of edge facts), each type's tally counted
-        once (`_count_ops`)."""
+        once (`_count`)."""
         kinds: dict[tuple[bool, str], list[CommOp]] = {}
         for op in ops:
             kinds.setdefault((op.on_gpu, op.collective), []).append(op)
         for (on_gpu, kind), same in kinds.items():
-            _count_ops(self._tally(on_gpu, kind), same)
+            self._count(on_gpu, kind, same)
         self.gpu_calls.extend(op for op in ops if op.on_gpu)
         self.cpu_calls.extend(op for op in ops if not op.on_gpu)
         self.has_gpu = self.has_gpu or any(on_gpu for on_gpu, _ in kinds)
@@ -179,7 +182,28 @@ class Accumulator:
         GPU time: `_comm` adds those; edge facts carry them apart, `pipeline.edge`)."""
         self.has_gpu = self.has_gpu or op.on_gpu
         (self.gpu_calls if op.on_gpu else self.cpu_calls).append(op)
-        count_op(self._tally(op.on_gpu, op.collective), op)
+        self._count(op.on_gpu, op.collective, (op,))
+
+    def _count(self, on_gpu: bool, kind: str, ops: Sequence[CommOp]) -> None:
+        """Count collectives of one type in its tally (`_count_ops`)."""
+        _count_ops(self._tally(on_gpu, kind), ops)
+
+    def keep_counted(
+        self, ops: Sequence[CommOp], gpu_ops: Mapping[str, OpTally], cpu_ops: Mapping[str, OpTally]
+    ) -> None:
+        """Keep collectives that come with their tallies (`tallies` of them: a record of edge
+        facts, `pipeline.edge`): the tallies added to this accumulator's as `keep_calls` would
+        have counted the calls, no call counted again."""
+        for on_gpu, tallies in ((True, gpu_ops), (False, cpu_ops)):
+            for kind, tally in tallies.items():
+                into = self._tally(on_gpu, kind)
+                _add_sums(into, tally)
+                into.algbw_Bps += tally.algbw_Bps
+                into.busbw_Bps += tally.busbw_Bps
+        on_gpu = list(map(_ON_GPU, ops))
+        self.gpu_calls.extend(compress(ops, on_gpu))
+        self.cpu_calls.extend(compress(ops, map(operator.not_, on_gpu)))
+        self.has_gpu = self.has_gpu or bool(gpu_ops)
 
     def _tally(self, on_gpu: bool, kind: str) -> OpTally:
         """The tally of a collective type on the GPU or the CPU, begun when first asked for."""
@@ -297,6 +321,14 @@ class Accumulator:
         if not self.busy:
             return None
         return max(sorted(self.busy), key=lambda tid: self.busy[tid].measure())
+
+
+def tallies(ops: Sequence[CommOp]) -> tuple[dict[str, OpTally], dict[str, OpTally]]:
+    """The tallies of these collectives by type, on the GPU and on the CPU, as an
+    accumulator keeping them counts them."""
+    counted = Accumulator()
+    counted.keep_calls(ops)
+    return counted.gpu_ops, counted.cpu_ops
 
 
 def _span(parts: Sequence[IntervalSet]) -> int:
