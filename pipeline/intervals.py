@@ -255,7 +255,8 @@ def difference(a: IntervalSet, b: IntervalSet) -> IntervalSet:
     cut_starts, cut_ends = b.arrays()
     count, i = len(cut_starts), 0
     for start, end in a.runs():
-        i = bisect_right(cut_ends, start, i)  # the cuts before `i` end by `start`
+        while i < count and cut_ends[i] <= start:
+            i += 1
         cursor, j = start, i
         while j < count and cut_starts[j] < end:
             if cut_starts[j] > cursor:

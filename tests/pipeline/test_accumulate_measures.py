@@ -5,7 +5,7 @@ S alone (no union built), and must equal the sets' own."""
 from __future__ import annotations
 
 from commscope.model.schema import CommOp, CpuSpan, Event, GpuOp, InSteps, RankResult, Step
-from commscope.pipeline.accumulate import Accumulator
+from commscope.pipeline.accumulate import Accumulator, _call_order, _in_call_order
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -77,3 +77,25 @@ def test_the_copies_count_once_where_kernels_or_communication_cover_them() -> No
     assert found.in_steps == InSteps(
         span_ns=25, comm_ns=15, overlap_ns=5, compute_ns=10, gpu_busy_ns=25
     )
+
+
+_CALLS = st.lists(
+    st.builds(
+        CommOp,
+        st.sampled_from(["AllReduce", "AllGather"]),
+        st.integers(0, 6),  # starts that often tie
+        st.integers(0, 3),
+        st.sampled_from([None, 0, 8]),
+        st.just(2),
+        st.just(True),
+        st.sampled_from([None, "0", "1"]),
+        st.sampled_from([None, 1, 2]),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_CALLS)
+def test_the_calls_come_in_their_order_whether_starts_tie_or_not(calls: list[CommOp]) -> None:
+    assert _in_call_order(calls) == sorted(calls, key=_call_order)
