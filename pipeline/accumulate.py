@@ -31,6 +31,7 @@ from typing import Any, Final, Literal
 
 from commscope.model.bus import bus_fraction
 from commscope.model.schema import (
+    CollectiveType,
     CommOp,
     CpuSpan,
     Event,
@@ -191,7 +192,10 @@ class Accumulator:
         _count_ops(self._tally(on_gpu, kind), ops)
 
     def keep_counted(
-        self, ops: Sequence[CommOp], gpu_ops: Mapping[str, OpTally], cpu_ops: Mapping[str, OpTally]
+        self,
+        ops: Sequence[CommOp],
+        gpu_ops: Mapping[CollectiveType, OpTally],
+        cpu_ops: Mapping[CollectiveType, OpTally],
     ) -> None:
         """Keep collectives that come with their tallies (`tallies` of them: a record of edge
         facts, `pipeline.edge`): the tallies added to this accumulator's as `keep_calls` would
@@ -202,9 +206,9 @@ class Accumulator:
                 _add_sums(into, tally)
                 into.algbw_Bps += tally.algbw_Bps
                 into.busbw_Bps += tally.busbw_Bps
-        on_gpu = list(map(_ON_GPU, ops))
-        self.gpu_calls.extend(compress(ops, on_gpu))
-        self.cpu_calls.extend(compress(ops, map(operator.not_, on_gpu)))
+        flags: list[bool] = list(map(_ON_GPU, ops))
+        self.gpu_calls.extend(compress(ops, flags))
+        self.cpu_calls.extend(compress(ops, map(operator.not_, flags)))
         self.has_gpu = self.has_gpu or bool(gpu_ops)
 
     def _tally(self, on_gpu: bool, kind: str) -> OpTally:

@@ -183,7 +183,7 @@ def _tallies_sane(part: Facts) -> bool:
 
 def _claimed(part: Facts) -> dict[tuple[bool, str], int]:
     """The calls by (on the GPU, type) that the record's tallies count."""
-    gpu = {(True, kind): tally.count for kind, tally in part.gpu_ops.items()}
+    gpu: dict[tuple[bool, str], int] = {(True, k): t.count for k, t in part.gpu_ops.items()}
     return gpu | {(False, kind): tally.count for kind, tally in part.cpu_ops.items()}
 
 
