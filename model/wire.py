@@ -428,8 +428,8 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True, tag="facts"):
     """Part of what one finished file comes to (protocol 5: the collector reduces the file,
     `pipeline.edge`): interval unions as runs (disjoint, sorted, packed `RUN_BYTES` a run),
     per thread the cpu_op time (`busy`) and the time inside collective calls (`call_time`),
-    the kept ProfilerSteps, the collectives themselves (their tallies follow from them), and
-    sums. A file's facts span as many records as the bound `MAX_FACT_ITEMS` needs; absorbed
+    the kept ProfilerSteps, the collectives with their tallies by type (protocol 14), and sums.
+    A file's facts span as many records as the bound `MAX_FACT_ITEMS` needs; absorbed
     in any split they give the same `RankResult` as the file's events."""
 
     stream: StreamId
