@@ -35,7 +35,7 @@ from commscope.model.base import (
 )
 
 # A Hello of another version is refused (what each version changed: CHANGELOG.md).
-PROTOCOL_VERSION: Final = 13
+PROTOCOL_VERSION: Final = 14
 MAX_NICS: Final = 64  # network interfaces a trace names (`TraceMeta.nics`)
 MAX_TAIL_CALLS: Final = 1024  # process groups a rank's `ProfileTail` keeps (the latest-ending)
 
@@ -428,8 +428,8 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True, tag="facts"):
     """Part of what one finished file comes to (protocol 5: the collector reduces the file,
     `pipeline.edge`): interval unions as runs (disjoint, sorted, packed `RUN_BYTES` a run),
     per thread the cpu_op time (`busy`) and the time inside collective calls (`call_time`),
-    the kept ProfilerSteps, the collectives themselves (their tallies follow from them), and
-    sums. A file's facts span as many records as the bound `MAX_FACT_ITEMS` needs; absorbed
+    the kept ProfilerSteps, the collectives with their tallies by type (protocol 14), and sums.
+    A file's facts span as many records as the bound `MAX_FACT_ITEMS` needs; absorbed
     in any split they give the same `RankResult` as the file's events."""
 
     stream: StreamId
@@ -454,6 +454,12 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True, tag="facts"):
     # a part of a Flight Recorder dump (`model.flight.FlightDump`, msgpack-encoded): a dump's
     # stream carries it in order, over as many records as its length needs (protocol 13)
     flight: Annotated[bytes, msgspec.Meta(max_length=FLIGHT_PART_BYTES)] = b""
+    # this record's calls counted by type, on the GPU and on the CPU (`accumulate.tallies`),
+    # so the aggregator adds tallies, not calls; none: it counts the calls itself. Checked by
+    # `pipeline.edge.well_formed`: exactly the calls' types and counts, sums within bounds,
+    # samples finite (protocol 14)
+    gpu_ops: dict[CollectiveType, OpTally] = {}
+    cpu_ops: dict[CollectiveType, OpTally] = {}
 
 
 Record = StreamStart | Facts | StreamEnd

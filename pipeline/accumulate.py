@@ -22,13 +22,16 @@ figures need the samples back.
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
+from itertools import compress
 from typing import Any, Final, Literal
 
 from commscope.model.bus import bus_fraction
 from commscope.model.schema import (
+    CollectiveType,
     CommOp,
     CpuSpan,
     Event,
@@ -52,10 +55,8 @@ from commscope.pipeline import graphs, tail
 from commscope.pipeline.intervals import (
     IntervalSet,
     difference,
-    intersection,
     intersection_measure,
     packed,
-    union,
 )
 from commscope.pipeline.sketch import merge_all, pack, sketch_of, unpack
 from commscope.pipeline.stats import add_samples, sample_values
@@ -67,6 +68,9 @@ SKETCHED: Final = (RunTally, ShedTally)  # tallies that keep sketches instead of
 # `sketcher(tally, which)`: a tally's algbw or busbw sketch (`bandwidth_sketch`, or one that
 # remembers what it found: `pipeline.reuse.WindowCache.sketch`)
 Sketcher = Callable[[OpTally, Literal["algbw", "busbw"]], Sketch]
+_ON_GPU: Final = operator.attrgetter("on_gpu")
+_START: Final = operator.attrgetter("start_ns")
+_GROUP: Final = operator.attrgetter("process_group")
 _SUMS: Final = tuple(f for f in OpTally.__struct_fields__ if f not in ("algbw_Bps", "busbw_Bps"))
 
 
@@ -166,12 +170,12 @@ class Accumulator:
 
     def keep_calls(self, ops: Sequence[CommOp]) -> None:
         """`keep_call` of each op in turn (a record of edge facts), each type's tally counted
-        once (`_count_ops`)."""
+        once (`_count`)."""
         kinds: dict[tuple[bool, str], list[CommOp]] = {}
         for op in ops:
             kinds.setdefault((op.on_gpu, op.collective), []).append(op)
         for (on_gpu, kind), same in kinds.items():
-            _count_ops(self._tally(on_gpu, kind), same)
+            self._count(on_gpu, kind, same)
         self.gpu_calls.extend(op for op in ops if op.on_gpu)
         self.cpu_calls.extend(op for op in ops if not op.on_gpu)
         self.has_gpu = self.has_gpu or any(on_gpu for on_gpu, _ in kinds)
@@ -181,7 +185,31 @@ class Accumulator:
         GPU time: `_comm` adds those; edge facts carry them apart, `pipeline.edge`)."""
         self.has_gpu = self.has_gpu or op.on_gpu
         (self.gpu_calls if op.on_gpu else self.cpu_calls).append(op)
-        count_op(self._tally(op.on_gpu, op.collective), op)
+        self._count(op.on_gpu, op.collective, (op,))
+
+    def _count(self, on_gpu: bool, kind: str, ops: Sequence[CommOp]) -> None:
+        """Count collectives of one type in its tally (`_count_ops`)."""
+        _count_ops(self._tally(on_gpu, kind), ops)
+
+    def keep_counted(
+        self,
+        ops: Sequence[CommOp],
+        gpu_ops: Mapping[CollectiveType, OpTally],
+        cpu_ops: Mapping[CollectiveType, OpTally],
+    ) -> None:
+        """Keep collectives that come with their tallies (`tallies` of them: a record of edge
+        facts, `pipeline.edge`): the tallies added to this accumulator's as `keep_calls` would
+        have counted the calls, no call counted again."""
+        for on_gpu, tallies in ((True, gpu_ops), (False, cpu_ops)):
+            for kind, tally in tallies.items():
+                into = self._tally(on_gpu, kind)
+                _add_sums(into, tally)
+                into.algbw_Bps += tally.algbw_Bps
+                into.busbw_Bps += tally.busbw_Bps
+        flags: list[bool] = list(map(_ON_GPU, ops))
+        self.gpu_calls.extend(compress(ops, flags))
+        self.cpu_calls.extend(compress(ops, map(operator.not_, flags)))
+        self.has_gpu = self.has_gpu or bool(gpu_ops)
 
     def _tally(self, on_gpu: bool, kind: str) -> OpTally:
         """The tally of a collective type on the GPU or the CPU, begun when first asked for."""
@@ -203,11 +231,11 @@ class Accumulator:
             compute, calls = self._cpu_compute(), self.cpu_calls
         else:
             comm, compute, ops = IntervalSet(), IntervalSet(), {}
-        busy = self.gpu_busy()
         start, end = self.time_range()
         steps = self.step_union()
         exposed = difference(comm, compute)  # C \ P: |C ∩ P| = |C| - |E|
-        calls = sorted(calls, key=_call_order)
+        busy = self.gpu_busy_parts(exposed if self.has_gpu else None)
+        calls = _in_call_order(calls)
         return RankResult(
             evidence_text=evidence_label(evidence),
             comm_ns=comm.measure(),
@@ -218,14 +246,14 @@ class Accumulator:
             files=sorted(files),
             calls=calls,
             kernel_ns=dict(sorted(self.kernel_ns.items())),
-            gpu_busy_ns=busy.measure(),
-            gpu_span_ns=busy.span(),
+            gpu_busy_ns=sum(part.measure() for part in busy),
+            gpu_span_ns=_span(busy),
             memory_peak_bytes=self.memory_peak,
             memory_reserved_peak_bytes=self.reserved_peak,
             start_ns=start,
             end_ns=end,
-            in_steps=self.in_steps(comm, compute, busy, steps),
-            ungrouped_calls=sum(1 for call in calls if call.process_group is None),
+            in_steps=self.in_steps(comm, exposed, compute, busy, steps),
+            ungrouped_calls=list(map(_GROUP, calls)).count(None),
             exposed_runs=packed(exposed),
             step_runs=packed(steps),
             kernel_names=capped(self.kernel_names),
@@ -243,16 +271,23 @@ class Accumulator:
         return IntervalSet((start, start + dur) for dur, _, start in self.steps.values())
 
     def in_steps(
-        self, comm: IntervalSet, compute: IntervalSet, busy: IntervalSet, steps: IntervalSet
+        self,
+        comm: IntervalSet,
+        exposed: IntervalSet,
+        compute: IntervalSet,
+        busy: Sequence[IntervalSet],
+        steps: IntervalSet,
     ) -> InSteps:
-        """C, C ∩ P, P and GPU busy time within S, the union of the profiled steps' spans."""
-        comm_in = intersection(comm, steps)
+        """C, C ∩ P, P and GPU busy time within S, the union of the profiled steps' spans.
+        Each is measured against S alone (a few runs): |C ∩ P ∩ S| = |C ∩ S| - |E ∩ S| with E
+        = C \\ P, and the busy time is the sum over its disjoint parts (`gpu_busy_parts`)."""
+        comm_in = intersection_measure(comm, steps)
         return InSteps(
             span_ns=steps.measure(),
-            comm_ns=comm_in.measure(),
-            overlap_ns=intersection_measure(comm_in, compute),
+            comm_ns=comm_in,
+            overlap_ns=comm_in - intersection_measure(exposed, steps),
             compute_ns=intersection_measure(compute, steps),
-            gpu_busy_ns=intersection_measure(busy, steps),
+            gpu_busy_ns=sum(intersection_measure(part, steps) for part in busy),
         )
 
     def time_range(self) -> tuple[int | None, int | None]:
@@ -265,9 +300,16 @@ class Accumulator:
             return None, None
         return min(b[0] for b in found), max(b[1] for b in found)
 
-    def gpu_busy(self) -> IntervalSet:
-        """The union of all GPU activity: compute, communication, memcpy and memset."""
-        return union((self.compute, self.gpu_comm, self.copies))
+    def gpu_busy_parts(self, exposed: IntervalSet | None = None) -> tuple[IntervalSet, ...]:
+        """All GPU activity (compute, communication, memcpy and memset) as three disjoint
+        sets: P, C \\ P and the copies outside both, so its measures are their sums, with no
+        union built. `exposed`: C \\ P of the GPU sets when known."""
+        compute, comm = self.compute, self.gpu_comm
+        exposed = difference(comm, compute) if exposed is None else exposed
+        copies = self.copies
+        if len(copies):
+            copies = difference(difference(copies, compute), comm)
+        return compute, exposed, copies
 
     def _cpu_compute(self) -> IntervalSet:
         tid = self.training_thread()
@@ -285,6 +327,30 @@ class Accumulator:
         if not self.busy:
             return None
         return max(sorted(self.busy), key=lambda tid: self.busy[tid].measure())
+
+
+def tallies(ops: Sequence[CommOp]) -> tuple[dict[str, OpTally], dict[str, OpTally]]:
+    """The tallies of these collectives by type, on the GPU and on the CPU, as an
+    accumulator keeping them counts them."""
+    counted = Accumulator()
+    counted.keep_calls(ops)
+    return counted.gpu_ops, counted.cpu_ops
+
+
+def _span(parts: Sequence[IntervalSet]) -> int:
+    """From the first start to the last end over the sets (0 when all are empty)."""
+    found = [b for part in parts if (b := part.bounds()) is not None]
+    return max(b[1] for b in found) - min(b[0] for b in found) if found else 0
+
+
+def _in_call_order(calls: Iterable[CommOp]) -> list[CommOp]:
+    """The calls sorted by `_call_order`: by their starts alone (a key read in C) when no two
+    start together, as they then sort the same."""
+    by_start = sorted(calls, key=_START)
+    starts = list(map(_START, by_start))
+    if all(map(operator.lt, starts, starts[1:])):
+        return by_start
+    return sorted(by_start, key=_call_order)
 
 
 def _call_order(op: CommOp) -> tuple[Any, ...]:

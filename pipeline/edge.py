@@ -4,8 +4,9 @@ A collector feeds a finished file's events to an `Accumulator` (a `Reduction`), 
 `commscope report` uses, and ships its state instead of the events: every interval union as its
 disjoint runs (packed `RUN_BYTES` a run), per thread the cpu_op time and the time inside
 collective calls (of a rank with GPU activity, only their bounds: `shipped`), the kept
-ProfilerSteps, the collectives (each type's tally follows from them, so the aggregator counts
-them itself and a peer cannot send tallies that disagree), the GPU time per category and per
+ProfilerSteps, the collectives with each record's tallies of them by type (counted here, once,
+as the records are cut: the aggregator adds tallies instead of counting calls, and refuses
+tallies that are not the record's calls', `well_formed`), the GPU time per category and per
 kernel name (capped: `pipeline.topkernels`), the kernel launches (counts and the queue-delay
 sketch), the memory peaks and whether the rank used a GPU.
 
@@ -17,32 +18,52 @@ events give, in whatever split (`from_facts`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import math
+import operator
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 
 from commscope.model.schema import (
+    GROUP_SOURCES,
     MAX_FACT_ITEMS,
+    MAX_RANKS,
     RUN_BYTES,
+    CommOp,
     Facts,
+    OpTally,
+    RankResult,
     RunsName,
     Sketch,
     Step,
 )
 from commscope.pipeline import graphs
-from commscope.pipeline.accumulate import Accumulator, highest
+from commscope.pipeline.accumulate import Accumulator, highest, tallies
 from commscope.pipeline.intervals import IntervalSet, pack, unpack
+from commscope.pipeline.stats import sample_values
 from commscope.pipeline.topkernels import capped, merge_launches
 
 _RUNS: Final[tuple[RunsName, ...]] = ("compute", "gpu_comm", "cpu_comm", "copies")
 _MAX_BUCKET: Final = 2200  # log_γ 2^63 ≈ 2,183 (γ of `pipeline.sketch`)
 _MAX_SUM_PARTS: Final = 64
+_ON_GPU: Final = operator.attrgetter("on_gpu")
+_KIND: Final = operator.attrgetter("collective")
+_TALLY_SOURCES: Final = frozenset((*GROUP_SOURCES, "unknown"))  # `accumulate._count_ops`'s keys
 
 
 class Reduction(Accumulator):
-    """An accumulator that gives its state as `Facts` (what the collector's file streams use)."""
+    """An accumulator that gives its state as `Facts` (what the collector's file streams use).
+    It keeps its calls uncounted: each record's are counted as the records are cut (`facts`)."""
+
+    def _count(self, on_gpu: bool, kind: str, ops: Sequence[CommOp]) -> None:
+        pass
 
     def facts(self, stream: str, first_seq: int) -> Iterator[Facts]:
         return facts(self, stream, first_seq)
+
+    def result(self, files: Iterable[str] = ()) -> RankResult:
+        """The result its facts give (`from_facts`)."""
+        return from_facts(self.facts("", 1)).result(files)
 
 
 def facts(
@@ -53,6 +74,8 @@ def facts(
     if limit < 2:
         raise ValueError(f"a record of facts holds 2 items at least, not {limit}")
     for seq, fields in enumerate(_parts(acc, limit), start=first_seq):
+        if fields.get("calls"):
+            fields["gpu_ops"], fields["cpu_ops"] = tallies(fields["calls"])
         yield Facts(stream=stream, seq=seq, **fields)
 
 
@@ -140,11 +163,51 @@ def _sets(acc: Accumulator) -> dict[RunsName, IntervalSet]:
 
 
 def well_formed(part: Facts) -> bool:
-    """Whether every packed field holds whole runs, and the launches' sketch is one (what a
-    peer sends is checked first)."""
+    """Whether every packed field holds whole runs, the launches' sketch is one and the
+    calls' tallies are theirs (what a peer sends is checked first)."""
     packed = [*part.runs.values(), *part.busy.values(), *part.call_time.values()]
     whole = all(len(data) % RUN_BYTES == 0 for data in packed)
-    return whole and (part.launches is None or _sketch_sane(part.launches.delay_ns))
+    sketch = part.launches is None or _sketch_sane(part.launches.delay_ns)
+    return whole and sketch and _tallies_sane(part)
+
+
+def _tallies_sane(part: Facts) -> bool:
+    """Tallies a peer may send: none (the calls are counted on arrival), or exactly one a
+    type the record's calls have, counting them, each within bounds (`_tally_sane`)."""
+    if not (part.gpu_ops or part.cpu_ops):
+        return True
+    found = Counter(zip(map(_ON_GPU, part.calls), map(_KIND, part.calls), strict=True))
+    every = [*part.gpu_ops.values(), *part.cpu_ops.values()]
+    return dict(found) == _claimed(part) and all(map(_tally_sane, every))
+
+
+def _claimed(part: Facts) -> dict[tuple[bool, str], int]:
+    """The calls by (on the GPU, type) that the record's tallies count."""
+    gpu: dict[tuple[bool, str], int] = {(True, k): t.count for k, t in part.gpu_ops.items()}
+    return gpu | {(False, kind): tally.count for kind, tally in part.cpu_ops.items()}
+
+
+def _tally_sane(tally: OpTally) -> bool:
+    """Sums no count exceeds, none negative; samples whole float64s, finite and not
+    negative, no more than the ops that give them; group sources of the closed set counting
+    every op; bus parts of group sizes a world can have."""
+    algbw, busbw = len(tally.algbw_Bps), len(tally.busbw_Bps)
+    sums = (tally.message_bytes, tally.time_ns, tally.sized_time_ns, tally.bus_time_ns)
+    return (
+        0 <= tally.bus_count <= tally.sized_count <= tally.count
+        and min(sums) >= 0
+        and algbw % 8 == 0 and busbw % 8 == 0 and busbw <= algbw <= 8 * tally.sized_count
+        and _samples_sane(tally.algbw_Bps) and _samples_sane(tally.busbw_Bps)
+        and set(tally.group_sources) <= _TALLY_SOURCES
+        and all(n > 0 for n in tally.group_sources.values())
+        and sum(tally.group_sources.values()) == tally.count
+        and all(1 <= n <= MAX_RANKS and total >= 0 for n, total in tally.bus_parts.items())
+    )  # fmt: skip
+
+
+def _samples_sane(packed: bytearray) -> bool:
+    values = sample_values(packed)
+    return all(map(math.isfinite, values)) and (not values or min(values) >= 0)
 
 
 def _sketch_sane(found: Sketch) -> bool:
@@ -179,7 +242,10 @@ def absorb(acc: Accumulator, part: Facts) -> None:
             into.setdefault(tid, IntervalSet()).add_runs(*unpack(data))
     for step in part.steps:
         acc.add(step)
-    acc.keep_calls(part.calls)
+    if part.gpu_ops or part.cpu_ops:
+        acc.keep_counted(part.calls, part.gpu_ops, part.cpu_ops)
+    else:
+        acc.keep_calls(part.calls)
     acc.kernel_names.extend(part.kernel_names)
     acc.launches = merge_launches((acc.launches, part.launches))
     acc.graphs = graphs.merge((acc.graphs, part.graphs))

@@ -429,7 +429,7 @@ class Aggregator:
         """Decode a new record whole and apply it (False: a StreamStart refused)."""
         record = msgspec.structs.replace(self._records.decode(payload), stream=stream)
         if isinstance(record, Facts) and not well_formed(record):
-            raise msgspec.ValidationError("packed runs that are not whole runs")
+            raise msgspec.ValidationError("facts that are not well formed")
         if isinstance(record, StreamStart) and not self._may_start(speaker, record):
             return False
         self._apply(record, payload, log_it=True)
