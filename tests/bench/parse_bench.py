@@ -21,6 +21,11 @@ CPU-time speed relative to bare ijson's in the same run. Methods:
   report     the whole `commscope report FILE --jobs 1` in this child (parse, normalise,
              reduce, the report written; checked to have read by the fast path): its "vs
              ijson" is bare ijson's CPU over the report's per round, the median of the rounds.
+  report-rawargs  bench only, never the product: `report` with the fast path's decode
+             patched to read `args` as msgspec.Raw (its brackets and tokens checked, neither
+             its strings' UTF-8 nor its numbers' range: no proof that yajl reads it alike),
+             decoded typed again only for the categories the normaliser reads: what a ruling
+             "an event the reduction ignores need only be well-formed JSON" would give.
 
 `--callgrind` counts instructions instead (valgrind, ~50x slower, so small sizes): per method,
 the instructions per MB beyond a run on a 1 MB input (start-up left out). Load does not change
@@ -95,7 +100,7 @@ from machineinfo import cpu_and_python, peak_rss_mb, ru_maxrss_mb
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: simjob
 
-METHODS = ("commscope", "commscope-ijson", "ijson", "json.load", "paired", "report")
+METHODS = ("commscope", "commscope-ijson", "ijson", "json.load", "paired", "report")  # default
 DEFAULT_SIZES_MB = (50, 500, 2000)
 MB = 1_000_000
 SEED = 20_240_601
@@ -1026,6 +1031,36 @@ def parse_report(path: str) -> dict[str, Any]:
     return {"cpu_s": cpu, "wall_s": wall, "events": None, "parser": parser}
 
 
+def parse_report_rawargs(path: str) -> dict[str, Any]:
+    """`parse_report` with `args` read as msgspec.Raw and typed only where the normaliser
+    reads the event's category (see the module docstring: bench only)."""
+    from commscope.collector import fastparse
+    from commscope.collector.normalize import Normalizer
+
+    used = {cat for cat, handler in Normalizer().handlers.items() if handler is not None}
+    args_type = next(
+        f.type for f in msgspec.structs.fields(fastparse.FastEvent) if f.name == "args"
+    )
+    typed_args = msgspec.json.Decoder(args_type)
+
+    class RawArgsEvent(fastparse.FastEvent, gc=False, forbid_unknown_fields=True):
+        args: msgspec.Raw = None  # type: ignore[assignment]
+
+    class Events:
+        raw = msgspec.json.Decoder(list[RawArgsEvent])
+
+        def decode(self, chunk: bytes | memoryview) -> list[RawArgsEvent]:
+            events = self.raw.decode(bytes(chunk))  # a Raw holds a view of its input
+            for event in events:
+                cat = event.cat
+                if event.args is not None and isinstance(cat, str) and cat.lower() in used:
+                    event.args = typed_args.decode(event.args)
+            return events
+
+    fastparse._EVENTS = Events()  # type: ignore[assignment]
+    return parse_report(path)
+
+
 CHILD_IMPORTS = {
     "commscope": ("commscope.collector.kineto", "commscope.model.schema"),
     "commscope-ijson": ("commscope.collector.kineto", "commscope.model.schema"),
@@ -1033,6 +1068,7 @@ CHILD_IMPORTS = {
     "json.load": (),
     "paired": ("commscope.collector.kineto", "ijson"),
     "report": ("commscope.collector.kineto", "commscope.service.cli", "ijson"),
+    "report-rawargs": ("commscope.collector.kineto", "commscope.service.cli", "ijson"),
 }
 PARSERS = {
     "commscope": parse_commscope,
@@ -1041,6 +1077,7 @@ PARSERS = {
     "json.load": parse_json_load,
     "paired": parse_paired,
     "report": parse_report,
+    "report-rawargs": parse_report_rawargs,
 }
 
 
@@ -1124,9 +1161,9 @@ def check(result: dict[str, Any], info: GenInfo) -> None:
     """Raise BenchError unless the parse saw what the generator wrote."""
     if "exceeded_gb" in result:
         return
-    if info.scaled_from or result["method"] in ("paired", "report"):
+    if info.scaled_from or result["method"] in ("paired", "report", "report-rawargs"):
         _check_parser(result)
-    if info.scaled_from or result["method"] == "report":
+    if info.scaled_from or result["method"].startswith("report"):
         return
     expected = {"events": info.events}
     if result["method"].startswith("commscope"):
@@ -1196,8 +1233,9 @@ def bench_size(
             note = _note(result)
             print(f"    {method:<10} {note}", flush=True)
         check_same(results)
-        if "report" in results and "ijson" in results and "report" in rows:
-            rows["report"].paired.append(results["ijson"]["cpu_s"] / results["report"]["cpu_s"])
+        for report in ("report", "report-rawargs"):
+            if report in results and "ijson" in results:
+                rows[report].paired.append(results["ijson"]["cpu_s"] / results[report]["cpu_s"])
     return list(rows.values())
 
 
@@ -1263,9 +1301,10 @@ def _ratio(row: Row, rows: list[Row]) -> float | None:
 def readme_lines(rows: list[Row], repeat: int) -> str:
     out = [f"commscope vs bare ijson, CPU-time speed (best of {repeat}), peak RSS:"]
     for row in rows:
-        if row.method == "report":
+        if row.method.startswith("report"):
             out.append(
-                f"- {row.size_mb:,.0f} MB trace: the whole `commscope report` (--jobs 1) vs "
+                f"- {row.size_mb:,.0f} MB trace: the whole `commscope report` (--jobs 1"
+                f"{', args raw' if row.method != 'report' else ''}) vs "
                 f"bare ijson, each in its own child, in turns: ijson CPU / report CPU = "
                 f"{_fmt(_ratio(row, rows), '.2f')}x (median of {len(row.paired)} rounds: "
                 + ", ".join(f"{r:.2f}" for r in row.paired)
@@ -1383,7 +1422,8 @@ def callgrind(args: argparse.Namespace) -> int:
     same method (so start-up is left out): load cannot change them, so they show whether a
     parse costs more per MB as the file grows (an O(n) per event, a structure that grows),
     and, on a loaded machine, what a change saves (`report`: the whole command)."""
-    methods = [m for m in args.methods if m in ("commscope", "commscope-ijson", "ijson", "report")]
+    counted = ("commscope", "commscope-ijson", "ijson", "report", "report-rawargs")
+    methods = [m for m in args.methods if m in counted]
     print(machine(), flush=True)
     print(f"input: {args.input}, layout: {args.layout}")
     with scratch(args) as workdir:
