@@ -33,7 +33,7 @@ GRAPHS: Final = MAX_GRAPHS
 _MAX_ID: Final = 2**62
 # A replay's sums: kernels, Σ ns, communication kernels, their Σ ns, the graph id (0: none),
 # and its memcpy and memset nodes (a longer list may carry more after them: `launches`).
-KERNELS, NS, COMM, COMM_NS, GRAPH, COPIES = range(6)
+KERNELS, _NS, _COMM, _COMM_NS, _GRAPH, _COPIES = range(6)
 
 
 def is_graph_launch(name: str) -> bool:
@@ -121,22 +121,22 @@ class GraphJoin:
 
     def _close(self, replay: list[int]) -> None:
         """A launch and what joined it, into its graph's row."""
-        self.empty += replay[KERNELS] == 0 and replay[COPIES] == 0
+        self.empty += replay[KERNELS] == 0 and replay[_COPIES] == 0
         self._add(replay, launches=1)
 
     def _orphan(self, kernels: list[int]) -> None:
         """Kernels no graph launch joined: a graph's only if they carry its id."""
-        if kernels[GRAPH] and kernels[KERNELS]:
+        if kernels[_GRAPH] and kernels[KERNELS]:
             self.unlaunched += kernels[KERNELS]
             self._add(kernels, launches=0)
 
     def _add(self, replay: list[int], launches: int) -> None:
-        graph = replay[GRAPH] or None
+        graph = replay[_GRAPH] or None
         if graph not in self._rows and len(self._rows) >= GRAPHS:
             graph = None
         row = self._rows.setdefault(graph, [0, 0, 0, 0, 0])
         row[0] += launches
-        for i in (KERNELS, NS, COMM, COMM_NS):
+        for i in (KERNELS, _NS, _COMM, _COMM_NS):
             row[i + 1] += replay[i]
 
     def finish(self, waiting: Iterable[list[int]] = ()) -> GraphTally | None:
@@ -156,18 +156,18 @@ class GraphJoin:
 def add_kernel(replay: list[int], dur_ns: int, comm: bool, graph: int | None) -> None:
     """A kernel into a replay's sums (or a record of what waits for its launch)."""
     replay[KERNELS] += 1
-    replay[NS] += dur_ns
+    replay[_NS] += dur_ns
     if comm:
-        replay[COMM] += 1
-        replay[COMM_NS] += dur_ns
+        replay[_COMM] += 1
+        replay[_COMM_NS] += dur_ns
     if graph is not None:
-        replay[GRAPH] = graph
+        replay[_GRAPH] = graph
 
 
 def add_copy(replay: list[int], graph: int | None) -> None:
     """A memcpy or memset node into a replay's sums."""
-    replay[COPIES] += 1
-    replay[GRAPH] = graph or replay[GRAPH]
+    replay[_COPIES] += 1
+    replay[_GRAPH] = graph or replay[_GRAPH]
 
 
 def rows(sums: dict[int | None, list[int]]) -> list[GraphRow]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 from array import array
+from collections.abc import Mapping
 from typing import Any, Final
 
 from commscope.collector.graphs import KERNELS, GraphJoin, add_copy, add_kernel, graph_id
@@ -119,7 +120,7 @@ class LaunchJoin:
 _Call = tuple[int | None, int, int]
 # What it keeps of GPU work met before its launch call: a graph replay's sums (`graphs`), then
 # the last kernel's start and duration (ns), and whether one of its kernels needs no launch.
-START, DUR, LANDED = 6, 7, 8
+_START, _DUR, LANDED = 6, 7, 8
 KERNEL_LAUNCH, GRAPH_LAUNCH = 1, 2  # the launch calls of one kernel, of a graph
 
 
@@ -157,7 +158,7 @@ class Launches:
         if kind == KERNEL_LAUNCH:
             self.join.counted(dur_ns)
             if met is not None and met[KERNELS]:
-                self.join.joined(self.out, (start_ns, dur_ns), (met[START], met[DUR]))
+                self.join.joined(self.out, (start_ns, dur_ns), (met[_START], met[_DUR]))
         else:
             self.graphs.launch(correlation, dur_ns, met)
         return met
@@ -175,7 +176,12 @@ class Launches:
         return None if call is None or call[0] is None else (call[0], call[1])
 
     def kernel(
-        self, correlation: int, span: tuple[int, int], comm: bool, args: dict[str, Any], lands: bool
+        self,
+        correlation: int,
+        span: tuple[int, int],
+        comm: bool,
+        args: Mapping[str, Any],
+        lands: bool,
     ) -> None:
         """A kernel (its start and duration, ns): joined to its launch call if that came
         first, else to an open graph launch, else waiting for its launch (`lands`: it needs
@@ -189,14 +195,16 @@ class Launches:
             calls[correlation] = (call[0], call[1], -1)
             self.join.joined(self.out, (call[1], call[2]), span)
             return
-        graph = graph_id(args.get("graph id"))
+        graph = args.get("graph id")  # from CUDA 12 (`graph_id`)
+        if graph is not None:
+            graph = graph_id(graph)
         if self.graphs.launches and self.graphs.replayed(correlation, span[1], comm, graph):
             return
         met = self._early.get(correlation) or self._old_early.get(correlation)
         if met is None:
             met = self._wait(correlation)
         add_kernel(met, span[1], comm, graph)
-        met[START], met[DUR] = span
+        met[_START], met[_DUR] = span
         met[LANDED] |= lands and call is None
 
     def copy(self, correlation: int, graph: int | None) -> None:

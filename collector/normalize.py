@@ -766,29 +766,26 @@ class Normalizer:
         dur = raw.dur
         if kind and not (type(dur) in _NUMBERS and 0 <= dur <= _MAX_US):
             kind = 0  # no duration to count: a launch still, of no kind
-        start_ns, dur_ns = _ns(ts), _ns(dur) if kind else -1
+        start_ns = ts * 1000 if type(ts) is int else round(ts * 1000)  # `_ns`, inline
+        dur_ns = (dur * 1000 if type(dur) is int else round(dur * 1000)) if kind else -1
         met = self._links.call(correlation, kind, start_ns, dur_ns)
-        if type(tid) is not int:
-            tid = self._thread(tid)  # None: dropped (counted)
-        if tid is not None and self._launched(correlation, (tid, start_ns), met, name):
+        if type(tid) is not int and (tid := self._thread(tid)) is None:
+            if kind == KERNEL_LAUNCH and (met is None or not met[KERNELS]):
+                self._links.keep(correlation, (None, start_ns, dur_ns))  # for its kernel
             return
-        waiting = dur_ns if kind == KERNEL_LAUNCH and (met is None or not met[KERNELS]) else -1
-        if tid is not None or waiting >= 0:  # kept for its kernel(s) to come
-            self._links.keep(correlation, (tid, start_ns, waiting))
+        if correlation in self._pending:
+            self._pin(correlation, (tid, start_ns))
+        elif not (met and met[LANDED]) or "Graph" in name or "Multi" in name:
+            waiting = dur_ns if kind == KERNEL_LAUNCH and not (met and met[KERNELS]) else -1
+            self._links.keep(correlation, (tid, start_ns, waiting))  # for its kernel(s)
+        # else its one kernel came first: no kernel needs it (one of several is kept: graphs,
+        # multi-device launches)
 
-    def _launched(
-        self, correlation: int, launch: tuple[int, int], met: list[int] | None, name: str
-    ) -> bool:
-        """Whether a launch need not be kept: comm kernels wait for it (pinned to them now),
-        or its one kernel came first (a launch of several kernels, graphs or multi-device,
-        is kept)."""
-        pending = self._pending.get(correlation)
-        if pending is not None:
-            for kernel in pending:
-                kernel.launch = launch
-            self._ready_at(launch, correlation)
-            return True
-        return bool(met and met[LANDED]) and "Graph" not in name and "Multi" not in name
+    def _pin(self, correlation: int, launch: tuple[int, int]) -> None:
+        """The launch of comm kernels waiting for it (`_pending`)."""
+        for kernel in self._pending[correlation]:
+            kernel.launch = launch
+        self._ready_at(launch, correlation)
 
     def _launch_kind(self, name: str) -> int:
         """Whether a runtime call of this name launches one kernel (KERNEL_LAUNCH), a graph

@@ -100,10 +100,9 @@ class Accumulator:
         `keep_call` of each in turn gives)."""
         calls: list[CommOp] = []
         for event in events:
-            kind = type(event)
-            if kind is GpuOp:  # most events: `add`'s first case, without its call
+            if type(event) is GpuOp:  # most events: `add`'s first case, without its call
                 self._gpu(event)
-            elif kind is CommOp:
+            elif type(event) is CommOp:
                 self._union(event)
                 calls.append(event)
             else:
