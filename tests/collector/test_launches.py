@@ -8,6 +8,8 @@ from commscope.collector import launches
 from commscope.collector.launches import KernelNames, Launches, is_launch_call
 from commscope.model.int64s import pack, unpack
 from commscope.model.schema import Event, KernelTime, LaunchDelays
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kineto_builder import kernel, read, span, trace
 
 GEMM = "ampere_sgemm_128x64_nn"
@@ -176,3 +178,37 @@ def test_delays_pack_as_little_endian_int64() -> None:
         [254] + [255] * 7
     )
     assert list(unpack(pack(launches.array("q", [5, -7])))) == [5, -7]
+
+
+# ---------------------------------------------------------------- the oracle
+
+
+@st.composite
+def launched(draw: st.DrawFn) -> tuple[list[dict], list[int], int]:
+    """Kernel launch calls and their kernels in any order, some calls without a kernel and
+    some kernels without a call; each joined pair's delay (kernel start - call start, ns) and
+    the calls' count, by brute force."""
+    events: list[dict] = []
+    delays, calls = [], 0
+    for correlation in range(1, draw(st.integers(1, 10)) + 1):
+        start, delay = draw(st.integers(0, 50)), draw(st.integers(0, 9))
+        has_call, has_kernel = draw(st.sampled_from([(True, True), (True, False), (False, True)]))
+        if has_call:
+            events.append(call("cudaLaunchKernel", correlation, start, 1))
+            calls += 1
+        if has_kernel:
+            events.append(kernel(GEMM, start + delay, 2, corr(correlation)))
+        if has_call and has_kernel:
+            delays.append(delay * 1000)
+    return draw(st.permutations(events)), sorted(delays), calls
+
+
+@given(launched())
+@settings(max_examples=60, deadline=None)
+def test_any_order_of_calls_and_kernels_gives_the_brute_force_joins(
+    case: tuple[list[dict], list[int], int],
+) -> None:
+    events, delays, calls = case
+    parts = read(trace(events)).launches
+    assert sum(p.calls for p in parts) == calls
+    assert sorted(d for p in parts for d in unpack(p.delays_ns)) == delays
