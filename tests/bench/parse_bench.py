@@ -34,7 +34,10 @@ them: they show whether a parse costs more per MB as the file grows. For whole c
 real trace: `--callgrind --sizes 54,110 --methods commscope,ijson`. With `--methods ijson,report`
 and `--input real` or `dense`, the whole report's instructions a MB beside bare ijson's: the
 load-free figure of what a change saves (run it again with `PYTHONPATH` naming a base tree that
-holds `commscope/`, as `dense_bench.py --against` takes, for the figure before).
+holds `commscope/`, as `dense_bench.py --against` takes, for the figure before). Below one
+copy of the real trace (53.7 MB) a `real` input is that trace's head, which holds CPU ops,
+annotations and memory events but no kernel, launch call or flow event (they start 40% into
+its events): `--sizes 54` measures a whole copy, every kind of event in its share.
 
 Inputs (`--input`): `real` (the default) scales the largest real trace of ../shared/traces
 (kineto/single_rank/v100_allreduce_216k_events_rank1.json.gz, 53.7 MB, Kineto's own layout): its
