@@ -560,7 +560,7 @@ class Normalizer:
         self._allocated: dict[int, int] = {}  # GPU device -> highest Total Allocated
         self._reserved: dict[int, int] = {}  # GPU device -> highest Total Reserved
         self._names = KernelNames()  # count and time per kernel name (`collector.launches`)
-        self._launch_names: dict[str, int] = {}  # runtime call name -> _KERNEL_LAUNCH, ...
+        self._launch_names: dict[str, int] = {}  # runtime call name -> KERNEL_LAUNCH, ...
         self._kinds: dict[str, Callable[[RawEvent], None]] = {
             "kernel": self._kernel,
             "gpu_memcpy": self._memcpy,
