@@ -2,19 +2,25 @@
 
 `KernelNames` sums each kernel name's count and duration (`KernelTime` events at the end);
 `LaunchJoin` counts the launch calls (cudaLaunchKernel, cuLaunchKernel, hipLaunchKernel and
-their variants: `is_launch_call`) and their CPU time, and joins each kernel to its call by
-`correlation`, whichever comes first in the file: the queue delay (kernel start minus call
-start) and whether the kernel ran shorter than its call go out in `LaunchDelays` parts of at
-most DELAYS kernels. Memory is bounded by constants: NAMES names (later ones are summed into
-the row without a name), and calls or kernels waiting for their partner in two generations
-of at most WAITING each (one forgotten is a kernel left unjoined, never a wrong join).
+their variants: `is_launch_call`) and their CPU time, and the kernels joined to them: the
+queue delay (kernel start minus call start) and whether the kernel ran shorter than its call
+go out in `LaunchDelays` parts of at most DELAYS kernels. `Launches` is the Kineto reader's
+one table by `correlation`, whichever of a launch call and its GPU work comes first in the
+file: it joins a kernel to its launch call, offers a graph launch its kernels and copies
+(`collector.graphs`), and keeps the launching thread of a call for the comm kernels that wait
+for it. Memory is bounded by constants: NAMES names (later ones are summed into the row
+without a name), and calls or GPU work waiting for their partner in two generations of at most
+WAITING each (one forgotten is a kernel left unjoined, never a wrong join).
 """
 
 from __future__ import annotations
 
+import itertools
 from array import array
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
+from commscope.collector.graphs import KERNELS, GraphJoin, add_copy, add_kernel, graph_id
 from commscope.model.int64s import pack
 from commscope.model.schema import Event, KernelTime, LaunchDelays
 
@@ -70,74 +76,20 @@ class KernelNames:
         return found
 
 
-class _Waiting:
-    """Starts and durations (ns) by correlation id, in two generations of WAITING at most."""
-
-    __slots__ = ("dur", "old_dur", "old_start", "start")
-
-    def __init__(self) -> None:
-        self.start: dict[int, int] = {}
-        self.dur: dict[int, int] = {}
-        self.old_start: dict[int, int] = {}
-        self.old_dur: dict[int, int] = {}
-
-    def put(self, correlation: int, start_ns: int, dur_ns: int) -> None:
-        if len(self.start) >= WAITING:
-            self.old_start, self.old_dur = self.start, self.dur
-            self.start, self.dur = {}, {}
-        self.start[correlation] = start_ns
-        self.dur[correlation] = dur_ns
-
-    def take_old(self, correlation: int) -> tuple[int, int] | None:
-        """The entry of `correlation` in the older generation, taken out; None if none (the
-        newer one is looked up by the caller first: `LaunchJoin.call`, `LaunchJoin.kernel`)."""
-        start = self.old_start.pop(correlation, None)
-        return None if start is None else (start, self.old_dur.pop(correlation))
-
-
 class LaunchJoin:
-    """Launch calls and kernels joined by correlation; see the module docstring. The two
-    methods the normaliser calls for every kernel and launch look up the newer generation of
-    waiting partners inline: they are on the parser's hot path."""
+    """Launch calls counted and kernels joined to them (what the readers found by correlation:
+    `Launches` here, a join in SQL for Nsight Systems), out in `LaunchDelays` parts."""
 
-    __slots__ = ("_calls", "_kernels", "call_ns", "calls", "delays", "kernels", "shorter")
+    __slots__ = ("call_ns", "calls", "delays", "kernels", "shorter")
 
     def __init__(self) -> None:
-        self._calls = _Waiting()
-        self._kernels = _Waiting()
         self.calls = self.call_ns = self.kernels = self.shorter = 0
         self.delays = array("q")
-
-    def call(self, out: list[Event], correlation: int, start_ns: int, dur_ns: int) -> None:
-        """A launch call; joined now if its kernel came first."""
-        self.calls += 1
-        self.call_ns += dur_ns
-        kernels = self._kernels
-        kernel_start = kernels.start.pop(correlation, None)
-        if kernel_start is not None:
-            self.joined(out, (start_ns, dur_ns), (kernel_start, kernels.dur.pop(correlation)))
-        elif (kernel := kernels.take_old(correlation)) is not None:
-            self.joined(out, (start_ns, dur_ns), kernel)
-        else:
-            self._calls.put(correlation, start_ns, dur_ns)
 
     def counted(self, dur_ns: int) -> None:
         """A launch call counted (its kernel joined elsewhere: `joined`)."""
         self.calls += 1
         self.call_ns += dur_ns
-
-    def kernel(self, out: list[Event], correlation: int, start_ns: int, dur_ns: int) -> bool:
-        """A kernel; joined now (True) if its launch call came first."""
-        calls = self._calls
-        call_start = calls.start.pop(correlation, None)
-        if call_start is not None:
-            self.joined(out, (call_start, calls.dur.pop(correlation)), (start_ns, dur_ns))
-        elif (call := calls.take_old(correlation)) is not None:
-            self.joined(out, call, (start_ns, dur_ns))
-        else:
-            self._kernels.put(correlation, start_ns, dur_ns)
-            return False
-        return True
 
     def joined(self, out: list[Event], call: tuple[int, int], kernel: tuple[int, int]) -> None:
         """A kernel and its launch call, each (start, duration) in ns."""
@@ -157,8 +109,123 @@ class LaunchJoin:
         return found
 
     def finish(self, out: list[Event]) -> None:
-        """The last part (when a launch call was met at all); what waits is forgotten."""
+        """The last part (when a launch call was met at all)."""
         if self.calls or self.kernels:
             out.append(self.part())
-        self._calls = _Waiting()
-        self._kernels = _Waiting()
+
+
+# What `Launches` keeps of a launch met before its kernels: the launching thread (None: the
+# trace gave none usable), the call's start (ns), its duration (ns) while a kernel may still
+# join it as its launch call (else -1).
+_Call = tuple[int | None, int, int]
+# What it keeps of GPU work met before its launch call: a graph replay's sums (`graphs`), then
+# the last kernel's start and duration (ns), and whether one of its kernels needs no launch.
+_START, _DUR, LANDED = 6, 7, 8
+KERNEL_LAUNCH, GRAPH_LAUNCH = 1, 2  # the launch calls of one kernel, of a graph
+
+
+class Launches:
+    """One file's launch calls and the GPU work they start, joined by correlation, in one
+    table each way: calls met first (kept for their kernels, and for the comm kernels that
+    wait for their launching thread: `launch`), GPU work met first (waiting for its call).
+    Both in two generations of at most WAITING; a launch forgotten is a kernel left unjoined
+    (and a comm kernel without its launch, counted by the normaliser), never a wrong join."""
+
+    __slots__ = ("_calls", "_early", "_old_calls", "_old_early", "graphs", "join", "out")
+
+    def __init__(self, out: list[Event]) -> None:
+        self.out = out  # the normaliser's: `LaunchDelays` parts go there as they fill
+        self._calls: dict[int, _Call] = {}
+        self._old_calls: dict[int, _Call] = {}
+        self._early: dict[int, list[int]] = {}
+        self._old_early: dict[int, list[int]] = {}
+        self.join = LaunchJoin()  # kernels joined to their launch calls
+        self.graphs = GraphJoin()  # kernels replayed by graph launches (`collector.graphs`)
+
+    @property
+    def held(self) -> int:
+        """The launch calls kept."""
+        return len(self._calls) + len(self._old_calls)
+
+    def call(self, correlation: int, kind: int, start_ns: int, dur_ns: int) -> list[int] | None:
+        """A launch call of `kind` (0: neither kind, or no usable duration): the GPU work of
+        its correlation met before it (None: none), taken by it unless `kind` is 0."""
+        if not kind:
+            return self._early.get(correlation) or self._old_early.get(correlation)
+        met = self._early.pop(correlation, None)
+        if met is None and self._old_early:
+            met = self._old_early.pop(correlation, None)
+        if kind == KERNEL_LAUNCH:
+            self.join.counted(dur_ns)
+            if met is not None and met[KERNELS]:
+                self.join.joined(self.out, (start_ns, dur_ns), (met[_START], met[_DUR]))
+        else:
+            self.graphs.launch(correlation, dur_ns, met)
+        return met
+
+    def keep(self, correlation: int, call: _Call) -> None:
+        """A launch call whose kernels are yet to come."""
+        calls = self._calls
+        calls[correlation] = call
+        if len(calls) >= WAITING:
+            self._old_calls, self._calls = calls, {}
+
+    def launch(self, correlation: int) -> tuple[int, int] | None:
+        """The launching thread and start (ns) of a kept call; None if none or no thread."""
+        call = self._calls.get(correlation) or self._old_calls.get(correlation)
+        return None if call is None or call[0] is None else (call[0], call[1])
+
+    def kernel(
+        self,
+        correlation: int,
+        span: tuple[int, int],
+        comm: bool,
+        args: Mapping[str, Any],
+        lands: bool,
+    ) -> None:
+        """A kernel (its start and duration, ns): joined to its launch call if that came
+        first, else to an open graph launch, else waiting for its launch (`lands`: it needs
+        no launch itself)."""
+        calls = self._calls
+        call = calls.get(correlation)
+        if call is None and self._old_calls:
+            calls = self._old_calls
+            call = calls.get(correlation)
+        if call is not None and call[2] >= 0:
+            calls[correlation] = (call[0], call[1], -1)
+            self.join.joined(self.out, (call[1], call[2]), span)
+            return
+        graph = args.get("graph id")  # from CUDA 12 (`graph_id`)
+        if graph is not None:
+            graph = graph_id(graph)
+        if self.graphs.launches and self.graphs.replayed(correlation, span[1], comm, graph):
+            return
+        met = self._early.get(correlation) or self._old_early.get(correlation)
+        if met is None:
+            met = self._wait(correlation)
+        add_kernel(met, span[1], comm, graph)
+        met[_START], met[_DUR] = span
+        met[LANDED] |= lands and call is None
+
+    def copy(self, correlation: int, graph: int | None) -> None:
+        """A memcpy or memset: a node of the graph launch of its correlation, if one comes."""
+        if not (self.graphs.launches and self.graphs.copied(correlation, graph)):
+            met = self._early.get(correlation) or self._old_early.get(correlation)
+            add_copy(met or self._wait(correlation), graph)
+
+    def _wait(self, correlation: int) -> list[int]:
+        """A new record of GPU work met before its launch call; past WAITING, the older
+        generation is forgotten (a graph's kernels among it count by their graph id)."""
+        if len(self._early) >= WAITING:
+            self.graphs.orphan(self._old_early.values())
+            self._old_early, self._early = self._early, {}
+        met = self._early[correlation] = [0, 0, 0, 0, 0, 0, 0, 0, 0]
+        return met
+
+    def finish(self) -> None:
+        """The last launch delays and the file's graph tally, if any (what waits is
+        forgotten with this table: the caller starts another)."""
+        self.join.finish(self.out)
+        waiting = itertools.chain(self._old_early.values(), self._early.values())
+        if (tally := self.graphs.finish(waiting)) is not None:
+            self.out.append(tally)

@@ -22,7 +22,8 @@ Memory is bounded by constants, not by the file:
   may enclose was resolved.
 - A thread indexes at most CALL_MEMORY calls (32 B each): past it the earlier half, by
   start, is forgotten, and a lookup at an instant a forgotten call may hold is counted too.
-- Kernel launches are remembered in two generations of at most LAUNCH_MEMORY each (a
+- Kernel launches are remembered in two generations of at most LAUNCH_MEMORY each, in one
+  table by correlation with the GPU work met before its launch (`launches.Launches`: a
   kernel whose launch was forgotten counts in `no_launch`); a launch whose kernel is pending
   is pinned to it, and one whose only kernel came first (CUDA's order) is not kept.
 """
@@ -54,9 +55,17 @@ from commscope.collector.classify import (
 )
 from commscope.collector.families import ACTIVITY_CATEGORIES, looks_like_comm, role, shown_name
 from commscope.collector.gloosplits import Pairing, call_splits
-from commscope.collector.graphs import GraphJoin, graph_id, is_graph_launch
+from commscope.collector.graphs import KERNELS, graph_id, is_graph_launch
 from commscope.collector.kernels import kernel_category
-from commscope.collector.launches import KernelNames, LaunchJoin, is_launch_call
+from commscope.collector.launches import (
+    GRAPH_LAUNCH,
+    KERNEL_LAUNCH,
+    LANDED,
+    WAITING,
+    KernelNames,
+    Launches,
+    is_launch_call,
+)
 from commscope.collector.ncclsplits import Splits, cut, list_form_bytes
 from commscope.collector.p2pbatch import (
     COALESCED,
@@ -101,7 +110,7 @@ from commscope.model.schema import (
 )
 from msgspec.structs import astuple, replace
 
-LAUNCH_MEMORY: Final = 1 << 16
+LAUNCH_MEMORY: Final = WAITING  # `launches.Launches`
 PENDING_MEMORY: Final = 1 << 12
 CALL_MEMORY: Final = 1 << 16
 _ROLE_MEMORY: Final = 1 << 14
@@ -122,7 +131,6 @@ _C10D_PREFIXES: Final = ("c10d::", "_c10d_functional")
 _UNSEEN: Final[Any] = object()
 _NUMBERS: Final = (int, float)  # a value's `type` among these: a number, not a bool
 _STEP = 3  # a role: `ProfilerStep#N` as a cpu op (PyTorch 1.8-1.10 traces)
-_KERNEL_LAUNCH, _GRAPH_LAUNCH = 1, 2  # runtime calls that launch a kernel, a graph
 # Event categories by their lower-case name: today's Kineto names, PyTorch 1.8-1.10's
 # capitalised ones (`Kernel`, `Operator`, `Runtime`, `Memcpy`, `Memset`), other devices'.
 _CATEGORY: Final = {
@@ -361,19 +369,6 @@ class _PendingKernel:
         self.launch: tuple[int, int] | None = None
 
 
-class Launches:
-    """One generation of kernel launches: correlation id → launching thread and time (µs).
-
-    Two dicts of scalars rather than one of tuples: nothing here is tracked by the cyclic GC.
-    """
-
-    __slots__ = ("tid", "ts")
-
-    def __init__(self) -> None:
-        self.tid: dict[int, int] = {}
-        self.ts: dict[int, float] = {}
-
-
 class _CpuRuns:
     """The open run of cpu_op time per thread (µs floats, scalars only); closed runs are emitted."""
 
@@ -543,9 +538,7 @@ class Normalizer:
         self._calls = CallIndex()
         self._facts = CallFacts()  # `comm_call`, remembered
         self._alone_ops: dict[tuple[Any, ...], CommOp] = {}  # `_alone`'s
-        self._launches = Launches()
-        self._old_launches = Launches()
-        self._landed: set[int] = set()  # correlations of kernels met before their launch
+        self._links = Launches(self.out)  # launches and GPU work by correlation (`launches`)
         self._pending: dict[int, list[_PendingKernel]] = {}  # CUDA graphs share one launch
         self._waiting = 0  # kernels in _pending
         self._ready: dict[int, list[tuple[int, int]]] = {}  # tid -> heap of (launch ns, corr.)
@@ -567,9 +560,7 @@ class Normalizer:
         self._allocated: dict[int, int] = {}  # GPU device -> highest Total Allocated
         self._reserved: dict[int, int] = {}  # GPU device -> highest Total Reserved
         self._names = KernelNames()  # count and time per kernel name (`collector.launches`)
-        self._join = LaunchJoin()  # kernels joined to their launch calls
-        self._graphs = GraphJoin()  # kernels replayed by graph launches (`collector.graphs`)
-        self._launch_names: dict[str, int] = {}  # runtime call name -> _KERNEL_LAUNCH, ...
+        self._launch_names: dict[str, int] = {}  # runtime call name -> KERNEL_LAUNCH, ...
         self._kinds: dict[str, Callable[[RawEvent], None]] = {
             "kernel": self._kernel,
             "gpu_memcpy": self._memcpy,
@@ -615,8 +606,7 @@ class Normalizer:
     @property
     def held(self) -> tuple[int, int, int]:
         """What is held for later events: kernels waiting, launches kept, calls indexed."""
-        launches = len(self._launches.ts) + len(self._old_launches.ts)
-        return self._waiting, launches, self._calls.held
+        return self._waiting, self._links.held, self._calls.held
 
     def set_top(self, top: Mapping[str, Any]) -> None:
         """Metadata keys found in the document (header, then trailer): a key given twice, the
@@ -666,26 +656,23 @@ class Normalizer:
         if category is _UNSEEN:
             category = self._category(name)
         self._names.add(name, span[1], category is None)
+        if category is None:
+            self._comm_kernel(raw, name, span)
+            return
         args = raw.args
-        correlation = args.get("correlation") if type(args) is dict else None
-        if type(correlation) is int and not self._join.kernel(self.out, correlation, *span):
-            graph = graph_id(args.get("graph id"))  # `collector.graphs` (args: a dict here)
-            self._graphs.kernel(correlation, span[1], category is None, graph)
+        if type(args) is dict and type(correlation := args.get("correlation")) is int:
+            self._links.kernel(correlation, span, False, args, True)
         if isinstance(category, str):  # most kernels: plain compute
             self.out.append(GpuOp("compute", span[0], span[1], category))
-            self._land(correlation)
-        elif category is None:
-            self._comm_kernel(raw, name, span)
         else:
-            self._special(correlation, span, category)
+            self._special(span, category)
 
-    def _special(self, correlation: object, span: tuple[int, int], special: Special) -> None:
+    def _special(self, span: tuple[int, int], special: Special) -> None:
         if special.fused:
             self.out.append(GpuOp("fused", span[0], span[1]))
         else:
             self.out.append(GpuOp("compute", span[0], span[1], special.category))
             self._lookalike(special.shown, span[1])
-        self._land(correlation)
 
     def _lookalike(self, shown: str | None, dur_ns: int) -> None:
         self.stats.lookalike_ns += dur_ns
@@ -700,12 +687,15 @@ class Normalizer:
         correlation = args.get("correlation")
         described = facts.collective_name is not None and facts.nelems_bytes is not None
         described = described and not cut((facts.in_splits, facts.out_splits), facts.group_size)
-        if described or type(correlation) is not int:
+        if type(correlation) is not int:
             self.out.append(self._comm_op(facts, [], on_gpu=True, launched=described))
-            self._land(correlation)
+            return
+        self._links.kernel(correlation, span, True, args, described)
+        if described:
+            self.out.append(self._comm_op(facts, [], on_gpu=True, launched=True))
             return
         kernel = _PendingKernel(facts)
-        kernel.launch = self._launch(correlation)
+        kernel.launch = self._links.launch(correlation)
         self._wait(correlation, kernel)
 
     def _category(self, name: str) -> KernelCategory | Special | None:
@@ -757,7 +747,7 @@ class Normalizer:
     def _graph_copy(self, args: object) -> None:
         """A memcpy or memset that may be a node of a graph's replay (`collector.graphs`)."""
         if type(args) is dict and type(correlation := args.get("correlation")) is int:
-            self._graphs.copy(correlation, graph_id(args.get("graph id")))
+            self._links.copy(correlation, graph_id(args.get("graph id")))
 
     def _runtime(self, raw: RawEvent) -> None:
         try:
@@ -773,57 +763,37 @@ class Normalizer:
         kind = self._launch_names.get(name)
         if kind is None:
             kind = self._launch_kind(name)
-        if kind and type(dur := raw.dur) in _NUMBERS and 0 <= dur <= _MAX_US:
-            if kind == _KERNEL_LAUNCH:
-                self._join.call(self.out, correlation, _ns(ts), _ns(dur))  # `collector.launches`
-                self._graphs.forget(correlation)
-            else:
-                self._graphs.launch(correlation, _ns(dur))  # `collector.graphs`
+        dur = raw.dur
+        if kind and not (type(dur) in _NUMBERS and 0 <= dur <= _MAX_US):
+            kind = 0  # no duration to count: a launch still, of no kind
+        start_ns = ts * 1000 if type(ts) is int else round(ts * 1000)  # `_ns`, inline
+        dur_ns = (dur * 1000 if type(dur) is int else round(dur * 1000)) if kind else -1
+        met = self._links.call(correlation, kind, start_ns, dur_ns)
         if type(tid) is not int and (tid := self._thread(tid)) is None:
+            if kind == KERNEL_LAUNCH and (met is None or not met[KERNELS]):
+                self._links.keep(correlation, (None, start_ns, dur_ns))  # for its kernel
             return
-        pending = self._pending.get(correlation)
-        if pending is not None:
-            launch = (tid, round(ts * 1000))
-            for kernel in pending:
-                kernel.launch = launch
-            self._ready_at(launch, correlation)
-            return
-        landed = self._landed  # a launch of several kernels (graphs, multi-device) is kept
-        if correlation in landed and "Graph" not in name and "Multi" not in name:
-            landed.discard(correlation)  # its one kernel came first: no kernel needs it
-            return
-        launches = self._launches
-        launches.ts[correlation] = ts
-        launches.tid[correlation] = tid
-        if len(launches.ts) >= LAUNCH_MEMORY:
-            self._old_launches, self._launches = launches, Launches()
+        if correlation in self._pending:
+            self._pin(correlation, (tid, start_ns))
+        elif not (met and met[LANDED]) or "Graph" in name or "Multi" in name:
+            waiting = dur_ns if kind == KERNEL_LAUNCH and not (met and met[KERNELS]) else -1
+            self._links.keep(correlation, (tid, start_ns, waiting))  # for its kernel(s)
+        # else its one kernel came first: no kernel needs it (one of several is kept: graphs,
+        # multi-device launches)
+
+    def _pin(self, correlation: int, launch: tuple[int, int]) -> None:
+        """The launch of comm kernels waiting for it (`_pending`)."""
+        for kernel in self._pending[correlation]:
+            kernel.launch = launch
+        self._ready_at(launch, correlation)
 
     def _launch_kind(self, name: str) -> int:
-        """Whether a runtime call of this name launches one kernel (_KERNEL_LAUNCH), a graph
-        (_GRAPH_LAUNCH) or neither (0) (remembered, bounded)."""
-        kind = _KERNEL_LAUNCH if is_launch_call(name) else _GRAPH_LAUNCH * is_graph_launch(name)
+        """Whether a runtime call of this name launches one kernel (KERNEL_LAUNCH), a graph
+        (GRAPH_LAUNCH) or neither (0) (remembered, bounded)."""
+        kind = KERNEL_LAUNCH if is_launch_call(name) else GRAPH_LAUNCH * is_graph_launch(name)
         if len(self._launch_names) < _ROLE_MEMORY and len(name) <= MAX_NAME:
             self._launch_names[name] = kind
         return kind
-
-    def _land(self, correlation: object) -> None:
-        """A kernel that needs no launch arrived: remember its correlation (its args') if its
-        launch is yet to come, so that launch is not kept (a set bounded by LAUNCH_MEMORY, then
-        cleared: a launch kept for nothing costs memory, never a result)."""
-        if type(correlation) is not int or correlation in self._launches.ts:
-            return
-        if correlation not in self._old_launches.ts:
-            landed = self._landed
-            if len(landed) >= LAUNCH_MEMORY:
-                landed.clear()
-            landed.add(correlation)
-
-    def _launch(self, correlation: int) -> tuple[int, int] | None:
-        for launches in (self._launches, self._old_launches):
-            ts = launches.ts.get(correlation)
-            if ts is not None:
-                return launches.tid[correlation], round(ts * 1000)
-        return None
 
     def _cpu_op(self, raw: RawEvent) -> None:
         try:
@@ -1133,12 +1103,8 @@ class Normalizer:
         self._reserved.clear()
         self.out.extend(self._names.events())
         self._names = KernelNames()
-        self._join.finish(self.out)
-        if (graphs := self._graphs.finish()) is not None:
-            self.out.append(graphs)
-        self._graphs = GraphJoin()
-        self._launches = self._old_launches = Launches()
-        self._landed.clear()
+        self._links.finish()
+        self._links = Launches(self.out)
         self.stats.lookalikes = longest(self._lookalikes, LOOKALIKE_NAMES)
 
 

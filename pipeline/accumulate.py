@@ -104,7 +104,9 @@ class Accumulator:
         `keep_call` of each in turn gives)."""
         calls: list[CommOp] = []
         for event in events:
-            if type(event) is CommOp:
+            if type(event) is GpuOp:  # most events: `add`'s first case, without its call
+                self._gpu(event)
+            elif type(event) is CommOp:
                 self._union(event)
                 calls.append(event)
             else:
@@ -119,7 +121,10 @@ class Accumulator:
             self._comm(event)
         elif type(event) is CpuSpan:
             sets = self.calls if event.comm_call else self.busy
-            sets.setdefault(event.tid, IntervalSet()).add(event.start_ns, event.end_ns)
+            found = sets.get(event.tid)
+            if found is None:  # not `setdefault`, which would build a set each time
+                found = sets[event.tid] = IntervalSet()
+            found.add(event.start_ns, event.end_ns)
         elif type(event) is Step:
             self._step(event)
         elif type(event) is MemoryPeak:

@@ -21,6 +21,12 @@ CPU-time speed relative to bare ijson's in the same run. Methods:
   report     the whole `commscope report FILE --jobs 1` in this child (parse, normalise,
              reduce, the report written; checked to have read by the fast path): its "vs
              ijson" is bare ijson's CPU over the report's per round, the median of the rounds.
+  report-rawargs  bench only, never the product: `report` with the fast path's decode
+             patched to read `args` as msgspec.Raw (its brackets and tokens checked, neither
+             its strings' UTF-8 nor its numbers' range: no proof that yajl reads it alike)
+             for the categories the normaliser ignores (IGNORED_CATEGORIES; a union tagged
+             by `cat` chooses in msgspec): what a ruling "an event the reduction ignores need
+             only be well-formed JSON" would give.
 
 `--callgrind` counts instructions instead (valgrind, ~50x slower, so small sizes): per method,
 the instructions per MB beyond a run on a 1 MB input (start-up left out). Load does not change
@@ -28,7 +34,10 @@ them: they show whether a parse costs more per MB as the file grows. For whole c
 real trace: `--callgrind --sizes 54,110 --methods commscope,ijson`. With `--methods ijson,report`
 and `--input real` or `dense`, the whole report's instructions a MB beside bare ijson's: the
 load-free figure of what a change saves (run it again with `PYTHONPATH` naming a base tree that
-holds `commscope/`, as `dense_bench.py --against` takes, for the figure before).
+holds `commscope/`, as `dense_bench.py --against` takes, for the figure before). Below one
+copy of the real trace (53.7 MB) a `real` input is that trace's head, which holds CPU ops,
+annotations and memory events but no kernel, launch call or flow event (they start 40% into
+its events): `--sizes 54` measures a whole copy, every kind of event in its share.
 
 Inputs (`--input`): `real` (the default) scales the largest real trace of ../shared/traces
 (kineto/single_rank/v100_allreduce_216k_events_rank1.json.gz, 53.7 MB, Kineto's own layout): its
@@ -88,14 +97,14 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, Union
 
 import msgspec
 from machineinfo import cpu_and_python, peak_rss_mb, ru_maxrss_mb
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: simjob
 
-METHODS = ("commscope", "commscope-ijson", "ijson", "json.load", "paired", "report")
+METHODS = ("commscope", "commscope-ijson", "ijson", "json.load", "paired", "report")  # default
 DEFAULT_SIZES_MB = (50, 500, 2000)
 MB = 1_000_000
 SEED = 20_240_601
@@ -1026,6 +1035,48 @@ def parse_report(path: str) -> dict[str, Any]:
     return {"cpu_s": cpu, "wall_s": wall, "events": None, "parser": parser}
 
 
+# Categories no handler of the normaliser reads, in the bench's inputs (real, dense): their
+# `args` are read raw by `report-rawargs`. A category in neither list, or an event without
+# one (Kineto's metadata), sends its chunk to the fast path's own decoder.
+IGNORED_CATEGORIES = ("ac2g", "python_function", "Trace", "fwdbwd", "gpu_user_annotation")
+
+
+def parse_report_rawargs(path: str) -> dict[str, Any]:
+    """`parse_report` with the fast path's decoder patched (see the module docstring: bench
+    only): events are a union tagged by `cat`, `args` typed as the product types it for the
+    categories the normaliser reads and msgspec.Raw for the others, so the choice is made in
+    msgspec's C code, per event, with no Python loop."""
+    from commscope.collector import fastparse
+    from commscope.collector.normalize import Normalizer
+
+    used = [cat for cat, handler in Normalizer().handlers.items() if handler is not None]
+    fields = [f for f in msgspec.structs.fields(fastparse.FastEvent) if f.name != "cat"]
+    typed = next(f.type for f in fields if f.name == "args")
+
+    def variant(cat: str, args: Any) -> Any:
+        spec = [(f.name, args if f.name == "args" else f.type, None) for f in fields]
+        kind = msgspec.defstruct(f"Event_{cat}", spec, tag=cat, tag_field="cat", gc=False,
+                                 forbid_unknown_fields=True)  # fmt: skip
+        kind.cat = cat  # what the normaliser's `feed` reads
+        return kind
+
+    variants = [variant(c, typed) for c in used] + [
+        variant(c, msgspec.Raw) for c in IGNORED_CATEGORIES
+    ]
+    tagged = msgspec.json.Decoder(list[Union[tuple(variants)]])  # type: ignore[misc]  # noqa: UP007
+    plain = fastparse._EVENTS
+
+    class Events:
+        def decode(self, chunk: bytes | memoryview) -> list[Any]:
+            try:
+                return tagged.decode(bytes(chunk))  # a Raw holds a view of its input
+            except msgspec.ValidationError:  # a category in neither list, or none
+                return plain.decode(chunk)
+
+    fastparse._EVENTS = Events()  # type: ignore[assignment]
+    return parse_report(path)
+
+
 CHILD_IMPORTS = {
     "commscope": ("commscope.collector.kineto", "commscope.model.schema"),
     "commscope-ijson": ("commscope.collector.kineto", "commscope.model.schema"),
@@ -1033,6 +1084,7 @@ CHILD_IMPORTS = {
     "json.load": (),
     "paired": ("commscope.collector.kineto", "ijson"),
     "report": ("commscope.collector.kineto", "commscope.service.cli", "ijson"),
+    "report-rawargs": ("commscope.collector.kineto", "commscope.service.cli", "ijson"),
 }
 PARSERS = {
     "commscope": parse_commscope,
@@ -1041,6 +1093,7 @@ PARSERS = {
     "json.load": parse_json_load,
     "paired": parse_paired,
     "report": parse_report,
+    "report-rawargs": parse_report_rawargs,
 }
 
 
@@ -1124,9 +1177,9 @@ def check(result: dict[str, Any], info: GenInfo) -> None:
     """Raise BenchError unless the parse saw what the generator wrote."""
     if "exceeded_gb" in result:
         return
-    if info.scaled_from or result["method"] in ("paired", "report"):
+    if info.scaled_from or result["method"] in ("paired", "report", "report-rawargs"):
         _check_parser(result)
-    if info.scaled_from or result["method"] == "report":
+    if info.scaled_from or result["method"].startswith("report"):
         return
     expected = {"events": info.events}
     if result["method"].startswith("commscope"):
@@ -1196,8 +1249,9 @@ def bench_size(
             note = _note(result)
             print(f"    {method:<10} {note}", flush=True)
         check_same(results)
-        if "report" in results and "ijson" in results and "report" in rows:
-            rows["report"].paired.append(results["ijson"]["cpu_s"] / results["report"]["cpu_s"])
+        for report in ("report", "report-rawargs"):
+            if report in results and "ijson" in results:
+                rows[report].paired.append(results["ijson"]["cpu_s"] / results[report]["cpu_s"])
     return list(rows.values())
 
 
@@ -1263,9 +1317,10 @@ def _ratio(row: Row, rows: list[Row]) -> float | None:
 def readme_lines(rows: list[Row], repeat: int) -> str:
     out = [f"commscope vs bare ijson, CPU-time speed (best of {repeat}), peak RSS:"]
     for row in rows:
-        if row.method == "report":
+        if row.method.startswith("report"):
             out.append(
-                f"- {row.size_mb:,.0f} MB trace: the whole `commscope report` (--jobs 1) vs "
+                f"- {row.size_mb:,.0f} MB trace: the whole `commscope report` (--jobs 1"
+                f"{', args raw' if row.method != 'report' else ''}) vs "
                 f"bare ijson, each in its own child, in turns: ijson CPU / report CPU = "
                 f"{_fmt(_ratio(row, rows), '.2f')}x (median of {len(row.paired)} rounds: "
                 + ", ".join(f"{r:.2f}" for r in row.paired)
@@ -1383,7 +1438,8 @@ def callgrind(args: argparse.Namespace) -> int:
     same method (so start-up is left out): load cannot change them, so they show whether a
     parse costs more per MB as the file grows (an O(n) per event, a structure that grows),
     and, on a loaded machine, what a change saves (`report`: the whole command)."""
-    methods = [m for m in args.methods if m in ("commscope", "commscope-ijson", "ijson", "report")]
+    counted = ("commscope", "commscope-ijson", "ijson", "report", "report-rawargs")
+    methods = [m for m in args.methods if m in counted]
     print(machine(), flush=True)
     print(f"input: {args.input}, layout: {args.layout}")
     with scratch(args) as workdir:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 from commscope.collector import launches
-from commscope.collector.launches import KernelNames, LaunchJoin, is_launch_call
+from commscope.collector.launches import KernelNames, Launches, is_launch_call
 from commscope.model.int64s import pack, unpack
 from commscope.model.schema import Event, KernelTime, LaunchDelays
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kineto_builder import kernel, read, span, trace
 
 GEMM = "ampere_sgemm_128x64_nn"
@@ -129,15 +131,46 @@ def test_names_beyond_the_bound_are_summed_in_one_nameless_row(
 def test_waiting_calls_are_forgotten_two_generations_on(monkeypatch: pytest.MonkeyPatch) -> None:
     # 2 a generation: calls 0, 1 (old), then 2, 3 (new), then 4 moves 2, 3 to old: 0, 1 gone
     monkeypatch.setattr(launches, "WAITING", 2)
-    join, out = LaunchJoin(), list[Event]()
+    out = list[Event]()
+    table = Launches(out)
     for correlation in range(5):
-        join.call(out, correlation, 0, 1)
+        table.keep(correlation, (HOST, 0, 1))
     for correlation in range(5):
-        join.kernel(out, correlation, 10, 1)
-    join.finish(out)
+        table.kernel(correlation, (10, 1), False, {}, True)
+    table.finish()
     (part,) = out
     assert isinstance(part, LaunchDelays)
-    assert (part.calls, part.kernels) == (5, 3)  # kernels 0 and 1 found no call: unjoined
+    assert (part.calls, part.kernels) == (0, 3)  # kernels 0 and 1 found no call: unjoined
+
+
+def test_waiting_kernels_are_forgotten_two_generations_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(launches, "WAITING", 2)
+    out = list[Event]()
+    table = Launches(out)
+    for correlation in range(5):  # kernels first: 0 and 1 forgotten when kernel 4 comes
+        table.kernel(correlation, (10, 1), False, {}, True)
+    met = [table.call(correlation, launches.KERNEL_LAUNCH, 0, 2) for correlation in range(5)]
+    table.finish()
+    assert [m is not None and m[launches.LANDED] for m in met] == [False, False, 1, 1, 1]
+    (part,) = out
+    assert isinstance(part, LaunchDelays)
+    assert (part.calls, part.kernels, part.shorter) == (5, 3, 3)
+
+
+def test_a_kernel_joins_its_call_once() -> None:
+    # one call, two kernels of its correlation (a multi-device launch): one delay sample
+    out = list[Event]()
+    table = Launches(out)
+    table.keep(7, (HOST, 0, 5))
+    table.kernel(7, (3, 1), False, {}, True)
+    table.kernel(7, (4, 1), False, {}, True)
+    assert table.launch(7) == (HOST, 0)  # the call stays known for comm kernels
+    table.finish()
+    (part,) = out
+    assert isinstance(part, LaunchDelays)
+    assert (part.kernels, list(unpack(part.delays_ns))) == (1, [3])
 
 
 def test_delays_pack_as_little_endian_int64() -> None:
@@ -145,3 +178,37 @@ def test_delays_pack_as_little_endian_int64() -> None:
         [254] + [255] * 7
     )
     assert list(unpack(pack(launches.array("q", [5, -7])))) == [5, -7]
+
+
+# ---------------------------------------------------------------- the oracle
+
+
+@st.composite
+def launched(draw: st.DrawFn) -> tuple[list[dict], list[int], int]:
+    """Kernel launch calls and their kernels in any order, some calls without a kernel and
+    some kernels without a call; each joined pair's delay (kernel start - call start, ns) and
+    the calls' count, by brute force."""
+    events: list[dict] = []
+    delays, calls = [], 0
+    for correlation in range(1, draw(st.integers(1, 10)) + 1):
+        start, delay = draw(st.integers(0, 50)), draw(st.integers(0, 9))
+        has_call, has_kernel = draw(st.sampled_from([(True, True), (True, False), (False, True)]))
+        if has_call:
+            events.append(call("cudaLaunchKernel", correlation, start, 1))
+            calls += 1
+        if has_kernel:
+            events.append(kernel(GEMM, start + delay, 2, corr(correlation)))
+        if has_call and has_kernel:
+            delays.append(delay * 1000)
+    return draw(st.permutations(events)), sorted(delays), calls
+
+
+@given(launched())
+@settings(max_examples=60, deadline=None)
+def test_any_order_of_calls_and_kernels_gives_the_brute_force_joins(
+    case: tuple[list[dict], list[int], int],
+) -> None:
+    events, delays, calls = case
+    parts = read(trace(events)).launches
+    assert sum(p.calls for p in parts) == calls
+    assert sorted(d for p in parts for d in unpack(p.delays_ns)) == delays
