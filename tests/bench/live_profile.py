@@ -8,7 +8,8 @@ policy (`service/heap.py`); cProfile shows the functions that took the time.
 With `--against TREE` (a `git archive` of another commit's folders under TREE/commscope/, as
 for `service_replay.py`) nothing is profiled: each window's apply + report CPU is measured in
 `--runs` subprocesses of each tree in turn, and the least of each tree's runs printed with
-their ratio (the machine is shared: the least is the run the others disturbed least).
+their ratio (the machine is shared: the least is the run the others disturbed least); each
+window's report (its JSON, hashed) must be the same in both trees, else it stops and says so.
 
     .venv/bin/python tests/simjob.py 256 /tmp/sj256        # a simulated 256-rank job
     .venv/bin/python tests/bench/live_profile.py /tmp/sj256
@@ -33,6 +34,7 @@ from collections.abc import Callable
 from multiprocessing import Pool
 from pathlib import Path
 
+import msgspec
 from commscope.collector.discover import open_trace
 from commscope.collector.kineto import TraceReader
 from commscope.model.schema import Record, StreamEnd, StreamStart
@@ -71,9 +73,9 @@ def parsed(root: Path, cache: Path | None) -> Sent:
     return sent
 
 
-def timed(sent: Sent) -> dict[str, float]:
+def timed(sent: Sent) -> dict[str, tuple[float, str]]:
     """Each window's apply + report CPU seconds, in this process, under the daemon's GC
-    policy (`daemon_gc`)."""
+    policy (`daemon_gc`), and its report's digest (hashed after the clock stops)."""
     aggregation, found = Aggregation(), {}
     after_report = daemon_gc()
     for window, files in sent.items():
@@ -81,9 +83,10 @@ def timed(sent: Sent) -> dict[str, float]:
         for file in files:
             for record in file:
                 aggregation.apply(record)
-        aggregation.report(Options())
+        report = aggregation.report(Options())
         after_report()
-        found[window] = time.process_time() - began
+        cpu = time.process_time() - began
+        found[window] = (cpu, hashlib.blake2b(msgspec.json.encode(report)).hexdigest())
     return found
 
 
@@ -102,6 +105,7 @@ def paired(args: argparse.Namespace) -> None:
     """`timed` in subprocesses of each tree in turn; the least of each tree's runs."""
     parsed(args.root, args.cache)  # the cache, once, before any run
     best: dict[str, dict[str, float]] = {}
+    digests: dict[str, set[str]] = {}
     for _ in range(args.runs):
         for name, tree in (("base", args.against), ("this", None)):
             env = {**os.environ, **({"PYTHONPATH": str(tree)} if tree is not None else {})}
@@ -109,12 +113,15 @@ def paired(args: argparse.Namespace) -> None:
                        "--timed"]  # fmt: skip
             out = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
             into = best.setdefault(name, {})
-            for window, cpu in json.loads(out.stdout).items():
+            for window, (cpu, digest) in json.loads(out.stdout).items():
                 into[window] = min(cpu, into.get(window, cpu))
+                digests.setdefault(window, set()).add(digest)
+    if differ := sorted(window for window, found in digests.items() if len(found) > 1):
+        sys.exit(f"the reports differ between the trees (or runs) at {', '.join(differ)}")
     for window, base in best["base"].items():
         this = best["this"][window]
         print(f"{window}: apply + report, least of {args.runs}: base {base:.3f} s, "
-              f"this {this:.3f} s, this/base {this / base:.2f}")  # fmt: skip
+              f"this {this:.3f} s, this/base {this / base:.2f}; reports identical")  # fmt: skip
 
 
 def profiled(sent: Sent, shown: int) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 
+import msgspec
 from commscope.pipeline.matching import Instance
-from commscope.pipeline.skew import Draws, arrival
+from commscope.pipeline.skew import Draws, arrival, arrivals
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -66,3 +67,33 @@ def test_arrival_waits_found_once_are_those_of_the_plain_formulas(
     assert found.last == (at_latest[0] if len(at_latest) == 1 and skew > 0 else None)
     assert found.waits == {r: latest - s for r, s in aligned.items()}
     assert found.in_call_ns == math.fsum(min(latest - s, durations[r]) for r, s in aligned.items())
+
+
+@st.composite
+def _instances(draw: st.DrawFn) -> list[Instance]:
+    """Instances of 1-5 members of ranks 0-7 on epoch-like times, each one's durations keyed
+    in an order of their own (not the starts')."""
+    found = []
+    for position in range(draw(st.integers(0, 6))):
+        gaps = draw(st.dictionaries(st.integers(0, 7), st.integers(0, 10**6), min_size=1,
+                                    max_size=5))  # fmt: skip
+        starts = {rank: 1_700_000_000_000_000_000 + gap for rank, gap in gaps.items()}
+        durations = {rank: 1 + gaps[rank] % 991 for rank in sorted(gaps, reverse=True)}
+        found.append(Instance("0", position, "AllGather", None, None, starts, durations))
+    return found
+
+
+@given(
+    _instances(),
+    st.dictionaries(st.integers(0, 7), st.floats(-1e6, 1e6), max_size=8),
+    st.sets(st.integers(0, 7), max_size=2),
+)
+@settings(max_examples=300, deadline=None)
+def test_the_arrivals_of_a_window_are_each_instances_arrival_bit_for_bit(
+    found: list[Instance], shifts: dict[int, float], untimed: set[int]
+) -> None:
+    """`arrivals` (one loop over a window's instances) gives each instance's `arrival`, field
+    for field, marked untimed exactly when a member is in `untimed`."""
+    want = [msgspec.structs.replace(arrival(item, shifts), timed=untimed.isdisjoint(item.starts))
+            for item in found]  # fmt: skip
+    assert arrivals(found, shifts, untimed) == want
