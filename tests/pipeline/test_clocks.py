@@ -5,6 +5,7 @@ structures within a bound that follows from the noise."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import statistics
@@ -263,7 +264,7 @@ def test_the_polish_and_the_noise_worked_by_column_are_those_of_the_rows_bit_for
     """Members as columns (2 of them: the mean of a row's two): the same shifts as the row by
     row polish, and the same noise scale as the double differences taken row pair by pair."""
     assert clocks._polish(rows) == _row_polish(rows)
-    values = [abs(a - b - c + d) for row, later in zip(rows, rows[1:], strict=False)
+    values = [abs(a - b - c + d) for row, later in itertools.pairwise(rows)
               for j in range(len(row) - 1)
               for a, b, c, d in [(row[j], row[j + 1], later[j], later[j + 1])]]  # fmt: skip
     want = (clocks._HALF_IQR * statistics.median(values), len(values)) if values else (0.0, 0)
