@@ -380,18 +380,33 @@ def _drawn(
 ) -> list[float]:
     """The spread of re-fitted offsets when each shift is redrawn with its fitted variance
     (seeded: the same input, the same figures; relative error 1/sqrt(2 x DRAWS))."""
-    draw = random.Random(len(reference)).gauss
     total = [0.0] * len(reference)
     sigmas = [[1 / math.sqrt(w) for w in ws] for ws in weights]
-    for _ in range(_DRAWS):
-        noisy = [
-            Link(link.members, [draw(0.0, s) for s in ss], link.instances, 1, 0)
-            for link, ss in zip(found, sigmas, strict=True)
-        ]
+    width = sum(map(len, sigmas))
+    draws = normals(random.Random(len(reference)), _DRAWS * width)
+    for first in range(0, _DRAWS * width, width):
+        noisy, at = [], first
+        for link, ss in zip(found, sigmas, strict=True):
+            shifts = [0.0 + z * s for z, s in zip(draws[at : at + len(ss)], ss, strict=True)]
+            noisy.append(Link(link.members, shifts, link.instances, 1, 0))
+            at += len(ss)
         x = solve(noisy, weights, right_side(noisy, weights, len(reference)), ready)
         for i, ref in enumerate(reference):
             total[i] += (x[i] - x[ref]) ** 2
     return [math.sqrt(t / _DRAWS) for t in total]
+
+
+def normals(draw: random.Random, count: int) -> list[float]:
+    """The next `count` of `draw.gauss()` (a fresh generator's: none held back), bit for bit:
+    Box-Muller on pairs of uniforms, the cosine then the sine, the pairs' uniforms drawn at
+    once and each step taken over the lot."""
+    uniforms = [draw.random() for _ in range(count + count % 2)]
+    angles = [u * math.tau for u in uniforms[0::2]]
+    radii = [math.sqrt(-2.0 * math.log(1.0 - u)) for u in uniforms[1::2]]
+    found = [0.0] * len(uniforms)
+    found[0::2] = map(operator.mul, map(math.cos, angles), radii)
+    found[1::2] = map(operator.mul, map(math.sin, angles), radii)
+    return found[:count]
 
 
 # ---------------------------------------------------------------- the whole

@@ -282,3 +282,15 @@ def test_the_member_sets_read_from_instances_are_those_of_their_ends(
     found = [Instance("0", i, "AllReduce", None, None, {r: e - 7 for r, e in reversed(x.items())},
                       dict.fromkeys(x, 7)) for i, x in enumerate(ends)]  # fmt: skip
     assert clocks._instance_sets(found) == clocks._sets(item.ends() for item in found)
+
+
+@given(st.integers(0, 2**20), st.integers(0, 40))
+@settings(max_examples=200, deadline=None)
+def test_the_normals_drawn_at_once_are_gauss_bit_for_bit(seed: int, count: int) -> None:
+    """The re-fits' shifts drawn at once are those `gauss` draws one by one (odd counts too),
+    times a scale as `gauss(0.0, s)` takes it."""
+    drawn = clocks.normals(random.Random(seed), count)
+    one = random.Random(seed)
+    assert drawn == [one.gauss() for _ in range(count)]
+    assert [0.0 + z * 3.7 for z in drawn] == [g.gauss(0.0, 3.7) for g in [random.Random(seed)]
+                                               for _ in range(count)]  # fmt: skip
