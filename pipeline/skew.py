@@ -20,7 +20,9 @@ Step-time stragglers: z over ranks of each rank's mean step time, flagged by the
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 import statistics
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -104,14 +106,16 @@ def arrivals(
 ) -> list[Arrival]:
     """`arrival` of each instance, in one loop (one an instance: the window's hot path), the
     same floats; one with a member in `untimed` (its start unknown) marked `timed=False`."""
-    get, fsum, made = offsets.get, math.fsum, Arrival
+    get, fsum, made, sub, repeat = offsets.get, math.fsum, Arrival, operator.sub, itertools.repeat
     found: list[Arrival] = []
     for item in instances:
         starts, durations = item.starts, item.durations
-        origin = min(starts.values())
-        aligned = [(s - origin) - get(r, 0.0) for r, s in starts.items()]
+        origin = min(starts.values())  # below: (s - origin) - shift, as `arrival` takes it
+        aligned = list(
+            map(sub, map(sub, starts.values(), repeat(origin)), map(get, starts, _ZEROS))
+        )
         latest = max(aligned)
-        gaps = [latest - s for s in aligned]
+        gaps = list(map(sub, repeat(latest), aligned))
         skew = latest - min(aligned)
         last = None
         if skew > 0 and aligned.count(latest) == 1:
@@ -124,6 +128,8 @@ def arrivals(
                           fsum(own), timed, origin, latest))  # fmt: skip
     return found
 
+
+_ZEROS: Final = itertools.repeat(0.0)  # a rank without an offset: 0.0
 
 _Draw = tuple[float, frozenset[int], int]  # (Σ wait ns, the members, the last arriver)
 
@@ -184,8 +190,9 @@ class Tally:
 def tally(arrivals: Sequence[Arrival]) -> Tally:
     """The arrivals' tally, each sum taken in the arrivals' order."""
     found = Tally()
-    per_rank, draws, skews, lasts = found.per_rank, found.draws, found.skews, found.lasts
+    draws, skews, lasts = found.draws, found.skews, found.lasts
     sums = (waited, in_call, call) = (found.waits, found.in_call, found.call)
+    ranks = _RankSums()
     for item in arrivals:
         kind, waits, last = item.collective, item.waits, item.last
         total = math.fsum(waits.values())
@@ -198,21 +205,56 @@ def tally(arrivals: Sequence[Arrival]) -> Tally:
         waited[kind] += total
         in_call[kind] += item.in_call_ns
         call[kind] += item.call_ns
-        share = 0.0 if last is None else 1 / len(waits)
-        for rank, wait in waits.items():
-            entry = per_rank.get(rank)
-            if entry is None:
-                entry = per_rank[rank] = RankArrival()
-            entry.instances += 1
-            entry.waited_s += wait * _NS
-            if last is not None:
-                entry.expected_last += share
+        ranks.add(waits, last, total)
         if last is not None:
-            entry = per_rank[last]
-            entry.last += 1
-            entry.caused_wait_s += total * _NS
             draws.append(total, frozenset(waits), last)
+    found.per_rank = ranks.entries()
     return found
+
+
+class _RankSums:
+    """Each rank's terms of its `RankArrival` sums, kept in the arrivals' order and summed
+    at the end one after the other, as adding each in turn would (`_running`)."""
+
+    def __init__(self) -> None:
+        self.waits: dict[int, list[float]] = {}  # its waits, in ns
+        self.shares: dict[int, list[float]] = {}  # 1 / members, where a rank came last
+        self.caused: dict[int, list[float]] = {}  # the waits it caused, where it came last
+
+    def add(self, waits: Mapping[int, float], last: int | None, total: float) -> None:
+        into, shares = self.waits, self.shares
+        for rank, wait in waits.items():
+            kept = into.get(rank)
+            if kept is None:
+                kept = into[rank] = []
+                shares[rank], self.caused[rank] = [], []
+            kept.append(wait)
+        if last is not None:
+            share = 1 / len(waits)
+            for rank in waits:
+                shares[rank].append(share)
+            self.caused[last].append(total)
+
+    def entries(self) -> dict[int, RankArrival]:
+        return {
+            rank: RankArrival(
+                instances=len(waits),
+                waited_s=_running(map(operator.mul, waits, _NSS)),
+                expected_last=_running(self.shares[rank]),
+                last=len(self.caused[rank]),
+                caused_wait_s=_running(map(operator.mul, self.caused[rank], _NSS)),
+            )
+            for rank, waits in self.waits.items()
+        }
+
+
+_NSS: Final = itertools.repeat(_NS)
+
+
+def _running(terms: Iterable[float]) -> float:
+    """0.0 plus each term in turn (not `sum`, whose float summation varies by version)."""
+    *_, total = itertools.accumulate(terms, operator.add, initial=0.0)
+    return total
 
 
 def pool(parts: Sequence[Tally]) -> Tally:
