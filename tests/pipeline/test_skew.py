@@ -128,4 +128,12 @@ def test_the_tallys_per_rank_sums_are_each_term_added_in_turn(
     got = tally(items)
     want = _plain_per_rank(items)
     assert list(got.per_rank.items()) == list(want.items())
-    assert len(got.draws) == sum(item.last is not None for item in items)
+    assert list(got.draws) == [(math.fsum(i.waits.values()), frozenset(i.waits), i.last)
+                               for i in items if i.last is not None]  # fmt: skip
+    for kind in {"AllGather"} & {i.collective for i in items}:
+        assert list(got.skews[kind]) == [i.skew_ns for i in items]
+        assert list(got.lasts[kind]) == [-1 if i.last is None else i.last for i in items]
+        total = 0.0
+        for item in items:
+            total += math.fsum(item.waits.values())
+        assert got.waits[kind] == total
