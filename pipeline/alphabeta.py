@@ -15,12 +15,10 @@ and left out of the `points` count. No clocks, files or threads: points in, a Li
 from __future__ import annotations
 
 import math
-import operator
-from bisect import bisect_left, bisect_right
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import combinations, compress, pairwise, repeat
-from operator import itemgetter
+from itertools import combinations, pairwise
 from statistics import median
 from typing import Final
 
@@ -49,7 +47,7 @@ _Point = tuple[float, float]
 
 def fit(points: Iterable[tuple[float, float]]) -> LineFit:
     """The α-β line through `points` (bus bytes, seconds), or a LineFit saying why not."""
-    usable = _usable_points(points)
+    usable = [(s, t) for s, t in points if _usable(s, t)]
     groups = _by_size(usable)
     reason = _decline(sorted(groups))
     if reason is not None:
@@ -68,36 +66,19 @@ def latency_bound(line: LineFit, points: Iterable[tuple[float, float]]) -> float
     if line.alpha_s is None or line.beta_Bps is None or line.alpha_s <= 0 or not line.points:
         return None
     knee = line.alpha_s * line.beta_Bps
-    sizes = [s for s, _ in _usable_points(points)]
-    below: int = sum(map(operator.lt, sizes, repeat(knee)))
+    below = sum(1 for s, t in points if _usable(s, t) and s < knee)
     return below / line.points
 
 
-def _usable_points(points: Iterable[_Point]) -> list[_Point]:
-    """The points of a finite positive size and duration, in their order (each test a pass
-    in C over the two columns)."""
-    listed = list(points)
-    if not listed:
-        return []
-    sizes, seconds = zip(*listed, strict=True)
-    finite = map(operator.and_, map(math.isfinite, sizes), map(math.isfinite, seconds))
-    positive = map(
-        operator.and_, map(operator.gt, sizes, _ZEROS), map(operator.gt, seconds, _ZEROS)
-    )
-    return list(compress(listed, map(operator.and_, finite, positive)))
-
-
-_ZEROS: Final = repeat(0)
+def _usable(size: float, seconds: float) -> bool:
+    return math.isfinite(size) and size > 0 and math.isfinite(seconds) and seconds > 0
 
 
 def _by_size(points: Iterable[_Point]) -> dict[float, list[float]]:
-    """Each size's durations (sizes as they first come, durations in their order)."""
-    listed = list(points)
-    order = dict.fromkeys(map(itemgetter(0), listed))
-    listed.sort(key=itemgetter(0))  # stable: each size's durations stay in their order
-    sizes = list(map(itemgetter(0), listed))
-    seconds = list(map(itemgetter(1), listed))
-    return {s: seconds[bisect_left(sizes, s) : bisect_right(sizes, s)] for s in order}
+    groups: dict[float, list[float]] = defaultdict(list)
+    for size, seconds in points:
+        groups[size].append(seconds)
+    return groups
 
 
 def _decline(sizes: Sequence[float]) -> str | None:
@@ -127,15 +108,9 @@ def _theil_sen(medians: Sequence[_Point]) -> float:
 
 def _r2(points: Sequence[_Point], alpha: float, slope: float) -> float | None:
     """1 − SS_res / SS_tot over every point (None when every duration is the same)."""
-    sizes, seconds = zip(*points, strict=True)
-    mean = math.fsum(seconds) / len(points)
-    total = math.fsum(map(pow, map(operator.sub, seconds, repeat(mean)), _TWOS))
+    mean = math.fsum(t for _, t in points) / len(points)
+    total = math.fsum((t - mean) ** 2 for _, t in points)
     if total == 0:
         return None
-    misses = map(operator.sub, map(operator.sub, seconds, repeat(alpha)),
-                 map(operator.mul, repeat(slope), sizes))  # fmt: skip
-    residual = math.fsum(map(pow, misses, _TWOS))
+    residual = math.fsum((t - alpha - slope * s) ** 2 for s, t in points)
     return 1.0 - residual / total
-
-
-_TWOS: Final = repeat(2)

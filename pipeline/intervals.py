@@ -12,8 +12,7 @@ from __future__ import annotations
 import operator
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator, Sequence
-from itertools import accumulate, compress
+from collections.abc import Iterable, Iterator
 from typing import Final
 
 from commscope.model import int64s
@@ -115,28 +114,17 @@ class IntervalSet:
 
 def of_intervals(intervals: Iterable[tuple[int, int]]) -> IntervalSet:
     """The union of intervals given in any order (as `IntervalSet(intervals)`): sorted once
-    and merged by `of_sorted`."""
-    ordered = sorted(intervals)
-    if not ordered:
-        return IntervalSet()
-    starts, ends = zip(*ordered, strict=True)
-    return of_sorted(starts, ends)
-
-
-def of_sorted(starts: Sequence[int], ends: Sequence[int]) -> IntervalSet:
-    """The union of intervals [starts[i], ends[i]) in order of their starts, merged in passes
-    in C: a run begins where an interval starts after every earlier one has ended (the
-    running largest end) and ends at that running end before the next run begins. Empty and
-    reversed intervals add nothing."""
-    kept = list(map(operator.lt, starts, ends))
-    if not all(kept):
-        starts, ends = list(compress(starts, kept)), list(compress(ends, kept))
+    and merged in one pass, for many intervals out of order."""
     result = IntervalSet()
-    if starts:
-        reach = list(accumulate(ends, max))
-        begins = [True, *map(operator.gt, starts[1:], reach)]
-        result._starts.extend(compress(starts, begins))
-        result._ends.extend(compress(reach, [*begins[1:], True]))
+    starts, ends = result._starts, result._ends
+    for start, end in sorted(intervals):
+        if end <= start:
+            continue
+        if ends and start <= ends[-1]:
+            ends[-1] = max(ends[-1], end)
+        else:
+            starts.append(start)
+            ends.append(end)
     return result
 
 

@@ -20,16 +20,12 @@ Step-time stragglers: z over ranks of each rank's mean step time, flagged by the
 
 from __future__ import annotations
 
-import itertools
 import math
-import operator
 import statistics
 from array import array
-from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress
-from typing import Final, TypeVar, cast
+from typing import Final
 
 import msgspec
 from commscope.model.schema import (
@@ -106,59 +102,28 @@ def arrivals(
     offsets: Mapping[int, float],
     untimed: set[int] | frozenset[int] = frozenset(),
 ) -> list[Arrival]:
-    """`arrival` of each instance, the same floats, worked a run of instances with the same
-    members at a time (a group's, in matching's order) as columns, one per member (`_block`);
-    one with a member in `untimed` (its start unknown) marked `timed=False`."""
-    listed = list(instances)
-    keys = map(tuple, map(_STARTS, listed))
+    """`arrival` of each instance, in one loop (one an instance: the window's hot path), the
+    same floats; one with a member in `untimed` (its start unknown) marked `timed=False`."""
+    get, fsum, made = offsets.get, math.fsum, Arrival
     found: list[Arrival] = []
-    for members, block in itertools.groupby(zip(keys, listed, strict=True), _FIRST):
-        timed = not untimed or untimed.isdisjoint(members)
-        found += _block(members, list(map(_SECOND, block)), offsets, timed)
+    for item in instances:
+        starts, durations = item.starts, item.durations
+        origin = min(starts.values())
+        aligned = [(s - origin) - get(r, 0.0) for r, s in starts.items()]
+        latest = max(aligned)
+        gaps = [latest - s for s in aligned]
+        skew = latest - min(aligned)
+        last = None
+        if skew > 0 and aligned.count(latest) == 1:
+            last = list(starts)[aligned.index(latest)]
+        own = list(map(durations.__getitem__, starts))
+        timed = not untimed or untimed.isdisjoint(starts)
+        waits = dict(zip(starts, gaps, strict=True))
+        found.append(made(item.group, item.collective, skew, last, waits, min(own),
+                          item.message_bytes, item.group_size, fsum(map(min, gaps, own)),
+                          fsum(own), timed, origin, latest))  # fmt: skip
     return found
 
-
-def _block(
-    members: tuple[int, ...], block: list[Instance], offsets: Mapping[int, float], timed: bool
-) -> list[Arrival]:
-    """The arrivals of instances whose members are `members` (in that order), each step one
-    pass in C over a member's column (its starts, durations, aligned starts, waits)."""
-    sub, get = operator.sub, offsets.get
-    starts = [list(map(operator.itemgetter(m), map(_STARTS, block))) for m in members]
-    lengths = [list(map(operator.itemgetter(m), map(_DURATIONS, block))) for m in members]
-    origins = _across(min, starts)  # below: (s - origin) - shift, as `arrival` takes it
-    aligned = [list(map(sub, map(sub, column, origins), itertools.repeat(get(m, 0.0))))
-               for m, column in zip(members, starts, strict=True)]  # fmt: skip
-    latest = _across(max, aligned)
-    gaps = [list(map(sub, latest, column)) for column in aligned]
-    skews = list(map(sub, latest, _across(min, aligned)))
-    at_latest = list(zip(*[map(operator.eq, column, latest) for column in aligned], strict=True))
-    lasts = [members[operator.indexOf(row, True)] if skew > 0 and sum(row) == 1 else None
-             for skew, row in zip(skews, at_latest, strict=True)]  # fmt: skip
-    rows = zip(*gaps, strict=True)
-    waits = list(map(dict, map(zip, itertools.repeat(members), rows)))
-    within = zip(*[map(min, g, d) for g, d in zip(gaps, lengths, strict=True)], strict=True)
-    return list(map(Arrival, map(_GROUP, block), map(_KIND, block), skews, lasts, waits,
-                    _across(min, lengths), map(_SIZE, block), map(_N, block),
-                    map(math.fsum, within), map(math.fsum, zip(*lengths, strict=True)),
-                    itertools.repeat(timed), origins, latest))  # fmt: skip
-
-
-def _across(pick: Callable[..., _T], columns: Sequence[Sequence[_T]]) -> list[_T]:
-    """`pick` (min or max) of each row across the columns (one column: itself)."""
-    return list(columns[0]) if len(columns) == 1 else list(map(pick, *columns))
-
-
-_T = TypeVar("_T")
-_STARTS: Final = operator.attrgetter("starts")
-_DURATIONS: Final = operator.attrgetter("durations")
-_GROUP: Final = operator.attrgetter("group")
-_KIND: Final = operator.attrgetter("collective")
-_SIZE: Final = operator.attrgetter("message_bytes")
-_N: Final = operator.attrgetter("group_size")
-_FIRST: Final = operator.itemgetter(0)
-_SECOND: Final = operator.itemgetter(1)
-_ZEROS: Final = itertools.repeat(0.0)  # a rank without an offset: 0.0
 
 _Draw = tuple[float, frozenset[int], int]  # (Σ wait ns, the members, the last arriver)
 
@@ -174,14 +139,6 @@ class Draws:
         self._last = array("i")
         self._sets: list[frozenset[int]] = []
         self._index: dict[frozenset[int], int] = {}
-
-    def extend_rows(
-        self, waits: Iterable[float], members: Iterable[frozenset[int]], last: Iterable[int]
-    ) -> None:
-        """`append` of each (wait, members, last) given as columns."""
-        self._waits.extend(waits)
-        self._members.extend(map(self._set, members))
-        self._last.extend(last)
 
     def append(self, wait: float, members: frozenset[int], last: int) -> None:
         self._waits.append(wait)
@@ -225,80 +182,37 @@ class Tally:
 
 
 def tally(arrivals: Sequence[Arrival]) -> Tally:
-    """The arrivals' tally, each sum taken in the arrivals' order: per collective type, and
-    per rank (`_per_rank`), each a pass in C over the arrivals' columns."""
+    """The arrivals' tally, each sum taken in the arrivals' order."""
     found = Tally()
-    waits = list(map(_WAITS, arrivals))
-    totals = list(map(math.fsum, map(dict.values, waits)))
-    lasts = list(map(_LAST, arrivals))
-    kinds = list(map(_KIND, arrivals))
-    for kind in dict.fromkeys(kinds):
-        mine = list(map(kind.__eq__, kinds))
-        found.skews[kind] = array("d", compress(map(_SKEW, arrivals), mine))
-        found.lasts[kind] = array(
-            "i", map(_NONE_AS_MINUS_ONE.get, compress(lasts, mine), compress(lasts, mine))
-        )
-        found.waits[kind] = _running(compress(totals, mine))
-        found.in_call[kind] = _running(compress(map(_IN_CALL, arrivals), mine))
-        found.call[kind] = _running(compress(map(_CALL, arrivals), mine))
-    found.per_rank = _per_rank(waits, lasts, totals)
-    with_last = list(map(operator.is_not, lasts, itertools.repeat(None)))
-    found.draws.extend_rows(compress(totals, with_last), map(frozenset, compress(waits, with_last)),
-                            compress(lasts, with_last))  # fmt: skip
+    per_rank, draws, skews, lasts = found.per_rank, found.draws, found.skews, found.lasts
+    sums = (waited, in_call, call) = (found.waits, found.in_call, found.call)
+    for item in arrivals:
+        kind, waits, last = item.collective, item.waits, item.last
+        total = math.fsum(waits.values())
+        if kind not in skews:
+            skews[kind], lasts[kind] = array("d"), array("i")
+            for into in sums:
+                into[kind] = 0.0
+        skews[kind].append(item.skew_ns)
+        lasts[kind].append(-1 if last is None else last)
+        waited[kind] += total
+        in_call[kind] += item.in_call_ns
+        call[kind] += item.call_ns
+        share = 0.0 if last is None else 1 / len(waits)
+        for rank, wait in waits.items():
+            entry = per_rank.get(rank)
+            if entry is None:
+                entry = per_rank[rank] = RankArrival()
+            entry.instances += 1
+            entry.waited_s += wait * _NS
+            if last is not None:
+                entry.expected_last += share
+        if last is not None:
+            entry = per_rank[last]
+            entry.last += 1
+            entry.caused_wait_s += total * _NS
+            draws.append(total, frozenset(waits), last)
     return found
-
-
-def _per_rank(
-    waits: Sequence[dict[int, float]], lasts: Sequence[int | None], totals: Sequence[float]
-) -> dict[int, RankArrival]:
-    """Each rank's sums (ranks as they first appear), each of its terms added in turn in the
-    arrivals' order: the terms of every rank in one list, sorted by rank (a stable sort keeps
-    each rank's in order) and summed rank by rank."""
-    with_last = list(map(operator.is_not, lasts, itertools.repeat(None)))
-    shares = map(operator.truediv, itertools.repeat(1), map(len, waits))
-    waited = _by_rank(itertools.chain.from_iterable(map(dict.items, waits)))
-    shared = _by_rank(
-        itertools.chain.from_iterable(
-            map(zip, compress(waits, with_last), map(itertools.repeat, compress(shares, with_last)))
-        )
-    )
-    named = cast("Iterable[int]", compress(lasts, with_last))  # a last arriver: not None
-    caused = _by_rank(zip(named, compress(totals, with_last), strict=True))
-    return {
-        rank: RankArrival(
-            instances=len(terms),
-            waited_s=_running(map(operator.mul, terms, _NSS)),
-            expected_last=_running(shared.get(rank, ())),
-            last=len(caused.get(rank, ())),
-            caused_wait_s=_running(map(operator.mul, caused.get(rank, ()), _NSS)),
-        )
-        for rank, terms in waited.items()
-    }
-
-
-def _by_rank(terms: Iterable[tuple[int, float]]) -> dict[int, list[float]]:
-    """Each rank's terms in their order (ranks as they first appear)."""
-    listed = list(terms)
-    order = dict.fromkeys(map(_FIRST, listed))
-    listed.sort(key=_FIRST)
-    owners = list(map(_FIRST, listed))
-    values = list(map(_SECOND, listed))
-    return {rank: values[bisect_left(owners, rank) : bisect_right(owners, rank)] for rank in order}
-
-
-_NSS: Final = itertools.repeat(_NS)
-_NONE_AS_MINUS_ONE: Final = {None: -1}
-_WAITS: Final = operator.attrgetter("waits")
-_LAST: Final = operator.attrgetter("last")
-_SKEW: Final = operator.attrgetter("skew_ns")
-_IN_CALL: Final = operator.attrgetter("in_call_ns")
-_CALL: Final = operator.attrgetter("call_ns")
-
-
-def _running(terms: Iterable[float]) -> float:
-    """0.0 plus each term in turn (not `sum`, whose float summation varies by version)."""
-    *_, total = itertools.accumulate(terms, operator.add, initial=0.0)
-    return total
 
 
 def pool(parts: Sequence[Tally]) -> Tally:

@@ -17,17 +17,13 @@ A member's waiting ends at `a` carried back to its own clock and rounded to the 
 
 from __future__ import annotations
 
-import operator
 from array import array
-from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, compress, repeat
-from operator import itemgetter
 from typing import Final
 
 from commscope.model.schema import ExposedSplit
-from commscope.pipeline.intervals import IntervalSet, of_sorted, unpacked
+from commscope.pipeline.intervals import IntervalSet, of_intervals, unpacked
 from commscope.pipeline.matching import Instance
 
 Split = ExposedSplit
@@ -122,57 +118,24 @@ def unions_at(
     shifts: Mapping[int, float],
     ranks: Mapping[int, Exposed],
 ) -> dict[int, tuple[IntervalSet, IntervalSet]]:
-    """`unions` from each instance with its `extent`: the members' `cuts_at` as columns over
-    every member of every instance (each step one pass in C), their pieces on their own
-    clocks sorted by (rank, start) and merged rank by rank (members without a rank in
-    `ranks` left out). A cut is min(max(cut, s), max(e, s)): `cuts_at`'s but where e < s,
-    whose pieces are empty or reversed either way (they add nothing)."""
-    members, starts, ends, cuts = _columns(found, shifts)
-    base_of = {rank: exposed.base_ns for rank, exposed in ranks.items()}
-    if not base_of.keys() >= set(members):
-        kept = list(map(base_of.__contains__, members))
-        members, starts, ends, cuts = (
-            list(compress(column, kept)) for column in (members, starts, ends, cuts)
-        )
-    bases = list(map(base_of.__getitem__, members))
-    starts, ends, cuts = (list(map(operator.sub, c, bases)) for c in (starts, ends, cuts))
-    waits = _by_rank(sorted(zip(members, starts, cuts, strict=True)), ranks)
-    moves = _by_rank(sorted(zip(members, cuts, ends, strict=True)), ranks)
-    return {rank: (waits[rank], moves[rank]) for rank in ranks}
-
-
-_Columns = tuple[list[int], list[int], list[int], list[int]]  # members, starts, ends, cuts
-
-
-def _columns(found: Iterable[tuple[Instance, int, float]], shifts: Mapping[int, float]) -> _Columns:
-    """Every member's (rank, start, end, cut) as four columns (times as the instances give
-    them), instance after instance."""
-    members: list[int] = []
-    starts: list[int] = []
-    lengths: list[int] = []
-    refs: list[int] = []
-    lasts: list[float] = []
+    """`unions` from each instance with its `extent`: the members' `cuts_at` put straight
+    into their ranks' pieces, on their own clocks (members without a rank in `ranks` left
+    out)."""
+    waits: dict[int, list[tuple[int, int]]] = {rank: [] for rank in ranks}
+    moves: dict[int, list[tuple[int, int]]] = {rank: [] for rank in ranks}
+    bases, get = {rank: exposed.base_ns for rank, exposed in ranks.items()}, shifts.get
     for instance, ref, last in found:
-        own = instance.starts
-        members += own
-        starts += own.values()
-        lengths += map(instance.durations.__getitem__, own)
-        refs += repeat(ref, len(own))
-        lasts += repeat(last, len(own))
-    ends = list(map(operator.add, starts, lengths))
-    moved = map(round, map(operator.add, lasts, map(shifts.get, members, repeat(0.0))))
-    cuts = map(max, map(operator.add, refs, moved), starts)
-    return members, starts, ends, list(map(min, cuts, map(max, ends, starts)))
-
-
-def _by_rank(pieces: list[tuple[int, int, int]], ranks: Iterable[int]) -> dict[int, IntervalSet]:
-    """Each rank's union of its pieces, sorted by (rank, start, end)."""
-    owners = list(map(itemgetter(0), pieces))
-    found = {}
-    for rank in ranks:
-        mine = pieces[bisect_left(owners, rank) : bisect_right(owners, rank)]
-        found[rank] = of_sorted(list(map(itemgetter(1), mine)), list(map(itemgetter(2), mine)))
-    return found
+        durations = instance.durations
+        for member, start in instance.starts.items():
+            base = bases.get(member)
+            if base is None:
+                continue
+            end = start + durations[member]
+            cut = ref + round(last + get(member, 0.0))
+            cut = start if cut < start else end if cut > end else cut  # min(max(.), end)
+            waits[member].append((start - base, cut - base))
+            moves[member].append((cut - base, end - base))
+    return {rank: (of_intervals(waits[rank]), of_intervals(moves[rank])) for rank in ranks}
 
 
 _E, _S, _W, _T = 1, 2, 4, 8  # the bits of a moment's combination: in E, S, W, T
@@ -201,25 +164,20 @@ def _rank_split(exposed: Exposed, waits: IntervalSet, moves: IntervalSet) -> Spl
 def _time_in(sets: Sequence[tuple[array[int], array[int]]]) -> list[int]:
     """The time in each combination of (at most four) sets of runs, index bit i: inside set
     i. Each set's runs are disjoint and apart (an IntervalSet's), so at a boundary only one
-    run of a set begins or ends; the boundaries are sorted as plain ints (time x 8 + code).
-    Each step over them is one pass in C (times, combinations after each boundary, the
-    gaps to the next); only the sums by combination are a loop here."""
+    run of a set begins or ends; the boundaries are sorted as plain ints (time x 8 + code)."""
     events: list[int] = []
     for bit, (starts, ends) in enumerate(sets):
-        events += map(operator.or_, map(operator.lshift, starts, _THREES), repeat(2 * bit))
-        events += map(operator.or_, map(operator.lshift, ends, _THREES), repeat(2 * bit + 1))
+        events += [t << 3 | 2 * bit for t in starts]
+        events += [t << 3 | 2 * bit + 1 for t in ends]
     events.sort()
-    times = list(map(operator.rshift, events, _THREES))
-    states = accumulate(map(_DELTAS.__getitem__, map(operator.and_, events, _SEVENS)))
-    time_in = [0] * 16
-    for state, gap in zip(states, map(operator.sub, times[1:], times), strict=False):
-        time_in[state] += gap  # after the last boundary: no gap (every set is left by then)
-    time_in[0] = 0  # outside every set: not a combination the split reads
+    time_in, state, at = [0] * 16, 0, 0
+    for event in events:
+        t = event >> 3
+        if state:
+            time_in[state] += t - at
+        state += _DELTAS[event & 7]
+        at = t
     return time_in
-
-
-_THREES: Final = repeat(3)
-_SEVENS: Final = repeat(7)
 
 
 def pooled(parts: Sequence[Mapping[int, Split]]) -> dict[int, Split]:
