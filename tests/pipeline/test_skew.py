@@ -137,3 +137,14 @@ def test_the_tallys_per_rank_sums_are_each_term_added_in_turn(
         for item in items:
             total += math.fsum(item.waits.values())
         assert got.waits[kind] == total
+
+
+@given(_instances(), st.integers(0, 7))
+@settings(max_examples=200, deadline=None)
+def test_a_ranks_chances_are_those_of_each_draw_it_is_a_member_of(
+    found: list[Instance], rank: int
+) -> None:
+    """(Σ wait, 1 / members) of each draw with `rank` among its members, in order."""
+    draws = tally(arrivals(found, {})).draws
+    want = [(wait, 1 / len(members)) for wait, members, _ in draws if rank in members]
+    assert draws.chances(rank) == want
