@@ -140,11 +140,16 @@ def _sets(samples: Iterable[_Ends]) -> _Sets:
 
 
 def _instance_sets(instances: Iterable[Instance]) -> _Sets:
-    """`_sets` of the instances' ends, read from their starts and durations."""
+    """`_sets` of the instances' ends, read from their starts and durations (each distinct
+    member order sorted once)."""
     by_set: _Sets = {}
+    keys: dict[tuple[int, ...], tuple[int, ...]] = {}  # members as given -> sorted
     for item in instances:
         starts, durations = item.starts, item.durations
-        key = tuple(sorted(starts))
+        members = tuple(starts)
+        key = keys.get(members)
+        if key is None:
+            key = keys[members] = tuple(sorted(members))
         _into(by_set, key, [starts[r] + durations[r] for r in key])
     return by_set
 
