@@ -87,7 +87,7 @@ def aligned(
     untimed = _untimed(infos)
     found = offsets([i for i in matched.instances if untimed.isdisjoint(i.starts)])
     moved = shifts(found)  # once: a dict of every rank
-    return matched, found, skew.arrivals(matched.instances, moved, untimed)
+    return matched, found, [_arrival(i, moved, untimed) for i in matched.instances]
 
 
 def _paired(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> p2p.Paired:
@@ -118,6 +118,13 @@ def _exposed(
         )
         for rank, result in results.items()
     }
+
+
+def _arrival(instance: Instance, shifts: Mapping[int, float], untimed: set[int]) -> skew.Arrival:
+    """The instance's arrival; one with a member whose start is unknown is kept only for its
+    durations (the α-β fit), marked `timed=False`."""
+    found = skew.arrival(instance, shifts)
+    return found if untimed.isdisjoint(instance.starts) else structs.replace(found, timed=False)
 
 
 def window(results: Mapping[int, RankResult], infos: Mapping[int, RankInfo]) -> CrossRank:
@@ -161,10 +168,10 @@ def _unions(
 ) -> dict[int, tuple[IntervalSet, IntervalSet]]:
     """Each rank's (W, T) over the window's timed instances (`arrivals`: theirs, their last
     arrivals found once) and P2P pairs (`waiting.unions`)."""
-    found = [(i, a.origin_ns, a.latest_ns)
-             for i, a in zip(instances, arrivals, strict=True) if a.timed]  # fmt: skip
-    found += [(p.instance, *waiting.extent(p.instance, moved)) for p in pairs]
-    return waiting.unions_at(found, moved, exposed)
+    cuts = [waiting.cuts_at(i, moved, a.origin_ns, a.latest_ns)
+            for i, a in zip(instances, arrivals, strict=True) if a.timed]  # fmt: skip
+    cuts += [waiting.cuts(p.instance, moved) for p in pairs]
+    return waiting.unions_of(cuts, exposed)
 
 
 @dataclass(frozen=True)
@@ -187,8 +194,7 @@ def drawn(
     untimed, moved = _untimed(infos), shifts(found)
     pairs = [p.instance for p in _paired(results, infos).pairs]
     kept = [(i, a) for i, a in zip(matched.instances, arrivals, strict=True) if a.timed]
-    timed = [i for i in pairs if untimed.isdisjoint(i.starts)]
-    kept += zip(timed, skew.arrivals(timed, moved), strict=True)
+    kept += [(i, skew.arrival(i, moved)) for i in pairs if untimed.isdisjoint(i.starts)]
     return [Drawn(i, waiting.pieces(i, moved), a.last) for i, a in kept], found
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import statistics
 from array import array
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -95,34 +95,6 @@ def arrival(instance: Instance, offsets: Mapping[int, float]) -> Arrival:
         origin_ns=origin,
         latest_ns=latest,
     )
-
-
-def arrivals(
-    instances: Iterable[Instance],
-    offsets: Mapping[int, float],
-    untimed: set[int] | frozenset[int] = frozenset(),
-) -> list[Arrival]:
-    """`arrival` of each instance, in one loop (one an instance: the window's hot path), the
-    same floats; one with a member in `untimed` (its start unknown) marked `timed=False`."""
-    get, fsum, made = offsets.get, math.fsum, Arrival
-    found: list[Arrival] = []
-    for item in instances:
-        starts, durations = item.starts, item.durations
-        origin = min(starts.values())
-        aligned = [(s - origin) - get(r, 0.0) for r, s in starts.items()]
-        latest = max(aligned)
-        gaps = [latest - s for s in aligned]
-        skew = latest - min(aligned)
-        last = None
-        if skew > 0 and aligned.count(latest) == 1:
-            last = list(starts)[aligned.index(latest)]
-        own = list(map(durations.__getitem__, starts))
-        timed = not untimed or untimed.isdisjoint(starts)
-        waits = dict(zip(starts, gaps, strict=True))
-        found.append(made(item.group, item.collective, skew, last, waits, min(own),
-                          item.message_bytes, item.group_size, fsum(map(min, gaps, own)),
-                          fsum(own), timed, origin, latest))  # fmt: skip
-    return found
 
 
 _Draw = tuple[float, frozenset[int], int]  # (Σ wait ns, the members, the last arriver)

@@ -114,7 +114,7 @@ def window_tally(
     sets = {rank: _Sets(transfer=transfer.get(rank, IntervalSet())) for rank in window.exposed}
     for item in pairs:
         _add_pair(sets, window, item, shifts, (item.sender, item.receiver) in forward)
-    arrivals = skew.tally(skew.arrivals([item.instance for item in pairs], shifts))
+    arrivals = skew.tally([skew.arrival(item.instance, shifts) for item in pairs])
     tally = Tally(votes=Counter(forward), arrivals=arrivals)
     inside = {rank: _inside(window.exposed[rank]) for rank in sets}
     direct = {rank: _direct(inside[rank], found) for rank, found in sets.items()}

@@ -59,15 +59,10 @@ def pieces(
 def cuts(instance: Instance, shifts: Mapping[int, float]) -> list[tuple[int, int, int, int]]:
     """Each member's (member, start, cut, end): its waiting is [start, cut), its transfer
     [cut, end) (`pieces`)."""
-    return cuts_at(instance, shifts, *extent(instance, shifts))
-
-
-def extent(instance: Instance, shifts: Mapping[int, float]) -> tuple[int, float]:
-    """(The earliest start, the last arrival on aligned clocks from it): what `cuts_at`
-    takes (`skew.Arrival`'s `origin_ns` and `latest_ns`)."""
     starts, get = instance.starts, shifts.get
     ref = min(starts.values())  # floats near 0: a 1.7e18 ns start is 256 ns coarse
-    return ref, max([(s - ref) - get(m, 0.0) for m, s in starts.items()])
+    last = max([(s - ref) - get(m, 0.0) for m, s in starts.items()])
+    return cuts_at(instance, shifts, ref, last)
 
 
 def cuts_at(
@@ -110,31 +105,22 @@ def unions(
     """Each rank's waiting W and transfer T unions over the instances it is a member of (own
     clock; instances with an untimed member left out), for its split and its pipeline tally."""
     timed = (i for i in instances if not untimed or untimed.isdisjoint(i.starts))
-    return unions_at(((i, *extent(i, shifts)) for i in timed), shifts, ranks)
+    return unions_of((cuts(i, shifts) for i in timed), ranks)
 
 
-def unions_at(
-    found: Iterable[tuple[Instance, int, float]],
-    shifts: Mapping[int, float],
-    ranks: Mapping[int, Exposed],
+def unions_of(
+    cuts: Iterable[Sequence[tuple[int, int, int, int]]], ranks: Mapping[int, Exposed]
 ) -> dict[int, tuple[IntervalSet, IntervalSet]]:
-    """`unions` from each instance with its `extent`: the members' `cuts_at` put straight
-    into their ranks' pieces, on their own clocks (members without a rank in `ranks` left
-    out)."""
+    """`unions` from each instance's cuts (`cuts`, `cuts_at`)."""
     waits: dict[int, list[tuple[int, int]]] = {rank: [] for rank in ranks}
     moves: dict[int, list[tuple[int, int]]] = {rank: [] for rank in ranks}
-    bases, get = {rank: exposed.base_ns for rank, exposed in ranks.items()}, shifts.get
-    for instance, ref, last in found:
-        durations = instance.durations
-        for member, start in instance.starts.items():
+    bases = {rank: exposed.base_ns for rank, exposed in ranks.items()}
+    for members in cuts:
+        for member, start, cut, end in members:
             base = bases.get(member)
-            if base is None:
-                continue
-            end = start + durations[member]
-            cut = ref + round(last + get(member, 0.0))
-            cut = start if cut < start else end if cut > end else cut  # min(max(.), end)
-            waits[member].append((start - base, cut - base))
-            moves[member].append((cut - base, end - base))
+            if base is not None:
+                waits[member].append((start - base, cut - base))
+                moves[member].append((cut - base, end - base))
     return {rank: (of_intervals(waits[rank]), of_intervals(moves[rank])) for rank in ranks}
 
 

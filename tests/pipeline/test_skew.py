@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import math
 
-import msgspec
-from commscope.model.schema import RankArrival
 from commscope.pipeline.matching import Instance
-from commscope.pipeline.skew import Arrival, Draws, arrival, arrivals, tally
+from commscope.pipeline.skew import Draws, arrival, tally
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -84,67 +82,12 @@ def _instances(draw: st.DrawFn) -> list[Instance]:
     return found
 
 
-@given(
-    _instances(),
-    st.dictionaries(st.integers(0, 7), st.floats(-1e6, 1e6), max_size=8),
-    st.sets(st.integers(0, 7), max_size=2),
-)
-@settings(max_examples=300, deadline=None)
-def test_the_arrivals_of_a_window_are_each_instances_arrival_bit_for_bit(
-    found: list[Instance], shifts: dict[int, float], untimed: set[int]
-) -> None:
-    """`arrivals` (one loop over a window's instances) gives each instance's `arrival`, field
-    for field, marked untimed exactly when a member is in `untimed`."""
-    want = [msgspec.structs.replace(arrival(item, shifts), timed=untimed.isdisjoint(item.starts))
-            for item in found]  # fmt: skip
-    assert arrivals(found, shifts, untimed) == want
-
-
-def _plain_per_rank(found: list[Arrival]) -> dict[int, RankArrival]:
-    """Each rank's sums, each term added in turn in the arrivals' order (the oracle of the
-    tally's per-rank terms summed at the end)."""
-    per_rank: dict[int, RankArrival] = {}
-    for item in found:
-        total = math.fsum(item.waits.values())
-        for rank, wait in item.waits.items():
-            entry = per_rank.setdefault(rank, RankArrival())
-            entry.instances += 1
-            entry.waited_s += wait * 1e-9
-            if item.last is not None:
-                entry.expected_last += 1 / len(item.waits)
-        if item.last is not None:
-            per_rank[item.last].last += 1
-            per_rank[item.last].caused_wait_s += total * 1e-9
-    return per_rank
-
-
-@given(_instances(), st.dictionaries(st.integers(0, 7), st.floats(-1e6, 1e6), max_size=8))
-@settings(max_examples=300, deadline=None)
-def test_the_tallys_per_rank_sums_are_each_term_added_in_turn(
-    found: list[Instance], shifts: dict[int, float]
-) -> None:
-    """Bit for bit, in the same rank order; the draws one per instance with a last arriver."""
-    items = arrivals(found, shifts)
-    got = tally(items)
-    want = _plain_per_rank(items)
-    assert list(got.per_rank.items()) == list(want.items())
-    assert list(got.draws) == [(math.fsum(i.waits.values()), frozenset(i.waits), i.last)
-                               for i in items if i.last is not None]  # fmt: skip
-    for kind in {"AllGather"} & {i.collective for i in items}:
-        assert list(got.skews[kind]) == [i.skew_ns for i in items]
-        assert list(got.lasts[kind]) == [-1 if i.last is None else i.last for i in items]
-        total = 0.0
-        for item in items:
-            total += math.fsum(item.waits.values())
-        assert got.waits[kind] == total
-
-
 @given(_instances(), st.integers(0, 7))
 @settings(max_examples=200, deadline=None)
 def test_a_ranks_chances_are_those_of_each_draw_it_is_a_member_of(
     found: list[Instance], rank: int
 ) -> None:
     """(Σ wait, 1 / members) of each draw with `rank` among its members, in order."""
-    draws = tally(arrivals(found, {})).draws
+    draws = tally([arrival(item, {}) for item in found]).draws
     want = [(wait, 1 / len(members)) for wait, members, _ in draws if rank in members]
     assert draws.chances(rank) == want

@@ -15,7 +15,6 @@ from commscope.pipeline.waiting import (
     pieces,
     pooled,
     split,
-    unions_at,
     unmatched_ns,
 )
 from hypothesis import given, settings
@@ -196,26 +195,3 @@ def _plain(found: Instance, shifts: dict[int, float]) -> dict[int, tuple[tuple[i
     last = max((s - ref) - shifts.get(m, 0.0) for m, s in found.starts.items())
     return {m: ((s, ref + round(last + shifts.get(m, 0.0))), (0, s + found.durations[m]))
             for m, s in found.starts.items()}  # fmt: skip
-
-
-@settings(max_examples=300, deadline=None)
-@given(windows(), st.lists(st.floats(-50, 50), min_size=3, max_size=3), st.integers(0, 3))
-def test_the_unions_from_the_arrivals_extents_are_the_union_of_each_members_cuts(
-    drawn: tuple[list[Instance], dict[int, dict[str, list[tuple[int, int]]]]],
-    offsets: list[float],
-    base: int,
-) -> None:
-    """`unions_at` given each instance's last arrival as its `skew.Arrival` found it (rank 2,
-    when there is one, has no exposed set: its pieces are left out) is, rank by rank, the union
-    of the members' `cuts` less the rank's base."""
-    found, own = drawn
-    shifts = dict(enumerate(offsets))
-    ranks = {r: exposed(own[r]["unmatched"], own[r]["compute"], base=base) for r in own if r < 2}
-    extents = [(i, a.origin_ns, a.latest_ns) for i in found for a in [arrival(i, shifts)]]
-    got = unions_at(extents, shifts, ranks)
-    assert got.keys() == ranks.keys()
-    for rank, (waits, moves) in got.items():
-        pieces = [(s - base, c - base, e - base) for i in found
-                  for m, s, c, e in cuts(i, shifts) if m == rank]  # fmt: skip
-        assert list(waits.runs()) == list(IntervalSet((s, c) for s, c, _ in pieces).runs())
-        assert list(moves.runs()) == list(IntervalSet((c, e) for _, c, e in pieces).runs())
