@@ -47,7 +47,8 @@ _Point = tuple[float, float]
 
 def fit(points: Iterable[tuple[float, float]]) -> LineFit:
     """The α-β line through `points` (bus bytes, seconds), or a LineFit saying why not."""
-    usable = [(s, t) for s, t in points if _usable(s, t)]
+    finite = math.isfinite  # `_usable`, inline: one test a point
+    usable = [(s, t) for s, t in points if finite(s) and s > 0 and finite(t) and t > 0]
     groups = _by_size(usable)
     reason = _decline(sorted(groups))
     if reason is not None:

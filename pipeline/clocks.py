@@ -95,11 +95,13 @@ class Link:
 
 def _polish(rows: Sequence[Sequence[int]]) -> list[float]:
     """Median polish of instances (rows) x members (columns): the members' offsets, centred
-    on their mean."""
-    shifts = [0.0] * len(rows[0])
+    on their mean. Worked column by column (a member's values in one list)."""
+    columns = list(zip(*rows, strict=True))
+    shifts = [0.0] * len(columns)
     for _ in range(_MAX_ROUNDS):
-        residuals = _polish_residuals(rows, shifts)
-        moves = [_median(column) for column in zip(*residuals, strict=True)]
+        aligned = [[v - s for v in column] for column, s in zip(columns, shifts, strict=True)]
+        centres = _row_medians(aligned)
+        moves = [_median(list(map(operator.sub, column, centres))) for column in aligned]
         shifts = [s + m for s, m in zip(shifts, moves, strict=True)]
         if all(abs(m) < _SETTLED_NS for m in moves):
             break
@@ -107,13 +109,12 @@ def _polish(rows: Sequence[Sequence[int]]) -> list[float]:
     return [s - mean for s in shifts]
 
 
-def _polish_residuals(rows: Sequence[Sequence[int]], shifts: Sequence[float]) -> list[list[float]]:
-    found = []
-    for row in rows:
-        aligned = list(map(operator.sub, row, shifts))  # rows and shifts are of one length
-        centre = _median(aligned)
-        found.append([a - centre for a in aligned])
-    return found
+def _row_medians(columns: Sequence[Sequence[float]]) -> list[float]:
+    """Each row's `_median` over the columns; two columns: (a + b) / 2, `_median`'s sum of
+    the two in either order (a float sum commutes)."""
+    if len(columns) == 2:
+        return [(a + b) / 2 for a, b in zip(*columns, strict=True)]
+    return [_median(row) for row in zip(*columns, strict=True)]
 
 
 def _median(values: Sequence[float]) -> float:
@@ -124,20 +125,43 @@ def _median(values: Sequence[float]) -> float:
     return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
 
 
-_Sets = dict[tuple[int, ...], list[_Ends]]  # member set -> its instances' ends
+# member set (sorted ranks) -> its instances' ends less each instance's earliest, in the
+# set's order (exact integers: epoch ns lose ns as floats)
+_Sets = dict[tuple[int, ...], list[list[int]]]
 
 
 def _sets(samples: Iterable[_Ends]) -> _Sets:
-    """The samples by member set (sorted ranks), each set where it is first seen."""
+    """The samples by member set, each set where it is first seen."""
     by_set: _Sets = {}
     for ends in samples:
         key = tuple(sorted(ends))
-        found = by_set.get(key)
-        if found is None:
-            by_set[key] = [ends]
-        else:
-            found.append(ends)
+        _into(by_set, key, [ends[r] for r in key])
     return by_set
+
+
+def _instance_sets(instances: Iterable[Instance]) -> _Sets:
+    """`_sets` of the instances' ends, read from their starts and durations (each distinct
+    member order sorted once)."""
+    by_set: _Sets = {}
+    keys: dict[tuple[int, ...], tuple[int, ...]] = {}  # members as given -> sorted
+    for item in instances:
+        starts, durations = item.starts, item.durations
+        members = tuple(starts)
+        key = keys.get(members)
+        if key is None:
+            key = keys[members] = tuple(sorted(members))
+        _into(by_set, key, [starts[r] + durations[r] for r in key])
+    return by_set
+
+
+def _into(by_set: _Sets, key: tuple[int, ...], ends: list[int]) -> None:
+    first = min(ends)
+    row = [end - first for end in ends]
+    found = by_set.get(key)
+    if found is None:
+        by_set[key] = [row]
+    else:
+        found.append(row)
 
 
 def links(samples: Sequence[_Ends], index: dict[int, int]) -> list[Link]:
@@ -147,10 +171,9 @@ def links(samples: Sequence[_Ends], index: dict[int, int]) -> list[Link]:
 
 def _links(by_set: _Sets, index: dict[int, int]) -> list[Link]:
     found = []
-    for ranks, group in by_set.items():
+    for ranks, rows in by_set.items():
         if len(ranks) < 2:
             continue
-        rows = [_anchored(ends, ranks) for ends in group]
         scale, dof = noise(rows)
         shifts = _polish(rows)
         found.append(Link(tuple(index[r] for r in ranks), shifts, len(rows), scale, dof))
@@ -163,18 +186,11 @@ def noise(rows: Sequence[Sequence[int]]) -> tuple[float, int]:
     of neighbouring members at neighbouring instances, (a_i - b_i) - (a_i+1 - b_i+1), is free
     of both offsets and centres, with 4x one end's variance; 0.7413 x their median absolute
     value estimates a normal sigma (robust: a delayed end spoils at most 4 of them)."""
-    values = [
-        abs(a - b - c + d)
-        for row, later in itertools.pairwise(rows)
-        for (a, c), (b, d) in itertools.pairwise(zip(row, later, strict=True))
-    ]
+    values: list[int] = []
+    for left, right in itertools.pairwise(zip(*rows, strict=True)):
+        apart = list(map(operator.sub, left, right))  # a_i - b_i down the instances
+        values += map(abs, map(operator.sub, apart, apart[1:]))
     return (_HALF_IQR * statistics.median(values), len(values)) if values else (0.0, 0)
-
-
-def _anchored(ends: _Ends, ranks: Sequence[int]) -> list[int]:
-    """The ends less their earliest (exact integers: epoch ns lose ns as floats)."""
-    first = min(ends.values())
-    return [ends[r] - first for r in ranks]
 
 
 def _pool_scales(found: Sequence[Link]) -> None:
@@ -369,18 +385,33 @@ def _drawn(
 ) -> list[float]:
     """The spread of re-fitted offsets when each shift is redrawn with its fitted variance
     (seeded: the same input, the same figures; relative error 1/sqrt(2 x DRAWS))."""
-    draw = random.Random(len(reference)).gauss
     total = [0.0] * len(reference)
     sigmas = [[1 / math.sqrt(w) for w in ws] for ws in weights]
-    for _ in range(_DRAWS):
-        noisy = [
-            Link(link.members, [draw(0.0, s) for s in ss], link.instances, 1, 0)
-            for link, ss in zip(found, sigmas, strict=True)
-        ]
+    width = sum(map(len, sigmas))
+    draws = normals(random.Random(len(reference)), _DRAWS * width)
+    for first in range(0, _DRAWS * width, width):
+        noisy, at = [], first
+        for link, ss in zip(found, sigmas, strict=True):
+            shifts = [0.0 + z * s for z, s in zip(draws[at : at + len(ss)], ss, strict=True)]
+            noisy.append(Link(link.members, shifts, link.instances, 1, 0))
+            at += len(ss)
         x = solve(noisy, weights, right_side(noisy, weights, len(reference)), ready)
         for i, ref in enumerate(reference):
             total[i] += (x[i] - x[ref]) ** 2
     return [math.sqrt(t / _DRAWS) for t in total]
+
+
+def normals(draw: random.Random, count: int) -> list[float]:
+    """The next `count` of `draw.gauss()` (a fresh generator's: none held back), bit for bit:
+    Box-Muller on pairs of uniforms, the cosine then the sine, the pairs' uniforms drawn at
+    once and each step taken over the lot."""
+    uniforms = [draw.random() for _ in range(count + count % 2)]
+    angles = [u * math.tau for u in uniforms[0::2]]
+    radii = [math.sqrt(-2.0 * math.log(1.0 - u)) for u in uniforms[1::2]]
+    found = [0.0] * len(uniforms)
+    found[0::2] = map(operator.mul, map(math.cos, angles), radii)
+    found[1::2] = map(operator.mul, map(math.sin, angles), radii)
+    return found[:count]
 
 
 # ---------------------------------------------------------------- the whole
@@ -412,7 +443,7 @@ def _components(by_set: _Sets) -> dict[int, int]:
 
 def offsets(instances: Sequence[Instance]) -> Found:
     """Per rank with evidence: (offset ns to subtract from its times, uncertainty, samples)."""
-    by_set = _sets(instance.ends() for instance in instances)
+    by_set = _instance_sets(instances)
     ranks = sorted({rank for members in by_set for rank in members})
     index = {rank: i for i, rank in enumerate(ranks)}
     reference = _components(by_set)

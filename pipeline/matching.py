@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 from commscope.model.schema import CommOp, Desync, GroupMatch, Matching
@@ -118,26 +118,29 @@ def _match_group(
     base_ns: Mapping[int, int],
 ) -> None:
     by_seq = all(op.seq is not None for ops in ranks.values() for op in ops)
+    before = len(result.instances)
     member_list = sorted(known) if known else sorted(ranks)
     with_traces = sorted(traced & set(member_list)) if known else sorted(ranks)
     stats = GroupMatch(
         members=member_list, ranks_with_traces=with_traces, key="seq" if by_seq else "index"
     )
-    positions = _positions(ranks, by_seq)
     local = _placement(member_list, known is not None, ranks)
-    for position in sorted(positions):
-        found = positions[position]
+    for position, found in _positions(ranks, by_seq):
         if len(found) < 2:
             stats.unmatched += 1 if len(with_traces) > 1 else 0
+            continue
+        alike = _alike_instance(group, position, found, base_ns)
+        if alike is not None:
+            result.instances.append(alike)
             continue
         disagreement = disagree(found, local)
         if disagreement.differs:
             stats.desyncs += 1
             result.desynced += len(found)
-            _desync(result.summary, group, (stats.key, position[0]), found, disagreement)
+            _desync(result.summary, group, (stats.key, position), found, disagreement)
             continue
-        stats.instances += 1
-        result.instances.append(instance(group, position[0], found, base_ns))
+        result.instances.append(instance(group, position, found, base_ns))
+    stats.instances = len(result.instances) - before
     summary = result.summary
     summary.groups[group] = stats
     summary.unmatched += stats.unmatched
@@ -150,32 +153,45 @@ def _match_group(
 
 def _positions(
     ranks: Mapping[int, list[CommOp]], by_seq: bool
-) -> dict[tuple[int, int], dict[int, CommOp]]:
-    """Each position's calls (`_keyed`), by rank in rank order: an instance's `calls` as
-    they are."""
-    positions: dict[tuple[int, int], dict[int, CommOp]] = {}
+) -> list[tuple[int, dict[int, CommOp]]]:
+    """(Seq or running index, its calls by rank in rank order: an instance's `calls` as they
+    are), in position order. Keyed by the Seq or index alone while no rank repeats a Seq,
+    else by (Seq, repeat) (`_keyed`)."""
+    keys: dict[int, Sequence[Any]] = {rank: _keys(ops, by_seq) for rank, ops in ranks.items()}
+    if any(len(set(found)) < len(found) for found in keys.values()):
+        keys = {rank: _keyed(ops) for rank, ops in ranks.items()}
+    positions: dict[Any, dict[int, CommOp]] = {}
     for rank in sorted(ranks):
-        for position, op in _keyed(ranks[rank], by_seq):
+        for position, op in zip(keys[rank], ranks[rank], strict=True):
             found = positions.get(position)
             if found is None:
                 positions[position] = {rank: op}
             else:
                 found[rank] = op
-    return positions
+    return [(_seq(key), positions[key]) for key in sorted(positions)]
 
 
-def _keyed(ops: list[CommOp], by_seq: bool) -> list[tuple[tuple[int, int], CommOp]]:
-    """((Seq or running index, repeat), call). A Seq seen twice on one rank (calls coalesced
-    under one sequence number) keeps its calls apart by their order."""
+def _keys(ops: list[CommOp], by_seq: bool) -> list[int]:
+    """Each call's Seq (None: 0), or its running index in a group matched by index."""
     if not by_seq:
-        return [((index, 0), op) for index, op in enumerate(ops)]
+        return list(range(len(ops)))
+    return [op.seq if op.seq is not None else 0 for op in ops]
+
+
+def _keyed(ops: list[CommOp]) -> list[tuple[int, int]]:
+    """(Seq, repeat) of each call: a Seq seen twice on one rank (calls coalesced under one
+    sequence number) keeps its calls apart by their order."""
     seen: dict[int, int] = {}
     keyed = []
     for op in ops:
         seq = op.seq if op.seq is not None else 0
         repeat = seen[seq] = seen.get(seq, -1) + 1
-        keyed.append(((seq, repeat), op))
+        keyed.append((seq, repeat))
     return keyed
+
+
+def _seq(key: int | tuple[int, int]) -> int:
+    return key if isinstance(key, int) else key[0]
 
 
 def _placement(
@@ -302,6 +318,27 @@ def describe(op: CommOp) -> str:
 def _listed(splits: Sequence[int]) -> str:
     shown = ", ".join(map(str, splits[:_SHOWN_SPLITS]))
     return f"[{shown}, ...]" if len(splits) > _SHOWN_SPLITS else f"[{shown}]"
+
+
+def _alike_instance(
+    group: str, position: int, ops: dict[int, CommOp], base_ns: Mapping[int, int]
+) -> Instance | None:
+    """`instance` of calls that are `_alike` (the common case, checked in the same pass),
+    else None: every member's size is the first's, so the largest known is it."""
+    first = next(iter(ops.values()))
+    kind, size, dtype = first.collective, first.message_bytes, first.dtype
+    starts, durations, largest, get = {}, {}, None, base_ns.get
+    for rank, op in ops.items():
+        if op.collective != kind or op.message_bytes != size or op.dtype != dtype:
+            return None
+        if op.in_splits or op.out_splits:
+            return None
+        starts[rank] = op.start_ns + get(rank, 0)
+        durations[rank] = op.dur_ns
+        n = op.group_size
+        if n is not None and (largest is None or n > largest):
+            largest = n
+    return Instance(group, position, kind, size, largest, starts, durations, ops)
 
 
 def instance(

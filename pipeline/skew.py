@@ -132,6 +132,14 @@ class Draws:
     def __len__(self) -> int:
         return len(self._waits)
 
+    def chances(self, rank: int) -> list[tuple[float, float]]:
+        """(Σ wait, 1 / members) of each draw `rank` is a member of, in order: each member
+        set's test and share found once, not once a draw."""
+        inside = [rank in members for members in self._sets]
+        shares = [1 / len(members) for members in self._sets]
+        pairs = zip(self._waits, self._members, strict=True)
+        return [(wait, shares[index]) for wait, index in pairs if inside[index]]
+
     def __iter__(self) -> Iterator[_Draw]:
         sets = self._sets
         for wait, index, last in zip(self._waits, self._members, self._last, strict=True):
@@ -287,7 +295,7 @@ def verdict(
 def _chance_of(draws: Draws, rank: int, entry: RankArrival) -> float:
     """The smaller of two chances, doubled (Bonferroni): arriving last that often, and
     collecting that much of the waiting, if each instance's last arriver were random."""
-    times = [(wait, 1 / len(members)) for wait, members, _ in draws if rank in members]
+    times = draws.chances(rank)
     counts = [(1.0, chance) for _, chance in times]
     by_count = wait_tail(counts, entry.last, resolution=len(counts)) if counts else 1.0
     return 2 * min(by_count, wait_tail(times, entry.caused_wait_s / _NS))

@@ -8,7 +8,8 @@ policy (`service/heap.py`); cProfile shows the functions that took the time.
 With `--against TREE` (a `git archive` of another commit's folders under TREE/commscope/, as
 for `service_replay.py`) nothing is profiled: each window's apply + report CPU is measured in
 `--runs` subprocesses of each tree in turn, and the least of each tree's runs printed with
-their ratio (the machine is shared: the least is the run the others disturbed least).
+their ratio (the machine is shared: the least is the run the others disturbed least); each
+window's report (its JSON, hashed) must be the same in both trees, else it stops and says so.
 
     .venv/bin/python tests/simjob.py 256 /tmp/sj256        # a simulated 256-rank job
     .venv/bin/python tests/bench/live_profile.py /tmp/sj256
@@ -82,9 +83,10 @@ def _decoded(encoded: dict[str, list[list[bytes]]]) -> Sent:
     return {w: [[decode(r) for r in f] for f in files] for w, files in encoded.items()}
 
 
-def timed(sent: Sent) -> dict[str, tuple[float, float]]:
+def timed(sent: Sent) -> dict[str, tuple[float, float, str]]:
     """Each window's apply + report CPU seconds and its apply's (the intake), in this process,
-    under the daemon's GC policy (`daemon_gc`)."""
+    under the daemon's GC policy (`daemon_gc`), and its report's digest (hashed after the
+    clock stops)."""
     aggregation, found = Aggregation(), {}
     after_report = daemon_gc()
     for window, files in sent.items():
@@ -93,9 +95,11 @@ def timed(sent: Sent) -> dict[str, tuple[float, float]]:
             for record in file:
                 aggregation.apply(record)
         applied = time.process_time() - began
-        aggregation.report(Options())
+        report = aggregation.report(Options())
         after_report()
-        found[window] = (time.process_time() - began, applied)
+        cpu = time.process_time() - began
+        digest = hashlib.blake2b(msgspec.json.encode(report)).hexdigest()
+        found[window] = (cpu, applied, digest)
     return found
 
 
@@ -114,6 +118,7 @@ def paired(args: argparse.Namespace) -> None:
     """`timed` in subprocesses of each tree in turn; the least of each tree's runs."""
     parsed(args.root, args.cache)  # the cache, once, before any run
     best: dict[str, dict[str, list[float]]] = {}
+    digests: dict[str, set[str]] = {}
     for _ in range(args.runs):
         for name, tree in (("base", args.against), ("this", None)):
             env = {**os.environ, **({"PYTHONPATH": str(tree)} if tree is not None else {})}
@@ -121,14 +126,18 @@ def paired(args: argparse.Namespace) -> None:
                        "--timed"]  # fmt: skip
             out = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
             into = best.setdefault(name, {})
-            for window, cpu in json.loads(out.stdout).items():
-                into[window] = [min(a, b) for a, b in zip(cpu, into.get(window, cpu), strict=True)]
+            for window, (cpu, applied, digest) in json.loads(out.stdout).items():
+                least = into.get(window, [cpu, applied])
+                into[window] = [min(cpu, least[0]), min(applied, least[1])]
+                digests.setdefault(window, set()).add(digest)
+    if differ := sorted(window for window, found in digests.items() if len(found) > 1):
+        sys.exit(f"the reports differ between the trees (or runs) at {', '.join(differ)}")
     for window, (base, base_apply) in best["base"].items():
         this, this_apply = best["this"][window]
         print(f"{window}: apply + report, least of {args.runs}: base {base:.3f} s, "
               f"this {this:.3f} s, this/base {this / base:.2f}; the apply alone: base "
               f"{base_apply:.3f} s, this {this_apply:.3f} s, "
-              f"{this_apply / base_apply:.2f}")  # fmt: skip
+              f"{this_apply / base_apply:.2f}; reports identical")  # fmt: skip
 
 
 def profiled(sent: Sent, shown: int) -> None:

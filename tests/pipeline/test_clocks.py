@@ -5,6 +5,7 @@ structures within a bound that follows from the noise."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import statistics
@@ -233,3 +234,63 @@ def test_a_solve_prepared_once_is_the_solve_bit_for_bit() -> None:
 @settings(max_examples=300, deadline=None)
 def test_the_polish_median_is_statistics_median_bit_for_bit(values: list[float]) -> None:
     assert clocks._median(values) == statistics.median(values)
+
+
+def _row_polish(rows: list[list[int]]) -> list[float]:
+    """The median polish row by row, as the contract states it (the oracle of the column by
+    column `_polish`)."""
+    shifts = [0.0] * len(rows[0])
+    for _ in range(50):
+        residuals = []
+        for row in rows:
+            aligned = [value - shift for value, shift in zip(row, shifts, strict=True)]
+            centre = statistics.median(aligned)
+            residuals.append([a - centre for a in aligned])
+        moves = [statistics.median(column) for column in zip(*residuals, strict=True)]
+        shifts = [s + m for s, m in zip(shifts, moves, strict=True)]
+        if all(abs(m) < 0.5 for m in moves):
+            break
+    mean = math.fsum(shifts) / len(shifts)
+    return [s - mean for s in shifts]
+
+
+@given(st.integers(1, 5).flatmap(
+    lambda width: st.lists(st.lists(st.integers(0, 10**7), min_size=width, max_size=width),
+                           min_size=1, max_size=12)))  # fmt: skip
+@settings(max_examples=300, deadline=None)
+def test_the_polish_and_the_noise_worked_by_column_are_those_of_the_rows_bit_for_bit(
+    rows: list[list[int]],
+) -> None:
+    """Members as columns (2 of them: the mean of a row's two): the same shifts as the row by
+    row polish, and the same noise scale as the double differences taken row pair by pair."""
+    assert clocks._polish(rows) == _row_polish(rows)
+    values = [abs(a - b - c + d) for row, later in itertools.pairwise(rows)
+              for j in range(len(row) - 1)
+              for a, b, c, d in [(row[j], row[j + 1], later[j], later[j + 1])]]  # fmt: skip
+    want = (clocks._HALF_IQR * statistics.median(values), len(values)) if values else (0.0, 0)
+    assert clocks.noise(rows) == want
+
+
+@given(st.lists(st.dictionaries(st.integers(0, 9), st.integers(0, 10**18), min_size=1,
+                                max_size=4), max_size=8))  # fmt: skip
+@settings(max_examples=200, deadline=None)
+def test_the_member_sets_read_from_instances_are_those_of_their_ends(
+    ends: list[dict[int, int]],
+) -> None:
+    """`_instance_sets` (ends read from starts and durations) is `_sets` of `Instance.ends`,
+    whatever order the members come in."""
+    found = [Instance("0", i, "AllReduce", None, None, {r: e - 7 for r, e in reversed(x.items())},
+                      dict.fromkeys(x, 7)) for i, x in enumerate(ends)]  # fmt: skip
+    assert clocks._instance_sets(found) == clocks._sets(item.ends() for item in found)
+
+
+@given(st.integers(0, 2**20), st.integers(0, 40))
+@settings(max_examples=200, deadline=None)
+def test_the_normals_drawn_at_once_are_gauss_bit_for_bit(seed: int, count: int) -> None:
+    """The re-fits' shifts drawn at once are those `gauss` draws one by one (odd counts too),
+    times a scale as `gauss(0.0, s)` takes it."""
+    drawn = clocks.normals(random.Random(seed), count)
+    one = random.Random(seed)
+    assert drawn == [one.gauss() for _ in range(count)]
+    assert [0.0 + z * 3.7 for z in drawn] == [g.gauss(0.0, 3.7) for g in [random.Random(seed)]
+                                               for _ in range(count)]  # fmt: skip

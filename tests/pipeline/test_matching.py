@@ -7,7 +7,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 
 from commscope.model.schema import CommOp
-from commscope.pipeline import p2p
+from commscope.pipeline import matching, p2p
 from commscope.pipeline.matching import Matched, describe, match
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -243,3 +243,53 @@ def test_a_p2p_pair_is_an_instance_by_the_same_rule_of_two_members() -> None:
     found = pair.instance
     assert (list(found.starts.items()), found.durations) == ([(0, 105), (1, 90)], {0: 10, 1: 30})
     assert (found.collective, found.message_bytes, found.group_size) == ("SendRecv", 64, 2)
+
+
+# ------------------------------------------------------------------ the positions' layout
+
+
+def _plain_positions(
+    ranks: Mapping[int, list[CommOp]], by_seq: bool
+) -> list[tuple[int, dict[int, CommOp]]]:
+    """Every call keyed by (Seq or index, its repeat on its rank), rank by rank: the oracle of
+    `_positions`, which keys by the Seq alone while no rank repeats one."""
+    positions: dict[tuple[int, int], dict[int, CommOp]] = {}
+    for rank in sorted(ranks):
+        seen: dict[int, int] = {}
+        for index, call in enumerate(ranks[rank]):
+            key = (call.seq or 0) if by_seq else index
+            seen[key] = seen.get(key, -1) + 1
+            positions.setdefault((key, seen[key]), {})[rank] = call
+    return [(key[0], positions[key]) for key in sorted(positions)]
+
+
+_calls = st.builds(
+    op,
+    st.sampled_from(["AllReduce", "AllGather", "AllToAll"]),
+    st.integers(0, 10**6),
+    st.sampled_from([None, 8, 16]),
+    st.sampled_from([None, "Float"]),
+    sends=st.sampled_from([(), (1, 1)]),
+    group_size=st.sampled_from([2, 3]),
+    seq=st.integers(0, 5),
+)
+
+
+@given(st.dictionaries(st.integers(0, 3), st.lists(_calls, max_size=6), max_size=4),
+       st.booleans())  # fmt: skip
+@settings(max_examples=300, deadline=None)
+def test_positions_and_alike_instances_are_those_of_the_plain_rules(
+    ranks: dict[int, list[CommOp]], by_seq: bool
+) -> None:
+    """`_positions` is the plain keying by (Seq or index, repeat), Seqs repeated or not; a
+    position's instance built in the pass that checks its calls alike is `instance`'s, and
+    there is none exactly when they are not alike."""
+    found = matching._positions(ranks, by_seq)
+    assert found == _plain_positions(ranks, by_seq)
+    base = {rank: 1000 * rank for rank in ranks}
+    for position, calls in found:
+        fast = matching._alike_instance("0", position, calls, base)
+        if matching._alike(calls.values()):
+            assert fast == matching.instance("0", position, calls, base)
+        else:
+            assert fast is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from commscope.pipeline.matching import Instance
-from commscope.pipeline.skew import Draws, arrival
+from commscope.pipeline.skew import Draws, arrival, tally
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -66,3 +66,28 @@ def test_arrival_waits_found_once_are_those_of_the_plain_formulas(
     assert found.last == (at_latest[0] if len(at_latest) == 1 and skew > 0 else None)
     assert found.waits == {r: latest - s for r, s in aligned.items()}
     assert found.in_call_ns == math.fsum(min(latest - s, durations[r]) for r, s in aligned.items())
+
+
+@st.composite
+def _instances(draw: st.DrawFn) -> list[Instance]:
+    """Instances of 1-5 members of ranks 0-7 on epoch-like times, each one's durations keyed
+    in an order of their own (not the starts')."""
+    found = []
+    for position in range(draw(st.integers(0, 6))):
+        gaps = draw(st.dictionaries(st.integers(0, 7), st.integers(0, 10**6), min_size=1,
+                                    max_size=5))  # fmt: skip
+        starts = {rank: 1_700_000_000_000_000_000 + gap for rank, gap in gaps.items()}
+        durations = {rank: 1 + gaps[rank] % 991 for rank in sorted(gaps, reverse=True)}
+        found.append(Instance("0", position, "AllGather", None, None, starts, durations))
+    return found
+
+
+@given(_instances(), st.integers(0, 7))
+@settings(max_examples=200, deadline=None)
+def test_a_ranks_chances_are_those_of_each_draw_it_is_a_member_of(
+    found: list[Instance], rank: int
+) -> None:
+    """(Σ wait, 1 / members) of each draw with `rank` among its members, in order."""
+    draws = tally([arrival(item, {}) for item in found]).draws
+    want = [(wait, 1 / len(members)) for wait, members, _ in draws if rank in members]
+    assert draws.chances(rank) == want
