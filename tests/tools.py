@@ -30,14 +30,15 @@ def require_tool(name: str) -> str:
 
 
 def require_module(name: str, install: str) -> ModuleType:
-    """Optional module `name` (an extra's); skip the test when it is missing, fail when
-    `COMMSCOPE_REQUIRE_MODULES` (comma-separated) names it, as CI does."""
+    """Optional module `name` (an extra's); skip the test (or, called at a module's top, the
+    module) when it is missing, fail when `COMMSCOPE_REQUIRE_MODULES` (comma-separated) names
+    it, as CI does."""
     try:
         return importlib.import_module(name)
     except ImportError:
         if name in os.environ.get("COMMSCOPE_REQUIRE_MODULES", "").split(","):
             pytest.fail(f"{name} is not installed, and COMMSCOPE_REQUIRE_MODULES requires it")
-        pytest.skip(f"{name} is not installed ({install})")
+        pytest.skip(f"{name} is not installed ({install})", allow_module_level=True)
 
 
 # The real traces of public jobs (../shared/traces, beside the repository): used in place, as
