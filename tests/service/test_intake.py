@@ -6,7 +6,7 @@ drain calls them), with `os.fsync` counted."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -56,16 +56,6 @@ def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(os, "fsync", counted)
     return made
-
-
-@pytest.fixture
-def agg(tmp_path: Path) -> Iterator[Aggregator]:
-    settings = AggregatorSettings(
-        listen="tcp://127.0.0.1:*", out=tmp_path / "o", state=tmp_path / "s"
-    )
-    aggregator = Aggregator(settings, clock=lambda: 1000.0)
-    yield aggregator
-    aggregator.store.close()
 
 
 def drain(aggregator: Aggregator, records: list[Record]) -> None:

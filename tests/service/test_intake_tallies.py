@@ -4,15 +4,12 @@ are refused at decode and counted ("invalid"), never raised, the stream left whe
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import msgspec
 import pytest
 from commscope.model.schema import CommOp, Facts, GpuOp, Record, StreamEnd, StreamStart, TraceMeta
 from commscope.pipeline.accumulate import Accumulator
 from commscope.pipeline.edge import Reduction
-from commscope.service.aggregate import Aggregator, AggregatorSettings
+from commscope.service.aggregate import Aggregator
 from commscope.service.links import own_stream
 from msgspec.structs import replace
 
@@ -31,16 +28,6 @@ def facts() -> Facts:
     reduction.add_all(EVENTS)
     (part,) = reduction.facts(STREAM, 1)
     return part
-
-
-@pytest.fixture
-def agg(tmp_path: Path) -> Iterator[Aggregator]:
-    settings = AggregatorSettings(
-        listen="tcp://127.0.0.1:*", out=tmp_path / "out", state=tmp_path / "st"
-    )
-    aggregator = Aggregator(settings, clock=lambda: 1000.0)
-    yield aggregator
-    aggregator.store.close()
 
 
 def send(aggregator: Aggregator, record: Record) -> None:
