@@ -611,6 +611,8 @@ def run_scale(job: Job, args: argparse.Namespace) -> Run:
     ranks = job.ranks
     per_collector = min(ranks, max(args.per_node, -(-ranks // args.max_collectors)))
     nodes = ranks // per_collector
+    if args.tmp is not None:
+        Path(args.tmp).mkdir(parents=True, exist_ok=True)  # `--tmp` may name a new folder
     tmp = Path(tempfile.mkdtemp(prefix=f"scale{ranks}-", dir=args.tmp))
     print(f"  folder: {tmp}", flush=True)
     service = Service(tmp, nodes)
