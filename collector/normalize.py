@@ -769,14 +769,15 @@ class Normalizer:
         start_ns = ts * 1000 if type(ts) is int else round(ts * 1000)  # `_ns`, inline
         dur_ns = (dur * 1000 if type(dur) is int else round(dur * 1000)) if kind else -1
         met = self._links.call(correlation, kind, start_ns, dur_ns)
+        # the call's duration while its kernel may still join it (else -1)
+        waiting = dur_ns if kind == KERNEL_LAUNCH and not (met and met[KERNELS]) else -1
         if type(tid) is not int and (tid := self._thread(tid)) is None:
-            if kind == KERNEL_LAUNCH and (met is None or not met[KERNELS]):
-                self._links.keep(correlation, (None, start_ns, dur_ns))  # for its kernel
+            if waiting >= 0:
+                self._links.keep(correlation, (None, start_ns, waiting))  # for its kernel
             return
         if correlation in self._pending:
             self._pin(correlation, (tid, start_ns))
         elif not (met and met[LANDED]) or "Graph" in name or "Multi" in name:
-            waiting = dur_ns if kind == KERNEL_LAUNCH and not (met and met[KERNELS]) else -1
             self._links.keep(correlation, (tid, start_ns, waiting))  # for its kernel(s)
         # else its one kernel came first: no kernel needs it (one of several is kept: graphs,
         # multi-device launches)

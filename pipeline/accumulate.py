@@ -207,10 +207,7 @@ class Accumulator:
         have counted the calls, no call counted again."""
         for on_gpu, tallies in ((True, gpu_ops), (False, cpu_ops)):
             for kind, tally in tallies.items():
-                into = self._tally(on_gpu, kind)
-                _add_sums(into, tally)
-                into.algbw_Bps += tally.algbw_Bps
-                into.busbw_Bps += tally.busbw_Bps
+                _add_tally(self._tally(on_gpu, kind), tally)
         flags: list[bool] = list(map(_ON_GPU, ops))
         self.gpu_calls.extend(compress(ops, flags))
         self.cpu_calls.extend(compress(ops, map(operator.not_, flags)))
@@ -499,11 +496,11 @@ def pooled_ops(
     for result in results:
         for kind, tally in result.ops.items():
             into = pooled.setdefault(kind, RunTally() if sketched and samples else OpTally())
-            _add_sums(into, tally)
             if samples and not sketched:
-                into.algbw_Bps += tally.algbw_Bps
-                into.busbw_Bps += tally.busbw_Bps
-            elif samples:
+                _add_tally(into, tally)
+            else:
+                _add_sums(into, tally)
+            if samples and sketched:
                 parts.setdefault(kind, []).append(tally)
     for kind, tallies in parts.items():
         _merge_sketches(pooled[kind], tallies, sketcher or bandwidth_sketch)
@@ -516,6 +513,13 @@ def _merge_sketches(into: OpTally, tallies: list[OpTally], sketcher: Sketcher) -
         raise TypeError("sketches merge only into a RunTally")
     into.algbw_sketch = merge_all(sketcher(t, "algbw") for t in tallies)
     into.busbw_sketch = merge_all(sketcher(t, "busbw") for t in tallies)
+
+
+def _add_tally(into: OpTally, other: OpTally) -> None:
+    """Add `other`'s counts, sums and bandwidth samples to `into`'s."""
+    _add_sums(into, other)
+    into.algbw_Bps += other.algbw_Bps
+    into.busbw_Bps += other.busbw_Bps
 
 
 def _add_sums(into: OpTally, other: OpTally) -> None:
